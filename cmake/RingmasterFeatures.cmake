@@ -1,0 +1,81 @@
+# Optional features: RINGMASTER_CUDA, RINGMASTER_OFI, RINGMASTER_UI, each
+# AUTO (on when found), ON (required: configure fails without it) or OFF.
+# Each detection records one line for the summary printed at the end of
+# configure, saying what was enabled and, if not, why.
+
+function(ringmaster_feature_option name doc)
+  set(${name} AUTO CACHE STRING "${doc} (AUTO|ON|OFF)")
+  set_property(CACHE ${name} PROPERTY STRINGS AUTO ON OFF)
+  string(TOUPPER "${${name}}" value)
+  if(NOT value MATCHES "^(AUTO|ON|OFF)$")
+    message(FATAL_ERROR "${name}=${${name}}: expected AUTO, ON or OFF")
+  endif()
+  set(${name} ${value} PARENT_SCOPE)
+endfunction()
+
+# ringmaster_feature_result(NAME ENABLED REASON): records the outcome and
+# fails configure when the feature was required but is not available.
+function(ringmaster_feature_result name enabled reason)
+  if(${name} STREQUAL "ON" AND NOT enabled)
+    message(FATAL_ERROR "${name}=ON but ${reason}")
+  endif()
+  if(enabled)
+    set(line "  ${name}: enabled (${reason})")
+  elseif(${name} STREQUAL "OFF")
+    set(line "  ${name}: disabled (${name}=OFF)")
+  else()
+    set(line "  ${name}: disabled (${reason})")
+  endif()
+  set_property(GLOBAL APPEND_STRING PROPERTY RINGMASTER_FEATURE_LINES "${line}\n")
+  set(${name}_ENABLED ${enabled} CACHE INTERNAL "")
+endfunction()
+
+function(ringmaster_feature_summary)
+  get_property(lines GLOBAL PROPERTY RINGMASTER_FEATURE_LINES)
+  message(STATUS "Ringmaster ${PROJECT_VERSION} features:\n${lines}")
+endfunction()
+
+ringmaster_feature_option(RINGMASTER_CUDA "CUDA kernels and transports")
+ringmaster_feature_option(RINGMASTER_OFI "libfabric transport")
+ringmaster_feature_option(RINGMASTER_UI "Qt 6 console")
+
+# CUDA
+if(RINGMASTER_CUDA STREQUAL "OFF")
+  ringmaster_feature_result(RINGMASTER_CUDA FALSE "")
+else()
+  find_package(CUDAToolkit QUIET)
+  if(CUDAToolkit_FOUND)
+    # The toolkit is detected now so the summary tells the truth; the CUDA
+    # kernels and transport switch this to enabled when they exist.
+    ringmaster_feature_result(RINGMASTER_CUDA FALSE "toolkit ${CUDAToolkit_VERSION} found at ${CUDAToolkit_BIN_DIR}, but the engine has no CUDA code yet")
+  else()
+    ringmaster_feature_result(RINGMASTER_CUDA FALSE "no CUDA toolkit found (nvcc on PATH or in /usr/local/cuda)")
+  endif()
+endif()
+
+# libfabric
+if(RINGMASTER_OFI STREQUAL "OFF")
+  ringmaster_feature_result(RINGMASTER_OFI FALSE "")
+else()
+  find_package(PkgConfig QUIET)
+  if(PkgConfig_FOUND)
+    pkg_check_modules(LIBFABRIC QUIET IMPORTED_TARGET libfabric)
+  endif()
+  if(LIBFABRIC_FOUND)
+    ringmaster_feature_result(RINGMASTER_OFI TRUE "libfabric ${LIBFABRIC_VERSION}")
+  else()
+    ringmaster_feature_result(RINGMASTER_OFI FALSE "libfabric not found (Debian package libfabric-dev)")
+  endif()
+endif()
+
+# Qt console
+if(RINGMASTER_UI STREQUAL "OFF")
+  ringmaster_feature_result(RINGMASTER_UI FALSE "")
+else()
+  find_package(Qt6 QUIET COMPONENTS Widgets Charts Sql Test)
+  if(Qt6_FOUND)
+    ringmaster_feature_result(RINGMASTER_UI TRUE "Qt ${Qt6_VERSION}")
+  else()
+    ringmaster_feature_result(RINGMASTER_UI FALSE "Qt 6 Widgets/Charts/Sql/Test not found (qt6-base-dev, qt6-charts-dev)")
+  endif()
+endif()

@@ -1,0 +1,173 @@
+#include "kernels/reduce.h"
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#include "core/params.h"
+#include "kernels/half.h"
+#include "kernels/reduce_table.h"
+#include "ringmaster/status.h"
+
+namespace ringmaster::kernels {
+namespace {
+
+constexpr std::array<std::string_view, 4> kLevelNames = {"scalar", "sse2", "avx2", "avx512"};
+
+const ReduceTable& table_for(IsaLevel level) {
+#if defined(RINGMASTER_X86_KERNELS)
+  static const std::array<ReduceTable, 4> tables = {scalar::make_table(), sse2::make_table(), avx2::make_table(),
+                                                    avx512::make_table()};
+  return tables[static_cast<std::size_t>(level)];
+#else
+  (void)level;
+  static const ReduceTable table = scalar::make_table();
+  return table;
+#endif
+}
+
+IsaLevel choose_level() {
+  if (auto forced = param_env(Param::CpuKernel)) {
+    const auto level = parse_isa_level(*forced);
+    if (!level) {
+      throw Error(ErrorCategory::config,
+                  "RINGMASTER_CPU_KERNEL=" + *forced + " is not a kernel level; use avx512, avx2, sse2 or scalar");
+    }
+    if (!cpu_supports(*level)) {
+      throw Error(ErrorCategory::config,
+                  "RINGMASTER_CPU_KERNEL=" + *forced + " is not supported by this CPU; unset it to use the best level");
+    }
+    return *level;
+  }
+  const auto levels = supported_levels();
+  return levels.back();
+}
+
+template <class T>
+void divide_all(void* buffer, std::size_t count, int nranks) {
+  auto* p = static_cast<T*>(buffer);
+  for (std::size_t i = 0; i < count; ++i) {
+    T v;
+    std::memcpy(&v, p + i, sizeof(T));
+    if constexpr (std::is_integral_v<T>) {
+      using Wide = std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>;
+      v = static_cast<T>(static_cast<Wide>(v) / static_cast<Wide>(nranks));
+    } else {
+      v = v / static_cast<T>(nranks);
+    }
+    std::memcpy(p + i, &v, sizeof(T));
+  }
+}
+
+template <float (*widen)(std::uint16_t), std::uint16_t (*narrow)(float)>
+void divide_half(void* buffer, std::size_t count, int nranks) {
+  auto* p = static_cast<std::uint16_t*>(buffer);
+  const auto n = static_cast<float>(nranks);
+  for (std::size_t i = 0; i < count; ++i) {
+    std::uint16_t v;
+    std::memcpy(&v, p + i, sizeof(v));
+    v = narrow(widen(v) / n);
+    std::memcpy(p + i, &v, sizeof(v));
+  }
+}
+
+}  // namespace
+
+std::size_t streaming_store_bytes() noexcept {
+  static const std::size_t bytes = [] {
+    try {
+      const auto value = param_int(Param::StreamingStoreBytes);
+      return value > 0 ? static_cast<std::size_t>(value) : SIZE_MAX;
+    } catch (const Error&) {
+      return static_cast<std::size_t>(8) << 20;
+    }
+  }();
+  return bytes;
+}
+
+std::string_view name_of(IsaLevel level) noexcept {
+  return kLevelNames[static_cast<std::size_t>(level)];
+}
+
+std::optional<IsaLevel> parse_isa_level(std::string_view name) noexcept {
+  for (std::size_t i = 0; i < kLevelNames.size(); ++i) {
+    if (kLevelNames[i] == name) return static_cast<IsaLevel>(i);
+  }
+  return std::nullopt;
+}
+
+bool cpu_supports(IsaLevel level) noexcept {
+  switch (level) {
+    case IsaLevel::scalar:
+      return true;
+#if defined(RINGMASTER_X86_KERNELS)
+    case IsaLevel::sse2:
+      return __builtin_cpu_supports("sse2");
+    case IsaLevel::avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    case IsaLevel::avx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+#else
+    default:
+      return false;
+#endif
+  }
+  return false;
+}
+
+std::vector<IsaLevel> supported_levels() {
+  std::vector<IsaLevel> levels;
+  for (auto level : {IsaLevel::scalar, IsaLevel::sse2, IsaLevel::avx2, IsaLevel::avx512}) {
+    if (cpu_supports(level)) levels.push_back(level);
+  }
+  return levels;
+}
+
+IsaLevel active_level() {
+  static const IsaLevel level = choose_level();
+  return level;
+}
+
+void reduce(IsaLevel level, void* dst, const void* a, const void* b, std::size_t count, DataType type, RedOp op) {
+  if (count == 0) return;
+  table_for(level).fn[static_cast<std::size_t>(type)][static_cast<std::size_t>(op)](dst, a, b, count);
+}
+
+void reduce(void* dst, const void* a, const void* b, std::size_t count, DataType type, RedOp op) {
+  static const ReduceTable& table = table_for(active_level());
+  if (count == 0) return;
+  table.fn[static_cast<std::size_t>(type)][static_cast<std::size_t>(op)](dst, a, b, count);
+}
+
+void finish_avg(void* buffer, std::size_t count, DataType type, int nranks) {
+  if (nranks <= 0) throw Error(ErrorCategory::internal, "finish_avg called with nranks=" + std::to_string(nranks));
+  if (nranks == 1) return;
+  switch (type) {
+    case DataType::int8:
+      return divide_all<std::int8_t>(buffer, count, nranks);
+    case DataType::uint8:
+      return divide_all<std::uint8_t>(buffer, count, nranks);
+    case DataType::int32:
+      return divide_all<std::int32_t>(buffer, count, nranks);
+    case DataType::uint32:
+      return divide_all<std::uint32_t>(buffer, count, nranks);
+    case DataType::int64:
+      return divide_all<std::int64_t>(buffer, count, nranks);
+    case DataType::uint64:
+      return divide_all<std::uint64_t>(buffer, count, nranks);
+    case DataType::fp16:
+      return divide_half<half_to_float, float_to_half>(buffer, count, nranks);
+    case DataType::bf16:
+      return divide_half<bf16_to_float, float_to_bf16>(buffer, count, nranks);
+    case DataType::fp32:
+      return divide_all<float>(buffer, count, nranks);
+    case DataType::fp64:
+      return divide_all<double>(buffer, count, nranks);
+  }
+}
+
+}  // namespace ringmaster::kernels
