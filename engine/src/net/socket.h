@@ -1,0 +1,99 @@
+// Thin RAII wrappers over POSIX TCP sockets with deadlines.
+//
+// Every blocking call takes a deadline and reports failure as an errno
+// value (or kPeerClosed), never by throwing, so callers can turn the
+// failure into an error that names their stage, peer and hint. Socket
+// objects are not thread-safe; distinct sockets may be used from distinct
+// threads.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ringmaster::net {
+
+using Clock = std::chrono::steady_clock;
+
+// Returned instead of an errno when the peer closed the connection.
+inline constexpr int kPeerClosed = -1;
+
+// "Connection refused (ECONNREFUSED)", or "connection closed by peer".
+std::string errno_text(int err);
+
+struct SocketAddress {
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+
+  int family() const noexcept { return storage.ss_family; }
+  std::uint16_t port() const noexcept;
+  void set_port(std::uint16_t port) noexcept;
+  bool is_loopback() const noexcept;
+  // Numeric host: "10.0.0.5" or "fe80::1".
+  std::string host() const;
+  // "10.0.0.5:29500" or "[fe80::1]:29500".
+  std::string to_string() const;
+
+  static SocketAddress from_sockaddr(const sockaddr* sa, socklen_t len);
+  // Parses a numeric "host:port" or "[v6]:port".
+  static std::optional<SocketAddress> parse(std::string_view text);
+};
+
+struct ResolveResult {
+  std::vector<SocketAddress> addresses;
+  int gai_error = 0;  // getaddrinfo's code when resolution failed
+  std::string error;  // its text
+  bool ok() const noexcept { return gai_error == 0 && !addresses.empty(); }
+};
+
+// Resolves a host name or numeric address; family AF_UNSPEC, AF_INET or AF_INET6.
+ResolveResult resolve(const std::string& host, std::uint16_t port, int family = AF_UNSPEC);
+
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) noexcept : fd_(fd) {}
+  ~Socket() { close(); }
+  Socket(Socket&& other) noexcept : fd_(other.release()) {}
+  Socket& operator=(Socket&& other) noexcept;
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+
+  int fd() const noexcept { return fd_; }
+  bool valid() const noexcept { return fd_ >= 0; }
+  int release() noexcept {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void close() noexcept;
+
+  // Binds and listens; on failure returns an invalid socket and sets err.
+  static Socket listen(const SocketAddress& address, int backlog, int& err);
+  // Connects before the deadline. Returns 0 or an errno (ETIMEDOUT when the
+  // deadline passed). Honours the in-engine connect filter.
+  static int connect(const SocketAddress& to, Clock::time_point deadline, Socket& out);
+
+  // Accepts one connection before the deadline; err is 0 or an errno.
+  Socket accept(Clock::time_point deadline, int& err) const;
+
+  int send_all(const void* data, std::size_t size, Clock::time_point deadline) const;
+  int recv_all(void* data, std::size_t size, Clock::time_point deadline) const;
+
+  SocketAddress local_address() const;
+  SocketAddress peer_address() const;
+  void set_nodelay() const noexcept;
+  void set_buffer_sizes(int bytes) const noexcept;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace ringmaster::net

@@ -1,0 +1,71 @@
+// The store client used inside the engine: one TCP connection, blocking
+// calls with deadlines, torch's TCPStore protocol.
+//
+// Failures throw Error: network (with the address and errno text), timeout,
+// or protocol. The bootstrap catches them and adds stage, rank and hint.
+// Not thread-safe: one thread per Client.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "net/socket.h"
+
+namespace ringmaster::store {
+
+struct ConnectAttempts {
+  int attempts = 0;
+  int last_error = 0;  // errno of the last failed attempt
+  net::SocketAddress last_address;
+};
+
+// Connects to one of `addresses` (tried in order each round), retrying with
+// exponential backoff (from 10 ms, doubling, at most 1 s) and +-25% jitter
+// until the deadline. Each failed attempt is logged at INFO with its errno
+// text and number. Returns 0 or the last errno (ETIMEDOUT when time ran out
+// without any other answer).
+int connect_with_backoff(const std::vector<net::SocketAddress>& addresses, net::Clock::time_point deadline,
+                         net::Socket& out, ConnectAttempts& report);
+
+class Client {
+ public:
+  Client(net::Socket socket, std::chrono::milliseconds timeout);
+
+  // VALIDATE, then a PING that must echo before the deadline: a listener
+  // that accepts but never serves fails here, not later.
+  void handshake(net::Clock::time_point deadline);
+
+  void set(const std::string& key, const std::string& value);
+  std::string get(const std::string& key);
+  std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired);
+  std::int64_t add(const std::string& key, std::int64_t delta);
+  bool check(const std::vector<std::string>& keys);
+  // Returns false on timeout (after cancelling the wait on the server).
+  bool wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  std::int64_t num_keys();
+  bool delete_key(const std::string& key);
+  void append(const std::string& key, const std::string& value);
+  std::vector<std::string> multi_get(const std::vector<std::string>& keys);
+  void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values);
+  std::uint32_t ping(std::uint32_t nonce, net::Clock::time_point deadline);
+
+  const net::Socket& socket() const noexcept { return socket_; }
+  std::chrono::milliseconds timeout() const noexcept { return timeout_; }
+
+ private:
+  void send(const std::string& bytes, net::Clock::time_point deadline);
+  void recv(void* data, std::size_t size, net::Clock::time_point deadline, const char* what);
+  template <class T>
+  T recv_value(net::Clock::time_point deadline, const char* what);
+  std::string recv_string(net::Clock::time_point deadline, const char* what);
+  net::Clock::time_point deadline() const { return net::Clock::now() + timeout_; }
+
+  net::Socket socket_;
+  std::chrono::milliseconds timeout_;
+  std::string peer_;
+};
+
+}  // namespace ringmaster::store

@@ -1,0 +1,497 @@
+// TcpStoreServer: Boost.Asio, one I/O thread, one coroutine per client.
+//
+// The thread owns all state, so nothing is locked on the request path. A
+// WAIT that cannot be answered yet parks a Waiter on each missing key;
+// whichever request creates the last of them sends STOP_WAITING. A client
+// that breaks a rule (bad magic, unknown command, a key or value over the
+// limit, too many keys) is logged and disconnected; every other client is
+// unaffected.
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/v6_only.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <deque>
+#include <fstream>
+#include <future>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/log.h"
+#include "ringmaster/status.h"
+#include "ringmaster/store.h"
+#include "store/protocol.h"
+
+namespace ringmaster {
+namespace {
+
+namespace asio = boost::asio;
+using asio::awaitable;
+using asio::use_awaitable;
+using asio::ip::tcp;
+using store::Command;
+
+// A client broke the protocol; the message says how.
+struct ProtocolViolation {
+  std::string message;
+};
+
+class Session;
+
+struct Waiter {
+  std::weak_ptr<Session> session;
+  std::vector<std::string> missing;  // keys this waiter is parked on
+  std::size_t remaining = 0;
+  bool done = false;
+};
+
+struct State {
+  std::unordered_map<std::string, std::string> data;
+  std::unordered_map<std::string, std::vector<std::shared_ptr<Waiter>>> waiters;
+  std::atomic<std::size_t> num_keys{0};
+  std::atomic<std::size_t> num_connections{0};
+};
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, State& state) : socket_(std::move(socket)), state_(state) {
+    boost::system::error_code ec;
+    const auto remote = socket_.remote_endpoint(ec);
+    peer_ = ec ? std::string("?") : remote.address().to_string() + ":" + std::to_string(remote.port());
+    socket_.set_option(tcp::no_delay(true), ec);
+  }
+
+  // `self` (a parameter, so it lives in the coroutine frame) keeps the
+  // session alive for as long as it is served.
+  awaitable<void> run([[maybe_unused]] std::shared_ptr<Session> self) {
+    ++state_.num_connections;
+    try {
+      const auto first = co_await read_u8();
+      const auto magic = co_await read_u32();
+      if (first != static_cast<std::uint8_t>(Command::validate) || magic != store::kValidationMagic) {
+        throw ProtocolViolation{
+            fmt::format("first message is not VALIDATE with magic 0x{:08X} (command {}, magic "
+                        "0x{:08X}); not a TCPStore client",
+                        store::kValidationMagic, first, magic)};
+      }
+      for (;;)
+        co_await serve_one();
+    } catch (const ProtocolViolation& violation) {
+      RM_WARN(store, "store client {}: {}; closing its connection", peer_, violation.message);
+    } catch (const boost::system::system_error& e) {
+      if (e.code() != asio::error::eof && e.code() != asio::error::operation_aborted) {
+        RM_INFO(store, "store client {} disconnected: {}", peer_, e.code().message());
+      }
+    }
+    cancel_waiters();
+    --state_.num_connections;
+    boost::system::error_code ec;
+    socket_.shutdown(tcp::socket::shutdown_both, ec);
+    socket_.close(ec);
+  }
+
+  void send(std::string bytes) {
+    outbox_.push_back(std::move(bytes));
+    if (writing_) return;
+    writing_ = true;
+    asio::co_spawn(socket_.get_executor(), write_loop(shared_from_this()), asio::detached);
+  }
+
+ private:
+  // `self` keeps the session alive while a write is in flight.
+  awaitable<void> write_loop([[maybe_unused]] std::shared_ptr<Session> self) {
+    while (!outbox_.empty()) {
+      // Send everything queued so far in one write.
+      std::string batch;
+      while (!outbox_.empty()) {
+        batch += outbox_.front();
+        outbox_.pop_front();
+      }
+      boost::system::error_code ec;
+      co_await asio::async_write(socket_, asio::buffer(batch), asio::redirect_error(use_awaitable, ec));
+      if (ec) {
+        outbox_.clear();
+        socket_.close(ec);
+        break;
+      }
+    }
+    writing_ = false;
+  }
+
+  // Makes at least n bytes readable in the buffer.
+  awaitable<void> fill(std::size_t n) {
+    if (end_ - begin_ >= n) co_return;
+    if (begin_ > 0) {
+      std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+      end_ -= begin_;
+      begin_ = 0;
+    }
+    if (buffer_.size() < n) buffer_.resize(std::max(n, buffer_.size() * 2));
+    while (end_ < n) {
+      end_ +=
+          co_await socket_.async_read_some(asio::buffer(buffer_.data() + end_, buffer_.size() - end_), use_awaitable);
+    }
+  }
+
+  template <class T>
+  awaitable<T> read_int() {
+    co_await fill(sizeof(T));
+    T v;
+    std::memcpy(&v, buffer_.data() + begin_, sizeof(T));
+    begin_ += sizeof(T);
+    co_return v;
+  }
+  awaitable<std::uint8_t> read_u8() { return read_int<std::uint8_t>(); }
+  awaitable<std::uint32_t> read_u32() { return read_int<std::uint32_t>(); }
+
+  awaitable<std::string> read_string(std::size_t limit, const char* what) {
+    const auto size = co_await read_int<std::uint64_t>();
+    if (size > limit) {
+      throw ProtocolViolation{fmt::format("{} of {} bytes is over the limit of {} bytes", what, size, limit)};
+    }
+    co_await fill(size);
+    std::string s(buffer_.data() + begin_, size);
+    begin_ += size;
+    co_return s;
+  }
+  awaitable<std::string> read_key() { return read_string(store::kMaxKeyBytes, "key"); }
+  awaitable<std::string> read_value() { return read_string(store::kMaxValueBytes, "value"); }
+
+  awaitable<std::vector<std::string>> read_keys() {
+    const auto count = co_await read_int<std::uint64_t>();
+    if (count > store::kMaxKeys) {
+      throw ProtocolViolation{fmt::format("request names {} keys, over the limit of {}", count, store::kMaxKeys)};
+    }
+    std::vector<std::string> keys;
+    keys.reserve(count);
+    for (std::uint64_t i = 0; i < count; ++i)
+      keys.push_back(co_await read_key());
+    co_return keys;
+  }
+
+  awaitable<void> serve_one() {
+    const auto command = co_await read_u8();
+    if (command > store::kMaxCommand) throw ProtocolViolation{fmt::format("unknown command {}", command)};
+    switch (static_cast<Command>(command)) {
+      case Command::validate: {
+        const auto magic = co_await read_u32();
+        if (magic != store::kValidationMagic) throw ProtocolViolation{fmt::format("bad magic 0x{:08X}", magic)};
+        break;
+      }
+      case Command::set: {
+        auto key = co_await read_key();
+        auto value = co_await read_value();
+        put(std::move(key), std::move(value));
+        break;
+      }
+      case Command::compare_set: {
+        auto key = co_await read_key();
+        auto expected = co_await read_value();
+        auto desired = co_await read_value();
+        auto it = state_.data.find(key);
+        if (it == state_.data.end()) {
+          if (expected.empty()) {
+            reply_string(desired);
+            put(std::move(key), std::move(desired));
+          } else {
+            reply_string(expected);
+          }
+        } else if (it->second == expected) {
+          it->second = std::move(desired);
+          reply_string(it->second);
+        } else {
+          reply_string(it->second);
+        }
+        break;
+      }
+      case Command::get: {
+        auto key = co_await read_key();
+        auto it = state_.data.find(key);
+        if (it == state_.data.end()) throw ProtocolViolation{fmt::format("GET of missing key '{}'", key)};
+        reply_string(it->second);
+        break;
+      }
+      case Command::add: {
+        auto key = co_await read_key();
+        const auto delta = co_await read_int<std::int64_t>();
+        std::int64_t value = delta;
+        if (auto it = state_.data.find(key); it != state_.data.end()) {
+          std::int64_t current = 0;
+          const auto& text = it->second;
+          auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), current);
+          if (ec != std::errc() || ptr != text.data() + text.size()) {
+            throw ProtocolViolation{fmt::format("ADD to key '{}' whose value is not a decimal integer", key)};
+          }
+          value = static_cast<std::int64_t>(static_cast<std::uint64_t>(current) + static_cast<std::uint64_t>(delta));
+        }
+        put(std::move(key), std::to_string(value));
+        send(store::Encoder(Command::add).i64(value).bytes().substr(1));
+        break;
+      }
+      case Command::check: {
+        const auto keys = co_await read_keys();
+        const bool ready =
+            std::all_of(keys.begin(), keys.end(), [&](const auto& k) { return state_.data.contains(k); });
+        reply_u8(static_cast<std::uint8_t>(ready ? store::CheckResponse::ready : store::CheckResponse::not_ready));
+        break;
+      }
+      case Command::wait: {
+        auto keys = co_await read_keys();
+        park(std::move(keys));
+        break;
+      }
+      case Command::get_num_keys:
+        send(
+            store::Encoder(Command::get_num_keys).i64(static_cast<std::int64_t>(state_.data.size())).bytes().substr(1));
+        break;
+      case Command::delete_key: {
+        const auto key = co_await read_key();
+        const auto erased = static_cast<std::int64_t>(state_.data.erase(key));
+        state_.num_keys = state_.data.size();
+        send(store::Encoder(Command::delete_key).i64(erased).bytes().substr(1));
+        break;
+      }
+      case Command::append: {
+        auto key = co_await read_key();
+        auto value = co_await read_value();
+        if (auto it = state_.data.find(key); it != state_.data.end()) {
+          if (it->second.size() + value.size() > store::kMaxValueBytes) {
+            throw ProtocolViolation{
+                fmt::format("APPEND would grow key '{}' over {} bytes", key, store::kMaxValueBytes)};
+          }
+          it->second += value;
+        } else {
+          put(std::move(key), std::move(value));
+        }
+        break;
+      }
+      case Command::multi_get: {
+        const auto keys = co_await read_keys();
+        std::string reply;
+        for (const auto& key : keys) {
+          auto it = state_.data.find(key);
+          if (it == state_.data.end()) throw ProtocolViolation{fmt::format("MULTI_GET of missing key '{}'", key)};
+          reply += store::Encoder(Command::multi_get).str(it->second).bytes().substr(1);
+        }
+        send(std::move(reply));
+        break;
+      }
+      case Command::multi_set: {
+        const auto count = co_await read_int<std::int64_t>();
+        if (count < 0 || static_cast<std::uint64_t>(count) > store::kMaxKeys) {
+          throw ProtocolViolation{fmt::format("MULTI_SET of {} keys", count)};
+        }
+        for (std::int64_t i = 0; i < count; ++i) {
+          auto key = co_await read_key();
+          auto value = co_await read_value();
+          put(std::move(key), std::move(value));
+        }
+        break;
+      }
+      case Command::cancel_wait:
+        cancel_waiters();
+        reply_u8(static_cast<std::uint8_t>(store::WaitResponse::wait_canceled));
+        break;
+      case Command::ping: {
+        const auto nonce = co_await read_u32();
+        send(store::Encoder(Command::ping).u32(nonce).bytes().substr(1));
+        break;
+      }
+    }
+  }
+
+  void reply_u8(std::uint8_t v) { send(std::string(1, static_cast<char>(v))); }
+  void reply_string(const std::string& s) { send(store::Encoder(Command::get).str(s).bytes().substr(1)); }
+
+  void put(std::string key, std::string value) {
+    auto it = state_.data.find(key);
+    if (it != state_.data.end()) {
+      it->second = std::move(value);
+      return;
+    }
+    if (state_.data.size() >= store::kMaxKeys) {
+      throw ProtocolViolation{
+          fmt::format("the store already holds {} keys, its limit; refusing key '{}'", store::kMaxKeys, key)};
+    }
+    state_.data.emplace(key, std::move(value));
+    state_.num_keys = state_.data.size();
+    wake(key);
+  }
+
+  // A new key exists: answer every waiter for which it was the last missing one.
+  void wake(const std::string& key) {
+    auto it = state_.waiters.find(key);
+    if (it == state_.waiters.end()) return;
+    auto parked = std::move(it->second);
+    state_.waiters.erase(it);
+    for (auto& waiter : parked) {
+      if (waiter->done || --waiter->remaining > 0) continue;
+      waiter->done = true;
+      if (auto session = waiter->session.lock()) {
+        std::erase(session->my_waiters_, waiter);
+        session->reply_u8(static_cast<std::uint8_t>(store::WaitResponse::stop_waiting));
+      }
+    }
+  }
+
+  void park(std::vector<std::string> keys) {
+    auto waiter = std::make_shared<Waiter>();
+    waiter->session = weak_from_this();
+    for (auto& key : keys) {
+      if (!state_.data.contains(key)) waiter->missing.push_back(std::move(key));
+    }
+    waiter->remaining = waiter->missing.size();
+    if (waiter->remaining == 0) {
+      reply_u8(static_cast<std::uint8_t>(store::WaitResponse::stop_waiting));
+      return;
+    }
+    for (const auto& key : waiter->missing)
+      state_.waiters[key].push_back(waiter);
+    my_waiters_.push_back(std::move(waiter));
+  }
+
+  void cancel_waiters() {
+    for (auto& waiter : my_waiters_) {
+      waiter->done = true;
+      for (const auto& key : waiter->missing) {
+        auto it = state_.waiters.find(key);
+        if (it == state_.waiters.end()) continue;
+        std::erase(it->second, waiter);
+        if (it->second.empty()) state_.waiters.erase(it);
+      }
+    }
+    my_waiters_.clear();
+  }
+
+  tcp::socket socket_;
+  State& state_;
+  std::string peer_;
+  std::vector<char> buffer_ = std::vector<char>(64 * 1024);
+  std::size_t begin_ = 0, end_ = 0;
+  std::deque<std::string> outbox_;
+  bool writing_ = false;
+  std::vector<std::shared_ptr<Waiter>> my_waiters_;
+};
+
+int read_somaxconn() {
+  std::ifstream in("/proc/sys/net/core/somaxconn");
+  int v = 0;
+  in >> v;
+  return v;
+}
+
+}  // namespace
+
+struct TcpStoreServer::Impl {
+  asio::io_context io{1};
+  tcp::acceptor acceptor{io};
+  State state;
+  std::thread thread;
+  std::uint16_t port = 0;
+
+  awaitable<void> accept_loop() {
+    for (;;) {
+      boost::system::error_code ec;
+      tcp::socket socket = co_await acceptor.async_accept(asio::redirect_error(use_awaitable, ec));
+      if (ec) {
+        if (ec == asio::error::operation_aborted) co_return;
+        // Out of file descriptors and the like: say so, keep serving the others.
+        RM_WARN(store, "store accept failed: {}", ec.message());
+        continue;
+      }
+      auto session = std::make_shared<Session>(std::move(socket), state);
+      asio::co_spawn(io, session->run(session), asio::detached);
+    }
+  }
+};
+
+TcpStoreServer::TcpStoreServer(const StoreServerOptions& options) : impl_(std::make_unique<Impl>()) {
+  boost::system::error_code ec;
+  tcp::endpoint endpoint;
+  if (options.host.empty()) {
+    endpoint = tcp::endpoint(tcp::v6(), options.port);
+  } else {
+    const auto address = asio::ip::make_address(options.host, ec);
+    if (ec) throw Error(ErrorCategory::config, "store listen address '" + options.host + "' is not a numeric address");
+    endpoint = tcp::endpoint(address, options.port);
+  }
+  auto open_and_bind = [&](const tcp::endpoint& ep) {
+    impl_->acceptor.close(ec);
+    impl_->acceptor.open(ep.protocol(), ec);
+    if (ec) return;
+    impl_->acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (ep.protocol() == tcp::v6()) impl_->acceptor.set_option(asio::ip::v6_only(false), ec);
+    impl_->acceptor.bind(ep, ec);
+  };
+  open_and_bind(endpoint);
+  if (ec == asio::error::address_family_not_supported && options.host.empty()) {
+    open_and_bind(tcp::endpoint(tcp::v4(), options.port));  // a host without IPv6
+  }
+  const int somaxconn = read_somaxconn();
+  const int backlog = std::max({options.expected_clients, 2048, somaxconn});
+  if (!ec) impl_->acceptor.listen(backlog, ec);
+  if (ec) {
+    throw Error(ErrorCategory::network,
+                fmt::format("store cannot listen on {}:{}: {}", options.host.empty() ? "*" : options.host, options.port,
+                            ec.message()));
+  }
+  if (somaxconn > 0 && options.expected_clients > somaxconn) {
+    RM_WARN(store,
+            "net.core.somaxconn is {} but {} clients are expected; connects beyond it may be dropped and retried "
+            "(raise it with sysctl -w net.core.somaxconn={})",
+            somaxconn, options.expected_clients, options.expected_clients);
+  }
+  impl_->port = impl_->acceptor.local_endpoint().port();
+  asio::co_spawn(impl_->io, impl_->accept_loop(), asio::detached);
+  impl_->thread = std::thread([impl = impl_.get()] {
+    for (;;) {
+      try {
+        impl->io.run();
+        return;
+      } catch (const std::exception& e) {
+        RM_WARN(store, "store I/O thread caught: {}", e.what());
+      }
+    }
+  });
+  RM_INFO(store, "store listening on {}:{}", options.host.empty() ? "*" : options.host, impl_->port);
+}
+
+TcpStoreServer::~TcpStoreServer() {
+  stop();
+}
+
+std::uint16_t TcpStoreServer::port() const noexcept {
+  return impl_->port;
+}
+std::size_t TcpStoreServer::num_keys() const {
+  return impl_->state.num_keys;
+}
+std::size_t TcpStoreServer::num_connections() const {
+  return impl_->state.num_connections;
+}
+
+void TcpStoreServer::stop() {
+  if (!impl_->thread.joinable()) return;
+  asio::post(impl_->io, [impl = impl_.get()] {
+    boost::system::error_code ec;
+    impl->acceptor.close(ec);
+    impl->io.stop();
+  });
+  impl_->thread.join();
+}
+
+}  // namespace ringmaster
