@@ -104,8 +104,15 @@ std::string SocketAddress::host() const {
 }
 
 std::string SocketAddress::to_string() const {
-  if (family() == AF_INET6) return "[" + host() + "]:" + std::to_string(port());
-  return host() + ":" + std::to_string(port());
+  // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "[" + host().
+  std::string out;
+  const bool v6 = family() == AF_INET6;
+  if (v6) out += '[';
+  out += host();
+  if (v6) out += ']';
+  out += ':';
+  out += std::to_string(port());
+  return out;
 }
 
 SocketAddress SocketAddress::from_sockaddr(const sockaddr* sa, socklen_t len) {
