@@ -48,3 +48,17 @@ std::int64_t param_int(Param p) {
 }
 
 }  // namespace ringmaster
+
+#include "ringmaster/params.h"
+
+namespace ringmaster {
+
+std::vector<ParamDescription> list_params() {
+  std::vector<ParamDescription> out;
+  for (const auto& p : all_params()) {
+    out.push_back({std::string(p.env), std::string(p.default_value), std::string(p.help), param_env(p.id)});
+  }
+  return out;
+}
+
+}  // namespace ringmaster

@@ -17,11 +17,23 @@
 namespace ringmaster {
 
 // X(Id, "ENV_NAME", "default", "help")
-#define RINGMASTER_PARAMS(X)                                                                               \
-  X(CpuKernel, "RINGMASTER_CPU_KERNEL", "",                                                                \
-    "Force the CPU reduction kernel level: avx512, avx2, sse2 or scalar (default: best the CPU supports)") \
-  X(StreamingStoreBytes, "RINGMASTER_STREAMING_STORE_BYTES", "8388608",                                    \
-    "Reductions whose output is at least this many bytes bypass the cache with non-temporal stores")
+#define RINGMASTER_PARAMS(X)                                                                                     \
+  X(CpuKernel, "RINGMASTER_CPU_KERNEL", "",                                                                      \
+    "Force the CPU reduction kernel level: avx512, avx2, sse2 or scalar (default: best the CPU supports)")       \
+  X(StreamingStoreBytes, "RINGMASTER_STREAMING_STORE_BYTES", "8388608",                                          \
+    "Reductions whose output is at least this many bytes bypass the cache with non-temporal stores")             \
+  X(StoreTimeout, "RINGMASTER_STORE_TIMEOUT", "300",                                                             \
+    "Seconds to reach the store and pass its barrier (STORE_CONNECT .. STORE_BARRIER)")                          \
+  X(BootstrapTimeout, "RINGMASTER_BOOTSTRAP_TIMEOUT", "120", "Seconds for BOOTSTRAP_LISTEN .. ADDRESS_EXCHANGE") \
+  X(PortRange, "RINGMASTER_PORT_RANGE", "", "lo-hi: ports for bootstrap listeners (default: ephemeral)")         \
+  X(HostStore, "RINGMASTER_HOST_STORE", "auto",                                                                  \
+    "auto: rank 0 hosts the store when MASTER_ADDR is local; 1: host it; 0: connect to an existing store")       \
+  X(RunId, "RINGMASTER_RUN_ID", "default", "Prefix of every store key, so runs sharing one store stay apart")    \
+  X(ConnectFilter, "RINGMASTER_CONNECT_FILTER", "",                                                              \
+    "In-engine firewall for tests and hosts without CAP_NET_ADMIN: drop:PORT|LO-HI|HOST[:LO-HI], allow:...")     \
+  X(SocketIfname, "NCCL_SOCKET_IFNAME", "",                                                                      \
+    "Interfaces for bootstrap and sockets: prefixes, ^ to exclude, = for exact names (default: automatic)")      \
+  X(SocketFamily, "NCCL_SOCKET_FAMILY", "", "AF_INET or AF_INET6 to force the address family")
 
 enum class Param {
 #define RINGMASTER_PARAM_ENUM(id, env, def, help) id,

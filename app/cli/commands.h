@@ -1,0 +1,17 @@
+// Subcommands of ringmaster-cli. Each registers its options on the parent
+// app and returns the function that runs it (its exit code).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace ringmaster::cli {
+
+using Runner = std::function<int()>;
+
+Runner add_store_command(CLI::App& app);
+Runner add_probe_command(CLI::App& app);
+Runner add_env_command(CLI::App& app);
+
+}  // namespace ringmaster::cli

@@ -1,0 +1,166 @@
+// `ringmaster-cli probe`: walk the init stages as one rank (torchrun's
+// environment or flags) or as N local ranks, and print the stage table.
+// `ringmaster-cli env`: every tunable with its default and current value.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "commands.h"
+#include "ringmaster/bootstrap.h"
+#include "ringmaster/params.h"
+
+namespace ringmaster::cli {
+namespace {
+
+struct ProbeOptions {
+  int np = 0;
+  std::optional<int> rank, world_size;
+  std::optional<std::string> master_addr;
+  std::optional<int> master_port;
+  std::optional<double> store_timeout, bootstrap_timeout;
+  bool json = false;
+};
+
+nlohmann::json to_json(const StageEvent& e) {
+  return {{"type", "stage"},
+          {"rank", e.rank},
+          {"stage", name_of(e.stage)},
+          {"ok", e.ok},
+          {"begin_us", std::chrono::duration_cast<std::chrono::microseconds>(e.begin.time_since_epoch()).count()},
+          {"duration_ms", e.duration.count() / 1e6},
+          {"detail", e.detail}};
+}
+
+nlohmann::json to_json(const StageFailure& f) {
+  return {{"type", "failure"},
+          {"rank", f.rank},
+          {"stage", name_of(f.stage)},
+          {"category", name_of(f.category)},
+          {"peer_rank", f.peer_rank},
+          {"local", f.local_address},
+          {"remote", f.remote_address},
+          {"errno", f.errno_text},
+          {"elapsed_ms", f.elapsed.count()},
+          {"timeout_ms", f.timeout.count()},
+          {"joined", f.joined},
+          {"world_size", f.world_size},
+          {"missing", f.missing},
+          {"summary", f.summary},
+          {"hint", f.hint}};
+}
+
+void print_table(std::vector<StageEvent> events) {
+  std::stable_sort(events.begin(), events.end(),
+                   [](const auto& a, const auto& b) { return a.rank != b.rank ? a.rank < b.rank : a.stage < b.stage; });
+  std::printf("%5s  %-17s %-6s %10s  %s\n", "rank", "stage", "status", "ms", "detail");
+  for (const auto& e : events) {
+    std::string detail = e.detail;
+    if (detail.size() > 160) detail = detail.substr(0, 157) + "...";
+    std::printf("%5d  %-17s %-6s %10.3f  %s\n", e.rank, std::string(name_of(e.stage)).c_str(), e.ok ? "ok" : "FAILED",
+                e.duration.count() / 1e6, detail.c_str());
+  }
+}
+
+}  // namespace
+
+Runner add_probe_command(CLI::App& app) {
+  auto* probe = app.add_subcommand("probe", "Walk the rendezvous stages and print where a job would break");
+  auto opts = std::make_shared<ProbeOptions>();
+  probe->add_option("--np", opts->np, "Run N local ranks in this process (rank 0 hosts the store)");
+  probe->add_option("--rank", opts->rank, "RANK (default: environment)");
+  probe->add_option("--world-size", opts->world_size, "WORLD_SIZE (default: environment)");
+  probe->add_option("--master-addr", opts->master_addr, "MASTER_ADDR (default: environment, else 127.0.0.1)");
+  probe->add_option("--master-port", opts->master_port, "MASTER_PORT (default: environment, else 29500)");
+  probe->add_option("--store-timeout", opts->store_timeout, "Seconds (RINGMASTER_STORE_TIMEOUT)");
+  probe->add_option("--bootstrap-timeout", opts->bootstrap_timeout, "Seconds (RINGMASTER_BOOTSTRAP_TIMEOUT)");
+  probe->add_flag("--json", opts->json, "One JSON object per line: stage events, then failures");
+
+  return [=]() -> int {
+    Config base = Config::from_env();
+    if (opts->world_size) base.world_size = *opts->world_size;
+    if (opts->rank) base.rank = *opts->rank;
+    if (opts->master_addr) base.master_addr = *opts->master_addr;
+    if (opts->master_port) base.master_port = static_cast<std::uint16_t>(*opts->master_port);
+    if (opts->store_timeout)
+      base.store_timeout = std::chrono::milliseconds(static_cast<long long>(*opts->store_timeout * 1000));
+    if (opts->bootstrap_timeout) {
+      base.bootstrap_timeout = std::chrono::milliseconds(static_cast<long long>(*opts->bootstrap_timeout * 1000));
+    }
+    std::vector<Config> ranks;
+    if (opts->np > 0) {
+      base.world_size = opts->np;
+      for (int r = 0; r < opts->np; ++r) {
+        Config c = base;
+        c.rank = r;
+        ranks.push_back(c);
+      }
+    } else {
+      ranks.push_back(base);
+    }
+    for (const auto& c : ranks)
+      c.validate();
+
+    std::mutex mutex;
+    std::vector<StageEvent> events;
+    std::vector<StageFailure> failures;
+    auto on_event = [&](const StageEvent& e) {
+      std::lock_guard lock(mutex);
+      events.push_back(e);
+      if (opts->json) {
+        std::printf("%s\n", to_json(e).dump().c_str());
+        std::fflush(stdout);
+      }
+    };
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::thread> threads;
+    std::vector<std::unique_ptr<Bootstrap>> done(ranks.size());
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      threads.emplace_back([&, i] {
+        try {
+          done[i] = Bootstrap::run(ranks[i], on_event);
+        } catch (const StageError& e) {
+          std::lock_guard lock(mutex);
+          failures.push_back(e.failure());
+        }
+      });
+    }
+    for (auto& t : threads)
+      t.join();
+    const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (opts->json) {
+      for (const auto& f : failures)
+        std::printf("%s\n", to_json(f).dump().c_str());
+      std::printf("%s\n",
+                  nlohmann::json{
+                      {"type", "summary"}, {"ranks", ranks.size()}, {"failed", failures.size()}, {"wall_ms", wall_ms}}
+                      .dump()
+                      .c_str());
+    } else {
+      print_table(events);
+      std::sort(failures.begin(), failures.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+      for (const auto& f : failures)
+        std::printf("\n%s\n", f.to_string().c_str());
+      std::printf("\n%zu rank(s), %zu failed, %.1f ms\n", ranks.size(), failures.size(), wall_ms);
+    }
+    return failures.empty() ? 0 : 1;
+  };
+}
+
+Runner add_env_command(CLI::App& app) {
+  auto* env = app.add_subcommand("env", "List every tunable with its default and current value");
+  return [env]() -> int {
+    (void)env;
+    for (const auto& p : list_params()) {
+      std::printf("%-34s %-12s %s\n    %s\n", p.name.c_str(), p.value ? p.value->c_str() : "(unset)",
+                  ("default " + (p.default_value.empty() ? std::string("none") : p.default_value)).c_str(),
+                  p.help.c_str());
+    }
+    return 0;
+  };
+}
+
+}  // namespace ringmaster::cli

@@ -1,0 +1,453 @@
+// The staged init: RESOLVE_MASTER -> STORE_CONNECT -> STORE_HANDSHAKE ->
+// STORE_BARRIER -> BOOTSTRAP_LISTEN -> BOOTSTRAP_RING -> ADDRESS_EXCHANGE ->
+// READY. Each stage is timed and reported; a failure becomes a StageError
+// whose hint is chosen from what failed and how (hints.cpp).
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "bootstrap/bootstrap_impl.h"
+#include "bootstrap/hints.h"
+#include "core/log.h"
+#include "net/interfaces.h"
+#include "ringmaster/status.h"
+
+namespace ringmaster {
+namespace {
+
+using Clock = net::Clock;
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+constexpr std::uint32_t kRingHelloMagic = 0x52494E47;  // "RING"
+
+std::string hostname() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+int family_of(const std::string& name) {
+  if (name == "AF_INET") return AF_INET;
+  if (name == "AF_INET6") return AF_INET6;
+  return AF_UNSPEC;
+}
+
+// Runs the stages in order, timing each and reporting it; turns a failure
+// into a reported event plus a StageError.
+class StageRunner {
+ public:
+  StageRunner(Bootstrap::Impl& state, const StageCallback& callback) : state_(state), callback_(callback) {}
+
+  template <class Body>
+  void run(Stage stage, Body&& body) {
+    current_ = stage;
+    begin_wall_ = std::chrono::system_clock::now();
+    begin_ = Clock::now();
+    std::string detail;
+    try {
+      detail = body();
+    } catch (const StageError& e) {
+      fail(e.failure());
+      throw;
+    } catch (const Error& e) {
+      // An unexpected failure inside a stage still names its stage.
+      auto f = failure(e.status().message());
+      f.category = e.category();
+      fail(f);
+      throw StageError(f);
+    }
+    finish(true, detail);
+  }
+
+  milliseconds elapsed() const { return duration_cast<milliseconds>(Clock::now() - begin_); }
+  Clock::time_point stage_begin() const { return begin_; }
+
+  // A failure of the current stage with the fields every failure has.
+  StageFailure failure(std::string summary) const {
+    StageFailure f;
+    f.stage = current_;
+    f.rank = state_.config.rank;
+    f.world_size = state_.config.world_size;
+    f.elapsed = elapsed();
+    f.summary = std::move(summary);
+    return f;
+  }
+
+ private:
+  void fail(const StageFailure& f) {
+    finish(false, f.summary + (f.hint.empty() ? "" : " | hint: " + f.hint));
+    RM_WARN(init, "{}", f.to_string());
+  }
+
+  void finish(bool ok, std::string detail) {
+    StageEvent event;
+    event.stage = current_;
+    event.rank = state_.config.rank;
+    event.begin = begin_wall_;
+    event.duration = Clock::now() - begin_;
+    event.ok = ok;
+    event.detail = std::move(detail);
+    RM_INFO(bootstrap, "{} {} in {:.3f} ms{}{}", name_of(current_), ok ? "done" : "FAILED",
+            event.duration.count() / 1e6, event.detail.empty() ? "" : ": ", event.detail);
+    state_.events.push_back(event);
+    if (callback_) callback_(event);
+  }
+
+  Bootstrap::Impl& state_;
+  const StageCallback& callback_;
+  Stage current_ = Stage::resolve_master;
+  Clock::time_point begin_;
+  std::chrono::system_clock::time_point begin_wall_;
+};
+
+std::string key(const Config& c, const std::string& name) {
+  return "ringmaster/" + c.run_id + "/" + name;
+}
+
+// Length-prefixed blobs on the bootstrap ring.
+int send_blob(const net::Socket& s, const std::string& blob, Clock::time_point deadline) {
+  const std::uint64_t size = blob.size();
+  if (const int err = s.send_all(&size, sizeof(size), deadline); err != 0) return err;
+  return s.send_all(blob.data(), blob.size(), deadline);
+}
+
+int recv_blob(const net::Socket& s, std::string& blob, Clock::time_point deadline) {
+  std::uint64_t size = 0;
+  if (const int err = s.recv_all(&size, sizeof(size), deadline); err != 0) return err;
+  if (size > (1u << 20)) return EPROTO;
+  blob.assign(size, '\0');
+  return s.recv_all(blob.data(), size, deadline);
+}
+
+std::string encode(const PeerInfo& p) {
+  return fmt::format("{} {} {} {} {}", p.rank, p.host, p.pid, p.address, p.ifname);
+}
+
+std::optional<PeerInfo> decode(const std::string& text) {
+  PeerInfo p;
+  char host[256] = {}, address[128] = {}, ifname[64] = {};
+  if (std::sscanf(text.c_str(), "%d %255s %d %127s %63s", &p.rank, host, &p.pid, address, ifname) != 5) {
+    return std::nullopt;
+  }
+  p.host = host;
+  p.address = address;
+  p.ifname = ifname;
+  return p;
+}
+
+// True when `address` belongs to this host (binding to it works).
+bool is_local_address(const net::SocketAddress& address) {
+  net::SocketAddress probe = address;
+  probe.set_port(0);
+  int err = 0;
+  auto s = net::Socket::listen(probe, 1, err);
+  return s.valid();
+}
+
+}  // namespace
+
+Bootstrap::Bootstrap(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Bootstrap::~Bootstrap() = default;
+const Config& Bootstrap::config() const noexcept {
+  return impl_->config;
+}
+const std::vector<PeerInfo>& Bootstrap::peers() const noexcept {
+  return impl_->peers;
+}
+bool Bootstrap::hosts_store() const noexcept {
+  return impl_->store_server != nullptr;
+}
+const std::vector<StageEvent>& Bootstrap::events() const noexcept {
+  return impl_->events;
+}
+
+std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallback& on_event) {
+  config.validate();
+  auto state = std::make_unique<Impl>();
+  state->config = config;
+  auto& s = *state;
+  const Config& c = s.config;
+  log::set_thread_rank(c.rank);
+  StageRunner stages(s, on_event);
+  const auto init_begin = Clock::now();
+  const int family = family_of(c.socket_family);
+  const std::string master = c.master_addr + ":" + std::to_string(c.master_port);
+  std::vector<net::SocketAddress> master_addresses;
+  bool host_store = false;
+
+  stages.run(Stage::resolve_master, [&] {
+    auto resolved = net::resolve(c.master_addr, c.master_port, family);
+    if (!resolved.ok()) {
+      auto f = stages.failure("MASTER_ADDR '" + c.master_addr + "' does not resolve");
+      f.category = ErrorCategory::config;
+      f.remote_address = master;
+      f.errno_text = "getaddrinfo: " + resolved.error;
+      f.hint = hint_unresolvable_master(c.master_addr);
+      throw StageError(f);
+    }
+    master_addresses = resolved.addresses;
+    host_store = c.rank == 0 && (c.store_hosting == StoreHosting::host ||
+                                 (c.store_hosting == StoreHosting::automatic && is_local_address(master_addresses[0])));
+    return fmt::format("{} -> {}{}", c.master_addr, master_addresses[0].host(),
+                       host_store ? " (this rank hosts the store)" : "");
+  });
+
+  stages.run(Stage::store_connect, [&] {
+    const auto deadline = stages.stage_begin() + c.store_timeout;
+    if (host_store) {
+      try {
+        s.store_server = std::make_unique<TcpStoreServer>(
+            StoreServerOptions{.host = "", .port = c.master_port, .expected_clients = c.world_size});
+      } catch (const Error& e) {
+        auto f = stages.failure("rank 0 cannot host the store on MASTER_PORT " + std::to_string(c.master_port));
+        f.local_address = "*:" + std::to_string(c.master_port);
+        f.errno_text = e.status().message();
+        f.hint = hint_store_port_in_use(c.master_port);
+        throw StageError(f);
+      }
+    }
+    net::Socket socket;
+    store::ConnectAttempts report;
+    const int err = store::connect_with_backoff(master_addresses, deadline, socket, report);
+    if (err != 0) {
+      auto f =
+          stages.failure(fmt::format("cannot connect to the store at {} ({} attempt(s))", master, report.attempts));
+      f.category = err == ETIMEDOUT ? ErrorCategory::timeout : ErrorCategory::network;
+      f.remote_address = report.last_address.to_string();
+      f.errno_text = net::errno_text(err);
+      f.timeout = c.store_timeout;
+      f.hint = hint_store_connect(err, c.master_port);
+      throw StageError(f);
+    }
+    s.local_address = socket.local_address();
+    s.store.emplace(std::move(socket), c.store_timeout);
+    return fmt::format("{} from {} after {} attempt(s)", master, s.local_address.to_string(), report.attempts);
+  });
+
+  stages.run(Stage::store_handshake, [&] {
+    try {
+      s.store->handshake(stages.stage_begin() + c.store_timeout);
+    } catch (const Error& e) {
+      auto f = stages.failure("the store at " + master + " did not answer the TCPStore handshake");
+      f.category = e.category();
+      f.local_address = s.local_address.to_string();
+      f.remote_address = master;
+      f.errno_text = e.status().message();
+      f.timeout = c.store_timeout;
+      f.hint = hint_store_handshake();
+      throw StageError(f);
+    }
+    return std::string("VALIDATE + PING answered");
+  });
+
+  stages.run(Stage::store_barrier, [&] {
+    const std::string me = fmt::format("{}:{}", hostname(), getpid());
+    try {
+      const std::string ws = std::to_string(c.world_size);
+      const std::string agreed = s.store->compare_set(key(c, "world_size"), "", ws);
+      if (agreed != ws) {
+        auto f =
+            stages.failure(fmt::format("WORLD_SIZE mismatch: this rank has {}, the store already has {}", ws, agreed));
+        f.category = ErrorCategory::config;
+        f.remote_address = master;
+        f.hint = hint_world_size_mismatch();
+        throw StageError(f);
+      }
+      const std::string owner = s.store->compare_set(key(c, "rank/" + std::to_string(c.rank)), "", me);
+      if (owner != me) {
+        auto f =
+            stages.failure(fmt::format("rank {} is used twice: by {} and by {} (this process)", c.rank, owner, me));
+        f.category = ErrorCategory::config;
+        f.remote_address = master;
+        f.hint = hint_duplicate_rank(c.rank);
+        throw StageError(f);
+      }
+      s.store->add(key(c, "joined"), 1);
+      std::vector<std::string> all;
+      for (int r = 0; r < c.world_size; ++r)
+        all.push_back(key(c, "rank/" + std::to_string(r)));
+      auto left = c.store_timeout - stages.elapsed();
+      // The rank hosting the store waits a little longer than the others, so
+      // that when the barrier times out they can still ask the store who is
+      // missing before this process (and the store with it) goes away.
+      if (s.store_server) left += std::min(c.store_timeout / 10, milliseconds(5000));
+      if (!s.store->wait(all, std::max(left, milliseconds(1)))) {
+        auto f = stages.failure("not every rank reached the store barrier");
+        f.category = ErrorCategory::timeout;
+        f.remote_address = master;
+        f.timeout = c.store_timeout;
+        f.joined = 0;
+        for (int r = 0; r < c.world_size; ++r) {
+          if (s.store->check({all[r]})) {
+            ++f.joined;
+          } else {
+            f.missing.push_back(r);
+          }
+        }
+        f.summary += " (" + f.joined_text() + ")";
+        f.hint = hint_barrier_timeout(f.missing);
+        throw StageError(f);
+      }
+    } catch (const StageError&) {
+      throw;
+    } catch (const Error& e) {
+      auto f = stages.failure("the store connection failed during the barrier");
+      f.category = e.category();
+      f.remote_address = master;
+      f.errno_text = e.status().message();
+      f.hint = hint_store_lost();
+      throw StageError(f);
+    }
+    return fmt::format("{}/{} joined", c.world_size, c.world_size);
+  });
+
+  stages.run(Stage::bootstrap_listen, [&] {
+    net::InterfaceChoice choice;
+    try {
+      choice = net::choose_interface(c.socket_ifname, family, &master_addresses[0]);
+    } catch (const Error& e) {
+      auto f = stages.failure(e.status().message());
+      f.category = ErrorCategory::config;
+      f.hint = hint_no_interface(c.socket_ifname);
+      throw StageError(f);
+    }
+    s.ifname = choice.name;
+    int err = 0;
+    if (c.port_range_lo != 0) {
+      for (int port = c.port_range_lo; port <= c.port_range_hi && !s.listener.valid(); ++port) {
+        choice.address.set_port(static_cast<std::uint16_t>(port));
+        s.listener = net::Socket::listen(choice.address, 1024, err);
+      }
+    } else {
+      s.listener = net::Socket::listen(choice.address, 1024, err);
+    }
+    if (!s.listener.valid()) {
+      auto f = stages.failure("cannot listen for bootstrap connections on " + choice.name);
+      f.local_address = choice.address.to_string();
+      f.errno_text = net::errno_text(err);
+      f.hint = hint_listen_failed(c.port_range_lo, c.port_range_hi);
+      throw StageError(f);
+    }
+    const auto local = s.listener.local_address();
+    PeerInfo me{c.rank, hostname(), static_cast<int>(getpid()), local.to_string(), choice.name};
+    s.store->set(key(c, "addr/" + std::to_string(c.rank)), encode(me));
+    s.peers.assign(c.world_size, PeerInfo{});
+    s.peers[c.rank] = me;
+    return fmt::format("{} on {}", local.to_string(), choice.name);
+  });
+
+  stages.run(Stage::bootstrap_ring, [&] {
+    if (c.world_size == 1) return std::string("single rank: no ring");
+    const auto deadline = stages.stage_begin() + c.bootstrap_timeout;
+    const int next = (c.rank + 1) % c.world_size;
+    const int prev = (c.rank + c.world_size - 1) % c.world_size;
+    std::optional<PeerInfo> next_info;
+    try {
+      next_info = decode(s.store->get(key(c, "addr/" + std::to_string(next))));
+    } catch (const Error& e) {
+      auto f = stages.failure(fmt::format("rank {} never published its bootstrap address", next));
+      f.peer_rank = next;
+      f.errno_text = e.status().message();
+      f.hint = hint_store_lost();
+      throw StageError(f);
+    }
+    auto next_address = next_info ? net::SocketAddress::parse(next_info->address) : std::nullopt;
+    if (!next_address) {
+      auto f = stages.failure(fmt::format("rank {} published an unreadable bootstrap address", next));
+      f.category = ErrorCategory::protocol;
+      f.peer_rank = next;
+      throw StageError(f);
+    }
+    net::Socket out;
+    store::ConnectAttempts report;
+    int err = store::connect_with_backoff({*next_address}, deadline, out, report);
+    const std::uint32_t hello[2] = {kRingHelloMagic, static_cast<std::uint32_t>(c.rank)};
+    if (err == 0) err = out.send_all(hello, sizeof(hello), deadline);
+    if (err != 0) {
+      auto f = stages.failure(fmt::format("cannot connect to rank {} at {} ({} attempt(s))", next,
+                                          next_address->to_string(), report.attempts));
+      f.category = err == ETIMEDOUT ? ErrorCategory::timeout : ErrorCategory::network;
+      f.peer_rank = next;
+      f.local_address = s.listener.local_address().to_string() + " on " + s.ifname;
+      f.remote_address = next_address->to_string();
+      f.errno_text = net::errno_text(err);
+      f.timeout = c.bootstrap_timeout;
+      f.hint = hint_ring_connect(err, c.master_port, s.ifname);
+      throw StageError(f);
+    }
+    out.set_nodelay();
+    s.ring_next = std::move(out);
+    std::uint32_t got[2] = {};
+    net::Socket in = s.listener.accept(deadline, err);
+    if (err == 0) err = in.recv_all(got, sizeof(got), deadline);
+    if (err == 0 && (got[0] != kRingHelloMagic || static_cast<int>(got[1]) != prev)) err = EPROTO;
+    if (err != 0) {
+      auto f = stages.failure(fmt::format("rank {} did not connect to this rank", prev));
+      f.category = err == ETIMEDOUT ? ErrorCategory::timeout : ErrorCategory::network;
+      f.peer_rank = prev;
+      f.local_address = s.listener.local_address().to_string() + " on " + s.ifname;
+      f.remote_address = s.peers.size() > static_cast<std::size_t>(prev) ? s.peers[prev].address : "";
+      f.errno_text = err == EPROTO ? "unexpected hello on the bootstrap port" : net::errno_text(err);
+      f.timeout = c.bootstrap_timeout;
+      f.hint = hint_ring_accept(prev);
+      throw StageError(f);
+    }
+    in.set_nodelay();
+    s.ring_prev = std::move(in);
+    return fmt::format("next {} at {}, prev {}", next, next_address->to_string(), prev);
+  });
+
+  stages.run(Stage::address_exchange, [&] {
+    if (c.world_size == 1) return std::string("single rank");
+    const auto deadline = stages.stage_begin() + c.bootstrap_timeout;
+    const int n = c.world_size;
+    const int prev = (c.rank + n - 1) % n;
+    // Ring allgather: at step k send the info of rank (r - k), receive that of (r - k - 1).
+    for (int step = 0; step < n - 1; ++step) {
+      const int send_rank = (c.rank - step + n) % n;
+      const int recv_rank = (c.rank - step - 1 + n) % n;
+      std::string blob;
+      int err = send_blob(s.ring_next, encode(s.peers[send_rank]), deadline);
+      if (err == 0) err = recv_blob(s.ring_prev, blob, deadline);
+      auto info = err == 0 ? decode(blob) : std::nullopt;
+      if (err == 0 && (!info || info->rank != recv_rank)) err = EPROTO;
+      if (err != 0) {
+        auto f =
+            stages.failure(fmt::format("address exchange with rank {} broke at step {}/{}", prev, step + 1, n - 1));
+        f.category = err == ETIMEDOUT ? ErrorCategory::timeout : ErrorCategory::peer;
+        f.peer_rank = prev;
+        f.errno_text = err == EPROTO ? "unexpected data on the bootstrap ring" : net::errno_text(err);
+        f.timeout = c.bootstrap_timeout;
+        f.hint = hint_exchange_broken(prev);
+        throw StageError(f);
+      }
+      s.peers[recv_rank] = *info;
+    }
+    int hosts = 0;
+    std::vector<std::string> seen;
+    for (const auto& p : s.peers) {
+      if (std::find(seen.begin(), seen.end(), p.host) == seen.end()) {
+        seen.push_back(p.host);
+        ++hosts;
+      }
+    }
+    return fmt::format("{} ranks on {} host(s)", n, hosts);
+  });
+
+  stages.run(Stage::ready, [&] { return std::string(); });
+
+  // One line per rank that breaks init down by stage, as NCCL's "Init timings".
+  std::string timings;
+  for (const auto& e : s.events) {
+    timings += fmt::format("{}{} {:.2f}", timings.empty() ? "" : ", ", name_of(e.stage), e.duration.count() / 1e6);
+  }
+  RM_INFO(init, "Init timings - total {:.2f} ms ({}) ms; {} ranks, store on {}",
+          duration_cast<std::chrono::microseconds>(Clock::now() - init_begin).count() / 1e3, timings, c.world_size,
+          master);
+  return std::unique_ptr<Bootstrap>(new Bootstrap(std::move(state)));
+}
+
+}  // namespace ringmaster

@@ -1,0 +1,29 @@
+// Internal: what a finished bootstrap holds, for the stages that follow it
+// (topology, transports) inside the engine.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "net/socket.h"
+#include "ringmaster/bootstrap.h"
+#include "ringmaster/store.h"
+#include "store/client.h"
+
+namespace ringmaster {
+
+struct Bootstrap::Impl {
+  Config config;
+  std::unique_ptr<TcpStoreServer> store_server;  // on the rank that hosts the store
+  std::optional<store::Client> store;
+  net::Socket listener;   // bootstrap listener, kept for later connections
+  net::Socket ring_next;  // connected to rank+1
+  net::Socket ring_prev;  // accepted from rank-1
+  std::string ifname;
+  net::SocketAddress local_address;
+  std::vector<PeerInfo> peers;
+  std::vector<StageEvent> events;
+};
+
+}  // namespace ringmaster

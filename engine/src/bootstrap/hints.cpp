@@ -1,0 +1,127 @@
+#include "bootstrap/hints.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+
+namespace ringmaster {
+
+std::string hint_unresolvable_master(const std::string& master_addr) {
+  return fmt::format(
+      "MASTER_ADDR '{}' has no address. In Kubernetes it is usually the name of a headless Service: check that the "
+      "Service exists and has a ready Pod (kubectl get svc,endpoints {}). Elsewhere check the name in DNS or "
+      "/etc/hosts, or use rank 0's IP address.",
+      master_addr, master_addr);
+}
+
+std::string hint_store_port_in_use(std::uint16_t port) {
+  return fmt::format(
+      "MASTER_PORT {} is already taken on this host: another job or a stale process holds it (ss -ltnp 'sport = "
+      ":{}'). Pick another MASTER_PORT for every rank, or stop the old process.",
+      port, port);
+}
+
+std::string hint_store_connect(int err, std::uint16_t master_port) {
+  switch (err) {
+    case ETIMEDOUT:
+      return fmt::format(
+          "Connection attempts to MASTER_PORT {} got no answer at all: packets are being dropped on the way, by a "
+          "firewall or a cloud security group. On EKS check that the node security group still allows "
+          "1025-65535/tcp from itself (the self-referencing rule): MASTER_PORT {} lies inside that range, so losing "
+          "the rule breaks the store connect before any collective stage starts.",
+          master_port, master_port);
+    case ECONNREFUSED:
+      return fmt::format(
+          "Nothing listens on MASTER_PORT {} at MASTER_ADDR: rank 0 has not started yet or has exited, or the ranks "
+          "disagree on MASTER_PORT/MASTER_ADDR. Check rank 0's log and the environment of every rank.",
+          master_port);
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+      return "There is no route from this host to MASTER_ADDR: check that both hosts share a network and that "
+             "MASTER_ADDR is rank 0's address on it (ip route get <MASTER_ADDR>).";
+    default:
+      return "The TCP connection to the store failed; check MASTER_ADDR/MASTER_PORT and the network between the hosts.";
+  }
+}
+
+std::string hint_store_handshake() {
+  return "A TCP connection to MASTER_PORT was accepted but no TCPStore answered: the port belongs to another "
+         "service, or the store's process is hung. Check what listens there (ss -ltnp) and rank 0's state.";
+}
+
+std::string hint_world_size_mismatch() {
+  return "Every rank must be started with the same WORLD_SIZE (torchrun: --nnodes x --nproc-per-node). Compare the "
+         "launch commands of all nodes.";
+}
+
+std::string hint_duplicate_rank(int rank) {
+  return fmt::format(
+      "Two processes were started as RANK={}: check --node-rank / RANK on every node, and that an old job with the "
+      "same MASTER_ADDR:MASTER_PORT is not still running.",
+      rank);
+}
+
+std::string hint_barrier_timeout(const std::vector<int>& missing) {
+  std::string ranks;
+  for (std::size_t i = 0; i < missing.size() && i < 16; ++i)
+    ranks += (i > 0 ? ", " : "") + std::to_string(missing[i]);
+  return fmt::format(
+      "Ranks {} never reached the store. Either they were never started (WORLD_SIZE larger than the processes "
+      "launched; a Pod still Pending), or they crashed or are stuck before init: check their logs. If they log a "
+      "STORE_CONNECT failure, their path to MASTER_PORT is blocked.",
+      ranks);
+}
+
+std::string hint_store_lost() {
+  return "The connection to the store broke: the store's host (rank 0) probably exited or was killed. Check rank 0.";
+}
+
+std::string hint_no_interface(const std::string& ifname_spec) {
+  if (ifname_spec.empty()) return "No usable network interface was found; set NCCL_SOCKET_IFNAME to one that exists.";
+  return "Set NCCL_SOCKET_IFNAME to one of the interfaces listed (prefixes match: 'eth' matches eth0; '=eth0' is "
+         "exact; '^docker' excludes). Interface names differ between instance types and container runtimes.";
+}
+
+std::string hint_listen_failed(std::uint16_t lo, std::uint16_t hi) {
+  if (lo != 0) {
+    return fmt::format("Every port in RINGMASTER_PORT_RANGE={}-{} is taken on this interface; widen the range.", lo,
+                       hi);
+  }
+  return "Could not open a listening socket; check the interface address and the process's limits (ulimit -n).";
+}
+
+std::string hint_ring_connect(int err, std::uint16_t master_port, const std::string& ifname) {
+  switch (err) {
+    case ETIMEDOUT:
+      return fmt::format(
+          "The store on MASTER_PORT {} works, but connections to the peer's bootstrap port got no answer: ephemeral "
+          "ports are blocked between the hosts while MASTER_PORT is allowed (a security group or firewall that "
+          "opens only MASTER_PORT). Allow 1025-65535/tcp between the nodes, or set RINGMASTER_PORT_RANGE and open "
+          "exactly that range.",
+          master_port);
+    case ECONNREFUSED:
+      return "The peer's bootstrap listener is gone: that rank probably crashed after publishing its address. "
+             "Check its log.";
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+      return fmt::format(
+          "The interface chosen here ({}) has no route to the peer's address. Set NCCL_SOCKET_IFNAME to the "
+          "interface on the network the nodes share.",
+          ifname);
+    default:
+      return "The bootstrap connection to the next rank failed; check the network between the hosts.";
+  }
+}
+
+std::string hint_ring_accept(int prev) {
+  return fmt::format(
+      "Rank {} never connected to this rank's bootstrap port: its outbound connect is failing (see its log for a "
+      "BOOTSTRAP_RING error), or inbound traffic to this port is blocked here.",
+      prev);
+}
+
+std::string hint_exchange_broken(int prev) {
+  return fmt::format("Rank {} stopped talking during the address exchange: it probably died. Check its log.", prev);
+}
+
+}  // namespace ringmaster

@@ -1,0 +1,271 @@
+// Staged init with real processes on loopback: success from 1 to 16 ranks
+// with every stage event in order, and each failure class provoked for
+// real, asserting the stage, the hint and that the error arrives within
+// the timeout + 20%.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
+#include "net/socket.h"
+#include "process.h"
+
+namespace ringmaster {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using testing_support::ChildProcess;
+
+const std::vector<std::string> kStages = {"RESOLVE_MASTER",   "STORE_CONNECT",  "STORE_HANDSHAKE",  "STORE_BARRIER",
+                                          "BOOTSTRAP_LISTEN", "BOOTSTRAP_RING", "ADDRESS_EXCHANGE", "READY"};
+
+std::uint16_t free_port() {
+  int err = 0;
+  auto any = net::SocketAddress::parse("127.0.0.1:0");
+  auto s = net::Socket::listen(*any, 1, err);
+  return s.local_address().port();
+}
+
+struct RankResult {
+  int exit_code = -1;
+  std::vector<json> stages;  // in arrival order
+  std::vector<json> failures;
+  double wall_s = 0;
+};
+
+class Job {
+ public:
+  explicit Job(int world_size) : world_size_(world_size), port_(free_port()) {}
+
+  std::map<std::string, std::string> env(int rank) const {
+    return {{"RANK", std::to_string(rank)},     {"WORLD_SIZE", std::to_string(world_size_)},
+            {"MASTER_ADDR", "127.0.0.1"},       {"MASTER_PORT", std::to_string(port_)},
+            {"RINGMASTER_STORE_TIMEOUT", "20"}, {"RINGMASTER_BOOTSTRAP_TIMEOUT", "20"}};
+  }
+
+  void start(int rank, std::map<std::string, std::string> extra = {}) {
+    auto e = env(rank);
+    for (auto& [k, v] : extra)
+      e[k] = v;
+    starts_.push_back(std::chrono::steady_clock::now());
+    children_.push_back(testing_support::spawn({RINGMASTER_CLI, "probe", "--json"}, e));
+  }
+
+  std::vector<RankResult> finish() {
+    std::vector<RankResult> results;
+    for (std::size_t i = 0; i < children_.size(); ++i) {
+      auto& child = children_[i];
+      child.finish();
+      RankResult r;
+      r.exit_code = child.exit_code();
+      r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - starts_[i]).count();
+      std::istringstream lines(child.output);
+      for (std::string line; std::getline(lines, line);) {
+        if (line.empty() || line.front() != '{') continue;
+        auto j = json::parse(line);
+        if (j["type"] == "stage") r.stages.push_back(j);
+        if (j["type"] == "failure") r.failures.push_back(j);
+      }
+      results.push_back(std::move(r));
+    }
+    return results;
+  }
+
+  std::uint16_t port() const { return port_; }
+
+ private:
+  int world_size_;
+  std::uint16_t port_;
+  std::vector<ChildProcess> children_;
+  std::vector<std::chrono::steady_clock::time_point> starts_;
+};
+
+void expect_all_stages_in_order(const RankResult& r, int rank) {
+  ASSERT_EQ(r.exit_code, 0) << "rank " << rank;
+  ASSERT_EQ(r.stages.size(), kStages.size()) << "rank " << rank;
+  for (std::size_t i = 0; i < kStages.size(); ++i) {
+    EXPECT_EQ(r.stages[i]["stage"], kStages[i]) << "rank " << rank;
+    EXPECT_TRUE(r.stages[i]["ok"].get<bool>()) << "rank " << rank << " " << kStages[i];
+    EXPECT_EQ(r.stages[i]["rank"], rank);
+  }
+}
+
+class InitSucceeds : public testing::TestWithParam<int> {};
+
+TEST_P(InitSucceeds, EveryStageInOrderOnEveryRank) {
+  const int n = GetParam();
+  Job job(n);
+  for (int r = 0; r < n; ++r)
+    job.start(r);
+  const auto results = job.finish();
+  for (int r = 0; r < n; ++r)
+    expect_all_stages_in_order(results[r], r);
+  EXPECT_NE(results[0].stages[0]["detail"].get<std::string>().find("hosts the store"), std::string::npos);
+  if (n > 1) {
+    const auto exchange = results[n - 1].stages[6]["detail"].get<std::string>();
+    EXPECT_NE(exchange.find(std::to_string(n) + " ranks"), std::string::npos) << exchange;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, InitSucceeds, testing::Values(1, 2, 3, 4, 8, 16));
+
+// The failing rank's report: its last stage event failed, and the failure
+// record names the stage and carries the hint.
+json failure_of(const RankResult& r) {
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_FALSE(r.stages.empty());
+  if (!r.stages.empty()) {
+    EXPECT_FALSE(r.stages.back()["ok"].get<bool>());
+  }
+  EXPECT_EQ(r.failures.size(), 1u);
+  return r.failures.empty() ? json::object() : r.failures.front();
+}
+
+void expect_within_timeout(const json& f, double timeout_s) {
+  const double elapsed = f["elapsed_ms"].get<double>() / 1000.0;
+  EXPECT_GE(elapsed, timeout_s * 0.95) << f.dump();
+  EXPECT_LE(elapsed, timeout_s * 1.2) << f.dump();
+  EXPECT_EQ(f["timeout_ms"].get<double>(), timeout_s * 1000) << f.dump();
+}
+
+bool contains(const json& f, const char* field, const std::string& text) {
+  return f[field].get<std::string>().find(text) != std::string::npos;
+}
+
+TEST(InitFails, NothingListensOnMasterPort) {
+  Job job(2);
+  job.start(1, {{"RINGMASTER_STORE_TIMEOUT", "1.5"}});
+  const auto results = job.finish();
+  const auto f = failure_of(results[0]);
+  EXPECT_EQ(f["stage"], "STORE_CONNECT");
+  EXPECT_TRUE(contains(f, "errno", "ECONNREFUSED")) << f.dump();
+  EXPECT_TRUE(contains(f, "hint", "rank 0 has not started")) << f.dump();
+  EXPECT_TRUE(contains(f, "remote", ":" + std::to_string(job.port()))) << f.dump();
+  expect_within_timeout(f, 1.5);
+  EXPECT_LE(results[0].wall_s, 1.5 * 1.2 + 0.5);
+}
+
+TEST(InitFails, SynsSwallowedOnMasterPortLikeASecurityGroup) {
+  // The seed case: every port 1025-65535 dropped, MASTER_PORT included.
+  Job job(2);
+  job.start(0, {{"RINGMASTER_STORE_TIMEOUT", "1.5"}, {"RINGMASTER_CONNECT_FILTER", "drop:1025-65535"}});
+  job.start(1, {{"RINGMASTER_STORE_TIMEOUT", "1.5"}, {"RINGMASTER_CONNECT_FILTER", "drop:1025-65535"}});
+  const auto results = job.finish();
+  for (const auto& r : results) {
+    const auto f = failure_of(r);
+    EXPECT_EQ(f["stage"], "STORE_CONNECT");
+    EXPECT_TRUE(contains(f, "errno", "ETIMEDOUT")) << f.dump();
+    EXPECT_TRUE(contains(f, "hint", "security group")) << f.dump();
+    EXPECT_TRUE(contains(f, "hint", "1025-65535")) << f.dump();
+    expect_within_timeout(f, 1.5);
+    // No later stage was ever entered.
+    for (const auto& s : r.stages)
+      EXPECT_NE(s["stage"], "BOOTSTRAP_LISTEN");
+  }
+}
+
+TEST(InitFails, ListenerThatNeverAnswers) {
+  Job job(2);
+  int err = 0;
+  auto address = net::SocketAddress::parse("127.0.0.1:" + std::to_string(job.port()));
+  auto silent = net::Socket::listen(*address, 16, err);  // never accepts, never answers
+  ASSERT_TRUE(silent.valid()) << net::errno_text(err);
+  job.start(1, {{"RINGMASTER_STORE_TIMEOUT", "1.5"}});
+  const auto results = job.finish();
+  const auto f = failure_of(results[0]);
+  EXPECT_EQ(f["stage"], "STORE_HANDSHAKE");
+  EXPECT_EQ(f["category"], "timeout");
+  EXPECT_TRUE(contains(f, "hint", "no TCPStore answered")) << f.dump();
+  expect_within_timeout(f, 1.5);
+}
+
+TEST(InitFails, MissingRankIsNamed) {
+  Job job(3);
+  job.start(0, {{"RINGMASTER_STORE_TIMEOUT", "2"}});
+  job.start(1, {{"RINGMASTER_STORE_TIMEOUT", "2"}});
+  const auto results = job.finish();
+  for (const auto& r : results) {
+    const auto f = failure_of(r);
+    EXPECT_EQ(f["stage"], "STORE_BARRIER");
+    EXPECT_EQ(f["joined"], 2);
+    EXPECT_EQ(f["missing"], json::array({2}));
+    EXPECT_TRUE(contains(f, "summary", "2/3 joined; missing: 2")) << f.dump();
+    EXPECT_TRUE(contains(f, "hint", "never reached the store")) << f.dump();
+    expect_within_timeout(f, 2);
+  }
+}
+
+TEST(InitFails, DuplicateRankIsNamed) {
+  Job job(3);
+  job.start(0, {{"RINGMASTER_STORE_TIMEOUT", "2"}});
+  job.start(1, {{"RINGMASTER_STORE_TIMEOUT", "2"}});
+  job.start(1, {{"RINGMASTER_STORE_TIMEOUT", "2"}});
+  const auto results = job.finish();
+  int duplicates = 0;
+  for (const auto& r : results) {
+    const auto f = failure_of(r);
+    EXPECT_EQ(f["stage"], "STORE_BARRIER");
+    if (contains(f, "summary", "rank 1 is used twice")) {
+      ++duplicates;
+      EXPECT_TRUE(contains(f, "hint", "RANK=1")) << f.dump();
+    } else {
+      EXPECT_EQ(f["missing"], json::array({2}));
+    }
+  }
+  EXPECT_EQ(duplicates, 1);
+}
+
+TEST(InitFails, UnresolvableMasterAddr) {
+  Job job(2);
+  job.start(1, {{"MASTER_ADDR", "ringmaster-no-such-service.invalid"}});
+  const auto results = job.finish();
+  const auto f = failure_of(results[0]);
+  EXPECT_EQ(f["stage"], "RESOLVE_MASTER");
+  EXPECT_EQ(f["category"], "config");
+  EXPECT_TRUE(contains(f, "hint", "headless Service")) << f.dump();
+  EXPECT_LT(results[0].wall_s, 10);
+}
+
+TEST(InitFails, SocketIfnameMatchesNothing) {
+  Job job(2);
+  job.start(0, {{"NCCL_SOCKET_IFNAME", "=nosuchif0"}});
+  job.start(1, {{"NCCL_SOCKET_IFNAME", "=nosuchif0"}});
+  const auto results = job.finish();
+  const auto f = failure_of(results[0]);
+  EXPECT_EQ(f["stage"], "BOOTSTRAP_LISTEN");
+  EXPECT_TRUE(contains(f, "summary", "NCCL_SOCKET_IFNAME==nosuchif0")) << f.dump();
+  EXPECT_TRUE(contains(f, "summary", "lo (127.0.0.1")) << f.dump();  // the interfaces that exist
+}
+
+TEST(InitFails, BootstrapRingBlockedWhileStoreWorks) {
+  Job job(2);
+  const std::string filter = "allow:" + std::to_string(job.port()) + ",drop:1025-65535";
+  job.start(0, {{"RINGMASTER_BOOTSTRAP_TIMEOUT", "1.5"}, {"RINGMASTER_CONNECT_FILTER", filter}});
+  job.start(1, {{"RINGMASTER_BOOTSTRAP_TIMEOUT", "1.5"}, {"RINGMASTER_CONNECT_FILTER", filter}});
+  const auto results = job.finish();
+  for (const auto& r : results) {
+    const auto f = failure_of(r);
+    EXPECT_EQ(f["stage"], "BOOTSTRAP_RING");
+    EXPECT_TRUE(contains(f, "errno", "ETIMEDOUT")) << f.dump();
+    EXPECT_TRUE(contains(f, "hint", "ephemeral ports are blocked")) << f.dump();
+    EXPECT_GE(f["peer_rank"].get<int>(), 0);
+    expect_within_timeout(f, 1.5);
+  }
+}
+
+TEST(InitFails, BadEnvironmentNamesTheVariable) {
+  auto run = [](std::map<std::string, std::string> env) {
+    auto child = testing_support::spawn({RINGMASTER_CLI, "probe"}, env);
+    child.finish();
+    return child.exit_code();
+  };
+  // The message goes to stderr; the exit code says it failed before any stage.
+  EXPECT_NE(run({{"RANK", "abc"}, {"WORLD_SIZE", "2"}}), 0);
+  EXPECT_NE(run({{"RANK", "2"}, {"WORLD_SIZE", "2"}}), 0);
+  EXPECT_NE(run({{"MASTER_PORT", "70000"}}), 0);
+}
+
+}  // namespace
+}  // namespace ringmaster

@@ -1,0 +1,82 @@
+// Runs ringmaster-cli as a real child process with its own environment and
+// collects its output, for integration tests.
+#pragma once
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace ringmaster::testing_support {
+
+struct ChildProcess {
+  pid_t pid = -1;
+  int out_fd = -1;
+  std::string output;
+  int status = 0;
+
+  // Reads until EOF and reaps the child.
+  void finish() {
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = ::read(out_fd, buf, sizeof(buf));
+      if (n > 0) {
+        output.append(buf, static_cast<std::size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      break;
+    }
+    ::close(out_fd);
+    ::waitpid(pid, &status, 0);
+  }
+  int exit_code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
+};
+
+// Starts `argv` with the current environment plus `env` (which wins);
+// stdout is captured, stderr goes to the test's stderr.
+inline ChildProcess spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
+  std::map<std::string, std::string> merged;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const auto eq = entry.find('=');
+    if (eq != std::string::npos) merged[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  for (const auto& [k, v] : env)
+    merged[k] = v;
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : merged)
+    env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp, args;
+  for (auto& s : env_strings)
+    envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (auto& s : argv_copy)
+    args.push_back(s.data());
+  args.push_back(nullptr);
+
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipefd[1], 1);
+  ChildProcess child;
+  const int rc = posix_spawn(&child.pid, args[0], &actions, nullptr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(pipefd[1]);
+  if (rc != 0) throw std::runtime_error("posix_spawn " + argv[0] + " failed");
+  child.out_fd = pipefd[0];
+  return child;
+}
+
+}  // namespace ringmaster::testing_support
