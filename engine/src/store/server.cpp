@@ -104,9 +104,13 @@ class Session : public std::enable_shared_from_this<Session> {
     socket_.close(ec);
   }
 
+  // Queues a reply. While this session is serving its own requests the
+  // reply waits for the flush before its next read, so a pipelined burst
+  // goes out in one write; a reply caused by another client (a WAIT
+  // answered by someone's SET) starts a writer of its own.
   void send(std::string bytes) {
     outbox_.push_back(std::move(bytes));
-    if (writing_) return;
+    if (writing_ || serving_) return;
     writing_ = true;
     asio::co_spawn(socket_.get_executor(), write_loop(shared_from_this()), asio::detached);
   }
@@ -132,6 +136,23 @@ class Session : public std::enable_shared_from_this<Session> {
     writing_ = false;
   }
 
+  // Writes what this session queued while serving, before it waits for input.
+  awaitable<void> flush() {
+    if (writing_ || outbox_.empty()) co_return;
+    writing_ = true;
+    std::string batch;
+    while (!outbox_.empty()) {
+      batch += outbox_.front();
+      outbox_.pop_front();
+    }
+    co_await asio::async_write(socket_, asio::buffer(batch), use_awaitable);
+    writing_ = false;
+    if (!outbox_.empty()) {  // queued by another client while we wrote
+      writing_ = true;
+      asio::co_spawn(socket_.get_executor(), write_loop(shared_from_this()), asio::detached);
+    }
+  }
+
   // Makes at least n bytes readable in the buffer.
   awaitable<void> fill(std::size_t n) {
     if (end_ - begin_ >= n) co_return;
@@ -142,8 +163,12 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (buffer_.size() < n) buffer_.resize(std::max(n, buffer_.size() * 2));
     while (end_ < n) {
-      end_ +=
+      co_await flush();
+      serving_ = false;
+      const auto got =
           co_await socket_.async_read_some(asio::buffer(buffer_.data() + end_, buffer_.size() - end_), use_awaitable);
+      serving_ = true;
+      end_ += got;
     }
   }
 
@@ -384,6 +409,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::size_t begin_ = 0, end_ = 0;
   std::deque<std::string> outbox_;
   bool writing_ = false;
+  bool serving_ = true;  // between reads; replies wait for flush()
   std::vector<std::shared_ptr<Waiter>> my_waiters_;
 };
 
