@@ -6,6 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
 #include <sstream>
 
 #include "net/socket.h"
@@ -265,6 +269,52 @@ TEST(InitFails, BadEnvironmentNamesTheVariable) {
   EXPECT_NE(run({{"RANK", "abc"}, {"WORLD_SIZE", "2"}}), 0);
   EXPECT_NE(run({{"RANK", "2"}, {"WORLD_SIZE", "2"}}), 0);
   EXPECT_NE(run({{"MASTER_PORT", "70000"}}), 0);
+}
+
+std::string run_cli(const std::vector<std::string>& args, int* exit_code = nullptr) {
+  std::vector<std::string> argv = {RINGMASTER_CLI};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto child = testing_support::spawn(argv, {});
+  child.finish();
+  if (exit_code != nullptr) *exit_code = child.exit_code();
+  return child.output;
+}
+
+TEST(Cli, StoreCommandsPokeARunningStore) {
+  const std::string port = std::to_string(free_port());
+  auto server = testing_support::spawn({RINGMASTER_CLI, "store", "serve", "--port", port}, {});
+  int code = -1;
+  // `ping` connects with backoff, so it also waits for the server to come up.
+  run_cli({"store", "ping", "--port", port, "--timeout", "10"}, &code);
+  EXPECT_EQ(code, 0);
+  run_cli({"store", "set", "--port", port, "greeting", "hello"}, &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(run_cli({"store", "get", "--port", port, "greeting"}), "hello\n");
+  EXPECT_EQ(run_cli({"store", "add", "--port", port, "counter", "5"}), "5\n");
+  EXPECT_EQ(run_cli({"store", "add", "--port", port, "counter", "2"}), "7\n");
+  EXPECT_EQ(run_cli({"store", "check", "--port", port, "greeting", "counter"}, &code), "ready\n");
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(run_cli({"store", "check", "--port", port, "greeting", "absent"}, &code), "not ready\n");
+  EXPECT_EQ(code, 1);
+  run_cli({"store", "wait", "--port", port, "--timeout", "0.3", "absent"}, &code);
+  EXPECT_EQ(code, 1);
+  ::kill(server.pid, SIGTERM);
+  server.finish();
+  EXPECT_EQ(server.exit_code(), 0);
+  EXPECT_NE(server.output.find("store listening on *:" + port), std::string::npos) << server.output;
+}
+
+TEST(Cli, InitTimingsLineAtInfo) {
+  const std::string log = ::testing::TempDir() + "ringmaster-init-timings.log";
+  std::remove(log.c_str());
+  auto child = testing_support::spawn({RINGMASTER_CLI, "probe", "--master-port", std::to_string(free_port())},
+                                      {{"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_FILE", log}});
+  child.finish();
+  EXPECT_EQ(child.exit_code(), 0);
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("[0] RINGMASTER INFO INIT Init timings - total"), std::string::npos) << text;
+  EXPECT_NE(text.find("RINGMASTER INFO BOOTSTRAP STORE_BARRIER done"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -1,0 +1,141 @@
+// Configuration from torchrun's environment, interface matching, and the
+// structured stage failure text.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "net/connect_filter.h"
+#include "net/interfaces.h"
+#include "ringmaster/bootstrap.h"
+#include "ringmaster/config.h"
+
+namespace ringmaster {
+namespace {
+
+class EnvGuard {
+ public:
+  EnvGuard(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (auto [k, v] : vars) {
+      names_.push_back(k);
+      ::setenv(k, v, 1);
+    }
+  }
+  ~EnvGuard() {
+    for (const auto* k : names_)
+      ::unsetenv(k);
+  }
+
+ private:
+  std::vector<const char*> names_;
+};
+
+std::string config_error(std::initializer_list<std::pair<const char*, const char*>> vars) {
+  EnvGuard env(vars);
+  try {
+    Config::from_env();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::config);
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(Config, ReadsTorchrunEnvironment) {
+  EnvGuard env({{"RANK", "3"},
+                {"WORLD_SIZE", "8"},
+                {"LOCAL_RANK", "1"},
+                {"LOCAL_WORLD_SIZE", "2"},
+                {"MASTER_ADDR", "trainer-0.trainer"},
+                {"MASTER_PORT", "29501"},
+                {"RINGMASTER_STORE_TIMEOUT", "2.5"},
+                {"RINGMASTER_PORT_RANGE", "40000-40100"}});
+  const Config c = Config::from_env();
+  EXPECT_EQ(c.rank, 3);
+  EXPECT_EQ(c.world_size, 8);
+  EXPECT_EQ(c.local_rank, 1);
+  EXPECT_EQ(c.local_world_size, 2);
+  EXPECT_EQ(c.master_addr, "trainer-0.trainer");
+  EXPECT_EQ(c.master_port, 29501);
+  EXPECT_EQ(c.store_timeout, std::chrono::milliseconds(2500));
+  EXPECT_EQ(c.port_range_lo, 40000);
+  EXPECT_EQ(c.port_range_hi, 40100);
+}
+
+TEST(Config, EveryBadValueNamesItsVariable) {
+  EXPECT_NE(config_error({{"RANK", "abc"}}).find("RANK=abc is not an integer"), std::string::npos);
+  EXPECT_NE(config_error({{"RANK", "4"}, {"WORLD_SIZE", "4"}}).find("RANK=4 must be in [0, WORLD_SIZE=4)"),
+            std::string::npos);
+  EXPECT_NE(config_error({{"WORLD_SIZE", "0"}}).find("WORLD_SIZE=0"), std::string::npos);
+  EXPECT_NE(config_error({{"MASTER_PORT", "70000"}}).find("MASTER_PORT=70000 is out of range"), std::string::npos);
+  EXPECT_NE(config_error({{"RINGMASTER_STORE_TIMEOUT", "-1"}}).find("RINGMASTER_STORE_TIMEOUT=-1"), std::string::npos);
+  EXPECT_NE(config_error({{"RINGMASTER_PORT_RANGE", "5000"}}).find("RINGMASTER_PORT_RANGE=5000 must be lo-hi"),
+            std::string::npos);
+  EXPECT_NE(config_error({{"RINGMASTER_PORT_RANGE", "6000-5000"}}).find("is empty"), std::string::npos);
+  EXPECT_NE(config_error({{"NCCL_SOCKET_FAMILY", "AF_UNIX"}}).find("NCCL_SOCKET_FAMILY=AF_UNIX"), std::string::npos);
+  EXPECT_NE(config_error({{"RINGMASTER_HOST_STORE", "maybe"}}).find("RINGMASTER_HOST_STORE=maybe"), std::string::npos);
+}
+
+TEST(Interfaces, NcclSocketIfnameSemantics) {
+  EXPECT_TRUE(net::ifname_matches("eth", "eth0"));
+  EXPECT_TRUE(net::ifname_matches("ib,eth", "eth1"));
+  EXPECT_FALSE(net::ifname_matches("eth", "ens5"));
+  EXPECT_TRUE(net::ifname_matches("=eth0", "eth0"));
+  EXPECT_FALSE(net::ifname_matches("=eth0", "eth01"));
+  EXPECT_FALSE(net::ifname_matches("^docker,lo", "docker0"));
+  EXPECT_FALSE(net::ifname_matches("^docker,lo", "lo"));
+  EXPECT_TRUE(net::ifname_matches("^docker,lo", "eth0"));
+  EXPECT_TRUE(net::ifname_matches("^=eth0", "eth01"));
+  EXPECT_FALSE(net::ifname_matches("^=eth0", "eth0"));
+}
+
+TEST(Interfaces, ChoosesTheInterfaceTowardMasterAndListsThemOnError) {
+  const auto interfaces = net::list_interfaces();
+  ASSERT_FALSE(interfaces.empty());
+  auto loopback = net::SocketAddress::parse("127.0.0.1:29500");
+  const auto choice = net::choose_interface("", AF_UNSPEC, &*loopback);
+  EXPECT_TRUE(choice.address.is_loopback()) << choice.name;
+  try {
+    net::choose_interface("=nosuchif0", AF_UNSPEC, nullptr);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("lo ("), std::string::npos) << e.what();
+  }
+}
+
+TEST(ConnectFilter, RulesMatchInOrder) {
+  net::set_connect_filter("allow:29500,drop:1025-65535,drop:10.0.0.9");
+  auto at = [](const char* s) { return *net::SocketAddress::parse(s); };
+  EXPECT_FALSE(net::connect_filter_drops(at("127.0.0.1:29500")));
+  EXPECT_TRUE(net::connect_filter_drops(at("127.0.0.1:40000")));
+  EXPECT_FALSE(net::connect_filter_drops(at("127.0.0.1:80")));
+  EXPECT_TRUE(net::connect_filter_drops(at("10.0.0.9:80")));
+  EXPECT_THROW(net::set_connect_filter("block:80"), Error);
+  EXPECT_THROW(net::set_connect_filter("drop:90-80"), Error);
+  net::set_connect_filter("");
+  EXPECT_FALSE(net::connect_filter_drops(at("127.0.0.1:40000")));
+}
+
+TEST(StageFailure, ReportCarriesEveryField) {
+  StageFailure f;
+  f.stage = Stage::store_barrier;
+  f.rank = 0;
+  f.world_size = 4;
+  f.joined = 3;
+  f.missing = {2};
+  f.remote_address = "10.0.0.5:29500";
+  f.elapsed = std::chrono::milliseconds(30010);
+  f.timeout = std::chrono::milliseconds(30000);
+  f.summary = "not every rank reached the store barrier";
+  f.hint = "check rank 2";
+  EXPECT_EQ(f.joined_text(), "3/4 joined; missing: 2");
+  const std::string text = f.to_string();
+  EXPECT_NE(text.find("STORE_BARRIER failed on rank 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("10.0.0.5:29500"), std::string::npos) << text;
+  EXPECT_NE(text.find("30.010 s of 30.000 s"), std::string::npos) << text;
+  EXPECT_NE(text.find("hint:       check rank 2"), std::string::npos) << text;
+  EXPECT_EQ(name_of(Stage::resolve_master), "RESOLVE_MASTER");
+  EXPECT_EQ(name_of(Stage::ready), "READY");
+}
+
+}  // namespace
+}  // namespace ringmaster
