@@ -95,6 +95,10 @@ std::string Client::get(const std::string& key) {
     throw Error(ErrorCategory::timeout, "key '" + key + "' did not appear in the store at " + peer_ + " within " +
                                             std::to_string(timeout_.count()) + " ms");
   }
+  return get_existing(key);
+}
+
+std::string Client::get_existing(const std::string& key) {
   const auto d = deadline();
   send(Encoder(Command::get).str(key).bytes(), d);
   return recv_string(d, "GET");

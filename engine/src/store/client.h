@@ -40,6 +40,10 @@ class Client {
 
   void set(const std::string& key, const std::string& value);
   std::string get(const std::string& key);
+  // GET without the WAIT before it: one round trip, for keys known to
+  // exist. A missing key makes the server close the connection (torch's
+  // protocol has no "not found" answer).
+  std::string get_existing(const std::string& key);
   std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired);
   std::int64_t add(const std::string& key, std::int64_t delta);
   bool check(const std::vector<std::string>& keys);
