@@ -6,6 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,15 +20,14 @@ using namespace std::chrono_literals;
 
 namespace {
 
-double pairs_per_second(ringmaster::TcpStoreServer& server, int clients, bool torch_get,
-                        std::chrono::milliseconds duration) {
+double pairs_per_second(std::uint16_t port, int clients, bool torch_get, std::chrono::milliseconds duration) {
   std::atomic<bool> go{false}, stop{false};
   std::atomic<long long> pairs{0};
   std::vector<std::thread> threads;
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
       namespace rm = ringmaster;
-      auto address = rm::net::SocketAddress::parse("127.0.0.1:" + std::to_string(server.port()));
+      auto address = rm::net::SocketAddress::parse("127.0.0.1:" + std::to_string(port));
       rm::net::Socket socket;
       if (rm::net::Socket::connect(*address, rm::net::Clock::now() + 30s, socket) != 0) std::abort();
       rm::store::Client client(std::move(socket), 30s);
@@ -58,12 +59,25 @@ double pairs_per_second(ringmaster::TcpStoreServer& server, int clients, bool to
 
 }  // namespace
 
-int main() {
-  ringmaster::TcpStoreServer server(ringmaster::StoreServerOptions{.host = "127.0.0.1", .port = 0});
+// store_bench            an in-process server
+// store_bench PORT       a server already listening on 127.0.0.1:PORT
+//                        (e.g. `ringmaster-cli store serve --port PORT`)
+int main(int argc, char** argv) {
+  std::unique_ptr<ringmaster::TcpStoreServer> server;
+  std::uint16_t port = 0;
+  if (argc > 1) {
+    port = static_cast<std::uint16_t>(std::atoi(argv[1]));
+    std::printf("store at 127.0.0.1:%u (another process)\n", port);
+  } else {
+    server =
+        std::make_unique<ringmaster::TcpStoreServer>(ringmaster::StoreServerOptions{.host = "127.0.0.1", .port = 0});
+    port = server->port();
+    std::printf("store in this process\n");
+  }
   std::printf("%-10s %22s %30s\n", "clients", "raw SET+GET pairs/s", "torch SET+get (WAIT+GET) /s");
   for (int clients : {1, 64}) {
-    const double raw = pairs_per_second(server, clients, false, 3s);
-    const double torch = pairs_per_second(server, clients, true, 3s);
+    const double raw = pairs_per_second(port, clients, false, 3s);
+    const double torch = pairs_per_second(port, clients, true, 3s);
     std::printf("%-10d %22.0f %30.0f\n", clients, raw, torch);
   }
   return 0;
