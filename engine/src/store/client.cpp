@@ -9,6 +9,18 @@
 #include "store/protocol.h"
 
 namespace ringmaster::store {
+namespace {
+
+// CHECK, WAIT and MULTI_GET: a u64 count, then the keys.
+Encoder key_list(Command command, const std::vector<std::string>& keys) {
+  Encoder e(command);
+  e.u64(keys.size());
+  for (const auto& k : keys)
+    e.str(k);
+  return e;
+}
+
+}  // namespace
 
 int connect_with_backoff(const std::vector<net::SocketAddress>& addresses, net::Clock::time_point deadline,
                          net::Socket& out, ConnectAttempts& report) {
@@ -118,19 +130,13 @@ std::int64_t Client::add(const std::string& key, std::int64_t delta) {
 
 bool Client::check(const std::vector<std::string>& keys) {
   const auto d = deadline();
-  Encoder e(Command::check);
-  e.u64(keys.size());
-  for (const auto& k : keys)
-    e.str(k);
+  const auto e = key_list(Command::check, keys);
   send(e.bytes(), d);
   return recv_value<std::uint8_t>(d, "CHECK") == static_cast<std::uint8_t>(CheckResponse::ready);
 }
 
 bool Client::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  Encoder e(Command::wait);
-  e.u64(keys.size());
-  for (const auto& k : keys)
-    e.str(k);
+  const auto e = key_list(Command::wait, keys);
   send(e.bytes(), deadline());
   std::uint8_t response = 0;
   const int err = socket_.recv_all(&response, 1, net::Clock::now() + timeout);
@@ -180,10 +186,7 @@ std::vector<std::string> Client::multi_get(const std::vector<std::string>& keys)
                                             std::to_string(timeout_.count()) + " ms");
   }
   const auto d = deadline();
-  Encoder e(Command::multi_get);
-  e.u64(keys.size());
-  for (const auto& k : keys)
-    e.str(k);
+  const auto e = key_list(Command::multi_get, keys);
   send(e.bytes(), d);
   std::vector<std::string> values;
   values.reserve(keys.size());
