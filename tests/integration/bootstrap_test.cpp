@@ -138,6 +138,20 @@ bool contains(const json& f, const char* field, const std::string& text) {
   return f[field].get<std::string>().find(text) != std::string::npos;
 }
 
+TEST(InitSucceeds, BootstrapListensInsideThePortRange) {
+  Job job(3);
+  for (int r = 0; r < 3; ++r) job.start(r, {{"RINGMASTER_PORT_RANGE", "27100-27140"}});
+  const auto results = job.finish();
+  for (int r = 0; r < 3; ++r) {
+    expect_all_stages_in_order(results[r], r);
+    const auto detail = results[r].stages[4]["detail"].get<std::string>();  // "127.0.0.1:27101 on lo"
+    const auto colon = detail.find(':');
+    const int port = std::stoi(detail.substr(colon + 1));
+    EXPECT_GE(port, 27100) << detail;
+    EXPECT_LE(port, 27140) << detail;
+  }
+}
+
 TEST(InitFails, NothingListensOnMasterPort) {
   Job job(2);
   job.start(1, {{"RINGMASTER_STORE_TIMEOUT", "1.5"}});

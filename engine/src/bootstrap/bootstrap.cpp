@@ -389,7 +389,6 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
       f.category = err == ETIMEDOUT ? ErrorCategory::timeout : ErrorCategory::network;
       f.peer_rank = prev;
       f.local_address = s.listener.local_address().to_string() + " on " + s.ifname;
-      f.remote_address = s.peers.size() > static_cast<std::size_t>(prev) ? s.peers[prev].address : "";
       f.errno_text = err == EPROTO ? "unexpected hello on the bootstrap port" : net::errno_text(err);
       f.timeout = c.bootstrap_timeout;
       f.hint = hint_ring_accept(prev);
