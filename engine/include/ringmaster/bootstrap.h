@@ -92,10 +92,20 @@ struct PeerInfo {
 // Not thread-safe.
 class Bootstrap {
  public:
-  // Runs RESOLVE_MASTER through ADDRESS_EXCHANGE and then READY; throws
-  // StageError at the first failing stage, after reporting it.
-  static std::unique_ptr<Bootstrap> run(const Config& config, const StageCallback& on_event = {});
+  // Runs RESOLVE_MASTER through ADDRESS_EXCHANGE and, when `finish` is
+  // true, READY; throws StageError at the first failing stage, after
+  // reporting it. With finish = false the caller adds its own stages
+  // (TOPOLOGY, TRANSPORT_CONNECT) with run_stage and then calls finish().
+  static std::unique_ptr<Bootstrap> run(const Config& config, const StageCallback& on_event = {}, bool finish = true);
   ~Bootstrap();
+
+  // Runs and reports one later stage; `body` returns the stage's detail
+  // and throws StageError (or Error, which is wrapped) on failure.
+  void run_stage(Stage stage, const std::function<std::string()>& body);
+  // Reports READY and logs the init-timings line.
+  void finish();
+  // A failure of `stage` on this rank, with the common fields filled in.
+  StageFailure failure(Stage stage, std::string summary) const;
 
   const Config& config() const noexcept;
   const std::vector<PeerInfo>& peers() const noexcept;

@@ -39,13 +39,14 @@ int family_of(const std::string& name) {
 // into a reported event plus a StageError.
 class StageRunner {
  public:
-  StageRunner(Bootstrap::Impl& state, const StageCallback& callback) : state_(state), callback_(callback) {}
+  explicit StageRunner(Bootstrap::Impl& state) : state_(state) {}
 
   template <class Body>
   void run(Stage stage, Body&& body) {
     current_ = stage;
     begin_wall_ = std::chrono::system_clock::now();
     begin_ = Clock::now();
+    state_.stage_begin = begin_;
     std::string detail;
     try {
       detail = body();
@@ -93,11 +94,10 @@ class StageRunner {
     RM_INFO(bootstrap, "{} {} in {:.3f} ms{}{}", name_of(current_), ok ? "done" : "FAILED",
             event.duration.count() / 1e6, event.detail.empty() ? "" : ": ", event.detail);
     state_.events.push_back(event);
-    if (callback_) callback_(event);
+    if (state_.on_event) state_.on_event(event);
   }
 
   Bootstrap::Impl& state_;
-  const StageCallback& callback_;
   Stage current_ = Stage::resolve_master;
   Clock::time_point begin_;
   std::chrono::system_clock::time_point begin_wall_;
@@ -164,17 +164,19 @@ const std::vector<StageEvent>& Bootstrap::events() const noexcept {
   return impl_->events;
 }
 
-std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallback& on_event) {
+std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallback& on_event, bool finish) {
   config.validate();
   auto state = std::make_unique<Impl>();
   state->config = config;
+  state->on_event = on_event;
+  state->init_begin = Clock::now();
   auto& s = *state;
   const Config& c = s.config;
   log::set_thread_rank(c.rank);
-  StageRunner stages(s, on_event);
-  const auto init_begin = Clock::now();
+  StageRunner stages(s);
   const int family = family_of(c.socket_family);
-  const std::string master = c.master_addr + ":" + std::to_string(c.master_port);
+  s.master = c.master_addr + ":" + std::to_string(c.master_port);
+  const std::string& master = s.master;
   std::vector<net::SocketAddress> master_addresses;
   bool host_store = false;
 
@@ -436,17 +438,37 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
     return fmt::format("{} ranks on {} host(s)", n, hosts);
   });
 
-  stages.run(Stage::ready, [&] { return std::string(); });
+  auto bootstrap = std::unique_ptr<Bootstrap>(new Bootstrap(std::move(state)));
+  if (finish) bootstrap->finish();
+  return bootstrap;
+}
 
+void Bootstrap::run_stage(Stage stage, const std::function<std::string()>& body) {
+  log::set_thread_rank(impl_->config.rank);
+  StageRunner(*impl_).run(stage, body);
+}
+
+StageFailure Bootstrap::failure(Stage stage, std::string summary) const {
+  StageFailure f;
+  f.stage = stage;
+  f.rank = impl_->config.rank;
+  f.world_size = impl_->config.world_size;
+  f.elapsed = duration_cast<milliseconds>(Clock::now() - impl_->stage_begin);
+  f.summary = std::move(summary);
+  return f;
+}
+
+void Bootstrap::finish() {
+  auto& s = *impl_;
+  run_stage(Stage::ready, [] { return std::string(); });
   // One line per rank that breaks init down by stage, as NCCL's "Init timings".
   std::string timings;
   for (const auto& e : s.events) {
     timings += fmt::format("{}{} {:.2f}", timings.empty() ? "" : ", ", name_of(e.stage), e.duration.count() / 1e6);
   }
   RM_INFO(init, "Init timings - total {:.2f} ms ({}) ms; {} ranks, store on {}",
-          duration_cast<std::chrono::microseconds>(Clock::now() - init_begin).count() / 1e3, timings, c.world_size,
-          master);
-  return std::unique_ptr<Bootstrap>(new Bootstrap(std::move(state)));
+          duration_cast<std::chrono::microseconds>(Clock::now() - s.init_begin).count() / 1e3, timings,
+          s.config.world_size, s.master);
 }
 
 }  // namespace ringmaster

@@ -24,6 +24,10 @@ struct Bootstrap::Impl {
   net::SocketAddress local_address;
   std::vector<PeerInfo> peers;
   std::vector<StageEvent> events;
+  StageCallback on_event;
+  net::Clock::time_point init_begin;
+  std::string master;  // "addr:port"
+  net::Clock::time_point stage_begin;
 };
 
 }  // namespace ringmaster
