@@ -13,5 +13,6 @@ using Runner = std::function<int()>;
 Runner add_store_command(CLI::App& app);
 Runner add_probe_command(CLI::App& app);
 Runner add_env_command(CLI::App& app);
+Runner add_perf_command(CLI::App& app);
 
 }  // namespace ringmaster::cli

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   add(ringmaster::cli::add_store_command);
   add(ringmaster::cli::add_probe_command);
   add(ringmaster::cli::add_env_command);
+  add(ringmaster::cli::add_perf_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

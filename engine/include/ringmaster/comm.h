@@ -1,0 +1,127 @@
+// A communicator: a group of ranks and the collectives they run together.
+//
+// Created from a Config (torchrun's environment or explicit), it walks the
+// init stages up to TRANSPORT_CONNECT and READY, then runs collectives over
+// per-channel TCP connections along a ring. Every collective call returns at
+// once with a Request; the work runs on the channels' progress threads, in
+// call order. Like NCCL, every rank must issue the same collectives in the
+// same order with matching counts; a mismatch is detected and reported as
+// an error naming both ranks. Calls on one communicator must come from one
+// thread at a time; abort() may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ringmaster/bootstrap.h"
+#include "ringmaster/config.h"
+#include "ringmaster/status.h"
+#include "ringmaster/types.h"
+
+namespace ringmaster {
+
+enum class Collective : std::uint8_t {
+  all_reduce,
+  all_gather,
+  reduce_scatter,
+  broadcast,
+  reduce,
+  barrier,
+};
+
+std::string_view name_of(Collective c) noexcept;
+
+enum class Protocol : std::uint8_t { ll, simple };
+std::string_view name_of(Protocol p) noexcept;
+
+// The outcome of one collective call. Copyable; all copies share the state.
+class Request {
+ public:
+  struct State;
+  Request() = default;
+  explicit Request(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+  // Blocks until done; throws Error when the collective failed.
+  void wait() const;
+  // True when done (successfully or not); never blocks.
+  bool test() const;
+  // The error, once done; ok() while running or after success.
+  Status status() const;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// One record per completed collective, for telemetry.
+struct CollectiveRecord {
+  std::uint64_t seq = 0;
+  Collective collective = Collective::all_reduce;
+  std::size_t bytes = 0;
+  Protocol protocol = Protocol::simple;
+  int nchannels = 0;
+  std::chrono::nanoseconds time{0};
+};
+
+// Counters of one channel. Written only by its progress thread and read by
+// any sampler without locks.
+struct ChannelCounters {
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
+  std::uint64_t busy_ns = 0;
+  std::uint64_t steps = 0;
+};
+
+struct CommOptions {
+  // Overrides of NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS / NCCL_PROTO /
+  // NCCL_BUFFSIZE / RINGMASTER_COLL_TIMEOUT.
+  std::optional<int> min_channels, max_channels;
+  std::optional<Protocol> protocol;
+  std::optional<std::size_t> buffsize;
+  std::optional<std::chrono::milliseconds> timeout;
+  StageCallback on_stage;
+  std::function<void(const CollectiveRecord&)> on_collective;
+};
+
+class Communicator {
+ public:
+  // Runs the init stages; throws StageError naming the failing stage.
+  static std::unique_ptr<Communicator> create(const Config& config, const CommOptions& options = {});
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const noexcept;
+  int size() const noexcept;
+  int max_channels() const noexcept;
+
+  // In place when send == recv. Counts are elements.
+  Request all_reduce(const void* send, void* recv, std::size_t count, DataType type, RedOp op);
+  // recv holds size() * count elements, rank r's block at r * count.
+  Request all_gather(const void* send, void* recv, std::size_t count, DataType type);
+  // send holds size() * count elements; recv gets this rank's count.
+  Request reduce_scatter(const void* send, void* recv, std::size_t count, DataType type, RedOp op);
+  Request broadcast(const void* send, void* recv, std::size_t count, DataType type, int root);
+  Request reduce(const void* send, void* recv, std::size_t count, DataType type, RedOp op, int root);
+  Request barrier();
+
+  // Fails every pending and future collective with an error and wakes every
+  // waiter; returns at once. The communicator is unusable afterwards.
+  void abort();
+
+  // A snapshot of channel c's counters.
+  ChannelCounters counters(int channel) const;
+
+  struct Impl;
+
+ private:
+  explicit Communicator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ringmaster

@@ -1,0 +1,66 @@
+// nccl-tests style measurement of one collective over a size sweep, with
+// every element of the result checked against a reference (#wrong).
+//
+// Inputs are small integers (random per rank and size, seeded so every
+// rank can rebuild every other rank's input), so sums, products, max and
+// min are exact in every type and the reference does not depend on the
+// reduction order. Used by `ringmaster-cli perf` and by the agent's ranks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ringmaster/comm.h"
+
+namespace ringmaster {
+
+struct PerfSpec {
+  Collective collective = Collective::all_reduce;
+  std::size_t min_bytes = 32 * 1024 * 1024;  // -b
+  std::size_t max_bytes = 32 * 1024 * 1024;  // -e
+  double step_factor = 0;                    // -f (0: use step_bytes)
+  std::size_t step_bytes = 1024 * 1024;      // -i
+  int iters = 20;                            // -n
+  int warmup = 5;                            // -w
+  bool check = true;                         // -c
+  RedOp op = RedOp::sum;                     // -o
+  DataType type = DataType::fp32;            // -d
+  int root = 0;                              // -r
+  bool blocking = false;                     // -z: wait after each call
+};
+
+struct PerfResult {
+  double time_us = 0;
+  double algbw = 0;  // GB/s
+  double busbw = 0;  // GB/s
+  long wrong = 0;
+};
+
+struct PerfRow {
+  std::size_t bytes = 0;
+  std::size_t count = 0;
+  PerfResult out_of_place, in_place;
+};
+
+// nccl-tests' bus-bandwidth factor: all_reduce 2(n-1)/n; all_gather and
+// reduce_scatter (n-1)/n; broadcast and reduce 1.
+double bus_factor(Collective c, int nranks);
+
+// Parses "8", "64K", "1M", "2G" (powers of 1024); throws Error(config).
+std::size_t parse_size(const std::string& text);
+
+// Runs the sweep on every rank; `on_row` sees each row as it completes
+// (times are rank-local; rank 0's are the ones nccl-tests prints).
+std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
+                              const std::function<void(const PerfRow&)>& on_row = {});
+
+// The nccl-tests table: header lines, one line per row, and the footer.
+std::string perf_header(const PerfSpec& spec, int nranks);
+std::string perf_row_line(const PerfSpec& spec, const PerfRow& row);
+std::string perf_footer(const std::vector<PerfRow>& rows);
+
+}  // namespace ringmaster

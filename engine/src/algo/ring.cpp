@@ -1,0 +1,130 @@
+#include "algo/ring.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/reduce.h"
+
+namespace ringmaster::algo {
+namespace {
+
+int mod(int a, int n) { return ((a % n) + n) % n; }
+
+// Element range [begin, end) of chunk i when count elements are split in n.
+struct Chunk {
+  std::size_t begin, end;
+  std::size_t size() const { return end - begin; }
+};
+Chunk chunk(std::size_t count, int n, int i) {
+  return {count * static_cast<std::size_t>(i) / static_cast<std::size_t>(n),
+          count * static_cast<std::size_t>(i + 1) / static_cast<std::size_t>(n)};
+}
+
+transport::StepHeader header(const RingOp& op, int step) {
+  transport::StepHeader h;
+  h.collective = static_cast<std::uint8_t>(op.collective);
+  h.seq = op.seq;
+  h.step = static_cast<std::uint16_t>(step);
+  return h;
+}
+
+std::byte* scratch_of(RingContext& ctx, std::size_t bytes) {
+  if (ctx.scratch.size() < bytes) ctx.scratch.resize(bytes);
+  return ctx.scratch.data();
+}
+
+// One reduce step: send `send` to next, receive the matching chunk from
+// prev into scratch and reduce it into `acc` slot by slot as it arrives.
+void reduce_step(RingContext& ctx, const RingOp& op, int step, const std::byte* send, std::size_t send_bytes,
+                 std::byte* acc, std::size_t acc_bytes) {
+  std::byte* tmp = scratch_of(ctx, acc_bytes);
+  const std::size_t es = size_of(op.type);
+  ctx.link.exchange(header(op, step), send, send_bytes, tmp, acc_bytes, op.slot_bytes,
+                    [&](std::size_t offset, std::size_t length) {
+                      kernels::reduce(acc + offset, acc + offset, tmp + offset, length / es, op.type, op.op);
+                    });
+}
+
+}  // namespace
+
+void all_reduce(RingContext& ctx, const RingOp& op, std::byte* buf, std::size_t count) {
+  const int n = ctx.nranks, r = ctx.rank;
+  const std::size_t es = size_of(op.type);
+  if (n == 1) return;
+  // Reduce-scatter: at step s send chunk r-s, receive chunk r-s-1 and add
+  // it in. After n-1 steps this rank holds the full sum of chunk r+1.
+  for (int s = 0; s < n - 1; ++s) {
+    const Chunk out = chunk(count, n, mod(r - s, n));
+    const Chunk in = chunk(count, n, mod(r - s - 1, n));
+    reduce_step(ctx, op, s, buf + out.begin * es, out.size() * es, buf + in.begin * es, in.size() * es);
+  }
+  // All-gather: at step s send chunk r+1-s (complete), receive chunk r-s.
+  for (int s = 0; s < n - 1; ++s) {
+    const Chunk out = chunk(count, n, mod(r + 1 - s, n));
+    const Chunk in = chunk(count, n, mod(r - s, n));
+    ctx.link.exchange(header(op, n - 1 + s), buf + out.begin * es, out.size() * es, buf + in.begin * es,
+                      in.size() * es, 0, {});
+  }
+}
+
+void all_gather(RingContext& ctx, const RingOp& op, std::byte* out, std::size_t count, std::size_t stride) {
+  const int n = ctx.nranks, r = ctx.rank;
+  const std::size_t bytes = count * size_of(op.type);
+  // Step s: forward block r-s (ours first), receive block r-s-1.
+  for (int s = 0; s < n - 1; ++s) {
+    const auto send_block = static_cast<std::size_t>(mod(r - s, n));
+    const auto recv_block = static_cast<std::size_t>(mod(r - s - 1, n));
+    ctx.link.exchange(header(op, s), out + send_block * stride, bytes, out + recv_block * stride, bytes, 0, {});
+  }
+}
+
+void reduce_scatter(RingContext& ctx, const RingOp& op, std::byte* work, std::size_t count, std::size_t stride) {
+  const int n = ctx.nranks, r = ctx.rank;
+  const std::size_t bytes = count * size_of(op.type);
+  // Step s: send block r-s-1 (partial sums), receive block r-s-2 and add
+  // ours in. After n-1 steps block r holds the full sum.
+  for (int s = 0; s < n - 1; ++s) {
+    const auto send_block = static_cast<std::size_t>(mod(r - s - 1, n));
+    const auto recv_block = static_cast<std::size_t>(mod(r - s - 2, n));
+    reduce_step(ctx, op, s, work + send_block * stride, bytes, work + recv_block * stride, bytes);
+  }
+}
+
+void broadcast(RingContext& ctx, const RingOp& op, std::byte* buf, std::size_t count) {
+  const int n = ctx.nranks;
+  const int position = mod(ctx.rank - op.root, n);  // 0 = root, n-1 = end of the chain
+  const std::size_t bytes = count * size_of(op.type);
+  const std::size_t piece = op.slot_bytes == 0 ? std::max<std::size_t>(bytes, 1) : op.slot_bytes;
+  // The chain root -> root+1 -> ... is pipelined by pieces: a rank forwards
+  // piece k while its predecessor already sends piece k+1.
+  int step = 0;
+  for (std::size_t offset = 0; offset < bytes || step == 0; offset += piece, ++step) {
+    const std::size_t length = std::min(piece, bytes - offset);
+    std::byte* p = buf + offset;
+    if (position > 0) ctx.link.exchange(header(op, step), nullptr, 0, p, length, 0, {});
+    if (position < n - 1) ctx.link.exchange(header(op, step), p, length, nullptr, 0, 0, {});
+    if (bytes == 0) break;
+  }
+}
+
+void reduce(RingContext& ctx, const RingOp& op, std::byte* buf, std::size_t count) {
+  const int n = ctx.nranks;
+  const int position = mod(ctx.rank - op.root - 1, n);  // chain root+1 -> ... -> root (n-1)
+  const std::size_t es = size_of(op.type);
+  const std::size_t bytes = count * es;
+  const std::size_t piece = op.slot_bytes == 0 ? std::max<std::size_t>(bytes, 1) : op.slot_bytes;
+  int step = 0;
+  for (std::size_t offset = 0; offset < bytes || step == 0; offset += piece, ++step) {
+    const std::size_t length = std::min(piece, bytes - offset);
+    std::byte* p = buf + offset;
+    if (position > 0) {
+      std::byte* tmp = scratch_of(ctx, length);
+      ctx.link.exchange(header(op, step), nullptr, 0, tmp, length, 0, {});
+      kernels::reduce(p, p, tmp, length / es, op.type, op.op);
+    }
+    if (position < n - 1) ctx.link.exchange(header(op, step), p, length, nullptr, 0, 0, {});
+    if (bytes == 0) break;
+  }
+}
+
+}  // namespace ringmaster::algo

@@ -1,0 +1,489 @@
+// Communicator: bootstrap, then one ring of socket connections per channel,
+// each channel served by its own progress thread with a FIFO of work. A
+// collective is split evenly across the channels it uses; its Request
+// completes when the last of them finishes. The first error on any channel
+// aborts the communicator, so no channel (and no peer) waits for a partner
+// that has already failed.
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "algo/ring.h"
+#include "bootstrap/bootstrap_impl.h"
+#include "core/log.h"
+#include "core/params.h"
+#include "kernels/reduce.h"
+#include "ringmaster/comm.h"
+#include "transport/socket/link.h"
+
+namespace ringmaster {
+
+using Clock = std::chrono::steady_clock;
+
+std::string_view name_of(Collective c) noexcept {
+  switch (c) {
+    case Collective::all_reduce:
+      return "all_reduce";
+    case Collective::all_gather:
+      return "all_gather";
+    case Collective::reduce_scatter:
+      return "reduce_scatter";
+    case Collective::broadcast:
+      return "broadcast";
+    case Collective::reduce:
+      return "reduce";
+    case Collective::barrier:
+      return "barrier";
+  }
+  return "unknown";
+}
+
+std::string_view name_of(Protocol p) noexcept { return p == Protocol::ll ? "LL" : "Simple"; }
+
+struct Request::State {
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  int remaining = 0;
+  bool done = false;
+  Status status;
+  std::function<void(const Status&)> on_done;  // runs once, before waiters wake
+
+  void finish_part(const Status& part) {
+    std::function<void(const Status&)> hook;
+    {
+      std::lock_guard lock(mutex);
+      if (!part.ok() && status.ok()) status = part;
+      if (--remaining > 0) return;
+      hook = std::move(on_done);
+    }
+    if (hook) hook(status);
+    {
+      std::lock_guard lock(mutex);
+      done = true;
+    }
+    done_cv.notify_all();
+  }
+};
+
+void Request::wait() const {
+  if (!state_) return;
+  std::unique_lock lock(state_->mutex);
+  state_->done_cv.wait(lock, [&] { return state_->done; });
+  if (!state_->status.ok()) throw Error(state_->status);
+}
+
+bool Request::test() const {
+  if (!state_) return true;
+  std::lock_guard lock(state_->mutex);
+  return state_->done;
+}
+
+Status Request::status() const {
+  if (!state_) return {};
+  std::lock_guard lock(state_->mutex);
+  return state_->status;
+}
+
+namespace {
+
+struct Channel {
+  int index = 0;
+  transport::RingLink link;
+  transport::ChannelStats stats;
+  std::vector<std::byte> scratch;
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::deque<std::function<void()>> queue;
+  bool stopping = false;
+  std::thread thread;
+
+  void run(int rank) {
+    log::set_thread_rank(rank);
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock lock(mutex);
+        wake.wait(lock, [&] { return stopping || !queue.empty(); });
+        if (queue.empty()) return;
+        task = std::move(queue.front());
+        queue.pop_front();
+      }
+      task();
+    }
+  }
+};
+
+constexpr std::uint32_t kChannelHelloMagic = 0x4348414E;  // "CHAN"
+
+std::optional<Protocol> parse_protocol_env() {
+  const auto spec = param_env(Param::Proto);
+  if (!spec) return std::nullopt;
+  std::string s = *spec;
+  for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  const bool exclude = !s.empty() && s.front() == '^';
+  if (exclude) s.erase(0, 1);
+  bool ll = false, simple = false;
+  std::size_t pos = 0;
+  while (pos <= s.size()) {
+    const auto comma = s.find(',', pos);
+    const std::string item = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (item == "ll") {
+      ll = true;
+    } else if (item == "simple") {
+      simple = true;
+    } else if (item == "ll128") {
+      // Not available over sockets; allowing it alone leaves nothing.
+    } else if (!item.empty()) {
+      throw Error(ErrorCategory::config, "NCCL_PROTO=" + *spec + ": unknown protocol '" + item + "' (LL, LL128, Simple)");
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  if (exclude) {
+    ll = !ll;
+    simple = !simple;
+  }
+  if (ll && simple) return std::nullopt;
+  if (ll) return Protocol::ll;
+  if (simple) return Protocol::simple;
+  throw Error(ErrorCategory::config,
+              "NCCL_PROTO=" + *spec + " leaves no protocol available over sockets (LL128 needs shared memory)");
+}
+
+}  // namespace
+
+struct Communicator::Impl {
+  std::unique_ptr<Bootstrap> bootstrap;
+  int rank = 0;
+  int nranks = 1;
+  int min_channels = 1;
+  int max_channels = 2;
+  std::optional<Protocol> forced_protocol;
+  std::size_t ll_threshold = 65536;
+  std::size_t buffsize = 4 << 20;
+  std::chrono::milliseconds timeout{60000};
+  std::function<void(const CollectiveRecord&)> on_collective;
+  std::vector<std::unique_ptr<Channel>> channels;
+  std::atomic<bool> aborted{false};
+  std::uint64_t next_seq = 0;
+
+  ~Impl() {
+    for (auto& c : channels) {
+      {
+        std::lock_guard lock(c->mutex);
+        c->stopping = true;
+      }
+      c->wake.notify_all();
+    }
+    for (auto& c : channels) {
+      if (c->thread.joinable()) c->thread.join();
+    }
+  }
+
+  void abort() {
+    if (aborted.exchange(true)) return;
+    for (auto& c : channels) c->link.shutdown();
+  }
+
+  int channels_for(std::size_t bytes) const {
+    const auto wanted = static_cast<int>(bytes / (512 * 1024));
+    return std::clamp(wanted, min_channels, max_channels);
+  }
+
+  Protocol protocol_for(std::size_t bytes) const {
+    if (forced_protocol) return *forced_protocol;
+    return bytes <= ll_threshold ? Protocol::ll : Protocol::simple;
+  }
+
+  // Splits a collective of `bytes` across channels and queues
+  // work(channel, index, nchannels, op) on each.
+  using Work = std::function<void(Channel&, int, int, const algo::RingOp&)>;
+  Request submit(Collective collective, std::size_t bytes, DataType type, RedOp op, int root, const Work& work) {
+    algo::RingOp ring_op;
+    ring_op.collective = collective;
+    ring_op.seq = next_seq++;
+    ring_op.type = type;
+    ring_op.op = op;
+    ring_op.root = root;
+    const Protocol protocol = protocol_for(bytes);
+    const std::size_t es = size_of(type);
+    ring_op.slot_bytes = protocol == Protocol::ll ? 0 : std::max(es, (buffsize / 8) / es * es);
+    const int nch = channels_for(bytes);
+    auto state = std::make_shared<Request::State>();
+    state->remaining = nch;
+    const auto start = Clock::now();
+    state->on_done = [this, ring_op, bytes, protocol, nch, start](const Status& status) {
+      if (status.ok() && on_collective) {
+        on_collective({ring_op.seq, ring_op.collective, bytes, protocol, nch, Clock::now() - start});
+      }
+    };
+    for (int c = 0; c < nch; ++c) {
+      Channel& channel = *channels[c];
+      std::lock_guard lock(channel.mutex);
+      channel.queue.push_back([this, &channel, c, nch, ring_op, work, state] {
+        Status status;
+        try {
+          if (aborted) throw Error(ErrorCategory::peer, "the communicator was aborted");
+          work(channel, c, nch, ring_op);
+        } catch (const Error& e) {
+          status = e.status();
+          RM_WARN(coll, "channel {}: {} #{} failed: {}", c, name_of(ring_op.collective), ring_op.seq, e.what());
+          abort();
+        } catch (const std::exception& e) {
+          status = Status(ErrorCategory::internal, e.what());
+          abort();
+        }
+        state->finish_part(status);
+      });
+      channel.wake.notify_one();
+    }
+    return Request(state);
+  }
+
+  algo::RingContext context(Channel& c) { return algo::RingContext{c.link, rank, nranks, c.scratch}; }
+
+  void connect_channels() {
+    auto& b = bootstrap->impl();
+    const int next = (rank + 1) % nranks;
+    const int prev = (rank + nranks - 1) % nranks;
+    const auto deadline = net::Clock::now() + b.config.bootstrap_timeout;
+    for (auto& channel : channels) {
+      channel->link.rank = rank;
+      channel->link.timeout = timeout;
+      channel->link.aborted = &aborted;
+      channel->link.counters = &channel->stats;
+    }
+    if (nranks == 1) return;
+    const auto next_address = net::SocketAddress::parse(b.peers[next].address);
+    for (auto& channel : channels) {
+      bootstrap->run_stage(Stage::transport_connect, [&] {
+        net::Socket s;
+        store::ConnectAttempts report;
+        int err = store::connect_with_backoff({*next_address}, deadline, s, report);
+        const std::uint32_t hello[3] = {kChannelHelloMagic, static_cast<std::uint32_t>(rank),
+                                        static_cast<std::uint32_t>(channel->index)};
+        if (err == 0) err = s.send_all(hello, sizeof(hello), deadline);
+        if (err != 0) {
+          auto f = bootstrap->failure(Stage::transport_connect,
+                                      fmt::format("channel {}: cannot connect to rank {}", channel->index, next));
+          f.peer_rank = next;
+          f.remote_address = b.peers[next].address;
+          f.errno_text = net::errno_text(err);
+          f.timeout = b.config.bootstrap_timeout;
+          f.hint = "The bootstrap ring worked moments ago on the same port: rank " + std::to_string(next) +
+                   " probably died during init. Check its log.";
+          throw StageError(f);
+        }
+        s.set_nodelay();
+        s.set_buffer_sizes(4 << 20);
+        channel->link.next = {std::move(s), next, b.peers[next].address};
+        return fmt::format("channel {:02d} : {}[{}] -> {}[{}] via SOCKET/{}", channel->index, rank, b.peers[rank].host,
+                           next, b.peers[next].host, b.peers[next].address);
+      });
+    }
+    // Accept every channel's connection from prev, in whatever order they come.
+    bootstrap->run_stage(Stage::transport_connect, [&] {
+      for (std::size_t got = 0; got < channels.size(); ++got) {
+        int err = 0;
+        net::Socket in = b.listener.accept(deadline, err);
+        std::uint32_t hello[3] = {};
+        if (err == 0) err = in.recv_all(hello, sizeof(hello), deadline);
+        if (err == 0 && (hello[0] != kChannelHelloMagic || static_cast<int>(hello[1]) != prev ||
+                         hello[2] >= channels.size() || channels[hello[2]]->link.prev.socket.valid())) {
+          err = EPROTO;
+        }
+        if (err != 0) {
+          auto f = bootstrap->failure(Stage::transport_connect,
+                                      fmt::format("rank {} did not open all {} channels to this rank", prev,
+                                                  channels.size()));
+          f.peer_rank = prev;
+          f.local_address = b.listener.local_address().to_string();
+          f.errno_text = err == EPROTO ? "unexpected hello on the bootstrap port" : net::errno_text(err);
+          f.timeout = b.config.bootstrap_timeout;
+          f.hint = "Rank " + std::to_string(prev) + " failed while opening its channels; check its log.";
+          throw StageError(f);
+        }
+        in.set_nodelay();
+        in.set_buffer_sizes(4 << 20);
+        channels[hello[2]]->link.prev = {std::move(in), prev, b.peers[prev].address};
+      }
+      return fmt::format("{} channel(s) from rank {}", channels.size(), prev);
+    });
+  }
+};
+
+Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Communicator::~Communicator() = default;
+
+std::unique_ptr<Communicator> Communicator::create(const Config& config, const CommOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->min_channels = static_cast<int>(options.min_channels.value_or(param_int(Param::MinChannels)));
+  impl->max_channels = static_cast<int>(options.max_channels.value_or(param_int(Param::MaxChannels)));
+  if (impl->min_channels < 1 || impl->max_channels < impl->min_channels || impl->max_channels > 64) {
+    throw Error(ErrorCategory::config, fmt::format("NCCL_MIN_NCHANNELS={} / NCCL_MAX_NCHANNELS={}: need 1 <= min <= "
+                                                   "max <= 64",
+                                                   impl->min_channels, impl->max_channels));
+  }
+  impl->forced_protocol = options.protocol ? options.protocol : parse_protocol_env();
+  impl->ll_threshold = static_cast<std::size_t>(param_int(Param::LlThreshold));
+  impl->buffsize = options.buffsize.value_or(static_cast<std::size_t>(param_int(Param::BuffSize)));
+  if (impl->buffsize < 8) throw Error(ErrorCategory::config, "NCCL_BUFFSIZE must be at least 8 bytes");
+  impl->timeout = options.timeout.value_or(std::chrono::milliseconds(param_int(Param::CollTimeout) * 1000));
+  impl->on_collective = options.on_collective;
+
+  impl->bootstrap = Bootstrap::run(config, options.on_stage, /*finish=*/false);
+  impl->rank = config.rank;
+  impl->nranks = config.world_size;
+  for (int c = 0; c < impl->max_channels; ++c) {
+    auto channel = std::make_unique<Channel>();
+    channel->index = c;
+    impl->channels.push_back(std::move(channel));
+  }
+  impl->connect_channels();
+  for (auto& channel : impl->channels) {
+    channel->thread = std::thread([ch = channel.get(), rank = impl->rank] { ch->run(rank); });
+  }
+  impl->bootstrap->finish();
+  return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
+}
+
+int Communicator::rank() const noexcept { return impl_->rank; }
+int Communicator::size() const noexcept { return impl_->nranks; }
+int Communicator::max_channels() const noexcept { return impl_->max_channels; }
+
+namespace {
+
+struct Range {
+  std::size_t begin, end;
+  std::size_t size() const { return end - begin; }
+};
+Range channel_range(std::size_t count, int c, int nch) {
+  return {count * static_cast<std::size_t>(c) / static_cast<std::size_t>(nch),
+          count * static_cast<std::size_t>(c + 1) / static_cast<std::size_t>(nch)};
+}
+
+void check_root(int root, int n) {
+  if (root < 0 || root >= n) {
+    throw Error(ErrorCategory::config, fmt::format("root {} is not a rank of this communicator (size {})", root, n));
+  }
+}
+
+}  // namespace
+
+Request Communicator::all_reduce(const void* send, void* recv, std::size_t count, DataType type, RedOp op) {
+  const std::size_t es = size_of(type);
+  return impl_->submit(Collective::all_reduce, count * es, type, op, 0,
+                       [=, this](Channel& ch, int c, int nch, const algo::RingOp& rop) {
+                         const Range range = channel_range(count, c, nch);
+                         auto* out = static_cast<std::byte*>(recv) + range.begin * es;
+                         if (send != recv) std::memcpy(out, static_cast<const std::byte*>(send) + range.begin * es,
+                                                       range.size() * es);
+                         auto ctx = impl_->context(ch);
+                         algo::all_reduce(ctx, rop, out, range.size());
+                         if (op == RedOp::avg) kernels::finish_avg(out, range.size(), type, impl_->nranks);
+                       });
+}
+
+Request Communicator::all_gather(const void* send, void* recv, std::size_t count, DataType type) {
+  const std::size_t es = size_of(type);
+  const std::size_t stride = count * es;
+  return impl_->submit(Collective::all_gather, count * es * static_cast<std::size_t>(impl_->nranks), type,
+                       RedOp::sum, 0, [=, this](Channel& ch, int c, int nch, const algo::RingOp& rop) {
+                         const Range range = channel_range(count, c, nch);
+                         auto* base = static_cast<std::byte*>(recv) + range.begin * es;
+                         auto* mine = base + static_cast<std::size_t>(impl_->rank) * stride;
+                         const auto* src = static_cast<const std::byte*>(send) + range.begin * es;
+                         if (mine != src) std::memmove(mine, src, range.size() * es);
+                         auto ctx = impl_->context(ch);
+                         algo::all_gather(ctx, rop, base, range.size(), stride);
+                       });
+}
+
+Request Communicator::reduce_scatter(const void* send, void* recv, std::size_t count, DataType type, RedOp op) {
+  const std::size_t es = size_of(type);
+  const int n = impl_->nranks;
+  return impl_->submit(Collective::reduce_scatter, count * es * static_cast<std::size_t>(n), type, op, 0,
+                       [=, this](Channel& ch, int c, int nch, const algo::RingOp& rop) {
+                         const Range range = channel_range(count, c, nch);
+                         const std::size_t len = range.size() * es;
+                         // A packed copy of this channel's share of every block: the ring
+                         // reduces into it, then our block is copied out.
+                         std::vector<std::byte> work(len * static_cast<std::size_t>(n));
+                         for (int b = 0; b < n; ++b) {
+                           std::memcpy(work.data() + static_cast<std::size_t>(b) * len,
+                                       static_cast<const std::byte*>(send) +
+                                           (static_cast<std::size_t>(b) * count + range.begin) * es,
+                                       len);
+                         }
+                         auto ctx = impl_->context(ch);
+                         algo::reduce_scatter(ctx, rop, work.data(), range.size(), len);
+                         auto* out = static_cast<std::byte*>(recv) + range.begin * es;
+                         std::memcpy(out, work.data() + static_cast<std::size_t>(impl_->rank) * len, len);
+                         if (op == RedOp::avg) kernels::finish_avg(out, range.size(), type, n);
+                       });
+}
+
+Request Communicator::broadcast(const void* send, void* recv, std::size_t count, DataType type, int root) {
+  check_root(root, impl_->nranks);
+  const std::size_t es = size_of(type);
+  return impl_->submit(Collective::broadcast, count * es, type, RedOp::sum, root,
+                       [=, this](Channel& ch, int c, int nch, const algo::RingOp& rop) {
+                         const Range range = channel_range(count, c, nch);
+                         auto* out = static_cast<std::byte*>(recv) + range.begin * es;
+                         if (impl_->rank == root && send != recv) {
+                           std::memcpy(out, static_cast<const std::byte*>(send) + range.begin * es, range.size() * es);
+                         }
+                         auto ctx = impl_->context(ch);
+                         algo::broadcast(ctx, rop, out, range.size());
+                       });
+}
+
+Request Communicator::reduce(const void* send, void* recv, std::size_t count, DataType type, RedOp op, int root) {
+  check_root(root, impl_->nranks);
+  const std::size_t es = size_of(type);
+  return impl_->submit(Collective::reduce, count * es, type, op, root,
+                       [=, this](Channel& ch, int c, int nch, const algo::RingOp& rop) {
+                         const Range range = channel_range(count, c, nch);
+                         const auto* src = static_cast<const std::byte*>(send) + range.begin * es;
+                         // Only the root's recv buffer is significant; others reduce in a copy.
+                         std::vector<std::byte> copy;
+                         std::byte* buf = nullptr;
+                         if (impl_->rank == root) {
+                           buf = static_cast<std::byte*>(recv) + range.begin * es;
+                           if (buf != src) std::memcpy(buf, src, range.size() * es);
+                         } else {
+                           copy.assign(src, src + range.size() * es);
+                           buf = copy.data();
+                         }
+                         auto ctx = impl_->context(ch);
+                         algo::reduce(ctx, rop, buf, range.size());
+                         if (impl_->rank == root && op == RedOp::avg) {
+                           kernels::finish_avg(buf, range.size(), type, impl_->nranks);
+                         }
+                       });
+}
+
+Request Communicator::barrier() {
+  return impl_->submit(Collective::barrier, 0, DataType::uint8, RedOp::sum, 0,
+                       [this](Channel& ch, int, int, const algo::RingOp& rop) {
+                         std::byte token{0};
+                         auto ctx = impl_->context(ch);
+                         // A zero-byte all-reduce still takes 2(n-1) steps around the ring:
+                         // nobody leaves before everybody arrived.
+                         algo::RingOp op = rop;
+                         op.collective = Collective::barrier;
+                         algo::all_reduce(ctx, op, &token, 0);
+                       });
+}
+
+void Communicator::abort() { impl_->abort(); }
+
+ChannelCounters Communicator::counters(int channel) const {
+  const auto& s = impl_->channels.at(static_cast<std::size_t>(channel))->stats;
+  return {s.bytes_sent.load(std::memory_order_relaxed), s.bytes_received.load(std::memory_order_relaxed),
+          s.busy_ns.load(std::memory_order_relaxed), s.steps.load(std::memory_order_relaxed)};
+}
+
+}  // namespace ringmaster

@@ -1,0 +1,310 @@
+#include "ringmaster/perf.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "kernels/half.h"
+#include "kernels/reduce.h"
+#include "ringmaster/status.h"
+
+namespace ringmaster {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Writes the small integer v as one element of `type`.
+void put(std::byte* p, DataType type, int v) {
+  switch (type) {
+    case DataType::int8: {
+      auto x = static_cast<std::int8_t>(v);
+      std::memcpy(p, &x, 1);
+      return;
+    }
+    case DataType::uint8: {
+      auto x = static_cast<std::uint8_t>(v);
+      std::memcpy(p, &x, 1);
+      return;
+    }
+    case DataType::int32: {
+      auto x = static_cast<std::int32_t>(v);
+      std::memcpy(p, &x, 4);
+      return;
+    }
+    case DataType::uint32: {
+      auto x = static_cast<std::uint32_t>(v);
+      std::memcpy(p, &x, 4);
+      return;
+    }
+    case DataType::int64: {
+      auto x = static_cast<std::int64_t>(v);
+      std::memcpy(p, &x, 8);
+      return;
+    }
+    case DataType::uint64: {
+      auto x = static_cast<std::uint64_t>(v);
+      std::memcpy(p, &x, 8);
+      return;
+    }
+    case DataType::fp16: {
+      auto x = kernels::float_to_half(static_cast<float>(v));
+      std::memcpy(p, &x, 2);
+      return;
+    }
+    case DataType::bf16: {
+      auto x = kernels::float_to_bf16(static_cast<float>(v));
+      std::memcpy(p, &x, 2);
+      return;
+    }
+    case DataType::fp32: {
+      auto x = static_cast<float>(v);
+      std::memcpy(p, &x, 4);
+      return;
+    }
+    case DataType::fp64: {
+      auto x = static_cast<double>(v);
+      std::memcpy(p, &x, 8);
+      return;
+    }
+  }
+}
+
+// Rank r's input for a given size: values chosen so that the op is exact
+// whatever the order (products only of +-1 and +-2).
+void fill(std::vector<std::byte>& buf, std::size_t count, DataType type, RedOp op, int rank, std::size_t bytes) {
+  buf.resize(count * size_of(type));
+  std::mt19937 rng(static_cast<std::uint32_t>(rank * 7919 + bytes * 31 + 17));
+  const bool is_unsigned = type == DataType::uint8 || type == DataType::uint32 || type == DataType::uint64;
+  for (std::size_t i = 0; i < count; ++i) {
+    int v = 0;
+    if (op == RedOp::prod) {
+      static constexpr int kFactors[] = {1, 2, -1, -2};
+      v = kFactors[rng() % (is_unsigned ? 2 : 4)];
+    } else {
+      v = static_cast<int>(rng() % 9) - (is_unsigned ? 0 : 4);
+    }
+    put(buf.data() + i * size_of(type), type, v);
+  }
+}
+
+}  // namespace
+
+double bus_factor(Collective c, int n) {
+  switch (c) {
+    case Collective::all_reduce:
+      return n > 1 ? 2.0 * (n - 1) / n : 0.0;
+    case Collective::all_gather:
+    case Collective::reduce_scatter:
+      return n > 1 ? static_cast<double>(n - 1) / n : 0.0;
+    default:
+      return 1.0;
+  }
+}
+
+std::size_t parse_size(const std::string& text) {
+  std::size_t pos = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &pos);
+  } catch (...) {
+    throw Error(ErrorCategory::config, "size '" + text + "' is not a number (use e.g. 8, 64K, 1M, 2G)");
+  }
+  std::string suffix = text.substr(pos);
+  double scale = 1;
+  if (suffix == "K" || suffix == "k") scale = 1024.0;
+  else if (suffix == "M" || suffix == "m") scale = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g") scale = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty()) throw Error(ErrorCategory::config, "size '" + text + "': unknown suffix '" + suffix + "'");
+  if (value < 0) throw Error(ErrorCategory::config, "size '" + text + "' is negative");
+  return static_cast<std::size_t>(value * scale);
+}
+
+std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
+                              const std::function<void(const PerfRow&)>& on_row) {
+  const int n = comm.size(), r = comm.rank();
+  const std::size_t es = size_of(spec.type);
+  const bool gathers = spec.collective == Collective::all_gather;
+  const bool scatters = spec.collective == Collective::reduce_scatter;
+  std::vector<PerfRow> rows;
+  std::vector<std::size_t> sizes;
+  for (std::size_t bytes = spec.min_bytes; bytes <= spec.max_bytes;) {
+    sizes.push_back(bytes);
+    std::size_t next = spec.step_factor > 1 ? static_cast<std::size_t>(std::ceil(bytes * spec.step_factor))
+                                            : bytes + spec.step_bytes;
+    if (next <= bytes) next = bytes + 1;
+    bytes = next;
+  }
+  for (const std::size_t requested : sizes) {
+    // nccl-tests' size is the total of the larger buffer; counts per rank
+    // for all_gather / reduce_scatter are that divided by n, in whole elements.
+    std::size_t count = requested / es;
+    if (gathers || scatters) count /= static_cast<std::size_t>(n);
+    const std::size_t total = count * es * ((gathers || scatters) ? static_cast<std::size_t>(n) : 1);
+    const std::size_t in_count = scatters ? count * static_cast<std::size_t>(n) : count;
+    const std::size_t out_count = gathers ? count * static_cast<std::size_t>(n) : count;
+
+    std::vector<std::byte> input;
+    fill(input, in_count, spec.type, spec.op, r, total);
+    std::vector<std::byte> expected;
+    if (spec.check) {
+      // What this rank must hold afterwards, from every rank's input.
+      std::vector<std::byte> other;
+      switch (spec.collective) {
+        case Collective::all_reduce:
+        case Collective::reduce:
+        case Collective::reduce_scatter: {
+          fill(expected, in_count, spec.type, spec.op, 0, total);
+          for (int q = 1; q < n; ++q) {
+            fill(other, in_count, spec.type, spec.op, q, total);
+            kernels::reduce(expected.data(), expected.data(), other.data(), in_count, spec.type, spec.op);
+          }
+          if (spec.op == RedOp::avg) kernels::finish_avg(expected.data(), in_count, spec.type, n);
+          if (scatters) {
+            expected.erase(expected.begin(), expected.begin() + static_cast<std::ptrdiff_t>(r * count * es));
+            expected.resize(count * es);
+          }
+          break;
+        }
+        case Collective::all_gather:
+          for (int q = 0; q < n; ++q) {
+            fill(other, count, spec.type, spec.op, q, total);
+            expected.insert(expected.end(), other.begin(), other.end());
+          }
+          break;
+        case Collective::broadcast:
+          fill(expected, count, spec.type, spec.op, spec.root, total);
+          break;
+        case Collective::barrier:
+          break;
+      }
+    }
+    const bool checks_here = spec.check && !(spec.collective == Collective::reduce && r != spec.root);
+
+    auto launch = [&](const std::byte* send, std::byte* recv) -> Request {
+      switch (spec.collective) {
+        case Collective::all_reduce:
+          return comm.all_reduce(send, recv, count, spec.type, spec.op);
+        case Collective::all_gather:
+          return comm.all_gather(send, recv, count, spec.type);
+        case Collective::reduce_scatter:
+          return comm.reduce_scatter(send, recv, count, spec.type, spec.op);
+        case Collective::broadcast:
+          return comm.broadcast(send, recv, count, spec.type, spec.root);
+        case Collective::reduce:
+          return comm.reduce(send, recv, count, spec.type, spec.op, spec.root);
+        case Collective::barrier:
+          return comm.barrier();
+      }
+      return {};
+    };
+
+    PerfRow row;
+    row.bytes = total;
+    row.count = count;
+    for (int in_place = 0; in_place < 2; ++in_place) {
+      std::vector<std::byte> send_store, recv_store(std::max(in_count, out_count) * es);
+      std::byte* send = nullptr;
+      std::byte* recv = recv_store.data();
+      auto reset = [&] {
+        std::byte* base = recv_store.data();
+        if (in_place != 0) {
+          // In place as NCCL defines it: all_gather's input is this rank's
+          // block of the output; reduce_scatter's output is its block of the input.
+          send = gathers ? base + static_cast<std::size_t>(r) * count * es : base;
+          recv = scatters ? base + static_cast<std::size_t>(r) * count * es : base;
+          std::memcpy(send, input.data(), input.size());
+        } else {
+          send_store = input;
+          send = send_store.data();
+          recv = base;
+        }
+      };
+      reset();
+      for (int i = 0; i < spec.warmup; ++i) {
+        launch(send, recv).wait();
+        reset();
+      }
+      std::vector<Request> pending;
+      const auto start = Clock::now();
+      for (int i = 0; i < spec.iters; ++i) {
+        auto req = launch(send, recv);
+        if (spec.blocking) {
+          req.wait();
+        } else {
+          pending.push_back(req);
+        }
+      }
+      for (auto& req : pending) req.wait();
+      const double us =
+          std::chrono::duration<double, std::micro>(Clock::now() - start).count() / std::max(spec.iters, 1);
+      PerfResult result;
+      result.time_us = us;
+      result.algbw = us > 0 ? static_cast<double>(total) / (us * 1e3) : 0;
+      result.busbw = result.algbw * bus_factor(spec.collective, n);
+      if (spec.check) {
+        // One more run from fresh inputs (the timed ones reduce in place
+        // over their own results). Every rank runs it, so sequence numbers
+        // stay in step; only ranks that receive a result compare it.
+        reset();
+        launch(send, recv).wait();
+      }
+      if (checks_here) {
+        for (std::size_t i = 0; i < expected.size() / es; ++i) {
+          if (std::memcmp(recv + i * es, expected.data() + i * es, es) != 0) ++result.wrong;
+        }
+      }
+      (in_place != 0 ? row.in_place : row.out_of_place) = result;
+    }
+    rows.push_back(row);
+    if (on_row) on_row(row);
+  }
+  return rows;
+}
+
+std::string perf_header(const PerfSpec& spec, int nranks) {
+  std::string out;
+  out += fmt::format("# nranks {} minBytes {} maxBytes {} step: {}({}) warmup iters: {} iters: {} validation: {}\n",
+                     nranks, spec.min_bytes, spec.max_bytes,
+                     spec.step_factor > 1 ? fmt::format("{:g}", spec.step_factor) : std::to_string(spec.step_bytes),
+                     spec.step_factor > 1 ? "factor" : "bytes", spec.warmup, spec.iters, spec.check ? 1 : 0);
+  out += "#\n";
+  out += fmt::format("# {:>10} {:>12} {:>8} {:>6} {:>6}   {:>27}   {:>27}\n", "", "", "", "", "", "out-of-place",
+                     "in-place");
+  out += fmt::format("# {:>10} {:>12} {:>8} {:>6} {:>6} {:>9} {:>7} {:>7} {:>6} {:>9} {:>7} {:>7} {:>6}\n", "size",
+                     "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
+                     "#wrong");
+  out += fmt::format("# {:>10} {:>12} {:>8} {:>6} {:>6} {:>9} {:>7} {:>7} {:>6} {:>9} {:>7} {:>7} {:>6}\n", "(B)",
+                     "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  return out;
+}
+
+std::string perf_row_line(const PerfSpec& spec, const PerfRow& row) {
+  const bool has_op = spec.collective == Collective::all_reduce || spec.collective == Collective::reduce ||
+                      spec.collective == Collective::reduce_scatter;
+  const bool has_root = spec.collective == Collective::broadcast || spec.collective == Collective::reduce;
+  auto part = [&](const PerfResult& r) {
+    return fmt::format("{:>9.2f} {:>7.2f} {:>7.2f} {:>6}", r.time_us, r.algbw, r.busbw,
+                       spec.check ? std::to_string(r.wrong) : std::string("N/A"));
+  };
+  return fmt::format("  {:>10} {:>12} {:>8} {:>6} {:>6} {} {}\n", row.bytes, row.count, name_of(spec.type),
+                     has_op ? std::string(name_of(spec.op)) : std::string("none"),
+                     has_root ? std::to_string(spec.root) : std::string("-1"), part(row.out_of_place),
+                     part(row.in_place));
+}
+
+std::string perf_footer(const std::vector<PerfRow>& rows) {
+  long wrong = 0;
+  double busbw = 0;
+  for (const auto& r : rows) {
+    wrong += r.out_of_place.wrong + r.in_place.wrong;
+    busbw += r.out_of_place.busbw + r.in_place.busbw;
+  }
+  const double avg = rows.empty() ? 0 : busbw / (2.0 * static_cast<double>(rows.size()));
+  return fmt::format("# Out of bounds values : {} {}\n# Avg bus bandwidth    : {:g} \n#\n", wrong,
+                     wrong == 0 ? "OK" : "FAILED", avg);
+}
+
+}  // namespace ringmaster

@@ -1,0 +1,76 @@
+// The socket transport of one channel: a connection to the next rank on the
+// ring (we send) and one from the previous rank (we receive).
+//
+// Every transfer starts with a StepHeader carrying the collective, its
+// sequence number and byte count, so ranks that disagree on what they are
+// running fail with an error naming both, instead of hanging or reducing
+// the wrong bytes. exchange() sends and receives at the same time on
+// non-blocking sockets, so neither side can deadlock on full buffers, and
+// calls back per received slot so reductions overlap the transfer (the
+// Simple protocol); with one slot the size of the message it is LL. Used
+// by one progress thread; abort() may come from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "net/socket.h"
+#include "ringmaster/comm.h"
+
+namespace ringmaster::transport {
+
+struct StepHeader {
+  std::uint32_t magic = 0;
+  std::uint8_t collective = 0;
+  std::uint8_t reserved = 0;
+  std::uint16_t step = 0;
+  std::uint64_t seq = 0;
+  std::uint64_t bytes = 0;
+};
+static_assert(sizeof(StepHeader) == 24);
+
+inline constexpr std::uint32_t kStepMagic = 0x52535450;  // "RSTP"
+
+// A channel's counters: written by its progress thread, read by samplers,
+// relaxed atomics so neither side takes a lock.
+struct ChannelStats {
+  std::atomic<std::uint64_t> bytes_sent{0};
+  std::atomic<std::uint64_t> bytes_received{0};
+  std::atomic<std::uint64_t> busy_ns{0};
+  std::atomic<std::uint64_t> steps{0};
+};
+
+struct Peer {
+  net::Socket socket;
+  int rank = -1;
+  std::string address;
+};
+
+class RingLink {
+ public:
+  Peer next;  // we send to it
+  Peer prev;  // we receive from it
+  int rank = 0;
+  std::chrono::milliseconds timeout{60000};  // without progress
+  const std::atomic<bool>* aborted = nullptr;
+  ChannelStats* counters = nullptr;
+
+  using SlotDone = std::function<void(std::size_t offset, std::size_t length)>;
+
+  // Sends `send_bytes` of `send` to next (skipped when send is null) while
+  // receiving `recv_bytes` into `recv` from prev (skipped when recv is
+  // null). `expect` is what this rank runs; the received header must match
+  // it. on_slot (may be empty) runs for each received slot of `slot`
+  // bytes, in order. Throws Error(peer | timeout | protocol) naming the peer.
+  void exchange(const StepHeader& expect, const void* send, std::size_t send_bytes, void* recv,
+                std::size_t recv_bytes, std::size_t slot, const SlotDone& on_slot);
+
+  // Wakes a blocked exchange; it then throws.
+  void shutdown() noexcept;
+};
+
+}  // namespace ringmaster::transport
