@@ -1,11 +1,11 @@
 // `ringmaster-cli perf`: nccl-tests for Ringmaster. One rank per process,
 // driven by torchrun's environment, or --np N local ranks started here.
-#include <nlohmann/json.hpp>
-#include <sys/wait.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <fstream>
@@ -31,18 +31,25 @@ struct PerfOptions {
   bool quiet_stages = false;
 };
 
-const std::map<std::string, Collective> kCollectives = {
-    {"all_reduce", Collective::all_reduce}, {"all_gather", Collective::all_gather},
-    {"reduce_scatter", Collective::reduce_scatter}, {"broadcast", Collective::broadcast},
-    {"reduce", Collective::reduce}};
+const std::map<std::string, Collective> kCollectives = {{"all_reduce", Collective::all_reduce},
+                                                        {"all_gather", Collective::all_gather},
+                                                        {"reduce_scatter", Collective::reduce_scatter},
+                                                        {"broadcast", Collective::broadcast},
+                                                        {"reduce", Collective::reduce}};
 
 nlohmann::json row_json(const PerfSpec& spec, const PerfRow& row) {
   auto part = [](const PerfResult& r) {
     return nlohmann::json{{"time_us", r.time_us}, {"algbw", r.algbw}, {"busbw", r.busbw}, {"wrong", r.wrong}};
   };
-  return {{"type", "result"},          {"collective", name_of(spec.collective)}, {"bytes", row.bytes},
-          {"count", row.count},        {"dtype", name_of(spec.type)},            {"redop", name_of(spec.op)},
-          {"root", spec.root},         {"out_of_place", part(row.out_of_place)}, {"in_place", part(row.in_place)}};
+  return {{"type", "result"},
+          {"collective", name_of(spec.collective)},
+          {"bytes", row.bytes},
+          {"count", row.count},
+          {"dtype", name_of(spec.type)},
+          {"redop", name_of(spec.op)},
+          {"root", spec.root},
+          {"out_of_place", part(row.out_of_place)},
+          {"in_place", part(row.in_place)}};
 }
 
 // Runs one rank; returns its exit code.
@@ -82,7 +89,8 @@ int run_rank(const Config& config, const PerfSpec& spec, const CommOptions& base
     return 3;
   }
   long wrong = 0;
-  for (const auto& r : rows) wrong += r.out_of_place.wrong + r.in_place.wrong;
+  for (const auto& r : rows)
+    wrong += r.out_of_place.wrong + r.in_place.wrong;
   if (leader) {
     std::fputs(perf_footer(rows).c_str(), stdout);
     if (!opts.json_file.empty()) {

@@ -140,7 +140,8 @@ bool contains(const json& f, const char* field, const std::string& text) {
 
 TEST(InitSucceeds, BootstrapListensInsideThePortRange) {
   Job job(3);
-  for (int r = 0; r < 3; ++r) job.start(r, {{"RINGMASTER_PORT_RANGE", "27100-27140"}});
+  for (int r = 0; r < 3; ++r)
+    job.start(r, {{"RINGMASTER_PORT_RANGE", "27100-27140"}});
   const auto results = job.finish();
   for (int r = 0; r < 3; ++r) {
     expect_all_stages_in_order(results[r], r);

@@ -8,7 +8,9 @@
 namespace ringmaster::algo {
 namespace {
 
-int mod(int a, int n) { return ((a % n) + n) % n; }
+int mod(int a, int n) {
+  return ((a % n) + n) % n;
+}
 
 // Element range [begin, end) of chunk i when count elements are split in n.
 struct Chunk {
@@ -34,35 +36,43 @@ std::byte* scratch_of(RingContext& ctx, std::size_t bytes) {
 }
 
 // One reduce step: send `send` to next, receive the matching chunk from
-// prev into scratch and reduce it into `acc` slot by slot as it arrives.
+// prev into scratch and reduce it with `src` into `dst`, slot by slot as it
+// arrives (dst may be src).
 void reduce_step(RingContext& ctx, const RingOp& op, int step, const std::byte* send, std::size_t send_bytes,
-                 std::byte* acc, std::size_t acc_bytes) {
-  std::byte* tmp = scratch_of(ctx, acc_bytes);
+                 const std::byte* src, std::byte* dst, std::size_t bytes) {
+  std::byte* tmp = scratch_of(ctx, bytes);
   const std::size_t es = size_of(op.type);
-  ctx.link.exchange(header(op, step), send, send_bytes, tmp, acc_bytes, op.slot_bytes,
+  ctx.link.exchange(header(op, step), send, send_bytes, tmp, bytes, op.slot_bytes,
                     [&](std::size_t offset, std::size_t length) {
-                      kernels::reduce(acc + offset, acc + offset, tmp + offset, length / es, op.type, op.op);
+                      kernels::reduce(dst + offset, src + offset, tmp + offset, length / es, op.type, op.op);
                     });
 }
 
 }  // namespace
 
-void all_reduce(RingContext& ctx, const RingOp& op, std::byte* buf, std::size_t count) {
+void all_reduce(RingContext& ctx, const RingOp& op, const std::byte* send, std::byte* recv, std::size_t count) {
   const int n = ctx.nranks, r = ctx.rank;
   const std::size_t es = size_of(op.type);
-  if (n == 1) return;
-  // Reduce-scatter: at step s send chunk r-s, receive chunk r-s-1 and add
-  // it in. After n-1 steps this rank holds the full sum of chunk r+1.
+  if (n == 1) {
+    if (send != recv) std::memcpy(recv, send, count * es);
+    return;
+  }
+  // Reduce-scatter: at step s send chunk r-s, receive chunk r-s-1 and
+  // reduce it with our input into recv. Each chunk is reduced exactly once
+  // here, always from `send`, so out of place needs no copy first; chunk r
+  // goes out straight from `send` and comes back in the all-gather. After
+  // n-1 steps recv holds the full sum of chunk r+1.
   for (int s = 0; s < n - 1; ++s) {
     const Chunk out = chunk(count, n, mod(r - s, n));
     const Chunk in = chunk(count, n, mod(r - s - 1, n));
-    reduce_step(ctx, op, s, buf + out.begin * es, out.size() * es, buf + in.begin * es, in.size() * es);
+    const std::byte* from = (s == 0 ? send : recv) + out.begin * es;
+    reduce_step(ctx, op, s, from, out.size() * es, send + in.begin * es, recv + in.begin * es, in.size() * es);
   }
   // All-gather: at step s send chunk r+1-s (complete), receive chunk r-s.
   for (int s = 0; s < n - 1; ++s) {
     const Chunk out = chunk(count, n, mod(r + 1 - s, n));
     const Chunk in = chunk(count, n, mod(r - s, n));
-    ctx.link.exchange(header(op, n - 1 + s), buf + out.begin * es, out.size() * es, buf + in.begin * es,
+    ctx.link.exchange(header(op, n - 1 + s), recv + out.begin * es, out.size() * es, recv + in.begin * es,
                       in.size() * es, 0, {});
   }
 }
@@ -86,7 +96,8 @@ void reduce_scatter(RingContext& ctx, const RingOp& op, std::byte* work, std::si
   for (int s = 0; s < n - 1; ++s) {
     const auto send_block = static_cast<std::size_t>(mod(r - s - 1, n));
     const auto recv_block = static_cast<std::size_t>(mod(r - s - 2, n));
-    reduce_step(ctx, op, s, work + send_block * stride, bytes, work + recv_block * stride, bytes);
+    std::byte* acc = work + recv_block * stride;
+    reduce_step(ctx, op, s, work + send_block * stride, bytes, acc, acc, bytes);
   }
 }
 
@@ -101,8 +112,8 @@ void broadcast(RingContext& ctx, const RingOp& op, std::byte* buf, std::size_t c
   for (std::size_t offset = 0; offset < bytes || step == 0; offset += piece, ++step) {
     const std::size_t length = std::min(piece, bytes - offset);
     std::byte* p = buf + offset;
-    if (position > 0) ctx.link.exchange(header(op, step), nullptr, 0, p, length, 0, {});
-    if (position < n - 1) ctx.link.exchange(header(op, step), p, length, nullptr, 0, 0, {});
+    if (position > 0) ctx.link.recv_only(header(op, step), p, length);
+    if (position < n - 1) ctx.link.send_only(header(op, step), p, length);
     if (bytes == 0) break;
   }
 }
@@ -119,10 +130,10 @@ void reduce(RingContext& ctx, const RingOp& op, std::byte* buf, std::size_t coun
     std::byte* p = buf + offset;
     if (position > 0) {
       std::byte* tmp = scratch_of(ctx, length);
-      ctx.link.exchange(header(op, step), nullptr, 0, tmp, length, 0, {});
+      ctx.link.recv_only(header(op, step), tmp, length);
       kernels::reduce(p, p, tmp, length / es, op.type, op.op);
     }
-    if (position < n - 1) ctx.link.exchange(header(op, step), p, length, nullptr, 0, 0, {});
+    if (position < n - 1) ctx.link.send_only(header(op, step), p, length);
     if (bytes == 0) break;
   }
 }

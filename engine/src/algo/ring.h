@@ -28,8 +28,9 @@ struct RingContext {
   std::vector<std::byte>& scratch;
 };
 
-// buf holds this rank's input and receives the result (count elements).
-void all_reduce(RingContext& ctx, const RingOp& op, std::byte* buf, std::size_t count);
+// recv receives the sum of every rank's send (count elements); in place
+// when send == recv.
+void all_reduce(RingContext& ctx, const RingOp& op, const std::byte* send, std::byte* recv, std::size_t count);
 // out holds nranks blocks of `count` elements, `stride` bytes apart; this
 // rank's block is filled, the others are received.
 void all_gather(RingContext& ctx, const RingOp& op, std::byte* out, std::size_t count, std::size_t stride);

@@ -40,7 +40,9 @@ std::string_view name_of(Collective c) noexcept {
   return "unknown";
 }
 
-std::string_view name_of(Protocol p) noexcept { return p == Protocol::ll ? "LL" : "Simple"; }
+std::string_view name_of(Protocol p) noexcept {
+  return p == Protocol::ll ? "LL" : "Simple";
+}
 
 struct Request::State {
   std::mutex mutex;
@@ -121,7 +123,8 @@ std::optional<Protocol> parse_protocol_env() {
   const auto spec = param_env(Param::Proto);
   if (!spec) return std::nullopt;
   std::string s = *spec;
-  for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  for (auto& ch : s)
+    ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   const bool exclude = !s.empty() && s.front() == '^';
   if (exclude) s.erase(0, 1);
   bool ll = false, simple = false;
@@ -136,7 +139,8 @@ std::optional<Protocol> parse_protocol_env() {
     } else if (item == "ll128") {
       // Not available over sockets; allowing it alone leaves nothing.
     } else if (!item.empty()) {
-      throw Error(ErrorCategory::config, "NCCL_PROTO=" + *spec + ": unknown protocol '" + item + "' (LL, LL128, Simple)");
+      throw Error(ErrorCategory::config,
+                  "NCCL_PROTO=" + *spec + ": unknown protocol '" + item + "' (LL, LL128, Simple)");
     }
     if (comma == std::string::npos) break;
     pos = comma + 1;
@@ -184,7 +188,8 @@ struct Communicator::Impl {
 
   void abort() {
     if (aborted.exchange(true)) return;
-    for (auto& c : channels) c->link.shutdown();
+    for (auto& c : channels)
+      c->link.shutdown();
   }
 
   int channels_for(std::size_t bytes) const {
@@ -295,9 +300,9 @@ struct Communicator::Impl {
           err = EPROTO;
         }
         if (err != 0) {
-          auto f = bootstrap->failure(Stage::transport_connect,
-                                      fmt::format("rank {} did not open all {} channels to this rank", prev,
-                                                  channels.size()));
+          auto f = bootstrap->failure(
+              Stage::transport_connect,
+              fmt::format("rank {} did not open all {} channels to this rank", prev, channels.size()));
           f.peer_rank = prev;
           f.local_address = b.listener.local_address().to_string();
           f.errno_text = err == EPROTO ? "unexpected hello on the bootstrap port" : net::errno_text(err);
@@ -349,9 +354,15 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
 }
 
-int Communicator::rank() const noexcept { return impl_->rank; }
-int Communicator::size() const noexcept { return impl_->nranks; }
-int Communicator::max_channels() const noexcept { return impl_->max_channels; }
+int Communicator::rank() const noexcept {
+  return impl_->rank;
+}
+int Communicator::size() const noexcept {
+  return impl_->nranks;
+}
+int Communicator::max_channels() const noexcept {
+  return impl_->max_channels;
+}
 
 namespace {
 
@@ -378,10 +389,9 @@ Request Communicator::all_reduce(const void* send, void* recv, std::size_t count
                        [=, this](Channel& ch, int c, int nch, const algo::RingOp& rop) {
                          const Range range = channel_range(count, c, nch);
                          auto* out = static_cast<std::byte*>(recv) + range.begin * es;
-                         if (send != recv) std::memcpy(out, static_cast<const std::byte*>(send) + range.begin * es,
-                                                       range.size() * es);
+                         const auto* in = static_cast<const std::byte*>(send) + range.begin * es;
                          auto ctx = impl_->context(ch);
-                         algo::all_reduce(ctx, rop, out, range.size());
+                         algo::all_reduce(ctx, rop, in, out, range.size());
                          if (op == RedOp::avg) kernels::finish_avg(out, range.size(), type, impl_->nranks);
                        });
 }
@@ -389,8 +399,8 @@ Request Communicator::all_reduce(const void* send, void* recv, std::size_t count
 Request Communicator::all_gather(const void* send, void* recv, std::size_t count, DataType type) {
   const std::size_t es = size_of(type);
   const std::size_t stride = count * es;
-  return impl_->submit(Collective::all_gather, count * es * static_cast<std::size_t>(impl_->nranks), type,
-                       RedOp::sum, 0, [=, this](Channel& ch, int c, int nch, const algo::RingOp& rop) {
+  return impl_->submit(Collective::all_gather, count * es * static_cast<std::size_t>(impl_->nranks), type, RedOp::sum,
+                       0, [=, this](Channel& ch, int c, int nch, const algo::RingOp& rop) {
                          const Range range = channel_range(count, c, nch);
                          auto* base = static_cast<std::byte*>(recv) + range.begin * es;
                          auto* mine = base + static_cast<std::size_t>(impl_->rank) * stride;
@@ -404,25 +414,25 @@ Request Communicator::all_gather(const void* send, void* recv, std::size_t count
 Request Communicator::reduce_scatter(const void* send, void* recv, std::size_t count, DataType type, RedOp op) {
   const std::size_t es = size_of(type);
   const int n = impl_->nranks;
-  return impl_->submit(Collective::reduce_scatter, count * es * static_cast<std::size_t>(n), type, op, 0,
-                       [=, this](Channel& ch, int c, int nch, const algo::RingOp& rop) {
-                         const Range range = channel_range(count, c, nch);
-                         const std::size_t len = range.size() * es;
-                         // A packed copy of this channel's share of every block: the ring
-                         // reduces into it, then our block is copied out.
-                         std::vector<std::byte> work(len * static_cast<std::size_t>(n));
-                         for (int b = 0; b < n; ++b) {
-                           std::memcpy(work.data() + static_cast<std::size_t>(b) * len,
-                                       static_cast<const std::byte*>(send) +
-                                           (static_cast<std::size_t>(b) * count + range.begin) * es,
-                                       len);
-                         }
-                         auto ctx = impl_->context(ch);
-                         algo::reduce_scatter(ctx, rop, work.data(), range.size(), len);
-                         auto* out = static_cast<std::byte*>(recv) + range.begin * es;
-                         std::memcpy(out, work.data() + static_cast<std::size_t>(impl_->rank) * len, len);
-                         if (op == RedOp::avg) kernels::finish_avg(out, range.size(), type, n);
-                       });
+  return impl_->submit(
+      Collective::reduce_scatter, count * es * static_cast<std::size_t>(n), type, op, 0,
+      [=, this](Channel& ch, int c, int nch, const algo::RingOp& rop) {
+        const Range range = channel_range(count, c, nch);
+        const std::size_t len = range.size() * es;
+        // A packed copy of this channel's share of every block: the ring
+        // reduces into it, then our block is copied out.
+        std::vector<std::byte> work(len * static_cast<std::size_t>(n));
+        for (int b = 0; b < n; ++b) {
+          std::memcpy(work.data() + static_cast<std::size_t>(b) * len,
+                      static_cast<const std::byte*>(send) + (static_cast<std::size_t>(b) * count + range.begin) * es,
+                      len);
+        }
+        auto ctx = impl_->context(ch);
+        algo::reduce_scatter(ctx, rop, work.data(), range.size(), len);
+        auto* out = static_cast<std::byte*>(recv) + range.begin * es;
+        std::memcpy(out, work.data() + static_cast<std::size_t>(impl_->rank) * len, len);
+        if (op == RedOp::avg) kernels::finish_avg(out, range.size(), type, n);
+      });
 }
 
 Request Communicator::broadcast(const void* send, void* recv, std::size_t count, DataType type, int root) {
@@ -474,11 +484,13 @@ Request Communicator::barrier() {
                          // nobody leaves before everybody arrived.
                          algo::RingOp op = rop;
                          op.collective = Collective::barrier;
-                         algo::all_reduce(ctx, op, &token, 0);
+                         algo::all_reduce(ctx, op, &token, &token, 0);
                        });
 }
 
-void Communicator::abort() { impl_->abort(); }
+void Communicator::abort() {
+  impl_->abort();
+}
 
 ChannelCounters Communicator::counters(int channel) const {
   const auto& s = impl_->channels.at(static_cast<std::size_t>(channel))->stats;

@@ -33,14 +33,14 @@ namespace ringmaster {
     "In-engine firewall for tests and hosts without CAP_NET_ADMIN: drop:PORT|LO-HI|HOST[:LO-HI], allow:...")     \
   X(SocketIfname, "NCCL_SOCKET_IFNAME", "",                                                                      \
     "Interfaces for bootstrap and sockets: prefixes, ^ to exclude, = for exact names (default: automatic)")      \
-  X(SocketFamily, "NCCL_SOCKET_FAMILY", "", "AF_INET or AF_INET6 to force the address family")               \
-  X(MinChannels, "NCCL_MIN_NCHANNELS", "1", "Fewest channels a collective is split across")                    \
-  X(MaxChannels, "NCCL_MAX_NCHANNELS", "2", "Most channels (each has its own connections and progress thread)") \
-  X(Proto, "NCCL_PROTO", "", "Protocols allowed: LL, Simple (comma list, ^ excludes; default: by size)")        \
-  X(LlThreshold, "RINGMASTER_LL_THRESHOLD", "65536",                                                           \
-    "Collectives up to this many bytes use LL (one eager frame per step) unless NCCL_PROTO says otherwise")   \
-  X(BuffSize, "NCCL_BUFFSIZE", "4194304", "Simple protocol buffer; a step moves BUFFSIZE/8 bytes at a time")   \
-  X(CollTimeout, "RINGMASTER_COLL_TIMEOUT", "60",                                                              \
+  X(SocketFamily, "NCCL_SOCKET_FAMILY", "", "AF_INET or AF_INET6 to force the address family")                   \
+  X(MinChannels, "NCCL_MIN_NCHANNELS", "1", "Fewest channels a collective is split across")                      \
+  X(MaxChannels, "NCCL_MAX_NCHANNELS", "2", "Most channels (each has its own connections and progress thread)")  \
+  X(Proto, "NCCL_PROTO", "", "Protocols allowed: LL, Simple (comma list, ^ excludes; default: by size)")         \
+  X(LlThreshold, "RINGMASTER_LL_THRESHOLD", "65536",                                                             \
+    "Collectives up to this many bytes use LL (one eager frame per step) unless NCCL_PROTO says otherwise")      \
+  X(BuffSize, "NCCL_BUFFSIZE", "4194304", "Simple protocol buffer; a step moves BUFFSIZE/8 bytes at a time")     \
+  X(CollTimeout, "RINGMASTER_COLL_TIMEOUT", "60",                                                                \
     "Seconds a collective may go without progress before it fails naming the silent peer")
 
 enum class Param {

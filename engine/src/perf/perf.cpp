@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <random>
 
 #include "kernels/half.h"
 #include "kernels/reduce.h"
@@ -73,19 +72,21 @@ void put(std::byte* p, DataType type, int v) {
 }
 
 // Rank r's input for a given size: values chosen so that the op is exact
-// whatever the order (products only of +-1 and +-2).
+// whatever the order (sums of small integers; products only of +-1 and
+// +-2). A counter-based hash, not a sequential generator, so building the
+// reference from every rank's input stays cheap at large sizes.
 void fill(std::vector<std::byte>& buf, std::size_t count, DataType type, RedOp op, int rank, std::size_t bytes) {
   buf.resize(count * size_of(type));
-  std::mt19937 rng(static_cast<std::uint32_t>(rank * 7919 + bytes * 31 + 17));
+  const std::uint64_t seed = (static_cast<std::uint64_t>(rank) * 7919 + bytes * 31 + 17) * 0x9E3779B97F4A7C15ull;
   const bool is_unsigned = type == DataType::uint8 || type == DataType::uint32 || type == DataType::uint64;
+  static constexpr int kFactors[] = {1, 2, -1, -2};
   for (std::size_t i = 0; i < count; ++i) {
-    int v = 0;
-    if (op == RedOp::prod) {
-      static constexpr int kFactors[] = {1, 2, -1, -2};
-      v = kFactors[rng() % (is_unsigned ? 2 : 4)];
-    } else {
-      v = static_cast<int>(rng() % 9) - (is_unsigned ? 0 : 4);
-    }
+    std::uint64_t x = seed + i * 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 31;
+    x *= 0x94D049BB133111EBull;
+    x ^= x >> 29;
+    const int v =
+        op == RedOp::prod ? kFactors[x % (is_unsigned ? 2 : 4)] : static_cast<int>(x % 9) - (is_unsigned ? 0 : 4);
     put(buf.data() + i * size_of(type), type, v);
   }
 }
@@ -114,10 +115,14 @@ std::size_t parse_size(const std::string& text) {
   }
   std::string suffix = text.substr(pos);
   double scale = 1;
-  if (suffix == "K" || suffix == "k") scale = 1024.0;
-  else if (suffix == "M" || suffix == "m") scale = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "g") scale = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty()) throw Error(ErrorCategory::config, "size '" + text + "': unknown suffix '" + suffix + "'");
+  if (suffix == "K" || suffix == "k")
+    scale = 1024.0;
+  else if (suffix == "M" || suffix == "m")
+    scale = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g")
+    scale = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty())
+    throw Error(ErrorCategory::config, "size '" + text + "': unknown suffix '" + suffix + "'");
   if (value < 0) throw Error(ErrorCategory::config, "size '" + text + "' is negative");
   return static_cast<std::size_t>(value * scale);
 }
@@ -132,8 +137,8 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
   std::vector<std::size_t> sizes;
   for (std::size_t bytes = spec.min_bytes; bytes <= spec.max_bytes;) {
     sizes.push_back(bytes);
-    std::size_t next = spec.step_factor > 1 ? static_cast<std::size_t>(std::ceil(bytes * spec.step_factor))
-                                            : bytes + spec.step_bytes;
+    std::size_t next =
+        spec.step_factor > 1 ? static_cast<std::size_t>(std::ceil(bytes * spec.step_factor)) : bytes + spec.step_bytes;
     if (next <= bytes) next = bytes + 1;
     bytes = next;
   }
@@ -237,7 +242,8 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
           pending.push_back(req);
         }
       }
-      for (auto& req : pending) req.wait();
+      for (auto& req : pending)
+        req.wait();
       const double us =
           std::chrono::duration<double, std::micro>(Clock::now() - start).count() / std::max(spec.iters, 1);
       PerfResult result;

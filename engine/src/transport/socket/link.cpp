@@ -20,19 +20,26 @@ std::string describe(const StepHeader& h) {
                      h.step);
 }
 
+// The operation without a byte count: for errors that are not about sizes.
+std::string describe_op(const StepHeader& h) {
+  return fmt::format("{} #{} (step {})", name_of(static_cast<Collective>(h.collective)), h.seq, h.step);
+}
+
 }  // namespace
 
-void RingLink::exchange(const StepHeader& expect, const void* send, std::size_t send_bytes, void* recv,
-                        std::size_t recv_bytes, std::size_t slot, const SlotDone& on_slot) {
+void RingLink::transfer(const StepHeader& expect, bool do_send, const void* send, std::size_t send_bytes, bool do_recv,
+                        void* recv, std::size_t recv_bytes, std::size_t slot, const SlotDone& on_slot) {
   const auto started = Clock::now();
   StepHeader out_header = expect;
   out_header.magic = kStepMagic;
   out_header.bytes = send_bytes;
   StepHeader in_header{};
-  std::size_t header_sent = send != nullptr ? 0 : sizeof(StepHeader);
-  std::size_t data_sent = send != nullptr ? 0 : send_bytes;
-  std::size_t header_received = recv != nullptr ? 0 : sizeof(StepHeader);
-  std::size_t data_received = recv != nullptr ? 0 : recv_bytes;
+  if (!do_send) send_bytes = 0;
+  if (!do_recv) recv_bytes = 0;
+  std::size_t header_sent = do_send ? 0 : sizeof(StepHeader);
+  std::size_t data_sent = 0;
+  std::size_t header_received = do_recv ? 0 : sizeof(StepHeader);
+  std::size_t data_received = 0;
   std::size_t slots_done = 0;  // bytes handed to on_slot
   if (slot == 0) slot = recv_bytes == 0 ? 1 : recv_bytes;
   auto deadline = Clock::now() + timeout;
@@ -42,8 +49,7 @@ void RingLink::exchange(const StepHeader& expect, const void* send, std::size_t 
     const bool closed = err == net::kPeerClosed || err == ECONNRESET || err == EPIPE;
     throw Error(closed ? ErrorCategory::peer : ErrorCategory::network,
                 fmt::format("rank {}: {} rank {} at {} failed during {}: {}{}", rank, doing, peer.rank, peer.address,
-                            describe(expect), net::errno_text(err),
-                            closed ? " (the peer probably died)" : ""));
+                            describe_op(expect), net::errno_text(err), closed ? " (the peer probably died)" : ""));
   };
 
   while (header_sent < sizeof(StepHeader) || data_sent < send_bytes || header_received < sizeof(StepHeader) ||
@@ -64,7 +70,7 @@ void RingLink::exchange(const StepHeader& expect, const void* send, std::size_t 
                     fmt::format("rank {}: no progress {} rank {} at {} for {:.1f} s during {} "
                                 "(RINGMASTER_COLL_TIMEOUT); the peer is stuck, dead, or running something else",
                                 rank, receiving ? "receiving from" : "sending to", silent.rank, silent.address,
-                                timeout.count() / 1000.0, describe(expect)));
+                                timeout.count() / 1000.0, describe_op(expect)));
       }
       continue;
     }
@@ -91,7 +97,8 @@ void RingLink::exchange(const StepHeader& expect, const void* send, std::size_t 
           header_sent += h;
           left -= h;
           data_sent += left;
-          if (counters != nullptr) counters->bytes_sent.fetch_add(static_cast<std::uint64_t>(w), std::memory_order_relaxed);
+          if (counters != nullptr)
+            counters->bytes_sent.fetch_add(static_cast<std::uint64_t>(w), std::memory_order_relaxed);
           progressed = true;
         }
       }
@@ -107,8 +114,8 @@ void RingLink::exchange(const StepHeader& expect, const void* send, std::size_t 
           if (header_received == sizeof(StepHeader)) {
             if (in_header.magic != kStepMagic) {
               throw Error(ErrorCategory::protocol,
-                          fmt::format("rank {}: rank {} at {} sent data that is not a collective step", rank,
-                                      prev.rank, prev.address));
+                          fmt::format("rank {}: rank {} at {} sent data that is not a collective step", rank, prev.rank,
+                                      prev.address));
             }
             if (in_header.collective != expect.collective || in_header.seq != expect.seq ||
                 in_header.bytes != recv_bytes || in_header.step != expect.step) {
@@ -126,10 +133,10 @@ void RingLink::exchange(const StepHeader& expect, const void* send, std::size_t 
                    MSG_DONTWAIT);
         if (r > 0) {
           data_received += static_cast<std::size_t>(r);
-          if (counters != nullptr) counters->bytes_received.fetch_add(static_cast<std::uint64_t>(r), std::memory_order_relaxed);
+          if (counters != nullptr)
+            counters->bytes_received.fetch_add(static_cast<std::uint64_t>(r), std::memory_order_relaxed);
           if (on_slot) {
-            while (data_received - slots_done >= slot ||
-                   (data_received == recv_bytes && slots_done < recv_bytes)) {
+            while (data_received - slots_done >= slot || (data_received == recv_bytes && slots_done < recv_bytes)) {
               const std::size_t len = std::min(slot, data_received - slots_done);
               on_slot(slots_done, len);
               slots_done += len;
@@ -145,9 +152,10 @@ void RingLink::exchange(const StepHeader& expect, const void* send, std::size_t 
   }
   if (counters != nullptr) {
     counters->steps.fetch_add(1, std::memory_order_relaxed);
-    counters->busy_ns.fetch_add(static_cast<std::uint64_t>(
-                                    std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started).count()),
-                                std::memory_order_relaxed);
+    counters->busy_ns.fetch_add(
+        static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started).count()),
+        std::memory_order_relaxed);
   }
 }
 

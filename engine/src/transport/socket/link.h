@@ -61,16 +61,29 @@ class RingLink {
 
   using SlotDone = std::function<void(std::size_t offset, std::size_t length)>;
 
-  // Sends `send_bytes` of `send` to next (skipped when send is null) while
-  // receiving `recv_bytes` into `recv` from prev (skipped when recv is
-  // null). `expect` is what this rank runs; the received header must match
-  // it. on_slot (may be empty) runs for each received slot of `slot`
-  // bytes, in order. Throws Error(peer | timeout | protocol) naming the peer.
-  void exchange(const StepHeader& expect, const void* send, std::size_t send_bytes, void* recv,
-                std::size_t recv_bytes, std::size_t slot, const SlotDone& on_slot);
+  // Sends `send_bytes` of `send` to next while receiving `recv_bytes` into
+  // `recv` from prev. `expect` is what this rank runs; the received header
+  // must match it. on_slot (may be empty) runs for each received slot of
+  // `slot` bytes, in order. Throws Error(peer | timeout | protocol) naming
+  // the peer. Zero-byte transfers still exchange headers, so every rank
+  // takes every step.
+  void exchange(const StepHeader& expect, const void* send, std::size_t send_bytes, void* recv, std::size_t recv_bytes,
+                std::size_t slot, const SlotDone& on_slot) {
+    transfer(expect, true, send, send_bytes, true, recv, recv_bytes, slot, on_slot);
+  }
+  void send_only(const StepHeader& expect, const void* send, std::size_t bytes) {
+    transfer(expect, true, send, bytes, false, nullptr, 0, 0, {});
+  }
+  void recv_only(const StepHeader& expect, void* recv, std::size_t bytes) {
+    transfer(expect, false, nullptr, 0, true, recv, bytes, 0, {});
+  }
 
   // Wakes a blocked exchange; it then throws.
   void shutdown() noexcept;
+
+ private:
+  void transfer(const StepHeader& expect, bool sending, const void* send, std::size_t send_bytes, bool receiving,
+                void* recv, std::size_t recv_bytes, std::size_t slot, const SlotDone& on_slot);
 };
 
 }  // namespace ringmaster::transport

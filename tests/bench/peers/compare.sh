@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Ringmaster against its peers on this machine, in one run: all_reduce of
+# floats (sum), N ranks on loopback (default 2), sizes 8 B .. 64 MiB.
+#   ringmaster: ringmaster-cli perf (out-of-place row)
+#   gloo:       Gloo's ring all_reduce over its TCP transport
+#   mpi:        Open MPI's MPI_Allreduce with --mca btl tcp,self
+#   iperf3:     the loopback link itself, one stream each way (--bidir)
+# Prints one table: size, busbw of each (GB/s), time at each size (us), and
+# ringmaster's ratio to the best peer.
+#   tests/bench/peers/compare.sh [build-dir] [ranks] [iters]
+set -euo pipefail
+build=${1:-build/release}
+np=${2:-2}
+iters=${3:-20}
+min=8
+max=$((64 * 1024 * 1024))
+work=$(mktemp -d)
+trap 'rm -rf "$work"; kill $(jobs -p) 2>/dev/null || true' EXIT
+
+echo "# all_reduce float sum, $np ranks on loopback, $iters iterations per size"
+
+"$build/app/ringmaster-cli" perf all_reduce --np "$np" -b $min -e $max -f 2 -n "$iters" -w 3 -c 0 --no-stages \
+  --json "$work/ringmaster.json" >/dev/null
+
+mkdir -p "$work/gloo-store"
+for ((r = 0; r < np; r++)); do
+  "$build/tests/bench/peers/gloo_allreduce" $r "$np" "$work/gloo-store" $min $max "$iters" >"$work/gloo.$r" &
+done
+wait
+
+mpirun --allow-run-as-root --oversubscribe -np "$np" --mca btl tcp,self --mca btl_tcp_if_include lo \
+  --mca pml ob1 "$build/tests/bench/peers/mpi_allreduce" $min $max "$iters" >"$work/mpi" 2>"$work/mpi.err" ||
+  { cat "$work/mpi.err" >&2; exit 1; }
+
+iperf_gbps=""
+if command -v iperf3 >/dev/null; then
+  iperf3 -s -1 -p 5299 >/dev/null 2>&1 &
+  sleep 0.5
+  iperf_gbps=$(iperf3 -c 127.0.0.1 -p 5299 -t 3 --bidir -J 2>/dev/null |
+    python3 -c 'import json,sys; d=json.load(sys.stdin)["end"]; print("%.2f" % (d["sum_sent"]["bits_per_second"]/8e9))' || true)
+fi
+
+python3 - "$work" "$iperf_gbps" <<'PY'
+import json, sys
+work, iperf = sys.argv[1], sys.argv[2]
+def table(path):
+    rows = {}
+    for line in open(path):
+        b, t, bw = line.split()
+        rows[int(b)] = (float(t), float(bw))
+    return rows
+rm = {r["bytes"]: (r["out_of_place"]["time_us"], r["out_of_place"]["busbw"]) for r in json.load(open(work + "/ringmaster.json"))}
+gloo, mpi = table(work + "/gloo.0"), table(work + "/mpi")
+print(f"{'size(B)':>10} {'ringmaster':>11} {'gloo':>8} {'mpi-tcp':>8}   {'rm us':>9} {'gloo us':>9} {'mpi us':>9}   {'ratio to best peer':>18}")
+for size in sorted(rm):
+    r = rm[size]; g = gloo.get(size, (float('nan'), 0.0)); m = mpi.get(size, (float('nan'), 0.0))
+    best = max(g[1], m[1])
+    ratio = r[1] / best if best > 0 else float('nan')
+    print(f"{size:>10} {r[1]:>11.3f} {g[1]:>8.3f} {m[1]:>8.3f}   {r[0]:>9.1f} {g[0]:>9.1f} {m[0]:>9.1f}   {ratio:>18.2f}")
+if iperf:
+    print(f"# loopback link (iperf3 --bidir, one stream each way): {iperf} GB/s per direction")
+PY

@@ -1,0 +1,301 @@
+// Collectives over real TCP on loopback, ranks as threads of this process
+// (each with its own communicator, sockets and progress threads).
+// Every element is checked against a reference built from every rank's
+// input (run_perf's #wrong). The representative subset runs under the
+// `integration` label; the full matrix (every dtype x op x size x ranks)
+// under `slow`, selected with --gtest_filter=FullMatrix*.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "net/socket.h"
+#include "ringmaster/comm.h"
+#include "ringmaster/perf.h"
+
+namespace ringmaster {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::uint16_t free_port() {
+  int err = 0;
+  auto any = net::SocketAddress::parse("127.0.0.1:0");
+  auto s = net::Socket::listen(*any, 1, err);
+  return s.local_address().port();
+}
+
+Config rank_config(int rank, int n, std::uint16_t port) {
+  Config c;
+  c.rank = rank;
+  c.world_size = n;
+  c.master_addr = "127.0.0.1";
+  c.master_port = port;
+  c.store_timeout = 30s;
+  c.bootstrap_timeout = 30s;
+  return c;
+}
+
+// Runs body(comm) on n ranks at once; collects the first failure.
+void run_ranks(int n, const std::function<void(Communicator&)>& body, const CommOptions& options = {}) {
+  const auto port = free_port();
+  std::vector<std::thread> threads;
+  std::mutex mutex;
+  std::vector<std::string> failures;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto comm = Communicator::create(rank_config(r, n, port), options);
+        body(*comm);
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mutex);
+        failures.push_back("rank " + std::to_string(r) + ": " + e.what());
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  for (const auto& f : failures)
+    ADD_FAILURE() << f;
+}
+
+struct MatrixCase {
+  Collective collective;
+  DataType type;
+  RedOp op;
+};
+
+// Checks one collective at `counts` (elements per rank) on n ranks, out of
+// place and in place, through both protocols.
+void check(const MatrixCase& c, int n, const std::vector<std::size_t>& counts) {
+  // LL is the small-message protocol: above 1 Mi elements only Simple runs.
+  const bool large = *std::max_element(counts.begin(), counts.end()) > (1u << 20) + 3;
+  for (auto protocol : {Protocol::ll, Protocol::simple}) {
+    if (large && protocol == Protocol::ll) continue;
+    CommOptions options;
+    options.protocol = protocol;
+    options.buffsize = 64 * 1024;  // small slots, so large sizes take many pipelined steps
+    run_ranks(
+        n,
+        [&](Communicator& comm) {
+          for (std::size_t count : counts) {
+            PerfSpec spec;
+            spec.collective = c.collective;
+            spec.type = c.type;
+            spec.op = c.op;
+            spec.root = n > 1 ? 1 : 0;
+            const bool per_rank = c.collective == Collective::all_gather || c.collective == Collective::reduce_scatter;
+            spec.min_bytes = spec.max_bytes = count * size_of(c.type) * (per_rank ? static_cast<std::size_t>(n) : 1);
+            spec.iters = 1;
+            spec.warmup = 0;
+            const auto rows = run_perf(comm, spec);
+            ASSERT_EQ(rows.size(), 1u);
+            EXPECT_EQ(rows[0].count, count);
+            EXPECT_EQ(rows[0].out_of_place.wrong, 0)
+                << name_of(c.collective) << " " << name_of(c.type) << " " << name_of(c.op) << " count " << count
+                << " ranks " << n << " " << name_of(protocol) << " out of place, rank " << comm.rank();
+            EXPECT_EQ(rows[0].in_place.wrong, 0)
+                << name_of(c.collective) << " " << name_of(c.type) << " " << name_of(c.op) << " count " << count
+                << " ranks " << n << " " << name_of(protocol) << " in place, rank " << comm.rank();
+          }
+        },
+        options);
+  }
+}
+
+const std::vector<Collective> kCollectives = {Collective::all_reduce, Collective::all_gather,
+                                              Collective::reduce_scatter, Collective::broadcast, Collective::reduce};
+
+TEST(Collectives, RepresentativeSubset) {
+  const std::vector<std::size_t> counts = {0, 1, 7, 1023, (1u << 20) + 3};
+  for (int n : {1, 2, 3, 4}) {
+    for (Collective c : kCollectives)
+      check({c, DataType::fp32, RedOp::sum}, n, counts);
+  }
+  for (DataType t : {DataType::bf16, DataType::fp16, DataType::int8, DataType::uint64, DataType::fp64}) {
+    check({Collective::all_reduce, t, RedOp::sum}, 3, {1023});
+  }
+  for (RedOp op : {RedOp::prod, RedOp::max, RedOp::min, RedOp::avg}) {
+    check({Collective::all_reduce, DataType::fp32, op}, 4, {7, 1023});
+    check({Collective::reduce_scatter, DataType::int32, op}, 3, {1023});
+    check({Collective::reduce, DataType::bf16, op}, 3, {1023});
+  }
+}
+
+TEST(FullMatrix, EveryCollectiveDtypeOpSizeAndRankCount) {
+  // Every dtype x op at the small and odd sizes; the large sizes, whose
+  // reference costs O(ranks^2 x count) to build, for one type of each
+  // width class.
+  for (int n : {1, 2, 3, 4, 8}) {
+    for (Collective c : kCollectives) {
+      const bool reduces = c == Collective::all_reduce || c == Collective::reduce_scatter || c == Collective::reduce;
+      for (DataType t : kAllDataTypes) {
+        for (RedOp op : kAllRedOps) {
+          if (!reduces && op != RedOp::sum) continue;
+          check({c, t, op}, n, {0, 1, 7, 1023});
+        }
+      }
+      for (DataType t : {DataType::fp32, DataType::bf16, DataType::int8, DataType::fp64}) {
+        check({c, t, RedOp::sum}, n, {(1u << 20) + 3});
+      }
+      // 16 Mi elements in the largest buffer (all_gather's output,
+      // reduce_scatter's input), so 8 ranks stay within memory.
+      const bool per_rank = c == Collective::all_gather || c == Collective::reduce_scatter;
+      if (n == 2 || n == 4) check({c, DataType::fp32, RedOp::sum}, n, {(16u << 20) / (per_rank ? n : 1)});
+    }
+  }
+}
+
+TEST(Collectives, MismatchedCountsNameBothRanks) {
+  std::atomic<int> mismatches{0};
+  const auto port = free_port();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      CommOptions options;
+      options.timeout = 5s;
+      auto comm = Communicator::create(rank_config(r, 2, port), options);
+      std::vector<float> data(r == 0 ? 100 : 200, 1.0f);
+      try {
+        comm->all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
+      } catch (const Error& e) {
+        const std::string what = e.what();
+        if (what.find("collective mismatch") != std::string::npos) {
+          ++mismatches;
+          EXPECT_NE(what.find("rank 0"), std::string::npos) << what;
+          EXPECT_NE(what.find("rank 1"), std::string::npos) << what;
+        }
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  EXPECT_GE(mismatches.load(), 1);
+}
+
+TEST(Collectives, DifferentCollectivesAreAnErrorNotAHang) {
+  std::atomic<int> errors{0};
+  const auto port = free_port();
+  std::vector<std::thread> threads;
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      CommOptions options;
+      options.timeout = 5s;
+      auto comm = Communicator::create(rank_config(r, 2, port), options);
+      std::vector<float> data(64, 1.0f), out(128);
+      try {
+        if (r == 0) {
+          comm->all_reduce(data.data(), data.data(), 64, DataType::fp32, RedOp::sum).wait();
+        } else {
+          comm->all_gather(data.data(), out.data(), 64, DataType::fp32).wait();
+        }
+      } catch (const Error&) {
+        ++errors;
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  EXPECT_EQ(errors.load(), 2);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
+
+TEST(Collectives, AbortFromAnotherThreadWakesTheWaiter) {
+  // Rank 1 never joins the collective, so rank 0 waits until aborted.
+  const auto port = free_port();
+  std::thread other([&] {
+    auto comm = Communicator::create(rank_config(1, 2, port));
+    std::this_thread::sleep_for(1s);
+  });
+  auto comm = Communicator::create(rank_config(0, 2, port));
+  std::vector<float> data(1024, 1.0f);
+  auto request = comm->all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(request.test());
+  const auto start = std::chrono::steady_clock::now();
+  std::thread aborter([&] { comm->abort(); });
+  EXPECT_THROW(request.wait(), Error);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+  EXPECT_FALSE(request.status().ok());
+  // Later calls fail at once too.
+  EXPECT_THROW(comm->barrier().wait(), Error);
+  aborter.join();
+  other.join();
+}
+
+TEST(Collectives, KilledPeerFailsSurvivorsWithinTheTimeout) {
+  // Three ranks as processes; rank 2 is SIGKILLed while all three loop on
+  // all_reduce. The survivors must fail naming a peer, well within the
+  // collective timeout.
+  const auto port = free_port();
+  std::vector<pid_t> pids;
+  int pipes[3][2];
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_EQ(pipe(pipes[r]), 0);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(pipes[r][0]);
+      std::string result = "ok";
+      try {
+        CommOptions options;
+        options.timeout = 20s;
+        auto comm = Communicator::create(rank_config(r, 3, port), options);
+        std::vector<float> data(1 << 18, 1.0f);
+        for (int i = 0; i < 100000; ++i) {
+          comm->all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::max).wait();
+        }
+      } catch (const std::exception& e) {
+        result = e.what();
+      }
+      (void)!write(pipes[r][1], result.data(), result.size());
+      _exit(0);
+    }
+    close(pipes[r][1]);
+    pids.push_back(pid);
+  }
+  std::this_thread::sleep_for(1500ms);
+  const auto killed_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(pids[2], SIGKILL), 0);
+  for (int r = 0; r < 3; ++r) {
+    int status = 0;
+    waitpid(pids[r], &status, 0);
+    std::string result;
+    char buf[4096];
+    for (ssize_t got; (got = read(pipes[r][0], buf, sizeof(buf))) > 0;)
+      result.append(buf, static_cast<std::size_t>(got));
+    close(pipes[r][0]);
+    if (r == 2) continue;
+    EXPECT_NE(result, "ok") << "rank " << r << " did not notice the dead peer";
+    EXPECT_NE(result.find("rank "), std::string::npos) << result;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, 20s);
+}
+
+TEST(Collectives, CountersAndRecordsReportTraffic) {
+  std::atomic<int> records{0};
+  CommOptions options;
+  options.on_collective = [&](const CollectiveRecord& r) {
+    if (r.collective == Collective::all_reduce && r.bytes == 4 * 4096 && r.nchannels >= 1) ++records;
+  };
+  run_ranks(
+      2,
+      [&](Communicator& comm) {
+        std::vector<float> data(4096, 1.0f);
+        comm.all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
+        const auto c = comm.counters(0);
+        EXPECT_GT(c.bytes_sent, 0u);
+        EXPECT_GT(c.bytes_received, 0u);
+        EXPECT_GE(c.steps, 2u);
+        comm.barrier().wait();
+      },
+      options);
+  EXPECT_EQ(records.load(), 2);
+}
+
+}  // namespace
+}  // namespace ringmaster
