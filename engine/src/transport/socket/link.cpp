@@ -52,103 +52,109 @@ void RingLink::transfer(const StepHeader& expect, bool do_send, const void* send
                             describe_op(expect), net::errno_text(err), closed ? " (the peer probably died)" : ""));
   };
 
-  while (header_sent < sizeof(StepHeader) || data_sent < send_bytes || header_received < sizeof(StepHeader) ||
-         data_received < recv_bytes) {
+  auto check_header = [&] {
+    if (in_header.magic != kStepMagic) {
+      throw Error(ErrorCategory::protocol, fmt::format("rank {}: rank {} at {} sent data that is not a collective step",
+                                                       rank, prev.rank, prev.address));
+    }
+    if (in_header.collective != expect.collective || in_header.seq != expect.seq || in_header.bytes != recv_bytes ||
+        in_header.step != expect.step) {
+      StepHeader mine = expect;
+      mine.bytes = recv_bytes;
+      throw Error(ErrorCategory::peer,
+                  fmt::format("collective mismatch: rank {} sent {} but rank {} expected {}; every rank must call the "
+                              "same collectives in the same order with the same counts",
+                              prev.rank, describe(in_header), rank, describe(mine)));
+    }
+  };
+
+  // Try both directions without waiting; poll only when neither can move.
+  // Header and data travel in one sendmsg and are read with one recvmsg,
+  // so a small step costs one call each way when the peer is ready.
+  for (;;) {
     if (aborted != nullptr && aborted->load()) throw Error(ErrorCategory::peer, "the communicator was aborted");
-    pollfd fds[2];
-    int nfds = 0;
     const bool sending = header_sent < sizeof(StepHeader) || data_sent < send_bytes;
     const bool receiving = header_received < sizeof(StepHeader) || data_received < recv_bytes;
+    if (!sending && !receiving) break;
+    bool progressed = false;
+    if (sending) {
+      iovec iov[2];
+      int n = 0;
+      if (header_sent < sizeof(StepHeader)) {
+        iov[n++] = {reinterpret_cast<char*>(&out_header) + header_sent, sizeof(StepHeader) - header_sent};
+      }
+      if (data_sent < send_bytes) {
+        iov[n++] = {const_cast<char*>(static_cast<const char*>(send)) + data_sent, send_bytes - data_sent};
+      }
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = static_cast<std::size_t>(n);
+      const ssize_t w = ::sendmsg(next.socket.fd(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (w < 0 && errno != EAGAIN && errno != EINTR) peer_error(next, errno, "sending to");
+      if (w > 0) {
+        std::size_t left = static_cast<std::size_t>(w);
+        const std::size_t h = std::min(left, sizeof(StepHeader) - header_sent);
+        header_sent += h;
+        data_sent += left - h;
+        if (counters != nullptr) {
+          counters->bytes_sent.fetch_add(static_cast<std::uint64_t>(w), std::memory_order_relaxed);
+        }
+        progressed = true;
+      }
+    }
+    if (receiving) {
+      iovec iov[2];
+      int n = 0;
+      if (header_received < sizeof(StepHeader)) {
+        iov[n++] = {reinterpret_cast<char*>(&in_header) + header_received, sizeof(StepHeader) - header_received};
+      }
+      if (data_received < recv_bytes) {
+        iov[n++] = {static_cast<char*>(recv) + data_received, recv_bytes - data_received};
+      }
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = static_cast<std::size_t>(n);
+      const ssize_t r = ::recvmsg(prev.socket.fd(), &msg, MSG_DONTWAIT);
+      if (r == 0) peer_error(prev, net::kPeerClosed, "receiving from");
+      if (r < 0 && errno != EAGAIN && errno != EINTR) peer_error(prev, errno, "receiving from");
+      if (r > 0) {
+        std::size_t left = static_cast<std::size_t>(r);
+        const bool had_header = header_received == sizeof(StepHeader);
+        const std::size_t h = std::min(left, sizeof(StepHeader) - header_received);
+        header_received += h;
+        if (!had_header && header_received == sizeof(StepHeader)) check_header();
+        data_received += left - h;
+        if (counters != nullptr && left > h) {
+          counters->bytes_received.fetch_add(left - h, std::memory_order_relaxed);
+        }
+        if (on_slot) {
+          while (data_received - slots_done >= slot || (data_received == recv_bytes && slots_done < recv_bytes)) {
+            const std::size_t len = std::min(slot, data_received - slots_done);
+            on_slot(slots_done, len);
+            slots_done += len;
+          }
+        }
+        progressed = true;
+      }
+    }
+    if (progressed) {
+      deadline = Clock::now() + timeout;
+      continue;
+    }
+    pollfd fds[2];
+    int nfds = 0;
     if (sending) fds[nfds++] = {next.socket.fd(), POLLOUT, 0};
     if (receiving) fds[nfds++] = {prev.socket.fd(), POLLIN, 0};
     const int ready = ::poll(fds, static_cast<nfds_t>(nfds), 100);
     if (ready < 0 && errno != EINTR) throw Error(ErrorCategory::internal, "poll failed: " + net::errno_text(errno));
-    if (ready <= 0) {
-      if (Clock::now() >= deadline) {
-        const Peer& silent = receiving ? prev : next;
-        throw Error(ErrorCategory::timeout,
-                    fmt::format("rank {}: no progress {} rank {} at {} for {:.1f} s during {} "
-                                "(RINGMASTER_COLL_TIMEOUT); the peer is stuck, dead, or running something else",
-                                rank, receiving ? "receiving from" : "sending to", silent.rank, silent.address,
-                                timeout.count() / 1000.0, describe_op(expect)));
-      }
-      continue;
+    if (ready == 0 && Clock::now() >= deadline) {
+      const Peer& silent = receiving ? prev : next;
+      throw Error(ErrorCategory::timeout,
+                  fmt::format("rank {}: no progress {} rank {} at {} for {:.1f} s during {} "
+                              "(RINGMASTER_COLL_TIMEOUT); the peer is stuck, dead, or running something else",
+                              rank, receiving ? "receiving from" : "sending to", silent.rank, silent.address,
+                              timeout.count() / 1000.0, describe_op(expect)));
     }
-    bool progressed = false;
-    int index = 0;
-    if (sending) {
-      if ((fds[index].revents & (POLLOUT | POLLERR | POLLHUP)) != 0) {
-        iovec iov[2];
-        int n = 0;
-        if (header_sent < sizeof(StepHeader)) {
-          iov[n++] = {reinterpret_cast<char*>(&out_header) + header_sent, sizeof(StepHeader) - header_sent};
-        }
-        if (data_sent < send_bytes) {
-          iov[n++] = {const_cast<char*>(static_cast<const char*>(send)) + data_sent, send_bytes - data_sent};
-        }
-        msghdr msg{};
-        msg.msg_iov = iov;
-        msg.msg_iovlen = static_cast<std::size_t>(n);
-        const ssize_t w = ::sendmsg(next.socket.fd(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (w < 0 && errno != EAGAIN && errno != EINTR) peer_error(next, errno, "sending to");
-        if (w > 0) {
-          std::size_t left = static_cast<std::size_t>(w);
-          const std::size_t h = std::min(left, sizeof(StepHeader) - header_sent);
-          header_sent += h;
-          left -= h;
-          data_sent += left;
-          if (counters != nullptr)
-            counters->bytes_sent.fetch_add(static_cast<std::uint64_t>(w), std::memory_order_relaxed);
-          progressed = true;
-        }
-      }
-      ++index;
-    }
-    if (receiving && (fds[index].revents & (POLLIN | POLLERR | POLLHUP)) != 0) {
-      ssize_t r = 0;
-      if (header_received < sizeof(StepHeader)) {
-        r = ::recv(prev.socket.fd(), reinterpret_cast<char*>(&in_header) + header_received,
-                   sizeof(StepHeader) - header_received, MSG_DONTWAIT);
-        if (r > 0) {
-          header_received += static_cast<std::size_t>(r);
-          if (header_received == sizeof(StepHeader)) {
-            if (in_header.magic != kStepMagic) {
-              throw Error(ErrorCategory::protocol,
-                          fmt::format("rank {}: rank {} at {} sent data that is not a collective step", rank, prev.rank,
-                                      prev.address));
-            }
-            if (in_header.collective != expect.collective || in_header.seq != expect.seq ||
-                in_header.bytes != recv_bytes || in_header.step != expect.step) {
-              StepHeader mine = expect;
-              mine.bytes = recv_bytes;
-              throw Error(ErrorCategory::peer,
-                          fmt::format("collective mismatch: rank {} sent {} but rank {} expected {}; every rank must "
-                                      "call the same collectives in the same order with the same counts",
-                                      prev.rank, describe(in_header), rank, describe(mine)));
-            }
-          }
-        }
-      } else {
-        r = ::recv(prev.socket.fd(), static_cast<char*>(recv) + data_received, recv_bytes - data_received,
-                   MSG_DONTWAIT);
-        if (r > 0) {
-          data_received += static_cast<std::size_t>(r);
-          if (counters != nullptr)
-            counters->bytes_received.fetch_add(static_cast<std::uint64_t>(r), std::memory_order_relaxed);
-          if (on_slot) {
-            while (data_received - slots_done >= slot || (data_received == recv_bytes && slots_done < recv_bytes)) {
-              const std::size_t len = std::min(slot, data_received - slots_done);
-              on_slot(slots_done, len);
-              slots_done += len;
-            }
-          }
-        }
-      }
-      if (r == 0) peer_error(prev, net::kPeerClosed, "receiving from");
-      if (r < 0 && errno != EAGAIN && errno != EINTR) peer_error(prev, errno, "receiving from");
-      if (r > 0) progressed = true;
-    }
-    if (progressed) deadline = Clock::now() + timeout;
   }
   if (counters != nullptr) {
     counters->steps.fetch_add(1, std::memory_order_relaxed);
