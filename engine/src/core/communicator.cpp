@@ -325,7 +325,15 @@ Communicator::~Communicator() = default;
 std::unique_ptr<Communicator> Communicator::create(const Config& config, const CommOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->min_channels = static_cast<int>(options.min_channels.value_or(param_int(Param::MinChannels)));
-  impl->max_channels = static_cast<int>(options.max_channels.value_or(param_int(Param::MaxChannels)));
+  // Every channel is a progress thread that copies through the kernel, so
+  // by default there are no more channels than half the cores: on a
+  // 2-core host two channels per rank only take turns on the CPUs.
+  const int default_max = std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 2, 1, 4);
+  impl->max_channels = static_cast<int>(
+      options.max_channels.value_or(param_env(Param::MaxChannels) ? param_int(Param::MaxChannels) : default_max));
+  if (!options.min_channels && !param_env(Param::MinChannels)) {
+    impl->min_channels = std::min(impl->min_channels, impl->max_channels);
+  }
   if (impl->min_channels < 1 || impl->max_channels < impl->min_channels || impl->max_channels > 64) {
     throw Error(ErrorCategory::config, fmt::format("NCCL_MIN_NCHANNELS={} / NCCL_MAX_NCHANNELS={}: need 1 <= min <= "
                                                    "max <= 64",

@@ -35,7 +35,9 @@ namespace ringmaster {
     "Interfaces for bootstrap and sockets: prefixes, ^ to exclude, = for exact names (default: automatic)")      \
   X(SocketFamily, "NCCL_SOCKET_FAMILY", "", "AF_INET or AF_INET6 to force the address family")                   \
   X(MinChannels, "NCCL_MIN_NCHANNELS", "1", "Fewest channels a collective is split across")                      \
-  X(MaxChannels, "NCCL_MAX_NCHANNELS", "2", "Most channels (each has its own connections and progress thread)")  \
+  X(MaxChannels, "NCCL_MAX_NCHANNELS", "",                                                                       \
+    "Most channels, each with its own connections and progress thread "                                          \
+    "(default: half the CPU cores, 1 to 4)")                                                                     \
   X(Proto, "NCCL_PROTO", "", "Protocols allowed: LL, Simple (comma list, ^ excludes; default: by size)")         \
   X(LlThreshold, "RINGMASTER_LL_THRESHOLD", "65536",                                                             \
     "Collectives up to this many bytes use LL (one eager frame per step) unless NCCL_PROTO says otherwise")      \

@@ -5,32 +5,37 @@
 #   gloo:       Gloo's ring all_reduce over its TCP transport
 #   mpi:        Open MPI's MPI_Allreduce with --mca btl tcp,self
 #   iperf3:     the loopback link itself, one stream each way (--bidir)
-# Prints one table: size, busbw of each (GB/s), time at each size (us), and
-# ringmaster's ratio to the best peer.
-#   tests/bench/peers/compare.sh [build-dir] [ranks] [iters]
+# Each tool runs `rounds` times, interleaved, and every figure is the median
+# of its rounds (this machine is shared and noisy). Prints one table: size,
+# busbw of each (GB/s), time at each size (us), and ringmaster's ratio to
+# the best peer.
+#   tests/bench/peers/compare.sh [build-dir] [ranks] [iters] [rounds]
 set -euo pipefail
 build=${1:-build/release}
 np=${2:-2}
 iters=${3:-20}
+rounds=${4:-3}
 min=8
 max=$((64 * 1024 * 1024))
 work=$(mktemp -d)
 trap 'rm -rf "$work"; kill $(jobs -p) 2>/dev/null || true' EXIT
 
-echo "# all_reduce float sum, $np ranks on loopback, $iters iterations per size"
+echo "# all_reduce float sum, $np ranks on loopback, $iters iterations per size, median of $rounds rounds"
 
-"$build/app/ringmaster-cli" perf all_reduce --np "$np" -b $min -e $max -f 2 -n "$iters" -w 3 -c 0 --no-stages \
-  --json "$work/ringmaster.json" >/dev/null
+for ((round = 0; round < rounds; round++)); do
+  "$build/app/ringmaster-cli" perf all_reduce --np "$np" -b $min -e $max -f 2 -n "$iters" -w 3 -c 0 --no-stages \
+    --json "$work/ringmaster.$round.json" >/dev/null
 
-mkdir -p "$work/gloo-store"
-for ((r = 0; r < np; r++)); do
-  "$build/tests/bench/peers/gloo_allreduce" $r "$np" "$work/gloo-store" $min $max "$iters" >"$work/gloo.$r" &
+  rm -rf "$work/gloo-store" && mkdir -p "$work/gloo-store"
+  for ((r = 0; r < np; r++)); do
+    "$build/tests/bench/peers/gloo_allreduce" $r "$np" "$work/gloo-store" $min $max "$iters" >"$work/gloo.$round.$r" &
+  done
+  wait
+
+  mpirun --allow-run-as-root --oversubscribe -np "$np" --mca btl tcp,self --mca btl_tcp_if_include lo \
+    --mca pml ob1 "$build/tests/bench/peers/mpi_allreduce" $min $max "$iters" >"$work/mpi.$round" 2>"$work/mpi.err" ||
+    { cat "$work/mpi.err" >&2; exit 1; }
 done
-wait
-
-mpirun --allow-run-as-root --oversubscribe -np "$np" --mca btl tcp,self --mca btl_tcp_if_include lo \
-  --mca pml ob1 "$build/tests/bench/peers/mpi_allreduce" $min $max "$iters" >"$work/mpi" 2>"$work/mpi.err" ||
-  { cat "$work/mpi.err" >&2; exit 1; }
 
 iperf_gbps=""
 if command -v iperf3 >/dev/null; then
@@ -40,17 +45,24 @@ if command -v iperf3 >/dev/null; then
     python3 -c 'import json,sys; d=json.load(sys.stdin)["end"]; print("%.2f" % (d["sum_sent"]["bits_per_second"]/8e9))' || true)
 fi
 
-python3 - "$work" "$iperf_gbps" <<'PY'
-import json, sys
-work, iperf = sys.argv[1], sys.argv[2]
-def table(path):
+python3 - "$work" "$iperf_gbps" "$rounds" <<'PY'
+import json, statistics, sys
+work, iperf, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def median_table(rows_per_round):
+    sizes = set.intersection(*(set(r) for r in rows_per_round))
+    return {s: (statistics.median(r[s][0] for r in rows_per_round), statistics.median(r[s][1] for r in rows_per_round))
+            for s in sizes}
+def text_rows(path):
     rows = {}
     for line in open(path):
         b, t, bw = line.split()
         rows[int(b)] = (float(t), float(bw))
     return rows
-rm = {r["bytes"]: (r["out_of_place"]["time_us"], r["out_of_place"]["busbw"]) for r in json.load(open(work + "/ringmaster.json"))}
-gloo, mpi = table(work + "/gloo.0"), table(work + "/mpi")
+def rm_rows(path):
+    return {r["bytes"]: (r["out_of_place"]["time_us"], r["out_of_place"]["busbw"]) for r in json.load(open(path))}
+rm = median_table([rm_rows(f"{work}/ringmaster.{i}.json") for i in range(rounds)])
+gloo = median_table([text_rows(f"{work}/gloo.{i}.0") for i in range(rounds)])
+mpi = median_table([text_rows(f"{work}/mpi.{i}") for i in range(rounds)])
 print(f"{'size(B)':>10} {'ringmaster':>11} {'gloo':>8} {'mpi-tcp':>8}   {'rm us':>9} {'gloo us':>9} {'mpi us':>9}   {'ratio to best peer':>18}")
 for size in sorted(rm):
     r = rm[size]; g = gloo.get(size, (float('nan'), 0.0)); m = mpi.get(size, (float('nan'), 0.0))
