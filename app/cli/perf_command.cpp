@@ -35,7 +35,9 @@ const std::map<std::string, Collective> kCollectives = {{"all_reduce", Collectiv
                                                         {"all_gather", Collective::all_gather},
                                                         {"reduce_scatter", Collective::reduce_scatter},
                                                         {"broadcast", Collective::broadcast},
-                                                        {"reduce", Collective::reduce}};
+                                                        {"reduce", Collective::reduce},
+                                                        {"all_to_all", Collective::all_to_all},
+                                                        {"sendrecv", Collective::send_recv}};
 
 nlohmann::json row_json(const PerfSpec& spec, const PerfRow& row) {
   auto part = [](const PerfResult& r) {
@@ -119,9 +121,11 @@ std::uint16_t free_port() {
 Runner add_perf_command(CLI::App& app) {
   auto* perf = app.add_subcommand("perf", "Measure a collective like nccl-tests (one rank per process or --np N)");
   auto opts = std::make_shared<PerfOptions>();
-  perf->add_option("collective", opts->collective, "all_reduce, all_gather, reduce_scatter, broadcast, reduce")
+  perf->add_option("collective", opts->collective,
+                   "all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, sendrecv")
       ->required()
-      ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"}));
+      ->check(CLI::IsMember(
+          {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "sendrecv"}));
   perf->add_option("-b,--minbytes", opts->min_bytes, "Smallest size (K, M, G suffixes)")->capture_default_str();
   perf->add_option("-e,--maxbytes", opts->max_bytes, "Largest size")->capture_default_str();
   perf->add_option("-f,--stepfactor", opts->step_factor, "Multiply the size by this each step")->capture_default_str();

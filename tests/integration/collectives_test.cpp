@@ -92,7 +92,8 @@ void check(const MatrixCase& c, int n, const std::vector<std::size_t>& counts) {
             spec.type = c.type;
             spec.op = c.op;
             spec.root = n > 1 ? 1 : 0;
-            const bool per_rank = c.collective == Collective::all_gather || c.collective == Collective::reduce_scatter;
+            const bool per_rank = c.collective == Collective::all_gather ||
+                                  c.collective == Collective::reduce_scatter || c.collective == Collective::all_to_all;
             spec.min_bytes = spec.max_bytes = count * size_of(c.type) * (per_rank ? static_cast<std::size_t>(n) : 1);
             spec.iters = 1;
             spec.warmup = 0;
@@ -111,8 +112,9 @@ void check(const MatrixCase& c, int n, const std::vector<std::size_t>& counts) {
   }
 }
 
-const std::vector<Collective> kCollectives = {Collective::all_reduce, Collective::all_gather,
-                                              Collective::reduce_scatter, Collective::broadcast, Collective::reduce};
+const std::vector<Collective> kCollectives = {
+    Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter, Collective::broadcast,
+    Collective::reduce,     Collective::all_to_all, Collective::send_recv};
 
 TEST(Collectives, RepresentativeSubset) {
   const std::vector<std::size_t> counts = {0, 1, 7, 1023, (1u << 20) + 3};
@@ -148,10 +150,36 @@ TEST(FullMatrix, EveryCollectiveDtypeOpSizeAndRankCount) {
       }
       // 16 Mi elements in the largest buffer (all_gather's output,
       // reduce_scatter's input), so 8 ranks stay within memory.
-      const bool per_rank = c == Collective::all_gather || c == Collective::reduce_scatter;
+      const bool per_rank =
+          c == Collective::all_gather || c == Collective::reduce_scatter || c == Collective::all_to_all;
       if (n == 2 || n == 4) check({c, DataType::fp32, RedOp::sum}, n, {(16u << 20) / (per_rank ? n : 1)});
     }
   }
+}
+
+TEST(Collectives, PointToPointLeavesCollectivesInStep) {
+  // Only ranks 0 and 2 exchange point-to-point messages; afterwards every
+  // rank runs a collective, whose sequence numbers must still agree.
+  run_ranks(3, [](Communicator& comm) {
+    std::vector<std::int32_t> message(1000);
+    if (comm.rank() == 0) {
+      for (int i = 0; i < 1000; ++i)
+        message[i] = i * 3;
+      comm.send(message.data(), message.size(), DataType::int32, 2).wait();
+      comm.send(message.data(), 10, DataType::int32, 2).wait();
+    } else if (comm.rank() == 2) {
+      comm.recv(message.data(), message.size(), DataType::int32, 0).wait();
+      for (int i = 0; i < 1000; ++i)
+        ASSERT_EQ(message[i], i * 3);
+      std::vector<std::int32_t> small(10);
+      comm.recv(small.data(), 10, DataType::int32, 0).wait();
+      EXPECT_EQ(small[9], 27);
+    }
+    std::vector<float> data(64, 1.0f);
+    comm.all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
+    EXPECT_EQ(data[63], 3.0f);
+    EXPECT_THROW(comm.send(data.data(), 1, DataType::fp32, comm.rank()), Error);  // not another rank
+  });
 }
 
 TEST(Collectives, MismatchedCountsNameBothRanks) {

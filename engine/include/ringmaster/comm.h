@@ -33,6 +33,8 @@ enum class Collective : std::uint8_t {
   broadcast,
   reduce,
   barrier,
+  all_to_all,
+  send_recv,  // point-to-point: send, recv, sendrecv
 };
 
 std::string_view name_of(Collective c) noexcept;
@@ -109,6 +111,16 @@ class Communicator {
   Request broadcast(const void* send, void* recv, std::size_t count, DataType type, int root);
   Request reduce(const void* send, void* recv, std::size_t count, DataType type, RedOp op, int root);
   Request barrier();
+  // send holds size() blocks of count elements, block p for rank p; recv
+  // gets block q from rank q. Pairwise exchange over direct connections.
+  Request all_to_all(const void* send, void* recv, std::size_t count, DataType type);
+  // Point-to-point over the direct connection to `peer`. Matched in call
+  // order per pair of ranks; other ranks need not take part.
+  Request send(const void* buf, std::size_t count, DataType type, int peer);
+  Request recv(void* buf, std::size_t count, DataType type, int peer);
+  // Both at once (as an NCCL group of one send and one recv), so a ring of
+  // ranks each sending to the next cannot deadlock on full buffers.
+  Request sendrecv(const void* send, int to, void* recv, int from, std::size_t count, DataType type);
 
   // Fails every pending and future collective with an error and wakes every
   // waiter; returns at once. The communicator is unusable afterwards.

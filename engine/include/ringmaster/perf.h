@@ -44,10 +44,11 @@ struct PerfRow {
   std::size_t bytes = 0;
   std::size_t count = 0;
   PerfResult out_of_place, in_place;
+  bool has_in_place = true;  // all_to_all and sendrecv have no in-place form
 };
 
 // nccl-tests' bus-bandwidth factor: all_reduce 2(n-1)/n; all_gather and
-// reduce_scatter (n-1)/n; broadcast and reduce 1.
+// reduce_scatter and all_to_all (n-1)/n; broadcast, reduce and sendrecv 1.
 double bus_factor(Collective c, int nranks);
 
 // Parses "8", "64K", "1M", "2G" (powers of 1024); throws Error(config).

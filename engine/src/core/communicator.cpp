@@ -36,6 +36,10 @@ std::string_view name_of(Collective c) noexcept {
       return "reduce";
     case Collective::barrier:
       return "barrier";
+    case Collective::all_to_all:
+      return "all_to_all";
+    case Collective::send_recv:
+      return "sendrecv";
   }
   return "unknown";
 }
@@ -118,6 +122,7 @@ struct Channel {
 };
 
 constexpr std::uint32_t kChannelHelloMagic = 0x4348414E;  // "CHAN"
+constexpr std::uint32_t kMeshConnection = 0xFFFF;         // hello's channel field for a direct connection
 
 std::optional<Protocol> parse_protocol_env() {
   const auto spec = param_env(Param::Proto);
@@ -172,6 +177,9 @@ struct Communicator::Impl {
   std::vector<std::unique_ptr<Channel>> channels;
   std::atomic<bool> aborted{false};
   std::uint64_t next_seq = 0;
+  // Point-to-point messages are numbered per pair and direction, so they
+  // are checked without involving the other ranks' sequence.
+  std::vector<std::uint64_t> p2p_sent, p2p_received;
 
   ~Impl() {
     for (auto& c : channels) {
@@ -205,7 +213,8 @@ struct Communicator::Impl {
   // Splits a collective of `bytes` across channels and queues
   // work(channel, index, nchannels, op) on each.
   using Work = std::function<void(Channel&, int, int, const algo::RingOp&)>;
-  Request submit(Collective collective, std::size_t bytes, DataType type, RedOp op, int root, const Work& work) {
+  Request submit(Collective collective, std::size_t bytes, DataType type, RedOp op, int root, const Work& work,
+                 int forced_channels = 0) {
     algo::RingOp ring_op;
     ring_op.collective = collective;
     ring_op.seq = next_seq++;
@@ -215,7 +224,7 @@ struct Communicator::Impl {
     const Protocol protocol = protocol_for(bytes);
     const std::size_t es = size_of(type);
     ring_op.slot_bytes = protocol == Protocol::ll ? 0 : std::max(es, (buffsize / 8) / es * es);
-    const int nch = channels_for(bytes);
+    const int nch = forced_channels > 0 ? forced_channels : channels_for(bytes);
     auto state = std::make_shared<Request::State>();
     state->remaining = nch;
     const auto start = Clock::now();
@@ -245,6 +254,18 @@ struct Communicator::Impl {
       channel.wake.notify_one();
     }
     return Request(state);
+  }
+
+  // Work that runs whole on channel 0 (direct connections). Point-to-point
+  // calls do not take a collective sequence number: other ranks need not
+  // make them.
+  Request submit_single(Collective collective, std::size_t bytes, DataType type,
+                        const std::function<void(Channel&, const algo::RingOp&)>& work, bool numbered = true) {
+    auto request = submit(
+        collective, bytes, type, RedOp::sum, 0, [work](Channel& ch, int, int, const algo::RingOp& op) { work(ch, op); },
+        /*channels=*/1);
+    if (!numbered) --next_seq;  // give back the number submit() took
+    return request;
   }
 
   algo::RingContext context(Channel& c) { return algo::RingContext{c.link, rank, nranks, c.scratch}; }
@@ -288,15 +309,51 @@ struct Communicator::Impl {
                            next, b.peers[next].host, b.peers[next].address);
       });
     }
-    // Accept every channel's connection from prev, in whatever order they come.
+    // Direct connections for all_to_all and point-to-point: each rank
+    // connects to every higher rank.
+    auto& mesh = channels[0]->link.mesh;
+    mesh.resize(static_cast<std::size_t>(nranks));
+    for (int peer = rank + 1; peer < nranks; ++peer) {
+      bootstrap->run_stage(Stage::transport_connect, [&] {
+        const auto address = net::SocketAddress::parse(b.peers[peer].address);
+        net::Socket s;
+        store::ConnectAttempts report;
+        int err = store::connect_with_backoff({*address}, deadline, s, report);
+        const std::uint32_t hello[3] = {kChannelHelloMagic, static_cast<std::uint32_t>(rank), kMeshConnection};
+        if (err == 0) err = s.send_all(hello, sizeof(hello), deadline);
+        if (err != 0) {
+          auto f = bootstrap->failure(Stage::transport_connect, fmt::format("cannot connect to rank {}", peer));
+          f.peer_rank = peer;
+          f.remote_address = b.peers[peer].address;
+          f.errno_text = net::errno_text(err);
+          f.timeout = b.config.bootstrap_timeout;
+          f.hint = "The bootstrap worked moments ago on the same port: rank " + std::to_string(peer) +
+                   " probably died during init, or traffic between these two hosts is blocked. Check its log.";
+          throw StageError(f);
+        }
+        s.set_nodelay();
+        mesh[static_cast<std::size_t>(peer)] = {std::move(s), peer, b.peers[peer].address};
+        return fmt::format("p2p : {}[{}] -> {}[{}] via SOCKET/{}", rank, b.peers[rank].host, peer, b.peers[peer].host,
+                           b.peers[peer].address);
+      });
+    }
+    // Accept every channel's connection from prev and the direct ones from
+    // lower ranks, in whatever order they come.
     bootstrap->run_stage(Stage::transport_connect, [&] {
-      for (std::size_t got = 0; got < channels.size(); ++got) {
+      const std::size_t expected = channels.size() + static_cast<std::size_t>(rank);
+      for (std::size_t got = 0; got < expected; ++got) {
         int err = 0;
         net::Socket in = b.listener.accept(deadline, err);
         std::uint32_t hello[3] = {};
         if (err == 0) err = in.recv_all(hello, sizeof(hello), deadline);
-        if (err == 0 && (hello[0] != kChannelHelloMagic || static_cast<int>(hello[1]) != prev ||
-                         hello[2] >= channels.size() || channels[hello[2]]->link.prev.socket.valid())) {
+        const bool direct = hello[2] == kMeshConnection;
+        if (err == 0 && direct &&
+            (hello[0] != kChannelHelloMagic || static_cast<int>(hello[1]) >= rank || mesh[hello[1]].socket.valid())) {
+          err = EPROTO;
+        }
+        if (err == 0 && !direct &&
+            (hello[0] != kChannelHelloMagic || static_cast<int>(hello[1]) != prev || hello[2] >= channels.size() ||
+             channels[hello[2]]->link.prev.socket.valid())) {
           err = EPROTO;
         }
         if (err != 0) {
@@ -311,10 +368,16 @@ struct Communicator::Impl {
           throw StageError(f);
         }
         in.set_nodelay();
+        if (direct) {
+          const int peer = static_cast<int>(hello[1]);
+          mesh[hello[1]] = {std::move(in), peer, b.peers[peer].address};
+          continue;
+        }
         in.set_buffer_sizes(4 << 20);
         channels[hello[2]]->link.prev = {std::move(in), prev, b.peers[prev].address};
       }
-      return fmt::format("{} channel(s) from rank {}", channels.size(), prev);
+      return fmt::format("{} channel(s) from rank {}, direct connections from {} lower rank(s)", channels.size(), prev,
+                         rank);
     });
   }
 };
@@ -349,6 +412,8 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
   impl->bootstrap = Bootstrap::run(config, options.on_stage, /*finish=*/false);
   impl->rank = config.rank;
   impl->nranks = config.world_size;
+  impl->p2p_sent.assign(static_cast<std::size_t>(config.world_size), 0);
+  impl->p2p_received.assign(static_cast<std::size_t>(config.world_size), 0);
   for (int c = 0; c < impl->max_channels; ++c) {
     auto channel = std::make_unique<Channel>();
     channel->index = c;
@@ -494,6 +559,59 @@ Request Communicator::barrier() {
                          op.collective = Collective::barrier;
                          algo::all_reduce(ctx, op, &token, &token, 0);
                        });
+}
+
+Request Communicator::all_to_all(const void* send, void* recv, std::size_t count, DataType type) {
+  const std::size_t es = size_of(type);
+  const std::size_t block = count * es;
+  const int n = impl_->nranks;
+  return impl_->submit_single(Collective::all_to_all, block * static_cast<std::size_t>(n), type,
+                              [=, this](Channel& ch, const algo::RingOp& rop) {
+                                const int r = impl_->rank;
+                                const auto* in = static_cast<const std::byte*>(send);
+                                auto* out = static_cast<std::byte*>(recv);
+                                std::memmove(out + static_cast<std::size_t>(r) * block,
+                                             in + static_cast<std::size_t>(r) * block, block);
+                                // Pairwise exchange: at step s send block r+s to rank r+s and
+                                // receive block r-s from rank r-s, both over direct connections.
+                                for (int s = 1; s < n; ++s) {
+                                  const int to = (r + s) % n, from = (r - s + n) % n;
+                                  transport::StepHeader h;
+                                  h.collective = static_cast<std::uint8_t>(Collective::all_to_all);
+                                  h.seq = rop.seq;
+                                  h.step = static_cast<std::uint16_t>(s);
+                                  ch.link.exchange_mesh(h, to, in + static_cast<std::size_t>(to) * block, block, h,
+                                                        from, out + static_cast<std::size_t>(from) * block, block);
+                                }
+                              });
+}
+
+Request Communicator::send(const void* buf, std::size_t count, DataType type, int peer) {
+  return sendrecv(buf, peer, nullptr, -1, count, type);
+}
+
+Request Communicator::recv(void* buf, std::size_t count, DataType type, int peer) {
+  return sendrecv(nullptr, -1, buf, peer, count, type);
+}
+
+Request Communicator::sendrecv(const void* send, int to, void* recv, int from, std::size_t count, DataType type) {
+  const int n = impl_->nranks;
+  for (int peer : {to, from}) {
+    if (peer >= n || peer == impl_->rank || peer < -1) {
+      throw Error(
+          ErrorCategory::config,
+          fmt::format("peer {} is not another rank of this communicator (rank {}, size {})", peer, impl_->rank, n));
+    }
+  }
+  const std::size_t bytes = count * size_of(type);
+  transport::StepHeader out, in;
+  out.collective = in.collective = static_cast<std::uint8_t>(Collective::send_recv);
+  if (to >= 0) out.seq = impl_->p2p_sent[static_cast<std::size_t>(to)]++;
+  if (from >= 0) in.seq = impl_->p2p_received[static_cast<std::size_t>(from)]++;
+  return impl_->submit_single(
+      Collective::send_recv, bytes, type,
+      [=](Channel& ch, const algo::RingOp&) { ch.link.exchange_mesh(out, to, send, bytes, in, from, recv, bytes); },
+      /*numbered=*/false);
 }
 
 void Communicator::abort() {

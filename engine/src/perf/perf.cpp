@@ -99,6 +99,7 @@ double bus_factor(Collective c, int n) {
       return n > 1 ? 2.0 * (n - 1) / n : 0.0;
     case Collective::all_gather:
     case Collective::reduce_scatter:
+    case Collective::all_to_all:
       return n > 1 ? static_cast<double>(n - 1) / n : 0.0;
     default:
       return 1.0;
@@ -133,6 +134,8 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
   const std::size_t es = size_of(spec.type);
   const bool gathers = spec.collective == Collective::all_gather;
   const bool scatters = spec.collective == Collective::reduce_scatter;
+  const bool exchanges = spec.collective == Collective::all_to_all;
+  const bool p2p = spec.collective == Collective::send_recv;
   std::vector<PerfRow> rows;
   std::vector<std::size_t> sizes;
   for (std::size_t bytes = spec.min_bytes; bytes <= spec.max_bytes;) {
@@ -146,10 +149,12 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
     // nccl-tests' size is the total of the larger buffer; counts per rank
     // for all_gather / reduce_scatter are that divided by n, in whole elements.
     std::size_t count = requested / es;
-    if (gathers || scatters) count /= static_cast<std::size_t>(n);
-    const std::size_t total = count * es * ((gathers || scatters) ? static_cast<std::size_t>(n) : 1);
-    const std::size_t in_count = scatters ? count * static_cast<std::size_t>(n) : count;
-    const std::size_t out_count = gathers ? count * static_cast<std::size_t>(n) : count;
+    const bool blocks = gathers || scatters || exchanges;
+    if (blocks) count /= static_cast<std::size_t>(n);
+    const std::size_t total = count * es * (blocks ? static_cast<std::size_t>(n) : 1);
+    const std::size_t in_count = (scatters || exchanges) ? count * static_cast<std::size_t>(n) : count;
+    const std::size_t out_count = (gathers || exchanges) ? count * static_cast<std::size_t>(n) : count;
+    const int to = (r + 1) % n, from = (r - 1 + n) % n;  // sendrecv: a ring of point-to-point transfers
 
     std::vector<std::byte> input;
     fill(input, in_count, spec.type, spec.op, r, total);
@@ -182,6 +187,17 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
         case Collective::broadcast:
           fill(expected, count, spec.type, spec.op, spec.root, total);
           break;
+        case Collective::all_to_all:
+          // Block q comes from rank q: its input's block for us.
+          for (int q = 0; q < n; ++q) {
+            fill(other, in_count, spec.type, spec.op, q, total);
+            const auto* begin = other.data() + static_cast<std::size_t>(r) * count * es;
+            expected.insert(expected.end(), begin, begin + count * es);
+          }
+          break;
+        case Collective::send_recv:
+          if (n > 1) fill(expected, count, spec.type, spec.op, from, total);
+          break;
         case Collective::barrier:
           break;
       }
@@ -202,6 +218,14 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
           return comm.reduce(send, recv, count, spec.type, spec.op, spec.root);
         case Collective::barrier:
           return comm.barrier();
+        case Collective::all_to_all:
+          return comm.all_to_all(send, recv, count, spec.type);
+        case Collective::send_recv:
+          if (n == 1) {
+            std::memcpy(recv, send, count * es);
+            return {};
+          }
+          return comm.sendrecv(send, to, recv, from, count, spec.type);
       }
       return {};
     };
@@ -209,7 +233,11 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
     PerfRow row;
     row.bytes = total;
     row.count = count;
-    for (int in_place = 0; in_place < 2; ++in_place) {
+    row.has_in_place = !(exchanges || p2p);
+    // all_to_all and sendrecv read and write the same blocks at once, so
+    // they have no in-place form (as in NCCL); their in-place columns say N/A.
+    const int passes = row.has_in_place ? 2 : 1;
+    for (int in_place = 0; in_place < passes; ++in_place) {
       std::vector<std::byte> send_store, recv_store(std::max(in_count, out_count) * es);
       std::byte* send = nullptr;
       std::byte* recv = recv_store.data();
@@ -295,20 +323,23 @@ std::string perf_row_line(const PerfSpec& spec, const PerfRow& row) {
     return fmt::format("{:>9.2f} {:>7.2f} {:>7.2f} {:>6}", r.time_us, r.algbw, r.busbw,
                        spec.check ? std::to_string(r.wrong) : std::string("N/A"));
   };
-  return fmt::format("  {:>10} {:>12} {:>8} {:>6} {:>6} {} {}\n", row.bytes, row.count, name_of(spec.type),
-                     has_op ? std::string(name_of(spec.op)) : std::string("none"),
-                     has_root ? std::to_string(spec.root) : std::string("-1"), part(row.out_of_place),
-                     part(row.in_place));
+  return fmt::format(
+      "  {:>10} {:>12} {:>8} {:>6} {:>6} {} {}\n", row.bytes, row.count, name_of(spec.type),
+      has_op ? std::string(name_of(spec.op)) : std::string("none"),
+      has_root ? std::to_string(spec.root) : std::string("-1"), part(row.out_of_place),
+      row.has_in_place ? part(row.in_place) : fmt::format("{:>9} {:>7} {:>7} {:>6}", "N/A", "N/A", "N/A", "N/A"));
 }
 
 std::string perf_footer(const std::vector<PerfRow>& rows) {
   long wrong = 0;
   double busbw = 0;
+  int parts = 0;
   for (const auto& r : rows) {
     wrong += r.out_of_place.wrong + r.in_place.wrong;
-    busbw += r.out_of_place.busbw + r.in_place.busbw;
+    busbw += r.out_of_place.busbw + (r.has_in_place ? r.in_place.busbw : 0);
+    parts += r.has_in_place ? 2 : 1;
   }
-  const double avg = rows.empty() ? 0 : busbw / (2.0 * static_cast<double>(rows.size()));
+  const double avg = parts == 0 ? 0 : busbw / parts;
   return fmt::format("# Out of bounds values : {} {}\n# Avg bus bandwidth    : {:g} \n#\n", wrong,
                      wrong == 0 ? "OK" : "FAILED", avg);
 }

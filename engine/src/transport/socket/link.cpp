@@ -27,10 +27,14 @@ std::string describe_op(const StepHeader& h) {
 
 }  // namespace
 
-void RingLink::transfer(const StepHeader& expect, bool do_send, const void* send, std::size_t send_bytes, bool do_recv,
-                        void* recv, std::size_t recv_bytes, std::size_t slot, const SlotDone& on_slot) {
+void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, const Peer* to, const void* send,
+                        std::size_t send_bytes, const Peer* from, void* recv, std::size_t recv_bytes, std::size_t slot,
+                        const SlotDone& on_slot) {
   const auto started = Clock::now();
-  StepHeader out_header = expect;
+  const bool do_send = to != nullptr, do_recv = from != nullptr;
+  const Peer& next = do_send ? *to : *from;
+  const Peer& prev = do_recv ? *from : *to;
+  StepHeader out_header = header_out;
   out_header.magic = kStepMagic;
   out_header.bytes = send_bytes;
   StepHeader in_header{};
@@ -168,6 +172,9 @@ void RingLink::transfer(const StepHeader& expect, bool do_send, const void* send
 void RingLink::shutdown() noexcept {
   if (next.socket.valid()) ::shutdown(next.socket.fd(), SHUT_RDWR);
   if (prev.socket.valid()) ::shutdown(prev.socket.fd(), SHUT_RDWR);
+  for (auto& peer : mesh) {
+    if (peer.socket.valid()) ::shutdown(peer.socket.fd(), SHUT_RDWR);
+  }
 }
 
 }  // namespace ringmaster::transport

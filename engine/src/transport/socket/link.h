@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "net/socket.h"
 #include "ringmaster/comm.h"
@@ -69,21 +70,35 @@ class RingLink {
   // takes every step.
   void exchange(const StepHeader& expect, const void* send, std::size_t send_bytes, void* recv, std::size_t recv_bytes,
                 std::size_t slot, const SlotDone& on_slot) {
-    transfer(expect, true, send, send_bytes, true, recv, recv_bytes, slot, on_slot);
+    transfer(expect, expect, &next, send, send_bytes, &prev, recv, recv_bytes, slot, on_slot);
   }
   void send_only(const StepHeader& expect, const void* send, std::size_t bytes) {
-    transfer(expect, true, send, bytes, false, nullptr, 0, 0, {});
+    transfer(expect, expect, &next, send, bytes, nullptr, nullptr, 0, 0, {});
   }
   void recv_only(const StepHeader& expect, void* recv, std::size_t bytes) {
-    transfer(expect, false, nullptr, 0, true, recv, bytes, 0, {});
+    transfer(expect, expect, nullptr, nullptr, 0, &prev, recv, bytes, 0, {});
+  }
+
+  // Direct connections to every peer (channel 0 only), for all_to_all and
+  // point-to-point; mesh[rank] is empty.
+  std::vector<Peer> mesh;
+
+  // Sends to mesh peer `to` while receiving from mesh peer `from` (either
+  // may be -1: no transfer that way). The outgoing header is `out`; the
+  // incoming one must match `in`.
+  void exchange_mesh(const StepHeader& out, int to, const void* send, std::size_t send_bytes, const StepHeader& in,
+                     int from, void* recv, std::size_t recv_bytes) {
+    transfer(out, in, to >= 0 ? &mesh.at(static_cast<std::size_t>(to)) : nullptr, send, send_bytes,
+             from >= 0 ? &mesh.at(static_cast<std::size_t>(from)) : nullptr, recv, recv_bytes, 0, {});
   }
 
   // Wakes a blocked exchange; it then throws.
   void shutdown() noexcept;
 
  private:
-  void transfer(const StepHeader& expect, bool sending, const void* send, std::size_t send_bytes, bool receiving,
-                void* recv, std::size_t recv_bytes, std::size_t slot, const SlotDone& on_slot);
+  void transfer(const StepHeader& header_out, const StepHeader& expect, const Peer* to, const void* send,
+                std::size_t send_bytes, const Peer* from, void* recv, std::size_t recv_bytes, std::size_t slot,
+                const SlotDone& on_slot);
 };
 
 }  // namespace ringmaster::transport
