@@ -1,0 +1,77 @@
+// ringmaster-cli perf as torchrun would start it (one process per rank,
+// RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT in the environment) and with
+// --np: the nccl-tests table, #wrong == 0 and the JSON rows.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "net/socket.h"
+#include "process.h"
+
+namespace ringmaster {
+namespace {
+
+std::uint16_t free_port() {
+  int err = 0;
+  auto any = net::SocketAddress::parse("127.0.0.1:0");
+  auto s = net::Socket::listen(*any, 1, err);
+  return s.local_address().port();
+}
+
+TEST(PerfCli, TorchrunStyleProcesses) {
+  const std::string port = std::to_string(free_port());
+  const std::string json = ::testing::TempDir() + "perf-rows.json";
+  std::vector<testing_support::ChildProcess> ranks;
+  for (int r = 0; r < 3; ++r) {
+    std::vector<std::string> argv = {RINGMASTER_CLI, "perf", "all_gather", "-b", "1K", "-e", "1M", "-f", "32",
+                                     "-n", "3", "-w", "1"};
+    if (r == 0) argv.insert(argv.end(), {"--json", json});
+    ranks.push_back(testing_support::spawn(argv, {{"RANK", std::to_string(r)},
+                                                  {"WORLD_SIZE", "3"},
+                                                  {"MASTER_ADDR", "127.0.0.1"},
+                                                  {"MASTER_PORT", port}}));
+  }
+  for (auto& r : ranks) r.finish();
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(ranks[r].exit_code(), 0) << "rank " << r;
+  const std::string& table = ranks[0].output;
+  EXPECT_NE(table.find("# rank 0 init stages"), std::string::npos) << table;
+  EXPECT_NE(table.find("TRANSPORT_CONNECT"), std::string::npos) << table;
+  EXPECT_NE(table.find("#       size        count     type"), std::string::npos) << table;
+  EXPECT_NE(table.find("# Out of bounds values : 0 OK"), std::string::npos) << table;
+  EXPECT_NE(table.find("# Avg bus bandwidth"), std::string::npos) << table;
+  EXPECT_TRUE(ranks[1].output.empty()) << "only rank 0 prints: " << ranks[1].output;
+
+  std::ifstream in(json);
+  const auto rows = nlohmann::json::parse(in);
+  ASSERT_EQ(rows.size(), 3u);  // 1K, 32K, 1M
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["collective"], "all_gather");
+    EXPECT_EQ(row["out_of_place"]["wrong"], 0);
+    EXPECT_EQ(row["in_place"]["wrong"], 0);
+    EXPECT_GT(row["out_of_place"]["busbw"].get<double>(), 0.0);
+  }
+}
+
+TEST(PerfCli, LocalRanksWithNp) {
+  auto child = testing_support::spawn({RINGMASTER_CLI, "perf", "reduce_scatter", "--np", "4", "-b", "64K", "-e",
+                                       "64K", "-n", "2", "-w", "0", "-o", "max", "-d", "bfloat16", "--no-stages"},
+                                      {});
+  child.finish();
+  EXPECT_EQ(child.exit_code(), 0) << child.output;
+  EXPECT_NE(child.output.find("bfloat16"), std::string::npos) << child.output;
+  EXPECT_NE(child.output.find("# Out of bounds values : 0 OK"), std::string::npos) << child.output;
+}
+
+TEST(PerfCli, BadFlagsAreRefused) {
+  auto bad_type = testing_support::spawn({RINGMASTER_CLI, "perf", "all_reduce", "-d", "float8"}, {});
+  bad_type.finish();
+  EXPECT_NE(bad_type.exit_code(), 0);
+  auto bad_collective = testing_support::spawn({RINGMASTER_CLI, "perf", "all_scatter"}, {});
+  bad_collective.finish();
+  EXPECT_NE(bad_collective.exit_code(), 0);
+}
+
+}  // namespace
+}  // namespace ringmaster
