@@ -173,6 +173,7 @@ struct Communicator::Impl {
   std::size_t ll_threshold = 65536;
   std::size_t buffsize = 4 << 20;
   std::chrono::milliseconds timeout{60000};
+  std::chrono::microseconds spin{50};
   std::function<void(const CollectiveRecord&)> on_collective;
   std::vector<std::unique_ptr<Channel>> channels;
   std::atomic<bool> aborted{false};
@@ -278,6 +279,7 @@ struct Communicator::Impl {
     for (auto& channel : channels) {
       channel->link.rank = rank;
       channel->link.timeout = timeout;
+      channel->link.spin = spin;
       channel->link.aborted = &aborted;
       channel->link.counters = &channel->stats;
     }
@@ -408,6 +410,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
   if (impl->buffsize < 8) throw Error(ErrorCategory::config, "NCCL_BUFFSIZE must be at least 8 bytes");
   impl->timeout = options.timeout.value_or(std::chrono::milliseconds(param_int(Param::CollTimeout) * 1000));
   impl->on_collective = options.on_collective;
+  impl->spin = std::chrono::microseconds(std::max<std::int64_t>(0, param_int(Param::SocketSpin)));
 
   impl->bootstrap = Bootstrap::run(config, options.on_stage, /*finish=*/false);
   impl->rank = config.rank;

@@ -42,6 +42,8 @@ namespace ringmaster {
   X(LlThreshold, "RINGMASTER_LL_THRESHOLD", "65536",                                                             \
     "Collectives up to this many bytes use LL (one eager frame per step) unless NCCL_PROTO says otherwise")      \
   X(BuffSize, "NCCL_BUFFSIZE", "4194304", "Simple protocol buffer; a step moves BUFFSIZE/8 bytes at a time")     \
+  X(SocketSpin, "RINGMASTER_SOCKET_SPIN_US", "50",                                                               \
+    "Microseconds a waiting transfer retries before it sleeps in poll() (0: sleep at once)")                     \
   X(CollTimeout, "RINGMASTER_COLL_TIMEOUT", "60",                                                                \
     "Seconds a collective may go without progress before it fails naming the silent peer")
 

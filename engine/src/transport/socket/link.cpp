@@ -72,6 +72,7 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
     }
   };
 
+  auto spin_until = Clock::now() + spin;
   // Try both directions without waiting; poll only when neither can move.
   // Header and data travel in one sendmsg and are read with one recvmsg,
   // so a small step costs one call each way when the peer is ready.
@@ -143,8 +144,13 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
     }
     if (progressed) {
       deadline = Clock::now() + timeout;
+      spin_until = Clock::now() + spin;
       continue;
     }
+    // Retry without sleeping for a short while first: a peer's reply to a
+    // small step usually arrives within microseconds, and waking a thread
+    // from poll() costs tens of them on a VM.
+    if (Clock::now() < spin_until) continue;
     pollfd fds[2];
     int nfds = 0;
     if (sending) fds[nfds++] = {next.socket.fd(), POLLOUT, 0};

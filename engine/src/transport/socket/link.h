@@ -57,6 +57,7 @@ class RingLink {
   Peer prev;  // we receive from it
   int rank = 0;
   std::chrono::milliseconds timeout{60000};  // without progress
+  std::chrono::microseconds spin{0};         // busy-retry this long before sleeping in poll()
   const std::atomic<bool>* aborted = nullptr;
   ChannelStats* counters = nullptr;
 
