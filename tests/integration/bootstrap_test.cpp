@@ -25,12 +25,7 @@ using testing_support::ChildProcess;
 const std::vector<std::string> kStages = {"RESOLVE_MASTER",   "STORE_CONNECT",  "STORE_HANDSHAKE",  "STORE_BARRIER",
                                           "BOOTSTRAP_LISTEN", "BOOTSTRAP_RING", "ADDRESS_EXCHANGE", "READY"};
 
-std::uint16_t free_port() {
-  int err = 0;
-  auto any = net::SocketAddress::parse("127.0.0.1:0");
-  auto s = net::Socket::listen(*any, 1, err);
-  return s.local_address().port();
-}
+using testing_support::free_port;
 
 struct RankResult {
   int exit_code = -1;

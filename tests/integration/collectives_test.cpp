@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "net/socket.h"
+#include "process.h"
 #include "ringmaster/comm.h"
 #include "ringmaster/perf.h"
 
@@ -22,12 +23,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::uint16_t free_port() {
-  int err = 0;
-  auto any = net::SocketAddress::parse("127.0.0.1:0");
-  auto s = net::Socket::listen(*any, 1, err);
-  return s.local_address().port();
-}
+using testing_support::free_port;
 
 Config rank_config(int rank, int n, std::uint16_t port) {
   Config c;

@@ -13,28 +13,23 @@
 namespace ringmaster {
 namespace {
 
-std::uint16_t free_port() {
-  int err = 0;
-  auto any = net::SocketAddress::parse("127.0.0.1:0");
-  auto s = net::Socket::listen(*any, 1, err);
-  return s.local_address().port();
-}
+using testing_support::free_port;
 
 TEST(PerfCli, TorchrunStyleProcesses) {
   const std::string port = std::to_string(free_port());
   const std::string json = ::testing::TempDir() + "perf-rows.json";
   std::vector<testing_support::ChildProcess> ranks;
   for (int r = 0; r < 3; ++r) {
-    std::vector<std::string> argv = {RINGMASTER_CLI, "perf", "all_gather", "-b", "1K", "-e", "1M", "-f", "32",
-                                     "-n", "3", "-w", "1"};
+    std::vector<std::string> argv = {RINGMASTER_CLI, "perf", "all_gather", "-b", "1K", "-e", "1M",
+                                     "-f",           "32",   "-n",         "3",  "-w", "1"};
     if (r == 0) argv.insert(argv.end(), {"--json", json});
-    ranks.push_back(testing_support::spawn(argv, {{"RANK", std::to_string(r)},
-                                                  {"WORLD_SIZE", "3"},
-                                                  {"MASTER_ADDR", "127.0.0.1"},
-                                                  {"MASTER_PORT", port}}));
+    ranks.push_back(testing_support::spawn(
+        argv, {{"RANK", std::to_string(r)}, {"WORLD_SIZE", "3"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}}));
   }
-  for (auto& r : ranks) r.finish();
-  for (int r = 0; r < 3; ++r) EXPECT_EQ(ranks[r].exit_code(), 0) << "rank " << r;
+  for (auto& r : ranks)
+    r.finish();
+  for (int r = 0; r < 3; ++r)
+    EXPECT_EQ(ranks[r].exit_code(), 0) << "rank " << r;
   const std::string& table = ranks[0].output;
   EXPECT_NE(table.find("# rank 0 init stages"), std::string::npos) << table;
   EXPECT_NE(table.find("TRANSPORT_CONNECT"), std::string::npos) << table;
@@ -55,8 +50,8 @@ TEST(PerfCli, TorchrunStyleProcesses) {
 }
 
 TEST(PerfCli, LocalRanksWithNp) {
-  auto child = testing_support::spawn({RINGMASTER_CLI, "perf", "reduce_scatter", "--np", "4", "-b", "64K", "-e",
-                                       "64K", "-n", "2", "-w", "0", "-o", "max", "-d", "bfloat16", "--no-stages"},
+  auto child = testing_support::spawn({RINGMASTER_CLI, "perf", "reduce_scatter", "--np", "4", "-b", "64K", "-e", "64K",
+                                       "-n", "2", "-w", "0", "-o", "max", "-d", "bfloat16", "--no-stages"},
                                       {});
   child.finish();
   EXPECT_EQ(child.exit_code(), 0) << child.output;

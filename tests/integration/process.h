@@ -14,9 +14,19 @@
 #include <string>
 #include <vector>
 
+#include "net/socket.h"
+
 extern char** environ;
 
 namespace ringmaster::testing_support {
+
+// A loopback port that was free a moment ago (the kernel picked it).
+inline std::uint16_t free_port() {
+  int err = 0;
+  auto any = net::SocketAddress::parse("127.0.0.1:0");
+  auto s = net::Socket::listen(*any, 1, err);
+  return s.local_address().port();
+}
 
 struct ChildProcess {
   pid_t pid = -1;

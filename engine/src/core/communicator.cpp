@@ -284,27 +284,34 @@ struct Communicator::Impl {
       channel->link.counters = &channel->stats;
     }
     if (nranks == 1) return;
-    const auto next_address = net::SocketAddress::parse(b.peers[next].address);
+    // Connects to `peer`'s bootstrap listener and says which connection
+    // this is (a ring channel's index, or kMeshConnection).
+    auto open_to = [&](int peer, std::uint32_t connection) {
+      const auto address = net::SocketAddress::parse(b.peers[peer].address);
+      net::Socket s;
+      store::ConnectAttempts report;
+      int err = store::connect_with_backoff({*address}, deadline, s, report);
+      const std::uint32_t hello[3] = {kChannelHelloMagic, static_cast<std::uint32_t>(rank), connection};
+      if (err == 0) err = s.send_all(hello, sizeof(hello), deadline);
+      if (err != 0) {
+        auto f = bootstrap->failure(Stage::transport_connect,
+                                    connection == kMeshConnection
+                                        ? fmt::format("cannot connect to rank {}", peer)
+                                        : fmt::format("channel {}: cannot connect to rank {}", connection, peer));
+        f.peer_rank = peer;
+        f.remote_address = b.peers[peer].address;
+        f.errno_text = net::errno_text(err);
+        f.timeout = b.config.bootstrap_timeout;
+        f.hint = "The bootstrap worked moments ago on the same port: rank " + std::to_string(peer) +
+                 " probably died during init, or traffic between these two hosts is blocked. Check its log.";
+        throw StageError(f);
+      }
+      s.set_nodelay();
+      return s;
+    };
     for (auto& channel : channels) {
       bootstrap->run_stage(Stage::transport_connect, [&] {
-        net::Socket s;
-        store::ConnectAttempts report;
-        int err = store::connect_with_backoff({*next_address}, deadline, s, report);
-        const std::uint32_t hello[3] = {kChannelHelloMagic, static_cast<std::uint32_t>(rank),
-                                        static_cast<std::uint32_t>(channel->index)};
-        if (err == 0) err = s.send_all(hello, sizeof(hello), deadline);
-        if (err != 0) {
-          auto f = bootstrap->failure(Stage::transport_connect,
-                                      fmt::format("channel {}: cannot connect to rank {}", channel->index, next));
-          f.peer_rank = next;
-          f.remote_address = b.peers[next].address;
-          f.errno_text = net::errno_text(err);
-          f.timeout = b.config.bootstrap_timeout;
-          f.hint = "The bootstrap ring worked moments ago on the same port: rank " + std::to_string(next) +
-                   " probably died during init. Check its log.";
-          throw StageError(f);
-        }
-        s.set_nodelay();
+        net::Socket s = open_to(next, static_cast<std::uint32_t>(channel->index));
         s.set_buffer_sizes(4 << 20);
         channel->link.next = {std::move(s), next, b.peers[next].address};
         return fmt::format("channel {:02d} : {}[{}] -> {}[{}] via SOCKET/{}", channel->index, rank, b.peers[rank].host,
@@ -317,24 +324,7 @@ struct Communicator::Impl {
     mesh.resize(static_cast<std::size_t>(nranks));
     for (int peer = rank + 1; peer < nranks; ++peer) {
       bootstrap->run_stage(Stage::transport_connect, [&] {
-        const auto address = net::SocketAddress::parse(b.peers[peer].address);
-        net::Socket s;
-        store::ConnectAttempts report;
-        int err = store::connect_with_backoff({*address}, deadline, s, report);
-        const std::uint32_t hello[3] = {kChannelHelloMagic, static_cast<std::uint32_t>(rank), kMeshConnection};
-        if (err == 0) err = s.send_all(hello, sizeof(hello), deadline);
-        if (err != 0) {
-          auto f = bootstrap->failure(Stage::transport_connect, fmt::format("cannot connect to rank {}", peer));
-          f.peer_rank = peer;
-          f.remote_address = b.peers[peer].address;
-          f.errno_text = net::errno_text(err);
-          f.timeout = b.config.bootstrap_timeout;
-          f.hint = "The bootstrap worked moments ago on the same port: rank " + std::to_string(peer) +
-                   " probably died during init, or traffic between these two hosts is blocked. Check its log.";
-          throw StageError(f);
-        }
-        s.set_nodelay();
-        mesh[static_cast<std::size_t>(peer)] = {std::move(s), peer, b.peers[peer].address};
+        mesh[static_cast<std::size_t>(peer)] = {open_to(peer, kMeshConnection), peer, b.peers[peer].address};
         return fmt::format("p2p : {}[{}] -> {}[{}] via SOCKET/{}", rank, b.peers[rank].host, peer, b.peers[peer].host,
                            b.peers[peer].address);
       });
