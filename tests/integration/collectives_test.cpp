@@ -233,6 +233,35 @@ TEST(Collectives, DifferentCollectivesAreAnErrorNotAHang) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
 }
 
+TEST(Collectives, AllToAllAgainstARingCollectiveIsCaughtByName) {
+  // all_to_all moves its data over direct connections; its header-only
+  // ring step still catches a neighbour that called something else.
+  std::atomic<int> mismatches{0};
+  const auto port = free_port();
+  std::vector<std::thread> threads;
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      CommOptions options;
+      options.timeout = 10s;
+      auto comm = Communicator::create(rank_config(r, 3, port), options);
+      std::vector<float> data(3 * 64, 1.0f), out(3 * 64);
+      try {
+        if (r == 0) {
+          comm->all_reduce(data.data(), data.data(), 64, DataType::fp32, RedOp::sum).wait();
+        } else {
+          comm->all_to_all(data.data(), out.data(), 64, DataType::fp32).wait();
+        }
+      } catch (const Error& e) {
+        if (std::string(e.what()).find("collective mismatch") != std::string::npos) ++mismatches;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_GE(mismatches.load(), 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
+
 TEST(Collectives, AbortFromAnotherThreadWakesTheWaiter) {
   // Rank 1 never joins the collective, so rank 0 waits until aborted.
   const auto port = free_port();
@@ -318,7 +347,7 @@ TEST(Collectives, CountersAndRecordsReportTraffic) {
         const auto c = comm.counters(0);
         EXPECT_GT(c.bytes_sent, 0u);
         EXPECT_GT(c.bytes_received, 0u);
-        EXPECT_GE(c.steps, 2u);
+        EXPECT_GE(c.steps, 1u);
         comm.barrier().wait();
       },
       options);

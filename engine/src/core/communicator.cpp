@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "algo/pair.h"
 #include "algo/ring.h"
 #include "bootstrap/bootstrap_impl.h"
 #include "core/log.h"
@@ -174,6 +175,7 @@ struct Communicator::Impl {
   std::size_t buffsize = 4 << 20;
   std::chrono::milliseconds timeout{60000};
   std::chrono::microseconds spin{50};
+  std::size_t pair_bytes = 16384;  // 2-rank all_reduce up to this size: one whole-input exchange
   std::function<void(const CollectiveRecord&)> on_collective;
   std::vector<std::unique_ptr<Channel>> channels;
   std::atomic<bool> aborted{false};
@@ -400,6 +402,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
   if (impl->buffsize < 8) throw Error(ErrorCategory::config, "NCCL_BUFFSIZE must be at least 8 bytes");
   impl->timeout = options.timeout.value_or(std::chrono::milliseconds(param_int(Param::CollTimeout) * 1000));
   impl->on_collective = options.on_collective;
+  impl->pair_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, param_int(Param::PairBytes)));
   impl->spin = std::chrono::microseconds(std::max<std::int64_t>(0, param_int(Param::SocketSpin)));
 
   impl->bootstrap = Bootstrap::run(config, options.on_stage, /*finish=*/false);
@@ -451,6 +454,15 @@ void check_root(int root, int n) {
 
 Request Communicator::all_reduce(const void* send, void* recv, std::size_t count, DataType type, RedOp op) {
   const std::size_t es = size_of(type);
+  if (impl_->nranks == 2 && count * es <= impl_->pair_bytes) {
+    return impl_->submit(
+        Collective::all_reduce, count * es, type, op, 0,
+        [=, this](Channel& ch, int, int, const algo::RingOp& rop) {
+          auto ctx = impl_->context(ch);
+          algo::pair_all_reduce(ctx, rop, static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), count);
+        },
+        /*forced_channels=*/1);
+  }
   return impl_->submit(Collective::all_reduce, count * es, type, op, 0,
                        [=, this](Channel& ch, int c, int nch, const algo::RingOp& rop) {
                          const Range range = channel_range(count, c, nch);
@@ -565,6 +577,16 @@ Request Communicator::all_to_all(const void* send, void* recv, std::size_t count
                                 auto* out = static_cast<std::byte*>(recv);
                                 std::memmove(out + static_cast<std::size_t>(r) * block,
                                              in + static_cast<std::size_t>(r) * block, block);
+                                // A header-only step on the ring first: a neighbour that called
+                                // some other collective is caught here by name, instead of both
+                                // sides waiting on different connections until the timeout.
+                                if (n > 1) {
+                                  transport::StepHeader announce;
+                                  announce.collective = static_cast<std::uint8_t>(Collective::all_to_all);
+                                  announce.seq = rop.seq;
+                                  std::byte none{};
+                                  ch.link.exchange(announce, &none, 0, &none, 0, 0, {});
+                                }
                                 // Pairwise exchange: at step s send block r+s to rank r+s and
                                 // receive block r-s from rank r-s, both over direct connections.
                                 for (int s = 1; s < n; ++s) {

@@ -44,6 +44,8 @@ namespace ringmaster {
   X(BuffSize, "NCCL_BUFFSIZE", "4194304", "Simple protocol buffer; a step moves BUFFSIZE/8 bytes at a time")     \
   X(SocketSpin, "RINGMASTER_SOCKET_SPIN_US", "50",                                                               \
     "Microseconds a waiting transfer retries before it sleeps in poll() (0: sleep at once)")                     \
+  X(PairBytes, "RINGMASTER_PAIR_BYTES", "16384",                                                                 \
+    "2-rank all_reduce up to this many bytes exchanges whole inputs in one step instead of the ring's two")      \
   X(CollTimeout, "RINGMASTER_COLL_TIMEOUT", "60",                                                                \
     "Seconds a collective may go without progress before it fails naming the silent peer")
 
