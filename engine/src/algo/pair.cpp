@@ -1,4 +1,5 @@
 #include "algo/pair.h"
+#include "core/bytes.h"
 
 #include <algorithm>
 #include <cstring>
@@ -12,7 +13,7 @@ void pair_all_reduce(RingContext& ctx, const RingOp& op, const std::byte* send, 
   ctx.scratch.resize(std::max<std::size_t>(2 * bytes, 1));
   std::byte* mine = ctx.scratch.data() + static_cast<std::size_t>(ctx.rank) * bytes;
   std::byte* theirs = ctx.scratch.data() + static_cast<std::size_t>(1 - ctx.rank) * bytes;
-  std::memcpy(mine, send, bytes);  // send may be recv: keep our input apart
+  copy_bytes(mine, send, bytes);  // send may be recv: keep our input apart
   transport::StepHeader h;
   h.collective = static_cast<std::uint8_t>(op.collective);
   h.seq = op.seq;

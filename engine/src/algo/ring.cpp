@@ -1,4 +1,5 @@
 #include "algo/ring.h"
+#include "core/bytes.h"
 
 #include <algorithm>
 #include <cstring>
@@ -54,7 +55,7 @@ void all_reduce(RingContext& ctx, const RingOp& op, const std::byte* send, std::
   const int n = ctx.nranks, r = ctx.rank;
   const std::size_t es = size_of(op.type);
   if (n == 1) {
-    if (send != recv) std::memcpy(recv, send, count * es);
+    if (send != recv) copy_bytes(recv, send, count * es);
     return;
   }
   // Reduce-scatter: at step s send chunk r-s, receive chunk r-s-1 and

@@ -13,6 +13,7 @@
 #include "algo/pair.h"
 #include "algo/ring.h"
 #include "bootstrap/bootstrap_impl.h"
+#include "core/bytes.h"
 #include "core/log.h"
 #include "core/params.h"
 #include "kernels/reduce.h"
@@ -483,7 +484,7 @@ Request Communicator::all_gather(const void* send, void* recv, std::size_t count
                          auto* base = static_cast<std::byte*>(recv) + range.begin * es;
                          auto* mine = base + static_cast<std::size_t>(impl_->rank) * stride;
                          const auto* src = static_cast<const std::byte*>(send) + range.begin * es;
-                         if (mine != src) std::memmove(mine, src, range.size() * es);
+                         if (mine != src) copy_bytes(mine, src, range.size() * es);
                          auto ctx = impl_->context(ch);
                          algo::all_gather(ctx, rop, base, range.size(), stride);
                        });
@@ -501,14 +502,14 @@ Request Communicator::reduce_scatter(const void* send, void* recv, std::size_t c
         // reduces into it, then our block is copied out.
         std::vector<std::byte> work(len * static_cast<std::size_t>(n));
         for (int b = 0; b < n; ++b) {
-          std::memcpy(work.data() + static_cast<std::size_t>(b) * len,
-                      static_cast<const std::byte*>(send) + (static_cast<std::size_t>(b) * count + range.begin) * es,
-                      len);
+          copy_bytes(work.data() + static_cast<std::size_t>(b) * len,
+                     static_cast<const std::byte*>(send) + (static_cast<std::size_t>(b) * count + range.begin) * es,
+                     len);
         }
         auto ctx = impl_->context(ch);
         algo::reduce_scatter(ctx, rop, work.data(), range.size(), len);
         auto* out = static_cast<std::byte*>(recv) + range.begin * es;
-        std::memcpy(out, work.data() + static_cast<std::size_t>(impl_->rank) * len, len);
+        copy_bytes(out, work.data() + static_cast<std::size_t>(impl_->rank) * len, len);
         if (op == RedOp::avg) kernels::finish_avg(out, range.size(), type, n);
       });
 }
@@ -521,7 +522,7 @@ Request Communicator::broadcast(const void* send, void* recv, std::size_t count,
                          const Range range = channel_range(count, c, nch);
                          auto* out = static_cast<std::byte*>(recv) + range.begin * es;
                          if (impl_->rank == root && send != recv) {
-                           std::memcpy(out, static_cast<const std::byte*>(send) + range.begin * es, range.size() * es);
+                           copy_bytes(out, static_cast<const std::byte*>(send) + range.begin * es, range.size() * es);
                          }
                          auto ctx = impl_->context(ch);
                          algo::broadcast(ctx, rop, out, range.size());
@@ -540,7 +541,7 @@ Request Communicator::reduce(const void* send, void* recv, std::size_t count, Da
                          std::byte* buf = nullptr;
                          if (impl_->rank == root) {
                            buf = static_cast<std::byte*>(recv) + range.begin * es;
-                           if (buf != src) std::memcpy(buf, src, range.size() * es);
+                           if (buf != src) copy_bytes(buf, src, range.size() * es);
                          } else {
                            copy.assign(src, src + range.size() * es);
                            buf = copy.data();
@@ -575,8 +576,8 @@ Request Communicator::all_to_all(const void* send, void* recv, std::size_t count
                                 const int r = impl_->rank;
                                 const auto* in = static_cast<const std::byte*>(send);
                                 auto* out = static_cast<std::byte*>(recv);
-                                std::memmove(out + static_cast<std::size_t>(r) * block,
-                                             in + static_cast<std::size_t>(r) * block, block);
+                                copy_bytes(out + static_cast<std::size_t>(r) * block,
+                                           in + static_cast<std::size_t>(r) * block, block);
                                 // A header-only step on the ring first: a neighbour that called
                                 // some other collective is caught here by name, instead of both
                                 // sides waiting on different connections until the timeout.

@@ -1,4 +1,5 @@
 #include "ringmaster/perf.h"
+#include "core/bytes.h"
 
 #include <fmt/format.h>
 
@@ -222,7 +223,7 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
           return comm.all_to_all(send, recv, count, spec.type);
         case Collective::send_recv:
           if (n == 1) {
-            std::memcpy(recv, send, count * es);
+            copy_bytes(recv, send, count * es);
             return {};
           }
           return comm.sendrecv(send, to, recv, from, count, spec.type);
@@ -248,7 +249,7 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
           // block of the output; reduce_scatter's output is its block of the input.
           send = gathers ? base + static_cast<std::size_t>(r) * count * es : base;
           recv = scatters ? base + static_cast<std::size_t>(r) * count * es : base;
-          std::memcpy(send, input.data(), input.size());
+          copy_bytes(send, input.data(), input.size());
         } else {
           send_store = input;
           send = send_store.data();
