@@ -1,5 +1,5 @@
-// ringmaster-cli: the engine from a terminal (store, probe, env; perf,
-// topo and repro as they land).
+// ringmaster-cli: the engine from a terminal (store, probe, env, perf,
+// topo; repro as it lands).
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   add(ringmaster::cli::add_probe_command);
   add(ringmaster::cli::add_env_command);
   add(ringmaster::cli::add_perf_command);
+  add(ringmaster::cli::add_topo_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

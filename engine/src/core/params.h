@@ -47,7 +47,11 @@ namespace ringmaster {
   X(PairBytes, "RINGMASTER_PAIR_BYTES", "16384",                                                                 \
     "2-rank all_reduce up to this many bytes exchanges whole inputs in one step instead of the ring's two")      \
   X(CollTimeout, "RINGMASTER_COLL_TIMEOUT", "60",                                                                \
-    "Seconds a collective may go without progress before it fails naming the silent peer")
+    "Seconds a collective may go without progress before it fails naming the silent peer")                      \
+  X(TopoFile, "NCCL_TOPO_FILE", "",                                                                              \
+    "NCCL or hwloc XML describing this node; used instead of hwloc discovery (marked declared)")                \
+  X(TopoDumpFile, "RINGMASTER_TOPO_DUMP_FILE", "",                                                               \
+    "Rank 0 writes the topology its communicator used here, as NCCL topology XML")
 
 enum class Param {
 #define RINGMASTER_PARAM_ENUM(id, env, def, help) id,

@@ -1,0 +1,225 @@
+// hwloc: discovery of this machine and hwloc XML files, both read through
+// one walk of hwloc's object tree into our graph.
+#include <fmt/format.h>
+#include <hwloc.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <pugixml.hpp>
+
+#include "core/log.h"
+#include "ringmaster/status.h"
+#include "ringmaster/topology.h"
+#include "topo/pci.h"
+#include "topo/xml.h"
+
+namespace ringmaster::topo {
+namespace {
+
+struct TopologyDeleter {
+  void operator()(hwloc_topology* t) const { hwloc_topology_destroy(t); }
+};
+using HwlocTopology = std::unique_ptr<hwloc_topology, TopologyDeleter>;
+
+// NCCL's affinity mask: 32-bit hex words, most significant first.
+std::string nccl_mask(hwloc_const_bitmap_t set) {
+  if (!set || hwloc_bitmap_iszero(set)) return "";
+  const int last = hwloc_bitmap_last(set);
+  if (last < 0) return "";
+  std::string out;
+  for (int word = last / 32; word >= 0; --word) {
+    std::uint32_t bits = 0;
+    for (int b = 0; b < 32; ++b) {
+      if (hwloc_bitmap_isset(set, static_cast<unsigned>(word * 32 + b))) bits |= 1u << b;
+    }
+    out += fmt::format("{}{:08x}", out.empty() ? "" : ",", bits);
+  }
+  return out;
+}
+
+std::string busid(unsigned domain, unsigned bus, unsigned dev, unsigned func) {
+  return fmt::format("{:04x}:{:02x}:{:02x}.{:x}", domain, bus, dev, func);
+}
+
+const char* info(hwloc_obj_t obj, const char* name) {
+  const char* v = hwloc_obj_get_info_by_name(obj, name);
+  return v ? v : nullptr;
+}
+
+class HwlocReader {
+ public:
+  HwlocReader(hwloc_topology_t hw, Topology& topo) : hw_(hw), topo_(topo) {}
+
+  void read() {
+    hwloc_obj_t root = hwloc_get_root_obj(hw_);
+    const int machine = topo_.add_node(NodeKind::machine, -1, "Machine");
+    if (const char* host = info(root, "HostName")) topo_.node(machine).set_attribute("hostname", host);
+    if (const char* arch = info(root, "Architecture")) arch_ = arch;
+    walk_children(root, machine);
+  }
+
+ private:
+  void walk_children(hwloc_obj_t obj, int parent) {
+    for (hwloc_obj_t c = obj->memory_first_child; c; c = c->next_sibling)
+      walk(c, parent);
+    for (hwloc_obj_t c = obj->first_child; c; c = c->next_sibling)
+      walk(c, parent);
+    for (hwloc_obj_t c = obj->io_first_child; c; c = c->next_sibling)
+      walk(c, parent);
+  }
+
+  void walk(hwloc_obj_t obj, int parent) {
+    switch (obj->type) {
+      case HWLOC_OBJ_PACKAGE: {
+        const int id = topo_.add_node(NodeKind::package, parent, fmt::format("Package {}", obj->os_index));
+        Node& n = topo_.node(id);
+        n.index = static_cast<int>(obj->os_index);
+        const int numa = obj->nodeset ? hwloc_bitmap_first(obj->nodeset) : -1;
+        n.set_attribute("numaid", std::to_string(numa < 0 ? 0 : numa));
+        if (auto mask = nccl_mask(obj->cpuset); !mask.empty()) n.set_attribute("affinity", mask);
+        if (!arch_.empty()) n.set_attribute("arch", arch_);
+        if (const char* v = info(obj, "CPUVendor")) n.set_attribute("vendor", v);
+        if (const char* v = info(obj, "CPUFamilyNumber")) n.set_attribute("familyid", v);
+        if (const char* v = info(obj, "CPUModelNumber")) n.set_attribute("modelid", v);
+        if (const char* v = info(obj, "CPUModel")) n.set_attribute("model", v);
+        walk_children(obj, id);
+        return;
+      }
+      case HWLOC_OBJ_NUMANODE: {
+        const int id = topo_.add_node(NodeKind::numa, parent, fmt::format("NUMANode {}", obj->os_index));
+        topo_.node(id).index = static_cast<int>(obj->os_index);
+        if (obj->attr) topo_.node(id).set_attribute("local_memory", std::to_string(obj->attr->numanode.local_memory));
+        return;
+      }
+      case HWLOC_OBJ_CORE: {
+        const int id = topo_.add_node(NodeKind::core, parent, fmt::format("Core {}", obj->os_index));
+        topo_.node(id).index = static_cast<int>(obj->os_index);
+        const int pus = obj->cpuset ? hwloc_bitmap_weight(obj->cpuset) : 1;
+        topo_.node(id).set_attribute("pus", std::to_string(pus));
+        return;
+      }
+      case HWLOC_OBJ_PU:
+        return;  // counted by its core
+      case HWLOC_OBJ_BRIDGE: {
+        const auto& b = obj->attr->bridge;
+        int id = -1;
+        if (b.upstream_type == HWLOC_OBJ_BRIDGE_HOST) {
+          id = topo_.add_node(NodeKind::host_bridge, parent, "HostBridge");
+        } else {
+          const auto& p = b.upstream.pci;
+          const std::string bus = busid(p.domain, p.bus, p.dev, p.func);
+          id = topo_.add_node(NodeKind::pci_switch, parent, "PCISwitch " + bus);
+          set_pci(topo_.node(id), p);
+        }
+        walk_children(obj, id);
+        return;
+      }
+      case HWLOC_OBJ_PCI_DEVICE: {
+        const auto& p = obj->attr->pcidev;
+        const int id = topo_.add_node(NodeKind::pci_device, parent, "PCI " + busid(p.domain, p.bus, p.dev, p.func));
+        Node& n = topo_.node(id);
+        set_pci(n, p);
+        n.kind = kind_of_pci(static_cast<std::uint32_t>(p.class_id) << 8, p.vendor_id);
+        walk_children(obj, id);
+        return;
+      }
+      case HWLOC_OBJ_OS_DEVICE: {
+        const auto type = obj->attr->osdev.type;
+        const std::string name = obj->name ? obj->name : "";
+        Node& up = topo_.node(parent);
+        if (type == HWLOC_OBJ_OSDEV_NETWORK || type == HWLOC_OBJ_OSDEV_OPENFABRICS) {
+          if (up.kind == NodeKind::pci_device) up.kind = NodeKind::nic;
+          const int id = topo_.add_node(NodeKind::net, parent, name);
+          topo_.node(id).set_attribute("name", name);
+          if (const char* addr = info(obj, "Address")) topo_.node(id).set_attribute("address", addr);
+        } else if ((type == HWLOC_OBJ_OSDEV_GPU || type == HWLOC_OBJ_OSDEV_COPROC) &&
+                   (name.rfind("cuda", 0) == 0 || name.rfind("nvml", 0) == 0)) {
+          if (up.kind == NodeKind::pci_device) up.kind = NodeKind::gpu;
+          up.set_attribute(name.rfind("cuda", 0) == 0 ? "cuda" : "nvml", name);
+        }
+        return;
+      }
+      default:
+        walk_children(obj, parent);  // groups, dies, caches: look through them
+    }
+  }
+
+  template <class PciAttr>
+  static void set_pci(Node& n, const PciAttr& p) {
+    n.set_attribute("busid", busid(p.domain, p.bus, p.dev, p.func));
+    n.set_attribute("class", fmt::format("0x{:04x}00", p.class_id));
+    n.set_attribute("vendor", fmt::format("0x{:04x}", p.vendor_id));
+    n.set_attribute("device", fmt::format("0x{:04x}", p.device_id));
+    n.set_attribute("subsystem_vendor", fmt::format("0x{:04x}", p.subvendor_id));
+    n.set_attribute("subsystem_device", fmt::format("0x{:04x}", p.subdevice_id));
+    if (p.linkspeed > 0) n.set_attribute("link_bw", fmt::format("{:g}", p.linkspeed));
+  }
+
+  hwloc_topology_t hw_;
+  Topology& topo_;
+  std::string arch_;
+};
+
+HwlocTopology make_topology() {
+  hwloc_topology_t raw = nullptr;
+  if (hwloc_topology_init(&raw) != 0) {
+    throw Error(ErrorCategory::internal, fmt::format("hwloc_topology_init failed: {}", std::strerror(errno)));
+  }
+  return HwlocTopology(raw);
+}
+
+}  // namespace
+
+Topology Topology::discover() {
+  auto hw = make_topology();
+  hwloc_topology_set_io_types_filter(hw.get(), HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  if (hwloc_topology_load(hw.get()) != 0) {
+    throw Error(ErrorCategory::internal,
+                fmt::format("hwloc could not discover this machine: {}", std::strerror(errno)));
+  }
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  Topology topo(fmt::format("hwloc discovery of {}", host), Origin::discovered);
+  HwlocReader(hw.get(), topo).read();
+  topo.finish();
+  RM_INFO(graph, "Topology {}", topo.summary());
+  return topo;
+}
+
+Topology read_hwloc_xml(std::string_view text, std::string_view source) {
+  // hwloc reports problems on stderr without a line; check what we can
+  // name first. hwloc 2.x reads its own 2.x files and 1.x ones.
+  pugi::xml_document doc;
+  const pugi::xml_node root = parse_xml(doc, text, source);
+  if (std::string_view(root.name()) != "topology") {
+    throw Error(ErrorCategory::config, fmt::format("{}:{}: root element <{}> is not hwloc's <topology>", source,
+                                                   line_of(text, root.offset_debug()), root.name()));
+  }
+  const std::string version = root.attribute("version").value();
+  if (!version.empty() && std::atoi(version.c_str()) > HWLOC_API_VERSION >> 16) {
+    throw Error(ErrorCategory::config,
+                fmt::format("{}:{}: hwloc XML version {} is newer than this hwloc reads (versions 1.x and {}.x)",
+                            source, line_of(text, root.offset_debug()), version, HWLOC_API_VERSION >> 16));
+  }
+  auto hw = make_topology();
+  hwloc_topology_set_io_types_filter(hw.get(), HWLOC_TYPE_FILTER_KEEP_ALL);
+  const std::string copy(text);  // hwloc wants a NUL-terminated buffer
+  if (hwloc_topology_set_xmlbuffer(hw.get(), copy.c_str(), static_cast<int>(copy.size() + 1)) != 0 ||
+      hwloc_topology_load(hw.get()) != 0) {
+    throw Error(ErrorCategory::config,
+                fmt::format("{}: hwloc could not read this XML ({}); check it with `lstopo --if xml --input {}`",
+                            source, std::strerror(errno), source));
+  }
+  Topology topo(std::string(source), Origin::declared);
+  HwlocReader(hw.get(), topo).read();
+  topo.finish();
+  return topo;
+}
+
+Topology Topology::from_hwloc_xml(std::string_view text, std::string_view source_name) {
+  return read_hwloc_xml(text, source_name);
+}
+
+}  // namespace ringmaster::topo

@@ -1,0 +1,79 @@
+// Reading topology files: which kind a file is, and errors that name it.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "ringmaster/status.h"
+#include "ringmaster/topology.h"
+#include "topo/xml.h"
+
+namespace ringmaster::topo {
+
+int line_of(std::string_view text, std::ptrdiff_t offset) {
+  if (offset < 0) return 0;
+  const auto end = text.begin() + std::min<std::ptrdiff_t>(offset, static_cast<std::ptrdiff_t>(text.size()));
+  return 1 + static_cast<int>(std::count(text.begin(), end, '\n'));
+}
+
+pugi::xml_node parse_xml(pugi::xml_document& doc, std::string_view text, std::string_view source) {
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    throw Error(ErrorCategory::config,
+                fmt::format("{}: empty file; expected NCCL topology XML (<system>) or hwloc XML (<topology>)", source));
+  }
+  const auto result = doc.load_buffer(text.data(), text.size(), pugi::parse_default);
+  if (!result) {
+    throw Error(ErrorCategory::config,
+                fmt::format("{}:{}: malformed XML: {}", source, line_of(text, result.offset), result.description()));
+  }
+  const pugi::xml_node root = doc.document_element();
+  if (!root) throw Error(ErrorCategory::config, fmt::format("{}: no XML element in the file", source));
+  return root;
+}
+
+std::string xml_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+Topology Topology::load_file(const std::string& path, const LoadOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw Error(ErrorCategory::config, fmt::format("{}: cannot open topology file: {}", path, std::strerror(errno)));
+  }
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  pugi::xml_document doc;
+  const pugi::xml_node root = parse_xml(doc, text, path);
+  const std::string_view name = root.name();
+  if (name == "system") return read_nccl_document(text, path, root, options);
+  if (name == "topology") return read_hwloc_xml(text, path);
+  throw Error(ErrorCategory::config,
+              fmt::format("{}:{}: root element <{}> is neither NCCL's <system> nor hwloc's <topology>", path,
+                          line_of(text, root.offset_debug()), name));
+}
+
+}  // namespace ringmaster::topo

@@ -1,0 +1,30 @@
+// XML helpers shared by the NCCL and hwloc readers: parsing with errors
+// that name the file and line.
+#pragma once
+
+#include <pugixml.hpp>
+#include <string>
+#include <string_view>
+
+#include "ringmaster/topology.h"
+
+namespace ringmaster::topo {
+
+// 1-based line of a byte offset into `text`.
+int line_of(std::string_view text, std::ptrdiff_t offset);
+
+// Parses `text` into `doc` and returns its root element. Throws
+// Error(config) "<source>:<line>: malformed XML: <why>", or "<source>: empty
+// file" when there is no element at all.
+pugi::xml_node parse_xml(pugi::xml_document& doc, std::string_view text, std::string_view source);
+
+std::string xml_escape(std::string_view text);
+
+// The NCCL reader behind Topology::from_nccl_xml, for an already parsed
+// document.
+Topology read_nccl_document(std::string_view text, std::string_view source, const pugi::xml_node& root,
+                            const LoadOptions& options);
+// The hwloc reader behind Topology::from_hwloc_xml.
+Topology read_hwloc_xml(std::string_view text, std::string_view source);
+
+}  // namespace ringmaster::topo
