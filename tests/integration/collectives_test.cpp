@@ -17,6 +17,7 @@
 #include "process.h"
 #include "ringmaster/comm.h"
 #include "ringmaster/perf.h"
+#include "ringmaster/topology.h"
 
 namespace ringmaster {
 namespace {
@@ -257,7 +258,8 @@ TEST(Collectives, AllToAllAgainstARingCollectiveIsCaughtByName) {
       }
     });
   }
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   EXPECT_GE(mismatches.load(), 1);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
 }
@@ -352,6 +354,64 @@ TEST(Collectives, CountersAndRecordsReportTraffic) {
       },
       options);
   EXPECT_EQ(records.load(), 2);
+}
+
+// NCCL_TOPO_FILE is what the communicator uses (declared) and what rank 0
+// dumps to RINGMASTER_TOPO_DUMP_FILE; the TOPOLOGY stage says so.
+TEST(Collectives, TopologyFileIsUsedAndDumped) {
+  const std::string p4d = std::string(RINGMASTER_TOPOLOGY_DIR) + "/p4d-24xl-topo.xml";
+  const std::string dump = ::testing::TempDir() + "comm-topology.xml";
+  std::remove(dump.c_str());
+  ::setenv("NCCL_TOPO_FILE", p4d.c_str(), 1);
+  ::setenv("RINGMASTER_TOPO_DUMP_FILE", dump.c_str(), 1);
+  std::mutex mutex;
+  std::vector<std::string> details;
+  CommOptions options;
+  options.on_stage = [&](const StageEvent& e) {
+    if (e.stage != Stage::topology) return;
+    std::lock_guard lock(mutex);
+    details.push_back(e.detail);
+    EXPECT_TRUE(e.ok) << e.detail;
+  };
+  run_ranks(
+      2, [](Communicator& comm) { comm.barrier().wait(); }, options);
+  ::unsetenv("NCCL_TOPO_FILE");
+  ::unsetenv("RINGMASTER_TOPO_DUMP_FILE");
+  ASSERT_EQ(details.size(), 2u);
+  for (const auto& d : details)
+    EXPECT_NE(d.find("declared by " + p4d + ": 2 packages, 8 GPUs, 4 NICs"), std::string::npos) << d;
+  const auto used = topo::Topology::load_file(dump);
+  EXPECT_TRUE(used.same_graph(topo::Topology::load_file(p4d)));
+}
+
+TEST(Collectives, UnreadableTopologyFileFailsTheTopologyStage) {
+  const std::string missing = ::testing::TempDir() + "missing-topology.xml";
+  ::setenv("NCCL_TOPO_FILE", missing.c_str(), 1);
+  const auto port = free_port();
+  std::vector<std::thread> threads;
+  std::mutex mutex;
+  std::vector<StageFailure> failures;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        Communicator::create(rank_config(r, 2, port));
+      } catch (const StageError& e) {
+        std::lock_guard lock(mutex);
+        failures.push_back(e.failure());
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "rank " << r << ": not a StageError: " << e.what();
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  ::unsetenv("NCCL_TOPO_FILE");
+  ASSERT_EQ(failures.size(), 2u);
+  for (const auto& f : failures) {
+    EXPECT_EQ(f.stage, Stage::topology);
+    EXPECT_NE(f.summary.find(missing + ": cannot open"), std::string::npos) << f.summary;
+    EXPECT_NE(f.hint.find("topo show --file"), std::string::npos) << f.hint;
+  }
 }
 
 }  // namespace
