@@ -7,55 +7,104 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <set>
+#include <thread>
 
 #include "commands.h"
+#include "perf_options.h"
+#include "ringmaster/agent/telemetry.h"
 #include "ringmaster/comm.h"
 #include "ringmaster/perf.h"
 
 namespace ringmaster::cli {
 namespace {
 
-struct PerfOptions {
-  std::string collective;
-  std::string min_bytes = "32M", max_bytes = "32M", step_bytes = "1M";
-  double step_factor = 1;
-  int iters = 20, warmup = 5, check = 1, root = 0, blocking = 0;
-  std::string op = "sum", type = "float";
-  std::string json_file, algo, proto;
-  int channels = 0;
-  int np = 0;
-  bool quiet_stages = false;
-};
-
-const std::map<std::string, Collective> kCollectives = {{"all_reduce", Collective::all_reduce},
-                                                        {"all_gather", Collective::all_gather},
-                                                        {"reduce_scatter", Collective::reduce_scatter},
-                                                        {"broadcast", Collective::broadcast},
-                                                        {"reduce", Collective::reduce},
-                                                        {"all_to_all", Collective::all_to_all},
-                                                        {"sendrecv", Collective::send_recv}};
-
-nlohmann::json row_json(const PerfSpec& spec, const PerfRow& row) {
-  auto part = [](const PerfResult& r) {
-    return nlohmann::json{{"time_us", r.time_us}, {"algbw", r.algbw}, {"busbw", r.busbw}, {"wrong", r.wrong}};
+// --events: one JSON object per line on stdout, from every rank, for the
+// agent to relay: stage events as they happen (or the failure), channel
+// samples every 100 ms, the protocol and channels picked per size, result
+// rows with this rank's times, and a closing "done".
+int run_rank_events(const Config& config, const PerfSpec& spec, const CommOptions& base) {
+  std::mutex out_mutex;
+  auto emit = [&](nlohmann::json j) {
+    j["rank"] = config.rank;
+    const std::string line = j.dump() + "\n";
+    std::lock_guard lock(out_mutex);
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    std::fflush(stdout);
   };
-  return {{"type", "result"},
-          {"collective", name_of(spec.collective)},
-          {"bytes", row.bytes},
-          {"count", row.count},
-          {"dtype", name_of(spec.type)},
-          {"redop", name_of(spec.op)},
-          {"root", spec.root},
-          {"out_of_place", part(row.out_of_place)},
-          {"in_place", part(row.in_place)}};
+  CommOptions options = base;
+  options.on_stage = [&](const StageEvent& e) { emit(agent::to_json(e)); };
+  std::mutex seen_mutex;
+  std::set<std::pair<int, std::size_t>> seen;
+  options.on_collective = [&](const CollectiveRecord& r) {
+    {
+      std::lock_guard lock(seen_mutex);
+      if (!seen.emplace(static_cast<int>(r.collective), r.bytes).second) return;
+    }
+    emit(agent::to_json(r));
+  };
+  std::unique_ptr<Communicator> comm;
+  try {
+    comm = Communicator::create(config, options);
+  } catch (const StageError& e) {
+    emit(agent::to_json(e.failure()));
+    std::fprintf(stderr, "%s\n", e.failure().to_string().c_str());
+    return 2;
+  }
+  std::atomic<bool> running{true};
+  std::thread sampler([&] {
+    const auto start = std::chrono::steady_clock::now();
+    auto next = start;
+    while (running) {
+      next += std::chrono::milliseconds(100);
+      std::this_thread::sleep_until(next);
+      nlohmann::json channels = nlohmann::json::array();
+      for (int c = 0; c < comm->max_channels(); ++c) {
+        const auto k = comm->counters(c);
+        channels.push_back({{"channel", c},
+                            {"bytes_sent", k.bytes_sent},
+                            {"bytes_received", k.bytes_received},
+                            {"busy_ns", k.busy_ns},
+                            {"steps", k.steps}});
+      }
+      emit({{"type", "sample"},
+            {"t_us",
+             std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+                 .count()},
+            {"channels", std::move(channels)}});
+    }
+  });
+  int code = 0;
+  long wrong = 0;
+  std::size_t rows = 0;
+  try {
+    run_perf(*comm, spec, [&](const PerfRow& row) {
+      emit(agent::to_json(spec, row));
+      wrong += row.out_of_place.wrong + row.in_place.wrong;
+      ++rows;
+    });
+  } catch (const Error& e) {
+    emit({{"type", "error"}, {"category", name_of(e.category())}, {"message", e.status().message()}});
+    std::fprintf(stderr, "rank %d: %s\n", config.rank, e.what());
+    code = 3;
+  }
+  running = false;
+  sampler.join();
+  if (code == 0 && wrong != 0) code = 1;
+  emit({{"type", "done"}, {"wrong", wrong}, {"rows", rows}, {"exit_code", code}});
+  return code;
 }
 
 // Runs one rank; returns its exit code.
 int run_rank(const Config& config, const PerfSpec& spec, const CommOptions& base, const PerfOptions& opts) {
+  if (opts.events) return run_rank_events(config, spec, base);
   CommOptions options = base;
   std::vector<StageEvent> events;
   options.on_stage = [&](const StageEvent& e) { events.push_back(e); };
@@ -84,7 +133,7 @@ int run_rank(const Config& config, const PerfSpec& spec, const CommOptions& base
       if (!leader) return;
       std::fputs(perf_row_line(spec, row).c_str(), stdout);
       std::fflush(stdout);
-      json_rows.push_back(row_json(spec, row));
+      json_rows.push_back(agent::to_json(spec, row));
     });
   } catch (const Error& e) {
     std::fprintf(stderr, "rank %d: %s\n", config.rank, e.what());
@@ -121,63 +170,16 @@ std::uint16_t free_port() {
 Runner add_perf_command(CLI::App& app) {
   auto* perf = app.add_subcommand("perf", "Measure a collective like nccl-tests (one rank per process or --np N)");
   auto opts = std::make_shared<PerfOptions>();
-  perf->add_option("collective", opts->collective,
-                   "all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, sendrecv")
-      ->required()
-      ->check(CLI::IsMember(
-          {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "sendrecv"}));
-  perf->add_option("-b,--minbytes", opts->min_bytes, "Smallest size (K, M, G suffixes)")->capture_default_str();
-  perf->add_option("-e,--maxbytes", opts->max_bytes, "Largest size")->capture_default_str();
-  perf->add_option("-f,--stepfactor", opts->step_factor, "Multiply the size by this each step")->capture_default_str();
-  perf->add_option("-i,--stepbytes", opts->step_bytes, "Add this to the size each step (when -f is 1)")
-      ->capture_default_str();
-  perf->add_option("-n,--iters", opts->iters, "Timed iterations")->capture_default_str();
-  perf->add_option("-w,--warmup_iters", opts->warmup, "Warm-up iterations")->capture_default_str();
-  perf->add_option("-c,--check", opts->check, "Check every element (#wrong)")->capture_default_str();
-  perf->add_option("-o,--op", opts->op, "sum, prod, max, min, avg")->capture_default_str();
-  perf->add_option("-d,--datatype", opts->type, "float, half, bfloat16, double, int8, ...")->capture_default_str();
-  perf->add_option("-r,--root", opts->root, "Root of broadcast and reduce")->capture_default_str();
-  perf->add_option("-z,--blocking", opts->blocking, "Wait for each collective before the next")->capture_default_str();
+  add_perf_options(perf, *opts);
   perf->add_option("--json", opts->json_file, "Also write rank 0's rows as JSON to this file");
-  perf->add_option("--algo", opts->algo, "Algorithm (ring)");
-  perf->add_option("--proto", opts->proto, "Protocol: LL or Simple (default: by size, NCCL_PROTO)");
-  perf->add_option("--channels", opts->channels, "Use exactly this many channels");
   perf->add_option("--np", opts->np, "Start N local ranks (processes) on loopback");
   perf->add_flag("--no-stages", opts->quiet_stages, "Do not print rank 0's init stage table");
+  perf->add_flag("--events", opts->events,
+                 "Every rank writes JSON lines (stages, 10 Hz channel samples, decisions, rows) instead of tables");
 
   return [=]() -> int {
-    PerfSpec spec;
-    spec.collective = kCollectives.at(opts->collective);
-    spec.min_bytes = parse_size(opts->min_bytes);
-    spec.max_bytes = parse_size(opts->max_bytes);
-    spec.step_bytes = parse_size(opts->step_bytes);
-    spec.step_factor = opts->step_factor;
-    spec.iters = opts->iters;
-    spec.warmup = opts->warmup;
-    spec.check = opts->check != 0;
-    spec.root = opts->root;
-    spec.blocking = opts->blocking != 0;
-    const auto op = parse_red_op(opts->op);
-    if (!op) throw Error(ErrorCategory::config, "-o " + opts->op + ": expected sum, prod, max, min or avg");
-    spec.op = *op;
-    const auto type = parse_data_type(opts->type);
-    if (!type) throw Error(ErrorCategory::config, "-d " + opts->type + ": unknown data type");
-    spec.type = *type;
-    if (spec.min_bytes > spec.max_bytes) throw Error(ErrorCategory::config, "-b is larger than -e");
-    CommOptions base;
-    if (!opts->algo.empty() && opts->algo != "ring" && opts->algo != "Ring") {
-      throw Error(ErrorCategory::config, "--algo " + opts->algo + ": only ring is available so far");
-    }
-    if (!opts->proto.empty()) {
-      if (opts->proto == "LL" || opts->proto == "ll") {
-        base.protocol = Protocol::ll;
-      } else if (opts->proto == "Simple" || opts->proto == "simple") {
-        base.protocol = Protocol::simple;
-      } else {
-        throw Error(ErrorCategory::config, "--proto " + opts->proto + ": LL or Simple (LL128 needs shared memory)");
-      }
-    }
-    if (opts->channels > 0) base.min_channels = base.max_channels = opts->channels;
+    const PerfSpec spec = make_perf_spec(*opts);
+    const CommOptions base = make_comm_options(*opts);
 
     Config config = Config::from_env();
     if (opts->np <= 0) return run_rank(config, spec, base, *opts);
@@ -210,6 +212,97 @@ Runner add_perf_command(CLI::App& app) {
     }
     return worst;
   };
+}
+
+namespace {
+const std::map<std::string, Collective> kCollectives = {{"all_reduce", Collective::all_reduce},
+                                                        {"all_gather", Collective::all_gather},
+                                                        {"reduce_scatter", Collective::reduce_scatter},
+                                                        {"broadcast", Collective::broadcast},
+                                                        {"reduce", Collective::reduce},
+                                                        {"all_to_all", Collective::all_to_all},
+                                                        {"sendrecv", Collective::send_recv}};
+}  // namespace
+
+void add_perf_options(CLI::App* perf, PerfOptions& o) {
+  perf->add_option("collective", o.collective,
+                   "all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, sendrecv")
+      ->required()
+      ->check(CLI::IsMember(
+          {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "sendrecv"}));
+  perf->add_option("-b,--minbytes", o.min_bytes, "Smallest size (K, M, G suffixes)")->capture_default_str();
+  perf->add_option("-e,--maxbytes", o.max_bytes, "Largest size")->capture_default_str();
+  perf->add_option("-f,--stepfactor", o.step_factor, "Multiply the size by this each step")->capture_default_str();
+  perf->add_option("-i,--stepbytes", o.step_bytes, "Add this to the size each step (when -f is 1)")
+      ->capture_default_str();
+  perf->add_option("-n,--iters", o.iters, "Timed iterations")->capture_default_str();
+  perf->add_option("-w,--warmup_iters", o.warmup, "Warm-up iterations")->capture_default_str();
+  perf->add_option("-c,--check", o.check, "Check every element (#wrong)")->capture_default_str();
+  perf->add_option("-o,--op", o.op, "sum, prod, max, min, avg")->capture_default_str();
+  perf->add_option("-d,--datatype", o.type, "float, half, bfloat16, double, int8, ...")->capture_default_str();
+  perf->add_option("-r,--root", o.root, "Root of broadcast and reduce")->capture_default_str();
+  perf->add_option("-z,--blocking", o.blocking, "Wait for each collective before the next")->capture_default_str();
+  perf->add_option("--algo", o.algo, "Algorithm (ring)");
+  perf->add_option("--proto", o.proto, "Protocol: LL or Simple (default: by size, NCCL_PROTO)");
+  perf->add_option("--channels", o.channels, "Use exactly this many channels");
+}
+
+PerfSpec make_perf_spec(const PerfOptions& o) {
+  PerfSpec spec;
+  spec.collective = kCollectives.at(o.collective);
+  spec.min_bytes = parse_size(o.min_bytes);
+  spec.max_bytes = parse_size(o.max_bytes);
+  spec.step_bytes = parse_size(o.step_bytes);
+  spec.step_factor = o.step_factor;
+  spec.iters = o.iters;
+  spec.warmup = o.warmup;
+  spec.check = o.check != 0;
+  spec.root = o.root;
+  spec.blocking = o.blocking != 0;
+  const auto op = parse_red_op(o.op);
+  if (!op) throw Error(ErrorCategory::config, "-o " + o.op + ": expected sum, prod, max, min or avg");
+  spec.op = *op;
+  const auto type = parse_data_type(o.type);
+  if (!type) throw Error(ErrorCategory::config, "-d " + o.type + ": unknown data type");
+  spec.type = *type;
+  if (spec.min_bytes > spec.max_bytes) throw Error(ErrorCategory::config, "-b is larger than -e");
+  return spec;
+}
+
+CommOptions make_comm_options(const PerfOptions& o) {
+  CommOptions base;
+  if (!o.algo.empty() && o.algo != "ring" && o.algo != "Ring") {
+    throw Error(ErrorCategory::config, "--algo " + o.algo + ": only ring is available so far");
+  }
+  if (!o.proto.empty()) {
+    if (o.proto == "LL" || o.proto == "ll") {
+      base.protocol = Protocol::ll;
+    } else if (o.proto == "Simple" || o.proto == "simple") {
+      base.protocol = Protocol::simple;
+    } else {
+      throw Error(ErrorCategory::config, "--proto " + o.proto + ": LL or Simple (LL128 needs shared memory)");
+    }
+  }
+  if (o.channels > 0) base.min_channels = base.max_channels = o.channels;
+  return base;
+}
+
+nlohmann::json perf_spec_json(const PerfOptions& o) {
+  return {{"collective", o.collective},
+          {"min_bytes", o.min_bytes},
+          {"max_bytes", o.max_bytes},
+          {"step_factor", o.step_factor},
+          {"step_bytes", o.step_bytes},
+          {"iters", o.iters},
+          {"warmup", o.warmup},
+          {"check", o.check},
+          {"dtype", o.type},
+          {"op", o.op},
+          {"root", o.root},
+          {"blocking", o.blocking},
+          {"algo", o.algo},
+          {"proto", o.proto},
+          {"channels", o.channels}};
 }
 
 }  // namespace ringmaster::cli

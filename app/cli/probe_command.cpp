@@ -10,11 +10,14 @@
 #include <thread>
 
 #include "commands.h"
+#include "ringmaster/agent/telemetry.h"
 #include "ringmaster/bootstrap.h"
 #include "ringmaster/params.h"
 
 namespace ringmaster::cli {
 namespace {
+
+using agent::to_json;
 
 struct ProbeOptions {
   int np = 0;
@@ -24,34 +27,6 @@ struct ProbeOptions {
   std::optional<double> store_timeout, bootstrap_timeout;
   bool json = false;
 };
-
-nlohmann::json to_json(const StageEvent& e) {
-  return {{"type", "stage"},
-          {"rank", e.rank},
-          {"stage", name_of(e.stage)},
-          {"ok", e.ok},
-          {"begin_us", std::chrono::duration_cast<std::chrono::microseconds>(e.begin.time_since_epoch()).count()},
-          {"duration_ms", e.duration.count() / 1e6},
-          {"detail", e.detail}};
-}
-
-nlohmann::json to_json(const StageFailure& f) {
-  return {{"type", "failure"},
-          {"rank", f.rank},
-          {"stage", name_of(f.stage)},
-          {"category", name_of(f.category)},
-          {"peer_rank", f.peer_rank},
-          {"local", f.local_address},
-          {"remote", f.remote_address},
-          {"errno", f.errno_text},
-          {"elapsed_ms", f.elapsed.count()},
-          {"timeout_ms", f.timeout.count()},
-          {"joined", f.joined},
-          {"world_size", f.world_size},
-          {"missing", f.missing},
-          {"summary", f.summary},
-          {"hint", f.hint}};
-}
 
 void print_table(std::vector<StageEvent> events) {
   std::stable_sort(events.begin(), events.end(),

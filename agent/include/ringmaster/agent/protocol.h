@@ -1,0 +1,63 @@
+// The agent's control protocol, version 1 (docs/protocol.md).
+//
+// A frame is a u32 big-endian byte count followed by that many bytes of
+// JSON, at most 16 MiB. Every message is an object with `type` (string),
+// `id` (the sender's integer message number) and `v` (1). Replies name
+// the request they answer in `re`. This library is shared by the agent,
+// the console and `ringmaster-cli remote`; it has no Qt and no sockets.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ringmaster::agent {
+
+inline constexpr int kProtocolVersion = 1;
+inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
+inline constexpr std::uint16_t kDefaultPort = 29600;
+inline constexpr std::string_view kAgentVersion = "0.1.0";
+
+// The 4-byte header and the JSON text of `message`.
+std::string encode_frame(const nlohmann::json& message);
+
+// Splits a byte stream into messages. Throws Error(protocol) naming the
+// problem: a length over kMaxFrameBytes (as soon as the header is in),
+// or a body that is not JSON, or JSON that is not an object.
+class FrameDecoder {
+ public:
+  void feed(const char* data, std::size_t size);
+  std::optional<nlohmann::json> next();
+  // Bytes of an incomplete frame held back; non-zero at end of stream
+  // means the peer sent a truncated frame.
+  std::size_t pending() const noexcept { return buffer_.size() - offset_; }
+  // "got 5 of 120 bytes": what is missing when the stream ends now.
+  std::string truncation() const;
+
+ private:
+  std::string buffer_;
+  std::size_t offset_ = 0;
+};
+
+// The length announced by a 4-byte header.
+std::uint32_t frame_length(const unsigned char header[4]) noexcept;
+
+// What is wrong with a message a client sent, or nothing: the common
+// fields, a known type, and each field that type needs with its type.
+std::optional<std::string> check_client_message(const nlohmann::json& message);
+
+// HMAC-SHA256(key, message) as lowercase hex (OpenSSL).
+std::string hmac_sha256_hex(std::string_view key, std::string_view message);
+// 32 random bytes as hex, from OpenSSL's CSPRNG.
+std::string random_nonce();
+// Compares in time independent of where the strings differ.
+bool equal_constant_time(std::string_view a, std::string_view b) noexcept;
+
+// Reads a token file: its first line, surrounding whitespace removed.
+// Throws Error(config) naming the file when it is missing or empty.
+std::string read_token_file(const std::string& path);
+
+}  // namespace ringmaster::agent

@@ -1,0 +1,46 @@
+// ringmaster-agent's server: the control port, authentication, inventory,
+// runs of ranks as child processes, and the relay of their telemetry.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace ringmaster::agent {
+
+struct AgentOptions {
+  std::string listen = "127.0.0.1:29600";  // ADDR:PORT; port 0 picks a free one
+  std::string token;                       // empty: no authentication (loopback only)
+  std::string topology_file;               // declared topology; empty: hwloc discovery
+  std::string cli_path;                    // the ringmaster-cli that runs ranks
+  std::chrono::milliseconds heartbeat{1000};
+  std::chrono::milliseconds client_silence_limit{10000};
+  std::chrono::milliseconds cancel_grace{2000};  // SIGTERM, then SIGKILL after this
+};
+
+class AgentServer {
+ public:
+  // Binds the control port and reads the topology. Throws Error(config)
+  // for a non-loopback address without a token, a bad topology file or a
+  // missing ringmaster-cli; Error(network) when the port cannot be bound.
+  explicit AgentServer(AgentOptions options);
+  ~AgentServer();
+  AgentServer(const AgentServer&) = delete;
+  AgentServer& operator=(const AgentServer&) = delete;
+
+  std::uint16_t port() const noexcept;
+  // Serves until a client sends shutdown, stop() is called, or SIGTERM /
+  // SIGINT arrives (when handle_signals). Children still running are
+  // killed before it returns.
+  void run(bool handle_signals = false);
+  // From any thread.
+  void stop();
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ringmaster::agent

@@ -1,0 +1,274 @@
+// Frames, message checks and the HMAC handshake of control protocol v1.
+#include <fmt/format.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <fstream>
+#include <map>
+#include <vector>
+
+#include "ringmaster/agent/protocol.h"
+#include "ringmaster/status.h"
+
+namespace ringmaster::agent {
+
+using nlohmann::json;
+
+std::string encode_frame(const json& message) {
+  const std::string body = message.dump();
+  if (body.size() > kMaxFrameBytes) {
+    throw Error(ErrorCategory::protocol,
+                fmt::format("message of {} bytes is over the {} byte frame limit", body.size(), kMaxFrameBytes));
+  }
+  const auto n = static_cast<std::uint32_t>(body.size());
+  std::string frame;
+  frame.reserve(4 + body.size());
+  frame.push_back(static_cast<char>(n >> 24));
+  frame.push_back(static_cast<char>(n >> 16));
+  frame.push_back(static_cast<char>(n >> 8));
+  frame.push_back(static_cast<char>(n));
+  frame += body;
+  return frame;
+}
+
+std::uint32_t frame_length(const unsigned char h[4]) noexcept {
+  return (std::uint32_t{h[0]} << 24) | (std::uint32_t{h[1]} << 16) | (std::uint32_t{h[2]} << 8) | h[3];
+}
+
+void FrameDecoder::feed(const char* data, std::size_t size) {
+  if (offset_ > 0 && offset_ == buffer_.size()) {
+    buffer_.clear();
+    offset_ = 0;
+  }
+  buffer_.append(data, size);
+}
+
+std::optional<json> FrameDecoder::next() {
+  if (pending() < 4) return std::nullopt;
+  const auto* h = reinterpret_cast<const unsigned char*>(buffer_.data() + offset_);
+  const std::uint32_t n = frame_length(h);
+  if (n > kMaxFrameBytes) {
+    throw Error(ErrorCategory::protocol,
+                fmt::format("frame length {} is over the limit of {} bytes (16 MiB)", n, kMaxFrameBytes));
+  }
+  if (pending() < 4 + std::size_t{n}) return std::nullopt;
+  const std::string_view body(buffer_.data() + offset_ + 4, n);
+  offset_ += 4 + std::size_t{n};
+  if (offset_ > (1u << 20) && offset_ * 2 > buffer_.size()) {
+    buffer_.erase(0, offset_);
+    offset_ = 0;
+  }
+  json message = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (message.is_discarded()) {
+    throw Error(ErrorCategory::protocol, fmt::format("frame of {} bytes is not valid JSON", n));
+  }
+  if (!message.is_object()) {
+    throw Error(ErrorCategory::protocol, fmt::format("a message must be a JSON object, got {}", message.type_name()));
+  }
+  return message;
+}
+
+std::string FrameDecoder::truncation() const {
+  if (pending() < 4) return fmt::format("got {} of the 4 header bytes", pending());
+  const auto* h = reinterpret_cast<const unsigned char*>(buffer_.data() + offset_);
+  return fmt::format("got {} of {} bytes", pending() - 4, frame_length(h));
+}
+
+namespace {
+
+enum class Kind { string, integer, number, boolean, object, array, size };
+
+bool has_kind(const json& v, Kind k) {
+  switch (k) {
+    case Kind::string:
+      return v.is_string();
+    case Kind::integer:
+      return v.is_number_integer();
+    case Kind::number:
+      return v.is_number();
+    case Kind::boolean:
+      return v.is_boolean() || v.is_number_integer();
+    case Kind::object:
+      return v.is_object();
+    case Kind::array:
+      return v.is_array();
+    case Kind::size:
+      return v.is_string() || v.is_number_unsigned() || (v.is_number_integer() && v.get<long long>() >= 0);
+  }
+  return false;
+}
+
+std::string_view kind_name(Kind k) {
+  switch (k) {
+    case Kind::string:
+      return "a string";
+    case Kind::integer:
+      return "an integer";
+    case Kind::number:
+      return "a number";
+    case Kind::boolean:
+      return "a boolean";
+    case Kind::object:
+      return "an object";
+    case Kind::array:
+      return "an array";
+    case Kind::size:
+      return "a size (bytes, or a string such as \"64M\")";
+  }
+  return "?";
+}
+
+struct Field {
+  const char* name;
+  Kind kind;
+  bool required;
+};
+
+// The fields each client message carries besides type, id and v.
+const std::map<std::string, std::vector<Field>, std::less<>>& schema() {
+  static const std::map<std::string, std::vector<Field>, std::less<>> s = {
+      {"auth", {{"hmac", Kind::string, true}}},
+      {"inventory", {}},
+      {"run",
+       {{"run_id", Kind::string, true},
+        {"world_size", Kind::integer, true},
+        {"ranks", Kind::array, true},
+        {"master_addr", Kind::string, true},
+        {"master_port", Kind::integer, true},
+        {"perf", Kind::object, true},
+        {"env", Kind::object, false},
+        {"timeouts", Kind::object, false}}},
+      {"cancel", {{"run_id", Kind::string, true}}},
+      {"subscribe", {}},
+      {"unsubscribe", {}},
+      {"ping", {}},
+      {"shutdown", {}},
+  };
+  return s;
+}
+
+const std::vector<Field>& perf_schema() {
+  static const std::vector<Field> s = {
+      {"collective", Kind::string, true},   {"min_bytes", Kind::size, false},  {"max_bytes", Kind::size, false},
+      {"step_factor", Kind::number, false}, {"step_bytes", Kind::size, false}, {"iters", Kind::integer, false},
+      {"warmup", Kind::integer, false},     {"check", Kind::boolean, false},   {"dtype", Kind::string, false},
+      {"op", Kind::string, false},          {"root", Kind::integer, false},    {"blocking", Kind::boolean, false},
+      {"algo", Kind::string, false},        {"proto", Kind::string, false},    {"channels", Kind::integer, false},
+  };
+  return s;
+}
+
+std::optional<std::string> check_fields(const json& m, std::string_view where, const std::vector<Field>& fields) {
+  for (const auto& f : fields) {
+    const auto it = m.find(f.name);
+    if (it == m.end()) {
+      if (f.required) return fmt::format("{} is missing field '{}' ({})", where, f.name, kind_name(f.kind));
+      continue;
+    }
+    if (!has_kind(*it, f.kind)) {
+      return fmt::format("field '{}' of {} must be {}, got {}", f.name, where, kind_name(f.kind), it->type_name());
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> check_client_message(const json& m) {
+  if (!m.is_object()) return "a message must be a JSON object";
+  const auto type = m.find("type");
+  if (type == m.end() || !type->is_string()) return "message has no 'type' string";
+  const auto id = m.find("id");
+  if (id == m.end() || !id->is_number_integer()) {
+    return fmt::format("{} message has no integer 'id'", type->get<std::string>());
+  }
+  const auto v = m.find("v");
+  if (v == m.end() || !v->is_number_integer()) {
+    return fmt::format("{} message has no integer 'v' (protocol version)", type->get<std::string>());
+  }
+  if (v->get<long long>() != kProtocolVersion) {
+    return fmt::format("protocol version {} is not supported; this agent speaks version {}", v->get<long long>(),
+                       kProtocolVersion);
+  }
+  const std::string& name = type->get_ref<const std::string&>();
+  const auto& s = schema();
+  const auto entry = s.find(name);
+  if (entry == s.end()) {
+    std::string known;
+    for (const auto& [k, _] : s)
+      known += (known.empty() ? "" : ", ") + k;
+    return fmt::format("unknown message type '{}' (known: {})", name, known);
+  }
+  if (auto problem = check_fields(m, name, entry->second)) return problem;
+  if (name == "run") {
+    if (auto problem = check_fields(m["perf"], "run.perf", perf_schema())) return problem;
+    const auto world = m["world_size"].get<long long>();
+    if (world < 1) return fmt::format("run.world_size must be at least 1, got {}", world);
+    if (m["ranks"].empty()) return "run.ranks is empty: give the global ranks this agent runs";
+    for (const auto& r : m["ranks"]) {
+      if (!r.is_number_integer() || r.get<long long>() < 0 || r.get<long long>() >= world) {
+        return fmt::format("run.ranks holds {}, not a rank in [0, {})", r.dump(), world);
+      }
+    }
+    const auto port = m["master_port"].get<long long>();
+    if (port < 0 || port > 65535) return fmt::format("run.master_port {} is not a TCP port", port);
+    if (m["run_id"].get_ref<const std::string&>().empty()) return "run.run_id is empty";
+    if (m.contains("env")) {
+      for (const auto& [k, value] : m["env"].items()) {
+        if (!value.is_string()) return fmt::format("run.env.{} must be a string, got {}", k, value.type_name());
+      }
+    }
+    if (m.contains("timeouts")) {
+      for (const auto& [k, value] : m["timeouts"].items()) {
+        if (k != "store_s" && k != "bootstrap_s" && k != "coll_s") {
+          return fmt::format("run.timeouts.{} is not one of store_s, bootstrap_s, coll_s", k);
+        }
+        if (!value.is_number() || value.get<double>() <= 0) {
+          return fmt::format("run.timeouts.{} must be a positive number of seconds", k);
+        }
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::string hmac_sha256_hex(std::string_view key, std::string_view message) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+            reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &length)) {
+    throw Error(ErrorCategory::internal, "HMAC-SHA256 failed in OpenSSL");
+  }
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i)
+    hex += fmt::format("{:02x}", digest[i]);
+  return hex;
+}
+
+std::string random_nonce() {
+  unsigned char bytes[32];
+  if (RAND_bytes(bytes, sizeof(bytes)) != 1) throw Error(ErrorCategory::internal, "OpenSSL RAND_bytes failed");
+  std::string hex;
+  for (unsigned char b : bytes)
+    hex += fmt::format("{:02x}", b);
+  return hex;
+}
+
+bool equal_constant_time(std::string_view a, std::string_view b) noexcept {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::string read_token_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(ErrorCategory::config, fmt::format("token file {}: cannot open", path));
+  std::string token;
+  std::getline(in, token);
+  const auto first = token.find_first_not_of(" \t\r\n");
+  const auto last = token.find_last_not_of(" \t\r\n");
+  if (first == std::string::npos) throw Error(ErrorCategory::config, fmt::format("token file {} is empty", path));
+  return token.substr(first, last - first + 1);
+}
+
+}  // namespace ringmaster::agent

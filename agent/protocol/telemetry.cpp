@@ -1,0 +1,108 @@
+// JSON for rank telemetry, both ways.
+#include "ringmaster/agent/telemetry.h"
+
+namespace ringmaster::agent {
+
+using nlohmann::json;
+
+json to_json(const StageEvent& e) {
+  return {{"type", "stage"},
+          {"rank", e.rank},
+          {"stage", name_of(e.stage)},
+          {"ok", e.ok},
+          {"begin_us", std::chrono::duration_cast<std::chrono::microseconds>(e.begin.time_since_epoch()).count()},
+          {"duration_ms", e.duration.count() / 1e6},
+          {"detail", e.detail}};
+}
+
+json to_json(const StageFailure& f) {
+  return {{"type", "failure"},
+          {"rank", f.rank},
+          {"stage", name_of(f.stage)},
+          {"category", name_of(f.category)},
+          {"peer_rank", f.peer_rank},
+          {"local", f.local_address},
+          {"remote", f.remote_address},
+          {"errno", f.errno_text},
+          {"elapsed_ms", f.elapsed.count()},
+          {"timeout_ms", f.timeout.count()},
+          {"joined", f.joined},
+          {"world_size", f.world_size},
+          {"missing", f.missing},
+          {"summary", f.summary},
+          {"hint", f.hint}};
+}
+
+json to_json(const PerfSpec& spec, const PerfRow& row) {
+  auto part = [](const PerfResult& r) {
+    return json{{"time_us", r.time_us}, {"algbw", r.algbw}, {"busbw", r.busbw}, {"wrong", r.wrong}};
+  };
+  json j = {{"type", "result"},
+            {"collective", name_of(spec.collective)},
+            {"bytes", row.bytes},
+            {"count", row.count},
+            {"dtype", name_of(spec.type)},
+            {"redop", name_of(spec.op)},
+            {"root", spec.root},
+            {"out_of_place", part(row.out_of_place)}};
+  if (row.has_in_place) j["in_place"] = part(row.in_place);
+  return j;
+}
+
+json to_json(const CollectiveRecord& r) {
+  return {{"type", "decision"},
+          {"collective", name_of(r.collective)},
+          {"bytes", r.bytes},
+          {"algorithm", "ring"},
+          {"protocol", name_of(r.protocol)},
+          {"nchannels", r.nchannels},
+          {"time_us", std::chrono::duration<double, std::micro>(r.time).count()}};
+}
+
+std::optional<Stage> parse_stage(std::string_view name) {
+  for (int s = 0; s <= static_cast<int>(Stage::ready); ++s) {
+    if (name_of(static_cast<Stage>(s)) == name) return static_cast<Stage>(s);
+  }
+  return std::nullopt;
+}
+
+std::optional<StageEvent> stage_event_from_json(const json& j) {
+  try {
+    const auto stage = parse_stage(j.at("stage").get<std::string>());
+    if (!stage) return std::nullopt;
+    StageEvent e;
+    e.stage = *stage;
+    e.rank = j.at("rank").get<int>();
+    e.ok = j.at("ok").get<bool>();
+    e.begin = std::chrono::system_clock::time_point(std::chrono::microseconds(j.at("begin_us").get<long long>()));
+    e.duration = std::chrono::nanoseconds(static_cast<long long>(j.at("duration_ms").get<double>() * 1e6));
+    e.detail = j.at("detail").get<std::string>();
+    return e;
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<PerfRow> perf_row_from_json(const json& j) {
+  try {
+    auto part = [](const json& p) {
+      PerfResult r;
+      r.time_us = p.at("time_us").get<double>();
+      r.algbw = p.at("algbw").get<double>();
+      r.busbw = p.at("busbw").get<double>();
+      r.wrong = p.at("wrong").get<long>();
+      return r;
+    };
+    PerfRow row;
+    row.bytes = j.at("bytes").get<std::size_t>();
+    row.count = j.at("count").get<std::size_t>();
+    row.out_of_place = part(j.at("out_of_place"));
+    row.has_in_place = j.contains("in_place");
+    if (row.has_in_place) row.in_place = part(j.at("in_place"));
+    return row;
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace ringmaster::agent

@@ -1,0 +1,368 @@
+// Child processes for ranks: spawn with torchrun's environment, read their
+// JSON lines and stderr without blocking the agent, reap them on SIGCHLD,
+// and say how each one ended.
+#include "runs.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/streambuf.hpp>
+#include <cmath>
+#include <vector>
+
+#include "ringmaster/status.h"
+
+extern char** environ;
+
+namespace ringmaster::agent {
+
+namespace asio = boost::asio;
+using nlohmann::json;
+
+struct RunManager::Child {
+  int rank = 0;
+  int local_rank = 0;
+  pid_t pid = -1;
+  std::unique_ptr<asio::posix::stream_descriptor> out, err;
+  asio::streambuf out_buffer;
+  std::string err_tail;
+  bool out_done = false, err_done = false, exited = false, reported = false;
+  int status = 0;
+  std::weak_ptr<Run> run;
+};
+
+struct RunManager::Run {
+  std::string id;
+  std::vector<std::unique_ptr<Child>> children;
+  std::unique_ptr<asio::steady_timer> kill_timer;
+  bool cancelled = false;
+  bool any_failed = false;
+};
+
+struct RunManager::Signals {
+  explicit Signals(asio::io_context& io) : set(io, SIGCHLD) {}
+  asio::signal_set set;
+};
+
+namespace {
+
+constexpr std::size_t kStderrTail = 4096;
+
+std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
+}
+
+std::string size_arg(const json& v) {
+  return v.is_string() ? v.get<std::string>() : std::to_string(v.get<long long>());
+}
+
+std::uint16_t pick_free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof(a);
+  const bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  if (fd >= 0) ::close(fd);
+  if (!ok) throw Error(ErrorCategory::network, "cannot find a free port for the store");
+  return ntohs(a.sin_port);
+}
+
+// ringmaster-cli perf's arguments for the run's perf spec.
+std::vector<std::string> perf_argv(const std::string& cli, const json& perf) {
+  std::vector<std::string> argv = {cli, "perf", perf["collective"].get<std::string>(), "--events"};
+  auto add = [&](const char* flag, const char* key, auto&& convert) {
+    if (perf.contains(key)) {
+      argv.push_back(flag);
+      argv.push_back(convert(perf[key]));
+    }
+  };
+  auto str = [](const json& v) { return v.get<std::string>(); };
+  auto num = [](const json& v) { return v.dump(); };
+  auto flag01 = [](const json& v) { return std::string(v.is_boolean() ? (v.get<bool>() ? "1" : "0") : v.dump()); };
+  add("-b", "min_bytes", size_arg);
+  add("-e", "max_bytes", size_arg);
+  add("-f", "step_factor", num);
+  add("-i", "step_bytes", size_arg);
+  add("-n", "iters", num);
+  add("-w", "warmup", num);
+  add("-c", "check", flag01);
+  add("-d", "dtype", str);
+  add("-o", "op", str);
+  add("-r", "root", num);
+  add("-z", "blocking", flag01);
+  if (perf.contains("algo") && !perf["algo"].get<std::string>().empty()) add("--algo", "algo", str);
+  if (perf.contains("proto") && !perf["proto"].get<std::string>().empty()) add("--proto", "proto", str);
+  if (perf.contains("channels") && perf["channels"].get<long long>() > 0) add("--channels", "channels", num);
+  return argv;
+}
+
+}  // namespace
+
+RunManager::RunManager(asio::io_context& io, const AgentOptions& options, std::function<void(json)> emit)
+    : io_(io), options_(options), emit_(std::move(emit)), signals_(std::make_unique<Signals>(io)) {
+  watch_children();
+}
+
+RunManager::~RunManager() {
+  kill_all();
+}
+
+void RunManager::watch_children() {
+  signals_->set.async_wait([this](boost::system::error_code ec, int) {
+    if (ec) return;
+    reap();
+    watch_children();
+  });
+}
+
+void RunManager::reap() {
+  // Only our own children, one by one: a process embedding the agent may
+  // have other children whose status is not ours to take.
+  std::vector<std::pair<Child*, std::shared_ptr<Run>>> ended;
+  for (auto& [id, run] : runs_) {
+    for (auto& child : run->children) {
+      if (child->exited) continue;
+      int status = 0;
+      if (::waitpid(child->pid, &status, WNOHANG) == child->pid) {
+        child->exited = true;
+        child->status = status;
+        ended.emplace_back(child.get(), run);  // the run keeps the child alive
+      }
+    }
+  }
+  for (auto& [child, run] : ended)
+    finish_if_done(*child);
+}
+
+void RunManager::finish_if_done(Child& child) {
+  if (child.reported || !child.exited || !child.out_done || !child.err_done) return;
+  child.reported = true;
+  auto run = child.run.lock();
+  if (!run) return;
+  const int status = child.status;
+  json event;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    event = {{"type", "rank_exit"}, {"exit_code", 0}};
+  } else {
+    run->any_failed = true;
+    event = {{"type", "rank_failed"}, {"pid", child.pid}, {"stderr_tail", child.err_tail}};
+    if (WIFEXITED(status)) {
+      event["exit_code"] = WEXITSTATUS(status);
+      event["summary"] = fmt::format("rank {} exited with status {}", child.rank, WEXITSTATUS(status));
+    } else if (WIFSIGNALED(status)) {
+      event["signal"] = WTERMSIG(status);
+      event["signal_name"] = signal_name(WTERMSIG(status));
+      event["summary"] = fmt::format("rank {} was killed by {}", child.rank, signal_name(WTERMSIG(status)));
+    }
+  }
+  emit_(json{{"run_id", run->id}, {"rank", child.rank}, {"event", std::move(event)}});
+  for (const auto& c : run->children) {
+    if (!c->reported) return;
+  }
+  if (run->any_failed) ++failed_;
+  emit_(json{{"run_id", run->id},
+             {"rank", -1},
+             {"event", {{"type", "run_done"}, {"ok", !run->any_failed}, {"cancelled", run->cancelled}}}});
+  if (run->kill_timer) run->kill_timer->cancel();
+  runs_.erase(run->id);
+}
+
+json RunManager::start(const json& m) {
+  const std::string id = m["run_id"].get<std::string>();
+  if (runs_.count(id)) throw Error(ErrorCategory::config, fmt::format("run {} is already running here", id));
+  if (access(options_.cli_path.c_str(), X_OK) != 0) {
+    throw Error(ErrorCategory::config,
+                fmt::format("cannot run ranks: {} is not executable ({})", options_.cli_path, strerror(errno)));
+  }
+  const auto ranks = m["ranks"].get<std::vector<int>>();
+  int port = m["master_port"].get<int>();
+  const bool has_rank0 = std::find(ranks.begin(), ranks.end(), 0) != ranks.end();
+  if (port == 0) {
+    if (!has_rank0) {
+      throw Error(ErrorCategory::config,
+                  "master_port 0 (choose one) needs rank 0 on this agent, which hosts the store");
+    }
+    port = pick_free_port();
+  }
+  const auto argv_strings = perf_argv(options_.cli_path, m["perf"]);
+
+  auto run = std::make_shared<Run>();
+  run->id = id;
+  json pids = json::array();
+  for (std::size_t local = 0; local < ranks.size(); ++local) {
+    std::map<std::string, std::string> env;
+    for (char** e = environ; *e; ++e) {
+      const std::string entry(*e);
+      const auto eq = entry.find('=');
+      if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
+    }
+    env["RANK"] = std::to_string(ranks[local]);
+    env["WORLD_SIZE"] = std::to_string(m["world_size"].get<int>());
+    env["LOCAL_RANK"] = std::to_string(local);
+    env["LOCAL_WORLD_SIZE"] = std::to_string(ranks.size());
+    env["MASTER_ADDR"] = m["master_addr"].get<std::string>();
+    env["MASTER_PORT"] = std::to_string(port);
+    env["RINGMASTER_RUN_ID"] = id;
+    if (m.contains("timeouts")) {
+      const auto& t = m["timeouts"];
+      auto seconds = [](const json& v) { return std::to_string(static_cast<long long>(std::ceil(v.get<double>()))); };
+      if (t.contains("store_s")) env["RINGMASTER_STORE_TIMEOUT"] = seconds(t["store_s"]);
+      if (t.contains("bootstrap_s")) env["RINGMASTER_BOOTSTRAP_TIMEOUT"] = seconds(t["bootstrap_s"]);
+      if (t.contains("coll_s")) env["RINGMASTER_COLL_TIMEOUT"] = seconds(t["coll_s"]);
+    }
+    if (m.contains("env")) {
+      for (const auto& [k, v] : m["env"].items())
+        env[k] = v.get<std::string>();
+    }
+    std::vector<std::string> env_strings;
+    for (const auto& [k, v] : env)
+      env_strings.push_back(k + "=" + v);
+    std::vector<char*> envp, args;
+    for (auto& s : env_strings)
+      envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> argv_copy = argv_strings;
+    for (auto& s : argv_copy)
+      args.push_back(s.data());
+    args.push_back(nullptr);
+
+    int out_pipe[2], err_pipe[2];
+    if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
+      throw Error(ErrorCategory::internal, fmt::format("pipe: {}", strerror(errno)));
+    }
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+    auto child = std::make_unique<Child>();
+    child->rank = ranks[local];
+    child->local_rank = static_cast<int>(local);
+    child->run = run;
+    const int rc = posix_spawn(&child->pid, args[0], &actions, nullptr, args.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(out_pipe[1]);
+    ::close(err_pipe[1]);
+    if (rc != 0) {
+      ::close(out_pipe[0]);
+      ::close(err_pipe[0]);
+      for (auto& c : run->children)
+        ::kill(c->pid, SIGKILL);
+      throw Error(ErrorCategory::config, fmt::format("cannot start {}: {}", options_.cli_path, strerror(rc)));
+    }
+    child->out = std::make_unique<asio::posix::stream_descriptor>(io_, out_pipe[0]);
+    child->err = std::make_unique<asio::posix::stream_descriptor>(io_, err_pipe[0]);
+    pids.push_back({{"rank", child->rank}, {"pid", child->pid}});
+    run->children.push_back(std::move(child));
+  }
+  runs_[id] = run;
+  ++started_;
+
+  for (auto& owned : run->children) {
+    Child* child = owned.get();
+    // stdout: one JSON object per line, relayed as an event.
+    auto read_line = std::make_shared<std::function<void()>>();
+    *read_line = [this, child, run, read_line] {
+      asio::async_read_until(*child->out, child->out_buffer, '\n',
+                             [this, child, run, read_line](boost::system::error_code ec, std::size_t n) {
+                               if (ec) {
+                                 child->out_done = true;
+                                 *read_line = nullptr;  // ends the handler's self-reference
+                                 finish_if_done(*child);
+                                 return;
+                               }
+                               std::string line(
+                                   asio::buffers_begin(child->out_buffer.data()),
+                                   asio::buffers_begin(child->out_buffer.data()) + static_cast<std::ptrdiff_t>(n) - 1);
+                               child->out_buffer.consume(n);
+                               json event = json::parse(line, nullptr, false);
+                               if (event.is_discarded() || !event.is_object()) {
+                                 event = {{"type", "output"}, {"text", line}};
+                               }
+                               emit_(json{{"run_id", run->id}, {"rank", child->rank}, {"event", std::move(event)}});
+                               (*read_line)();
+                             });
+    };
+    (*read_line)();
+    // stderr: keep the tail for rank_failed.
+    auto buffer = std::make_shared<std::array<char, 4096>>();
+    auto read_err = std::make_shared<std::function<void()>>();
+    *read_err = [this, child, buffer, read_err] {
+      child->err->async_read_some(asio::buffer(*buffer),
+                                  [this, child, buffer, read_err](boost::system::error_code ec, std::size_t n) {
+                                    if (ec) {
+                                      child->err_done = true;
+                                      *read_err = nullptr;  // ends the handler's self-reference
+                                      finish_if_done(*child);
+                                      return;
+                                    }
+                                    child->err_tail.append(buffer->data(), n);
+                                    if (child->err_tail.size() > kStderrTail)
+                                      child->err_tail.erase(0, child->err_tail.size() - kStderrTail);
+                                    (*read_err)();
+                                  });
+    };
+    (*read_err)();
+  }
+  // A child may have exited before the handler was armed.
+  reap();
+  return json{{"run_id", id}, {"master_port", port}, {"ranks", pids}};
+}
+
+void RunManager::cancel(const std::string& run_id) {
+  auto it = runs_.find(run_id);
+  if (it == runs_.end()) throw Error(ErrorCategory::config, fmt::format("no run {} on this agent", run_id));
+  auto run = it->second;
+  run->cancelled = true;
+  for (auto& c : run->children) {
+    if (!c->exited) ::kill(c->pid, SIGTERM);
+  }
+  run->kill_timer = std::make_unique<asio::steady_timer>(io_, options_.cancel_grace);
+  run->kill_timer->async_wait([weak = std::weak_ptr<Run>(run)](boost::system::error_code ec) {
+    auto r = weak.lock();
+    if (ec || !r) return;
+    for (auto& c : r->children) {
+      if (!c->exited) ::kill(c->pid, SIGKILL);
+    }
+  });
+}
+
+void RunManager::kill_all() {
+  for (auto& [id, run] : runs_) {
+    for (auto& c : run->children) {
+      if (!c->exited && c->pid > 0) {
+        ::kill(c->pid, SIGKILL);
+        int status = 0;
+        ::waitpid(c->pid, &status, 0);
+        c->exited = true;
+      }
+    }
+  }
+}
+
+json RunManager::active() const {
+  json out = json::array();
+  for (const auto& [id, run] : runs_) {
+    json ranks = json::array();
+    for (const auto& c : run->children)
+      ranks.push_back({{"rank", c->rank}, {"pid", c->pid}, {"exited", c->exited}});
+    out.push_back({{"run_id", id}, {"ranks", ranks}, {"cancelled", run->cancelled}});
+  }
+  return out;
+}
+
+}  // namespace ringmaster::agent

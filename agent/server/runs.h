@@ -1,0 +1,56 @@
+// The ranks of runs, as child processes of ringmaster-cli perf with
+// torchrun's environment; their JSON lines become events for clients.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "ringmaster/agent/server.h"
+
+namespace ringmaster::agent {
+
+class RunManager {
+ public:
+  // `emit` receives every event, already tagged with run_id and rank.
+  RunManager(boost::asio::io_context& io, const AgentOptions& options, std::function<void(nlohmann::json)> emit);
+  ~RunManager();
+
+  // Starts this agent's ranks of a run (a checked `run` message). Returns
+  // the reply's fields: run_id, ranks with their pids, master_port (chosen
+  // here when the message says 0). Throws Error(config) when the run id is
+  // in use, master_port 0 without rank 0 here, or a child cannot start.
+  nlohmann::json start(const nlohmann::json& run);
+  // SIGTERM to every rank of the run, SIGKILL after the grace period.
+  // Throws Error(config) for an unknown run.
+  void cancel(const std::string& run_id);
+  // Kills every child now (agent shutdown).
+  void kill_all();
+  // Runs in progress, for inventory.
+  nlohmann::json active() const;
+  std::uint64_t runs_started() const noexcept { return started_; }
+  std::uint64_t runs_failed() const noexcept { return failed_; }
+
+  struct Child;
+  struct Run;
+
+ private:
+  void watch_children();
+  void reap();
+  void finish_if_done(Child& child);
+
+  boost::asio::io_context& io_;
+  const AgentOptions& options_;
+  std::function<void(nlohmann::json)> emit_;
+  std::map<std::string, std::shared_ptr<Run>> runs_;
+  struct Signals;
+  std::unique_ptr<Signals> signals_;
+  std::uint64_t started_ = 0;
+  std::uint64_t failed_ = 0;
+};
+
+}  // namespace ringmaster::agent

@@ -1,0 +1,419 @@
+// AgentServer: one Asio thread; a coroutine per client session; a
+// heartbeat timer; RunManager for the ranks.
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+#include <cstdio>
+#include <deque>
+#include <set>
+
+#include "ringmaster/agent/protocol.h"
+#include "ringmaster/agent/server.h"
+#include "ringmaster/status.h"
+#include "ringmaster/topology.h"
+#include "runs.h"
+
+namespace ringmaster::agent {
+
+namespace asio = boost::asio;
+using asio::awaitable;
+using asio::use_awaitable;
+using asio::ip::tcp;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// The agent's own lines, on stderr: the daemon's log.
+template <class... Args>
+void agent_log(fmt::format_string<Args...> format, Args&&... args) {
+  std::fprintf(stderr, "ringmaster-agent: %s\n", fmt::format(format, std::forward<Args>(args)...).c_str());
+}
+
+long long now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
+}
+long long wall_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+json interfaces() {
+  json out = json::array();
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return out;
+  for (ifaddrs* a = list; a; a = a->ifa_next) {
+    if (!a->ifa_addr || (a->ifa_addr->sa_family != AF_INET && a->ifa_addr->sa_family != AF_INET6)) continue;
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* raw = a->ifa_addr->sa_family == AF_INET
+                          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr)
+                          : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr);
+    ::inet_ntop(a->ifa_addr->sa_family, raw, text, sizeof(text));
+    out.push_back({{"name", a->ifa_name},
+                   {"family", a->ifa_addr->sa_family == AF_INET ? "inet" : "inet6"},
+                   {"address", text},
+                   {"up", (a->ifa_flags & IFF_UP) != 0},
+                   {"loopback", (a->ifa_flags & IFF_LOOPBACK) != 0}});
+  }
+  ::freeifaddrs(list);
+  return out;
+}
+
+std::pair<std::string, std::uint16_t> split_listen(const std::string& listen) {
+  const auto colon = listen.rfind(':');
+  if (colon == std::string::npos) {
+    throw Error(ErrorCategory::config, fmt::format("--listen {}: expected ADDR:PORT", listen));
+  }
+  std::string host = listen.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  const int port = std::atoi(listen.c_str() + colon + 1);
+  if (port < 0 || port > 65535 || listen.substr(colon + 1).empty()) {
+    throw Error(ErrorCategory::config, fmt::format("--listen {}: bad port", listen));
+  }
+  return {host, static_cast<std::uint16_t>(port)};
+}
+
+}  // namespace
+
+class Session;
+
+struct AgentServer::Impl {
+  AgentOptions options;
+  asio::io_context io;
+  tcp::acceptor acceptor{io};
+  asio::steady_timer heartbeat{io};
+  std::set<std::shared_ptr<Session>> sessions;
+  std::unique_ptr<RunManager> runs;
+  json topology;
+  std::string topology_summary;
+  std::string hostname;
+  Clock::time_point started = Clock::now();
+
+  json inventory() const;
+  void broadcast(const json& event);
+  awaitable<void> accept_loop();
+  awaitable<void> heartbeat_loop();
+  void shutdown();
+};
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, AgentServer::Impl& server) : socket_(std::move(socket)), server_(server) {
+    boost::system::error_code ec;
+    const auto remote = socket_.remote_endpoint(ec);
+    peer_ = ec ? std::string("?") : fmt::format("{}:{}", remote.address().to_string(), remote.port());
+    socket_.set_option(tcp::no_delay(true), ec);
+    authed_ = server_.options.token.empty();
+    last_heard_us_ = now_us();
+  }
+
+  awaitable<void> run(std::shared_ptr<Session> self) {
+    nonce_ = random_nonce();
+    send({{"type", "hello"},
+          {"agent", "ringmaster-agent"},
+          {"version", kAgentVersion},
+          {"protocol", kProtocolVersion},
+          {"host", server_.hostname},
+          {"nonce", nonce_},
+          {"auth", server_.options.token.empty() ? "none" : "hmac-sha256"}});
+    FrameDecoder decoder;
+    std::array<char, 64 * 1024> buffer;
+    try {
+      for (;;) {
+        boost::system::error_code ec;
+        const std::size_t n =
+            co_await socket_.async_read_some(asio::buffer(buffer), asio::redirect_error(use_awaitable, ec));
+        if (ec) {
+          if (decoder.pending() > 0 && socket_.is_open()) {
+            fatal(std::nullopt, "truncated frame: the connection ended after " + decoder.truncation());
+          }
+          break;
+        }
+        last_heard_us_ = now_us();
+        decoder.feed(buffer.data(), n);
+        while (auto message = decoder.next()) {
+          handle(std::move(*message));
+          if (closing_) break;
+        }
+        if (closing_) break;
+      }
+    } catch (const Error& e) {
+      fatal(std::nullopt, e.status().message());
+    }
+    close_after_writes();
+    server_.sessions.erase(self);
+  }
+
+  void send(json message) {
+    message["id"] = next_id_++;
+    message["v"] = kProtocolVersion;
+    writes_.push_back(encode_frame(message));
+    if (!writing_) write_next();
+  }
+
+  bool subscribed() const noexcept { return authed_ && subscribed_; }
+  bool authed() const noexcept { return authed_; }
+  long long last_heard_us() const noexcept { return last_heard_us_; }
+  const std::string& peer() const noexcept { return peer_; }
+
+  void drop(const std::string& why) {
+    agent_log("closing {}: {}", peer_, why);
+    boost::system::error_code ec;
+    socket_.shutdown(tcp::socket::shutdown_both, ec);
+    socket_.close(ec);
+  }
+
+ private:
+  void reply(const json& request, json fields = json::object()) {
+    fields["type"] = "reply";
+    fields["re"] = request["id"];
+    fields["ok"] = true;
+    send(std::move(fields));
+  }
+
+  void refuse(const json& request, const std::string& message) {
+    send({{"type", "error"}, {"re", request["id"]}, {"message", message}, {"fatal", false}});
+  }
+
+  // A broken rule: say what, then close this connection only.
+  void fatal(const std::optional<json>& re, const std::string& message) {
+    agent_log("client {} broke the protocol: {}", peer_, message);
+    json error = {{"type", "error"}, {"message", message}, {"fatal", true}};
+    error["re"] = re ? *re : json(nullptr);
+    send(std::move(error));
+    closing_ = true;
+  }
+
+  void handle(json m) {
+    const std::optional<json> re =
+        m.contains("id") && m["id"].is_number_integer() ? std::optional<json>(m["id"]) : std::nullopt;
+    if (auto problem = check_client_message(m)) {
+      fatal(re, *problem);
+      return;
+    }
+    const std::string type = m["type"].get<std::string>();
+    if (type == "auth") {
+      if (server_.options.token.empty()) {
+        reply(m, {{"message", "this agent needs no token"}});
+      } else if (equal_constant_time(m["hmac"].get<std::string>(), hmac_sha256_hex(server_.options.token, nonce_))) {
+        authed_ = true;
+        reply(m);
+      } else {
+        fatal(re, "authentication failed: wrong HMAC-SHA256 of the nonce for this agent's token");
+      }
+      return;
+    }
+    if (!authed_) {
+      refuse(m, fmt::format("{} refused: not authenticated; answer hello with auth {{hmac: HMAC-SHA256(token, nonce)}}",
+                            type));
+      return;
+    }
+    try {
+      if (type == "ping") {
+        json fields = {{"time_us", wall_us()}};
+        if (m.contains("ping_us")) fields["ping_us"] = m["ping_us"];
+        reply(m, std::move(fields));
+      } else if (type == "inventory") {
+        reply(m, server_.inventory());
+      } else if (type == "subscribe") {
+        subscribed_ = true;
+        reply(m);
+      } else if (type == "unsubscribe") {
+        subscribed_ = false;
+        reply(m);
+      } else if (type == "run") {
+        reply(m, server_.runs->start(m));
+      } else if (type == "cancel") {
+        server_.runs->cancel(m["run_id"].get<std::string>());
+        reply(m);
+      } else if (type == "shutdown") {
+        reply(m);
+        asio::post(server_.io, [&server = server_] { server.shutdown(); });
+      }
+    } catch (const Error& e) {
+      refuse(m, e.status().message());
+    }
+  }
+
+  void write_next() {
+    if (writes_.empty() || !socket_.is_open()) {
+      writing_ = false;
+      if (closing_ && writes_.empty()) drop("after an error");
+      return;
+    }
+    writing_ = true;
+    asio::async_write(socket_, asio::buffer(writes_.front()),
+                      [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
+                        self->writes_.pop_front();
+                        if (ec) {
+                          self->writes_.clear();
+                          self->writing_ = false;
+                          return;
+                        }
+                        self->write_next();
+                      });
+  }
+
+  void close_after_writes() {
+    if (!writing_) {
+      boost::system::error_code ec;
+      socket_.shutdown(tcp::socket::shutdown_both, ec);
+      socket_.close(ec);
+    } else {
+      closing_ = true;  // write_next closes once the error is out
+    }
+  }
+
+  tcp::socket socket_;
+  AgentServer::Impl& server_;
+  std::string peer_;
+  std::string nonce_;
+  bool authed_ = false;
+  bool subscribed_ = false;
+  bool closing_ = false;
+  bool writing_ = false;
+  std::deque<std::string> writes_;
+  long long next_id_ = 1;
+  long long last_heard_us_ = 0;
+};
+
+json AgentServer::Impl::inventory() const {
+  return {{"hostname", hostname},
+          {"agent_version", kAgentVersion},
+          {"protocol", kProtocolVersion},
+          {"topology", topology},
+          {"topology_summary", topology_summary},
+          {"interfaces", interfaces()},
+          {"transports", json::array({"socket"})},
+          {"clock_us", wall_us()},
+          {"uptime_s", std::chrono::duration<double>(Clock::now() - started).count()},
+          {"runs", runs->active()},
+          {"runs_started", runs->runs_started()},
+          {"runs_failed", runs->runs_failed()},
+          {"faults", json::array()},
+          {"pid", ::getpid()}};
+}
+
+void AgentServer::Impl::broadcast(const json& event) {
+  json message = event;
+  message["type"] = "event";
+  for (const auto& s : sessions) {
+    if (s->subscribed()) s->send(message);
+  }
+}
+
+awaitable<void> AgentServer::Impl::accept_loop() {
+  for (;;) {
+    boost::system::error_code ec;
+    tcp::socket socket = co_await acceptor.async_accept(asio::redirect_error(use_awaitable, ec));
+    if (ec) {
+      if (!acceptor.is_open()) co_return;
+      continue;
+    }
+    auto session = std::make_shared<Session>(std::move(socket), *this);
+    sessions.insert(session);
+    asio::co_spawn(io, session->run(session), asio::detached);
+  }
+}
+
+awaitable<void> AgentServer::Impl::heartbeat_loop() {
+  for (;;) {
+    heartbeat.expires_after(options.heartbeat);
+    boost::system::error_code ec;
+    co_await heartbeat.async_wait(asio::redirect_error(use_awaitable, ec));
+    if (ec) co_return;
+    const long long now = now_us();
+    for (const auto& s : std::set<std::shared_ptr<Session>>(sessions)) {
+      if (now - s->last_heard_us() > options.client_silence_limit.count() * 1000) {
+        s->drop(fmt::format("silent for {} ms", options.client_silence_limit.count()));
+        continue;
+      }
+      if (s->authed()) s->send({{"type", "heartbeat"}, {"time_us", wall_us()}});
+    }
+  }
+}
+
+void AgentServer::Impl::shutdown() {
+  boost::system::error_code ec;
+  acceptor.close(ec);
+  heartbeat.cancel();
+  runs->kill_all();
+  for (const auto& s : std::set<std::shared_ptr<Session>>(sessions))
+    s->drop("agent shutting down");
+  io.stop();
+}
+
+AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>()) {
+  auto& s = *impl_;
+  s.options = std::move(options);
+  const auto [host, port] = split_listen(s.options.listen);
+  boost::system::error_code ec;
+  const auto address = asio::ip::make_address(host, ec);
+  if (ec)
+    throw Error(ErrorCategory::config, fmt::format("--listen {}: {} is not an IP address", s.options.listen, host));
+  if (!address.is_loopback() && s.options.token.empty()) {
+    throw Error(ErrorCategory::config,
+                fmt::format("--listen {}: listening beyond loopback requires --token-file", s.options.listen));
+  }
+  const tcp::endpoint endpoint(address, port);
+  s.acceptor.open(endpoint.protocol(), ec);
+  if (!ec) s.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) s.acceptor.bind(endpoint, ec);
+  if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) throw Error(ErrorCategory::network, fmt::format("cannot listen on {}: {}", s.options.listen, ec.message()));
+
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  s.hostname = name;
+  const auto topo =
+      s.options.topology_file.empty() ? topo::Topology::discover() : topo::Topology::load_file(s.options.topology_file);
+  s.topology = json::parse(topo.to_json());
+  s.topology_summary = topo.summary();
+  s.runs = std::make_unique<RunManager>(s.io, s.options, [&s](json event) { s.broadcast(event); });
+}
+
+AgentServer::~AgentServer() = default;
+
+std::uint16_t AgentServer::port() const noexcept {
+  return impl_->acceptor.local_endpoint().port();
+}
+
+void AgentServer::run(bool handle_signals) {
+  auto& s = *impl_;
+  asio::signal_set signals(s.io);
+  if (handle_signals) {
+    signals.add(SIGTERM);
+    signals.add(SIGINT);
+    signals.async_wait([&s](boost::system::error_code ec, int) {
+      if (!ec) s.shutdown();
+    });
+  }
+  asio::co_spawn(s.io, s.accept_loop(), asio::detached);
+  asio::co_spawn(s.io, s.heartbeat_loop(), asio::detached);
+  s.io.run();
+  s.runs->kill_all();
+}
+
+void AgentServer::stop() {
+  asio::post(impl_->io, [impl = impl_.get()] { impl->shutdown(); });
+}
+
+}  // namespace ringmaster::agent

@@ -1,0 +1,44 @@
+// ringmaster-agent: the daemon on every node. Serves the control protocol
+// (docs/protocol.md) and runs ranks as child processes.
+#include <unistd.h>
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "ringmaster/agent/protocol.h"
+#include "ringmaster/agent/server.h"
+#include "ringmaster/status.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"ringmaster-agent: runs Ringmaster ranks on this node for the console and ringmaster-cli remote"};
+  ringmaster::agent::AgentOptions options;
+  std::string token_file;
+  bool print_port = false;
+  app.add_option("--listen", options.listen, "ADDR:PORT to serve (port 0: any free port)")->capture_default_str();
+  app.add_option("--token-file", token_file, "File whose first line is the shared token (required beyond loopback)");
+  app.add_option("--topology-file", options.topology_file,
+                 "NCCL or hwloc XML to report instead of discovering this machine (shown as declared)");
+  app.add_option("--cli", options.cli_path, "ringmaster-cli that runs ranks (default: next to this binary)");
+  app.add_flag("--print-port", print_port, "Print the bound port on stdout once listening");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (!token_file.empty()) options.token = ringmaster::agent::read_token_file(token_file);
+    if (options.cli_path.empty()) {
+      options.cli_path = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "ringmaster-cli").string();
+    }
+    ringmaster::agent::AgentServer server(options);
+    if (print_port) {
+      std::printf("%u\n", static_cast<unsigned>(server.port()));
+      std::fflush(stdout);
+    }
+    std::fprintf(stderr, "ringmaster-agent %s listening on port %u (pid %d)\n",
+                 std::string(ringmaster::agent::kAgentVersion).c_str(), static_cast<unsigned>(server.port()),
+                 static_cast<int>(::getpid()));
+    server.run(/*handle_signals=*/true);
+  } catch (const ringmaster::Error& e) {
+    std::fprintf(stderr, "ringmaster-agent: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

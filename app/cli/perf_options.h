@@ -1,0 +1,35 @@
+// The perf flags (nccl-tests') shared by `perf` and `remote ... perf`.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "ringmaster/comm.h"
+#include "ringmaster/perf.h"
+
+namespace ringmaster::cli {
+
+struct PerfOptions {
+  std::string collective;
+  std::string min_bytes = "32M", max_bytes = "32M", step_bytes = "1M";
+  double step_factor = 1;
+  int iters = 20, warmup = 5, check = 1, root = 0, blocking = 0;
+  std::string op = "sum", type = "float";
+  std::string json_file, algo, proto;
+  int channels = 0;
+  int np = 0;
+  bool quiet_stages = false;
+  bool events = false;
+};
+
+// Registers the collective and nccl-tests' flags on `perf`.
+void add_perf_options(CLI::App* perf, PerfOptions& options);
+// Throws Error(config) naming the flag that is wrong.
+PerfSpec make_perf_spec(const PerfOptions& options);
+CommOptions make_comm_options(const PerfOptions& options);
+// The `perf` object of an agent's run message.
+nlohmann::json perf_spec_json(const PerfOptions& options);
+
+}  // namespace ringmaster::cli

@@ -1,0 +1,218 @@
+// `ringmaster-cli remote --agents h1:p,h2:p --np-per-agent N perf ...`:
+// the headless console. Sends each agent its share of a run, then prints
+// rank 0's stage table and the nccl-tests table from the relayed events.
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "commands.h"
+#include "perf_options.h"
+#include "ringmaster/agent/client.h"
+#include "ringmaster/agent/protocol.h"
+#include "ringmaster/agent/telemetry.h"
+#include "ringmaster/status.h"
+
+namespace ringmaster::cli {
+namespace {
+
+using nlohmann::json;
+
+struct RemoteOptions {
+  std::string agents = "127.0.0.1:29600";
+  std::string token_file;
+  int np_per_agent = 1;
+  std::string master_addr;
+  double timeout_s = 600;
+  double coll_timeout_s = 0;
+  std::string events_file;
+  PerfOptions perf;
+};
+
+struct Endpoint {
+  std::string host;
+  std::uint16_t port = agent::kDefaultPort;
+};
+
+std::vector<Endpoint> parse_agents(const std::string& list) {
+  std::vector<Endpoint> out;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const auto comma = list.find(',', start);
+    const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!item.empty()) {
+      Endpoint e;
+      const auto colon = item.rfind(':');
+      e.host = colon == std::string::npos ? item : item.substr(0, colon);
+      if (colon != std::string::npos) {
+        const int port = std::atoi(item.c_str() + colon + 1);
+        if (port <= 0 || port > 65535) throw Error(ErrorCategory::config, "--agents: bad port in " + item);
+        e.port = static_cast<std::uint16_t>(port);
+      }
+      out.push_back(e);
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (out.empty()) throw Error(ErrorCategory::config, "--agents: give at least one HOST:PORT");
+  return out;
+}
+
+// Messages from every agent's I/O thread, consumed by the main thread.
+struct Inbox {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<json> messages;
+
+  void push(json m) {
+    {
+      std::lock_guard lock(mutex);
+      messages.push_back(std::move(m));
+    }
+    cv.notify_one();
+  }
+  std::optional<json> pop(std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock lock(mutex);
+    if (!cv.wait_until(lock, deadline, [&] { return !messages.empty(); })) return std::nullopt;
+    json m = std::move(messages.front());
+    messages.pop_front();
+    return m;
+  }
+};
+
+int run_remote(const RemoteOptions& o) {
+  const PerfSpec spec = make_perf_spec(o.perf);
+  (void)make_comm_options(o.perf);  // the same checks perf makes, before anything starts
+  const auto endpoints = parse_agents(o.agents);
+  if (o.np_per_agent < 1) throw Error(ErrorCategory::config, "--np-per-agent must be at least 1");
+  const std::string token = o.token_file.empty() ? std::string() : agent::read_token_file(o.token_file);
+
+  auto inbox = std::make_shared<Inbox>();
+  std::vector<std::unique_ptr<agent::AgentClient>> clients;
+  for (std::size_t i = 0; i < endpoints.size(); ++i) {
+    agent::ClientOptions c;
+    c.host = endpoints[i].host;
+    c.port = endpoints[i].port;
+    c.token = token;
+    const std::string address = endpoints[i].host + ":" + std::to_string(endpoints[i].port);
+    clients.push_back(agent::AgentClient::connect(
+        c, [inbox](const json& m) { inbox->push(m); },
+        [inbox, address](const std::string& why) {
+          inbox->push(json{{"type", "closed"}, {"agent", address}, {"message", why}});
+        }));
+    clients.back()->call({{"type", "subscribe"}});
+  }
+
+  const int world = static_cast<int>(endpoints.size()) * o.np_per_agent;
+  const std::string run_id = "remote-" + std::to_string(::getpid()) + "-" +
+                             std::to_string(std::chrono::system_clock::now().time_since_epoch().count() % 1000000);
+  json run = {{"type", "run"},       {"run_id", run_id},
+              {"world_size", world}, {"master_addr", o.master_addr.empty() ? endpoints[0].host : o.master_addr},
+              {"master_port", 0},    {"perf", perf_spec_json(o.perf)}};
+  if (o.coll_timeout_s > 0) run["timeouts"] = {{"coll_s", o.coll_timeout_s}};
+  // Agent 0 holds rank 0 and hosts the store: it picks the port first.
+  for (std::size_t i = 0; i < clients.size(); ++i) {
+    json ranks = json::array();
+    for (int l = 0; l < o.np_per_agent; ++l)
+      ranks.push_back(static_cast<int>(i) * o.np_per_agent + l);
+    run["ranks"] = ranks;
+    const json reply = clients[i]->call(run);
+    if (i == 0) run["master_port"] = reply["master_port"];
+  }
+
+  std::ofstream events;
+  if (!o.events_file.empty()) events.open(o.events_file);
+  std::vector<StageEvent> stages;
+  std::vector<PerfRow> rows;
+  bool header_printed = false;
+  std::size_t agents_done = 0;
+  bool ok = true;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long long>(o.timeout_s * 1000));
+  auto print_stages = [&] {
+    if (header_printed) return;
+    header_printed = true;
+    std::printf("# rank 0 init stages (run %s over %zu agents)\n", run_id.c_str(), clients.size());
+    for (const auto& e : stages) {
+      std::printf("#   %-17s %-6s %9.3f ms  %s\n", std::string(name_of(e.stage)).c_str(), e.ok ? "ok" : "FAILED",
+                  e.duration.count() / 1e6, e.detail.c_str());
+    }
+    std::printf("#\n%s", perf_header(spec, world).c_str());
+    std::fflush(stdout);
+  };
+  while (agents_done < clients.size()) {
+    auto m = inbox->pop(deadline);
+    if (!m) {
+      std::fprintf(stderr, "ringmaster-cli remote: run %s did not finish within %.0f s; cancelling\n", run_id.c_str(),
+                   o.timeout_s);
+      for (auto& c : clients)
+        c->request({{"type", "cancel"}, {"run_id", run_id}});
+      return 4;
+    }
+    const std::string type = m->value("type", "");
+    if (type == "closed") {
+      std::fprintf(stderr, "ringmaster-cli remote: agent %s: %s\n", m->value("agent", "?").c_str(),
+                   m->value("message", "").c_str());
+      return 4;
+    }
+    if (type != "event" || m->value("run_id", "") != run_id) continue;
+    if (events.is_open()) events << m->dump() << "\n";
+    const int rank = m->value("rank", -1);
+    const json& e = (*m)["event"];
+    const std::string kind = e.value("type", "");
+    if (kind == "stage" && rank == 0) {
+      if (auto s = agent::stage_event_from_json(e)) stages.push_back(*s);
+    } else if (kind == "result" && rank == 0) {
+      print_stages();
+      if (auto row = agent::perf_row_from_json(e)) {
+        rows.push_back(*row);
+        std::fputs(perf_row_line(spec, *row).c_str(), stdout);
+        std::fflush(stdout);
+      }
+    } else if (kind == "failure") {
+      ok = false;
+      std::fprintf(stderr, "# rank %d failed at %s: %s\n#   hint: %s\n", rank, e.value("stage", "?").c_str(),
+                   e.value("summary", "").c_str(), e.value("hint", "").c_str());
+    } else if (kind == "error") {
+      ok = false;
+      std::fprintf(stderr, "# rank %d: %s\n", rank, e.value("message", "").c_str());
+    } else if (kind == "rank_failed") {
+      ok = false;
+      std::fprintf(stderr, "# %s\n", e.value("summary", "a rank failed").c_str());
+    } else if (kind == "run_done") {
+      ++agents_done;
+      ok = ok && e.value("ok", false);
+    }
+  }
+  if (!rows.empty()) std::fputs(perf_footer(rows).c_str(), stdout);
+  long wrong = 0;
+  for (const auto& r : rows)
+    wrong += r.out_of_place.wrong + r.in_place.wrong;
+  return ok && wrong == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+Runner add_remote_command(CLI::App& app) {
+  auto* remote = app.add_subcommand("remote", "Drive ringmaster-agents: run a collective sweep across them");
+  auto o = std::make_shared<RemoteOptions>();
+  remote->add_option("--agents", o->agents, "Comma list of HOST:PORT (default 127.0.0.1:29600)")->capture_default_str();
+  remote->add_option("--token-file", o->token_file, "File with the agents' shared token");
+  remote->add_option("--np-per-agent", o->np_per_agent, "Ranks each agent runs")->capture_default_str();
+  remote->add_option("--master-addr", o->master_addr, "Address the ranks reach the first agent at (default: its host)");
+  remote->add_option("--timeout", o->timeout_s, "Seconds the whole run may take")->capture_default_str();
+  remote->add_option("--coll-timeout", o->coll_timeout_s, "RINGMASTER_COLL_TIMEOUT for the ranks, seconds");
+  remote->add_option("--events-file", o->events_file, "Write every relayed event as a JSON line here");
+  remote->require_subcommand(1);
+  auto* perf = remote->add_subcommand("perf", "nccl-tests style sweep, as `ringmaster-cli perf`");
+  add_perf_options(perf, o->perf);
+  return [o]() -> int { return run_remote(*o); };
+}
+
+}  // namespace ringmaster::cli
