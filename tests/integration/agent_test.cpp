@@ -1,0 +1,412 @@
+// ringmaster-agent as real processes on loopback, driven through the client
+// library and ringmaster-cli remote: a 4-rank sweep across two agents, the
+// token handshake, malformed frames of every kind, and a rank killed
+// mid-run.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "process.h"
+#include "ringmaster/agent/client.h"
+#include "ringmaster/agent/protocol.h"
+#include "ringmaster/status.h"
+
+namespace ringmaster {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+// A ringmaster-agent child on a free loopback port.
+struct Agent {
+  testing_support::ChildProcess child;
+  std::uint16_t port = 0;
+
+  explicit Agent(std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {RINGMASTER_AGENT, "--listen", "127.0.0.1:0", "--print-port"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    child = testing_support::spawn(argv, {});
+    std::string line;
+    char c = 0;
+    pollfd p{child.out_fd, POLLIN, 0};
+    while (::poll(&p, 1, 10000) > 0 && ::read(child.out_fd, &c, 1) == 1 && c != '\n')
+      line += c;
+    port = static_cast<std::uint16_t>(std::atoi(line.c_str()));
+    if (port == 0) throw std::runtime_error("agent did not print its port");
+  }
+  ~Agent() {
+    ::kill(child.pid, SIGTERM);
+    child.finish();
+  }
+  agent::ClientOptions options(std::string token = {}) const {
+    agent::ClientOptions o;
+    o.port = port;
+    o.token = std::move(token);
+    return o;
+  }
+};
+
+// Messages from clients' I/O threads.
+struct Inbox {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<json> messages;
+
+  agent::AgentClient::MessageHandler handler() {
+    return [this](const json& m) {
+      std::lock_guard lock(mutex);
+      messages.push_back(m);
+      cv.notify_all();
+    };
+  }
+  // Events of `run_id` until `done_count` run_done events, or the timeout.
+  std::vector<json> run_events(const std::string& run_id, int done_count, std::chrono::seconds timeout) {
+    std::vector<json> out;
+    int done = 0;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::unique_lock lock(mutex);
+    while (done < done_count) {
+      if (!cv.wait_until(lock, deadline, [&] { return !messages.empty(); })) {
+        ADD_FAILURE() << "run " << run_id << ": " << done << " of " << done_count << " agents finished in time";
+        break;
+      }
+      json m = std::move(messages.front());
+      messages.pop_front();
+      if (m.value("type", "") != "event" || m.value("run_id", "") != run_id) continue;
+      if (m["event"].value("type", "") == "run_done") ++done;
+      out.push_back(std::move(m));
+    }
+    return out;
+  }
+};
+
+json perf_spec(std::string min, std::string max, int iters) {
+  return {{"collective", "all_reduce"}, {"min_bytes", min}, {"max_bytes", max},
+          {"step_factor", 4},           {"iters", iters},   {"warmup", 1},
+          {"dtype", "float"},           {"op", "sum"}};
+}
+
+std::set<std::string> keys_of(const json& j, const std::string& prefix = "") {
+  std::set<std::string> out;
+  for (const auto& [k, v] : j.items()) {
+    out.insert(prefix + k);
+    if (v.is_object()) {
+      for (const auto& sub : keys_of(v, prefix + k + "."))
+        out.insert(sub);
+    }
+  }
+  return out;
+}
+
+TEST(Agent, FourRanksAcrossTwoAgentsStreamEverything) {
+  Agent a, b;
+  Inbox inbox;
+  auto ca = agent::AgentClient::connect(a.options(), inbox.handler());
+  auto cb = agent::AgentClient::connect(b.options(), inbox.handler());
+
+  const json inventory = ca->call({{"type", "inventory"}});
+  EXPECT_FALSE(inventory["hostname"].get<std::string>().empty());
+  EXPECT_EQ(inventory["topology"]["origin"], "discovered");
+  EXPECT_EQ(inventory["transports"], json::array({"socket"}));
+  bool has_lo = false;
+  for (const auto& i : inventory["interfaces"])
+    has_lo |= i["name"] == "lo";
+  EXPECT_TRUE(has_lo) << inventory["interfaces"].dump();
+
+  ca->call({{"type", "subscribe"}});
+  cb->call({{"type", "subscribe"}});
+  json run = {{"type", "run"},
+              {"run_id", "sweep"},
+              {"world_size", 4},
+              {"ranks", {0, 1}},
+              {"master_addr", "127.0.0.1"},
+              {"master_port", 0},
+              {"perf", perf_spec("1M", "16M", 10)}};
+  const json started = ca->call(run);
+  ASSERT_GT(started["master_port"].get<int>(), 0);
+  run["ranks"] = {2, 3};
+  run["master_port"] = started["master_port"];
+  cb->call(run);
+  const auto events = inbox.run_events("sweep", 2, 120s);
+
+  std::map<int, std::vector<std::string>> stages;
+  std::map<int, std::vector<json>> samples;
+  std::map<int, std::vector<json>> results;
+  int exits = 0, done_ok = 0;
+  for (const auto& m : events) {
+    const int rank = m["rank"].get<int>();
+    const json& e = m["event"];
+    const std::string type = e["type"];
+    if (type == "stage") {
+      EXPECT_TRUE(e["ok"].get<bool>()) << e.dump();
+      stages[rank].push_back(e["stage"]);
+    } else if (type == "sample") {
+      samples[rank].push_back(e);
+    } else if (type == "result") {
+      results[rank].push_back(e);
+    } else if (type == "rank_exit") {
+      ++exits;
+    } else if (type == "run_done") {
+      done_ok += e["ok"].get<bool>() ? 1 : 0;
+    } else if (type == "rank_failed" || type == "error" || type == "failure") {
+      ADD_FAILURE() << m.dump();
+    }
+  }
+  EXPECT_EQ(exits, 4);
+  EXPECT_EQ(done_ok, 2);
+  const std::vector<std::string> all_stages = {
+      "RESOLVE_MASTER", "STORE_CONNECT",    "STORE_HANDSHAKE", "STORE_BARRIER",     "BOOTSTRAP_LISTEN",
+      "BOOTSTRAP_RING", "ADDRESS_EXCHANGE", "TOPOLOGY",        "TRANSPORT_CONNECT", "READY"};
+  for (int r = 0; r < 4; ++r) {
+    const std::set<std::string> seen(stages[r].begin(), stages[r].end());
+    EXPECT_EQ(seen, std::set<std::string>(all_stages.begin(), all_stages.end())) << "rank " << r;
+    ASSERT_FALSE(stages[r].empty());
+    EXPECT_EQ(stages[r].back(), "READY") << "rank " << r;
+    // 10 Hz per rank while the sweep runs.
+    const auto& s = samples[r];
+    ASSERT_GE(s.size(), 3u) << "rank " << r;
+    const double seconds = (s.back()["t_us"].get<double>() - s.front()["t_us"].get<double>()) / 1e6;
+    EXPECT_GE((static_cast<double>(s.size()) - 1) / seconds, 9.5)
+        << "rank " << r << ": " << s.size() << " in " << seconds;
+    EXPECT_GT(s.back()["channels"][0]["bytes_sent"].get<std::uint64_t>(), 16u << 20) << "rank " << r;
+    ASSERT_EQ(results[r].size(), 3u) << "rank " << r;  // 1M, 4M, 16M
+    for (const auto& row : results[r]) {
+      EXPECT_EQ(row["out_of_place"]["wrong"], 0) << row.dump();
+      EXPECT_EQ(row["in_place"]["wrong"], 0) << row.dump();
+    }
+  }
+  // Rows carry what `perf --json` rows carry.
+  const std::string direct = ::testing::TempDir() + "agent-direct-rows.json";
+  auto perf = testing_support::spawn({RINGMASTER_CLI, "perf", "all_reduce", "--np", "2", "-b", "1M", "-e", "1M", "-n",
+                                      "2", "-w", "1", "--json", direct},
+                                     {});
+  perf.finish();
+  ASSERT_EQ(perf.exit_code(), 0);
+  std::ifstream in(direct);
+  const json direct_rows = json::parse(in);
+  json relayed = results[0][0];
+  relayed.erase("rank");
+  EXPECT_EQ(keys_of(relayed), keys_of(direct_rows[0]));
+}
+
+TEST(Agent, RemoteCliPrintsTheStageAndResultTables) {
+  Agent a, b;
+  const std::string agents = "127.0.0.1:" + std::to_string(a.port) + ",127.0.0.1:" + std::to_string(b.port);
+  auto cli = testing_support::spawn({RINGMASTER_CLI, "remote", "--agents", agents, "--np-per-agent", "2", "perf",
+                                     "all_reduce", "-b", "8", "-e", "32K", "-f", "8", "-n", "3", "-w", "1"},
+                                    {});
+  cli.finish();
+  EXPECT_EQ(cli.exit_code(), 0) << cli.output;
+  EXPECT_NE(cli.output.find("#   STORE_BARRIER     ok"), std::string::npos) << cli.output;
+  EXPECT_NE(cli.output.find("4/4 joined"), std::string::npos) << cli.output;
+  EXPECT_NE(cli.output.find("# nranks 4 minBytes 8 maxBytes 32768"), std::string::npos) << cli.output;
+  EXPECT_NE(cli.output.find("       32768         8192    float    sum"), std::string::npos) << cli.output;
+  EXPECT_NE(cli.output.find("# Out of bounds values : 0 OK"), std::string::npos) << cli.output;
+}
+
+// A plain TCP connection for sending what the client library never would.
+struct RawConnection {
+  int fd = -1;
+  explicit RawConnection(std::uint16_t port) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) throw std::runtime_error("connect failed");
+  }
+  ~RawConnection() { ::close(fd); }
+  void send(const std::string& bytes) const {
+    ASSERT_EQ(::write(fd, bytes.data(), bytes.size()), (ssize_t)bytes.size());
+  }
+  void send(const json& m) const { send(agent::encode_frame(m)); }
+  // The next message; nothing at EOF or after 10 s.
+  std::optional<json> read() const {
+    agent::FrameDecoder d;
+    char buf[4096];
+    for (;;) {
+      if (auto m = d.next()) return m;
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 10000) <= 0) return std::nullopt;
+      const ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n <= 0) return std::nullopt;
+      d.feed(buf, static_cast<std::size_t>(n));
+    }
+  }
+};
+
+TEST(Agent, TokenHandshake) {
+  const std::string token_file = ::testing::TempDir() + "agent-token";
+  std::ofstream(token_file) << "s3cret-token\n";
+  Agent a({"--token-file", token_file});
+  try {
+    agent::AgentClient::connect(a.options());
+    ADD_FAILURE() << "connected without a token";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("requires a token"), std::string::npos) << e.what();
+  }
+  try {
+    agent::AgentClient::connect(a.options("wrong-token"));
+    ADD_FAILURE() << "connected with a wrong token";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("wrong HMAC"), std::string::npos) << e.what();
+  }
+  {
+    RawConnection raw(a.port);
+    const auto hello = raw.read();
+    ASSERT_TRUE(hello);
+    EXPECT_EQ((*hello)["auth"], "hmac-sha256");
+    EXPECT_EQ((*hello)["nonce"].get<std::string>().size(), 64u);
+    raw.send(json{{"type", "inventory"}, {"id", 1}, {"v", 1}});
+    const auto refused = raw.read();
+    ASSERT_TRUE(refused);
+    EXPECT_EQ((*refused)["type"], "error");
+    EXPECT_EQ((*refused)["re"], 1);
+    EXPECT_FALSE((*refused)["fatal"].get<bool>());
+    EXPECT_NE((*refused)["message"].get<std::string>().find("not authenticated"), std::string::npos);
+    raw.send(json{{"type", "auth"},
+                  {"id", 2},
+                  {"v", 1},
+                  {"hmac", agent::hmac_sha256_hex("s3cret-token", (*hello)["nonce"].get<std::string>())}});
+    const auto ok = raw.read();
+    ASSERT_TRUE(ok);
+    EXPECT_EQ((*ok)["type"], "reply") << ok->dump();
+    raw.send(json{{"type", "inventory"}, {"id", 3}, {"v", 1}});
+    auto inv = raw.read();
+    while (inv && (*inv)["type"] == "heartbeat")
+      inv = raw.read();
+    ASSERT_TRUE(inv);
+    EXPECT_EQ((*inv)["re"], 3);
+    EXPECT_TRUE(inv->contains("topology"));
+  }
+  auto client = agent::AgentClient::connect(a.options("s3cret-token"));
+  EXPECT_EQ(client->call({{"type", "ping"}})["type"], "reply");
+}
+
+TEST(Agent, MalformedInputIsAnsweredAndOthersAreServed) {
+  Agent a;
+  auto bystander = agent::AgentClient::connect(a.options());
+  auto frame_of = [](const std::string& body) {
+    const auto n = static_cast<std::uint32_t>(body.size());
+    std::string f = {static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
+                     static_cast<char>(n)};
+    return f + body;
+  };
+  struct Case {
+    std::string name;
+    std::string bytes;
+    bool half_close;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {"over the limit", std::string("\x01\x00\x00\x01", 4), false, "over the limit"},
+      {"invalid JSON", frame_of("{\"type\": \"inventory\", "), false, "not valid JSON"},
+      {"not an object", frame_of("[1,2]"), false, "must be a JSON object"},
+      {"unknown type", frame_of(R"({"type":"launch_missiles","id":1,"v":1})"), false, "unknown message type"},
+      {"missing field", frame_of(R"({"type":"cancel","id":1,"v":1})"), false, "missing field 'run_id'"},
+      {"mistyped field",
+       frame_of(R"({"type":"run","id":1,"v":1,"run_id":"x","world_size":"four","ranks":[0],)"
+                R"("master_addr":"127.0.0.1","master_port":0,"perf":{"collective":"all_reduce"}})"),
+       false, "field 'world_size' of run must be an integer"},
+      {"wrong version", frame_of(R"({"type":"inventory","id":1,"v":2})"), false, "protocol version 2"},
+      {"no id", frame_of(R"({"type":"inventory","v":1})"), false, "no integer 'id'"},
+      {"truncated", frame_of(R"({"type":"inventory","id":1,"v":1})").substr(0, 12), true, "truncated frame"},
+  };
+  for (const auto& c : cases) {
+    RawConnection raw(a.port);
+    ASSERT_TRUE(raw.read()) << c.name;  // hello
+    raw.send(c.bytes);
+    if (c.half_close) ::shutdown(raw.fd, SHUT_WR);
+    const auto error = raw.read();
+    ASSERT_TRUE(error) << c.name;
+    EXPECT_EQ((*error)["type"], "error") << c.name;
+    EXPECT_TRUE((*error)["fatal"].get<bool>()) << c.name;
+    EXPECT_NE((*error)["message"].get<std::string>().find(c.expect), std::string::npos)
+        << c.name << ": " << error->dump();
+    EXPECT_FALSE(raw.read()) << c.name << ": the connection should be closed";
+    // The agent keeps serving the other client.
+    EXPECT_EQ(bystander->call({{"type", "ping"}})["type"], "reply") << c.name;
+  }
+  EXPECT_TRUE(bystander->connected());
+}
+
+TEST(Agent, KilledRankIsReportedAndTheNextRunWorks) {
+  Agent a;
+  Inbox inbox;
+  auto client = agent::AgentClient::connect(a.options(), inbox.handler());
+  client->call({{"type", "subscribe"}});
+  json run = {{"type", "run"},
+              {"run_id", "doomed"},
+              {"world_size", 3},
+              {"ranks", {0, 1, 2}},
+              {"master_addr", "127.0.0.1"},
+              {"master_port", 0},
+              {"perf", perf_spec("16M", "16M", 100000)},
+              {"timeouts", {{"coll_s", 10}}}};
+  const json started = client->call(run);
+  int victim = -1;
+  for (const auto& r : started["ranks"]) {
+    if (r["rank"] == 1) victim = r["pid"].get<int>();
+  }
+  ASSERT_GT(victim, 0);
+  // Kill rank 1 once data moves.
+  {
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    bool moving = false;
+    std::unique_lock lock(inbox.mutex);
+    while (!moving && inbox.cv.wait_until(lock, deadline, [&] { return !inbox.messages.empty(); })) {
+      while (!inbox.messages.empty()) {
+        const json m = std::move(inbox.messages.front());
+        inbox.messages.pop_front();
+        const json& e = m.value("event", json::object());
+        if (e.value("type", "") == "sample" && e["channels"][0]["bytes_sent"].get<std::uint64_t>() > 0) moving = true;
+      }
+    }
+    ASSERT_TRUE(moving);
+  }
+  const auto killed_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  const auto events = inbox.run_events("doomed", 1, 60s);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  EXPECT_LT(seconds, 15.0);
+  std::map<int, json> failed;
+  std::map<int, std::string> errors;
+  bool done_ok = true;
+  for (const auto& m : events) {
+    const json& e = m["event"];
+    if (e["type"] == "rank_failed") failed[m["rank"].get<int>()] = e;
+    if (e["type"] == "error") errors[m["rank"].get<int>()] = e["message"];
+    if (e["type"] == "run_done") done_ok = e["ok"].get<bool>();
+  }
+  EXPECT_FALSE(done_ok);
+  ASSERT_TRUE(failed.count(1));
+  EXPECT_EQ(failed[1]["signal_name"], "SIGKILL") << failed[1].dump();
+  for (int survivor : {0, 2}) {
+    ASSERT_TRUE(failed.count(survivor)) << "rank " << survivor << " should fail, not hang";
+    EXPECT_NE(errors[survivor].find("rank 1"), std::string::npos) << "rank " << survivor << ": " << errors[survivor];
+  }
+  // The agent is fine: the next run completes.
+  run["run_id"] = "after";
+  run["perf"] = perf_spec("1K", "1K", 2);
+  client->call(run);
+  bool after_ok = false;
+  for (const auto& m : inbox.run_events("after", 1, 60s)) {
+    if (m["event"]["type"] == "run_done") after_ok = m["event"]["ok"].get<bool>();
+  }
+  EXPECT_TRUE(after_ok);
+}
+
+}  // namespace
+}  // namespace ringmaster
