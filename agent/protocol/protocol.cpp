@@ -71,9 +71,9 @@ std::optional<json> FrameDecoder::next() {
 }
 
 std::string FrameDecoder::truncation() const {
-  if (pending() < 4) return fmt::format("got {} of the 4 header bytes", pending());
+  if (pending() < 4) return fmt::format("{} of the 4 header bytes", pending());
   const auto* h = reinterpret_cast<const unsigned char*>(buffer_.data() + offset_);
-  return fmt::format("got {} of {} bytes", pending() - 4, frame_length(h));
+  return fmt::format("{} of {} body bytes", pending() - 4, frame_length(h));
 }
 
 namespace {

@@ -34,7 +34,7 @@ class FrameDecoder {
   // Bytes of an incomplete frame held back; non-zero at end of stream
   // means the peer sent a truncated frame.
   std::size_t pending() const noexcept { return buffer_.size() - offset_; }
-  // "got 5 of 120 bytes": what is missing when the stream ends now.
+  // "5 of 120 body bytes": how far the frame got when the stream ends now.
   std::string truncation() const;
 
  private:
