@@ -15,6 +15,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/read_until.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -25,6 +26,7 @@
 #include <deque>
 #include <set>
 
+#include "metrics.h"
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/agent/server.h"
 #include "ringmaster/status.h"
@@ -99,7 +101,9 @@ struct AgentServer::Impl {
   AgentOptions options;
   asio::io_context io;
   tcp::acceptor acceptor{io};
+  tcp::acceptor metrics_acceptor{io};
   asio::steady_timer heartbeat{io};
+  Metrics metrics;
   std::set<std::shared_ptr<Session>> sessions;
   std::unique_ptr<RunManager> runs;
   json topology;
@@ -111,6 +115,8 @@ struct AgentServer::Impl {
   void broadcast(const json& event);
   awaitable<void> accept_loop();
   awaitable<void> heartbeat_loop();
+  awaitable<void> metrics_loop();
+  awaitable<void> serve_metrics(tcp::socket socket);
   void shutdown();
 };
 
@@ -313,6 +319,7 @@ json AgentServer::Impl::inventory() const {
 }
 
 void AgentServer::Impl::broadcast(const json& event) {
+  metrics.observe(event);
   json message = event;
   message["type"] = "event";
   for (const auto& s : sessions) {
@@ -351,9 +358,41 @@ awaitable<void> AgentServer::Impl::heartbeat_loop() {
   }
 }
 
+awaitable<void> AgentServer::Impl::metrics_loop() {
+  for (;;) {
+    boost::system::error_code ec;
+    tcp::socket socket = co_await metrics_acceptor.async_accept(asio::redirect_error(use_awaitable, ec));
+    if (ec) {
+      if (!metrics_acceptor.is_open()) co_return;
+      continue;
+    }
+    asio::co_spawn(io, serve_metrics(std::move(socket)), asio::detached);
+  }
+}
+
+// One request per connection: GET /metrics, or 404.
+awaitable<void> AgentServer::Impl::serve_metrics(tcp::socket socket) {
+  std::string request;
+  boost::system::error_code ec;
+  co_await asio::async_read_until(socket, asio::dynamic_buffer(request, 8192), "\r\n\r\n",
+                                  asio::redirect_error(use_awaitable, ec));
+  if (ec) co_return;
+  const bool found = request.rfind("GET /metrics ", 0) == 0 || request.rfind("GET /metrics?", 0) == 0;
+  const std::string body = found ? metrics.render(std::chrono::duration<double>(Clock::now() - started).count(),
+                                                  runs->runs_started(), runs->runs_failed())
+                                 : std::string("ringmaster-agent serves GET /metrics only\n");
+  const std::string response =
+      fmt::format("HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+                  found ? "200 OK" : "404 Not Found",
+                  found ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain; charset=utf-8", body.size(), body);
+  co_await asio::async_write(socket, asio::buffer(response), asio::redirect_error(use_awaitable, ec));
+  socket.shutdown(tcp::socket::shutdown_both, ec);
+}
+
 void AgentServer::Impl::shutdown() {
   boost::system::error_code ec;
   acceptor.close(ec);
+  metrics_acceptor.close(ec);
   heartbeat.cancel();
   runs->kill_all();
   for (const auto& s : std::set<std::shared_ptr<Session>>(sessions))
@@ -380,6 +419,23 @@ AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>())
   if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) throw Error(ErrorCategory::network, fmt::format("cannot listen on {}: {}", s.options.listen, ec.message()));
 
+  if (!s.options.metrics_listen.empty()) {
+    const auto [mhost, mport] = split_listen(s.options.metrics_listen);
+    const auto maddress = asio::ip::make_address(mhost, ec);
+    if (ec) {
+      throw Error(ErrorCategory::config,
+                  fmt::format("--metrics {}: {} is not an IP address", s.options.metrics_listen, mhost));
+    }
+    const tcp::endpoint mendpoint(maddress, mport);
+    s.metrics_acceptor.open(mendpoint.protocol(), ec);
+    if (!ec) s.metrics_acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) s.metrics_acceptor.bind(mendpoint, ec);
+    if (!ec) s.metrics_acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      throw Error(ErrorCategory::network,
+                  fmt::format("cannot serve metrics on {}: {}", s.options.metrics_listen, ec.message()));
+    }
+  }
   char name[256] = {};
   ::gethostname(name, sizeof(name) - 1);
   s.hostname = name;
@@ -396,6 +452,11 @@ std::uint16_t AgentServer::port() const noexcept {
   return impl_->acceptor.local_endpoint().port();
 }
 
+std::uint16_t AgentServer::metrics_port() const noexcept {
+  boost::system::error_code ec;
+  return impl_->metrics_acceptor.is_open() ? impl_->metrics_acceptor.local_endpoint(ec).port() : 0;
+}
+
 void AgentServer::run(bool handle_signals) {
   auto& s = *impl_;
   asio::signal_set signals(s.io);
@@ -408,6 +469,7 @@ void AgentServer::run(bool handle_signals) {
   }
   asio::co_spawn(s.io, s.accept_loop(), asio::detached);
   asio::co_spawn(s.io, s.heartbeat_loop(), asio::detached);
+  if (s.metrics_acceptor.is_open()) asio::co_spawn(s.io, s.metrics_loop(), asio::detached);
   s.io.run();
   s.runs->kill_all();
 }

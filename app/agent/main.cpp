@@ -20,7 +20,9 @@ int main(int argc, char** argv) {
   app.add_option("--topology-file", options.topology_file,
                  "NCCL or hwloc XML to report instead of discovering this machine (shown as declared)");
   app.add_option("--cli", options.cli_path, "ringmaster-cli that runs ranks (default: next to this binary)");
-  app.add_flag("--print-port", print_port, "Print the bound port on stdout once listening");
+  app.add_option("--metrics", options.metrics_listen, "ADDR:PORT serving Prometheus GET /metrics (default: off)");
+  app.add_flag("--print-port", print_port,
+               "Print the bound control port on stdout once listening (and then the metrics port, if any)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (!token_file.empty()) options.token = ringmaster::agent::read_token_file(token_file);
@@ -30,6 +32,7 @@ int main(int argc, char** argv) {
     ringmaster::agent::AgentServer server(options);
     if (print_port) {
       std::printf("%u\n", static_cast<unsigned>(server.port()));
+      if (server.metrics_port() != 0) std::printf("%u\n", static_cast<unsigned>(server.metrics_port()));
       std::fflush(stdout);
     }
     std::fprintf(stderr, "ringmaster-agent %s listening on port %u (pid %d)\n",

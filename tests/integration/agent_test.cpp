@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <fstream>
@@ -45,7 +46,14 @@ struct Agent {
       line += c;
     port = static_cast<std::uint16_t>(std::atoi(line.c_str()));
     if (port == 0) throw std::runtime_error("agent did not print its port");
+    if (std::find(extra.begin(), extra.end(), "--metrics") != extra.end()) {
+      line.clear();
+      while (::poll(&p, 1, 10000) > 0 && ::read(child.out_fd, &c, 1) == 1 && c != '\n')
+        line += c;
+      metrics_port = static_cast<std::uint16_t>(std::atoi(line.c_str()));
+    }
   }
+  std::uint16_t metrics_port = 0;
   ~Agent() {
     ::kill(child.pid, SIGTERM);
     child.finish();
@@ -340,6 +348,86 @@ TEST(Agent, MalformedInputIsAnsweredAndOthersAreServed) {
     EXPECT_EQ(bystander->call({{"type", "ping"}})["type"], "reply") << c.name;
   }
   EXPECT_TRUE(bystander->connected());
+}
+
+std::string http_get(std::uint16_t port, const std::string& path) {
+  RawConnection raw(port);
+  raw.send("GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+  std::string response;
+  char buf[4096];
+  pollfd p{raw.fd, POLLIN, 0};
+  while (::poll(&p, 1, 10000) > 0) {
+    const ssize_t n = ::read(raw.fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    response.append(buf, static_cast<std::size_t>(n));
+  }
+  return response;
+}
+
+TEST(Agent, PrometheusMetricsAfterRuns) {
+  Agent a({"--metrics", "127.0.0.1:0"});
+  ASSERT_GT(a.metrics_port, 0);
+  Inbox inbox;
+  auto client = agent::AgentClient::connect(a.options(), inbox.handler());
+  client->call({{"type", "subscribe"}});
+  json run = {{"type", "run"},
+              {"run_id", "measured"},
+              {"world_size", 2},
+              {"ranks", {0, 1}},
+              {"master_addr", "127.0.0.1"},
+              {"master_port", 0},
+              {"perf", perf_spec("1M", "1M", 3)}};
+  client->call(run);
+  inbox.run_events("measured", 1, 60s);
+  // A run whose second rank never comes: rank 0 fails at STORE_BARRIER.
+  run["run_id"] = "alone";
+  run["ranks"] = {0};
+  run["timeouts"] = {{"store_s", 1}};
+  client->call(run);
+  inbox.run_events("alone", 1, 60s);
+
+  const std::string response = http_get(a.metrics_port, "/metrics");
+  EXPECT_EQ(response.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << response;
+  EXPECT_NE(response.find("Content-Type: text/plain; version=0.0.4"), std::string::npos) << response;
+  EXPECT_NE(response.find("\nringmaster_runs_started_total 2\n"), std::string::npos) << response;
+  EXPECT_NE(response.find("\nringmaster_runs_failed_total 1\n"), std::string::npos) << response;
+  EXPECT_NE(response.find("ringmaster_stage_failures_total{stage=\"STORE_BARRIER\"} 1\n"), std::string::npos)
+      << response;
+  EXPECT_NE(
+      response.find("ringmaster_busbw_gbps{run=\"measured\",rank=\"0\",collective=\"all_reduce\",bytes=\"1048576\"}"),
+      std::string::npos)
+      << response;
+  const std::string sent = "ringmaster_channel_bytes_sent_total{run=\"measured\",rank=\"1\",channel=\"0\"} ";
+  const auto at = response.find(sent);
+  ASSERT_NE(at, std::string::npos) << response;
+  EXPECT_GT(std::stoull(response.substr(at + sent.size())), 1u << 20);
+  EXPECT_NE(response.find("# TYPE ringmaster_agent_uptime_seconds gauge"), std::string::npos);
+  EXPECT_EQ(http_get(a.metrics_port, "/").rfind("HTTP/1.1 404", 0), 0u);
+}
+
+TEST(Agent, SilentAgentIsNoticedWithinThreeSeconds) {
+  Agent a;
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::string why;
+  auto client = agent::AgentClient::connect(a.options(), {}, [&](const std::string& reason) {
+    std::lock_guard lock(mutex);
+    why = reason;
+    cv.notify_all();
+  });
+  EXPECT_EQ(client->call({{"type", "ping"}})["type"], "reply");
+  EXPECT_GT(client->round_trip().count(), -1);
+  ASSERT_EQ(::kill(a.child.pid, SIGSTOP), 0);
+  const auto stopped = std::chrono::steady_clock::now();
+  std::unique_lock lock(mutex);
+  const bool noticed = cv.wait_for(lock, 10s, [&] { return !why.empty(); });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
+  lock.unlock();
+  ::kill(a.child.pid, SIGCONT);
+  ASSERT_TRUE(noticed);
+  EXPECT_LE(seconds, 4.5) << why;
+  EXPECT_NE(why.find("silent for 3000 ms"), std::string::npos) << why;
+  EXPECT_FALSE(client->connected());
 }
 
 TEST(Agent, KilledRankIsReportedAndTheNextRunWorks) {

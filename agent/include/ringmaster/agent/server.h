@@ -14,6 +14,7 @@ struct AgentOptions {
   std::string token;                       // empty: no authentication (loopback only)
   std::string topology_file;               // declared topology; empty: hwloc discovery
   std::string cli_path;                    // the ringmaster-cli that runs ranks
+  std::string metrics_listen;              // ADDR:PORT for Prometheus GET /metrics; empty: off
   std::chrono::milliseconds heartbeat{1000};
   std::chrono::milliseconds client_silence_limit{10000};
   std::chrono::milliseconds cancel_grace{2000};  // SIGTERM, then SIGKILL after this
@@ -30,6 +31,7 @@ class AgentServer {
   AgentServer& operator=(const AgentServer&) = delete;
 
   std::uint16_t port() const noexcept;
+  std::uint16_t metrics_port() const noexcept;  // 0 when metrics are off
   // Serves until a client sends shutdown, stop() is called, or SIGTERM /
   // SIGINT arrives (when handle_signals). Children still running are
   // killed before it returns.

@@ -1,0 +1,111 @@
+// Prometheus text for the agent's /metrics.
+#include "metrics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace ringmaster::agent {
+namespace {
+
+constexpr std::size_t kRunsKept = 16;  // series of older runs are dropped
+
+std::string label(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+void family(std::string& out, const char* name, const char* type, const char* help) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+}  // namespace
+
+void Metrics::remember_run(const std::string& run) {
+  if (std::find(runs_.begin(), runs_.end(), run) != runs_.end()) return;
+  runs_.push_back(run);
+  while (runs_.size() > kRunsKept) {
+    const std::string old = runs_.front();
+    runs_.pop_front();
+    std::erase_if(channels_, [&](const auto& kv) { return std::get<0>(kv.first) == old; });
+    std::erase_if(results_, [&](const auto& kv) { return kv.first.first == old; });
+    std::erase_if(rank_ends_, [&](const auto& kv) { return kv.first.first == old; });
+  }
+}
+
+void Metrics::observe(const nlohmann::json& tagged) {
+  const std::string run = tagged.value("run_id", "");
+  const int rank = tagged.value("rank", -1);
+  const auto& e = tagged["event"];
+  const std::string type = e.value("type", "");
+  if (run.empty()) return;
+  remember_run(run);
+  if (type == "failure") {
+    ++stage_failures_[e.value("stage", "?")];
+  } else if (type == "sample") {
+    for (const auto& c : e.value("channels", nlohmann::json::array())) {
+      auto& ch = channels_[{run, rank, c.value("channel", 0)}];
+      ch.sent = c.value("bytes_sent", std::uint64_t{0});
+      ch.received = c.value("bytes_received", std::uint64_t{0});
+      ch.busy_ns = c.value("busy_ns", std::uint64_t{0});
+    }
+  } else if (type == "result") {
+    auto& r = results_[{run, rank}];
+    r.collective = e.value("collective", "");
+    r.bytes = e.value("bytes", std::uint64_t{0});
+    r.busbw = e["out_of_place"].value("busbw", 0.0);
+  } else if (type == "rank_exit" || type == "rank_failed") {
+    ++rank_ends_[{run, type == "rank_exit" ? "ok" : "failed"}];
+  }
+}
+
+std::string Metrics::render(double uptime_s, std::uint64_t runs_started, std::uint64_t runs_failed) const {
+  std::string out;
+  family(out, "ringmaster_agent_uptime_seconds", "gauge", "Seconds since the agent started.");
+  out += fmt::format("ringmaster_agent_uptime_seconds {:.3f}\n", uptime_s);
+  family(out, "ringmaster_runs_started_total", "counter", "Runs started on this agent.");
+  out += fmt::format("ringmaster_runs_started_total {}\n", runs_started);
+  family(out, "ringmaster_runs_failed_total", "counter", "Runs in which a rank on this agent failed.");
+  out += fmt::format("ringmaster_runs_failed_total {}\n", runs_failed);
+  family(out, "ringmaster_stage_failures_total", "counter", "Init stage failures of ranks on this agent, by stage.");
+  for (const auto& [stage, n] : stage_failures_) {
+    out += fmt::format("ringmaster_stage_failures_total{{stage=\"{}\"}} {}\n", label(stage), n);
+  }
+  family(out, "ringmaster_rank_exits_total", "counter", "Ranks that ended, by run and outcome.");
+  for (const auto& [key, n] : rank_ends_) {
+    out +=
+        fmt::format("ringmaster_rank_exits_total{{run=\"{}\",outcome=\"{}\"}} {}\n", label(key.first), key.second, n);
+  }
+  family(out, "ringmaster_channel_bytes_sent_total", "counter", "Bytes a rank's channel has sent in a run.");
+  for (const auto& [key, c] : channels_) {
+    out += fmt::format("ringmaster_channel_bytes_sent_total{{run=\"{}\",rank=\"{}\",channel=\"{}\"}} {}\n",
+                       label(std::get<0>(key)), std::get<1>(key), std::get<2>(key), c.sent);
+  }
+  family(out, "ringmaster_channel_bytes_received_total", "counter", "Bytes a rank's channel has received in a run.");
+  for (const auto& [key, c] : channels_) {
+    out += fmt::format("ringmaster_channel_bytes_received_total{{run=\"{}\",rank=\"{}\",channel=\"{}\"}} {}\n",
+                       label(std::get<0>(key)), std::get<1>(key), std::get<2>(key), c.received);
+  }
+  family(out, "ringmaster_channel_busy_seconds_total", "counter", "Time a rank's channel spent moving data in a run.");
+  for (const auto& [key, c] : channels_) {
+    out +=
+        fmt::format("ringmaster_channel_busy_seconds_total{{run=\"{}\",rank=\"{}\",channel=\"{}\"}} {:.6f}\n",
+                    label(std::get<0>(key)), std::get<1>(key), std::get<2>(key), static_cast<double>(c.busy_ns) / 1e9);
+  }
+  family(out, "ringmaster_busbw_gbps", "gauge", "Bus bandwidth of a rank's latest result row (out of place), GB/s.");
+  for (const auto& [key, r] : results_) {
+    out += fmt::format("ringmaster_busbw_gbps{{run=\"{}\",rank=\"{}\",collective=\"{}\",bytes=\"{}\"}} {:.6f}\n",
+                       label(key.first), key.second, label(r.collective), r.bytes, r.busbw);
+  }
+  return out;
+}
+
+}  // namespace ringmaster::agent
