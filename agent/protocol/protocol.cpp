@@ -141,6 +141,8 @@ const std::map<std::string, std::vector<Field>, std::less<>>& schema() {
         {"env", Kind::object, false},
         {"timeouts", Kind::object, false}}},
       {"cancel", {{"run_id", Kind::string, true}}},
+      {"fault", {{"fault", Kind::object, true}}},
+      {"fault_clear", {{"fault_id", Kind::integer, false}}},
       {"subscribe", {}},
       {"unsubscribe", {}},
       {"ping", {}},

@@ -113,8 +113,9 @@ std::vector<std::string> perf_argv(const std::string& cli, const json& perf) {
 
 }  // namespace
 
-RunManager::RunManager(asio::io_context& io, const AgentOptions& options, std::function<void(json)> emit)
-    : io_(io), options_(options), emit_(std::move(emit)), signals_(std::make_unique<Signals>(io)) {
+RunManager::RunManager(asio::io_context& io, const AgentOptions& options, std::function<void(json)> emit,
+                       FaultManager* faults)
+    : io_(io), options_(options), emit_(std::move(emit)), faults_(faults), signals_(std::make_unique<Signals>(io)) {
   watch_children();
 }
 
@@ -180,6 +181,7 @@ void RunManager::finish_if_done(Child& child) {
              {"event", {{"type", "run_done"}, {"ok", !run->any_failed}, {"cancelled", run->cancelled}}}});
   if (run->kill_timer) run->kill_timer->cancel();
   runs_.erase(run->id);
+  if (faults_) faults_->run_ended(run->id);
 }
 
 json RunManager::start(const json& m) {
@@ -218,6 +220,9 @@ json RunManager::start(const json& m) {
     env["MASTER_ADDR"] = m["master_addr"].get<std::string>();
     env["MASTER_PORT"] = std::to_string(port);
     env["RINGMASTER_RUN_ID"] = id;
+    if (faults_) {
+      if (auto filter = faults_->connect_filter(); !filter.empty()) env["RINGMASTER_CONNECT_FILTER"] = filter;
+    }
     if (m.contains("timeouts")) {
       const auto& t = m["timeouts"];
       auto seconds = [](const json& v) { return std::to_string(static_cast<long long>(std::ceil(v.get<double>()))); };
@@ -271,6 +276,7 @@ json RunManager::start(const json& m) {
   }
   runs_[id] = run;
   ++started_;
+  if (faults_) faults_->run_started(id);
 
   for (auto& owned : run->children) {
     Child* child = owned.get();

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "faults.h"
 #include "ringmaster/agent/server.h"
 
 namespace ringmaster::agent {
@@ -17,7 +18,10 @@ namespace ringmaster::agent {
 class RunManager {
  public:
   // `emit` receives every event, already tagged with run_id and rank.
-  RunManager(boost::asio::io_context& io, const AgentOptions& options, std::function<void(nlohmann::json)> emit);
+  // `faults` (may be null) learns when runs start and end, and gives the
+  // connect filter of faults that fell back to it.
+  RunManager(boost::asio::io_context& io, const AgentOptions& options, std::function<void(nlohmann::json)> emit,
+             FaultManager* faults);
   ~RunManager();
 
   // Starts this agent's ranks of a run (a checked `run` message). Returns
@@ -46,6 +50,7 @@ class RunManager {
   boost::asio::io_context& io_;
   const AgentOptions& options_;
   std::function<void(nlohmann::json)> emit_;
+  FaultManager* faults_;
   std::map<std::string, std::shared_ptr<Run>> runs_;
   struct Signals;
   std::unique_ptr<Signals> signals_;

@@ -26,6 +26,7 @@
 #include <deque>
 #include <set>
 
+#include "faults.h"
 #include "metrics.h"
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/agent/server.h"
@@ -105,6 +106,7 @@ struct AgentServer::Impl {
   asio::steady_timer heartbeat{io};
   Metrics metrics;
   std::set<std::shared_ptr<Session>> sessions;
+  std::unique_ptr<FaultManager> faults;
   std::unique_ptr<RunManager> runs;
   json topology;
   std::string topology_summary;
@@ -247,6 +249,11 @@ class Session : public std::enable_shared_from_this<Session> {
         reply(m);
       } else if (type == "run") {
         reply(m, server_.runs->start(m));
+      } else if (type == "fault") {
+        reply(m, server_.faults->add(m["fault"]));
+      } else if (type == "fault_clear") {
+        server_.faults->clear(m.contains("fault_id") ? std::optional<int>(m["fault_id"].get<int>()) : std::nullopt);
+        reply(m, {{"faults", server_.faults->active()}});
       } else if (type == "cancel") {
         server_.runs->cancel(m["run_id"].get<std::string>());
         reply(m);
@@ -314,7 +321,8 @@ json AgentServer::Impl::inventory() const {
           {"runs", runs->active()},
           {"runs_started", runs->runs_started()},
           {"runs_failed", runs->runs_failed()},
-          {"faults", json::array()},
+          {"faults", faults->active()},
+          {"fault_injection", options.allow_fault_injection},
           {"pid", ::getpid()}};
 }
 
@@ -439,11 +447,16 @@ AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>())
   char name[256] = {};
   ::gethostname(name, sizeof(name) - 1);
   s.hostname = name;
+  std::vector<std::uint16_t> exempt = {s.acceptor.local_endpoint().port()};
+  if (s.metrics_acceptor.is_open()) exempt.push_back(s.metrics_acceptor.local_endpoint().port());
+  s.faults = std::make_unique<FaultManager>(s.options.allow_fault_injection, exempt);
+  // Discovery after the fault manager has removed stale drop rules.
   const auto topo =
       s.options.topology_file.empty() ? topo::Topology::discover() : topo::Topology::load_file(s.options.topology_file);
   s.topology = json::parse(topo.to_json());
   s.topology_summary = topo.summary();
-  s.runs = std::make_unique<RunManager>(s.io, s.options, [&s](json event) { s.broadcast(event); });
+  s.runs = std::make_unique<RunManager>(
+      s.io, s.options, [&s](json event) { s.broadcast(event); }, s.faults.get());
 }
 
 AgentServer::~AgentServer() = default;

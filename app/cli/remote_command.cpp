@@ -31,8 +31,14 @@ struct RemoteOptions {
   std::string master_addr;
   double timeout_s = 600;
   double coll_timeout_s = 0;
+  double store_timeout_s = 0;
+  double bootstrap_timeout_s = 0;
   std::string events_file;
   PerfOptions perf;
+  // fault
+  std::string kind, ports, address, direction = "both", interface;
+  double ms = 0, mbit = 0;
+  int fault_id = 0;
 };
 
 struct Endpoint {
@@ -115,7 +121,11 @@ int run_remote(const RemoteOptions& o) {
   json run = {{"type", "run"},       {"run_id", run_id},
               {"world_size", world}, {"master_addr", o.master_addr.empty() ? endpoints[0].host : o.master_addr},
               {"master_port", 0},    {"perf", perf_spec_json(o.perf)}};
-  if (o.coll_timeout_s > 0) run["timeouts"] = {{"coll_s", o.coll_timeout_s}};
+  json timeouts = json::object();
+  if (o.store_timeout_s > 0) timeouts["store_s"] = o.store_timeout_s;
+  if (o.bootstrap_timeout_s > 0) timeouts["bootstrap_s"] = o.bootstrap_timeout_s;
+  if (o.coll_timeout_s > 0) timeouts["coll_s"] = o.coll_timeout_s;
+  if (!timeouts.empty()) run["timeouts"] = timeouts;
   // Agent 0 holds rank 0 and hosts the store: it picks the port first.
   for (std::size_t i = 0; i < clients.size(); ++i) {
     json ranks = json::array();
@@ -197,6 +207,30 @@ int run_remote(const RemoteOptions& o) {
   return ok && wrong == 0 ? 0 : 1;
 }
 
+std::vector<std::unique_ptr<agent::AgentClient>> connect_all(const RemoteOptions& o) {
+  const std::string token = o.token_file.empty() ? std::string() : agent::read_token_file(o.token_file);
+  std::vector<std::unique_ptr<agent::AgentClient>> clients;
+  for (const auto& e : parse_agents(o.agents)) {
+    agent::ClientOptions c;
+    c.host = e.host;
+    c.port = e.port;
+    c.token = token;
+    clients.push_back(agent::AgentClient::connect(c));
+  }
+  return clients;
+}
+
+// One request to every agent; prints each reply as a JSON line.
+int each_agent(const RemoteOptions& o, const json& request) {
+  for (auto& c : connect_all(o)) {
+    json reply = c->call(request);
+    for (const char* k : {"type", "id", "v", "re", "ok"})
+      reply.erase(k);
+    std::printf("%s %s\n", c->address().c_str(), reply.dump().c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 Runner add_remote_command(CLI::App& app) {
@@ -207,12 +241,46 @@ Runner add_remote_command(CLI::App& app) {
   remote->add_option("--np-per-agent", o->np_per_agent, "Ranks each agent runs")->capture_default_str();
   remote->add_option("--master-addr", o->master_addr, "Address the ranks reach the first agent at (default: its host)");
   remote->add_option("--timeout", o->timeout_s, "Seconds the whole run may take")->capture_default_str();
+  remote->add_option("--store-timeout", o->store_timeout_s, "RINGMASTER_STORE_TIMEOUT for the ranks, seconds");
+  remote->add_option("--bootstrap-timeout", o->bootstrap_timeout_s,
+                     "RINGMASTER_BOOTSTRAP_TIMEOUT for the ranks, seconds");
   remote->add_option("--coll-timeout", o->coll_timeout_s, "RINGMASTER_COLL_TIMEOUT for the ranks, seconds");
   remote->add_option("--events-file", o->events_file, "Write every relayed event as a JSON line here");
   remote->require_subcommand(1);
   auto* perf = remote->add_subcommand("perf", "nccl-tests style sweep, as `ringmaster-cli perf`");
   add_perf_options(perf, o->perf);
-  return [o]() -> int { return run_remote(*o); };
+  auto* inventory = remote->add_subcommand("inventory", "Print each agent's inventory as a JSON line");
+  auto* fault = remote->add_subcommand(
+      "fault", "Inject a fault on every agent (needs --allow-fault-injection there; docs/protocol.md)");
+  fault->add_option("kind", o->kind, "drop_ports, drop_address, delay or rate")
+      ->required()
+      ->check(CLI::IsMember({"drop_ports", "drop_address", "delay", "rate"}));
+  fault->add_option("--ports", o->ports, "drop_ports: PORT or LOW-HIGH");
+  fault->add_option("--address", o->address, "drop_address: the peer's IP");
+  fault->add_option("--direction", o->direction, "in, out or both")->capture_default_str();
+  fault->add_option("--interface", o->interface, "delay, rate: the network device");
+  fault->add_option("--ms", o->ms, "delay: milliseconds");
+  fault->add_option("--mbit", o->mbit, "rate: Mbit/s");
+  auto* clear = remote->add_subcommand("fault-clear", "Revert faults on every agent");
+  clear->add_option("--id", o->fault_id, "Only this fault (default: all)");
+  return [=]() -> int {
+    if (inventory->parsed()) return each_agent(*o, {{"type", "inventory"}});
+    if (fault->parsed()) {
+      json spec = {{"kind", o->kind}, {"direction", o->direction}};
+      if (!o->ports.empty()) spec["ports"] = o->ports;
+      if (!o->address.empty()) spec["address"] = o->address;
+      if (!o->interface.empty()) spec["interface"] = o->interface;
+      if (o->ms > 0) spec["ms"] = o->ms;
+      if (o->mbit > 0) spec["mbit"] = o->mbit;
+      return each_agent(*o, {{"type", "fault"}, {"fault", spec}});
+    }
+    if (clear->parsed()) {
+      json request = {{"type", "fault_clear"}};
+      if (o->fault_id > 0) request["fault_id"] = o->fault_id;
+      return each_agent(*o, request);
+    }
+    return run_remote(*o);
+  };
 }
 
 }  // namespace ringmaster::cli

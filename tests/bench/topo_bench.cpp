@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
     hwloc_topology_init(&t);
     hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
     hwloc_topology_set_components(t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "pci");
+    hwloc_topology_set_components(t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "gl");
     hwloc_topology_load(t);
     hwloc_topology_destroy(t);
     hwloc_only.push_back(ms_since(start));

@@ -3,10 +3,12 @@
 // token handshake, malformed frames of every kind, and a rank killed
 // mid-run.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -35,8 +37,11 @@ struct Agent {
   testing_support::ChildProcess child;
   std::uint16_t port = 0;
 
-  explicit Agent(std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {RINGMASTER_AGENT, "--listen", "127.0.0.1:0", "--print-port"};
+  // `prefix` runs the agent through another command (ip netns exec NS).
+  explicit Agent(std::vector<std::string> extra = {}, std::vector<std::string> prefix = {}) {
+    std::vector<std::string> argv = prefix;
+    for (const char* a : {RINGMASTER_AGENT, "--listen", "127.0.0.1:0", "--print-port"})
+      argv.push_back(a);
     argv.insert(argv.end(), extra.begin(), extra.end());
     child = testing_support::spawn(argv, {});
     std::string line;
@@ -45,7 +50,11 @@ struct Agent {
     while (::poll(&p, 1, 10000) > 0 && ::read(child.out_fd, &c, 1) == 1 && c != '\n')
       line += c;
     port = static_cast<std::uint16_t>(std::atoi(line.c_str()));
-    if (port == 0) throw std::runtime_error("agent did not print its port");
+    if (port == 0) {
+      ::kill(child.pid, SIGKILL);
+      child.finish();
+      throw std::runtime_error("agent did not print its port within 10 s");
+    }
     if (std::find(extra.begin(), extra.end(), "--metrics") != extra.end()) {
       line.clear();
       while (::poll(&p, 1, 10000) > 0 && ::read(child.out_fd, &c, 1) == 1 && c != '\n')
@@ -494,6 +503,117 @@ TEST(Agent, KilledRankIsReportedAndTheNextRunWorks) {
     if (m["event"]["type"] == "run_done") after_ok = m["event"]["ok"].get<bool>();
   }
   EXPECT_TRUE(after_ok);
+}
+
+// A network namespace of this test's own, with loopback up.
+struct NetNamespace {
+  std::string name = "rm-agent-test-" + std::to_string(::getpid());
+  NetNamespace() {
+    ::system(("ip netns del " + name + " 2>/dev/null").c_str());
+    if (::system(("ip netns add " + name + " && ip netns exec " + name + " ip link set lo up").c_str()) != 0) {
+      throw std::runtime_error("cannot create network namespace " + name);
+    }
+  }
+  ~NetNamespace() { ::system(("ip netns del " + name).c_str()); }
+  std::vector<std::string> exec() const { return {"/usr/sbin/ip", "netns", "exec", name}; }
+  std::string ruleset() const {
+    auto nft = testing_support::spawn({"/usr/sbin/ip", "netns", "exec", name, "nft", "list", "ruleset"}, {});
+    nft.finish();
+    return nft.output;
+  }
+  // A client whose socket lives in this namespace.
+  std::unique_ptr<agent::AgentClient> connect(const agent::ClientOptions& options,
+                                              agent::AgentClient::MessageHandler handler = {}) const {
+    std::unique_ptr<agent::AgentClient> client;
+    std::string error;
+    std::thread([&] {
+      const int fd = ::open(("/run/netns/" + name).c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0) {
+        error = "setns failed";
+        return;
+      }
+      ::close(fd);
+      try {
+        client = agent::AgentClient::connect(options, std::move(handler));
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }).join();
+    if (!client) throw std::runtime_error(error);
+    return client;
+  }
+};
+
+TEST(AgentFaults, PortRangeDropBreaksStoreConnectAndNoRuleOutlivesIt) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: network namespaces and nftables";
+  if (::system("command -v nft >/dev/null && command -v ip >/dev/null") != 0) GTEST_SKIP() << "needs nft and ip";
+  NetNamespace ns;
+  auto agent = std::make_unique<Agent>(std::vector<std::string>{"--allow-fault-injection"}, ns.exec());
+  Inbox inbox;
+  auto client = ns.connect(agent->options(), inbox.handler());
+  client->call({{"type", "subscribe"}});
+  const json drop = {{"type", "fault"},
+                     {"fault", {{"kind", "drop_ports"}, {"ports", "1025-65535"}, {"direction", "both"}}}};
+  const json applied = client->call(drop);
+  EXPECT_EQ(applied["mechanism"], "nftables") << applied.dump();
+  EXPECT_NE(ns.ruleset().find("tcp dport 1025-65535"), std::string::npos) << ns.ruleset();
+  EXPECT_EQ(client->call({{"type", "inventory"}})["faults"].size(), 1u);
+
+  // The seed case: MASTER_PORT inside the dropped range.
+  client->call({{"type", "run"},
+                {"run_id", "blocked"},
+                {"world_size", 2},
+                {"ranks", {0, 1}},
+                {"master_addr", "127.0.0.1"},
+                {"master_port", 29500},
+                {"perf", perf_spec("1K", "1K", 1)},
+                {"timeouts", {{"store_s", 2}}}});
+  std::map<int, json> failures;
+  bool done_ok = true;
+  for (const auto& m : inbox.run_events("blocked", 1, 60s)) {
+    const json& e = m["event"];
+    if (e["type"] == "failure") failures[m["rank"].get<int>()] = e;
+    if (e["type"] == "stage") {
+      const bool before_store = e["stage"] == "RESOLVE_MASTER" || (e["stage"] == "STORE_CONNECT" && !e["ok"]);
+      EXPECT_TRUE(before_store) << "no stage past the store connect should be entered: " << e.dump();
+    }
+    if (e["type"] == "run_done") done_ok = e["ok"].get<bool>();
+  }
+  EXPECT_FALSE(done_ok);
+  ASSERT_EQ(failures.size(), 2u);
+  for (const auto& [rank, f] : failures) {
+    EXPECT_EQ(f["stage"], "STORE_CONNECT") << f.dump();
+    EXPECT_EQ(f["category"], "timeout") << f.dump();
+    EXPECT_NE(f["hint"].get<std::string>().find("security group"), std::string::npos) << f.dump();
+  }
+  // Reverted when the run ended.
+  EXPECT_EQ(ns.ruleset().find("ringmaster_agent_"), std::string::npos) << ns.ruleset();
+
+  // Reverted by fault_clear.
+  client->call(drop);
+  EXPECT_NE(ns.ruleset().find("ringmaster_agent_"), std::string::npos);
+  client->call({{"type", "fault_clear"}});
+  EXPECT_EQ(ns.ruleset().find("ringmaster_agent_"), std::string::npos) << ns.ruleset();
+
+  // A killed agent leaves its table; the next agent removes it.
+  client->call(drop);
+  client.reset();
+  ::kill(agent->child.pid, SIGKILL);
+  agent.reset();
+  EXPECT_NE(ns.ruleset().find("ringmaster_agent_"), std::string::npos) << "the killed agent's table should be there";
+  Agent next({"--allow-fault-injection"}, ns.exec());
+  EXPECT_EQ(ns.ruleset().find("ringmaster_agent_"), std::string::npos) << ns.ruleset();
+}
+
+TEST(AgentFaults, RefusedUnlessAllowed) {
+  Agent a;
+  auto client = agent::AgentClient::connect(a.options());
+  try {
+    client->call({{"type", "fault"}, {"fault", {{"kind", "drop_ports"}, {"ports", "1-2"}}}});
+    ADD_FAILURE() << "fault accepted without --allow-fault-injection";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--allow-fault-injection"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -178,6 +178,9 @@ Topology Topology::discover() {
   // Linux's own backend reads the PCI tree from sysfs; the libpciaccess
   // plugin adds nothing there, costs 5 ms and never frees its globals.
   hwloc_topology_set_components(hw.get(), HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "pci");
+  // The GL plugin opens X displays (a TCP connect that hangs where traffic
+  // is dropped) to name GPUs' screens; nothing here needs it.
+  hwloc_topology_set_components(hw.get(), HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "gl");
   if (hwloc_topology_load(hw.get()) != 0) {
     throw Error(ErrorCategory::internal,
                 fmt::format("hwloc could not discover this machine: {}", std::strerror(errno)));

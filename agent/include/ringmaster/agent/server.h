@@ -15,6 +15,7 @@ struct AgentOptions {
   std::string topology_file;               // declared topology; empty: hwloc discovery
   std::string cli_path;                    // the ringmaster-cli that runs ranks
   std::string metrics_listen;              // ADDR:PORT for Prometheus GET /metrics; empty: off
+  bool allow_fault_injection = false;      // fault / fault_clear (docs/protocol.md)
   std::chrono::milliseconds heartbeat{1000};
   std::chrono::milliseconds client_silence_limit{10000};
   std::chrono::milliseconds cancel_grace{2000};  // SIGTERM, then SIGKILL after this

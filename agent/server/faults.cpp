@@ -1,0 +1,342 @@
+// Fault injection through nftables and tc, with the connect filter as the
+// fallback where the agent may not change the network.
+#include "faults.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include "ringmaster/status.h"
+
+extern char** environ;
+
+namespace ringmaster::agent {
+
+using nlohmann::json;
+
+std::pair<int, std::string> run_command(const std::vector<std::string>& argv, const std::string& input) {
+  int out[2], in[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return {127, std::strerror(errno)};
+  if (::pipe2(in, O_CLOEXEC) != 0) {
+    ::close(out[0]);
+    ::close(out[1]);
+    return {127, std::strerror(errno)};
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 2);
+  std::vector<std::string> copy = argv;
+  std::vector<char*> args;
+  for (auto& s : copy)
+    args.push_back(s.data());
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(in[0]);
+  ::close(out[1]);
+  if (rc != 0) {
+    ::close(in[1]);
+    ::close(out[0]);
+    return {127, fmt::format("cannot run {}: {}", argv[0], std::strerror(rc))};
+  }
+  // Scripts are small: write all, then read all.
+  std::size_t done = 0;
+  while (done < input.size()) {
+    const ssize_t n = ::write(in[1], input.data() + done, input.size() - done);
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(in[1]);
+  std::string output;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(out[0], buf, sizeof(buf));
+    if (n > 0) {
+      output.append(buf, static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    break;
+  }
+  ::close(out[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), output};
+}
+
+namespace {
+
+constexpr const char* kTablePrefix = "ringmaster_agent_";
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+    s.pop_back();
+  return s;
+}
+
+// "1025-65535" or "29500": checked, returned as nft writes it.
+std::string port_range(const std::string& text) {
+  const auto dash = text.find('-');
+  auto parse = [&](const std::string& part) {
+    char* end = nullptr;
+    const long v = std::strtol(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0' || v < 1 || v > 65535) {
+      throw Error(ErrorCategory::config, fmt::format("fault ports '{}': expected PORT or LOW-HIGH in 1..65535", text));
+    }
+    return v;
+  };
+  if (dash == std::string::npos) return std::to_string(parse(text));
+  const long lo = parse(text.substr(0, dash));
+  const long hi = parse(text.substr(dash + 1));
+  if (lo > hi) throw Error(ErrorCategory::config, fmt::format("fault ports '{}': LOW is above HIGH", text));
+  return fmt::format("{}-{}", lo, hi);
+}
+
+std::string direction_of(const json& spec) {
+  const std::string d = spec.value("direction", "both");
+  if (d != "in" && d != "out" && d != "both") {
+    throw Error(ErrorCategory::config, fmt::format("fault direction '{}': expected in, out or both", d));
+  }
+  return d;
+}
+
+std::string interface_of(const json& spec) {
+  const std::string i = spec.value("interface", "");
+  if (i.empty() || i.find_first_of(" ;/\n") != std::string::npos) {
+    throw Error(ErrorCategory::config, "fault needs an 'interface' (the network device to slow down)");
+  }
+  return i;
+}
+
+bool is_ipv6(const std::string& a) {
+  return a.find(':') != std::string::npos;
+}
+
+}  // namespace
+
+FaultManager::FaultManager(bool enabled, std::vector<std::uint16_t> exempt_ports)
+    : enabled_(enabled), table_(fmt::format("{}{}", kTablePrefix, ::getpid())), exempt_(std::move(exempt_ports)) {
+  if (!enabled_) return;
+  const auto [code, output] = run_command({"nft", "list", "tables"});
+  if (code != 0) {
+    nft_problem_ = code == 127 ? "nft (Debian package nftables) is not installed"
+                               : "nft cannot change rules here (no CAP_NET_ADMIN?): " + trim(output);
+    return;
+  }
+  nft_ = true;
+  // Tables of agents that died without cleaning up.
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    const auto at = line.find(kTablePrefix);
+    if (at == std::string::npos || line.rfind("table inet ", 0) != 0) continue;
+    const std::string name = line.substr(at);
+    const int pid = std::atoi(name.c_str() + std::strlen(kTablePrefix));
+    if (pid > 0 && (::kill(pid, 0) == 0 || errno != ESRCH)) continue;  // its agent lives
+    run_command({"nft", "delete", "table", "inet", name});
+  }
+}
+
+FaultManager::~FaultManager() {
+  try {
+    clear(std::nullopt);
+  } catch (...) {
+  }
+}
+
+void FaultManager::apply_nft() {
+  // The agent's own ports are accepted first, in rules of their own: nft
+  // merges adjacent `tcp sport != P tcp dport != P` into one comparison of
+  // both fields, which is not the same test.
+  std::string exempt;
+  for (const auto port : exempt_)
+    exempt += fmt::format("    tcp dport {0} accept\n    tcp sport {0} accept\n", port);
+  std::string input, output;
+  for (const auto& [id, f] : faults_) {
+    if (f.mechanism != "nftables") continue;
+    const std::string kind = f.spec["kind"];
+    const std::string dir = direction_of(f.spec);
+    std::string rule;
+    if (kind == "drop_ports") {
+      rule = fmt::format("tcp dport {}", port_range(f.spec["ports"]));
+      rule += fmt::format(" counter drop comment \"fault {}\"\n", id);
+      if (dir != "out") input += "    " + rule;
+      if (dir != "in") output += "    " + rule;
+    } else if (kind == "drop_address") {
+      const std::string a = f.spec["address"];
+      const std::string family = is_ipv6(a) ? "ip6" : "ip";
+      if (dir != "out") input += fmt::format("    {} saddr {} counter drop comment \"fault {}\"\n", family, a, id);
+      if (dir != "in") output += fmt::format("    {} daddr {} counter drop comment \"fault {}\"\n", family, a, id);
+    }
+  }
+  if (input.empty() && output.empty()) {
+    if (table_exists_) {
+      run_command({"nft", "delete", "table", "inet", table_});
+      table_exists_ = false;
+    }
+    return;
+  }
+  if (!input.empty()) input = exempt + input;
+  if (!output.empty()) output = exempt + output;
+  // Replace the whole table in one transaction.
+  const std::string rules = fmt::format(
+      "table inet {0}\ndelete table inet {0}\ntable inet {0} {{\n"
+      "  chain input {{\n    type filter hook input priority -10; policy accept;\n{1}  }}\n"
+      "  chain output {{\n    type filter hook output priority -10; policy accept;\n{2}  }}\n}}\n",
+      table_, input, output);
+  const auto [code, out] = run_command({"nft", "-f", "-"}, rules);
+  if (code != 0) throw Error(ErrorCategory::config, "nft refused the fault rules: " + trim(out));
+  table_exists_ = true;
+}
+
+json FaultManager::add(const json& spec) {
+  if (!enabled_) {
+    throw Error(ErrorCategory::config, "fault injection is off; start the agent with --allow-fault-injection");
+  }
+  if (!spec.is_object() || !spec.contains("kind") || !spec["kind"].is_string()) {
+    throw Error(ErrorCategory::config, "fault needs a 'kind': drop_ports, drop_address, delay or rate");
+  }
+  const std::string kind = spec["kind"];
+  Fault f;
+  f.id = next_id_;
+  f.spec = spec;
+  std::string note;
+  if (kind == "drop_ports" || kind == "drop_address") {
+    if (kind == "drop_ports") {
+      if (!spec.contains("ports") || !spec["ports"].is_string()) {
+        throw Error(ErrorCategory::config, "drop_ports needs 'ports' (\"PORT\" or \"LOW-HIGH\")");
+      }
+      port_range(spec["ports"]);
+    } else if (!spec.contains("address") || !spec["address"].is_string() ||
+               spec["address"].get<std::string>().find_first_not_of("0123456789abcdefABCDEF.:") != std::string::npos) {
+      throw Error(ErrorCategory::config, "drop_address needs an IP 'address'");
+    }
+    direction_of(spec);
+    if (nft_) {
+      f.mechanism = "nftables";
+      note = fmt::format("nftables table inet {}", table_);
+    } else {
+      f.mechanism = "connect_filter";
+      note = "falling back to the engine's connect filter for ranks started from now on (outbound connects only): " +
+             nft_problem_;
+    }
+  } else if (kind == "delay" || kind == "rate") {
+    const std::string dev = interface_of(spec);
+    for (const auto& [id, other] : faults_) {
+      if ((other.mechanism == "netem" || other.mechanism == "tbf") && other.spec.value("interface", "") == dev) {
+        throw Error(ErrorCategory::config,
+                    fmt::format("{} already has fault {} ({}); clear it first", dev, id, other.spec["kind"].dump()));
+      }
+    }
+    std::vector<std::string> argv = {"tc", "qdisc", "add", "dev", dev, "root"};
+    if (kind == "delay") {
+      const double ms = spec.value("ms", 0.0);
+      if (ms <= 0) throw Error(ErrorCategory::config, "delay needs 'ms' > 0");
+      argv.insert(argv.end(), {"netem", "delay", fmt::format("{}ms", ms)});
+      f.mechanism = "netem";
+    } else {
+      const double mbit = spec.value("mbit", 0.0);
+      if (mbit <= 0) throw Error(ErrorCategory::config, "rate needs 'mbit' > 0");
+      argv.insert(argv.end(), {"tbf", "rate", fmt::format("{}mbit", mbit), "burst", "64kb", "latency", "400ms"});
+      f.mechanism = "tbf";
+    }
+    const auto [code, out] = run_command(argv);
+    if (code != 0) {
+      throw Error(ErrorCategory::config,
+                  fmt::format("cannot {} {}: `{}` failed: {}", kind == "delay" ? "delay" : "rate-limit", dev,
+                              fmt::join(argv, " "), trim(out)));
+    }
+    note = fmt::format("tc {} on {}", f.mechanism, dev);
+  } else {
+    throw Error(ErrorCategory::config,
+                fmt::format("unknown fault kind '{}': drop_ports, drop_address, delay or rate", kind));
+  }
+  ++next_id_;
+  faults_[f.id] = f;
+  if (f.mechanism == "nftables") {
+    try {
+      apply_nft();
+    } catch (...) {
+      faults_.erase(f.id);
+      throw;
+    }
+  }
+  return {{"fault_id", f.id}, {"mechanism", f.mechanism}, {"note", note}};
+}
+
+void FaultManager::revert(const Fault& f) {
+  if (f.mechanism == "netem" || f.mechanism == "tbf") {
+    run_command({"tc", "qdisc", "del", "dev", f.spec.value("interface", ""), "root"});
+  }
+}
+
+void FaultManager::clear(std::optional<int> id) {
+  if (id) {
+    auto it = faults_.find(*id);
+    if (it == faults_.end()) throw Error(ErrorCategory::config, fmt::format("no fault {} on this agent", *id));
+    const Fault f = it->second;
+    faults_.erase(it);
+    revert(f);
+  } else {
+    for (const auto& [fid, f] : faults_)
+      revert(f);
+    faults_.clear();
+  }
+  if (nft_) apply_nft();
+}
+
+void FaultManager::run_started(const std::string& run_id) {
+  for (auto& [id, f] : faults_)
+    f.runs.push_back(run_id);
+}
+
+void FaultManager::run_ended(const std::string& run_id) {
+  std::vector<int> done;
+  for (const auto& [id, f] : faults_) {
+    if (std::find(f.runs.begin(), f.runs.end(), run_id) != f.runs.end()) done.push_back(id);
+  }
+  if (done.empty()) return;
+  for (int id : done) {
+    revert(faults_[id]);
+    faults_.erase(id);
+  }
+  try {
+    if (nft_) apply_nft();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "ringmaster-agent: reverting faults after run %s: %s\n", run_id.c_str(), e.what());
+  }
+}
+
+json FaultManager::active() const {
+  json out = json::array();
+  for (const auto& [id, f] : faults_) {
+    out.push_back({{"fault_id", id}, {"fault", f.spec}, {"mechanism", f.mechanism}, {"runs", f.runs}});
+  }
+  return out;
+}
+
+std::string FaultManager::connect_filter() const {
+  std::vector<std::string> rules;
+  for (const auto& [id, f] : faults_) {
+    if (f.mechanism != "connect_filter" || f.spec.value("direction", "both") == "in") continue;
+    if (f.spec["kind"] == "drop_ports") rules.push_back("drop:" + port_range(f.spec["ports"]));
+    if (f.spec["kind"] == "drop_address") rules.push_back("drop:" + f.spec["address"].get<std::string>());
+  }
+  return fmt::format("{}", fmt::join(rules, ","));
+}
+
+}  // namespace ringmaster::agent

@@ -1,0 +1,76 @@
+// Fault injection (opt-in, --allow-fault-injection): the ways clouds break
+// connectivity, made real in the agent's network namespace.
+//
+//   drop_ports    {ports: "1025-65535", direction: in|out|both}   nftables
+//   drop_address  {address: "198.18.0.3", direction: in|out|both} nftables
+//   delay         {interface: "eth0", ms: 50}                     tc netem
+//   rate          {interface: "eth0", mbit: 100}                  tc tbf
+//
+// nftables rules live in a table of this agent's own
+// (inet ringmaster_agent_<pid>); the agent's control and metrics ports are
+// exempt so clients keep reaching it. Without CAP_NET_ADMIN (or without
+// nft) the drops fall back to the engine's connect filter in the
+// environment of ranks started afterwards, which is said in the reply.
+// Every fault is reverted on fault_clear, when a run that started under it
+// ends, and when the agent exits; tables left by a killed agent are removed
+// when the next agent starts.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ringmaster::agent {
+
+class FaultManager {
+ public:
+  // enabled: --allow-fault-injection. Probes nft and removes stale tables.
+  FaultManager(bool enabled, std::vector<std::uint16_t> exempt_ports);
+  ~FaultManager();
+  FaultManager(const FaultManager&) = delete;
+  FaultManager& operator=(const FaultManager&) = delete;
+
+  // Applies a fault; returns {fault_id, mechanism, note}. Throws
+  // Error(config) naming what is wrong or what the host lacks.
+  nlohmann::json add(const nlohmann::json& fault);
+  // Reverts one fault, or all. Throws Error(config) for an unknown id.
+  void clear(std::optional<int> id);
+  // A run starts: the active faults are now tied to it.
+  void run_started(const std::string& run_id);
+  // That run ended: revert the faults tied to it.
+  void run_ended(const std::string& run_id);
+  // For inventory.
+  nlohmann::json active() const;
+  // RINGMASTER_CONNECT_FILTER for new ranks when drops fell back to it.
+  std::string connect_filter() const;
+  std::string table_name() const { return table_; }
+
+ private:
+  struct Fault {
+    int id = 0;
+    nlohmann::json spec;
+    std::string mechanism;  // nftables, netem, tbf, connect_filter
+    std::vector<std::string> runs;
+  };
+  void apply_nft();
+  void revert(const Fault& f);
+
+  bool enabled_ = false;
+  bool nft_ = false;
+  std::string nft_problem_;
+  std::string table_;
+  std::vector<std::uint16_t> exempt_;
+  std::map<int, Fault> faults_;
+  int next_id_ = 1;
+  bool table_exists_ = false;
+};
+
+// Runs argv (PATH lookup), feeding `input` on stdin; returns the exit code
+// (127 when it cannot start) and stdout+stderr.
+std::pair<int, std::string> run_command(const std::vector<std::string>& argv, const std::string& input = {});
+
+}  // namespace ringmaster::agent
