@@ -13,6 +13,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
@@ -38,6 +39,8 @@ using Clock = std::chrono::steady_clock;
 struct AgentClient::Impl : std::enable_shared_from_this<AgentClient::Impl> {
   asio::io_context io;
   tcp::socket socket{io};
+  std::unique_ptr<asio::ssl::context> tls_context;
+  std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls;  // set when ClientOptions::tls
   asio::steady_timer heartbeat_timer{io};
   std::thread thread;
   ClientOptions options;
@@ -72,15 +75,19 @@ struct AgentClient::Impl : std::enable_shared_from_this<AgentClient::Impl> {
       return;
     }
     writing = true;
-    asio::async_write(socket, asio::buffer(writes.front()),
-                      [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
-                        self->writes.pop_front();
-                        if (ec) {
-                          self->shut("cannot write to the agent: " + ec.message());
-                          return;
-                        }
-                        self->write_next();
-                      });
+    auto done = [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
+      self->writes.pop_front();
+      if (ec) {
+        self->shut("cannot write to the agent: " + ec.message());
+        return;
+      }
+      self->write_next();
+    };
+    if (tls) {
+      asio::async_write(*tls, asio::buffer(writes.front()), std::move(done));
+    } else {
+      asio::async_write(socket, asio::buffer(writes.front()), std::move(done));
+    }
   }
 
   // Any thread.
@@ -90,11 +97,19 @@ struct AgentClient::Impl : std::enable_shared_from_this<AgentClient::Impl> {
 
   awaitable<json> read_message() {
     unsigned char header[4];
-    co_await asio::async_read(socket, asio::buffer(header), use_awaitable);
+    if (tls) {
+      co_await asio::async_read(*tls, asio::buffer(header), use_awaitable);
+    } else {
+      co_await asio::async_read(socket, asio::buffer(header), use_awaitable);
+    }
     const std::uint32_t n = frame_length(header);
     if (n > kMaxFrameBytes) throw Error(ErrorCategory::protocol, fmt::format("agent sent a frame of {} bytes", n));
     std::string body(n, '\0');
-    co_await asio::async_read(socket, asio::buffer(body), use_awaitable);
+    if (tls) {
+      co_await asio::async_read(*tls, asio::buffer(body), use_awaitable);
+    } else {
+      co_await asio::async_read(socket, asio::buffer(body), use_awaitable);
+    }
     FrameDecoder d;
     d.feed(reinterpret_cast<const char*>(header), 4);
     d.feed(body.data(), body.size());
@@ -243,6 +258,28 @@ std::unique_ptr<AgentClient> AgentClient::connect(const ClientOptions& options, 
           auto endpoints = co_await resolver.async_resolve(options.host, std::to_string(options.port), use_awaitable);
           co_await asio::async_connect(impl->socket, endpoints, use_awaitable);
           impl->socket.set_option(tcp::no_delay(true));
+          if (options.tls) {
+            impl->tls_context = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+            if (!options.tls_ca_file.empty()) {
+              boost::system::error_code ec;
+              impl->tls_context->load_verify_file(options.tls_ca_file, ec);
+              if (ec) {
+                throw Error(ErrorCategory::config, fmt::format("--tls-ca {}: {}", options.tls_ca_file, ec.message()));
+              }
+              impl->tls_context->set_verify_mode(asio::ssl::verify_peer);
+              impl->tls_context->set_verify_callback(asio::ssl::host_name_verification(options.host));
+            } else {
+              impl->tls_context->set_verify_mode(asio::ssl::verify_none);
+            }
+            impl->tls = std::make_unique<asio::ssl::stream<tcp::socket&>>(impl->socket, *impl->tls_context);
+            SSL_set_tlsext_host_name(impl->tls->native_handle(), options.host.c_str());
+            boost::system::error_code ec;
+            co_await impl->tls->async_handshake(asio::ssl::stream_base::client,
+                                                asio::redirect_error(use_awaitable, ec));
+            if (ec) {
+              throw Error(ErrorCategory::network, fmt::format("TLS handshake with {} failed: {}", where, ec.message()));
+            }
+          }
           json hello = co_await impl->read_message();
           if (hello.value("type", "") != "hello") {
             throw Error(ErrorCategory::protocol, where + " did not start with hello: " + hello.dump());
@@ -257,7 +294,12 @@ std::unique_ptr<AgentClient> AgentClient::connect(const ClientOptions& options, 
                         {"id", 0},
                         {"v", kProtocolVersion},
                         {"hmac", hmac_sha256_hex(options.token, hello.value("nonce", ""))}};
-            co_await asio::async_write(impl->socket, asio::buffer(encode_frame(msg)), use_awaitable);
+            const std::string frame = encode_frame(msg);
+            if (impl->tls) {
+              co_await asio::async_write(*impl->tls, asio::buffer(frame), use_awaitable);
+            } else {
+              co_await asio::async_write(impl->socket, asio::buffer(frame), use_awaitable);
+            }
             json reply = co_await impl->read_message();
             if (reply.value("type", "") != "reply" || !reply.value("ok", false)) {
               throw Error(ErrorCategory::config,
@@ -268,7 +310,10 @@ std::unique_ptr<AgentClient> AgentClient::connect(const ClientOptions& options, 
         } catch (const boost::system::system_error& e) {
           ready.set_exception(std::make_exception_ptr(
               Error(timed_out ? ErrorCategory::timeout : ErrorCategory::network,
-                    timed_out ? fmt::format("{}: no hello within {} ms", where, options.connect_timeout.count())
+                    timed_out ? fmt::format("{}: no hello within {} ms{}", where, options.connect_timeout.count(),
+                                            options.tls ? ""
+                                                        : " (an agent serving TLS says nothing before the TLS "
+                                                          "handshake: connect with TLS)")
                               : fmt::format("cannot connect to {}: {}", where, e.code().message()))));
         } catch (...) {
           ready.set_exception(std::current_exception());

@@ -18,6 +18,7 @@
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
@@ -103,6 +104,7 @@ struct AgentServer::Impl {
   asio::io_context io;
   tcp::acceptor acceptor{io};
   tcp::acceptor metrics_acceptor{io};
+  std::unique_ptr<asio::ssl::context> tls;  // when --tls-cert/--tls-key
   asio::steady_timer heartbeat{io};
   Metrics metrics;
   std::set<std::shared_ptr<Session>> sessions;
@@ -129,11 +131,22 @@ class Session : public std::enable_shared_from_this<Session> {
     const auto remote = socket_.remote_endpoint(ec);
     peer_ = ec ? std::string("?") : fmt::format("{}:{}", remote.address().to_string(), remote.port());
     socket_.set_option(tcp::no_delay(true), ec);
+    if (server_.tls) tls_ = std::make_unique<asio::ssl::stream<tcp::socket&>>(socket_, *server_.tls);
     authed_ = server_.options.token.empty();
     last_heard_us_ = now_us();
   }
 
   awaitable<void> run(std::shared_ptr<Session> self) {
+    if (tls_) {
+      boost::system::error_code ec;
+      co_await tls_->async_handshake(asio::ssl::stream_base::server, asio::redirect_error(use_awaitable, ec));
+      if (ec) {
+        agent_log("TLS handshake with {} failed: {}", peer_, ec.message());
+        drop("TLS handshake failed");
+        server_.sessions.erase(self);
+        co_return;
+      }
+    }
     nonce_ = random_nonce();
     send({{"type", "hello"},
           {"agent", "ringmaster-agent"},
@@ -148,7 +161,8 @@ class Session : public std::enable_shared_from_this<Session> {
       for (;;) {
         boost::system::error_code ec;
         const std::size_t n =
-            co_await socket_.async_read_some(asio::buffer(buffer), asio::redirect_error(use_awaitable, ec));
+            tls_ ? co_await tls_->async_read_some(asio::buffer(buffer), asio::redirect_error(use_awaitable, ec))
+                 : co_await socket_.async_read_some(asio::buffer(buffer), asio::redirect_error(use_awaitable, ec));
         if (ec) {
           if (decoder.pending() > 0 && socket_.is_open()) {
             fatal(std::nullopt, "truncated frame: the connection ended after " + decoder.truncation());
@@ -273,16 +287,20 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     writing_ = true;
-    asio::async_write(socket_, asio::buffer(writes_.front()),
-                      [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
-                        self->writes_.pop_front();
-                        if (ec) {
-                          self->writes_.clear();
-                          self->writing_ = false;
-                          return;
-                        }
-                        self->write_next();
-                      });
+    auto done = [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
+      self->writes_.pop_front();
+      if (ec) {
+        self->writes_.clear();
+        self->writing_ = false;
+        return;
+      }
+      self->write_next();
+    };
+    if (tls_) {
+      asio::async_write(*tls_, asio::buffer(writes_.front()), std::move(done));
+    } else {
+      asio::async_write(socket_, asio::buffer(writes_.front()), std::move(done));
+    }
   }
 
   void close_after_writes() {
@@ -296,6 +314,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   tcp::socket socket_;
+  std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls_;
   AgentServer::Impl& server_;
   std::string peer_;
   std::string nonce_;
@@ -427,6 +446,18 @@ AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>())
   if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) throw Error(ErrorCategory::network, fmt::format("cannot listen on {}: {}", s.options.listen, ec.message()));
 
+  if (!s.options.tls_cert.empty() || !s.options.tls_key.empty()) {
+    if (s.options.tls_cert.empty() || s.options.tls_key.empty()) {
+      throw Error(ErrorCategory::config, "TLS needs both --tls-cert and --tls-key");
+    }
+    s.tls = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+    s.tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                       asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
+    s.tls->use_certificate_chain_file(s.options.tls_cert, ec);
+    if (ec) throw Error(ErrorCategory::config, fmt::format("--tls-cert {}: {}", s.options.tls_cert, ec.message()));
+    s.tls->use_private_key_file(s.options.tls_key, asio::ssl::context::pem, ec);
+    if (ec) throw Error(ErrorCategory::config, fmt::format("--tls-key {}: {}", s.options.tls_key, ec.message()));
+  }
   if (!s.options.metrics_listen.empty()) {
     const auto [mhost, mport] = split_listen(s.options.metrics_listen);
     const auto maddress = asio::ip::make_address(mhost, ec);

@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   app.add_option("--cli", options.cli_path, "ringmaster-cli that runs ranks (default: next to this binary)");
   app.add_flag("--allow-fault-injection", options.allow_fault_injection,
                "Accept fault/fault_clear: nftables drops and tc delay/rate in this network namespace");
+  app.add_option("--tls-cert", options.tls_cert, "PEM certificate (chain): serve the control port over TLS");
+  app.add_option("--tls-key", options.tls_key, "PEM private key of --tls-cert");
   app.add_option("--metrics", options.metrics_listen, "ADDR:PORT serving Prometheus GET /metrics (default: off)");
   app.add_flag("--print-port", print_port,
                "Print the bound control port on stdout once listening (and then the metrics port, if any)");

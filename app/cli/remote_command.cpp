@@ -27,6 +27,8 @@ using nlohmann::json;
 struct RemoteOptions {
   std::string agents = "127.0.0.1:29600";
   std::string token_file;
+  bool tls = false;
+  std::string tls_ca;
   int np_per_agent = 1;
   std::string master_addr;
   double timeout_s = 600;
@@ -106,6 +108,8 @@ int run_remote(const RemoteOptions& o) {
     c.host = endpoints[i].host;
     c.port = endpoints[i].port;
     c.token = token;
+    c.tls = o.tls || !o.tls_ca.empty();
+    c.tls_ca_file = o.tls_ca;
     const std::string address = endpoints[i].host + ":" + std::to_string(endpoints[i].port);
     clients.push_back(agent::AgentClient::connect(
         c, [inbox](const json& m) { inbox->push(m); },
@@ -215,6 +219,8 @@ std::vector<std::unique_ptr<agent::AgentClient>> connect_all(const RemoteOptions
     c.host = e.host;
     c.port = e.port;
     c.token = token;
+    c.tls = o.tls || !o.tls_ca.empty();
+    c.tls_ca_file = o.tls_ca;
     clients.push_back(agent::AgentClient::connect(c));
   }
   return clients;
@@ -238,6 +244,8 @@ Runner add_remote_command(CLI::App& app) {
   auto o = std::make_shared<RemoteOptions>();
   remote->add_option("--agents", o->agents, "Comma list of HOST:PORT (default 127.0.0.1:29600)")->capture_default_str();
   remote->add_option("--token-file", o->token_file, "File with the agents' shared token");
+  remote->add_flag("--tls", o->tls, "The agents serve TLS (encrypt; verify only with --tls-ca)");
+  remote->add_option("--tls-ca", o->tls_ca, "CA certificate (PEM) that signed the agents' certificates; implies --tls");
   remote->add_option("--np-per-agent", o->np_per_agent, "Ranks each agent runs")->capture_default_str();
   remote->add_option("--master-addr", o->master_addr, "Address the ranks reach the first agent at (default: its host)");
   remote->add_option("--timeout", o->timeout_s, "Seconds the whole run may take")->capture_default_str();

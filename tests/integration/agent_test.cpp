@@ -312,6 +312,46 @@ TEST(Agent, TokenHandshake) {
   EXPECT_EQ(client->call({{"type", "ping"}})["type"], "reply");
 }
 
+TEST(Agent, TlsWithAVerifiedCertificate) {
+  const std::string dir = ::testing::TempDir();
+  const std::string cert = dir + "agent-tls.crt", key = dir + "agent-tls.key", other = dir + "other-ca.crt",
+                    other_key = dir + "other-ca.key";
+  const std::string make =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -addext "
+      "subjectAltName=IP:127.0.0.1 2>/dev/null";
+  if (::system((make + " -keyout " + key + " -out " + cert).c_str()) != 0 ||
+      ::system((make + " -keyout " + other_key + " -out " + other).c_str()) != 0) {
+    GTEST_SKIP() << "openssl (Debian package openssl) cannot make a test certificate";
+  }
+  Agent a({"--tls-cert", cert, "--tls-key", key});
+  auto options = a.options();
+  options.tls = true;
+  options.tls_ca_file = cert;
+  auto client = agent::AgentClient::connect(options);
+  EXPECT_EQ(client->hello()["agent"], "ringmaster-agent");
+  EXPECT_FALSE(client->call({{"type", "inventory"}})["hostname"].get<std::string>().empty());
+
+  // A certificate from another CA is refused by the client.
+  options.tls_ca_file = other;
+  try {
+    agent::AgentClient::connect(options);
+    ADD_FAILURE() << "connected to an agent whose certificate the CA did not sign";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("TLS handshake"), std::string::npos) << e.what();
+  }
+  // A plain client gets no hello, and is told why.
+  auto plain = a.options();
+  plain.connect_timeout = 1500ms;
+  try {
+    agent::AgentClient::connect(plain);
+    ADD_FAILURE() << "a plain client got through to a TLS agent";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("connect with TLS"), std::string::npos) << e.what();
+  }
+  // The agent keeps serving the verified client.
+  EXPECT_EQ(client->call({{"type", "ping"}})["type"], "reply");
+}
+
 TEST(Agent, MalformedInputIsAnsweredAndOthersAreServed) {
   Agent a;
   auto bystander = agent::AgentClient::connect(a.options());

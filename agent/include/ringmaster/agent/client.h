@@ -21,6 +21,10 @@ struct ClientOptions {
   std::string host = "127.0.0.1";
   std::uint16_t port = kDefaultPort;
   std::string token;  // empty: the agent must not ask for one
+  bool tls = false;   // the agent serves TLS (--tls-cert)
+  // Verify the agent's certificate and host name against this CA (PEM);
+  // empty: encrypt without verifying who answers.
+  std::string tls_ca_file;
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds heartbeat{1000};      // a ping this often
   std::chrono::milliseconds silence_limit{3000};  // nothing heard this long: the agent is gone

@@ -16,6 +16,7 @@ struct AgentOptions {
   std::string cli_path;                    // the ringmaster-cli that runs ranks
   std::string metrics_listen;              // ADDR:PORT for Prometheus GET /metrics; empty: off
   bool allow_fault_injection = false;      // fault / fault_clear (docs/protocol.md)
+  std::string tls_cert, tls_key;           // PEM files: serve the control port over TLS
   std::chrono::milliseconds heartbeat{1000};
   std::chrono::milliseconds client_silence_limit{10000};
   std::chrono::milliseconds cancel_grace{2000};  // SIGTERM, then SIGKILL after this
