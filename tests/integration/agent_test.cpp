@@ -352,6 +352,46 @@ TEST(Agent, TlsWithAVerifiedCertificate) {
   EXPECT_EQ(client->call({{"type", "ping"}})["type"], "reply");
 }
 
+TEST(Agent, CancelDeclaredTopologyAndShutdown) {
+  Agent a({"--topology-file", RINGMASTER_TOPOLOGY_DIR "/p4d-24xl-topo.xml"});
+  Inbox inbox;
+  auto client = agent::AgentClient::connect(a.options(), inbox.handler());
+  const json inventory = client->call({{"type", "inventory"}});
+  EXPECT_EQ(inventory["topology"]["origin"], "declared");
+  EXPECT_NE(inventory["topology_summary"].get<std::string>().find("8 GPUs, 4 NICs"), std::string::npos);
+
+  client->call({{"type", "subscribe"}});
+  client->call({{"type", "run"},
+                {"run_id", "long"},
+                {"world_size", 2},
+                {"ranks", {0, 1}},
+                {"master_addr", "127.0.0.1"},
+                {"master_port", 0},
+                {"perf", perf_spec("4M", "4M", 100000)}});
+  EXPECT_EQ(client->call({{"type", "inventory"}})["runs"].size(), 1u);
+  const auto cancelled_at = std::chrono::steady_clock::now();
+  client->call({{"type", "cancel"}, {"run_id", "long"}});
+  int terminated = 0;
+  bool cancelled = false;
+  for (const auto& m : inbox.run_events("long", 1, 30s)) {
+    const json& e = m["event"];
+    if (e["type"] == "rank_failed" && e.value("signal_name", "") == "SIGTERM") ++terminated;
+    if (e["type"] == "run_done") cancelled = e["cancelled"].get<bool>();
+  }
+  EXPECT_EQ(terminated, 2);
+  EXPECT_TRUE(cancelled);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - cancelled_at).count(), 5.0);
+  try {
+    client->call({{"type", "cancel"}, {"run_id", "long"}});
+    ADD_FAILURE() << "cancelled a run that is over";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no run long"), std::string::npos) << e.what();
+  }
+  client->call({{"type", "shutdown"}});
+  a.child.finish();
+  EXPECT_EQ(a.child.exit_code(), 0);
+}
+
 TEST(Agent, MalformedInputIsAnsweredAndOthersAreServed) {
   Agent a;
   auto bystander = agent::AgentClient::connect(a.options());
