@@ -1,0 +1,124 @@
+// ringmaster: the operations console. With no arguments it starts local
+// agents on loopback and connects to them; --agents connects to running
+// ones instead. --screenshot runs a sweep and saves the window as a PNG.
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QDir>
+#include <QTimer>
+#include <cstdio>
+#include <cstdlib>
+
+#include "main_window.h"
+#include "models/console.h"
+
+int main(int argc, char** argv) {
+  // A screenshot needs no screen: render offscreen when there is none.
+  bool wants_screenshot = false;
+  for (int i = 1; i < argc; ++i)
+    wants_screenshot |= std::string(argv[i]) == "--screenshot";
+  if (wants_screenshot && !std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY") &&
+      !std::getenv("QT_QPA_PLATFORM")) {
+    setenv("QT_QPA_PLATFORM", "offscreen", 1);
+  }
+  QApplication app(argc, argv);
+  QApplication::setOrganizationName("Ringmaster");
+  QApplication::setApplicationName("ringmaster");
+  QApplication::setApplicationVersion("0.1.0");
+
+  QCommandLineParser cli;
+  cli.setApplicationDescription("Ringmaster console: topology, live bandwidth and the rendezvous timeline of runs");
+  cli.addHelpOption();
+  cli.addVersionOption();
+  QCommandLineOption agents_opt("agents", "Connect to these agents instead of starting local ones.", "host:port,...");
+  QCommandLineOption token_opt("token-file", "The agents' shared token.", "file");
+  QCommandLineOption local_opt("local", "Local agents to start (default 4).", "n", "4");
+  QCommandLineOption run_opt("run", "Start a run as soon as the agents are connected.");
+  QCommandLineOption shot_opt("screenshot", "Run, wait for the results, save the window to this PNG and exit.", "file");
+  QCommandLineOption collective_opt("collective", "Collective of the run (default all_reduce).", "name", "all_reduce");
+  QCommandLineOption min_opt("min-bytes", "Smallest size (default 8).", "size", "8");
+  QCommandLineOption max_opt("max-bytes", "Largest size (default 64M).", "size", "64M");
+  QCommandLineOption iters_opt("iters", "Timed iterations per size (default 20).", "n", "20");
+  QCommandLineOption per_agent_opt("np-per-agent", "Ranks per agent (default 1).", "n", "1");
+  QCommandLineOption record_opt("record", "Write every agent message to this file (JSON lines).", "file");
+  for (const auto* o : {&agents_opt, &token_opt, &local_opt, &run_opt, &shot_opt, &collective_opt, &min_opt, &max_opt,
+                        &iters_opt, &per_agent_opt, &record_opt}) {
+    cli.addOption(*o);
+  }
+  cli.process(app);
+
+  ringmaster::ui::Console console;
+  if (cli.isSet(record_opt) && !console.record_to(cli.value(record_opt))) {
+    std::fprintf(stderr, "ringmaster: cannot write %s\n", qPrintable(cli.value(record_opt)));
+    return 1;
+  }
+  int expected = 0;
+  if (cli.isSet(agents_opt)) {
+    QString token;
+    if (cli.isSet(token_opt)) {
+      QFile f(cli.value(token_opt));
+      if (!f.open(QIODevice::ReadOnly)) {
+        std::fprintf(stderr, "ringmaster: cannot read token file %s\n", qPrintable(cli.value(token_opt)));
+        return 1;
+      }
+      token = QString::fromUtf8(f.readLine()).trimmed();
+    }
+    for (const QString& a : cli.value(agents_opt).split(',', Qt::SkipEmptyParts)) {
+      const int colon = static_cast<int>(a.lastIndexOf(':'));
+      const int port = colon > 0 ? a.mid(colon + 1).toInt() : 0;
+      if (port <= 0 || port > 65535) {
+        std::fprintf(stderr, "ringmaster: --agents: %s is not host:port\n", qPrintable(a));
+        return 1;
+      }
+      console.connect_agent(a.left(colon), static_cast<quint16>(port), token);
+      ++expected;
+    }
+  } else {
+    expected = cli.value(local_opt).toInt();
+    QString error;
+    const QString agent = QDir(QCoreApplication::applicationDirPath()).filePath("ringmaster-agent");
+    if (!console.start_local_agents(expected, agent, &error)) {
+      std::fprintf(stderr, "ringmaster: %s\n", qPrintable(error));
+      return 1;
+    }
+  }
+
+  ringmaster::ui::MainWindow window(console);
+  ringmaster::ui::RunSpec spec;
+  spec.collective = cli.value(collective_opt);
+  spec.min_bytes = cli.value(min_opt);
+  spec.max_bytes = cli.value(max_opt);
+  spec.iters = cli.value(iters_opt).toInt();
+  spec.ranks_per_agent = cli.value(per_agent_opt).toInt();
+  window.set_run_spec(spec);
+  window.show();
+
+  const bool screenshot = cli.isSet(shot_opt);
+  if (cli.isSet(run_opt) || screenshot) {
+    int connected = 0;
+    QObject::connect(&console, &ringmaster::ui::Console::agent_connected, &window, [&] {
+      if (++connected == expected) window.start_run();
+    });
+    QObject::connect(&console, &ringmaster::ui::Console::agent_lost, &window,
+                     [&](const QString& a, const QString& why) {
+                       std::fprintf(stderr, "ringmaster: agent %s: %s\n", qPrintable(a), qPrintable(why));
+                       if (screenshot) QCoreApplication::exit(1);
+                     });
+    QObject::connect(&console, &ringmaster::ui::Console::run_launch_failed, &window, [&](const QString& why) {
+      std::fprintf(stderr, "ringmaster: run not started: %s\n", qPrintable(why));
+      if (screenshot) QCoreApplication::exit(1);
+    });
+  }
+  if (screenshot) {
+    QObject::connect(&console.run, &ringmaster::ui::RunState::finished, &window, [&](bool ok) {
+      window.tabs()->setCurrentIndex(0);
+      // Let the chart draw the last samples before the picture is taken.
+      QTimer::singleShot(700, &window, [&, ok] {
+        const bool saved = window.save_screenshot(cli.value(shot_opt));
+        std::printf("%s %s (run %s)\n", saved ? "saved" : "could not save", qPrintable(cli.value(shot_opt)),
+                    ok ? "ok" : "failed");
+        QCoreApplication::exit(saved ? 0 : 1);
+      });
+    });
+  }
+  return app.exec();
+}

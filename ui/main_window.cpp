@@ -1,0 +1,335 @@
+#include "main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDockWidget>
+#include <QDoubleSpinBox>
+#include <QFile>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSettings>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QStyleFactory>
+#include <QTabWidget>
+#include <QTableView>
+#include <QVBoxLayout>
+
+#include "panels/bandwidth_chart.h"
+#include "panels/timeline_view.h"
+#include "panels/topology_view.h"
+
+namespace ringmaster::ui {
+
+MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent), console_(console) {
+  setWindowTitle("Ringmaster");
+  setObjectName("mainWindow");
+  resize(1360, 760);
+
+  // Left: agents and the launcher.
+  auto* left = new QWidget;
+  auto* left_layout = new QVBoxLayout(left);
+  agents_view_ = new QTableView;
+  agents_view_->setObjectName("agentsView");
+  agents_view_->setModel(&console_.agents);
+  agents_view_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  agents_view_->horizontalHeader()->setStretchLastSection(true);
+  agents_view_->verticalHeader()->hide();
+  left_layout->addWidget(new QLabel("<b>Agents</b>"));
+  left_layout->addWidget(agents_view_, 1);
+  auto* connect_row = new QHBoxLayout;
+  agent_address_ = new QLineEdit;
+  agent_address_->setPlaceholderText("host:port");
+  token_file_ = new QLineEdit;
+  token_file_->setPlaceholderText("token file (optional)");
+  auto* connect_button = new QPushButton("Connect");
+  auto* disconnect_button = new QPushButton("Disconnect");
+  connect_row->addWidget(agent_address_, 2);
+  connect_row->addWidget(token_file_, 2);
+  connect_row->addWidget(connect_button);
+  connect_row->addWidget(disconnect_button);
+  left_layout->addLayout(connect_row);
+
+  auto* form = new QFormLayout;
+  collective_ = new QComboBox;
+  collective_->addItems(
+      {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "sendrecv"});
+  min_bytes_ = new QLineEdit("8");
+  max_bytes_ = new QLineEdit("64M");
+  factor_ = new QDoubleSpinBox;
+  factor_->setRange(1, 16);
+  factor_->setValue(2);
+  iters_ = new QSpinBox;
+  iters_->setRange(1, 100000);
+  iters_->setValue(20);
+  per_agent_ = new QSpinBox;
+  per_agent_->setRange(1, 64);
+  per_agent_->setValue(2);
+  world_ = new QSpinBox;
+  world_->setRange(0, 4096);
+  world_->setSpecialValueText("agents × ranks");
+  form->addRow("Collective", collective_);
+  form->addRow("Min bytes (-b)", min_bytes_);
+  form->addRow("Max bytes (-e)", max_bytes_);
+  form->addRow("Step factor (-f)", factor_);
+  form->addRow("Iterations (-n)", iters_);
+  form->addRow("Ranks per agent", per_agent_);
+  form->addRow("World size", world_);
+  left_layout->addWidget(new QLabel("<b>Run</b>"));
+  left_layout->addLayout(form);
+  run_button_ = new QPushButton("Run");
+  run_button_->setObjectName("runButton");
+  auto* cancel_button = new QPushButton("Cancel");
+  auto* buttons = new QHBoxLayout;
+  buttons->addWidget(run_button_);
+  buttons->addWidget(cancel_button);
+  left_layout->addLayout(buttons);
+  auto* dock = new QDockWidget("Agents and run");
+  dock->setObjectName("agentsDock");
+  dock->setWidget(left);
+  dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable);
+  addDockWidget(Qt::LeftDockWidgetArea, dock);
+
+  // Centre: tabs.
+  tabs_ = new QTabWidget;
+  tabs_->setObjectName("tabs");
+  // Live: bandwidth over the rendezvous timeline, the two things watched
+  // during bring-up, with the detail of the stage last clicked.
+  auto* live = new QSplitter(Qt::Vertical);
+  live->setObjectName("live");
+  bandwidth_ = new BandwidthChart(console_.run.bandwidth);
+  timeline_ = new TimelineView(console_.run.timeline);
+  detail_ = new QPlainTextEdit;
+  detail_->setObjectName("stageDetail");
+  detail_->setReadOnly(true);
+  detail_->setPlaceholderText("Click a stage for its detail: addresses, errno, joined and missing ranks, the hint.");
+  live->addWidget(bandwidth_);
+  live->addWidget(timeline_);
+  live->addWidget(detail_);
+  live->setStretchFactor(0, 5);
+  live->setStretchFactor(1, 3);
+  live->setStretchFactor(2, 1);
+  live->setSizes({420, 200, 60});
+  tabs_->addTab(live, "Live");
+  auto* table = new QTableView;
+  table->setObjectName("timelineTable");
+  table->setModel(&console_.run.timeline);
+  table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  tabs_->addTab(table, "Stages (ms)");
+  auto* results = new QTableView;
+  results->setObjectName("resultsView");
+  results->setModel(&console_.run.results);
+  results->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  tabs_->addTab(results, "Results");
+  auto* decisions = new QTableView;
+  decisions->setModel(&console_.run.decisions);
+  decisions->horizontalHeader()->setStretchLastSection(true);
+  tabs_->addTab(decisions, "Engine decisions");
+  topology_ = new TopologyView;
+  tabs_->addTab(topology_, "Topology");
+  setCentralWidget(tabs_);
+
+  status_agents_ = new QLabel;
+  status_run_ = new QLabel;
+  statusBar()->addWidget(status_agents_);
+  statusBar()->addPermanentWidget(status_run_);
+
+  connect(connect_button, &QPushButton::clicked, this, [this] {
+    const QString text = agent_address_->text().trimmed();
+    const int colon = static_cast<int>(text.lastIndexOf(':'));
+    const int port = colon > 0 ? text.mid(colon + 1).toInt() : 0;
+    if (colon <= 0 || port <= 0 || port > 65535) {
+      QMessageBox::warning(this, "Ringmaster", "Give the agent as host:port, e.g. 10.0.0.5:29600.");
+      return;
+    }
+    QString token;
+    if (!token_file_->text().isEmpty()) {
+      QFile f(token_file_->text());
+      if (!f.open(QIODevice::ReadOnly)) {
+        QMessageBox::warning(this, "Ringmaster", "Cannot read the token file " + token_file_->text());
+        return;
+      }
+      token = QString::fromUtf8(f.readLine()).trimmed();
+    }
+    console_.connect_agent(text.left(colon), static_cast<quint16>(port), token);
+    QSettings().setValue("agents/last", text);
+  });
+  connect(disconnect_button, &QPushButton::clicked, this, [this] {
+    const auto rows = agents_view_->selectionModel()->selectedRows();
+    for (const auto& r : rows)
+      console_.disconnect_agent(console_.agents.address(r.row()));
+  });
+  connect(run_button_, &QPushButton::clicked, this, &MainWindow::start_run);
+  connect(cancel_button, &QPushButton::clicked, &console_, &Console::cancel_run);
+  connect(timeline_, &TimelineView::segment_clicked, this, &MainWindow::show_stage_detail);
+  connect(table, &QTableView::clicked, this, [this](const QModelIndex& i) {
+    show_stage_detail(i.row(), i.column());
+    tabs_->setCurrentIndex(0);
+  });
+  connect(agents_view_, &QTableView::clicked, this, [this] { show_selected_topology(); });
+  connect(&console_, &Console::agent_connected, this, [this](const QString& address) {
+    if (console_.agents.row_of(address) == 0) {
+      agents_view_->selectRow(0);
+      show_selected_topology();
+    }
+    update_status();
+  });
+  connect(&console_, &Console::agent_lost, this, [this] { update_status(); });
+  connect(&console_, &Console::run_launch_failed, this, [this](const QString& why) {
+    status_run_->setText("run not started: " + why);
+    detail_->setPlainText("The run could not start: " + why);
+  });
+  connect(&console_.run, &RunState::started, this, [this] { update_status(); });
+  connect(&console_.run, &RunState::finished, this, [this] {
+    update_status();
+    if (!console_.run.problems().isEmpty()) detail_->setPlainText(console_.run.problems().join("\n"));
+  });
+  auto* status_timer = new QTimer(this);
+  connect(status_timer, &QTimer::timeout, this, &MainWindow::update_status);
+  status_timer->start(1000);
+
+  build_menus();
+  QSettings settings;
+  restoreGeometry(settings.value("window/geometry").toByteArray());
+  restoreState(settings.value("window/state").toByteArray());
+  agent_address_->setText(settings.value("agents/last").toString());
+  set_dark(settings.value("window/dark", false).toBool());
+  update_status();
+}
+
+void MainWindow::build_menus() {
+  auto* file = menuBar()->addMenu("&File");
+  auto* shot = file->addAction("Save &screenshot…");
+  connect(shot, &QAction::triggered, this, [this] { save_screenshot("ringmaster.png"); });
+  file->addSeparator();
+  auto* quit = file->addAction("&Quit");
+  quit->setShortcut(QKeySequence::Quit);
+  connect(quit, &QAction::triggered, this, &QWidget::close);
+  auto* run = menuBar()->addMenu("&Run");
+  auto* start = run->addAction("&Start");
+  start->setShortcut(QKeySequence("Ctrl+R"));
+  connect(start, &QAction::triggered, this, &MainWindow::start_run);
+  auto* cancel = run->addAction("&Cancel");
+  cancel->setShortcut(QKeySequence("Ctrl+."));
+  connect(cancel, &QAction::triggered, &console_, &Console::cancel_run);
+  auto* view = menuBar()->addMenu("&View");
+  auto* dark = view->addAction("&Dark palette");
+  dark->setCheckable(true);
+  dark->setChecked(QSettings().value("window/dark", false).toBool());
+  connect(dark, &QAction::toggled, this, [this](bool on) {
+    set_dark(on);
+    QSettings().setValue("window/dark", on);
+  });
+  for (int i = 0; i < tabs_->count(); ++i) {
+    auto* a = view->addAction(tabs_->tabText(i));
+    a->setShortcut(QKeySequence(QString("Ctrl+%1").arg(i + 1)));
+    connect(a, &QAction::triggered, this, [this, i] { tabs_->setCurrentIndex(i); });
+  }
+}
+
+void MainWindow::set_dark(bool dark) {
+  QPalette p = QApplication::style()->standardPalette();
+  if (dark) {
+    p.setColor(QPalette::Window, QColor(0x30, 0x30, 0x30));
+    p.setColor(QPalette::WindowText, Qt::white);
+    p.setColor(QPalette::Base, QColor(0x24, 0x24, 0x24));
+    p.setColor(QPalette::AlternateBase, QColor(0x35, 0x35, 0x35));
+    p.setColor(QPalette::Text, Qt::white);
+    p.setColor(QPalette::Button, QColor(0x3a, 0x3a, 0x3a));
+    p.setColor(QPalette::ButtonText, Qt::white);
+    p.setColor(QPalette::Highlight, QColor(0x2a, 0x82, 0xda));
+  }
+  QApplication::setPalette(p);
+}
+
+RunSpec MainWindow::run_spec() const {
+  RunSpec s;
+  s.collective = collective_->currentText();
+  s.min_bytes = min_bytes_->text();
+  s.max_bytes = max_bytes_->text();
+  s.step_factor = factor_->value();
+  s.iters = iters_->value();
+  s.ranks_per_agent = per_agent_->value();
+  s.world_size = world_->value();
+  return s;
+}
+
+void MainWindow::set_run_spec(const RunSpec& s) {
+  collective_->setCurrentText(s.collective);
+  min_bytes_->setText(s.min_bytes);
+  max_bytes_->setText(s.max_bytes);
+  factor_->setValue(s.step_factor);
+  iters_->setValue(s.iters);
+  per_agent_->setValue(s.ranks_per_agent);
+  world_->setValue(s.world_size);
+}
+
+void MainWindow::start_run() {
+  detail_->clear();
+  console_.start_run(run_spec());
+  tabs_->setCurrentIndex(0);
+}
+
+void MainWindow::update_status() {
+  status_agents_->setText(
+      QString("%1 of %2 agents connected").arg(console_.connected_count()).arg(console_.agents.rowCount()));
+  const auto& run = console_.run;
+  if (run.run_id().isEmpty()) {
+    status_run_->setText("no run");
+  } else if (run.running()) {
+    status_run_->setText(QString("run %1: %2 ranks, running, %3 rows")
+                             .arg(run.run_id())
+                             .arg(run.world_size())
+                             .arg(run.results.rowCount()));
+  } else {
+    status_run_->setText(QString("run %1: %2 (%3 rows, avg busbw %4 GB/s)")
+                             .arg(run.run_id(), run.ok() ? "done" : "FAILED")
+                             .arg(run.results.rowCount())
+                             .arg(run.results.average_busbw(), 0, 'f', 2));
+  }
+  run_button_->setEnabled(!run.running());
+}
+
+void MainWindow::show_stage_detail(int rank, int stage) {
+  if (rank < 0 || rank >= console_.run.timeline.ranks() || stage < 0 || stage >= stage_names().size()) return;
+  const auto& c = console_.run.timeline.cell(rank, stage);
+  detail_->setPlainText(QString("rank %1, %2: %3 (%4 ms)\n%5")
+                            .arg(rank)
+                            .arg(stage_names()[stage])
+                            .arg(!c.seen ? "not reached"
+                                 : c.ok  ? "ok"
+                                         : "FAILED")
+                            .arg(c.duration_ms, 0, 'f', 3)
+                            .arg(c.detail));
+}
+
+void MainWindow::show_selected_topology() {
+  const auto rows = agents_view_->selectionModel() ? agents_view_->selectionModel()->selectedRows() : QModelIndexList{};
+  const int row = rows.isEmpty() ? 0 : rows.front().row();
+  if (row >= console_.agents.rowCount()) return;
+  const auto& inventory = console_.agents.inventory(row);
+  if (inventory.contains("topology")) topology_->show_topology(console_.agents.address(row), inventory["topology"]);
+}
+
+bool MainWindow::save_screenshot(const QString& path) {
+  return grab().save(path, "PNG");
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  QSettings settings;
+  settings.setValue("window/geometry", saveGeometry());
+  settings.setValue("window/state", saveState());
+  event->accept();
+}
+
+}  // namespace ringmaster::ui

@@ -1,0 +1,73 @@
+// The console's window: agents and the run launcher on the left; live
+// bandwidth, the rendezvous timeline, results, the engine's decisions and
+// the topology in tabs; connection and run state in the status bar.
+#pragma once
+
+#include <QMainWindow>
+
+#include "models/console.h"
+
+QT_BEGIN_NAMESPACE
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QPlainTextEdit;
+class QPushButton;
+class QSpinBox;
+class QTabWidget;
+class QTableView;
+QT_END_NAMESPACE
+
+namespace ringmaster::ui {
+
+class BandwidthChart;
+class TimelineView;
+class TopologyView;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  explicit MainWindow(Console& console, QWidget* parent = nullptr);
+
+  RunSpec run_spec() const;
+  void set_run_spec(const RunSpec& spec);
+  void start_run();
+  // Renders the window into a PNG.
+  bool save_screenshot(const QString& path);
+  void set_dark(bool dark);
+  QTabWidget* tabs() const { return tabs_; }
+  BandwidthChart* bandwidth() const { return bandwidth_; }
+  TimelineView* timeline() const { return timeline_; }
+
+ protected:
+  void closeEvent(QCloseEvent* event) override;
+
+ private:
+  void build_menus();
+  void update_status();
+  void show_stage_detail(int rank, int stage);
+  void show_selected_topology();
+
+  Console& console_;
+  QTabWidget* tabs_ = nullptr;
+  BandwidthChart* bandwidth_ = nullptr;
+  TimelineView* timeline_ = nullptr;
+  TopologyView* topology_ = nullptr;
+  QPlainTextEdit* detail_ = nullptr;
+  QTableView* agents_view_ = nullptr;
+  QLineEdit* agent_address_ = nullptr;
+  QLineEdit* token_file_ = nullptr;
+  QComboBox* collective_ = nullptr;
+  QLineEdit* min_bytes_ = nullptr;
+  QLineEdit* max_bytes_ = nullptr;
+  QDoubleSpinBox* factor_ = nullptr;
+  QSpinBox* iters_ = nullptr;
+  QSpinBox* per_agent_ = nullptr;
+  QSpinBox* world_ = nullptr;
+  QPushButton* run_button_ = nullptr;
+  QLabel* status_agents_ = nullptr;
+  QLabel* status_run_ = nullptr;
+};
+
+}  // namespace ringmaster::ui

@@ -1,0 +1,304 @@
+// Console: connections, local agents, runs, recording.
+#include "console.h"
+
+#include <QCoreApplication>
+#include <QDateTime>
+#include <QTextStream>
+#include <thread>
+
+#include "ringmaster/agent/client.h"
+
+namespace ringmaster::ui {
+
+using nlohmann::json;
+
+void RunState::begin(const QString& run_id, int world_size, int agents) {
+  run_id_ = run_id;
+  world_size_ = world_size;
+  agents_ = agents;
+  agents_done_ = 0;
+  ok_ = true;
+  problems_.clear();
+  samples_ = 0;
+  timeline.reset(world_size);
+  results.clear();
+  decisions.clear();
+  bandwidth.clear();
+  emit started(run_id);
+}
+
+void RunState::apply(const AgentMessage& m) {
+  if (!m.body) return;
+  const json& body = *m.body;
+  if (body.value("type", "") != "event" || QString::fromStdString(body.value("run_id", "")) != run_id_) return;
+  const int rank = body.value("rank", -1);
+  const json& e = body["event"];
+  const std::string type = e.value("type", "");
+  if (type == "stage") {
+    timeline.add_stage(rank, e);
+  } else if (type == "failure") {
+    timeline.add_failure(rank, e);
+    problems_ << QString("rank %1 failed at %2: %3")
+                     .arg(rank)
+                     .arg(QString::fromStdString(e.value("stage", "")))
+                     .arg(QString::fromStdString(e.value("summary", "")));
+    ok_ = false;
+  } else if (type == "sample") {
+    bandwidth.add_sample(rank, e);
+    ++samples_;
+  } else if (type == "result") {
+    if (rank == 0) results.add(e);
+  } else if (type == "decision") {
+    if (rank == 0) decisions.add(e);
+  } else if (type == "error") {
+    problems_ << QString("rank %1: %2").arg(rank).arg(QString::fromStdString(e.value("message", "")));
+    ok_ = false;
+  } else if (type == "rank_failed") {
+    problems_ << QString::fromStdString(e.value("summary", "a rank failed"));
+    ok_ = false;
+  } else if (type == "run_done") {
+    ok_ = ok_ && e.value("ok", false);
+    if (++agents_done_ == agents_) emit finished(ok_);
+  }
+}
+
+Console::Console(QObject* parent) : QObject(parent) {
+  qRegisterMetaType<AgentMessage>();
+  connect(&poll_, &QTimer::timeout, this, &Console::poll_agents);
+  poll_.start(1000);
+}
+
+Console::~Console() {
+  links_.clear();  // closes every client (joins its I/O thread)
+  for (QProcess* p : local_) {
+    p->terminate();
+    if (!p->waitForFinished(3000)) p->kill();
+    p->waitForFinished(1000);
+    delete p;
+  }
+}
+
+bool Console::start_local_agents(int n, const QString& agent_path, QString* error) {
+  for (int i = 0; i < n; ++i) {
+    auto* p = new QProcess;
+    p->setProcessChannelMode(QProcess::SeparateChannels);
+    p->setProcessChannelMode(QProcess::ForwardedErrorChannel);
+    p->start(agent_path, {"--listen", "127.0.0.1:0", "--print-port"});
+    local_.append(p);
+    QByteArray line;
+    if (p->waitForStarted(5000)) {
+      while (!line.contains('\n') && p->waitForReadyRead(10000))
+        line += p->readAllStandardOutput();
+    }
+    const int port = line.trimmed().toInt();
+    if (port <= 0) {
+      if (error) *error = QString("%1 did not start: %2").arg(agent_path, p->errorString());
+      return false;
+    }
+    connect_agent("127.0.0.1", static_cast<quint16>(port));
+  }
+  return true;
+}
+
+void Console::connect_agent(const QString& host, quint16 port, const QString& token) {
+  const QString address = QString("%1:%2").arg(host).arg(port);
+  agents.add(address);
+  links_[address] = Link{host, port, nullptr};
+  if (std::find(order_.begin(), order_.end(), address) == order_.end()) order_.push_back(address);
+  QPointer<Console> guard(this);
+  std::thread([guard, address, host = host.toStdString(), port, token = token.toStdString()] {
+    agent::ClientOptions options;
+    options.host = host;
+    options.port = port;
+    options.token = token;
+    auto on_message = [guard, address](const json& m) {
+      AgentMessage msg{address, std::make_shared<const json>(m)};
+      if (guard)
+        QMetaObject::invokeMethod(
+            guard.data(),
+            [guard, msg] {
+              if (guard) guard->on_message(msg);
+            },
+            Qt::QueuedConnection);
+    };
+    auto on_close = [guard, address](const std::string& why) {
+      const QString w = QString::fromStdString(why);
+      if (guard) {
+        QMetaObject::invokeMethod(
+            guard.data(),
+            [guard, address, w] {
+              if (!guard) return;
+              guard->agents.set_state(address, "lost: " + w);
+              emit guard->agent_lost(address, w);
+            },
+            Qt::QueuedConnection);
+      }
+    };
+    try {
+      std::shared_ptr<agent::AgentClient> client = agent::AgentClient::connect(options, on_message, on_close);
+      client->call({{"type", "subscribe"}});
+      const json inventory = client->call({{"type", "inventory"}});
+      if (!guard) return;
+      QMetaObject::invokeMethod(
+          guard.data(),
+          [guard, address, client, inventory] {
+            if (!guard) return;
+            auto it = guard->links_.find(address);
+            if (it == guard->links_.end()) return;  // disconnected meanwhile
+            it->second.client = client;
+            guard->agents.set_state(address, "connected");
+            guard->agents.set_inventory(address, inventory);
+            emit guard->agent_connected(address);
+          },
+          Qt::QueuedConnection);
+    } catch (const std::exception& e) {
+      const QString why = QString::fromUtf8(e.what());
+      if (guard) {
+        QMetaObject::invokeMethod(
+            guard.data(),
+            [guard, address, why] {
+              if (guard) guard->agents.set_state(address, "failed: " + why);
+              if (guard) emit guard->agent_lost(address, why);
+            },
+            Qt::QueuedConnection);
+      }
+    }
+  }).detach();
+}
+
+void Console::disconnect_agent(const QString& address) {
+  links_.erase(address);
+  order_.erase(std::remove(order_.begin(), order_.end(), address), order_.end());
+  agents.set_state(address, "disconnected");
+}
+
+int Console::connected_count() const {
+  int n = 0;
+  for (const auto& [a, l] : links_)
+    n += l.client && l.client->connected() ? 1 : 0;
+  return n;
+}
+
+void Console::poll_agents() {
+  for (const auto& [address, link] : links_) {
+    if (!link.client) continue;
+    agents.set_rtt(address, static_cast<double>(link.client->round_trip().count()) / 1000.0);
+  }
+}
+
+void Console::on_message(const AgentMessage& m) {
+  if (recording_) record({{"agent", m.agent.toStdString()}, {"message", *m.body}});
+  run.apply(m);
+  emit message_received(m);
+}
+
+void Console::record(const json& line) {
+  const std::string text = line.dump() + "\n";
+  recording_->write(text.data(), static_cast<qint64>(text.size()));
+  recording_->flush();
+}
+
+bool Console::record_to(const QString& path) {
+  recording_ = std::make_unique<QFile>(path);
+  if (!recording_->open(QIODevice::WriteOnly | QIODevice::Truncate)) {
+    recording_.reset();
+    return false;
+  }
+  return true;
+}
+
+QString Console::start_run(const RunSpec& spec) {
+  std::vector<std::shared_ptr<agent::AgentClient>> clients;
+  QString master;
+  for (const auto& address : order_) {
+    const auto& link = links_.at(address);
+    if (!link.client || !link.client->connected()) continue;
+    if (clients.empty()) master = link.host;
+    clients.push_back(link.client);
+  }
+  if (clients.empty()) {
+    emit run_launch_failed("no agent is connected");
+    return {};
+  }
+  const int placed = static_cast<int>(clients.size()) * spec.ranks_per_agent;
+  const int world = std::max(spec.world_size, placed);
+  const QString run_id = QString("console-%1").arg(QDateTime::currentMSecsSinceEpoch());
+  run.begin(run_id, world, static_cast<int>(clients.size()));
+  if (recording_) {
+    record({{"run_begin", run_id.toStdString()}, {"world_size", world}, {"agents", clients.size()}});
+  }
+  json message = {{"type", "run"},
+                  {"run_id", run_id.toStdString()},
+                  {"world_size", world},
+                  {"master_addr", master.toStdString()},
+                  {"master_port", 0},
+                  {"perf",
+                   {{"collective", spec.collective.toStdString()},
+                    {"min_bytes", spec.min_bytes.toStdString()},
+                    {"max_bytes", spec.max_bytes.toStdString()},
+                    {"step_factor", spec.step_factor},
+                    {"iters", spec.iters},
+                    {"warmup", spec.warmup},
+                    {"dtype", spec.dtype.toStdString()},
+                    {"op", spec.op.toStdString()}}}};
+  json timeouts = json::object();
+  if (spec.store_timeout_s > 0) timeouts["store_s"] = spec.store_timeout_s;
+  if (spec.coll_timeout_s > 0) timeouts["coll_s"] = spec.coll_timeout_s;
+  if (!timeouts.empty()) message["timeouts"] = timeouts;
+  QPointer<Console> guard(this);
+  const int per_agent = spec.ranks_per_agent;
+  // The agent with rank 0 picks the store's port; the others need it, so
+  // the requests go one after another, off the GUI thread.
+  std::thread([guard, clients, message, per_agent]() mutable {
+    try {
+      for (std::size_t i = 0; i < clients.size(); ++i) {
+        json ranks = json::array();
+        for (int l = 0; l < per_agent; ++l)
+          ranks.push_back(static_cast<int>(i) * per_agent + l);
+        message["ranks"] = ranks;
+        const json reply = clients[i]->call(message);
+        if (i == 0) message["master_port"] = reply["master_port"];
+      }
+    } catch (const std::exception& e) {
+      const QString why = QString::fromUtf8(e.what());
+      if (guard) {
+        QMetaObject::invokeMethod(
+            guard.data(),
+            [guard, why] {
+              if (guard) emit guard->run_launch_failed(why);
+            },
+            Qt::QueuedConnection);
+      }
+    }
+  }).detach();
+  return run_id;
+}
+
+void Console::cancel_run() {
+  if (run.run_id().isEmpty()) return;
+  for (const auto& [a, link] : links_) {
+    if (link.client) link.client->request({{"type", "cancel"}, {"run_id", run.run_id().toStdString()}});
+  }
+}
+
+int Console::replay(const QString& path, RunState& into) {
+  QFile file(path);
+  if (!file.open(QIODevice::ReadOnly)) return -1;
+  int n = 0;
+  while (!file.atEnd()) {
+    const QByteArray line = file.readLine();
+    const json j = json::parse(line.constData(), line.constData() + line.size(), nullptr, false);
+    if (j.is_discarded()) continue;
+    if (j.contains("run_begin")) {
+      into.begin(QString::fromStdString(j["run_begin"].get<std::string>()), j.value("world_size", 0),
+                 j.value("agents", 0));
+      continue;
+    }
+    into.apply(AgentMessage{QString::fromStdString(j.value("agent", "")),
+                            std::make_shared<const json>(j.value("message", json::object()))});
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace ringmaster::ui

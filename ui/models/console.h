@@ -1,0 +1,121 @@
+// The console without its window: agent connections (each client on its
+// own Asio thread, messages delivered to the GUI thread as queued value
+// signals guarded by QPointer), local agents, runs, recording and replay.
+#pragma once
+
+#include <QFile>
+#include <QObject>
+#include <QPointer>
+#include <QProcess>
+#include <QTimer>
+#include <map>
+#include <memory>
+
+#include "run_models.h"
+
+namespace ringmaster::agent {
+class AgentClient;
+}
+
+namespace ringmaster::ui {
+
+struct RunSpec {
+  QString collective = "all_reduce";
+  QString min_bytes = "8";
+  QString max_bytes = "64M";
+  double step_factor = 2;
+  int iters = 20;
+  int warmup = 5;
+  QString dtype = "float";
+  QString op = "sum";
+  int ranks_per_agent = 2;
+  int world_size = 0;          // 0: agents x ranks_per_agent
+  double store_timeout_s = 0;  // 0: the ranks' default
+  double coll_timeout_s = 0;
+};
+
+// Events of one run, routed into the models.
+class RunState : public QObject {
+  Q_OBJECT
+ public:
+  explicit RunState(QObject* parent = nullptr) : QObject(parent) {}
+
+  TimelineModel timeline;
+  ResultsModel results;
+  DecisionsModel decisions;
+  BandwidthSeries bandwidth;
+
+  void begin(const QString& run_id, int world_size, int agents);
+  // Takes the message if it is an event of this run.
+  void apply(const AgentMessage& message);
+  const QString& run_id() const { return run_id_; }
+  int world_size() const { return world_size_; }
+  bool running() const { return !run_id_.isEmpty() && agents_done_ < agents_; }
+  bool ok() const { return ok_; }
+  // "rank 1 was killed by SIGKILL", errors and failures, in arrival order.
+  const QStringList& problems() const { return problems_; }
+  std::size_t samples() const { return samples_; }
+
+ signals:
+  void started(QString run_id);
+  void finished(bool ok);
+
+ private:
+  QString run_id_;
+  int world_size_ = 0;
+  int agents_ = 0;
+  int agents_done_ = 0;
+  bool ok_ = true;
+  QStringList problems_;
+  std::size_t samples_ = 0;
+};
+
+class Console : public QObject {
+  Q_OBJECT
+ public:
+  explicit Console(QObject* parent = nullptr);
+  ~Console() override;
+
+  AgentsModel agents;
+  RunState run;
+
+  // Starts n ringmaster-agents on loopback (free ports) and connects to
+  // them; they stop with the console. Returns false, with the reason in
+  // `error`, when one does not start.
+  bool start_local_agents(int n, const QString& agent_path, QString* error = nullptr);
+  void connect_agent(const QString& host, quint16 port, const QString& token = {});
+  void disconnect_agent(const QString& address);
+  int connected_count() const;
+  // Sends each connected agent its share; the first hosts the store.
+  // Returns the run id; launch problems come as run_launch_failed.
+  QString start_run(const RunSpec& spec);
+  void cancel_run();
+  // Every message from now on, one JSON line each, for replay().
+  bool record_to(const QString& path);
+  // Feeds a recording into `into` as the live messages were.
+  static int replay(const QString& path, RunState& into);
+
+ signals:
+  void agent_connected(QString address);
+  void agent_lost(QString address, QString why);
+  void run_launch_failed(QString why);
+  void message_received(ringmaster::ui::AgentMessage message);
+
+ private:
+  struct Link {
+    QString host;
+    quint16 port = 0;
+    std::shared_ptr<agent::AgentClient> client;
+  };
+  void on_message(const AgentMessage& m);
+  void record(const nlohmann::json& line);
+  void poll_agents();
+
+  std::map<QString, Link> links_;
+  std::vector<QString> order_;  // connection order: the first agent hosts rank 0
+  QList<QProcess*> local_;
+  QTimer poll_;
+  std::unique_ptr<QFile> recording_;
+};
+
+}  // namespace ringmaster::ui

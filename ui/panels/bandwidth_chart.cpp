@@ -1,0 +1,89 @@
+#include "bandwidth_chart.h"
+
+#include <QChart>
+#include <QChartView>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineSeries>
+#include <QVBoxLayout>
+#include <QValueAxis>
+#include <algorithm>
+
+namespace ringmaster::ui {
+
+BandwidthChart::BandwidthChart(const BandwidthSeries& series, QWidget* parent) : QWidget(parent), series_(series) {
+  auto* layout = new QVBoxLayout(this);
+  auto* top = new QHBoxLayout;
+  top->addWidget(new QLabel("Rank:"));
+  rank_ = new QComboBox;
+  rank_->setObjectName("bandwidthRank");
+  top->addWidget(rank_);
+  top->addStretch();
+  layout->addLayout(top);
+  chart_ = new QChart;
+  chart_->setTitle("Per-channel send bandwidth (GB/s), last 60 s");
+  chart_->legend()->setAlignment(Qt::AlignBottom);
+  x_ = new QValueAxis;
+  x_->setTitleText("s since the run's first sample");
+  y_ = new QValueAxis;
+  y_->setTitleText("GB/s");
+  chart_->addAxis(x_, Qt::AlignBottom);
+  chart_->addAxis(y_, Qt::AlignLeft);
+  view_ = new QChartView(chart_);
+  view_->setObjectName("bandwidthChart");
+  view_->setRenderHint(QPainter::Antialiasing);
+  layout->addWidget(view_, 1);
+  connect(&timer_, &QTimer::timeout, this, [this] { refresh(); });
+  timer_.start(100);
+}
+
+int BandwidthChart::shown_rank() const {
+  return rank_->currentIndex() < 0 ? 0 : rank_->currentIndex();
+}
+
+int BandwidthChart::refresh() {
+  // Rank choices follow what has arrived.
+  while (rank_->count() < series_.ranks())
+    rank_->addItem(QString("rank %1").arg(rank_->count()));
+  const int rank = shown_rank();
+  const int channels = series_.channels(rank);
+  while (static_cast<int>(lines_.size()) < channels) {
+    auto* line = new QLineSeries;
+    line->setName(QString("channel %1").arg(lines_.size()));
+    chart_->addSeries(line);
+    line->attachAxis(x_);
+    line->attachAxis(y_);
+    lines_.push_back(line);
+  }
+  if (!total_) {
+    total_ = new QLineSeries;
+    total_->setName("total");
+    QPen pen = total_->pen();
+    pen.setWidth(3);
+    total_->setPen(pen);
+    chart_->addSeries(total_);
+    total_->attachAxis(x_);
+    total_->attachAxis(y_);
+  }
+  const int width = std::max(50, view_->width());
+  int drawn = 0;
+  double top = 0.1;
+  for (int c = 0; c < static_cast<int>(lines_.size()); ++c) {
+    const auto points = c < channels ? series_.points(rank, c, width) : QList<QPointF>{};
+    for (const auto& p : points)
+      top = std::max(top, p.y());
+    lines_[static_cast<std::size_t>(c)]->replace(points);
+    drawn += static_cast<int>(points.size());
+  }
+  const auto total = series_.total(rank, width);
+  for (const auto& p : total)
+    top = std::max(top, p.y());
+  total_->replace(total);
+  drawn += static_cast<int>(total.size());
+  const double right = std::max(1.0, series_.latest_s());
+  x_->setRange(std::max(0.0, right - 60.0), right);
+  y_->setRange(0, top * 1.1);
+  return drawn;
+}
+
+}  // namespace ringmaster::ui

@@ -1,0 +1,125 @@
+#include "topology_view.h"
+
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QSplitter>
+#include <QTableView>
+#include <QTreeView>
+#include <QVBoxLayout>
+#include <functional>
+
+namespace ringmaster::ui {
+
+using nlohmann::json;
+
+namespace {
+
+QString text(const json& j, const char* key) {
+  return QString::fromStdString(j.value(key, std::string()));
+}
+
+QColor class_color(const QString& cls) {
+  if (cls.startsWith("NV")) return QColor(0x66, 0xbb, 0x6a);
+  if (cls == "PIX") return QColor(0xa5, 0xd6, 0xa7);
+  if (cls == "PXB") return QColor(0xdc, 0xed, 0xc8);
+  if (cls == "PHB") return QColor(0xff, 0xf5, 0x9d);
+  if (cls == "NODE") return QColor(0xff, 0xcc, 0x80);
+  if (cls == "SYS") return QColor(0xef, 0x9a, 0x9a);
+  return QColor(0xe0, 0xe0, 0xe0);
+}
+
+}  // namespace
+
+void fill_topology_tree(QStandardItemModel& model, const json& topology) {
+  model.clear();
+  model.setHorizontalHeaderLabels({"Object", "Kind", "Details", "Origin"});
+  const json nodes = topology.value("nodes", json::array());
+  std::function<void(int, QStandardItem*)> add = [&](int id, QStandardItem* parent) {
+    if (id < 0 || id >= static_cast<int>(nodes.size())) return;
+    const json& n = nodes[static_cast<std::size_t>(id)];
+    QStringList details;
+    const json attributes = n.value("attributes", json::object());
+    for (const auto& [k, v] : attributes.items()) {
+      if (k == "busid" || k == "class" || k == "vendor" || k == "device" || k == "speed" || k == "link_speed" ||
+          k == "link_width" || k == "numaid" || k == "sm" || k == "local_memory" || k == "pus") {
+        details << QString("%1=%2").arg(QString::fromStdString(k), QString::fromStdString(v.get<std::string>()));
+      }
+    }
+    QList<QStandardItem*> row = {new QStandardItem(text(n, "name")), new QStandardItem(text(n, "kind")),
+                                 new QStandardItem(details.join("  ")), new QStandardItem(text(n, "origin"))};
+    for (auto* item : row)
+      item->setEditable(false);
+    if (n.value("origin", "") == "declared") row[3]->setForeground(QColor(0xe6, 0x51, 0x00));
+    parent->appendRow(row);
+    for (const auto& child : n.value("children", json::array()))
+      add(child.get<int>(), row[0]);
+  };
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].value("parent", -1) < 0) add(static_cast<int>(i), model.invisibleRootItem());
+  }
+}
+
+void fill_topology_matrix(QStandardItemModel& model, const json& topology) {
+  model.clear();
+  const json matrix = topology.value("matrix", json::object());
+  const json devices = matrix.value("devices", json::array());
+  QStringList names;
+  for (const auto& d : devices)
+    names << text(d, "name");
+  model.setRowCount(static_cast<int>(names.size()));
+  model.setColumnCount(static_cast<int>(names.size()));
+  model.setHorizontalHeaderLabels(names);
+  model.setVerticalHeaderLabels(names);
+  const json paths = matrix.value("paths", json::array());
+  for (std::size_t r = 0; r < paths.size(); ++r) {
+    for (std::size_t c = 0; c < paths[r].size(); ++c) {
+      const json& p = paths[r][c];
+      const QString cls = text(p, "class");
+      auto* item = new QStandardItem(cls);
+      item->setEditable(false);
+      item->setTextAlignment(Qt::AlignCenter);
+      item->setBackground(class_color(cls));
+      item->setForeground(QColor(Qt::black));
+      item->setToolTip(QString("%1 hops, %2 GB/s").arg(p.value("hops", 0)).arg(p.value("bandwidth_gbps", 0.0)));
+      model.setItem(static_cast<int>(r), static_cast<int>(c), item);
+    }
+  }
+}
+
+TopologyView::TopologyView(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  auto* header = new QHBoxLayout;
+  title_ = new QLabel("Connect an agent to see its node.");
+  badge_ = new QLabel;
+  badge_->setObjectName("declaredBadge");
+  badge_->setStyleSheet("QLabel { background: #e65100; color: white; padding: 2px 8px; border-radius: 4px; }");
+  badge_->hide();
+  header->addWidget(title_, 1);
+  header->addWidget(badge_);
+  layout->addLayout(header);
+  auto* split = new QSplitter(Qt::Vertical);
+  tree_view_ = new QTreeView;
+  tree_view_->setObjectName("topologyTree");
+  tree_view_->setModel(&tree_);
+  matrix_view_ = new QTableView;
+  matrix_view_->setObjectName("topologyMatrix");
+  matrix_view_->setModel(&matrix_);
+  matrix_view_->horizontalHeader()->setDefaultSectionSize(56);
+  split->addWidget(tree_view_);
+  split->addWidget(matrix_view_);
+  layout->addWidget(split, 1);
+}
+
+void TopologyView::show_topology(const QString& agent, const json& topology) {
+  title_->setText(QString("%1 — %2").arg(agent, text(topology, "summary")));
+  const bool declared = topology.value("origin", "") == "declared";
+  badge_->setText(declared ? "DECLARED by " + text(topology, "source") : QString());
+  badge_->setVisible(declared);
+  fill_topology_tree(tree_, topology);
+  fill_topology_matrix(matrix_, topology);
+  tree_view_->expandAll();
+  for (int c = 0; c < tree_.columnCount(); ++c)
+    tree_view_->resizeColumnToContents(c);
+}
+
+}  // namespace ringmaster::ui

@@ -1,0 +1,40 @@
+// One node's topology as the agent reported it: an lstopo-like tree, the
+// GPU/NIC matrix with path classes coloured, and a visible badge when the
+// topology was declared by a file rather than discovered.
+#pragma once
+
+#include <QLabel>
+#include <QStandardItemModel>
+#include <QWidget>
+#include <nlohmann/json.hpp>
+
+QT_BEGIN_NAMESPACE
+class QTreeView;
+class QTableView;
+QT_END_NAMESPACE
+
+namespace ringmaster::ui {
+
+// The tree of Topology::to_json()'s nodes, one row per object.
+void fill_topology_tree(QStandardItemModel& model, const nlohmann::json& topology);
+// The path matrix of Topology::to_json().
+void fill_topology_matrix(QStandardItemModel& model, const nlohmann::json& topology);
+
+class TopologyView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit TopologyView(QWidget* parent = nullptr);
+  void show_topology(const QString& agent, const nlohmann::json& topology);
+  QStandardItemModel& tree_model() { return tree_; }
+  QStandardItemModel& matrix_model() { return matrix_; }
+
+ private:
+  QLabel* title_ = nullptr;
+  QLabel* badge_ = nullptr;
+  QStandardItemModel tree_;
+  QStandardItemModel matrix_;
+  QTreeView* tree_view_ = nullptr;
+  QTableView* matrix_view_ = nullptr;
+};
+
+}  // namespace ringmaster::ui
