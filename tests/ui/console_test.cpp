@@ -1,0 +1,181 @@
+// The console with real agents and a real (offscreen) Qt window: a 4-rank
+// sweep over two local agents, a run that cannot complete its barrier,
+// models under QAbstractItemModelTester, recording and replay, and the
+// --screenshot command.
+#include <QAbstractItemModelTester>
+#include <QApplication>
+#include <QImage>
+#include <QProcess>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+#include <set>
+
+#include "main_window.h"
+#include "models/console.h"
+#include "panels/bandwidth_chart.h"
+#include "panels/timeline_view.h"
+#include "panels/topology_view.h"
+
+using namespace ringmaster::ui;
+
+namespace {
+
+// Distinct colours in a region: a blank area has one or two.
+int colours(const QImage& image, const QRect& region) {
+  std::set<QRgb> seen;
+  for (int y = region.top(); y <= region.bottom(); y += 2) {
+    for (int x = region.left(); x <= region.right(); x += 2)
+      seen.insert(image.pixel(x, y));
+  }
+  return static_cast<int>(seen.size());
+}
+
+}  // namespace
+
+class ConsoleTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void sweepOverTwoLocalAgents();
+  void missingRankShowsAtTheBarrier();
+  void screenshotCommand();
+};
+
+void ConsoleTest::sweepOverTwoLocalAgents() {
+  QTemporaryDir dir;
+  const QString recording = dir.filePath("stream.jsonl");
+  Console console;
+  QAbstractItemModelTester agents_tester(&console.agents);
+  QAbstractItemModelTester timeline_tester(&console.run.timeline);
+  QAbstractItemModelTester results_tester(&console.run.results);
+  QAbstractItemModelTester decisions_tester(&console.run.decisions);
+  QVERIFY(console.record_to(recording));
+  QString error;
+  QVERIFY2(console.start_local_agents(2, RINGMASTER_AGENT, &error), qPrintable(error));
+  MainWindow window(console);
+  window.show();
+  QTRY_COMPARE_WITH_TIMEOUT(console.connected_count(), 2, 20000);
+  QCOMPARE(console.agents.rowCount(), 2);
+  QCOMPARE(console.agents.data(console.agents.index(0, AgentsModel::state_column), Qt::DisplayRole).toString(),
+           QString("connected"));
+  QCOMPARE(console.agents.data(console.agents.index(0, AgentsModel::topology_column), Qt::DisplayRole).toString(),
+           QString("discovered"));
+
+  // The topology panel shows the first agent's node.
+  auto* topology = window.findChild<TopologyView*>();
+  QVERIFY(topology);
+  QTRY_VERIFY(topology->tree_model().rowCount() > 0);
+  QAbstractItemModelTester tree_tester(&topology->tree_model());
+  QAbstractItemModelTester matrix_tester(&topology->matrix_model());
+
+  RunSpec spec;
+  spec.min_bytes = "1M";
+  spec.max_bytes = "16M";
+  spec.iters = 5;
+  spec.warmup = 1;
+  spec.ranks_per_agent = 2;
+  QSignalSpy finished(&console.run, &RunState::finished);
+  const QString run_id = console.start_run(spec);
+  QVERIFY(!run_id.isEmpty());
+  QVERIFY(finished.wait(180000));
+  QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(console.run.problems().join("; ")));
+
+  // Result rows: 1, 2, 4, 8, 16 MiB, nothing wrong.
+  QCOMPARE(console.run.results.rowCount(), 5);
+  for (int r = 0; r < 5; ++r) {
+    QCOMPARE(console.run.results.data(console.run.results.index(r, 8), Qt::DisplayRole).toLongLong(), 0LL);
+    QCOMPARE(console.run.results.data(console.run.results.index(r, 12), Qt::DisplayRole).toLongLong(), 0LL);
+  }
+  QCOMPARE(console.run.results.data(console.run.results.index(4, 0), Qt::DisplayRole).toString(), QString("16777216"));
+  // Bandwidth points per channel, for every rank.
+  for (int rank = 0; rank < 4; ++rank) {
+    QVERIFY2(console.run.bandwidth.points_received(rank, 0) >= 2, qPrintable(QString("rank %1").arg(rank)));
+  }
+  QVERIFY(window.bandwidth()->refresh() > 0);
+  // READY for every rank on the timeline, every stage ok.
+  const int ready = static_cast<int>(stage_names().indexOf("READY"));
+  for (int rank = 0; rank < 4; ++rank) {
+    for (int s = 0; s < stage_names().size(); ++s) {
+      const auto& cell = console.run.timeline.cell(rank, s);
+      QVERIFY2(cell.seen && cell.ok, qPrintable(QString("rank %1 %2").arg(rank).arg(stage_names()[s])));
+    }
+    QVERIFY(console.run.timeline.cell(rank, ready).seen);
+  }
+  const auto segments = layout_timeline(console.run.timeline, window.timeline()->plot_area());
+  QCOMPARE(static_cast<int>(segments.size()), 4 * static_cast<int>(stage_names().size()));
+  for (const auto& s : segments)
+    QVERIFY(window.timeline()->plot_area().adjusted(-1, -1, 1, 1).contains(s.rect));
+  QVERIFY(console.run.decisions.rowCount() >= 5);
+
+  // The recording replays into the same model contents.
+  RunState replayed;
+  QVERIFY(Console::replay(recording, replayed) > 0);
+  QCOMPARE(replayed.run_id(), run_id);
+  QCOMPARE(replayed.results.rowCount(), console.run.results.rowCount());
+  for (int r = 0; r < replayed.results.rowCount(); ++r) {
+    for (int c = 0; c < replayed.results.columnCount(); ++c) {
+      QCOMPARE(replayed.results.data(replayed.results.index(r, c), Qt::DisplayRole),
+               console.run.results.data(console.run.results.index(r, c), Qt::DisplayRole));
+    }
+  }
+  for (int rank = 0; rank < 4; ++rank) {
+    QCOMPARE(replayed.bandwidth.points_received(rank, 0), console.run.bandwidth.points_received(rank, 0));
+    for (int s = 0; s < stage_names().size(); ++s) {
+      QCOMPARE(replayed.timeline.cell(rank, s).duration_ms, console.run.timeline.cell(rank, s).duration_ms);
+      QCOMPARE(replayed.timeline.cell(rank, s).detail, console.run.timeline.cell(rank, s).detail);
+    }
+  }
+  QCOMPARE(replayed.ok(), true);
+}
+
+void ConsoleTest::missingRankShowsAtTheBarrier() {
+  Console console;
+  QString error;
+  QVERIFY2(console.start_local_agents(2, RINGMASTER_AGENT, &error), qPrintable(error));
+  QTRY_COMPARE_WITH_TIMEOUT(console.connected_count(), 2, 20000);
+  RunSpec spec;
+  spec.min_bytes = spec.max_bytes = "1K";
+  spec.ranks_per_agent = 1;
+  spec.world_size = 3;  // rank 2 is placed nowhere
+  spec.store_timeout_s = 2;
+  QSignalSpy finished(&console.run, &RunState::finished);
+  console.start_run(spec);
+  QVERIFY(finished.wait(60000));
+  QCOMPARE(finished.at(0).at(0).toBool(), false);
+  const int barrier = static_cast<int>(stage_names().indexOf("STORE_BARRIER"));
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto& cell = console.run.timeline.cell(rank, barrier);
+    QVERIFY(cell.seen);
+    QVERIFY(!cell.ok);
+    QVERIFY2(cell.detail.contains("2/3 joined; missing ranks: 2"), qPrintable(cell.detail));
+    QCOMPARE(console.run.timeline.data(console.run.timeline.index(rank, barrier), Qt::DisplayRole).toString(),
+             QString("FAILED"));
+  }
+  bool red = false;
+  for (const auto& s : layout_timeline(console.run.timeline, QRectF(0, 0, 800, 200)))
+    red |= s.failed;
+  QVERIFY(red);
+}
+
+void ConsoleTest::screenshotCommand() {
+  QTemporaryDir dir;
+  const QString png = dir.filePath("console.png");
+  QProcess console;
+  console.setProcessChannelMode(QProcess::ForwardedErrorChannel);
+  console.start(RINGMASTER_CONSOLE,
+                {"--local", "2", "--np-per-agent", "2", "--max-bytes", "4M", "--iters", "3", "--screenshot", png});
+  QVERIFY(console.waitForFinished(180000));
+  QCOMPARE(console.exitCode(), 0);
+  QImage image(png);
+  QVERIFY(!image.isNull());
+  QVERIFY(image.width() >= 1000 && image.height() >= 600);
+  // The live tab: chart in the upper right, timeline below it.
+  const QRect chart(image.width() * 45 / 100, image.height() * 15 / 100, image.width() / 2, image.height() / 4);
+  const QRect timeline(image.width() * 45 / 100, image.height() * 62 / 100, image.width() / 2, image.height() / 5);
+  QVERIFY2(colours(image, chart) > 8, "the bandwidth area is blank");
+  QVERIFY2(colours(image, timeline) > 4, "the timeline area is blank");
+}
+
+QTEST_MAIN(ConsoleTest)
+#include "console_test.moc"
