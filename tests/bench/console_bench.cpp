@@ -1,0 +1,125 @@
+// Console figures: GUI-thread time per 100 ms tick while 16 ranks stream
+// 32 channels each (the samples of one tick applied to the models, then
+// the chart redrawn), and resident memory after 1 and 10 minutes of
+// streamed data (fed as fast as the models take it; the buffers must stay
+// bounded by the 60 s window).
+//
+//   QT_QPA_PLATFORM=offscreen console_bench
+#include <QApplication>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "models/console.h"
+#include "panels/bandwidth_chart.h"
+
+using nlohmann::json;
+using ringmaster::ui::AgentMessage;
+
+namespace {
+
+long rss_kib() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return -1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  constexpr int kRanks = 16;
+  constexpr int kChannels = 32;
+  ringmaster::ui::RunState run;
+  run.begin("bench", kRanks, 1);
+  ringmaster::ui::BandwidthChart chart(run.bandwidth);
+  chart.resize(1200, 500);
+  chart.show();
+
+  std::vector<std::uint64_t> bytes(kRanks * kChannels, 0);
+  long long t_us = 1'000'000;
+  // One tick's messages: a sample per rank, every channel moving ~1 GB/s.
+  auto tick_messages = [&] {
+    std::vector<AgentMessage> out;
+    t_us += 100'000;
+    for (int r = 0; r < kRanks; ++r) {
+      json channels = json::array();
+      for (int c = 0; c < kChannels; ++c) {
+        bytes[static_cast<std::size_t>(r * kChannels + c)] +=
+            100'000'000ULL / kChannels + static_cast<std::uint64_t>(c * 1000);
+        channels.push_back({{"channel", c},
+                            {"bytes_sent", bytes[static_cast<std::size_t>(r * kChannels + c)]},
+                            {"bytes_received", 0},
+                            {"busy_ns", 0},
+                            {"steps", 0}});
+      }
+      json body = {{"type", "event"},
+                   {"run_id", "bench"},
+                   {"rank", r},
+                   {"event", {{"type", "sample"}, {"t_us", t_us}, {"channels", channels}}}};
+      out.push_back(AgentMessage{"bench", std::make_shared<const json>(std::move(body))});
+    }
+    return out;
+  };
+
+  // Fill the 60 s window first, as after a minute of streaming.
+  for (int i = 0; i < 600; ++i) {
+    for (const auto& m : tick_messages())
+      run.apply(m);
+  }
+  // A minute of streaming includes its painting: draw before measuring.
+  for (int i = 0; i < 10; ++i) {
+    chart.refresh();
+    app.processEvents();
+  }
+  const long rss_minute_1 = rss_kib();
+
+  std::vector<double> tick_ms, apply_ms, replace_ms;
+  for (int i = 0; i < 300; ++i) {
+    const auto messages = tick_messages();  // built off the clock: they arrive parsed
+    const auto start = std::chrono::steady_clock::now();
+    for (const auto& m : messages)
+      run.apply(m);
+    const auto applied = std::chrono::steady_clock::now();
+    chart.refresh();
+    const auto replaced = std::chrono::steady_clock::now();
+    app.processEvents();
+    const auto painted = std::chrono::steady_clock::now();
+    tick_ms.push_back(std::chrono::duration<double, std::milli>(painted - start).count());
+    apply_ms.push_back(std::chrono::duration<double, std::milli>(applied - start).count());
+    replace_ms.push_back(std::chrono::duration<double, std::milli>(replaced - applied).count());
+  }
+  std::sort(tick_ms.begin(), tick_ms.end());
+  std::sort(apply_ms.begin(), apply_ms.end());
+  std::sort(replace_ms.begin(), replace_ms.end());
+  // Up to 10 minutes of stream time.
+  long rss_minute_2 = 0, rss_minute_5 = 0;
+  for (int i = 900; i < 6000; ++i) {
+    for (const auto& m : tick_messages())
+      run.apply(m);
+    if (i % 10 == 0) chart.refresh();
+    if (i == 1200) rss_minute_2 = rss_kib();
+    if (i == 3000) rss_minute_5 = rss_kib();
+  }
+  chart.refresh();
+  const long rss_minute_10 = rss_kib();
+
+  std::printf(
+      "GUI thread per 100 ms tick, %d ranks x %d channels (apply %d samples + redraw %d series): "
+      "median %.2f ms, p99 %.2f ms, max %.2f ms (aim < 8 ms)\n",
+      kRanks, kChannels, kRanks, kChannels + 1, tick_ms[tick_ms.size() / 2], tick_ms[tick_ms.size() * 99 / 100],
+      tick_ms.back());
+  std::printf("  of which: models %.2f ms, series replace %.2f ms (medians); the rest is Qt Charts painting\n",
+              apply_ms[apply_ms.size() / 2], replace_ms[replace_ms.size() / 2]);
+  std::printf(
+      "RSS after 1 min of stream: %ld KiB; 2 min: %ld KiB; 5 min: %ld KiB; 10 min: %ld KiB (%+.1f%% from 1 min, "
+      "aim within 10%%)\n",
+      rss_minute_1, rss_minute_2, rss_minute_5, rss_minute_10,
+      100.0 * static_cast<double>(rss_minute_10 - rss_minute_1) / static_cast<double>(rss_minute_1));
+  return 0;
+}
