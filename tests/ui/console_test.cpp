@@ -15,7 +15,9 @@
 #include "models/console.h"
 #include "panels/bandwidth_chart.h"
 #include "panels/timeline_view.h"
+#include "panels/topology_drawing.h"
 #include "panels/topology_view.h"
+#include "ringmaster/topology.h"
 
 using namespace ringmaster::ui;
 
@@ -40,6 +42,7 @@ class ConsoleTest : public QObject {
   void sweepOverTwoLocalAgents();
   void missingRankShowsAtTheBarrier();
   void screenshotCommand();
+  void p4dDrawing();
 };
 
 void ConsoleTest::sweepOverTwoLocalAgents() {
@@ -175,6 +178,47 @@ void ConsoleTest::screenshotCommand() {
   const QRect timeline(image.width() * 45 / 100, image.height() * 62 / 100, image.width() / 2, image.height() / 5);
   QVERIFY2(colours(image, chart) > 8, "the bandwidth area is blank");
   QVERIFY2(colours(image, timeline) > 4, "the timeline area is blank");
+}
+
+void ConsoleTest::p4dDrawing() {
+  const auto p4d = ringmaster::topo::Topology::load_file(RINGMASTER_TOPOLOGY_DIR "/p4d-24xl-topo.xml");
+  const auto topology = nlohmann::json::parse(p4d.to_json());
+  QSizeF size;
+  const auto boxes = layout_topology(topology, &size);
+  std::vector<TopologyBox> gpus, nics, switches;
+  for (const auto& b : boxes) {
+    QVERIFY(b.declared);
+    if (b.kind == "gpu") gpus.push_back(b);
+    if (b.kind == "nic") nics.push_back(b);
+    if (b.kind == "pci_switch") switches.push_back(b);
+  }
+  QCOMPARE(gpus.size(), std::size_t{8});
+  QCOMPARE(nics.size(), std::size_t{4});
+  QCOMPARE(switches.size(), std::size_t{4});
+  // Each switch box holds two GPUs and one NIC, as the file says.
+  for (const auto& sw : switches) {
+    int g = 0, n = 0;
+    for (const auto& b : gpus)
+      g += sw.rect.contains(b.rect) ? 1 : 0;
+    for (const auto& b : nics)
+      n += sw.rect.contains(b.rect) ? 1 : 0;
+    QCOMPARE(g, 2);
+    QCOMPARE(n, 1);
+  }
+  for (const auto& b : boxes)
+    QVERIFY(QRectF(QPointF(0, 0), size).adjusted(-1, -1, 1, 1).contains(b.rect));
+  // Drawn, it is not blank, and the declared badge shows in the panel.
+  TopologyView view;
+  view.resize(1200, 800);
+  view.show_topology("p4d", topology);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  const QImage image = view.drawing()->grab().toImage();
+  QVERIFY(colours(image, image.rect()) > 6);
+  auto* badge = view.findChild<QLabel*>("declaredBadge");
+  QVERIFY(badge && badge->isVisible());
+  QVERIFY(badge->text().contains("p4d-24xl-topo.xml"));
+  if (qEnvironmentVariableIsSet("RINGMASTER_TEST_SAVE")) view.grab().save(qEnvironmentVariable("RINGMASTER_TEST_SAVE"));
 }
 
 QTEST_MAIN(ConsoleTest)

@@ -1,5 +1,7 @@
 #include "topology_view.h"
 
+#include "topology_drawing.h"
+
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QSplitter>
@@ -105,8 +107,13 @@ TopologyView::TopologyView(QWidget* parent) : QWidget(parent) {
   matrix_view_->setObjectName("topologyMatrix");
   matrix_view_->setModel(&matrix_);
   matrix_view_->horizontalHeader()->setDefaultSectionSize(56);
-  split->addWidget(tree_view_);
-  split->addWidget(matrix_view_);
+  drawing_ = new TopologyDrawing;
+  auto* lower = new QSplitter(Qt::Horizontal);
+  lower->addWidget(tree_view_);
+  lower->addWidget(matrix_view_);
+  split->addWidget(drawing_);
+  split->addWidget(lower);
+  split->setSizes({300, 300});
   layout->addWidget(split, 1);
 }
 
@@ -115,6 +122,7 @@ void TopologyView::show_topology(const QString& agent, const json& topology) {
   const bool declared = topology.value("origin", "") == "declared";
   badge_->setText(declared ? "DECLARED by " + text(topology, "source") : QString());
   badge_->setVisible(declared);
+  drawing_->set_topology(topology);
   fill_topology_tree(tree_, topology);
   fill_topology_matrix(matrix_, topology);
   tree_view_->expandAll();

@@ -15,6 +15,8 @@ QT_END_NAMESPACE
 
 namespace ringmaster::ui {
 
+class TopologyDrawing;
+
 // The tree of Topology::to_json()'s nodes, one row per object.
 void fill_topology_tree(QStandardItemModel& model, const nlohmann::json& topology);
 // The path matrix of Topology::to_json().
@@ -27,6 +29,7 @@ class TopologyView : public QWidget {
   void show_topology(const QString& agent, const nlohmann::json& topology);
   QStandardItemModel& tree_model() { return tree_; }
   QStandardItemModel& matrix_model() { return matrix_; }
+  TopologyDrawing* drawing() const { return drawing_; }
 
  private:
   QLabel* title_ = nullptr;
@@ -35,6 +38,7 @@ class TopologyView : public QWidget {
   QStandardItemModel matrix_;
   QTreeView* tree_view_ = nullptr;
   QTableView* matrix_view_ = nullptr;
+  TopologyDrawing* drawing_ = nullptr;
 };
 
 }  // namespace ringmaster::ui
