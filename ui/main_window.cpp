@@ -26,6 +26,7 @@
 #include <QVBoxLayout>
 
 #include "panels/bandwidth_chart.h"
+#include "panels/rings_view.h"
 #include "panels/timeline_view.h"
 #include "panels/topology_view.h"
 
@@ -137,6 +138,7 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   tabs_->addTab(decisions, "Engine decisions");
   topology_ = new TopologyView;
   tabs_->addTab(topology_, "Topology");
+  tabs_->addTab(new RingsView(console_.run), "Rings");
   setCentralWidget(tabs_);
 
   status_agents_ = new QLabel;

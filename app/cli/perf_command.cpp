@@ -58,6 +58,16 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
     std::fprintf(stderr, "%s\n", e.failure().to_string().c_str());
     return 2;
   }
+  // The channels' rings: every channel runs its ring in rank order.
+  if (config.rank == 0) {
+    nlohmann::json rings = nlohmann::json::array();
+    nlohmann::json order = nlohmann::json::array();
+    for (int r = 0; r < comm->size(); ++r)
+      order.push_back(r);
+    for (int c = 0; c < comm->max_channels(); ++c)
+      rings.push_back({{"channel", c}, {"ranks", order}});
+    emit({{"type", "rings"}, {"rings", std::move(rings)}});
+  }
   std::atomic<bool> running{true};
   std::thread sampler([&] {
     const auto start = std::chrono::steady_clock::now();

@@ -14,6 +14,7 @@
 #include "main_window.h"
 #include "models/console.h"
 #include "panels/bandwidth_chart.h"
+#include "panels/rings_view.h"
 #include "panels/timeline_view.h"
 #include "panels/topology_drawing.h"
 #include "panels/topology_view.h"
@@ -110,6 +111,14 @@ void ConsoleTest::sweepOverTwoLocalAgents() {
   for (const auto& s : segments)
     QVERIFY(window.timeline()->plot_area().adjusted(-1, -1, 1, 1).contains(s.rect));
   QVERIFY(console.run.decisions.rowCount() >= 5);
+  // Rings: every channel through all 4 ranks, drawn over the 2 agents.
+  QVERIFY(!console.run.rings().empty());
+  for (const auto& ring : console.run.rings())
+    QCOMPARE(ring, (std::vector<int>{0, 1, 2, 3}));
+  const auto rings = layout_rings(console.run.placement(), console.run.rings(), QRectF(0, 0, 800, 300));
+  QCOMPARE(rings.nodes.size(), std::size_t{2});
+  QVERIFY(rings.nodes[0].contains(rings.ranks[1]) && rings.nodes[1].contains(rings.ranks[2]));
+  QCOMPARE(rings.channel_paths[0].size(), std::size_t{5});  // closed: back to rank 0
 
   // The recording replays into the same model contents.
   RunState replayed;
@@ -130,6 +139,8 @@ void ConsoleTest::sweepOverTwoLocalAgents() {
     }
   }
   QCOMPARE(replayed.ok(), true);
+  QCOMPARE(replayed.rings(), console.run.rings());
+  QCOMPARE(replayed.placement(), console.run.placement());
 }
 
 void ConsoleTest::missingRankShowsAtTheBarrier() {

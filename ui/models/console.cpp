@@ -12,8 +12,10 @@ namespace ringmaster::ui {
 
 using nlohmann::json;
 
-void RunState::begin(const QString& run_id, int world_size, int agents) {
+void RunState::begin(const QString& run_id, int world_size, int agents, std::vector<int> placement) {
   run_id_ = run_id;
+  placement_ = std::move(placement);
+  rings_.clear();
   world_size_ = world_size;
   agents_ = agents;
   agents_done_ = 0;
@@ -48,6 +50,11 @@ void RunState::apply(const AgentMessage& m) {
     ++samples_;
   } else if (type == "result") {
     if (rank == 0) results.add(e);
+  } else if (type == "rings") {
+    rings_.clear();
+    for (const auto& r : e.value("rings", json::array()))
+      rings_.push_back(r.value("ranks", std::vector<int>{}));
+    emit rings_changed();
   } else if (type == "decision") {
     if (rank == 0) decisions.add(e);
   } else if (type == "error") {
@@ -223,9 +230,15 @@ QString Console::start_run(const RunSpec& spec) {
   const int placed = static_cast<int>(clients.size()) * spec.ranks_per_agent;
   const int world = std::max(spec.world_size, placed);
   const QString run_id = QString("console-%1").arg(QDateTime::currentMSecsSinceEpoch());
-  run.begin(run_id, world, static_cast<int>(clients.size()));
+  std::vector<int> placement(static_cast<std::size_t>(world), -1);  // ranks beyond those placed: nowhere
+  for (int r = 0; r < placed; ++r)
+    placement[static_cast<std::size_t>(r)] = r / spec.ranks_per_agent;
+  run.begin(run_id, world, static_cast<int>(clients.size()), placement);
   if (recording_) {
-    record({{"run_begin", run_id.toStdString()}, {"world_size", world}, {"agents", clients.size()}});
+    record({{"run_begin", run_id.toStdString()},
+            {"world_size", world},
+            {"agents", clients.size()},
+            {"placement", placement}});
   }
   json message = {{"type", "run"},
                   {"run_id", run_id.toStdString()},
@@ -291,7 +304,7 @@ int Console::replay(const QString& path, RunState& into) {
     if (j.is_discarded()) continue;
     if (j.contains("run_begin")) {
       into.begin(QString::fromStdString(j["run_begin"].get<std::string>()), j.value("world_size", 0),
-                 j.value("agents", 0));
+                 j.value("agents", 0), j.value("placement", std::vector<int>{}));
       continue;
     }
     into.apply(AgentMessage{QString::fromStdString(j.value("agent", "")),

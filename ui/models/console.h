@@ -45,7 +45,9 @@ class RunState : public QObject {
   DecisionsModel decisions;
   BandwidthSeries bandwidth;
 
-  void begin(const QString& run_id, int world_size, int agents);
+  // `placement`: the agent (index) of every rank, for drawing rings over
+  // the nodes.
+  void begin(const QString& run_id, int world_size, int agents, std::vector<int> placement = {});
   // Takes the message if it is an event of this run.
   void apply(const AgentMessage& message);
   const QString& run_id() const { return run_id_; }
@@ -55,10 +57,14 @@ class RunState : public QObject {
   // "rank 1 was killed by SIGKILL", errors and failures, in arrival order.
   const QStringList& problems() const { return problems_; }
   std::size_t samples() const { return samples_; }
+  // Each channel's ring as rank 0 reported it.
+  const std::vector<std::vector<int>>& rings() const { return rings_; }
+  const std::vector<int>& placement() const { return placement_; }
 
  signals:
   void started(QString run_id);
   void finished(bool ok);
+  void rings_changed();
 
  private:
   QString run_id_;
@@ -68,6 +74,8 @@ class RunState : public QObject {
   bool ok_ = true;
   QStringList problems_;
   std::size_t samples_ = 0;
+  std::vector<std::vector<int>> rings_;
+  std::vector<int> placement_;
 };
 
 class Console : public QObject {
