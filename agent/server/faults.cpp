@@ -2,6 +2,8 @@
 // fallback where the agent may not change the network.
 #include "faults.h"
 
+#include "ringmaster/agent/command.h"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -24,60 +26,6 @@ extern char** environ;
 namespace ringmaster::agent {
 
 using nlohmann::json;
-
-std::pair<int, std::string> run_command(const std::vector<std::string>& argv, const std::string& input) {
-  int out[2], in[2];
-  if (::pipe2(out, O_CLOEXEC) != 0) return {127, std::strerror(errno)};
-  if (::pipe2(in, O_CLOEXEC) != 0) {
-    ::close(out[0]);
-    ::close(out[1]);
-    return {127, std::strerror(errno)};
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in[0], 0);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 2);
-  std::vector<std::string> copy = argv;
-  std::vector<char*> args;
-  for (auto& s : copy)
-    args.push_back(s.data());
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(in[0]);
-  ::close(out[1]);
-  if (rc != 0) {
-    ::close(in[1]);
-    ::close(out[0]);
-    return {127, fmt::format("cannot run {}: {}", argv[0], std::strerror(rc))};
-  }
-  // Scripts are small: write all, then read all.
-  std::size_t done = 0;
-  while (done < input.size()) {
-    const ssize_t n = ::write(in[1], input.data() + done, input.size() - done);
-    if (n <= 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  ::close(in[1]);
-  std::string output;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::read(out[0], buf, sizeof(buf));
-    if (n > 0) {
-      output.append(buf, static_cast<std::size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    break;
-  }
-  ::close(out[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), output};
-}
 
 namespace {
 
@@ -127,6 +75,27 @@ bool is_ipv6(const std::string& a) {
   return a.find(':') != std::string::npos;
 }
 
+// drop_ports' "except": "29500" or "29500,29600".
+std::vector<long> except_ports(const json& spec) {
+  std::vector<long> out;
+  const std::string text = spec.value("except", std::string());
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const auto comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    char* end = nullptr;
+    const long port = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || port < 1 || port > 65535) {
+      throw Error(ErrorCategory::config,
+                  fmt::format("drop_ports except '{}': expected ports separated by commas", text));
+    }
+    out.push_back(port);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 FaultManager::FaultManager(bool enabled, std::vector<std::uint16_t> exempt_ports)
@@ -165,17 +134,23 @@ void FaultManager::apply_nft() {
   std::string exempt;
   for (const auto port : exempt_)
     exempt += fmt::format("    tcp dport {0} accept\n    tcp sport {0} accept\n", port);
-  std::string input, output;
+  std::string input, output, excepted;
   for (const auto& [id, f] : faults_) {
     if (f.mechanism != "nftables") continue;
     const std::string kind = f.spec["kind"];
     const std::string dir = direction_of(f.spec);
     std::string rule;
     if (kind == "drop_ports") {
-      rule = fmt::format("tcp dport {}", port_range(f.spec["ports"]));
-      rule += fmt::format(" counter drop comment \"fault {}\"\n", id);
-      if (dir != "out") input += "    " + rule;
-      if (dir != "in") output += "    " + rule;
+      // `except`: ports left open, as a security group's narrower allow
+      // rules; `skip_loopback`: traffic within this host is not filtered
+      // (a cloud's security group sees only traffic between hosts).
+      for (const auto& port : except_ports(f.spec)) {
+        excepted += fmt::format("    tcp dport {0} accept\n    tcp sport {0} accept\n", port);
+      }
+      const bool skip_lo = f.spec.value("skip_loopback", false);
+      rule = fmt::format("tcp dport {} counter drop comment \"fault {}\"\n", port_range(f.spec["ports"]), id);
+      if (dir != "out") input += std::string("    ") + (skip_lo ? "iifname != \"lo\" " : "") + rule;
+      if (dir != "in") output += std::string("    ") + (skip_lo ? "oifname != \"lo\" " : "") + rule;
     } else if (kind == "drop_address") {
       const std::string a = f.spec["address"];
       const std::string family = is_ipv6(a) ? "ip6" : "ip";
@@ -190,8 +165,8 @@ void FaultManager::apply_nft() {
     }
     return;
   }
-  if (!input.empty()) input = exempt + input;
-  if (!output.empty()) output = exempt + output;
+  if (!input.empty()) input = exempt + excepted + input;
+  if (!output.empty()) output = exempt + excepted + output;
   // Replace the whole table in one transaction.
   const std::string rules = fmt::format(
       "table inet {0}\ndelete table inet {0}\ntable inet {0} {{\n"
@@ -221,6 +196,7 @@ json FaultManager::add(const json& spec) {
         throw Error(ErrorCategory::config, "drop_ports needs 'ports' (\"PORT\" or \"LOW-HIGH\")");
       }
       port_range(spec["ports"]);
+      except_ports(spec);
     } else if (!spec.contains("address") || !spec["address"].is_string() ||
                spec["address"].get<std::string>().find_first_not_of("0123456789abcdefABCDEF.:") != std::string::npos) {
       throw Error(ErrorCategory::config, "drop_address needs an IP 'address'");

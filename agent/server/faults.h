@@ -69,8 +69,4 @@ class FaultManager {
   bool table_exists_ = false;
 };
 
-// Runs argv (PATH lookup), feeding `input` on stdin; returns the exit code
-// (127 when it cannot start) and stdout+stderr.
-std::pair<int, std::string> run_command(const std::vector<std::string>& argv, const std::string& input = {});
-
 }  // namespace ringmaster::agent

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   add(ringmaster::cli::add_perf_command);
   add(ringmaster::cli::add_topo_command);
   add(ringmaster::cli::add_remote_command);
+  add(ringmaster::cli::add_repro_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,410 @@
+// `ringmaster-cli repro list|run`: reproduce a real connectivity failure.
+//
+// Each scenario (resources/scenarios/*.json) builds a small cluster on this
+// machine — one network namespace per host, joined by veth pairs to a
+// bridge, addresses in 198.18.0.0/24, a real ringmaster-agent in each —
+// breaks it the way clouds break (through the agents' fault injection, the
+// ranks' environment, or by killing a rank), launches a run, and checks
+// that what Ringmaster reports is what the scenario expects. Needs root.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include "commands.h"
+#include "ringmaster/agent/client.h"
+#include "ringmaster/agent/command.h"
+#include "ringmaster/agent/protocol.h"
+#include "ringmaster/status.h"
+
+namespace ringmaster::cli {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+struct ReproOptions {
+  std::string dir = RINGMASTER_SCENARIO_DIR;
+  std::string name;
+  bool all = false;
+  bool keep = false;
+  bool json_out = false;
+};
+
+std::vector<json> load_catalog(const std::string& dir) {
+  std::vector<std::pair<std::string, json>> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.path().extension() != ".json") continue;
+    std::ifstream in(entry.path());
+    json j = json::parse(in, nullptr, false);
+    if (j.is_discarded() || !j.contains("name")) {
+      throw Error(ErrorCategory::config, entry.path().string() + ": not a scenario (JSON with a name)");
+    }
+    found.emplace_back(entry.path().filename().string(), std::move(j));
+  }
+  if (ec) throw Error(ErrorCategory::config, dir + ": " + ec.message());
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<json> out;
+  for (auto& [f, j] : found)
+    out.push_back(std::move(j));
+  return out;
+}
+
+void must(const std::vector<std::string>& argv) {
+  const auto [code, output] = agent::run_command(argv);
+  if (code != 0) {
+    std::string cmd;
+    for (const auto& a : argv)
+      cmd += (cmd.empty() ? "" : " ") + a;
+    throw Error(ErrorCategory::config, "`" + cmd + "` failed: " + output);
+  }
+}
+
+// The hosts of one scenario: namespaces, veths, a bridge, agents.
+class Cluster {
+ public:
+  Cluster(int hosts, bool keep) : keep_(keep) {
+    id_ = std::to_string(::getpid() % 100000);
+    bridge_ = "rmbr" + id_;
+    token_file_ = (fs::temp_directory_path() / ("ringmaster-repro-" + id_ + ".token")).string();
+    std::ofstream(token_file_) << agent::random_nonce() << "\n";
+    must({"ip", "link", "add", bridge_, "type", "bridge"});
+    must({"ip", "addr", "add", "198.18.0.254/24", "dev", bridge_});
+    must({"ip", "link", "set", bridge_, "up"});
+    for (int i = 0; i < hosts; ++i) {
+      const std::string ns = "rm" + id_ + "h" + std::to_string(i);
+      const std::string outside = "rm" + id_ + "v" + std::to_string(i);
+      const std::string inside = "rm" + id_ + "p" + std::to_string(i);
+      must({"ip", "netns", "add", ns});
+      namespaces_.push_back(ns);
+      must({"ip", "link", "add", outside, "type", "veth", "peer", "name", inside});
+      must({"ip", "link", "set", inside, "netns", ns});
+      must({"ip", "-n", ns, "link", "set", inside, "name", "eth0"});
+      must({"ip", "-n", ns, "addr", "add", address(i) + "/24", "dev", "eth0"});
+      must({"ip", "-n", ns, "link", "set", "eth0", "up"});
+      must({"ip", "-n", ns, "link", "set", "lo", "up"});
+      must({"ip", "link", "set", outside, "master", bridge_});
+      must({"ip", "link", "set", outside, "up"});
+    }
+  }
+
+  ~Cluster() {
+    clients_.clear();
+    for (pid_t pid : agents_)
+      ::kill(pid, SIGTERM);
+    for (pid_t pid : agents_) {
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+    }
+    if (keep_) return;
+    for (const auto& ns : namespaces_)
+      agent::run_command({"ip", "netns", "del", ns});
+    agent::run_command({"ip", "link", "del", bridge_});
+    std::remove(token_file_.c_str());
+  }
+
+  static std::string address(int host) { return "198.18.0." + std::to_string(host + 1); }
+  const std::string& ns(int host) const { return namespaces_.at(static_cast<std::size_t>(host)); }
+
+  // Starts each host's agent and connects to it from this namespace.
+  void start_agents(const std::string& agent_path, const agent::AgentClient::MessageHandler& on_message) {
+    for (std::size_t i = 0; i < namespaces_.size(); ++i) {
+      int out[2];
+      if (::pipe(out) != 0) throw Error(ErrorCategory::internal, "pipe failed");
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        ::dup2(out[1], 1);
+        ::close(out[0]);
+        ::execlp("ip", "ip", "netns", "exec", namespaces_[i].c_str(), agent_path.c_str(), "--listen",
+                 (address(static_cast<int>(i)) + ":29600").c_str(), "--token-file", token_file_.c_str(),
+                 "--allow-fault-injection", "--print-port", static_cast<char*>(nullptr));
+        _exit(127);
+      }
+      ::close(out[1]);
+      agents_.push_back(pid);
+      char c = 0;
+      std::string line;
+      while (::read(out[0], &c, 1) == 1 && c != '\n')
+        line += c;
+      ::close(out[0]);
+      if (line.empty()) throw Error(ErrorCategory::config, "the agent in " + namespaces_[i] + " did not start");
+      agent::ClientOptions options;
+      options.host = address(static_cast<int>(i));
+      options.port = 29600;
+      options.token = agent::read_token_file(token_file_);
+      auto client = agent::AgentClient::connect(options, on_message);
+      client->call({{"type", "subscribe"}});
+      clients_.push_back(std::move(client));
+    }
+  }
+
+  agent::AgentClient& client(int host) { return *clients_.at(static_cast<std::size_t>(host)); }
+
+ private:
+  bool keep_;
+  std::string id_, bridge_, token_file_;
+  std::vector<std::string> namespaces_;
+  std::vector<pid_t> agents_;
+  std::vector<std::unique_ptr<agent::AgentClient>> clients_;
+};
+
+struct Inbox {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<json> messages;
+};
+
+// What one scenario showed, and whether that is what it expects.
+struct Verdict {
+  bool passed = true;
+  std::vector<std::string> reasons;  // why it did not pass
+  std::vector<std::string> report;   // what Ringmaster said
+};
+
+Verdict run_scenario(const json& s, const std::string& agent_path, bool keep) {
+  Verdict v;
+  const int hosts = s.value("hosts", 2);
+  const int per_host = s.value("ranks_per_host", 1);
+  const json run_spec = s.value("run", json::object());
+  const json expect = s.value("expect", json::object());
+  Cluster cluster(hosts, keep);
+  auto inbox = std::make_shared<Inbox>();
+  cluster.start_agents(agent_path, [inbox](const json& m) {
+    std::lock_guard lock(inbox->mutex);
+    inbox->messages.push_back(m);
+    inbox->cv.notify_all();
+  });
+  for (const auto& f : s.value("faults", json::array())) {
+    const json targets = f.value("hosts", json::array());
+    for (int h = 0; h < hosts; ++h) {
+      bool hit = targets.empty();
+      for (const auto& t : targets)
+        hit |= t.get<int>() == h;
+      if (!hit) continue;
+      const json reply = cluster.client(h).call({{"type", "fault"}, {"fault", f["fault"]}});
+      v.report.push_back("host " + std::to_string(h) + ": fault " + f["fault"].dump() + " via " +
+                         reply.value("mechanism", "?"));
+    }
+  }
+  // Placement: by default ranks_per_host on each host in order.
+  std::vector<int> placement = run_spec.value("placement", std::vector<int>{});
+  if (placement.empty()) {
+    for (int h = 0; h < hosts; ++h) {
+      for (int l = 0; l < per_host; ++l)
+        placement.push_back(h);
+    }
+  }
+  const int world = run_spec.value("world_size", static_cast<int>(placement.size()));
+  const std::string run_id = "repro-" + s["name"].get<std::string>();
+  json message = {
+      {"type", "run"},
+      {"run_id", run_id},
+      {"world_size", world},
+      {"master_addr", run_spec.value("master_addr", Cluster::address(0))},
+      {"master_port", run_spec.value("master_port", 29500)},
+      {"perf",
+       run_spec.value(
+           "perf",
+           json{{"collective", "all_reduce"}, {"min_bytes", "1K"}, {"max_bytes", "1K"}, {"iters", 2}, {"warmup", 1}})},
+      {"env", run_spec.value("env", json::object())},
+      {"timeouts", run_spec.value("timeouts", json{{"store_s", 5}, {"bootstrap_s", 5}, {"coll_s", 10}})}};
+  std::map<int, int> pid_of;
+  int running_hosts = 0;
+  for (int h = 0; h < hosts; ++h) {
+    json ranks = json::array();
+    for (std::size_t r = 0; r < placement.size(); ++r) {
+      if (placement[r] == h) ranks.push_back(static_cast<int>(r));
+    }
+    if (ranks.empty()) continue;
+    message["ranks"] = ranks;
+    const json reply = cluster.client(h).call(message);
+    for (const auto& p : reply["ranks"])
+      pid_of[p["rank"].get<int>()] = p["pid"].get<int>();
+    ++running_hosts;
+  }
+  // Collect until every host with ranks is done.
+  const json action = s.value("action", json::object());
+  const int kill_rank = action.value("kill_rank", -1);
+  bool killed = false;
+  std::map<int, json> failures;
+  std::map<int, std::vector<std::string>> errors;
+  std::set<std::string> entered;
+  int done = 0;
+  bool all_ok = true;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(s.value("timeout_s", 90));
+  while (done < running_hosts) {
+    std::unique_lock lock(inbox->mutex);
+    if (!inbox->cv.wait_until(lock, deadline, [&] { return !inbox->messages.empty(); })) {
+      v.passed = false;
+      v.reasons.push_back("the run did not end within the scenario's timeout: a hang");
+      break;
+    }
+    const json m = std::move(inbox->messages.front());
+    inbox->messages.pop_front();
+    lock.unlock();
+    if (m.value("type", "") != "event" || m.value("run_id", "") != run_id) continue;
+    const int rank = m.value("rank", -1);
+    const json& e = m["event"];
+    const std::string type = e.value("type", "");
+    if (type == "stage") {
+      if (e.value("ok", false)) entered.insert(e.value("stage", ""));
+    } else if (type == "failure") {
+      failures[rank] = e;
+    } else if (type == "error") {
+      errors[rank].push_back(e.value("message", ""));
+    } else if (type == "rank_failed") {
+      v.report.push_back(e.value("summary", ""));
+    } else if (type == "sample" && kill_rank >= 0 && !killed &&
+               e["channels"][0].value("bytes_sent", std::uint64_t{0}) > 0) {
+      killed = true;
+      ::kill(pid_of[kill_rank], SIGKILL);
+      v.report.push_back("killed rank " + std::to_string(kill_rank) + " (pid " + std::to_string(pid_of[kill_rank]) +
+                         ") once data moved");
+    } else if (type == "run_done") {
+      ++done;
+      all_ok = all_ok && e.value("ok", false);
+    }
+  }
+  for (const auto& [rank, f] : failures) {
+    v.report.push_back("rank " + std::to_string(rank) + " failed at " + f.value("stage", "?") + ": " +
+                       f.value("summary", "") + " | hint: " + f.value("hint", ""));
+  }
+  for (const auto& [rank, list] : errors) {
+    for (const auto& e : list)
+      v.report.push_back("rank " + std::to_string(rank) + ": " + e);
+  }
+
+  // Compare with the expectation.
+  auto fail = [&](std::string why) {
+    v.passed = false;
+    v.reasons.push_back(std::move(why));
+  };
+  const std::string outcome = expect.value("outcome", "fail");
+  if (outcome == "complete") {
+    if (!all_ok) fail("expected the run to complete, it failed");
+    return v;
+  }
+  if (all_ok) fail("expected a failure, the run completed");
+  std::vector<int> ranks;
+  const json who = expect.value("ranks", json("all"));
+  for (int r = 0; r < world; ++r) {
+    if (r < static_cast<int>(placement.size()) || who.is_array()) {
+      if (who == "nonzero" && r == 0) continue;
+      if (who.is_array() && std::find(who.begin(), who.end(), json(r)) == who.end()) continue;
+      ranks.push_back(r);
+    }
+  }
+  for (int r : ranks) {
+    const std::string stage = expect.value("stage", "");
+    if (!stage.empty()) {
+      if (!failures.count(r)) {
+        fail("rank " + std::to_string(r) + " reported no stage failure (expected " + stage + ")");
+        continue;
+      }
+      if (failures[r].value("stage", "") != stage) {
+        fail("rank " + std::to_string(r) + " failed at " + failures[r].value("stage", "") + ", expected " + stage);
+      }
+      const std::string text = failures[r].dump();
+      for (const auto& k : expect.value("keywords", json::array())) {
+        if (text.find(k.get<std::string>()) == std::string::npos) {
+          fail("rank " + std::to_string(r) + "'s report does not mention '" + k.get<std::string>() + "'");
+        }
+      }
+    }
+    for (const auto& k : expect.value("error_keywords", json::array())) {
+      bool found = false;
+      for (const auto& e : errors[r])
+        found |= e.find(k.get<std::string>()) != std::string::npos;
+      if (!found) fail("rank " + std::to_string(r) + "'s error does not mention '" + k.get<std::string>() + "'");
+    }
+  }
+  // Errors one of the ranks must mention: a dead peer is named first by
+  // its ring neighbours; a rank further away may only see a neighbour's
+  // abort.
+  for (const auto& k : expect.value("any_error_keywords", json::array())) {
+    bool found = false;
+    for (int r : ranks) {
+      for (const auto& e : errors[r]) found |= e.find(k.get<std::string>()) != std::string::npos;
+    }
+    if (!found) fail("no rank's error mentions '" + k.get<std::string>() + "'");
+  }
+  if (expect.value("every_rank_errors", false)) {
+    for (int r : ranks) {
+      if (errors[r].empty() && !failures.count(r)) fail("rank " + std::to_string(r) + " reported no error");
+    }
+  }
+  for (const auto& st : expect.value("not_entered", json::array())) {
+    if (entered.count(st.get<std::string>())) fail("stage " + st.get<std::string>() + " was entered");
+  }
+  return v;
+}
+
+}  // namespace
+
+Runner add_repro_command(CLI::App& app) {
+  auto* repro = app.add_subcommand("repro", "Reproduce a connectivity failure in network namespaces (needs root)");
+  repro->require_subcommand(1);
+  auto o = std::make_shared<ReproOptions>();
+  repro->add_option("--dir", o->dir, "Scenario catalog")->capture_default_str();
+  auto* list = repro->add_subcommand("list", "List the scenarios with their stories");
+  auto* run = repro->add_subcommand("run", "Run one scenario, or all of them");
+  run->add_option("name", o->name, "Scenario name (see repro list)");
+  run->add_flag("--all", o->all, "Every scenario in the catalog");
+  run->add_flag("--keep", o->keep, "Leave the namespaces and bridge in place for inspection");
+  return [=]() -> int {
+    const auto catalog = load_catalog(o->dir);
+    if (list->parsed()) {
+      for (const auto& s : catalog) {
+        std::printf("%-28s %s\n    %s\n", s["name"].get<std::string>().c_str(), s.value("title", "").c_str(),
+                    s.value("story", "").c_str());
+      }
+      return 0;
+    }
+    if (!o->all && o->name.empty()) throw Error(ErrorCategory::config, "repro run: give a scenario name or --all");
+    if (::geteuid() != 0) {
+      std::fprintf(stderr, "ringmaster-cli repro: scenarios need root (network namespaces, veth, nftables)\n");
+      return 77;
+    }
+    const std::string agent_path = (fs::read_symlink("/proc/self/exe").parent_path() / "ringmaster-agent").string();
+    int failed = 0, ran = 0;
+    for (const auto& s : catalog) {
+      if (!o->all && s["name"] != o->name) continue;
+      ++ran;
+      std::printf("== %s: %s\n   %s\n", s["name"].get<std::string>().c_str(), s.value("title", "").c_str(),
+                  s.value("story", "").c_str());
+      std::fflush(stdout);
+      const auto start = std::chrono::steady_clock::now();
+      Verdict v;
+      try {
+        v = run_scenario(s, agent_path, o->keep);
+      } catch (const Error& e) {
+        v.passed = false;
+        v.reasons.push_back(e.what());
+      }
+      for (const auto& line : v.report)
+        std::printf("   | %s\n", line.c_str());
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::printf("   %s (%.1f s)\n", v.passed ? "PASS: Ringmaster named the failure as expected" : "FAIL", seconds);
+      for (const auto& r : v.reasons)
+        std::printf("   - %s\n", r.c_str());
+      std::fflush(stdout);
+      failed += v.passed ? 0 : 1;
+    }
+    if (ran == 0) throw Error(ErrorCategory::config, "no scenario named " + o->name + " in " + o->dir);
+    std::printf("%d of %d scenarios as expected\n", ran - failed, ran);
+    return failed == 0 ? 0 : 1;
+  };
+}
+
+}  // namespace ringmaster::cli
