@@ -10,8 +10,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <deque>
 #include <filesystem>
@@ -20,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <sstream>
 
 #include "commands.h"
 #include "ringmaster/agent/client.h"
@@ -38,7 +42,7 @@ struct ReproOptions {
   std::string name;
   bool all = false;
   bool keep = false;
-  bool json_out = false;
+  std::string events_file;
 };
 
 std::vector<json> load_catalog(const std::string& dir) {
@@ -75,7 +79,7 @@ void must(const std::vector<std::string>& argv) {
 class Cluster {
  public:
   Cluster(int hosts, bool keep) : keep_(keep) {
-    id_ = std::to_string(::getpid() % 100000);
+    id_ = std::to_string(::getpid());
     bridge_ = "rmbr" + id_;
     token_file_ = (fs::temp_directory_path() / ("ringmaster-repro-" + id_ + ".token")).string();
     std::ofstream(token_file_) << agent::random_nonce() << "\n";
@@ -159,6 +163,9 @@ class Cluster {
   std::vector<std::unique_ptr<agent::AgentClient>> clients_;
 };
 
+// Set by SIGINT/SIGTERM: the scenario in progress stops waiting and cleans up.
+std::atomic<bool> interrupted{false};
+
 struct Inbox {
   std::mutex mutex;
   std::condition_variable cv;
@@ -172,7 +179,49 @@ struct Verdict {
   std::vector<std::string> report;   // what Ringmaster said
 };
 
-Verdict run_scenario(const json& s, const std::string& agent_path, bool keep) {
+// Removes what runs killed before their cleanup left behind: namespaces
+// rm<pid>h<i> and bridges rmbr<pid> of processes that no longer exist.
+void remove_leftovers() {
+  auto dead = [](const std::string& digits) {
+    const int pid = std::atoi(digits.c_str());
+    return pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH;
+  };
+  const auto [code, namespaces] = agent::run_command({"ip", "netns", "list"});
+  std::istringstream ns_lines(namespaces);
+  for (std::string line; std::getline(ns_lines, line);) {
+    const std::string name = line.substr(0, line.find(' '));
+    const auto h = name.find('h');
+    if (name.rfind("rm", 0) == 0 && h != std::string::npos && dead(name.substr(2, h - 2))) {
+      agent::run_command({"ip", "netns", "del", name});
+    }
+  }
+  const auto [code2, links] = agent::run_command({"ip", "-o", "link", "show", "type", "bridge"});
+  std::istringstream link_lines(links);
+  for (std::string line; std::getline(link_lines, line);) {
+    const auto at = line.find("rmbr");
+    if (at == std::string::npos) continue;
+    const std::string name = line.substr(at, line.find(':', at) - at);
+    if (dead(name.substr(4))) agent::run_command({"ip", "link", "del", name});
+  }
+}
+
+// What of ours is still there: namespaces and bridges of this process.
+std::vector<std::string> our_leftovers() {
+  std::vector<std::string> out;
+  const std::string mine = "rm" + std::to_string(::getpid());
+  const auto [c1, namespaces] = agent::run_command({"ip", "netns", "list"});
+  std::istringstream ns_lines(namespaces);
+  for (std::string line; std::getline(ns_lines, line);) {
+    if (line.rfind(mine + "h", 0) == 0) out.push_back("namespace " + line.substr(0, line.find(' ')));
+  }
+  const auto [c2, links] = agent::run_command({"ip", "-o", "link", "show"});
+  if (links.find("rmbr" + std::to_string(::getpid())) != std::string::npos)
+    out.push_back("bridge rmbr" + std::to_string(::getpid()));
+  if (links.find(mine + "v") != std::string::npos) out.push_back("a veth " + mine + "v*");
+  return out;
+}
+
+Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, std::ofstream* events) {
   Verdict v;
   const int hosts = s.value("hosts", 2);
   const int per_host = s.value("ranks_per_host", 1);
@@ -219,6 +268,18 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep) {
            json{{"collective", "all_reduce"}, {"min_bytes", "1K"}, {"max_bytes", "1K"}, {"iters", 2}, {"warmup", 1}})},
       {"env", run_spec.value("env", json::object())},
       {"timeouts", run_spec.value("timeouts", json{{"store_s", 5}, {"bootstrap_s", 5}, {"coll_s", 10}})}};
+  if (events) {
+    std::set<int> with_ranks;
+    for (int h : placement) {
+      if (h >= 0) with_ranks.insert(h);
+    }
+    *events << json{{"run_begin", run_id},
+                    {"world_size", world},
+                    {"agents", with_ranks.size()},
+                    {"placement", placement}}
+                   .dump()
+            << "\n";
+  }
   std::map<int, int> pid_of;
   int running_hosts = 0;
   for (int h = 0; h < hosts; ++h) {
@@ -245,7 +306,14 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(s.value("timeout_s", 90));
   while (done < running_hosts) {
     std::unique_lock lock(inbox->mutex);
-    if (!inbox->cv.wait_until(lock, deadline, [&] { return !inbox->messages.empty(); })) {
+    const auto slice = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
+    if (!inbox->cv.wait_until(lock, slice, [&] { return !inbox->messages.empty(); })) {
+      if (interrupted) {
+        v.passed = false;
+        v.reasons.push_back("interrupted");
+        break;
+      }
+      if (std::chrono::steady_clock::now() < deadline) continue;
       v.passed = false;
       v.reasons.push_back("the run did not end within the scenario's timeout: a hang");
       break;
@@ -254,6 +322,7 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep) {
     inbox->messages.pop_front();
     lock.unlock();
     if (m.value("type", "") != "event" || m.value("run_id", "") != run_id) continue;
+    if (events) *events << json{{"agent", "repro"}, {"message", m}}.dump() << "\n";
     const int rank = m.value("rank", -1);
     const json& e = m["event"];
     const std::string type = e.value("type", "");
@@ -335,7 +404,8 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep) {
   for (const auto& k : expect.value("any_error_keywords", json::array())) {
     bool found = false;
     for (int r : ranks) {
-      for (const auto& e : errors[r]) found |= e.find(k.get<std::string>()) != std::string::npos;
+      for (const auto& e : errors[r])
+        found |= e.find(k.get<std::string>()) != std::string::npos;
     }
     if (!found) fail("no rank's error mentions '" + k.get<std::string>() + "'");
   }
@@ -362,6 +432,7 @@ Runner add_repro_command(CLI::App& app) {
   run->add_option("name", o->name, "Scenario name (see repro list)");
   run->add_flag("--all", o->all, "Every scenario in the catalog");
   run->add_flag("--keep", o->keep, "Leave the namespaces and bridge in place for inspection");
+  run->add_option("--events-file", o->events_file, "Write every event of the runs as JSON lines (console replay)");
   return [=]() -> int {
     const auto catalog = load_catalog(o->dir);
     if (list->parsed()) {
@@ -373,13 +444,30 @@ Runner add_repro_command(CLI::App& app) {
     }
     if (!o->all && o->name.empty()) throw Error(ErrorCategory::config, "repro run: give a scenario name or --all");
     if (::geteuid() != 0) {
-      std::fprintf(stderr, "ringmaster-cli repro: scenarios need root (network namespaces, veth, nftables)\n");
+      for (const auto& s : catalog) {
+        if (!o->all && s["name"] != o->name) continue;
+        std::printf("SKIPPED %s: needs root to create network namespaces, veth pairs, a bridge and nftables rules\n",
+                    s["name"].get<std::string>().c_str());
+      }
       return 77;
     }
+    for (const char* tool : {"ip", "nft"}) {
+      if (agent::run_command({tool, "-V"}).first == 127) {
+        std::printf("SKIPPED: `%s` is not installed (scripts/setup-deps installs iproute2 and nftables)\n", tool);
+        return 77;
+      }
+    }
+    remove_leftovers();
+    // Ctrl-C and SIGTERM end the current scenario through its cleanup.
+    std::signal(SIGINT, [](int) { interrupted = true; });
+    std::signal(SIGTERM, [](int) { interrupted = true; });
+    std::unique_ptr<std::ofstream> events;
+    if (!o->events_file.empty()) events = std::make_unique<std::ofstream>(o->events_file);
     const std::string agent_path = (fs::read_symlink("/proc/self/exe").parent_path() / "ringmaster-agent").string();
     int failed = 0, ran = 0;
     for (const auto& s : catalog) {
       if (!o->all && s["name"] != o->name) continue;
+      if (interrupted) break;
       ++ran;
       std::printf("== %s: %s\n   %s\n", s["name"].get<std::string>().c_str(), s.value("title", "").c_str(),
                   s.value("story", "").c_str());
@@ -387,7 +475,7 @@ Runner add_repro_command(CLI::App& app) {
       const auto start = std::chrono::steady_clock::now();
       Verdict v;
       try {
-        v = run_scenario(s, agent_path, o->keep);
+        v = run_scenario(s, agent_path, o->keep, events.get());
       } catch (const Error& e) {
         v.passed = false;
         v.reasons.push_back(e.what());
@@ -402,6 +490,13 @@ Runner add_repro_command(CLI::App& app) {
       failed += v.passed ? 0 : 1;
     }
     if (ran == 0) throw Error(ErrorCategory::config, "no scenario named " + o->name + " in " + o->dir);
+    if (!o->keep) {
+      const auto left = our_leftovers();
+      for (const auto& l : left)
+        std::printf("LEFT BEHIND: %s\n", l.c_str());
+      if (!left.empty()) ++failed;
+    }
+    if (interrupted) std::printf("interrupted; cleaned up\n");
     std::printf("%d of %d scenarios as expected\n", ran - failed, ran);
     return failed == 0 ? 0 : 1;
   };
