@@ -4,6 +4,7 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QComboBox>
+#include <QDir>
 #include <QDockWidget>
 #include <QDoubleSpinBox>
 #include <QFile>
@@ -27,6 +28,7 @@
 
 #include "panels/bandwidth_chart.h"
 #include "panels/rings_view.h"
+#include "panels/scenarios_panel.h"
 #include "panels/timeline_view.h"
 #include "panels/topology_view.h"
 
@@ -139,6 +141,10 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   topology_ = new TopologyView;
   tabs_->addTab(topology_, "Topology");
   tabs_->addTab(new RingsView(console_.run), "Rings");
+  scenarios_ = new ScenariosPanel(console_.run, RINGMASTER_SCENARIO_DIR,
+                                  QDir(QCoreApplication::applicationDirPath()).filePath("ringmaster-cli"));
+  tabs_->addTab(scenarios_, "Scenarios");
+  connect(scenarios_, &ScenariosPanel::finished, this, [this] { update_status(); });
   setCentralWidget(tabs_);
 
   status_agents_ = new QLabel;

@@ -22,6 +22,7 @@ QT_END_NAMESPACE
 namespace ringmaster::ui {
 
 class BandwidthChart;
+class ScenariosPanel;
 class TimelineView;
 class TopologyView;
 
@@ -39,6 +40,7 @@ class MainWindow : public QMainWindow {
   QTabWidget* tabs() const { return tabs_; }
   BandwidthChart* bandwidth() const { return bandwidth_; }
   TimelineView* timeline() const { return timeline_; }
+  ScenariosPanel* scenarios() const { return scenarios_; }
 
  protected:
   void closeEvent(QCloseEvent* event) override;
@@ -54,6 +56,7 @@ class MainWindow : public QMainWindow {
   BandwidthChart* bandwidth_ = nullptr;
   TimelineView* timeline_ = nullptr;
   TopologyView* topology_ = nullptr;
+  ScenariosPanel* scenarios_ = nullptr;
   QPlainTextEdit* detail_ = nullptr;
   QTableView* agents_view_ = nullptr;
   QLineEdit* agent_address_ = nullptr;

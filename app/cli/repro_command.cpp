@@ -112,8 +112,14 @@ class Cluster {
       ::waitpid(pid, &status, 0);
     }
     if (keep_) return;
-    for (const auto& ns : namespaces_)
+    // The outside end first: deleting it removes the pair at once, while a
+    // namespace's own devices go only when the kernel gets round to it.
+    for (std::size_t i = 0; i < namespaces_.size(); ++i) {
+      agent::run_command({"ip", "link", "del", "rm" + id_ + "v" + std::to_string(i)});
+    }
+    for (const auto& ns : namespaces_) {
       agent::run_command({"ip", "netns", "del", ns});
+    }
     agent::run_command({"ip", "link", "del", bridge_});
     std::remove(token_file_.c_str());
   }

@@ -2,9 +2,13 @@
 // sweep over two local agents, a run that cannot complete its barrier,
 // models under QAbstractItemModelTester, recording and replay, and the
 // --screenshot command.
+#include <unistd.h>
 #include <QAbstractItemModelTester>
 #include <QApplication>
 #include <QImage>
+#include <QLabel>
+#include <QListWidget>
+#include <QPlainTextEdit>
 #include <QProcess>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -15,6 +19,7 @@
 #include "models/console.h"
 #include "panels/bandwidth_chart.h"
 #include "panels/rings_view.h"
+#include "panels/scenarios_panel.h"
 #include "panels/timeline_view.h"
 #include "panels/topology_drawing.h"
 #include "panels/topology_view.h"
@@ -44,6 +49,7 @@ class ConsoleTest : public QObject {
   void missingRankShowsAtTheBarrier();
   void screenshotCommand();
   void p4dDrawing();
+  void scenarioFromTheConsole();
 };
 
 void ConsoleTest::sweepOverTwoLocalAgents() {
@@ -230,6 +236,38 @@ void ConsoleTest::p4dDrawing() {
   QVERIFY(badge && badge->isVisible());
   QVERIFY(badge->text().contains("p4d-24xl-topo.xml"));
   if (qEnvironmentVariableIsSet("RINGMASTER_TEST_SAVE")) view.grab().save(qEnvironmentVariable("RINGMASTER_TEST_SAVE"));
+}
+
+// One click on a scenario: the runner (root in CI) builds the hosts, and its
+// events land in the timeline with the failing stage.
+void ConsoleTest::scenarioFromTheConsole() {
+  Console console;
+  MainWindow window(console);
+  auto* panel = window.scenarios();
+  QVERIFY(panel);
+  QVERIFY(panel->scenario_count() >= 8);
+  auto* list = panel->findChild<QListWidget*>("scenarioList");
+  QVERIFY(list);
+  for (int i = 0; i < list->count(); ++i) {
+    if (list->item(i)->text().contains("WORLD_SIZE")) list->setCurrentRow(i);
+  }
+  panel->set_cli(RINGMASTER_CLI);
+  QSignalSpy finished(panel, &ScenariosPanel::finished);
+  panel->run_selected();
+  QVERIFY(finished.wait(120000));
+  auto* verdict = panel->findChild<QLabel*>("scenarioVerdict");
+  if (::geteuid() != 0) {
+    QVERIFY(verdict->text().startsWith("Skipped"));
+    QSKIP("scenarios need root");
+  }
+  QVERIFY2(finished.at(0).at(0).toBool(),
+           qPrintable(panel->findChild<QPlainTextEdit*>("scenarioOutput")->toPlainText()));
+  QVERIFY(verdict->text().startsWith("PASS"));
+  // The timeline shows the barrier failing with the missing rank.
+  const int barrier = static_cast<int>(stage_names().indexOf("STORE_BARRIER"));
+  QCOMPARE(console.run.world_size(), 3);
+  QVERIFY(!console.run.timeline.cell(0, barrier).ok);
+  QVERIFY(console.run.timeline.cell(0, barrier).detail.contains("missing ranks: 2"));
 }
 
 QTEST_MAIN(ConsoleTest)
