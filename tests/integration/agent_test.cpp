@@ -570,10 +570,17 @@ TEST(Agent, KilledRankIsReportedAndTheNextRunWorks) {
   EXPECT_FALSE(done_ok);
   ASSERT_TRUE(failed.count(1));
   EXPECT_EQ(failed[1]["signal_name"], "SIGKILL") << failed[1].dump();
+  // Both survivors fail, not hang. Rank 1's ring neighbours see it die
+  // first, but a survivor may see a neighbour's abort before its own
+  // connection to rank 1 breaks, so at least one of them names rank 1.
+  bool named = false;
   for (int survivor : {0, 2}) {
     ASSERT_TRUE(failed.count(survivor)) << "rank " << survivor << " should fail, not hang";
-    EXPECT_NE(errors[survivor].find("rank 1"), std::string::npos) << "rank " << survivor << ": " << errors[survivor];
+    EXPECT_NE(errors[survivor].find("the peer probably died"), std::string::npos)
+        << "rank " << survivor << ": " << errors[survivor];
+    named |= errors[survivor].find("rank 1") != std::string::npos;
   }
+  EXPECT_TRUE(named) << errors[0] << "\n" << errors[2];
   // The agent is fine: the next run completes.
   run["run_id"] = "after";
   run["perf"] = perf_spec("1K", "1K", 2);
