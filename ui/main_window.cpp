@@ -4,6 +4,7 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QComboBox>
+#include <QCompleter>
 #include <QDir>
 #include <QDockWidget>
 #include <QDoubleSpinBox>
@@ -170,7 +171,7 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
       token = QString::fromUtf8(f.readLine()).trimmed();
     }
     console_.connect_agent(text.left(colon), static_cast<quint16>(port), token);
-    QSettings().setValue("agents/last", text);
+    remember_agent(text, token_file_->text());
   });
   connect(disconnect_button, &QPushButton::clicked, this, [this] {
     const auto rows = agents_view_->selectionModel()->selectedRows();
@@ -211,12 +212,56 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   restoreGeometry(settings.value("window/geometry").toByteArray());
   restoreState(settings.value("window/state").toByteArray());
   agent_address_->setText(settings.value("agents/last").toString());
+  refresh_completions();
   set_dark(settings.value("window/dark", false).toBool());
   update_status();
 }
 
+// Agents connected by hand, newest first (at most 10), with their token
+// files: offered as completions and by File > Connect to remembered agents.
+void MainWindow::remember_agent(const QString& address, const QString& token_file) {
+  QSettings settings;
+  QStringList recent = settings.value("agents/recent").toStringList();
+  const QString entry = address + "|" + token_file;
+  recent.removeAll(entry);
+  recent.prepend(entry);
+  while (recent.size() > 10)
+    recent.removeLast();
+  settings.setValue("agents/recent", recent);
+  settings.setValue("agents/last", address);
+  refresh_completions();
+}
+
+QStringList MainWindow::remembered_agents() const {
+  QStringList out;
+  for (const auto& e : QSettings().value("agents/recent").toStringList())
+    out << e.section('|', 0, 0);
+  return out;
+}
+
+void MainWindow::refresh_completions() {
+  auto* completer = new QCompleter(remembered_agents(), agent_address_);
+  completer->setObjectName("agentCompleter");
+  agent_address_->setCompleter(completer);
+}
+
 void MainWindow::build_menus() {
   auto* file = menuBar()->addMenu("&File");
+  auto* reconnect = file->addAction("&Connect to remembered agents");
+  connect(reconnect, &QAction::triggered, this, [this] {
+    for (const auto& e : QSettings().value("agents/recent").toStringList()) {
+      const QString address = e.section('|', 0, 0);
+      const QString token_path = e.section('|', 1);
+      const int colon = static_cast<int>(address.lastIndexOf(':'));
+      QString token;
+      if (!token_path.isEmpty()) {
+        QFile f(token_path);
+        if (f.open(QIODevice::ReadOnly)) token = QString::fromUtf8(f.readLine()).trimmed();
+      }
+      if (colon > 0)
+        console_.connect_agent(address.left(colon), static_cast<quint16>(address.mid(colon + 1).toInt()), token);
+    }
+  });
   auto* shot = file->addAction("Save &screenshot…");
   connect(shot, &QAction::triggered, this, [this] { save_screenshot("ringmaster.png"); });
   file->addSeparator();

@@ -37,6 +37,9 @@ class MainWindow : public QMainWindow {
   // Renders the window into a PNG.
   bool save_screenshot(const QString& path);
   void set_dark(bool dark);
+  // Agents connected by hand, newest first.
+  QStringList remembered_agents() const;
+  void remember_agent(const QString& address, const QString& token_file);
   QTabWidget* tabs() const { return tabs_; }
   BandwidthChart* bandwidth() const { return bandwidth_; }
   TimelineView* timeline() const { return timeline_; }
@@ -50,6 +53,7 @@ class MainWindow : public QMainWindow {
   void update_status();
   void show_stage_detail(int rank, int stage);
   void show_selected_topology();
+  void refresh_completions();
 
   Console& console_;
   QTabWidget* tabs_ = nullptr;

@@ -10,6 +10,7 @@
 #include <QListWidget>
 #include <QPlainTextEdit>
 #include <QProcess>
+#include <QSettings>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -243,6 +244,12 @@ void ConsoleTest::p4dDrawing() {
 void ConsoleTest::scenarioFromTheConsole() {
   Console console;
   MainWindow window(console);
+  // Agents connected by hand are remembered, newest first, without repeats.
+  QSettings().remove("agents/recent");
+  window.remember_agent("10.0.0.5:29600", "");
+  window.remember_agent("10.0.0.6:29600", "/etc/ringmaster/token");
+  window.remember_agent("10.0.0.5:29600", "");
+  QCOMPARE(window.remembered_agents(), (QStringList{"10.0.0.5:29600", "10.0.0.6:29600"}));
   auto* panel = window.scenarios();
   QVERIFY(panel);
   QVERIFY(panel->scenario_count() >= 8);
