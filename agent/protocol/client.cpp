@@ -34,7 +34,6 @@ using asio::awaitable;
 using asio::use_awaitable;
 using asio::ip::tcp;
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 struct AgentClient::Impl : std::enable_shared_from_this<AgentClient::Impl> {
   asio::io_context io;
@@ -59,10 +58,6 @@ struct AgentClient::Impl : std::enable_shared_from_this<AgentClient::Impl> {
   bool writing = false;
   std::atomic<long long> last_heard_us{0};
   std::atomic<long long> rtt_us{0};
-
-  static long long now_us() {
-    return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
-  }
 
   // I/O thread.
   void write(std::string frame) {
@@ -114,7 +109,7 @@ struct AgentClient::Impl : std::enable_shared_from_this<AgentClient::Impl> {
     d.feed(reinterpret_cast<const char*>(header), 4);
     d.feed(body.data(), body.size());
     auto m = d.next();
-    last_heard_us = now_us();
+    last_heard_us = steady_us();
     co_return std::move(*m);
   }
 
@@ -133,7 +128,8 @@ struct AgentClient::Impl : std::enable_shared_from_this<AgentClient::Impl> {
         }
       }
       if (found) {
-        if (m.value("type", "") == "reply" && m.contains("ping_us")) rtt_us = now_us() - m["ping_us"].get<long long>();
+        if (m.value("type", "") == "reply" && m.contains("ping_us"))
+          rtt_us = steady_us() - m["ping_us"].get<long long>();
         p.set_value(std::move(m));
         return;
       }
@@ -159,11 +155,11 @@ struct AgentClient::Impl : std::enable_shared_from_this<AgentClient::Impl> {
       boost::system::error_code ec;
       co_await heartbeat_timer.async_wait(asio::redirect_error(use_awaitable, ec));
       if (ec || !socket.is_open()) co_return;
-      if (now_us() - last_heard_us > options.silence_limit.count() * 1000) {
+      if (steady_us() - last_heard_us > options.silence_limit.count() * 1000) {
         shut(fmt::format("agent {} silent for {} ms", address, options.silence_limit.count()));
         co_return;
       }
-      json ping = {{"type", "ping"}, {"v", kProtocolVersion}, {"ping_us", now_us()}};
+      json ping = {{"type", "ping"}, {"v", kProtocolVersion}, {"ping_us", steady_us()}};
       auto future = self->send(std::move(ping), /*post=*/false);
       (void)future;  // the reply updates rtt_us in dispatch
     }
@@ -328,7 +324,7 @@ std::unique_ptr<AgentClient> AgentClient::connect(const ClientOptions& options, 
   impl->on_message = std::move(on_message);
   impl->on_close = std::move(on_close);
   impl->open = true;
-  impl->last_heard_us = Impl::now_us();
+  impl->last_heard_us = steady_us();
   asio::co_spawn(impl->io, impl->read_loop(impl), asio::detached);
   asio::co_spawn(impl->io, impl->heartbeat_loop(impl), asio::detached);
   impl->thread = std::thread([impl] { impl->io.run(); });

@@ -5,6 +5,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <vector>
@@ -260,6 +261,16 @@ std::string random_nonce() {
 
 bool equal_constant_time(std::string_view a, std::string_view b) noexcept {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+long long steady_us() noexcept {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+long long wall_us() noexcept {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 std::string read_token_file(const std::string& path) {

@@ -52,14 +52,6 @@ void agent_log(fmt::format_string<Args...> format, Args&&... args) {
   std::fprintf(stderr, "ringmaster-agent: %s\n", fmt::format(format, std::forward<Args>(args)...).c_str());
 }
 
-long long now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
-}
-long long wall_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 json interfaces() {
   json out = json::array();
   ifaddrs* list = nullptr;
@@ -133,7 +125,7 @@ class Session : public std::enable_shared_from_this<Session> {
     socket_.set_option(tcp::no_delay(true), ec);
     if (server_.tls) tls_ = std::make_unique<asio::ssl::stream<tcp::socket&>>(socket_, *server_.tls);
     authed_ = server_.options.token.empty();
-    last_heard_us_ = now_us();
+    last_heard_us_ = steady_us();
   }
 
   awaitable<void> run(std::shared_ptr<Session> self) {
@@ -169,7 +161,7 @@ class Session : public std::enable_shared_from_this<Session> {
           }
           break;
         }
-        last_heard_us_ = now_us();
+        last_heard_us_ = steady_us();
         decoder.feed(buffer.data(), n);
         while (auto message = decoder.next()) {
           handle(std::move(*message));
@@ -374,7 +366,7 @@ awaitable<void> AgentServer::Impl::heartbeat_loop() {
     boost::system::error_code ec;
     co_await heartbeat.async_wait(asio::redirect_error(use_awaitable, ec));
     if (ec) co_return;
-    const long long now = now_us();
+    const long long now = steady_us();
     for (const auto& s : std::set<std::shared_ptr<Session>>(sessions)) {
       if (now - s->last_heard_us() > options.client_silence_limit.count() * 1000) {
         s->drop(fmt::format("silent for {} ms", options.client_silence_limit.count()));

@@ -20,17 +20,13 @@
 #include <vector>
 
 #include "ringmaster/agent/client.h"
+#include "ringmaster/agent/protocol.h"
 
 extern char** environ;
 
 namespace {
 
 using nlohmann::json;
-
-long long wall_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -107,7 +103,7 @@ int main(int argc, char** argv) {
   ringmaster::agent::ClientOptions options;
   options.port = static_cast<std::uint16_t>(port);
   auto client = ringmaster::agent::AgentClient::connect(options, [&](const json& m) {
-    const long long now = wall_us();
+    const long long now = ringmaster::agent::wall_us();
     if (m.value("type", "") != "event") return;
     const json& e = m["event"];
     std::lock_guard lock(mutex);
@@ -147,7 +143,7 @@ int main(int argc, char** argv) {
                             std::to_string(iters), "-w", "1", "--events"},
                            perf_out);
   for (std::string line; !(line = read_line(perf_out)).empty();) {
-    const long long now = wall_us();
+    const long long now = ringmaster::agent::wall_us();
     const json e = json::parse(line, nullptr, false);
     if (!e.is_discarded() && e.value("type", "") == "sample") {
       direct_ms.push_back(static_cast<double>(now - e["t_us"].get<long long>()) / 1e3);

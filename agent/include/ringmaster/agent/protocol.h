@@ -56,6 +56,12 @@ std::string random_nonce();
 // Compares in time independent of where the strings differ.
 bool equal_constant_time(std::string_view a, std::string_view b) noexcept;
 
+// Microseconds on the monotonic clock (heartbeats, silence, round trips)
+// and on the wall clock (the time stamps messages carry: ping_us, time_us,
+// t_us — comparable between processes on one machine).
+long long steady_us() noexcept;
+long long wall_us() noexcept;
+
 // Reads a token file: its first line, surrounding whitespace removed.
 // Throws Error(config) naming the file when it is missing or empty.
 std::string read_token_file(const std::string& path);
