@@ -53,10 +53,26 @@ json to_json(const CollectiveRecord& r) {
   return {{"type", "decision"},
           {"collective", name_of(r.collective)},
           {"bytes", r.bytes},
-          {"algorithm", "ring"},
+          {"algorithm", name_of(r.algorithm)},
           {"protocol", name_of(r.protocol)},
           {"nchannels", r.nchannels},
           {"time_us", std::chrono::duration<double, std::micro>(r.time).count()}};
+}
+
+json to_json(const tune::Decision& d) {
+  json candidates = json::array();
+  for (const auto& c : d.candidates) {
+    json j = {{"algorithm", name_of(c.algorithm)},
+              {"protocol", name_of(c.protocol)},
+              {"channels", c.channels},
+              {"predicted_us", c.predicted_us},
+              {"latency_us", c.latency_us},
+              {"bandwidth_gbs", c.bandwidth_gbs}};
+    if (!c.excluded.empty()) j["excluded"] = c.excluded;
+    candidates.push_back(std::move(j));
+  }
+  return {{"type", "tuner"},   {"collective", name_of(d.collective)}, {"bytes", d.bytes}, {"nranks", d.nranks},
+          {"chosen", d.chosen}, {"candidates", std::move(candidates)}};
 }
 
 std::optional<Stage> parse_stage(std::string_view name) {

@@ -50,6 +50,8 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
     }
     emit(agent::to_json(r));
   };
+  // Every rank decides alike; rank 0 reports the tuner's tables.
+  if (config.rank == 0) options.on_decision = [&](const tune::Decision& d) { emit(agent::to_json(d)); };
   std::unique_ptr<Communicator> comm;
   try {
     comm = Communicator::create(config, options);
@@ -252,8 +254,8 @@ void add_perf_options(CLI::App* perf, PerfOptions& o) {
   perf->add_option("-d,--datatype", o.type, "float, half, bfloat16, double, int8, ...")->capture_default_str();
   perf->add_option("-r,--root", o.root, "Root of broadcast and reduce")->capture_default_str();
   perf->add_option("-z,--blocking", o.blocking, "Wait for each collective before the next")->capture_default_str();
-  perf->add_option("--algo", o.algo, "Algorithm (ring)");
-  perf->add_option("--proto", o.proto, "Protocol: LL or Simple (default: by size, NCCL_PROTO)");
+  perf->add_option("--algo", o.algo, "Algorithm: Ring or Tree (default: the tuner picks; NCCL_ALGO)");
+  perf->add_option("--proto", o.proto, "Protocol: LL, LL128 or Simple (default: the tuner picks; NCCL_PROTO)");
   perf->add_option("--channels", o.channels, "Use exactly this many channels");
 }
 
@@ -281,16 +283,31 @@ PerfSpec make_perf_spec(const PerfOptions& o) {
 
 CommOptions make_comm_options(const PerfOptions& o) {
   CommOptions base;
-  if (!o.algo.empty() && o.algo != "ring" && o.algo != "Ring") {
-    throw Error(ErrorCategory::config, "--algo " + o.algo + ": only ring is available so far");
+  auto lower = [](std::string v) {
+    for (auto& c : v)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return v;
+  };
+  if (!o.algo.empty()) {
+    const auto a = lower(o.algo);
+    if (a == "ring") {
+      base.algorithm = Algorithm::ring;
+    } else if (a == "tree") {
+      base.algorithm = Algorithm::tree;
+    } else {
+      throw Error(ErrorCategory::config, "--algo " + o.algo + ": Ring or Tree");
+    }
   }
   if (!o.proto.empty()) {
-    if (o.proto == "LL" || o.proto == "ll") {
+    const auto p = lower(o.proto);
+    if (p == "ll") {
       base.protocol = Protocol::ll;
-    } else if (o.proto == "Simple" || o.proto == "simple") {
+    } else if (p == "ll128") {
+      base.protocol = Protocol::ll128;
+    } else if (p == "simple") {
       base.protocol = Protocol::simple;
     } else {
-      throw Error(ErrorCategory::config, "--proto " + o.proto + ": LL or Simple (LL128 needs shared memory)");
+      throw Error(ErrorCategory::config, "--proto " + o.proto + ": LL, LL128 or Simple");
     }
   }
   if (o.channels > 0) base.min_channels = base.max_channels = o.channels;

@@ -39,8 +39,20 @@ enum class Collective : std::uint8_t {
 
 std::string_view name_of(Collective c) noexcept;
 
-enum class Protocol : std::uint8_t { ll, simple };
+// NCCL's protocols. LL128 needs a transport that writes 128-byte lines in
+// order (shared memory, NVLink); sockets carry LL and Simple.
+enum class Protocol : std::uint8_t { ll, ll128, simple };
 std::string_view name_of(Protocol p) noexcept;
+
+// Ring: reduce-scatter and all-gather (or a chain) around the channel's
+// ring. Tree: NCCL's double binary tree, reduce up and broadcast down.
+enum class Algorithm : std::uint8_t { ring, tree };
+std::string_view name_of(Algorithm a) noexcept;
+
+namespace tune {
+class Tuner;
+struct Decision;
+}  // namespace tune
 
 // The outcome of one collective call. Copyable; all copies share the state.
 class Request {
@@ -65,6 +77,7 @@ struct CollectiveRecord {
   std::uint64_t seq = 0;
   Collective collective = Collective::all_reduce;
   std::size_t bytes = 0;
+  Algorithm algorithm = Algorithm::ring;
   Protocol protocol = Protocol::simple;
   int nchannels = 0;
   std::chrono::nanoseconds time{0};
@@ -80,14 +93,18 @@ struct ChannelCounters {
 };
 
 struct CommOptions {
-  // Overrides of NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS / NCCL_PROTO /
-  // NCCL_BUFFSIZE / RINGMASTER_COLL_TIMEOUT.
+  // Overrides of NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS / NCCL_ALGO /
+  // NCCL_PROTO / NCCL_BUFFSIZE / RINGMASTER_COLL_TIMEOUT. A forced
+  // algorithm or protocol applies to every collective that has it.
   std::optional<int> min_channels, max_channels;
+  std::optional<Algorithm> algorithm;
   std::optional<Protocol> protocol;
   std::optional<std::size_t> buffsize;
   std::optional<std::chrono::milliseconds> timeout;
   StageCallback on_stage;
   std::function<void(const CollectiveRecord&)> on_collective;
+  // The tuner's table the first time a (collective, size) is decided.
+  std::function<void(const tune::Decision&)> on_decision;
 };
 
 class Communicator {
@@ -125,6 +142,9 @@ class Communicator {
   // Fails every pending and future collective with an error and wakes every
   // waiter; returns at once. The communicator is unusable afterwards.
   void abort();
+
+  // The model this communicator decides with (calibrated at init).
+  const tune::Tuner& tuner() const noexcept;
 
   // A snapshot of channel c's counters.
   ChannelCounters counters(int channel) const;

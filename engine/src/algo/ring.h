@@ -19,6 +19,7 @@ struct RingOp {
   RedOp op = RedOp::sum;
   int root = 0;
   std::size_t slot_bytes = 0;  // Simple: BUFFSIZE/8; LL: 0 (whole step)
+  Algorithm algorithm = Algorithm::ring;
 };
 
 struct RingContext {

@@ -10,12 +10,14 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 #include "algo/pair.h"
 #include "algo/ring.h"
+#include "algo/tree.h"
 #include "bootstrap/bootstrap_impl.h"
 #include "core/bytes.h"
 #include "core/log.h"
@@ -23,6 +25,7 @@
 #include "kernels/reduce.h"
 #include "ringmaster/comm.h"
 #include "ringmaster/topology.h"
+#include "ringmaster/tuner.h"
 #include "transport/socket/link.h"
 
 namespace ringmaster {
@@ -52,7 +55,19 @@ std::string_view name_of(Collective c) noexcept {
 }
 
 std::string_view name_of(Protocol p) noexcept {
-  return p == Protocol::ll ? "LL" : "Simple";
+  switch (p) {
+    case Protocol::ll:
+      return "LL";
+    case Protocol::ll128:
+      return "LL128";
+    case Protocol::simple:
+      return "Simple";
+  }
+  return "unknown";
+}
+
+std::string_view name_of(Algorithm a) noexcept {
+  return a == Algorithm::tree ? "Tree" : "Ring";
 }
 
 struct Request::State {
@@ -131,43 +146,6 @@ struct Channel {
 constexpr std::uint32_t kChannelHelloMagic = 0x4348414E;  // "CHAN"
 constexpr std::uint32_t kMeshConnection = 0xFFFF;         // hello's channel field for a direct connection
 
-std::optional<Protocol> parse_protocol_env() {
-  const auto spec = param_env(Param::Proto);
-  if (!spec) return std::nullopt;
-  std::string s = *spec;
-  for (auto& ch : s)
-    ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  const bool exclude = !s.empty() && s.front() == '^';
-  if (exclude) s.erase(0, 1);
-  bool ll = false, simple = false;
-  std::size_t pos = 0;
-  while (pos <= s.size()) {
-    const auto comma = s.find(',', pos);
-    const std::string item = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (item == "ll") {
-      ll = true;
-    } else if (item == "simple") {
-      simple = true;
-    } else if (item == "ll128") {
-      // Not available over sockets; allowing it alone leaves nothing.
-    } else if (!item.empty()) {
-      throw Error(ErrorCategory::config,
-                  "NCCL_PROTO=" + *spec + ": unknown protocol '" + item + "' (LL, LL128, Simple)");
-    }
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  if (exclude) {
-    ll = !ll;
-    simple = !simple;
-  }
-  if (ll && simple) return std::nullopt;
-  if (ll) return Protocol::ll;
-  if (simple) return Protocol::simple;
-  throw Error(ErrorCategory::config,
-              "NCCL_PROTO=" + *spec + " leaves no protocol available over sockets (LL128 needs shared memory)");
-}
-
 }  // namespace
 
 struct Communicator::Impl {
@@ -176,8 +154,18 @@ struct Communicator::Impl {
   int nranks = 1;
   int min_channels = 1;
   int max_channels = 2;
-  std::optional<Protocol> forced_protocol;
-  std::size_t ll_threshold = 65536;
+  std::optional<tune::Tuner> tuner;
+  // What the tuner picked per (collective, bytes); asked once per size.
+  struct Choice {
+    Algorithm algorithm = Algorithm::ring;
+    Protocol protocol = Protocol::simple;
+    int channels = 1;
+  };
+  std::map<std::pair<Collective, std::size_t>, Choice> choices;
+  std::function<void(const tune::Decision&)> on_decision;
+  // The double binary trees: what they span (node_of), and per root.
+  std::vector<int> tree_node_of;
+  std::map<int, algo::DoubleTree> trees;
   std::size_t buffsize = 4 << 20;
   std::chrono::milliseconds timeout{60000};
   std::chrono::microseconds spin{50};
@@ -209,14 +197,20 @@ struct Communicator::Impl {
       c->link.shutdown();
   }
 
-  int channels_for(std::size_t bytes) const {
-    const auto wanted = static_cast<int>(bytes / (512 * 1024));
-    return std::clamp(wanted, min_channels, max_channels);
+  Choice choose(Collective collective, std::size_t bytes) {
+    const auto key = std::make_pair(collective, bytes);
+    if (auto it = choices.find(key); it != choices.end()) return it->second;
+    const tune::Decision d = tuner->decide(collective, bytes);
+    const auto& pick = d.pick();
+    if (on_decision) on_decision(d);
+    if (choices.size() > 4096) choices.clear();
+    return choices[key] = Choice{pick.algorithm, pick.protocol, pick.channels};
   }
 
-  Protocol protocol_for(std::size_t bytes) const {
-    if (forced_protocol) return *forced_protocol;
-    return bytes <= ll_threshold ? Protocol::ll : Protocol::simple;
+  const algo::DoubleTree& tree_for(int root) {
+    auto it = trees.find(root);
+    if (it == trees.end()) it = trees.emplace(root, algo::build_double_tree(rank, tree_node_of, root)).first;
+    return it->second;
   }
 
   // Splits a collective of `bytes` across channels and queues
@@ -230,16 +224,20 @@ struct Communicator::Impl {
     ring_op.type = type;
     ring_op.op = op;
     ring_op.root = root;
-    const Protocol protocol = protocol_for(bytes);
+    Choice choice = choose(collective, bytes);
+    if (forced_channels > 0) choice.channels = forced_channels;
+    ring_op.algorithm = choice.algorithm;
+    const Protocol protocol = choice.protocol;
     const std::size_t es = size_of(type);
     ring_op.slot_bytes = protocol == Protocol::ll ? 0 : std::max(es, (buffsize / 8) / es * es);
-    const int nch = forced_channels > 0 ? forced_channels : channels_for(bytes);
+    // Trees run on channel 0, over its direct connections.
+    const int nch = choice.algorithm == Algorithm::tree ? 1 : choice.channels;
     auto state = std::make_shared<Request::State>();
     state->remaining = nch;
     const auto start = Clock::now();
     state->on_done = [this, ring_op, bytes, protocol, nch, start](const Status& status) {
       if (status.ok() && on_collective) {
-        on_collective({ring_op.seq, ring_op.collective, bytes, protocol, nch, Clock::now() - start});
+        on_collective({ring_op.seq, ring_op.collective, bytes, ring_op.algorithm, protocol, nch, Clock::now() - start});
       }
     };
     for (int c = 0; c < nch; ++c) {
@@ -327,6 +325,97 @@ struct Communicator::Impl {
         RM_INFO(graph, "Channel {:02d} : {}", c->index, ring);
       return detail;
     });
+  }
+
+  // Hop latency and bandwidth of this communicator's socket links, measured
+  // by every rank at once on channel 0's ring (a step as the ring takes
+  // it: all ranks sending and receiving), then agreed on with an
+  // all_reduce(max) so every rank builds the same model and picks the same
+  // candidates. Without calibration the RINGMASTER_TUNE_* values are used.
+  tune::LinkModel calibrate(std::string& source) {
+    tune::LinkModel link;
+    link.transport = "socket";
+    // Over sockets LL sends a step whole, so its reduction cannot overlap
+    // the transfer as Simple's slots do; there is no flag overhead.
+    link.protocol_efficiency[0] = 0.9;
+    double hop = static_cast<double>(param_int(Param::TuneHopUs));
+    double gbs = 0;
+    try {
+      gbs = std::stod(param_string(Param::TuneGbs));
+    } catch (const std::exception&) {
+      throw Error(ErrorCategory::config, "RINGMASTER_TUNE_GBS=" + param_string(Param::TuneGbs) + ": not a number");
+    }
+    double gbs_all = gbs * max_channels;
+    source = "defaults (RINGMASTER_TUNE_HOP_US, RINGMASTER_TUNE_GBS)";
+    if (param_int(Param::Calibrate) != 0 && nranks > 1) {
+      const auto started = Clock::now();
+      auto& ring = channels[0]->link;
+      transport::StepHeader h;
+      h.collective = static_cast<std::uint8_t>(Collective::barrier);
+      h.seq = ~std::uint64_t{0} - 1;
+      std::byte out[8]{}, in[8]{};
+      constexpr int kWarm = 3, kSmall = 20;
+      auto t0 = Clock::now();
+      for (int i = 0; i < kWarm + kSmall; ++i) {
+        if (i == kWarm) t0 = Clock::now();
+        h.step = static_cast<std::uint16_t>(i);
+        ring.exchange(h, out, sizeof(out), in, sizeof(in), 0, {});
+      }
+      hop = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / kSmall;
+      // Streaming: 1 MiB steps reduced slot by slot, as Simple runs them;
+      // the best of three, on one channel and then on all at once.
+      constexpr std::size_t kBig = 1 << 20;
+      auto stream = [&](Channel& ch, int rounds) {
+        std::vector<std::byte> send(kBig), recv(kBig), acc(kBig);
+        double best = 1e300;
+        for (int i = 0; i < rounds; ++i) {
+          transport::StepHeader hb = h;
+          hb.step = static_cast<std::uint16_t>(100 + i);
+          const auto t = Clock::now();
+          ch.link.exchange(hb, send.data(), kBig, recv.data(), kBig, kBig / 4, [&](std::size_t o, std::size_t len) {
+            kernels::reduce(acc.data() + o, acc.data() + o, recv.data() + o, len / 4, DataType::fp32, RedOp::sum);
+          });
+          best = std::min(best, std::chrono::duration<double, std::micro>(Clock::now() - t).count());
+        }
+        return best;
+      };
+      gbs = static_cast<double>(kBig) / stream(*channels[0], 3) / 1e3;
+      gbs_all = gbs;
+      if (channels.size() > 1) {
+        std::vector<double> took(channels.size());
+        std::vector<std::thread> threads;
+        for (std::size_t c = 0; c < channels.size(); ++c)
+          threads.emplace_back([&, c] { took[c] = stream(*channels[c], 2); });
+        for (auto& t : threads)
+          t.join();
+        gbs_all = static_cast<double>(kBig) * static_cast<double>(channels.size()) /
+                  *std::max_element(took.begin(), took.end()) / 1e3;
+      }
+      double agreed[3] = {hop, -gbs, -gbs_all};
+      algo::RingOp op;
+      op.collective = Collective::barrier;
+      op.seq = ~std::uint64_t{0};
+      op.type = DataType::fp64;
+      op.op = RedOp::max;
+      auto ctx = context(*channels[0]);
+      algo::all_reduce(ctx, op, reinterpret_cast<std::byte*>(agreed), reinterpret_cast<std::byte*>(agreed), 3);
+      hop = agreed[0];
+      gbs = -agreed[1];
+      gbs_all = -agreed[2];
+      for (auto& c : channels) {
+        c->stats.bytes_sent = 0;
+        c->stats.bytes_received = 0;
+        c->stats.busy_ns = 0;
+        c->stats.steps = 0;
+      }
+      source = fmt::format("calibrated at init in {:.1f} ms (slowest rank's figures)",
+                           std::chrono::duration<double, std::milli>(Clock::now() - started).count());
+    }
+    for (double& l : link.hop_latency_us)
+      l = hop;
+    link.bandwidth_gbs = gbs;
+    link.max_bandwidth_gbs = std::max(gbs, gbs_all);
+    return link;
   }
 
   void connect_channels() {
@@ -452,14 +541,26 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
                                                    "max <= 64",
                                                    impl->min_channels, impl->max_channels));
   }
-  impl->forced_protocol = options.protocol ? options.protocol : parse_protocol_env();
-  impl->ll_threshold = static_cast<std::size_t>(param_int(Param::LlThreshold));
   impl->buffsize = options.buffsize.value_or(static_cast<std::size_t>(param_int(Param::BuffSize)));
   if (impl->buffsize < 8) throw Error(ErrorCategory::config, "NCCL_BUFFSIZE must be at least 8 bytes");
   impl->timeout = options.timeout.value_or(std::chrono::milliseconds(param_int(Param::CollTimeout) * 1000));
   impl->on_collective = options.on_collective;
   impl->pair_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, param_int(Param::PairBytes)));
   impl->spin = std::chrono::microseconds(std::max<std::int64_t>(0, param_int(Param::SocketSpin)));
+
+  // NCCL_ALGO / NCCL_PROTO (or the options) are checked before anything
+  // connects: a typo or an empty set fails at once, naming the variable.
+  auto algorithms = options.algorithm ? tune::Selection::parse(tune::Selection::Kind::algorithm, "--algo",
+                                                               name_of(*options.algorithm))
+                    : param_env(Param::Algo)
+                        ? tune::Selection::parse(tune::Selection::Kind::algorithm, "NCCL_ALGO", *param_env(Param::Algo))
+                        : tune::Selection{};
+  auto protocols = options.protocol
+                       ? tune::Selection::parse(tune::Selection::Kind::protocol, "--proto", name_of(*options.protocol))
+                   : param_env(Param::Proto)
+                       ? tune::Selection::parse(tune::Selection::Kind::protocol, "NCCL_PROTO", *param_env(Param::Proto))
+                       : tune::Selection{};
+  (void)tune::Tuner(tune::Shape{}, algorithms, protocols);
 
   impl->bootstrap = Bootstrap::run(config, options.on_stage, /*finish=*/false);
   impl->rank = config.rank;
@@ -471,8 +572,51 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
     channel->index = c;
     impl->channels.push_back(std::move(channel));
   }
+  // The trees span ranks, or hosts with their ranks chained.
+  const std::string tree_nodes = param_string(Param::TreeNodes);
+  if (tree_nodes != "rank" && tree_nodes != "host") {
+    throw Error(ErrorCategory::config, "RINGMASTER_TREE_NODES=" + tree_nodes + ": expected rank or host");
+  }
   impl->describe_topology();
+  {
+    const auto& peers = impl->bootstrap->peers();
+    std::vector<std::string> hosts;
+    for (int r = 0; r < impl->nranks; ++r) {
+      const auto& host = peers[static_cast<std::size_t>(r)].host;
+      auto it = std::find(hosts.begin(), hosts.end(), host);
+      if (it == hosts.end()) it = hosts.insert(hosts.end(), host);
+      impl->tree_node_of.push_back(tree_nodes == "host" ? static_cast<int>(it - hosts.begin()) : r);
+    }
+  }
   impl->connect_channels();
+  {
+    tune::Shape shape;
+    shape.nranks = impl->nranks;
+    std::vector<int> nodes = impl->tree_node_of;
+    std::sort(nodes.begin(), nodes.end());
+    shape.nnodes = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+    shape.min_channels = impl->min_channels;
+    shape.max_channels = impl->max_channels;
+    const auto& tree = impl->tree_for(-1);
+    shape.tree_depth_intra = tree.depth_intra;
+    shape.tree_depth_inter = tree.depth_inter;
+    shape.tree_channels = 1;
+    shape.tree_hop_factor = 1.5;
+    shape.channel_latency_us = 5;
+    shape.slot_bytes = impl->buffsize / 8;
+    shape.pair_bytes = impl->pair_bytes;
+    try {
+      shape.intra = shape.inter = impl->calibrate(shape.source);
+    } catch (const Error& e) {
+      auto f =
+          impl->bootstrap->failure(Stage::transport_connect, "calibrating the links failed: " + e.status().message());
+      f.category = e.category();
+      throw StageError(f);
+    }
+    impl->tuner.emplace(std::move(shape), std::move(algorithms), std::move(protocols));
+    if (impl->rank == 0) RM_INFO(tuning, "Tuner: {}", impl->tuner->describe());
+  }
+  impl->on_decision = options.on_decision;
   for (auto& channel : impl->channels) {
     channel->thread = std::thread([ch = channel.get(), rank = impl->rank] { ch->run(rank); });
   }
@@ -488,6 +632,9 @@ int Communicator::size() const noexcept {
 }
 int Communicator::max_channels() const noexcept {
   return impl_->max_channels;
+}
+const tune::Tuner& Communicator::tuner() const noexcept {
+  return *impl_->tuner;
 }
 
 namespace {
@@ -511,6 +658,17 @@ void check_root(int root, int n) {
 
 Request Communicator::all_reduce(const void* send, void* recv, std::size_t count, DataType type, RedOp op) {
   const std::size_t es = size_of(type);
+  const auto choice = impl_->choose(Collective::all_reduce, count * es);
+  if (choice.algorithm == Algorithm::tree) {
+    const algo::DoubleTree* tree = &impl_->tree_for(-1);
+    return impl_->submit(Collective::all_reduce, count * es, type, op, 0,
+                         [=, this](Channel& ch, int, int, const algo::RingOp& rop) {
+                           auto ctx = impl_->context(ch);
+                           auto* out = static_cast<std::byte*>(recv);
+                           algo::tree_all_reduce(ctx, *tree, rop, static_cast<const std::byte*>(send), out, count);
+                           if (op == RedOp::avg) kernels::finish_avg(out, count, type, impl_->nranks);
+                         });
+  }
   if (impl_->nranks == 2 && count * es <= impl_->pair_bytes) {
     return impl_->submit(
         Collective::all_reduce, count * es, type, op, 0,
@@ -573,6 +731,7 @@ Request Communicator::reduce_scatter(const void* send, void* recv, std::size_t c
 Request Communicator::broadcast(const void* send, void* recv, std::size_t count, DataType type, int root) {
   check_root(root, impl_->nranks);
   const std::size_t es = size_of(type);
+  const algo::DoubleTree* tree = &impl_->tree_for(root);
   return impl_->submit(Collective::broadcast, count * es, type, RedOp::sum, root,
                        [=, this](Channel& ch, int c, int nch, const algo::RingOp& rop) {
                          const Range range = channel_range(count, c, nch);
@@ -581,13 +740,18 @@ Request Communicator::broadcast(const void* send, void* recv, std::size_t count,
                            copy_bytes(out, static_cast<const std::byte*>(send) + range.begin * es, range.size() * es);
                          }
                          auto ctx = impl_->context(ch);
-                         algo::broadcast(ctx, rop, out, range.size());
+                         if (rop.algorithm == Algorithm::tree) {
+                           algo::tree_broadcast(ctx, *tree, rop, out, range.size());
+                         } else {
+                           algo::broadcast(ctx, rop, out, range.size());
+                         }
                        });
 }
 
 Request Communicator::reduce(const void* send, void* recv, std::size_t count, DataType type, RedOp op, int root) {
   check_root(root, impl_->nranks);
   const std::size_t es = size_of(type);
+  const algo::DoubleTree* tree = &impl_->tree_for(root);
   return impl_->submit(Collective::reduce, count * es, type, op, root,
                        [=, this](Channel& ch, int c, int nch, const algo::RingOp& rop) {
                          const Range range = channel_range(count, c, nch);
@@ -603,7 +767,11 @@ Request Communicator::reduce(const void* send, void* recv, std::size_t count, Da
                            buf = copy.data();
                          }
                          auto ctx = impl_->context(ch);
-                         algo::reduce(ctx, rop, buf, range.size());
+                         if (rop.algorithm == Algorithm::tree) {
+                           algo::tree_reduce(ctx, *tree, rop, buf, range.size());
+                         } else {
+                           algo::reduce(ctx, rop, buf, range.size());
+                         }
                          if (impl_->rank == root && op == RedOp::avg) {
                            kernels::finish_avg(buf, range.size(), type, impl_->nranks);
                          }

@@ -38,9 +38,18 @@ namespace ringmaster {
   X(MaxChannels, "NCCL_MAX_NCHANNELS", "",                                                                       \
     "Most channels, each with its own connections and progress thread "                                          \
     "(default: half the CPU cores, 1 to 4)")                                                                     \
-  X(Proto, "NCCL_PROTO", "", "Protocols allowed: LL, Simple (comma list, ^ excludes; default: by size)")         \
-  X(LlThreshold, "RINGMASTER_LL_THRESHOLD", "65536",                                                             \
-    "Collectives up to this many bytes use LL (one eager frame per step) unless NCCL_PROTO says otherwise")      \
+  X(Algo, "NCCL_ALGO", "",                                                                                       \
+    "Algorithms allowed: Ring, Tree; 'allreduce:tree;broadcast:^tree' per collective, ^ excludes "               \
+    "(default: the tuner picks)")                                                                                \
+  X(Proto, "NCCL_PROTO", "",                                                                                     \
+    "Protocols allowed: LL, LL128, Simple; same syntax as NCCL_ALGO (default: the tuner picks)")                 \
+  X(TreeNodes, "RINGMASTER_TREE_NODES", "rank",                                                                  \
+    "What the double binary trees span: rank (every rank a node, as sockets reach every rank alike) or host "    \
+    "(a host's ranks chained, the trees across hosts, as NCCL does)")                                            \
+  X(Calibrate, "RINGMASTER_TUNE_CALIBRATE", "1",                                                                 \
+    "Measure hop latency and bandwidth at init for the tuner (0: use RINGMASTER_TUNE_HOP_US and _GBS)")         \
+  X(TuneHopUs, "RINGMASTER_TUNE_HOP_US", "60", "Tuner's hop latency in microseconds when not calibrating")       \
+  X(TuneGbs, "RINGMASTER_TUNE_GBS", "1", "Tuner's per-channel bandwidth in GB/s when not calibrating")           \
   X(BuffSize, "NCCL_BUFFSIZE", "4194304", "Simple protocol buffer; a step moves BUFFSIZE/8 bytes at a time")     \
   X(SocketSpin, "RINGMASTER_SOCKET_SPIN_US", "50",                                                               \
     "Microseconds a waiting transfer retries before it sleeps in poll() (0: sleep at once)")                     \

@@ -11,6 +11,7 @@
 #include "ringmaster/bootstrap.h"
 #include "ringmaster/comm.h"
 #include "ringmaster/perf.h"
+#include "ringmaster/tuner.h"
 
 namespace ringmaster::agent {
 
@@ -21,6 +22,9 @@ nlohmann::json to_json(const StageFailure& f);
 nlohmann::json to_json(const PerfSpec& spec, const PerfRow& row);
 // {"type":"decision", collective, bytes, algorithm, protocol, nchannels}
 nlohmann::json to_json(const CollectiveRecord& record);
+// {"type":"tuner"}: the tuner's candidates for one collective and size,
+// the chosen one's index.
+nlohmann::json to_json(const tune::Decision& decision);
 
 // Stage enum from "STORE_CONNECT"; nothing for an unknown name.
 std::optional<Stage> parse_stage(std::string_view name);

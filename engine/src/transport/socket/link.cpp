@@ -59,7 +59,7 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
   auto check_header = [&] {
     if (in_header.magic != kStepMagic) {
       throw Error(ErrorCategory::protocol, fmt::format("rank {}: rank {} at {} sent data that is not a collective step",
-                                                       rank, prev.rank, prev.address));
+                                                       rank, from->rank, from->address));
     }
     if (in_header.collective != expect.collective || in_header.seq != expect.seq || in_header.bytes != recv_bytes ||
         in_header.step != expect.step) {
@@ -68,7 +68,7 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
       throw Error(ErrorCategory::peer,
                   fmt::format("collective mismatch: rank {} sent {} but rank {} expected {}; every rank must call the "
                               "same collectives in the same order with the same counts",
-                              prev.rank, describe(in_header), rank, describe(mine)));
+                              from->rank, describe(in_header), rank, describe(mine)));
     }
   };
 

@@ -1,0 +1,164 @@
+// The tuner: which algorithm, protocol and channel count a collective uses,
+// and why.
+//
+// An alpha-beta model in the manner of NCCL's: each candidate costs a base
+// latency for its algorithm and protocol, a latency per hop on the links it
+// crosses, and its bytes over the bandwidth the protocol gets out of the
+// link: `time = latency + bytes / bandwidth`; the cheapest allowed candidate
+// wins. Candidates a transport cannot run, or that NCCL_ALGO / NCCL_PROTO
+// remove, stay in the table with the reason, so the explanation is complete.
+//
+// Link parameters come from a short calibration (the communicator measures
+// its own links once at init) or from a declared topology (NVLink and NIC
+// bandwidths of the nodes' files). Every rank of a communicator must reach
+// the same decision, so the inputs are agreed on before any collective.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ringmaster/comm.h"
+
+namespace ringmaster::topo {
+class Topology;
+}
+
+namespace ringmaster::tune {
+
+inline constexpr int kAlgorithms = 2;  // ring, tree
+inline constexpr int kProtocols = 3;   // ll, ll128, simple
+
+// What one link class costs: within a node, or across nodes.
+struct LinkModel {
+  std::string transport = "socket";  // socket, nvlink, pci, net
+  // One step between neighbours, small message, per protocol (LL, LL128,
+  // Simple).
+  double hop_latency_us[kProtocols] = {30, 30, 30};
+  double bandwidth_gbs = 1.0;      // GB/s one channel moves between neighbours
+  double max_bandwidth_gbs = 1.0;  // GB/s all channels together
+  // The share of the line each protocol carries as data: NCCL's LL sends
+  // 8 bytes of flag with every 8 of data, LL128 8 in 128.
+  double protocol_efficiency[kProtocols] = {0.5, 0.9375, 1.0};
+  bool ll128 = false;  // can carry LL128 (128-byte lines written in order)
+};
+
+// The communicator as the model sees it.
+struct Shape {
+  int nranks = 1;
+  int nnodes = 1;
+  int max_channels = 1;
+  // Hops from a tree's root to its deepest leaf: along the chain inside a
+  // node, and across nodes. The deeper of the two trees counts.
+  int tree_depth_intra = 0;
+  int tree_depth_inter = 0;
+  int min_channels = 1;
+  LinkModel intra;  // between ranks of one node
+  LinkModel inter;  // between nodes (unused when nnodes == 1)
+  // Fixed cost of launching a collective, per algorithm and protocol.
+  double base_latency_us[kAlgorithms][kProtocols] = {{0, 0, 0}, {0, 0, 0}};
+  double channel_latency_us = 2;  // each channel beyond the first
+  // Simple pipelines in slots of this many bytes (NCCL_BUFFSIZE / 8).
+  std::size_t slot_bytes = 512 * 1024;
+  // The tree's share of the line (NCCL discounts its trees to 92%), what
+  // a tree level costs in hops (an inner rank serves two children), and
+  // the most channels a tree runs on.
+  double tree_efficiency = 1.0;
+  double tree_hop_factor = 1.0;
+  int tree_channels = 64;
+  // Two ranks exchange whole inputs up to this many bytes (all_reduce).
+  std::size_t pair_bytes = 0;
+  // Where the numbers come from: "calibrated at ... : ..." or "declared by ...".
+  std::string source;
+};
+
+// NCCL_ALGO / NCCL_PROTO: which algorithms (protocols) each collective may
+// use. Syntax: sections separated by ';', each `list` (every collective) or
+// `function:list` (one collective: allreduce, allgather, reducescatter,
+// broadcast, reduce; underscores allowed), a list being names separated by
+// ',' with a leading '^' to exclude them instead. Case-insensitive. A later
+// section for the same collective replaces an earlier one.
+class Selection {
+ public:
+  enum class Kind { algorithm, protocol };
+  Selection() = default;
+  // Throws Error(config) naming the variable for unknown names, functions
+  // or empty sections.
+  static Selection parse(Kind kind, std::string_view variable, std::string_view spec);
+  bool allows(Collective c, int index) const;
+  // What removed `index` for `c`, e.g. "NCCL_ALGO=^tree"; empty when allowed.
+  std::string why_not(Collective c, int index) const;
+  bool empty() const { return spec_.empty(); }
+
+ private:
+  std::string variable_, spec_;
+  // Per collective (Collective enum order) a bit mask of allowed entries
+  // and the section that set it.
+  std::vector<std::uint8_t> allowed_;
+  std::vector<std::string> origin_;
+};
+
+struct Candidate {
+  Algorithm algorithm = Algorithm::ring;
+  Protocol protocol = Protocol::simple;
+  int channels = 1;
+  double latency_us = 0;  // the model's terms, for the explanation
+  double bandwidth_gbs = 0;
+  double predicted_us = 0;
+  std::string excluded;  // why it cannot be chosen; empty when it can
+};
+
+struct Decision {
+  Collective collective = Collective::all_reduce;
+  std::size_t bytes = 0;
+  int nranks = 1;
+  std::vector<Candidate> candidates;  // every combination, excluded ones too
+  int chosen = -1;                    // index into candidates
+
+  const Candidate& pick() const { return candidates.at(static_cast<std::size_t>(chosen)); }
+};
+
+class Tuner {
+ public:
+  // Throws Error(config) when the selections leave no collective a
+  // candidate, naming the variables and what they removed.
+  Tuner(Shape shape, Selection algorithms = {}, Selection protocols = {});
+  // Reads NCCL_ALGO and NCCL_PROTO from the environment.
+  static Tuner from_env(Shape shape);
+
+  // Collectives without a choice (barrier, all_to_all, send/recv) get a
+  // single ring/Simple candidate. Throws Error(config) when the overrides
+  // leave `c` no candidate, listing what removed each.
+  Decision decide(Collective c, std::size_t bytes) const;
+  // The same, with chosen == -1 instead of the error.
+  Decision decide_or_null(Collective c, std::size_t bytes) const;
+  // The model and its inputs in a few lines (logged at INFO on rank 0).
+  std::string describe() const;
+  const Shape& shape() const noexcept { return shape_; }
+
+ private:
+  Candidate evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol p, int channels) const;
+
+  Shape shape_;
+  Selection algorithms_, protocols_;
+};
+
+// The shape of `nodes` identical declared nodes with `ranks_per_node` ranks
+// each (-1: one per GPU): NVLink (or PCI) paths inside, the NICs across.
+Shape declared_shape(const topo::Topology& node, int nodes, int ranks_per_node = -1, int max_channels = 16);
+
+// The hops from root to deepest leaf of the deeper of the double binary
+// trees over n positions.
+int binary_tree_depth(int n);
+
+// Sizes where the pick changes algorithm or protocol, as "8 KiB: ring/LL ->
+// tree/Simple" lines, for decisions ordered by size.
+std::vector<std::string> crossovers(const std::vector<Decision>& decisions);
+
+// One decision as a table: a line per candidate, the chosen one marked.
+std::string render(const Decision& d);
+
+}  // namespace ringmaster::tune

@@ -1,0 +1,426 @@
+// The tuner's cost model and NCCL_ALGO / NCCL_PROTO selections.
+#include "ringmaster/tuner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+
+#include "core/params.h"
+#include "ringmaster/status.h"
+#include "ringmaster/topology.h"
+#include "ringmaster/topology_search.h"
+
+namespace ringmaster::tune {
+namespace {
+
+constexpr int kCollectiveCount = static_cast<int>(Collective::send_recv) + 1;
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
+    s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
+    s.remove_suffix(1);
+  return std::string(s);
+}
+
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  std::size_t pos = 0;
+  for (;;) {
+    const auto at = s.find(sep, pos);
+    out.push_back(trim(s.substr(pos, at == std::string_view::npos ? std::string_view::npos : at - pos)));
+    if (at == std::string_view::npos) return out;
+    pos = at + 1;
+  }
+}
+
+// NCCL's function names, and ours.
+std::optional<Collective> function_named(const std::string& name) {
+  std::string n;
+  for (char c : name)
+    if (c != '_') n += c;
+  if (n == "allreduce") return Collective::all_reduce;
+  if (n == "allgather") return Collective::all_gather;
+  if (n == "reducescatter") return Collective::reduce_scatter;
+  if (n == "broadcast") return Collective::broadcast;
+  if (n == "reduce") return Collective::reduce;
+  return std::nullopt;
+}
+
+constexpr std::array<std::string_view, kAlgorithms> kAlgorithmNames = {"ring", "tree"};
+constexpr std::array<std::string_view, kProtocols> kProtocolNames = {"ll", "ll128", "simple"};
+
+bool has_tree(Collective c) {
+  return c == Collective::all_reduce || c == Collective::broadcast || c == Collective::reduce;
+}
+
+bool tunable(Collective c) {
+  return c == Collective::all_reduce || c == Collective::all_gather || c == Collective::reduce_scatter ||
+         c == Collective::broadcast || c == Collective::reduce;
+}
+
+std::string size_text(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  return bytes == std::floor(bytes) ? fmt::format("{:.0f} {}", bytes, units[u])
+                                    : fmt::format("{:.1f} {}", bytes, units[u]);
+}
+
+}  // namespace
+
+// ---- Selection ----
+
+Selection Selection::parse(Kind kind, std::string_view variable, std::string_view spec) {
+  Selection s;
+  s.variable_ = std::string(variable);
+  s.spec_ = trim(spec);
+  const int entries = kind == Kind::algorithm ? kAlgorithms : kProtocols;
+  const std::uint8_t all = static_cast<std::uint8_t>((1u << entries) - 1);
+  s.allowed_.assign(kCollectiveCount, all);
+  s.origin_.assign(kCollectiveCount, "");
+  if (s.spec_.empty()) {
+    s.allowed_.clear();
+    s.origin_.clear();
+    return s;
+  }
+  auto fail = [&](const std::string& what) {
+    throw Error(ErrorCategory::config, fmt::format("{}={}: {}", variable, s.spec_, what));
+  };
+  for (const auto& section : split(s.spec_, ';')) {
+    if (section.empty()) continue;
+    std::vector<Collective> targets;
+    std::string list = section;
+    if (const auto colon = section.find(':'); colon != std::string::npos) {
+      const std::string function = lower(trim(section.substr(0, colon)));
+      const auto c = function_named(function);
+      if (!c) {
+        fail(fmt::format("unknown function '{}' (allreduce, allgather, reducescatter, broadcast, reduce)",
+                         section.substr(0, colon)));
+      }
+      targets.push_back(*c);
+      list = trim(section.substr(colon + 1));
+    } else {
+      for (int c = 0; c < kCollectiveCount; ++c)
+        targets.push_back(static_cast<Collective>(c));
+    }
+    const bool exclude = !list.empty() && list.front() == '^';
+    if (exclude) list.erase(0, 1);
+    std::uint8_t mask = 0;
+    for (const auto& item : split(list, ',')) {
+      const std::string name = lower(item);
+      if (name.empty()) fail(fmt::format("empty name in '{}'", section));
+      int found = -1;
+      for (int i = 0; i < entries; ++i) {
+        const auto known = kind == Kind::algorithm ? kAlgorithmNames[static_cast<std::size_t>(i)]
+                                                   : kProtocolNames[static_cast<std::size_t>(i)];
+        if (name == known) found = i;
+      }
+      if (found < 0) {
+        fail(kind == Kind::algorithm ? fmt::format("unknown algorithm '{}' (Ring, Tree)", item)
+                                     : fmt::format("unknown protocol '{}' (LL, LL128, Simple)", item));
+      }
+      mask = static_cast<std::uint8_t>(mask | (1u << found));
+    }
+    if (exclude) mask = static_cast<std::uint8_t>(all & ~mask);
+    for (const auto c : targets) {
+      s.allowed_[static_cast<std::size_t>(c)] = mask;
+      s.origin_[static_cast<std::size_t>(c)] = section;
+    }
+  }
+  return s;
+}
+
+bool Selection::allows(Collective c, int index) const {
+  if (allowed_.empty()) return true;
+  return (allowed_[static_cast<std::size_t>(c)] >> index) & 1u;
+}
+
+std::string Selection::why_not(Collective c, int index) const {
+  if (allows(c, index)) return {};
+  const auto& origin = origin_[static_cast<std::size_t>(c)];
+  return origin == spec_ ? fmt::format("{}={}", variable_, spec_)
+                         : fmt::format("{}={} (section '{}')", variable_, spec_, origin);
+}
+
+// ---- the model ----
+
+Tuner::Tuner(Shape shape, Selection algorithms, Selection protocols)
+    : shape_(std::move(shape)), algorithms_(std::move(algorithms)), protocols_(std::move(protocols)) {
+  shape_.max_channels = std::max(shape_.max_channels, 1);
+  shape_.min_channels = std::clamp(shape_.min_channels, 1, shape_.max_channels);
+  // Overrides that leave nothing for every collective are an error now;
+  // for some collectives only, when one of them is called (as NCCL does).
+  int usable = 0;
+  for (const auto c : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
+                       Collective::broadcast, Collective::reduce}) {
+    if (decide_or_null(c, 1024).chosen >= 0) ++usable;
+  }
+  if (usable == 0) (void)decide(Collective::all_reduce, 1024);
+}
+
+Tuner Tuner::from_env(Shape shape) {
+  const auto algo = param_env(Param::Algo);
+  const auto proto = param_env(Param::Proto);
+  return Tuner(std::move(shape), algo ? Selection::parse(Selection::Kind::algorithm, "NCCL_ALGO", *algo) : Selection{},
+               proto ? Selection::parse(Selection::Kind::protocol, "NCCL_PROTO", *proto) : Selection{});
+}
+
+Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol p, int channels) const {
+  Candidate out;
+  out.algorithm = a;
+  out.protocol = p;
+  out.channels = channels;
+  const int ai = static_cast<int>(a), pi = static_cast<int>(p);
+  const int n = shape_.nranks;
+  const bool crosses = shape_.nnodes > 1;
+  const LinkModel& worst = crosses ? shape_.inter : shape_.intra;
+
+  if (a == Algorithm::tree && !has_tree(c)) {
+    out.excluded = fmt::format("no tree schedule for {} (ring only, as in NCCL)", name_of(c));
+  } else if (p == Protocol::ll128 && !(shape_.intra.ll128 && (!crosses || shape_.inter.ll128))) {
+    out.excluded =
+        fmt::format("LL128 needs 128-byte lines written in order (shared memory, NVLink); {} cannot carry it",
+                    crosses && shape_.intra.ll128 ? shape_.inter.transport : shape_.intra.transport);
+  } else if (a == Algorithm::tree && channels > shape_.tree_channels) {
+    out.excluded = fmt::format("trees run on at most {} channel{} here", shape_.tree_channels,
+                               shape_.tree_channels == 1 ? " (channel 0's direct connections)" : "s");
+  } else if (auto why = algorithms_.why_not(c, ai); !why.empty()) {
+    out.excluded = "removed by " + why;
+  } else if (auto why_p = protocols_.why_not(c, pi); !why_p.empty()) {
+    out.excluded = "removed by " + why_p;
+  }
+
+  // Bandwidth: per channel the narrowest link the schedule crosses, all
+  // channels together capped by what the links carry at most, times the
+  // protocol's share of the line.
+  double per_channel = shape_.intra.bandwidth_gbs;
+  double most = shape_.intra.max_bandwidth_gbs;
+  if (crosses) {
+    per_channel = std::min(per_channel, shape_.inter.bandwidth_gbs);
+    most = std::min(most, shape_.inter.max_bandwidth_gbs);
+  }
+  double efficiency = shape_.intra.protocol_efficiency[pi];
+  if (crosses) efficiency = std::min(efficiency, shape_.inter.protocol_efficiency[pi]);
+  double bandwidth = std::min(per_channel * channels, most) * efficiency;
+  if (a == Algorithm::tree) bandwidth *= shape_.tree_efficiency;
+
+  // Latency: hops along the schedule; traffic: the bytes the busiest rank
+  // sends, plus the pipeline's fill for chains and trees under Simple.
+  const double b = static_cast<double>(bytes);
+  const double slot = std::min(b / channels, static_cast<double>(shape_.slot_bytes));
+  const bool pieces = p != Protocol::ll;  // LL moves a step in one piece
+  double hops = 0, hop_latency = worst.hop_latency_us[pi], traffic = 0;
+  if (a == Algorithm::ring) {
+    switch (c) {
+      case Collective::all_reduce:
+        hops = (n == 2 && bytes <= shape_.pair_bytes) ? 1 : 2.0 * (n - 1);
+        traffic = n == 1 ? 0 : b * 2.0 * (n - 1) / n;
+        break;
+      case Collective::all_gather:
+      case Collective::reduce_scatter:
+        hops = n - 1;
+        traffic = b * (n - 1) / n;
+        break;
+      case Collective::broadcast:
+      case Collective::reduce:
+        // A chain: pipelined by slots under Simple, whole under LL.
+        hops = n - 1;
+        traffic = n == 1 ? 0 : (pieces ? b + (n - 2) * slot : b * (n - 1));
+        break;
+      default:
+        hops = 2.0 * (n - 1);
+        traffic = 0;
+        break;
+    }
+  } else {
+    const double up_down = c == Collective::all_reduce ? 2.0 : 1.0;
+    const double depth = shape_.tree_depth_intra + shape_.tree_depth_inter;
+    hops = up_down * depth;
+    hop_latency = depth > 0 ? shape_.tree_hop_factor *
+                                  (shape_.tree_depth_intra * shape_.intra.hop_latency_us[pi] +
+                                   shape_.tree_depth_inter * shape_.inter.hop_latency_us[pi]) /
+                                  depth
+                            : 0;
+    // An inner rank sends to two children (all_reduce: each tree carries
+    // half the data, and every rank is inner in one of them).
+    traffic = n == 1 ? 0 : (pieces ? 2.0 * b + up_down * depth * slot : 2.0 * b * depth);
+  }
+  out.latency_us = shape_.base_latency_us[ai][pi] + hops * hop_latency + (channels - 1) * shape_.channel_latency_us;
+  out.bandwidth_gbs = bandwidth;
+  out.predicted_us = out.latency_us + (bandwidth > 0 ? traffic / (bandwidth * 1e3) : 0);
+  return out;
+}
+
+Decision Tuner::decide(Collective c, std::size_t bytes) const {
+  Decision d = decide_or_null(c, bytes);
+  if (d.chosen >= 0) return d;
+  std::vector<std::string> removed;
+  for (const auto& cand : d.candidates) {
+    if (cand.channels != shape_.min_channels) continue;
+    removed.push_back(fmt::format("{}/{}: {}", name_of(cand.algorithm), name_of(cand.protocol), cand.excluded));
+  }
+  throw Error(ErrorCategory::config,
+              fmt::format("no algorithm and protocol left for {}: {}", name_of(c), fmt::join(removed, "; ")));
+}
+
+Decision Tuner::decide_or_null(Collective c, std::size_t bytes) const {
+  Decision d;
+  d.collective = c;
+  d.bytes = bytes;
+  d.nranks = shape_.nranks;
+  if (!tunable(c)) {
+    Candidate only = evaluate(Collective::all_reduce, 0, Algorithm::ring, Protocol::simple, 1);
+    only.excluded.clear();
+    d.candidates.push_back(only);
+    d.chosen = 0;
+    return d;
+  }
+  // Channel counts: powers of two between the bounds, and the bounds.
+  std::vector<int> counts;
+  for (int ch = shape_.min_channels; ch <= shape_.max_channels; ch *= 2)
+    counts.push_back(ch);
+  if (counts.back() != shape_.max_channels) counts.push_back(shape_.max_channels);
+  for (int a = 0; a < kAlgorithms; ++a) {
+    for (int p = 0; p < kProtocols; ++p) {
+      for (int ch : counts)
+        d.candidates.push_back(evaluate(c, bytes, static_cast<Algorithm>(a), static_cast<Protocol>(p), ch));
+    }
+  }
+  for (std::size_t i = 0; i < d.candidates.size(); ++i) {
+    const auto& cand = d.candidates[i];
+    if (!cand.excluded.empty()) continue;
+    if (d.chosen < 0 || cand.predicted_us < d.candidates[static_cast<std::size_t>(d.chosen)].predicted_us) {
+      d.chosen = static_cast<int>(i);
+    }
+  }
+  return d;
+}
+
+std::string Tuner::describe() const {
+  auto link = [](const LinkModel& l) {
+    return fmt::format("{} hop {:.1f}/{:.1f}/{:.1f} us (LL/LL128/Simple), {:.2f} GB/s per channel, {:.2f} GB/s at most",
+                       l.transport, l.hop_latency_us[0], l.hop_latency_us[1], l.hop_latency_us[2], l.bandwidth_gbs,
+                       l.max_bandwidth_gbs);
+  };
+  std::string out =
+      fmt::format("{} ranks on {} node{}, channels {}..{}, tree depth {}+{}; within a node: {}", shape_.nranks,
+                  shape_.nnodes, shape_.nnodes == 1 ? "" : "s", shape_.min_channels, shape_.max_channels,
+                  shape_.tree_depth_intra, shape_.tree_depth_inter, link(shape_.intra));
+  if (shape_.nnodes > 1) out += "; across nodes: " + link(shape_.inter);
+  if (!algorithms_.empty() || !protocols_.empty()) out += "; overrides apply";
+  if (!shape_.source.empty()) out += "; " + shape_.source;
+  return out;
+}
+
+int binary_tree_depth(int n) {
+  int deepest = 0;
+  for (int tree = 0; tree < 2; ++tree) {
+    const auto parent = topo::binary_tree_parents(n, tree);
+    for (int r = 0; r < n; ++r) {
+      int depth = 0;
+      for (int at = r; parent[static_cast<std::size_t>(at)] >= 0; at = parent[static_cast<std::size_t>(at)])
+        ++depth;
+      deepest = std::max(deepest, depth);
+    }
+  }
+  return deepest;
+}
+
+Shape declared_shape(const topo::Topology& node, int nodes, int ranks_per_node, int max_channels) {
+  Shape s;
+  const auto gpus = node.gpus();
+  const auto nics = node.nics();
+  const int rpn = ranks_per_node < 0 ? std::max<int>(static_cast<int>(gpus.size()), 1) : ranks_per_node;
+  s.nranks = rpn * nodes;
+  s.nnodes = nodes;
+  s.max_channels = max_channels;
+  s.tree_depth_intra = rpn - 1;
+  s.tree_depth_inter = binary_tree_depth(nodes);
+  // NCCL-like constants for GPU links (µs): base cost per algorithm and
+  // protocol, and per hop per link class.
+  s.base_latency_us[0][0] = 6.6, s.base_latency_us[0][1] = 14.0, s.base_latency_us[0][2] = 8.4;
+  s.base_latency_us[1][0] = 6.8, s.base_latency_us[1][1] = 14.0, s.base_latency_us[1][2] = 8.4;
+  s.tree_efficiency = 0.92;
+  s.tree_channels = max_channels;
+  s.channel_latency_us = 0.5;
+  if (gpus.size() >= 2) {
+    const auto path = node.path(gpus[0], gpus[1]);
+    const bool nvlink = path.cls == topo::PathClass::nvlink;
+    s.intra.transport = nvlink ? "nvlink" : "pci";
+    const double hop[3] = {nvlink ? 0.6 : 1.0, nvlink ? 1.25 : 1.9, nvlink ? 4.0 : 5.7};
+    std::copy(hop, hop + 3, s.intra.hop_latency_us);
+    const double bw = path.bandwidth > 0 ? path.bandwidth : (nvlink ? 20.0 : 12.0);
+    s.intra.bandwidth_gbs = std::min(bw, 20.0);
+    s.intra.max_bandwidth_gbs = bw;
+    s.intra.ll128 = nvlink;
+  } else {
+    s.intra.transport = "shm";
+    s.intra.bandwidth_gbs = s.intra.max_bandwidth_gbs = 5.0;
+  }
+  // Across nodes: one NIC per channel, all NICs together at most.
+  double nic_bw = 0;
+  for (int nic : nics) {
+    for (const auto& l : node.links()) {
+      if (l.type == topo::LinkType::network && (l.a == nic || l.b == nic)) nic_bw += l.bandwidth;
+    }
+  }
+  const int nic_count = std::max<int>(static_cast<int>(nics.size()), 1);
+  if (nic_bw <= 0) nic_bw = 12.5 * nic_count;
+  s.inter.transport = "net";
+  const double net_hop[3] = {5.0, 8.5, 14.0};
+  std::copy(net_hop, net_hop + 3, s.inter.hop_latency_us);
+  s.inter.bandwidth_gbs = nic_bw / nic_count;
+  s.inter.max_bandwidth_gbs = nic_bw;
+  s.inter.ll128 = s.intra.ll128;
+  s.source = fmt::format("declared by {} x {}", nodes, node.source());
+  return s;
+}
+
+std::vector<std::string> crossovers(const std::vector<Decision>& decisions) {
+  std::vector<std::string> out;
+  for (std::size_t i = 1; i < decisions.size(); ++i) {
+    const auto& a = decisions[i - 1];
+    const auto& b = decisions[i];
+    if (a.chosen < 0 || b.chosen < 0) continue;
+    if (a.pick().algorithm == b.pick().algorithm && a.pick().protocol == b.pick().protocol) continue;
+    out.push_back(fmt::format("{}: {}/{} -> {}/{}", size_text(static_cast<double>(b.bytes)),
+                              name_of(a.pick().algorithm), name_of(a.pick().protocol), name_of(b.pick().algorithm),
+                              name_of(b.pick().protocol)));
+  }
+  return out;
+}
+
+std::string render(const Decision& d) {
+  std::string out =
+      fmt::format("# {} {} on {} ranks\n", name_of(d.collective), size_text(static_cast<double>(d.bytes)), d.nranks);
+  out += fmt::format("#   {:<5} {:<7} {:>8} {:>12} {:>10} {:>13}\n", "algo", "proto", "channels", "latency(us)",
+                     "bw(GB/s)", "predicted(us)");
+  for (std::size_t i = 0; i < d.candidates.size(); ++i) {
+    const auto& c = d.candidates[i];
+    const char* mark = static_cast<int>(i) == d.chosen ? "=>" : "  ";
+    if (!c.excluded.empty()) {
+      out += fmt::format("# {} {:<5} {:<7} {:>8} {}\n", mark, name_of(c.algorithm), name_of(c.protocol), c.channels,
+                         "excluded: " + c.excluded);
+      continue;
+    }
+    out += fmt::format("# {} {:<5} {:<7} {:>8} {:>12.1f} {:>10.2f} {:>13.1f}\n", mark, name_of(c.algorithm),
+                       name_of(c.protocol), c.channels, c.latency_us, c.bandwidth_gbs, c.predicted_us);
+  }
+  return out;
+}
+
+}  // namespace ringmaster::tune
