@@ -18,6 +18,7 @@
 #include "ringmaster/comm.h"
 #include "ringmaster/perf.h"
 #include "ringmaster/topology.h"
+#include "ringmaster/tuner.h"
 
 namespace ringmaster {
 namespace {
@@ -66,14 +67,23 @@ struct MatrixCase {
   RedOp op;
 };
 
+bool has_tree(Collective c) {
+  return c == Collective::all_reduce || c == Collective::broadcast || c == Collective::reduce;
+}
+
 // Checks one collective at `counts` (elements per rank) on n ranks, out of
-// place and in place, through both protocols.
+// place and in place, through both protocols and, where it has one, the
+// tree as well as the ring.
 void check(const MatrixCase& c, int n, const std::vector<std::size_t>& counts) {
   // LL is the small-message protocol: above 1 Mi elements only Simple runs.
   const bool large = *std::max_element(counts.begin(), counts.end()) > (1u << 20) + 3;
-  for (auto protocol : {Protocol::ll, Protocol::simple}) {
+  for (auto [algorithm, protocol] :
+       {std::pair{Algorithm::ring, Protocol::ll}, std::pair{Algorithm::ring, Protocol::simple},
+        std::pair{Algorithm::tree, Protocol::ll}, std::pair{Algorithm::tree, Protocol::simple}}) {
     if (large && protocol == Protocol::ll) continue;
+    if (algorithm == Algorithm::tree && !has_tree(c.collective)) continue;
     CommOptions options;
+    if (has_tree(c.collective)) options.algorithm = algorithm;
     options.protocol = protocol;
     options.buffsize = 64 * 1024;  // small slots, so large sizes take many pipelined steps
     // Several channels whatever the size (some get empty ranges at tiny
@@ -99,10 +109,12 @@ void check(const MatrixCase& c, int n, const std::vector<std::size_t>& counts) {
             EXPECT_EQ(rows[0].count, count);
             EXPECT_EQ(rows[0].out_of_place.wrong, 0)
                 << name_of(c.collective) << " " << name_of(c.type) << " " << name_of(c.op) << " count " << count
-                << " ranks " << n << " " << name_of(protocol) << " out of place, rank " << comm.rank();
+                << " ranks " << n << " " << name_of(algorithm) << "/" << name_of(protocol) << " out of place, rank "
+                << comm.rank();
             EXPECT_EQ(rows[0].in_place.wrong, 0)
                 << name_of(c.collective) << " " << name_of(c.type) << " " << name_of(c.op) << " count " << count
-                << " ranks " << n << " " << name_of(protocol) << " in place, rank " << comm.rank();
+                << " ranks " << n << " " << name_of(algorithm) << "/" << name_of(protocol) << " in place, rank "
+                << comm.rank();
           }
         },
         options);
@@ -127,6 +139,94 @@ TEST(Collectives, RepresentativeSubset) {
     check({Collective::reduce_scatter, DataType::int32, op}, 3, {1023});
     check({Collective::reduce, DataType::bf16, op}, 3, {1023});
   }
+}
+
+// The double binary trees at rank counts whose trees are lopsided (odd,
+// non-powers of two) and at 16, every root, pieces of 64 KiB.
+TEST(Collectives, TreesAcrossRankCounts) {
+  for (int n : {5, 6, 8, 16}) {
+    for (Collective c : {Collective::all_reduce, Collective::broadcast, Collective::reduce})
+      check({c, DataType::fp32, RedOp::sum}, n, {1, 7, 1023, 65537});
+  }
+  check({Collective::all_reduce, DataType::int64, RedOp::max}, 7, {1000003});
+  // Trees over hosts: one host here, so a chain from rank 0 (or the root).
+  ::setenv("RINGMASTER_TREE_NODES", "host", 1);
+  for (Collective c : {Collective::all_reduce, Collective::broadcast, Collective::reduce})
+    check({c, DataType::fp32, RedOp::sum}, 5, {1, 1023, 65537});
+  ::unsetenv("RINGMASTER_TREE_NODES");
+}
+
+TEST(Collectives, TunerPicksAndReportsItsChoice) {
+  // Without overrides the tuner decides; every rank must decide alike, so
+  // a sweep across the crossover stays correct, and the decision reports
+  // name the candidates.
+  std::mutex mutex;
+  std::vector<std::pair<std::size_t, Algorithm>> picks;
+  CommOptions options;
+  options.on_decision = [&](const tune::Decision& d) {
+    std::lock_guard lock(mutex);
+    ASSERT_GE(d.chosen, 0);
+    EXPECT_TRUE(d.pick().excluded.empty());
+    EXPECT_GT(d.pick().predicted_us, 0);
+    for (const auto& cand : d.candidates) {
+      if (cand.protocol == Protocol::ll128 && cand.algorithm == Algorithm::ring) {
+        EXPECT_NE(cand.excluded.find("LL128"), std::string::npos);
+      }
+      if (d.collective == Collective::all_gather && cand.algorithm == Algorithm::tree) {
+        EXPECT_NE(cand.excluded.find("no tree"), std::string::npos);
+      }
+    }
+    picks.emplace_back(d.bytes, d.pick().algorithm);
+  };
+  run_ranks(
+      6,
+      [&](Communicator& comm) {
+        EXPECT_NE(comm.tuner().describe().find("6 ranks"), std::string::npos) << comm.tuner().describe();
+        PerfSpec spec;
+        spec.collective = Collective::all_reduce;
+        spec.min_bytes = 8;
+        spec.max_bytes = 4 << 20;
+        spec.step_factor = 8;
+        spec.iters = 1;
+        spec.warmup = 0;
+        for (const auto& row : run_perf(comm, spec)) {
+          EXPECT_EQ(row.out_of_place.wrong, 0) << row.bytes;
+          EXPECT_EQ(row.in_place.wrong, 0) << row.bytes;
+        }
+        spec.collective = Collective::all_gather;
+        spec.max_bytes = 6 * 1024;
+        for (const auto& row : run_perf(comm, spec))
+          EXPECT_EQ(row.out_of_place.wrong, 0) << row.bytes;
+      },
+      options);
+  EXPECT_FALSE(picks.empty());
+}
+
+TEST(Collectives, AlgorithmOverridesAreCheckedBeforeConnecting) {
+  ::setenv("NCCL_ALGO", "ring,bogus", 1);
+  try {
+    Communicator::create(rank_config(0, 1, free_port()));
+    ADD_FAILURE() << "NCCL_ALGO=ring,bogus was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("NCCL_ALGO=ring,bogus: unknown algorithm 'bogus'"), std::string::npos)
+        << e.what();
+  }
+  // Tree only: all_reduce runs, all_gather (ring only) fails naming why.
+  ::setenv("NCCL_ALGO", "tree", 1);
+  run_ranks(3, [](Communicator& comm) {
+    std::vector<float> data(100, 1.0f), out(300);
+    comm.all_reduce(data.data(), data.data(), 100, DataType::fp32, RedOp::sum).wait();
+    EXPECT_EQ(data[99], 3.0f);
+    try {
+      comm.all_gather(data.data(), out.data(), 100, DataType::fp32);
+      ADD_FAILURE() << "all_gather ran with NCCL_ALGO=tree";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("no algorithm and protocol left for all_gather"), std::string::npos) << what;
+      EXPECT_NE(what.find("removed by NCCL_ALGO=tree"), std::string::npos) << what;
+    }
+  });
+  ::unsetenv("NCCL_ALGO");
 }
 
 TEST(FullMatrix, EveryCollectiveDtypeOpSizeAndRankCount) {

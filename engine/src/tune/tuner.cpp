@@ -187,7 +187,6 @@ Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol
   const int ai = static_cast<int>(a), pi = static_cast<int>(p);
   const int n = shape_.nranks;
   const bool crosses = shape_.nnodes > 1;
-  const LinkModel& worst = crosses ? shape_.inter : shape_.intra;
 
   if (a == Algorithm::tree && !has_tree(c)) {
     out.excluded = fmt::format("no tree schedule for {} (ring only, as in NCCL)", name_of(c));
@@ -195,9 +194,6 @@ Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol
     out.excluded =
         fmt::format("LL128 needs 128-byte lines written in order (shared memory, NVLink); {} cannot carry it",
                     crosses && shape_.intra.ll128 ? shape_.inter.transport : shape_.intra.transport);
-  } else if (a == Algorithm::tree && channels > shape_.tree_channels) {
-    out.excluded = fmt::format("trees run on at most {} channel{} here", shape_.tree_channels,
-                               shape_.tree_channels == 1 ? " (channel 0's direct connections)" : "s");
   } else if (auto why = algorithms_.why_not(c, ai); !why.empty()) {
     out.excluded = "removed by " + why;
   } else if (auto why_p = protocols_.why_not(c, pi); !why_p.empty()) {
@@ -223,7 +219,7 @@ Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol
   const double b = static_cast<double>(bytes);
   const double slot = std::min(b / channels, static_cast<double>(shape_.slot_bytes));
   const bool pieces = p != Protocol::ll;  // LL moves a step in one piece
-  double hops = 0, hop_latency = worst.hop_latency_us[pi], traffic = 0;
+  double hops = 0, hop_latency = shape_.intra.hop_latency_us[pi], traffic = 0;
   if (a == Algorithm::ring) {
     switch (c) {
       case Collective::all_reduce:
@@ -258,6 +254,14 @@ Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol
     // An inner rank sends to two children (all_reduce: each tree carries
     // half the data, and every rank is inner in one of them).
     traffic = n == 1 ? 0 : (pieces ? 2.0 * b + up_down * depth * slot : 2.0 * b * depth);
+  }
+  // A ring crosses between nodes on (nnodes - 1) of its n - 1 hops per
+  // pass; the other hops stay inside a node.
+  if (a == Algorithm::ring && crosses && hops > 0) {
+    const double passes = c == Collective::all_reduce ? 2.0 : 1.0;
+    const double inter_hops = std::min(hops, passes * (shape_.nnodes - 1));
+    hop_latency =
+        (inter_hops * shape_.inter.hop_latency_us[pi] + (hops - inter_hops) * shape_.intra.hop_latency_us[pi]) / hops;
   }
   out.latency_us = shape_.base_latency_us[ai][pi] + hops * hop_latency + (channels - 1) * shape_.channel_latency_us;
   out.bandwidth_gbs = bandwidth;
@@ -294,9 +298,15 @@ Decision Tuner::decide_or_null(Collective c, std::size_t bytes) const {
   for (int ch = shape_.min_channels; ch <= shape_.max_channels; ch *= 2)
     counts.push_back(ch);
   if (counts.back() != shape_.max_channels) counts.push_back(shape_.max_channels);
+  // Trees run on at most tree_channels (whatever the bounds say).
+  std::vector<int> tree_counts;
+  for (int ch : counts) {
+    const int t = std::min(ch, shape_.tree_channels);
+    if (std::find(tree_counts.begin(), tree_counts.end(), t) == tree_counts.end()) tree_counts.push_back(t);
+  }
   for (int a = 0; a < kAlgorithms; ++a) {
     for (int p = 0; p < kProtocols; ++p) {
-      for (int ch : counts)
+      for (int ch : static_cast<Algorithm>(a) == Algorithm::tree ? tree_counts : counts)
         d.candidates.push_back(evaluate(c, bytes, static_cast<Algorithm>(a), static_cast<Protocol>(p), ch));
     }
   }

@@ -1,0 +1,210 @@
+// The tuner: NCCL_ALGO / NCCL_PROTO syntax, the cost model's choices on
+// declared clusters, and the double binary trees the engine runs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "algo/tree.h"
+#include "ringmaster/status.h"
+#include "ringmaster/topology.h"
+#include "ringmaster/tuner.h"
+
+namespace ringmaster {
+namespace {
+
+using tune::Selection;
+
+Selection algos(std::string_view spec) {
+  return Selection::parse(Selection::Kind::algorithm, "NCCL_ALGO", spec);
+}
+Selection protos(std::string_view spec) {
+  return Selection::parse(Selection::Kind::protocol, "NCCL_PROTO", spec);
+}
+
+constexpr int kRing = 0, kTree = 1, kLL = 0, kLL128 = 1, kSimple = 2;
+
+TEST(Selection, ListsExclusionsAndSections) {
+  const auto both = algos("ring,tree");
+  EXPECT_TRUE(both.allows(Collective::all_reduce, kRing));
+  EXPECT_TRUE(both.allows(Collective::all_reduce, kTree));
+
+  const auto no_tree = algos("^Tree");
+  EXPECT_TRUE(no_tree.allows(Collective::broadcast, kRing));
+  EXPECT_FALSE(no_tree.allows(Collective::broadcast, kTree));
+  EXPECT_EQ(no_tree.why_not(Collective::broadcast, kTree), "NCCL_ALGO=^Tree");
+  EXPECT_EQ(no_tree.why_not(Collective::broadcast, kRing), "");
+
+  // A default section, then per-function ones; the later wins for its function.
+  const auto mixed = algos("ring; allreduce:tree ;Broadcast:^ring");
+  EXPECT_TRUE(mixed.allows(Collective::all_gather, kRing));
+  EXPECT_FALSE(mixed.allows(Collective::all_gather, kTree));
+  EXPECT_FALSE(mixed.allows(Collective::all_reduce, kRing));
+  EXPECT_TRUE(mixed.allows(Collective::all_reduce, kTree));
+  EXPECT_FALSE(mixed.allows(Collective::broadcast, kRing));
+  EXPECT_TRUE(mixed.allows(Collective::broadcast, kTree));
+  EXPECT_NE(mixed.why_not(Collective::all_reduce, kRing).find("section 'allreduce:tree'"), std::string::npos);
+
+  const auto p = protos("LL,simple;all_reduce:^LL");
+  EXPECT_TRUE(p.allows(Collective::reduce, kLL));
+  EXPECT_FALSE(p.allows(Collective::reduce, kLL128));
+  EXPECT_FALSE(p.allows(Collective::all_reduce, kLL));
+  EXPECT_TRUE(p.allows(Collective::all_reduce, kLL128));
+  EXPECT_TRUE(p.allows(Collective::all_reduce, kSimple));
+
+  EXPECT_TRUE(algos("").empty());
+  EXPECT_TRUE(algos("").allows(Collective::reduce, kTree));
+}
+
+void expect_error(const std::function<void()>& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one containing: " << needle;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::config);
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(Selection, ErrorsNameTheVariableAndTheWord) {
+  expect_error([] { algos("ring,collnet"); }, "NCCL_ALGO=ring,collnet: unknown algorithm 'collnet' (Ring, Tree)");
+  expect_error([] { protos("LL,LL64"); }, "NCCL_PROTO=LL,LL64: unknown protocol 'LL64'");
+  expect_error([] { algos("allgatherv:ring"); }, "unknown function 'allgatherv'");
+  expect_error([] { algos("ring,,tree"); }, "empty name in 'ring,,tree'");
+  expect_error([] { algos("allreduce:"); }, "empty name");
+}
+
+tune::Shape sockets(int nranks) {
+  tune::Shape s;
+  s.nranks = nranks;
+  s.nnodes = nranks;
+  s.tree_depth_inter = tune::binary_tree_depth(nranks);
+  s.tree_channels = 1;
+  for (double& l : s.intra.hop_latency_us)
+    l = 50;
+  s.intra.bandwidth_gbs = s.intra.max_bandwidth_gbs = 1.0;
+  s.inter = s.intra;
+  return s;
+}
+
+TEST(Tuner, EmptySetsAreErrorsSayingWhatRemovedWhat) {
+  // LL128 alone over sockets leaves nothing anywhere: an error at once.
+  expect_error([] { tune::Tuner(sockets(4), {}, protos("LL128")); }, "socket cannot carry it");
+  expect_error([] { tune::Tuner(sockets(4), {}, protos("LL128")); }, "removed by NCCL_PROTO=LL128");
+  // Tree only leaves all_gather nothing, which is an error when asked.
+  const tune::Tuner tree_only(sockets(4), algos("tree"), {});
+  EXPECT_EQ(tree_only.decide(Collective::all_reduce, 8).pick().algorithm, Algorithm::tree);
+  expect_error([&] { (void)tree_only.decide(Collective::all_gather, 8); }, "removed by NCCL_ALGO=tree");
+  expect_error([&] { (void)tree_only.decide(Collective::all_gather, 8); }, "no tree schedule for all_gather");
+}
+
+TEST(Tuner, SocketModelPicksTreeSmallRingLargeAndExcludesLL128) {
+  const tune::Tuner tuner(sockets(8));
+  const auto small = tuner.decide(Collective::all_reduce, 8);
+  EXPECT_EQ(small.pick().algorithm, Algorithm::tree) << tune::render(small);
+  const auto large = tuner.decide(Collective::all_reduce, 256 << 20);
+  EXPECT_EQ(large.pick().algorithm, Algorithm::ring) << tune::render(large);
+  EXPECT_EQ(large.pick().protocol, Protocol::simple) << tune::render(large);
+  for (const auto& c : large.candidates) {
+    if (c.protocol == Protocol::ll128) {
+      EXPECT_FALSE(c.excluded.empty());
+    }
+    if (c.algorithm == Algorithm::tree) {
+      EXPECT_EQ(c.channels, 1);
+    }
+  }
+  // Predicted times grow with size, and the table shows the choice.
+  EXPECT_LT(small.pick().predicted_us, large.pick().predicted_us);
+  EXPECT_NE(tune::render(large).find("=> Ring"), std::string::npos) << tune::render(large);
+  // Collectives without a tree never pick one.
+  EXPECT_EQ(tuner.decide(Collective::all_gather, 8).pick().algorithm, Algorithm::ring);
+}
+
+// Declared clusters of p4d nodes: tree for small all_reduce, ring for
+// large, and the crossover is reported.
+TEST(Tuner, DeclaredP4dClustersCrossFromTreeToRing) {
+  const auto p4d = topo::Topology::load_file(std::string(RINGMASTER_TOPOLOGY_DIR) + "/p4d-24xl-topo.xml");
+  for (int nodes : {16, 128}) {
+    const tune::Tuner tuner(tune::declared_shape(p4d, nodes));
+    EXPECT_EQ(tuner.shape().nranks, nodes * 8);
+    // The file declares no NVLink: GPUs reach each other over PCIe.
+    EXPECT_EQ(tuner.shape().intra.transport, "pci");
+    std::vector<tune::Decision> sweep;
+    for (std::size_t bytes = 8; bytes <= (std::size_t{4} << 30); bytes *= 4)
+      sweep.push_back(tuner.decide(Collective::all_reduce, bytes));
+    EXPECT_EQ(sweep.front().pick().algorithm, Algorithm::tree) << nodes << " nodes\n" << tune::render(sweep.front());
+    EXPECT_EQ(sweep.back().pick().algorithm, Algorithm::ring) << nodes << " nodes\n" << tune::render(sweep.back());
+    const auto lines = tune::crossovers(sweep);
+    EXPECT_TRUE(std::any_of(lines.begin(), lines.end(),
+                            [](const std::string& l) {
+                              return l.find("Tree/") != std::string::npos && l.find("-> Ring/") != std::string::npos;
+                            }))
+        << nodes << " nodes: no tree -> ring crossover";
+    EXPECT_NE(tuner.describe().find("declared by"), std::string::npos);
+  }
+}
+
+TEST(Tuner, BinaryTreeDepth) {
+  EXPECT_EQ(tune::binary_tree_depth(1), 0);
+  EXPECT_EQ(tune::binary_tree_depth(2), 1);
+  EXPECT_EQ(tune::binary_tree_depth(4), 2);
+  EXPECT_LE(tune::binary_tree_depth(128), 8);
+  EXPECT_GE(tune::binary_tree_depth(128), 7);
+}
+
+// For every rank count, both trees of build_double_tree span all ranks:
+// parent/children agree across ranks, exactly one root each, no cycles.
+TEST(DoubleTree, SpansEveryRankConsistently) {
+  for (int n = 1; n <= 40; ++n) {
+    for (bool by_host : {false, true}) {
+      // By host: ranks 0..n-1 on hosts of three ranks each.
+      std::vector<int> node_of(static_cast<std::size_t>(n));
+      for (int r = 0; r < n; ++r)
+        node_of[static_cast<std::size_t>(r)] = by_host ? r / 3 : r;
+      for (int first : {-1, n - 1}) {
+        std::vector<algo::DoubleTree> trees;
+        for (int r = 0; r < n; ++r)
+          trees.push_back(algo::build_double_tree(r, node_of, first));
+        for (int t = 0; t < 2; ++t) {
+          int roots = 0;
+          for (int r = 0; r < n; ++r) {
+            const int p = trees[static_cast<std::size_t>(r)].parent[static_cast<std::size_t>(t)];
+            EXPECT_EQ(trees[static_cast<std::size_t>(r)].root[static_cast<std::size_t>(t)],
+                      trees[0].root[static_cast<std::size_t>(t)]);
+            if (p < 0) {
+              ++roots;
+              EXPECT_EQ(r, trees[0].root[static_cast<std::size_t>(t)]);
+              continue;
+            }
+            const auto& siblings = trees[static_cast<std::size_t>(p)].children[static_cast<std::size_t>(t)];
+            EXPECT_EQ(std::count(siblings.begin(), siblings.end(), r), 1)
+                << "n " << n << " tree " << t << " rank " << r;
+            // Walking up reaches the root within n steps.
+            int at = r, steps = 0;
+            while (at >= 0 && steps <= n) {
+              at = trees[static_cast<std::size_t>(at)].parent[static_cast<std::size_t>(t)];
+              ++steps;
+            }
+            EXPECT_LT(at, 0) << "cycle at n " << n;
+          }
+          EXPECT_EQ(roots, 1) << "n " << n << " tree " << t;
+        }
+        // Tree 0 starts at `first`, which heads its node's chain.
+        EXPECT_EQ(trees[0].root[0], first < 0 ? 0 : first);
+        if (!by_host && n % 2 == 0 && n > 2) {
+          // Complementary: no rank is inner in both trees.
+          for (int r = 0; r < n; ++r) {
+            const auto& tr = trees[static_cast<std::size_t>(r)];
+            EXPECT_TRUE(tr.children[0].empty() || tr.children[1].empty()) << "n " << n << " rank " << r;
+          }
+        }
+        if (by_host) {
+          EXPECT_EQ(trees[0].depth_intra, std::min(n, 3) - 1);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ringmaster
