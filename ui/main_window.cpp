@@ -31,6 +31,7 @@
 #include "panels/rings_view.h"
 #include "panels/scenarios_panel.h"
 #include "panels/timeline_view.h"
+#include "panels/tuner_panel.h"
 #include "panels/topology_view.h"
 
 namespace ringmaster::ui {
@@ -139,6 +140,9 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   decisions->setModel(&console_.run.decisions);
   decisions->horizontalHeader()->setStretchLastSection(true);
   tabs_->addTab(decisions, "Engine decisions");
+  auto* tuner = new TunerPanel(console_.run.tuner);
+  tuner->setObjectName("tunerPanel");
+  tabs_->addTab(tuner, "Tuner");
   topology_ = new TopologyView;
   tabs_->addTab(topology_, "Topology");
   tabs_->addTab(new RingsView(console_.run), "Rings");

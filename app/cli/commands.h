@@ -17,5 +17,6 @@ Runner add_perf_command(CLI::App& app);
 Runner add_topo_command(CLI::App& app);
 Runner add_remote_command(CLI::App& app);
 Runner add_repro_command(CLI::App& app);
+Runner add_tune_command(CLI::App& app);
 
 }  // namespace ringmaster::cli

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   add(ringmaster::cli::add_topo_command);
   add(ringmaster::cli::add_remote_command);
   add(ringmaster::cli::add_repro_command);
+  add(ringmaster::cli::add_tune_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

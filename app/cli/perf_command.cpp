@@ -26,6 +26,29 @@
 namespace ringmaster::cli {
 namespace {
 
+// The tuner's pick per size of the collective being measured, added to
+// each result row as "tuner" (in --json files and --events streams alike).
+struct Picks {
+  Collective collective;
+  std::mutex mutex;
+  std::map<std::size_t, tune::Candidate> by_bytes;
+
+  void add(const tune::Decision& d) {
+    if (d.collective != collective) return;
+    std::lock_guard lock(mutex);
+    by_bytes[d.bytes] = d.pick();
+  }
+  void annotate(nlohmann::json& row, std::size_t bytes) {
+    std::lock_guard lock(mutex);
+    const auto it = by_bytes.find(bytes);
+    if (it == by_bytes.end()) return;
+    row["tuner"] = {{"algorithm", name_of(it->second.algorithm)},
+                    {"protocol", name_of(it->second.protocol)},
+                    {"channels", it->second.channels},
+                    {"predicted_us", it->second.predicted_us}};
+  }
+};
+
 // --events: one JSON object per line on stdout, from every rank, for the
 // agent to relay: stage events as they happen (or the failure), channel
 // samples every 100 ms, the protocol and channels picked per size, result
@@ -51,7 +74,11 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
     emit(agent::to_json(r));
   };
   // Every rank decides alike; rank 0 reports the tuner's tables.
-  if (config.rank == 0) options.on_decision = [&](const tune::Decision& d) { emit(agent::to_json(d)); };
+  Picks picks{spec.collective, {}, {}};
+  options.on_decision = [&](const tune::Decision& d) {
+    picks.add(d);
+    if (config.rank == 0) emit(agent::to_json(d));
+  };
   std::unique_ptr<Communicator> comm;
   try {
     comm = Communicator::create(config, options);
@@ -98,7 +125,9 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
   std::size_t rows = 0;
   try {
     run_perf(*comm, spec, [&](const PerfRow& row) {
-      emit(agent::to_json(spec, row));
+      auto j = agent::to_json(spec, row);
+      picks.annotate(j, row.bytes);
+      emit(std::move(j));
       wrong += row.out_of_place.wrong + row.in_place.wrong;
       ++rows;
     });
@@ -120,6 +149,8 @@ int run_rank(const Config& config, const PerfSpec& spec, const CommOptions& base
   CommOptions options = base;
   std::vector<StageEvent> events;
   options.on_stage = [&](const StageEvent& e) { events.push_back(e); };
+  Picks picks{spec.collective, {}, {}};
+  options.on_decision = [&](const tune::Decision& d) { picks.add(d); };
   std::unique_ptr<Communicator> comm;
   try {
     comm = Communicator::create(config, options);
@@ -136,7 +167,10 @@ int run_rank(const Config& config, const PerfSpec& spec, const CommOptions& base
     }
     std::printf("#\n");
   }
-  if (leader) std::fputs(perf_header(spec, comm->size()).c_str(), stdout);
+  if (leader) {
+    std::fputs(perf_header(spec, comm->size()).c_str(), stdout);
+    std::printf("# Tuner: %s\n", comm->tuner().describe().c_str());
+  }
   std::fflush(stdout);
   nlohmann::json json_rows = nlohmann::json::array();
   std::vector<PerfRow> rows;
@@ -145,7 +179,9 @@ int run_rank(const Config& config, const PerfSpec& spec, const CommOptions& base
       if (!leader) return;
       std::fputs(perf_row_line(spec, row).c_str(), stdout);
       std::fflush(stdout);
-      json_rows.push_back(agent::to_json(spec, row));
+      auto j = agent::to_json(spec, row);
+      picks.annotate(j, row.bytes);
+      json_rows.push_back(std::move(j));
     });
   } catch (const Error& e) {
     std::fprintf(stderr, "rank %d: %s\n", config.rank, e.what());

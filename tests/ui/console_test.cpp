@@ -5,6 +5,8 @@
 #include <unistd.h>
 #include <QAbstractItemModelTester>
 #include <QApplication>
+#include <QComboBox>
+#include <QFont>
 #include <QImage>
 #include <QLabel>
 #include <QListWidget>
@@ -61,6 +63,7 @@ void ConsoleTest::sweepOverTwoLocalAgents() {
   QAbstractItemModelTester timeline_tester(&console.run.timeline);
   QAbstractItemModelTester results_tester(&console.run.results);
   QAbstractItemModelTester decisions_tester(&console.run.decisions);
+  QAbstractItemModelTester tuner_tester(&console.run.tuner);
   QVERIFY(console.record_to(recording));
   QString error;
   QVERIFY2(console.start_local_agents(2, RINGMASTER_AGENT, &error), qPrintable(error));
@@ -118,6 +121,26 @@ void ConsoleTest::sweepOverTwoLocalAgents() {
   for (const auto& s : segments)
     QVERIFY(window.timeline()->plot_area().adjusted(-1, -1, 1, 1).contains(s.rect));
   QVERIFY(console.run.decisions.rowCount() >= 5);
+  // The tuner's table for every size, the chosen candidate marked, with
+  // the measured time beside it; LL128 excluded over sockets with why.
+  auto& tuner = console.run.tuner;
+  QVERIFY(tuner.tables().contains("all_reduce 16 MiB"));
+  tuner.select(static_cast<int>(tuner.tables().indexOf("all_reduce 16 MiB")));
+  const int chosen = tuner.chosen_row();
+  QVERIFY(chosen >= 0);
+  QVERIFY(tuner.data(tuner.index(chosen, 0), Qt::FontRole).value<QFont>().bold());
+  QVERIFY(tuner.data(tuner.index(chosen, 3), Qt::DisplayRole).toDouble() > 0);
+  QVERIFY(tuner.data(tuner.index(chosen, 4), Qt::DisplayRole).toDouble() > 0);
+  bool ll128_excluded = false;
+  for (int r = 0; r < tuner.rowCount(); ++r) {
+    if (tuner.data(tuner.index(r, 1), Qt::DisplayRole).toString() == "LL128") {
+      ll128_excluded = tuner.data(tuner.index(r, 6), Qt::DisplayRole).toString().startsWith("excluded: LL128");
+    }
+  }
+  QVERIFY(ll128_excluded);
+  auto* sizes = window.findChild<QComboBox*>("tunerSizes");
+  QVERIFY(sizes);
+  QCOMPARE(sizes->count(), tuner.tables().size());
   // Rings: every channel through all 4 ranks, drawn over the 2 agents.
   QVERIFY(!console.run.rings().empty());
   for (const auto& ring : console.run.rings())

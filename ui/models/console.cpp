@@ -25,6 +25,7 @@ void RunState::begin(const QString& run_id, int world_size, int agents, std::vec
   timeline.reset(world_size);
   results.clear();
   decisions.clear();
+  tuner.clear();
   bandwidth.clear();
   emit started(run_id);
 }
@@ -49,14 +50,22 @@ void RunState::apply(const AgentMessage& m) {
     bandwidth.add_sample(rank, e);
     ++samples_;
   } else if (type == "result") {
-    if (rank == 0) results.add(e);
+    if (rank == 0) {
+      results.add(e);
+      tuner.add_measurement(e);
+    }
+  } else if (type == "tuner") {
+    if (rank == 0) tuner.add_table(e);
   } else if (type == "rings") {
     rings_.clear();
     for (const auto& r : e.value("rings", json::array()))
       rings_.push_back(r.value("ranks", std::vector<int>{}));
     emit rings_changed();
   } else if (type == "decision") {
-    if (rank == 0) decisions.add(e);
+    if (rank == 0) {
+      decisions.add(e);
+      tuner.add_measurement(e);
+    }
   } else if (type == "error") {
     problems_ << QString("rank %1: %2").arg(rank).arg(QString::fromStdString(e.value("message", "")));
     ok_ = false;

@@ -43,6 +43,7 @@ class RunState : public QObject {
   TimelineModel timeline;
   ResultsModel results;
   DecisionsModel decisions;
+  TunerModel tuner;
   BandwidthSeries bandwidth;
 
   // `placement`: the agent (index) of every rank, for drawing rings over

@@ -3,6 +3,7 @@
 
 #include <QBrush>
 #include <QColor>
+#include <QFont>
 #include <algorithm>
 #include <cmath>
 
@@ -19,6 +20,20 @@ QString qs(const json& j, const char* key) {
 
 QString size_text(std::uint64_t bytes) {
   return QString::number(static_cast<qulonglong>(bytes));
+}
+
+// "8 B", "64 KiB", "1.5 MiB".
+QString human_size(std::uint64_t bytes) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return (v == static_cast<double>(static_cast<qulonglong>(v)) ? QString::number(static_cast<qulonglong>(v))
+                                                                : QString::number(v, 'f', 1)) +
+         " " + units[u];
 }
 
 }  // namespace
@@ -407,6 +422,133 @@ void DecisionsModel::add(const json& decision) {
   beginInsertRows({}, n, n);
   rows_.push_back(decision);
   endInsertRows();
+}
+
+// ---- TunerModel ----
+
+int TunerModel::rowCount(const QModelIndex& parent) const {
+  if (parent.isValid() || selected_ < 0) return 0;
+  return static_cast<int>(tables_[static_cast<std::size_t>(selected_)].candidates.size());
+}
+int TunerModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : 7;
+}
+
+int TunerModel::chosen_row() const {
+  return selected_ < 0 ? -1 : tables_[static_cast<std::size_t>(selected_)].chosen;
+}
+
+QVariant TunerModel::data(const QModelIndex& index, int role) const {
+  if (!index.isValid() || index.row() >= rowCount() || index.column() >= 7) return {};
+  const Table& t = tables_[static_cast<std::size_t>(selected_)];
+  const json& c = t.candidates[static_cast<std::size_t>(index.row())];
+  const bool chosen = index.row() == t.chosen;
+  const bool excluded = c.contains("excluded");
+  if (role == Qt::FontRole && chosen) {
+    QFont f;
+    f.setBold(true);
+    return f;
+  }
+  if (role == Qt::BackgroundRole && chosen) return QColor(255, 214, 102);
+  if (role == Qt::ForegroundRole && chosen) return QColor(Qt::black);
+  if (role == Qt::ForegroundRole && excluded) return QColor(Qt::gray);
+  if (role == Qt::ToolTipRole && excluded) return qs(c, "excluded");
+  if (role != Qt::DisplayRole) return {};
+  switch (index.column()) {
+    case 0:
+      return QString(chosen ? "\u25B6 " : "") + qs(c, "algorithm");
+    case 1:
+      return qs(c, "protocol");
+    case 2:
+      return c.value("channels", 0);
+    case 3:
+      return excluded ? QString() : QString::number(c.value("predicted_us", 0.0), 'f', 1);
+    case 4:
+      return chosen && t.measured_us >= 0 ? QString::number(t.measured_us, 'f', 1) : QString();
+    case 5:
+      return excluded || !chosen || t.measured_us <= 0
+                 ? QString()
+                 : QString::number(c.value("predicted_us", 0.0) / t.measured_us, 'f', 2);
+    case 6:
+      return excluded ? "excluded: " + qs(c, "excluded") : (chosen ? QString("chosen") : QString());
+    default:
+      return {};
+  }
+}
+
+QVariant TunerModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
+  static const char* names[] = {"Algorithm",     "Protocol",           "Channels", "Predicted (us)",
+                                "Measured (us)", "Predicted/measured", "Note"};
+  return section >= 0 && section < 7 ? QString(names[section]) : QVariant();
+}
+
+void TunerModel::clear() {
+  beginResetModel();
+  tables_.clear();
+  selected_ = -1;
+  endResetModel();
+  emit tables_changed();
+}
+
+void TunerModel::add_table(const json& e) {
+  Table t;
+  t.collective = e.value("collective", "");
+  t.bytes = e.value("bytes", std::uint64_t{0});
+  t.candidates = e.value("candidates", json::array());
+  if (!t.candidates.is_array()) t.candidates = json::array();
+  t.chosen = e.value("chosen", -1);
+  if (t.chosen >= static_cast<int>(t.candidates.size())) t.chosen = -1;
+  for (auto& existing : tables_) {
+    if (existing.collective == t.collective && existing.bytes == t.bytes) {
+      t.measured_us = existing.measured_us;
+      t.measured_from_result = existing.measured_from_result;
+      beginResetModel();
+      existing = std::move(t);
+      endResetModel();
+      return;
+    }
+  }
+  tables_.push_back(std::move(t));
+  emit tables_changed();
+  select(static_cast<int>(tables_.size()) - 1);
+}
+
+void TunerModel::add_measurement(const json& e) {
+  const std::string collective = e.value("collective", "");
+  const auto bytes = e.value("bytes", std::uint64_t{0});
+  const bool from_result = e.value("type", "") == "result";
+  double us = -1;
+  if (from_result) {
+    us = e.value("out_of_place", json::object()).value("time_us", -1.0);
+  } else {
+    us = e.value("time_us", -1.0);
+  }
+  for (std::size_t i = 0; i < tables_.size(); ++i) {
+    Table& t = tables_[i];
+    if (t.collective != collective || t.bytes != bytes) continue;
+    if (t.measured_from_result && !from_result) return;
+    t.measured_us = us;
+    t.measured_from_result = from_result;
+    if (static_cast<int>(i) == selected_ && t.chosen >= 0) {
+      emit dataChanged(index(t.chosen, 4), index(t.chosen, 5));
+    }
+    return;
+  }
+}
+
+QStringList TunerModel::tables() const {
+  QStringList out;
+  for (const auto& t : tables_)
+    out << QString::fromStdString(t.collective) + " " + human_size(t.bytes);
+  return out;
+}
+
+void TunerModel::select(int table) {
+  if (table < -1 || table >= static_cast<int>(tables_.size()) || table == selected_) return;
+  beginResetModel();
+  selected_ = table;
+  endResetModel();
 }
 
 // ---- BandwidthSeries ----

@@ -30,7 +30,16 @@ const QStringList& stage_names();
 class AgentsModel : public QAbstractTableModel {
   Q_OBJECT
  public:
-  enum Column { address_column, state_column, host_column, version_column, topology_column, rtt_column, faults_column, column_count };
+  enum Column {
+    address_column,
+    state_column,
+    host_column,
+    version_column,
+    topology_column,
+    rtt_column,
+    faults_column,
+    column_count
+  };
   using QAbstractTableModel::QAbstractTableModel;
 
   int rowCount(const QModelIndex& parent = {}) const override;
@@ -133,6 +142,47 @@ class DecisionsModel : public QAbstractTableModel {
 
  private:
   std::vector<nlohmann::json> rows_;
+};
+
+// The tuner's tables ("tuner" events of rank 0): one per collective and
+// size, the candidates with their predicted time, the chosen one marked
+// (bold, highlighted) with the time measured for it beside (the result
+// row's out-of-place time, else the first call's). Shows one table at a
+// time: select(i) picks which of tables().
+class TunerModel : public QAbstractTableModel {
+  Q_OBJECT
+ public:
+  using QAbstractTableModel::QAbstractTableModel;
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
+
+  void clear();
+  void add_table(const nlohmann::json& tuner_event);
+  // A "result" or "decision" event: the measured time of that size.
+  void add_measurement(const nlohmann::json& event);
+  // "all_reduce 8 B", one per table, in arrival order.
+  QStringList tables() const;
+  void select(int table);
+  int selected() const { return selected_; }
+  // The chosen candidate's row in the selected table; -1 when none.
+  int chosen_row() const;
+
+ signals:
+  void tables_changed();
+
+ private:
+  struct Table {
+    std::string collective;
+    std::uint64_t bytes = 0;
+    nlohmann::json candidates;
+    int chosen = -1;
+    double measured_us = -1;
+    bool measured_from_result = false;
+  };
+  std::vector<Table> tables_;
+  int selected_ = -1;
 };
 
 // Per-channel bandwidth from the ranks' cumulative counters: a rolling

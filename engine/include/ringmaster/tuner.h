@@ -40,6 +40,9 @@ struct LinkModel {
   double hop_latency_us[kProtocols] = {30, 30, 30};
   double bandwidth_gbs = 1.0;      // GB/s one channel moves between neighbours
   double max_bandwidth_gbs = 1.0;  // GB/s all channels together
+  // GB/s per channel of steps that reduce what they receive (the CPU adds
+  // as it copies); 0: the same as bandwidth_gbs.
+  double reduce_bandwidth_gbs = 0;
   // The share of the line each protocol carries as data: NCCL's LL sends
   // 8 bytes of flag with every 8 of data, LL128 8 in 128.
   double protocol_efficiency[kProtocols] = {0.5, 0.9375, 1.0};

@@ -27,6 +27,7 @@
 #include "ringmaster/topology.h"
 #include "ringmaster/tuner.h"
 #include "transport/socket/link.h"
+#include "tune/cache.h"
 
 namespace ringmaster {
 
@@ -332,7 +333,8 @@ struct Communicator::Impl {
   // it: all ranks sending and receiving), then agreed on with an
   // all_reduce(max) so every rank builds the same model and picks the same
   // candidates. Without calibration the RINGMASTER_TUNE_* values are used.
-  tune::LinkModel calibrate(std::string& source) {
+  tune::LinkModel calibrate(tune::Shape& shape) {
+    std::string& source = shape.source;
     tune::LinkModel link;
     link.transport = "socket";
     // Over sockets LL sends a step whole, so its reduction cannot overlap
@@ -346,75 +348,157 @@ struct Communicator::Impl {
       throw Error(ErrorCategory::config, "RINGMASTER_TUNE_GBS=" + param_string(Param::TuneGbs) + ": not a number");
     }
     double gbs_all = gbs * max_channels;
+    double tree_share = shape.tree_efficiency;
     source = "defaults (RINGMASTER_TUNE_HOP_US, RINGMASTER_TUNE_GBS)";
     if (param_int(Param::Calibrate) != 0 && nranks > 1) {
       const auto started = Clock::now();
-      auto& ring = channels[0]->link;
-      transport::StepHeader h;
-      h.collective = static_cast<std::uint8_t>(Collective::barrier);
-      h.seq = ~std::uint64_t{0} - 1;
-      std::byte out[8]{}, in[8]{};
-      constexpr int kWarm = 3, kSmall = 20;
-      auto t0 = Clock::now();
-      for (int i = 0; i < kWarm + kSmall; ++i) {
-        if (i == kWarm) t0 = Clock::now();
-        h.step = static_cast<std::uint16_t>(i);
-        ring.exchange(h, out, sizeof(out), in, sizeof(in), 0, {});
-      }
-      hop = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / kSmall;
-      // Streaming: 1 MiB steps reduced slot by slot, as Simple runs them;
-      // the best of three, on one channel and then on all at once.
-      constexpr std::size_t kBig = 1 << 20;
-      auto stream = [&](Channel& ch, int rounds) {
-        std::vector<std::byte> send(kBig), recv(kBig), acc(kBig);
-        double best = 1e300;
-        for (int i = 0; i < rounds; ++i) {
-          transport::StepHeader hb = h;
-          hb.step = static_cast<std::uint16_t>(100 + i);
-          const auto t = Clock::now();
-          ch.link.exchange(hb, send.data(), kBig, recv.data(), kBig, kBig / 4, [&](std::size_t o, std::size_t len) {
-            kernels::reduce(acc.data() + o, acc.data() + o, recv.data() + o, len / 4, DataType::fp32, RedOp::sum);
-          });
-          best = std::min(best, std::chrono::duration<double, std::micro>(Clock::now() - t).count());
-        }
-        return best;
-      };
-      gbs = static_cast<double>(kBig) / stream(*channels[0], 3) / 1e3;
-      gbs_all = gbs;
-      if (channels.size() > 1) {
-        std::vector<double> took(channels.size());
-        std::vector<std::thread> threads;
-        for (std::size_t c = 0; c < channels.size(); ++c)
-          threads.emplace_back([&, c] { took[c] = stream(*channels[c], 2); });
-        for (auto& t : threads)
-          t.join();
-        gbs_all = static_cast<double>(kBig) * static_cast<double>(channels.size()) /
-                  *std::max_element(took.begin(), took.end()) / 1e3;
-      }
-      double agreed[3] = {hop, -gbs, -gbs_all};
-      algo::RingOp op;
-      op.collective = Collective::barrier;
-      op.seq = ~std::uint64_t{0};
-      op.type = DataType::fp64;
-      op.op = RedOp::max;
       auto ctx = context(*channels[0]);
-      algo::all_reduce(ctx, op, reinterpret_cast<std::byte*>(agreed), reinterpret_cast<std::byte*>(agreed), 3);
-      hop = agreed[0];
-      gbs = -agreed[1];
-      gbs_all = -agreed[2];
+      algo::RingOp sync;
+      sync.collective = Collective::barrier;
+      sync.seq = ~std::uint64_t{0} - 2;
+      std::byte token{};
+      // Everyone here first (a zero-byte all_reduce), so no rank times its
+      // neighbours' start-up.
+      algo::all_reduce(ctx, sync, &token, &token, 0);
+      // Rank 0 offers a calibration of this very shape from the cache;
+      // everyone takes it, or everyone measures.
+      const std::string cache = tune::calibration_cache_path();
+      std::vector<std::string> hosts;
+      for (const auto& p : bootstrap->peers())
+        hosts.push_back(p.host);
+      const std::string key =
+          fmt::format("socket ranks={} hosts={} channels={} buffsize={} trees={}", nranks, fmt::join(hosts, ","),
+                      channels.size(), buffsize, param_string(Param::TreeNodes));
+      double offer[6] = {};
+      if (rank == 0) {
+        if (const auto c = tune::load_calibration(cache, key, std::chrono::hours(1))) {
+          offer[0] = 1, offer[1] = c->hop_us, offer[2] = c->gbs, offer[3] = c->gbs_all, offer[4] = c->tree_share;
+          offer[5] = static_cast<double>(c->measured_at);
+        }
+      }
+      algo::RingOp offer_op = sync;
+      offer_op.seq = ~std::uint64_t{0} - 4;
+      offer_op.type = DataType::fp64;
+      offer_op.root = 0;
+      algo::broadcast(ctx, offer_op, reinterpret_cast<std::byte*>(offer), 6);
+      if (offer[0] == 1) {
+        hop = offer[1], gbs = offer[2], gbs_all = offer[3], tree_share = offer[4];
+        const auto now =
+            std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
+        source = fmt::format("calibration of this shape measured {} s ago, kept in {}",
+                             now - static_cast<std::int64_t>(offer[5]), cache);
+      } else {
+        // The collective itself, timed in batches (ranks run in lock step,
+        // so a batch amortises when each started): small all_reduces give
+        // the hop latency (2(n-1) steps each), 2 MiB ones the bandwidth of
+        // a step beyond that latency.
+        const double n = nranks;
+        algo::RingOp op_small = sync;
+        op_small.seq = ~std::uint64_t{0} - 3;
+        op_small.type = DataType::fp32;
+        float value[2] = {1, 2};
+        auto small = [&] {
+          algo::all_reduce(ctx, op_small, reinterpret_cast<std::byte*>(value), reinterpret_cast<std::byte*>(value), 2);
+        };
+        auto batch = [&](const std::function<void()>& f, int rounds) {
+          const auto t = Clock::now();
+          for (int i = 0; i < rounds; ++i)
+            f();
+          return std::chrono::duration<double, std::micro>(Clock::now() - t).count() / rounds;
+        };
+        batch(small, 10);
+        hop = batch(small, 20) / (2 * (n - 1));
+        constexpr std::size_t kBig = 4 << 20;
+        std::vector<std::byte> big(kBig), big_out(kBig);
+        algo::RingOp op_big = op_small;
+        op_big.slot_bytes = buffsize / 8 / 4 * 4;
+        const double moved = static_cast<double>(kBig) * 2 * (n - 1) / n;
+        const double steps = 2 * (n - 1) * hop;
+        // One untimed first (scratch buffers and socket buffers grow on first
+        // use); latency is at most half of the time at this size.
+        algo::all_reduce(ctx, op_big, big.data(), big_out.data(), kBig / 4);
+        const double t_large = batch([&] { algo::all_reduce(ctx, op_big, big.data(), big_out.data(), kBig / 4); }, 2);
+        gbs = moved / std::max(t_large - steps, t_large / 2) / 1e3;
+        // The tree at the same size: its bandwidth relative to the ring's,
+        // through the model's own formula (twice the buffer plus the fill).
+        {
+          algo::RingOp op_tree = op_big;
+          op_tree.algorithm = Algorithm::tree;
+          const auto& tree = tree_for(-1);
+          algo::tree_all_reduce(ctx, tree, op_tree, big.data(), big_out.data(), kBig / 4);
+          const double t_tree =
+              batch([&] { algo::tree_all_reduce(ctx, tree, op_tree, big.data(), big_out.data(), kBig / 4); }, 2);
+          const double depth = tree.depth_intra + tree.depth_inter;
+          const double tree_moved = 2.0 * static_cast<double>(kBig) + 2 * depth * static_cast<double>(buffsize / 8);
+          const double tree_latency = 2 * depth * shape.tree_hop_factor * hop;
+          tree_share = tree_moved / std::max(t_tree - tree_latency, t_tree / 2) / 1e3 / gbs;
+        }
+        gbs_all = gbs;
+        if (channels.size() > 1) {
+          // Every channel at once, each on its own buffers.
+          std::vector<double> times(channels.size());
+          std::vector<std::thread> threads;
+          for (std::size_t c = 0; c < channels.size(); ++c) {
+            threads.emplace_back([&, c] {
+              std::vector<std::byte> in(kBig), out(kBig);
+              auto cc = context(*channels[c]);
+              algo::all_reduce(cc, op_big, in.data(), out.data(), kBig / 4);
+              times[c] = batch([&] { algo::all_reduce(cc, op_big, in.data(), out.data(), kBig / 4); }, 2);
+            });
+          }
+          for (auto& t : threads)
+            t.join();
+          const double slowest = *std::max_element(times.begin(), times.end());
+          gbs_all = moved * static_cast<double>(channels.size()) / std::max(slowest - steps, slowest / 2) / 1e3;
+        }
+        RM_INFO(tuning,
+                "calibration on this rank: hop {:.1f} us, {:.3f} GB/s per channel, {:.3f} GB/s on all channels, tree "
+                "at {:.2f} of the ring's bandwidth",
+                hop, gbs, gbs_all, tree_share);
+        // Every rank takes the median of all ranks' figures: the same
+        // numbers everywhere, and one rank's scheduling hiccup does not count.
+        std::vector<double> all(4 * static_cast<std::size_t>(nranks));
+        double* mine = all.data() + 4 * rank;
+        mine[0] = hop, mine[1] = gbs, mine[2] = gbs_all, mine[3] = tree_share;
+        algo::RingOp gather_op = op_small;
+        gather_op.type = DataType::fp64;
+        gather_op.slot_bytes = 0;
+        algo::all_gather(ctx, gather_op, reinterpret_cast<std::byte*>(all.data()), 4, 4 * sizeof(double));
+        auto median = [&](int field) {
+          std::vector<double> v;
+          for (int r = 0; r < nranks; ++r)
+            v.push_back(all[static_cast<std::size_t>(4 * r + field)]);
+          std::sort(v.begin(), v.end());
+          return v[v.size() / 2];
+        };
+        hop = median(0), gbs = median(1), gbs_all = median(2), tree_share = median(3);
+        const double took = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+        source = fmt::format("calibrated at init in {:.1f} ms (median of the ranks' figures)", took);
+        if (rank == 0) {
+          tune::Calibration c{
+              hop,
+              gbs,
+              gbs_all,
+              tree_share,
+              std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+                  .count(),
+              took};
+          if (tune::store_calibration(cache, key, c)) source += "; kept in " + cache + " for an hour";
+        }
+      }
       for (auto& c : channels) {
         c->stats.bytes_sent = 0;
         c->stats.bytes_received = 0;
         c->stats.busy_ns = 0;
         c->stats.steps = 0;
       }
-      source = fmt::format("calibrated at init in {:.1f} ms (slowest rank's figures)",
-                           std::chrono::duration<double, std::milli>(Clock::now() - started).count());
     }
     for (double& l : link.hop_latency_us)
       l = hop;
     link.bandwidth_gbs = gbs;
     link.max_bandwidth_gbs = std::max(gbs, gbs_all);
+    shape.tree_efficiency = tree_share;
     return link;
   }
 
@@ -601,12 +685,12 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
     shape.tree_depth_intra = tree.depth_intra;
     shape.tree_depth_inter = tree.depth_inter;
     shape.tree_channels = 1;
-    shape.tree_hop_factor = 1.5;
+    shape.tree_hop_factor = 1.15;
     shape.channel_latency_us = 5;
     shape.slot_bytes = impl->buffsize / 8;
     shape.pair_bytes = impl->pair_bytes;
     try {
-      shape.intra = shape.inter = impl->calibrate(shape.source);
+      shape.intra = shape.inter = impl->calibrate(shape);
     } catch (const Error& e) {
       auto f =
           impl->bootstrap->failure(Stage::transport_connect, "calibrating the links failed: " + e.status().message());

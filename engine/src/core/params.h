@@ -48,6 +48,9 @@ namespace ringmaster {
     "(a host's ranks chained, the trees across hosts, as NCCL does)")                                            \
   X(Calibrate, "RINGMASTER_TUNE_CALIBRATE", "1",                                                                 \
     "Measure hop latency and bandwidth at init for the tuner (0: use RINGMASTER_TUNE_HOP_US and _GBS)")         \
+  X(TuneCache, "RINGMASTER_TUNE_CACHE", "",                                                                      \
+    "File where calibrations are kept for an hour, keyed by shape (default: ~/.cache/ringmaster/tuning.json; "  \
+    "off: measure every time)")                                                                                  \
   X(TuneHopUs, "RINGMASTER_TUNE_HOP_US", "60", "Tuner's hop latency in microseconds when not calibrating")       \
   X(TuneGbs, "RINGMASTER_TUNE_GBS", "1", "Tuner's per-channel bandwidth in GB/s when not calibrating")           \
   X(BuffSize, "NCCL_BUFFSIZE", "4194304", "Simple protocol buffer; a step moves BUFFSIZE/8 bytes at a time")     \

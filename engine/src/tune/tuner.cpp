@@ -213,6 +213,13 @@ Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol
   if (crosses) efficiency = std::min(efficiency, shape_.inter.protocol_efficiency[pi]);
   double bandwidth = std::min(per_channel * channels, most) * efficiency;
   if (a == Algorithm::tree) bandwidth *= shape_.tree_efficiency;
+  // Steps that reduce are slower where the reduction costs (CPU ranks).
+  auto reducing = [](const LinkModel& l) {
+    return l.reduce_bandwidth_gbs > 0 ? l.reduce_bandwidth_gbs : l.bandwidth_gbs;
+  };
+  double reduce_ratio = reducing(shape_.intra) / shape_.intra.bandwidth_gbs;
+  if (crosses) reduce_ratio = std::min(reduce_ratio, reducing(shape_.inter) / shape_.inter.bandwidth_gbs);
+  const double reduce_bandwidth = bandwidth * reduce_ratio;
 
   // Latency: hops along the schedule; traffic: the bytes the busiest rank
   // sends, plus the pipeline's fill for chains and trees under Simple.
@@ -220,22 +227,26 @@ Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol
   const double slot = std::min(b / channels, static_cast<double>(shape_.slot_bytes));
   const bool pieces = p != Protocol::ll;  // LL moves a step in one piece
   double hops = 0, hop_latency = shape_.intra.hop_latency_us[pi], traffic = 0;
+  double reduced = 0;  // the share of traffic that is reduced on arrival
   if (a == Algorithm::ring) {
     switch (c) {
       case Collective::all_reduce:
         hops = (n == 2 && bytes <= shape_.pair_bytes) ? 1 : 2.0 * (n - 1);
         traffic = n == 1 ? 0 : b * 2.0 * (n - 1) / n;
+        reduced = 0.5;
         break;
       case Collective::all_gather:
       case Collective::reduce_scatter:
         hops = n - 1;
         traffic = b * (n - 1) / n;
+        reduced = c == Collective::reduce_scatter ? 1.0 : 0.0;
         break;
       case Collective::broadcast:
       case Collective::reduce:
         // A chain: pipelined by slots under Simple, whole under LL.
         hops = n - 1;
         traffic = n == 1 ? 0 : (pieces ? b + (n - 2) * slot : b * (n - 1));
+        reduced = c == Collective::reduce ? 1.0 : 0.0;
         break;
       default:
         hops = 2.0 * (n - 1);
@@ -254,6 +265,7 @@ Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol
     // An inner rank sends to two children (all_reduce: each tree carries
     // half the data, and every rank is inner in one of them).
     traffic = n == 1 ? 0 : (pieces ? 2.0 * b + up_down * depth * slot : 2.0 * b * depth);
+    reduced = c == Collective::all_reduce ? 0.5 : (c == Collective::reduce ? 1.0 : 0.0);
   }
   // A ring crosses between nodes on (nnodes - 1) of its n - 1 hops per
   // pass; the other hops stay inside a node.
@@ -265,7 +277,10 @@ Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol
   }
   out.latency_us = shape_.base_latency_us[ai][pi] + hops * hop_latency + (channels - 1) * shape_.channel_latency_us;
   out.bandwidth_gbs = bandwidth;
-  out.predicted_us = out.latency_us + (bandwidth > 0 ? traffic / (bandwidth * 1e3) : 0);
+  out.predicted_us = out.latency_us;
+  if (bandwidth > 0) {
+    out.predicted_us += traffic * (1 - reduced) / (bandwidth * 1e3) + traffic * reduced / (reduce_bandwidth * 1e3);
+  }
   return out;
 }
 
@@ -322,14 +337,18 @@ Decision Tuner::decide_or_null(Collective c, std::size_t bytes) const {
 
 std::string Tuner::describe() const {
   auto link = [](const LinkModel& l) {
-    return fmt::format("{} hop {:.1f}/{:.1f}/{:.1f} us (LL/LL128/Simple), {:.2f} GB/s per channel, {:.2f} GB/s at most",
-                       l.transport, l.hop_latency_us[0], l.hop_latency_us[1], l.hop_latency_us[2], l.bandwidth_gbs,
-                       l.max_bandwidth_gbs);
+    std::string out = fmt::format(
+        "{} hop {:.1f}/{:.1f}/{:.1f} us (LL/LL128/Simple), {:.2f} GB/s per channel, {:.2f} GB/s at most", l.transport,
+        l.hop_latency_us[0], l.hop_latency_us[1], l.hop_latency_us[2], l.bandwidth_gbs, l.max_bandwidth_gbs);
+    if (l.reduce_bandwidth_gbs > 0) out += fmt::format(", {:.2f} GB/s reducing", l.reduce_bandwidth_gbs);
+    return out;
   };
-  std::string out =
-      fmt::format("{} ranks on {} node{}, channels {}..{}, tree depth {}+{}; within a node: {}", shape_.nranks,
-                  shape_.nnodes, shape_.nnodes == 1 ? "" : "s", shape_.min_channels, shape_.max_channels,
-                  shape_.tree_depth_intra, shape_.tree_depth_inter, link(shape_.intra));
+  std::string out = fmt::format(
+      "{} ranks on {} node{}, channels {}..{}; trees on at most {} channel(s), depth {}+{}, {:.1f}x a hop per "
+      "level, {:.2f} of the line; within a node: {}",
+      shape_.nranks, shape_.nnodes, shape_.nnodes == 1 ? "" : "s", shape_.min_channels, shape_.max_channels,
+      std::min(shape_.tree_channels, shape_.max_channels), shape_.tree_depth_intra, shape_.tree_depth_inter,
+      shape_.tree_hop_factor, shape_.tree_efficiency, link(shape_.intra));
   if (shape_.nnodes > 1) out += "; across nodes: " + link(shape_.inter);
   if (!algorithms_.empty() || !protocols_.empty()) out += "; overrides apply";
   if (!shape_.source.empty()) out += "; " + shape_.source;

@@ -1,0 +1,73 @@
+#include "tune/cache.h"
+
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "core/params.h"
+
+namespace ringmaster::tune {
+
+using nlohmann::json;
+
+std::string calibration_cache_path() {
+  if (const auto set = param_env(Param::TuneCache)) return *set == "off" ? std::string() : *set;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/ringmaster/tuning.json";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return std::string(home) + "/.cache/ringmaster/tuning.json";
+  return {};
+}
+
+std::optional<Calibration> load_calibration(const std::string& path, const std::string& key,
+                                            std::chrono::seconds max_age) {
+  if (path.empty()) return std::nullopt;
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  const json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object() || !doc.contains(key) || !doc[key].is_object()) return std::nullopt;
+  const json& e = doc[key];
+  Calibration c;
+  c.hop_us = e.value("hop_us", 0.0);
+  c.gbs = e.value("gbs", 0.0);
+  c.gbs_all = e.value("gbs_all", 0.0);
+  c.tree_share = e.value("tree_share", 0.0);
+  c.measured_at = e.value("measured_at", std::int64_t{0});
+  c.took_ms = e.value("took_ms", 0.0);
+  const auto now =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  if (c.hop_us <= 0 || c.gbs <= 0 || c.gbs_all <= 0 || c.tree_share <= 0) return std::nullopt;
+  if (c.measured_at > now || now - c.measured_at > max_age.count()) return std::nullopt;
+  return c;
+}
+
+bool store_calibration(const std::string& path, const std::string& key, const Calibration& c) {
+  if (path.empty()) return false;
+  std::error_code ec;
+  const std::filesystem::path file(path);
+  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path(), ec);
+  json doc = json::object();
+  if (std::ifstream in(path); in) {
+    doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!doc.is_object()) doc = json::object();
+  }
+  doc[key] = {{"hop_us", c.hop_us},           {"gbs", c.gbs},
+              {"gbs_all", c.gbs_all},         {"tree_share", c.tree_share},
+              {"measured_at", c.measured_at}, {"took_ms", c.took_ms}};
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << doc.dump(2) << "\n";
+    if (!out) {
+      std::filesystem::remove(tmp, ec);
+      return false;
+    }
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) std::filesystem::remove(tmp, ec);
+  return !ec;
+}
+
+}  // namespace ringmaster::tune

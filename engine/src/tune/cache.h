@@ -1,0 +1,37 @@
+// Calibrations remembered between communicators: a small JSON file of
+// measured link figures keyed by the communicator's shape (transport,
+// hosts, ranks, channels, buffer size), each with the time it was
+// measured. Rank 0 reads it and hands a fresh entry to every rank, so a
+// job that starts many communicators of one shape measures once an hour.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace ringmaster::tune {
+
+struct Calibration {
+  double hop_us = 0;
+  double gbs = 0;                // one channel
+  double gbs_all = 0;            // all channels at once
+  double tree_share = 1;         // tree bandwidth over the ring's
+  std::int64_t measured_at = 0;  // Unix seconds
+  double took_ms = 0;
+};
+
+// RINGMASTER_TUNE_CACHE, else $XDG_CACHE_HOME/ringmaster/tuning.json, else
+// $HOME/.cache/ringmaster/tuning.json; empty when RINGMASTER_TUNE_CACHE=off
+// or there is no home.
+std::string calibration_cache_path();
+
+// The entry for `key` when it is younger than max_age; nothing when the
+// file is missing, unreadable or stale (never throws).
+std::optional<Calibration> load_calibration(const std::string& path, const std::string& key,
+                                            std::chrono::seconds max_age);
+// Adds or replaces the entry (write to a temporary file, then rename).
+// Best effort: returns false when the file cannot be written.
+bool store_calibration(const std::string& path, const std::string& key, const Calibration& c);
+
+}  // namespace ringmaster::tune

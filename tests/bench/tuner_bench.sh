@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The tuner against measurement: all_reduce of floats on N local ranks over
+# loopback sockets, every candidate forced in turn (ring/tree x LL/Simple,
+# `perf --algo --proto`) and the tuner left to pick, sizes 8 B .. 64 MiB.
+# Each configuration runs `rounds` times, interleaved; figures are medians.
+# Prints per size: each candidate's time, the tuner's pick, its measured
+# time over the best candidate's, and its predicted time over its measured
+# one; then how many sizes are within 15% of the best and within 30% of
+# the prediction.
+#   tests/bench/tuner_bench.sh [build-dir] [ranks...]   (default: 4 8)
+set -euo pipefail
+build=${1:-build/release}
+shift || true
+ranks=("$@")
+[ ${#ranks[@]} -gt 0 ] || ranks=(4 8)
+iters=${ITERS:-10}
+rounds=${ROUNDS:-2}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+candidates=(Ring/LL Ring/Simple Tree/LL Tree/Simple auto)
+
+for np in "${ranks[@]}"; do
+  for ((round = 0; round < rounds; round++)); do
+    for cand in "${candidates[@]}"; do
+      args=()
+      if [ "$cand" != auto ]; then args=(--algo "${cand%/*}" --proto "${cand#*/}"); fi
+      "$build/app/ringmaster-cli" perf all_reduce --np "$np" -b 8 -e 64M -f 2 -n "$iters" -w 2 -c 0 --no-stages \
+        "${args[@]}" --json "$work/$np.${cand/\//-}.$round.json" >/dev/null
+    done
+  done
+done
+
+python3 - "$work" "$rounds" "${ranks[@]}" <<'PY'
+import json, statistics, sys
+work, rounds, ranks = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+cands = ["Ring/LL", "Ring/Simple", "Tree/LL", "Tree/Simple"]
+def load(np, name):
+    runs = [json.load(open(f"{work}/{np}.{name.replace('/', '-')}.{i}.json")) for i in range(rounds)]
+    out = {}
+    for size in {r["bytes"] for r in runs[0]}:
+        rows = [next(r for r in run if r["bytes"] == size) for run in runs]
+        out[size] = (statistics.median(r["out_of_place"]["time_us"] for r in rows), rows[0].get("tuner"))
+    return out
+for np in ranks:
+    measured = {c: load(np, c) for c in cands}
+    auto = load(np, "auto")
+    print(f"\n# all_reduce float sum, {np} ranks on loopback sockets; times in us (median of {rounds} rounds)")
+    print(f"{'size(B)':>10} " + " ".join(f"{c:>12}" for c in cands) +
+          f" {'pick':>12} {'pick/best':>9} {'predicted':>10} {'pred/meas':>9} {'auto run':>9}")
+    within_best = within_pred = total = 0
+    for size in sorted(auto):
+        times = {c: measured[c][size][0] for c in cands if size in measured[c]}
+        best = min(times.values())
+        pick = auto[size][1]
+        name = f"{pick['algorithm']}/{pick['protocol']}"
+        t_pick = times[name]
+        ratio = t_pick / best
+        pred = pick["predicted_us"] / t_pick
+        total += 1
+        within_best += ratio <= 1.15
+        within_pred += 0.7 <= pred <= 1.3
+        print(f"{size:>10} " + " ".join(f"{times[c]:>12.1f}" for c in cands) +
+              f" {name:>12} {ratio:>9.2f} {pick['predicted_us']:>10.1f} {pred:>9.2f} {auto[size][0]:>9.1f}")
+    print(f"# {np} ranks: pick within 15% of the best at {within_best}/{total} sizes "
+          f"({100 * within_best / total:.0f}%); predicted within 30% of measured at {within_pred}/{total} "
+          f"({100 * within_pred / total:.0f}%)")
+PY
