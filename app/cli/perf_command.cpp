@@ -96,6 +96,10 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
     for (int c = 0; c < comm->max_channels(); ++c)
       rings.push_back({{"channel", c}, {"ranks", order}});
     emit({{"type", "rings"}, {"rings", std::move(rings)}});
+    nlohmann::json trees = nlohmann::json::array();
+    for (int t = 0; t < 2; ++t)
+      trees.push_back({{"tree", t}, {"parents", comm->tree_parents(t)}});
+    emit({{"type", "trees"}, {"trees", std::move(trees)}});
   }
   std::atomic<bool> running{true};
   std::thread sampler([&] {

@@ -40,8 +40,11 @@ int main(int argc, char** argv) {
   QCommandLineOption iters_opt("iters", "Timed iterations per size (default 20).", "n", "20");
   QCommandLineOption per_agent_opt("np-per-agent", "Ranks per agent (default 1).", "n", "1");
   QCommandLineOption record_opt("record", "Write every agent message to this file (JSON lines).", "file");
+  QCommandLineOption tab_opt("tab", "With --screenshot: the tab to show (its title, e.g. Tuner; default Live).",
+                             "title", "Live");
+  QCommandLineOption size_opt("size", "Window size, e.g. 1366x768 (default: as last time).", "WxH");
   for (const auto* o : {&agents_opt, &token_opt, &local_opt, &run_opt, &shot_opt, &collective_opt, &min_opt, &max_opt,
-                        &iters_opt, &per_agent_opt, &record_opt}) {
+                        &iters_opt, &per_agent_opt, &record_opt, &tab_opt, &size_opt}) {
     cli.addOption(*o);
   }
   cli.process(app);
@@ -90,6 +93,15 @@ int main(int argc, char** argv) {
   spec.iters = cli.value(iters_opt).toInt();
   spec.ranks_per_agent = cli.value(per_agent_opt).toInt();
   window.set_run_spec(spec);
+  if (cli.isSet(size_opt)) {
+    const auto wh = cli.value(size_opt).split('x');
+    const int w = wh.size() == 2 ? wh[0].toInt() : 0, h = wh.size() == 2 ? wh[1].toInt() : 0;
+    if (w < 320 || h < 240) {
+      std::fprintf(stderr, "ringmaster: --size %s: expected WxH, at least 320x240\n", qPrintable(cli.value(size_opt)));
+      return 1;
+    }
+    window.resize(w, h);
+  }
   window.show();
 
   const bool screenshot = cli.isSet(shot_opt);
@@ -110,7 +122,11 @@ int main(int argc, char** argv) {
   }
   if (screenshot) {
     QObject::connect(&console.run, &ringmaster::ui::RunState::finished, &window, [&](bool ok) {
-      window.tabs()->setCurrentIndex(0);
+      int tab = 0;
+      for (int i = 0; i < window.tabs()->count(); ++i) {
+        if (window.tabs()->tabText(i).compare(cli.value(tab_opt), Qt::CaseInsensitive) == 0) tab = i;
+      }
+      window.tabs()->setCurrentIndex(tab);
       // Let the chart draw the last samples before the picture is taken.
       QTimer::singleShot(700, &window, [&, ok] {
         const bool saved = window.save_screenshot(cli.value(shot_opt));

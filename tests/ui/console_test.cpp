@@ -149,6 +149,20 @@ void ConsoleTest::sweepOverTwoLocalAgents() {
   QCOMPARE(rings.nodes.size(), std::size_t{2});
   QVERIFY(rings.nodes[0].contains(rings.ranks[1]) && rings.nodes[1].contains(rings.ranks[2]));
   QCOMPARE(rings.channel_paths[0].size(), std::size_t{5});  // closed: back to rank 0
+  // The all_reduce trees: two, each spanning the 4 ranks (3 edges) in the
+  // lower half, drawn between the ranks' dots.
+  QCOMPARE(console.run.trees().size(), std::size_t{2});
+  const auto with_trees =
+      layout_rings(console.run.placement(), console.run.rings(), QRectF(0, 0, 800, 600), console.run.trees());
+  QCOMPARE(with_trees.tree_edges.size(), std::size_t{2});
+  for (const auto& edges : with_trees.tree_edges) {
+    QCOMPARE(edges.size(), std::size_t{3});
+    for (const auto& [from, to] : edges) {
+      QVERIFY(from.y() > 300 && to.y() > 300);
+      QVERIFY(from != to);
+    }
+  }
+  QVERIFY(with_trees.nodes[0].bottom() <= 300);
 
   // The recording replays into the same model contents.
   RunState replayed;

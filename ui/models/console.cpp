@@ -16,6 +16,7 @@ void RunState::begin(const QString& run_id, int world_size, int agents, std::vec
   run_id_ = run_id;
   placement_ = std::move(placement);
   rings_.clear();
+  trees_.clear();
   world_size_ = world_size;
   agents_ = agents;
   agents_done_ = 0;
@@ -60,6 +61,11 @@ void RunState::apply(const AgentMessage& m) {
     rings_.clear();
     for (const auto& r : e.value("rings", json::array()))
       rings_.push_back(r.value("ranks", std::vector<int>{}));
+    emit rings_changed();
+  } else if (type == "trees") {
+    trees_.clear();
+    for (const auto& t : e.value("trees", json::array()))
+      trees_.push_back(t.value("parents", std::vector<int>{}));
     emit rings_changed();
   } else if (type == "decision") {
     if (rank == 0) {

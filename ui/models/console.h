@@ -60,6 +60,8 @@ class RunState : public QObject {
   std::size_t samples() const { return samples_; }
   // Each channel's ring as rank 0 reported it.
   const std::vector<std::vector<int>>& rings() const { return rings_; }
+  // The all_reduce double binary trees: per tree, each rank's parent (-1 at the root).
+  const std::vector<std::vector<int>>& trees() const { return trees_; }
   const std::vector<int>& placement() const { return placement_; }
 
  signals:
@@ -76,6 +78,7 @@ class RunState : public QObject {
   QStringList problems_;
   std::size_t samples_ = 0;
   std::vector<std::vector<int>> rings_;
+  std::vector<std::vector<int>> trees_;
   std::vector<int> placement_;
 };
 

@@ -510,8 +510,8 @@ void TunerModel::add_table(const json& e) {
     }
   }
   tables_.push_back(std::move(t));
-  emit tables_changed();
   select(static_cast<int>(tables_.size()) - 1);
+  emit tables_changed();
 }
 
 void TunerModel::add_measurement(const json& e) {

@@ -3,33 +3,61 @@
 #include <QPainter>
 #include <QPainterPath>
 #include <algorithm>
+#include <cmath>
 
 namespace ringmaster::ui {
 
-RingsLayout layout_rings(const std::vector<int>& placement, const std::vector<std::vector<int>>& rings,
-                         const QRectF& area) {
-  RingsLayout out;
+namespace {
+
+// One box per agent across `area`, its ranks spread along the middle.
+void place(const std::vector<int>& placement, const QRectF& area, std::vector<QRectF>& boxes,
+           std::vector<QPointF>& ranks) {
   const int nodes = placement.empty() ? 0 : *std::max_element(placement.begin(), placement.end()) + 1;
-  if (nodes <= 0 || area.width() <= 0) return out;
+  if (nodes <= 0 || area.width() <= 0) return;
   const double gap = 24;
   const double w = (area.width() - gap * (nodes - 1)) / nodes;
   for (int n = 0; n < nodes; ++n)
-    out.nodes.emplace_back(area.left() + n * (w + gap), area.top() + 28, w, area.height() - 40);
+    boxes.emplace_back(area.left() + n * (w + gap), area.top() + 28, w, std::max(area.height() - 40, 30.0));
   std::vector<int> seen(static_cast<std::size_t>(nodes), 0), count(static_cast<std::size_t>(nodes), 0);
   for (int node : placement) {
     if (node >= 0) ++count[static_cast<std::size_t>(node)];
   }
-  out.ranks.resize(placement.size());
+  ranks.resize(placement.size());
   for (std::size_t r = 0; r < placement.size(); ++r) {
     const int node = placement[r];
     if (node < 0) {  // placed on no agent: drawn below, outside the boxes
-      out.ranks[r] = QPointF(area.center().x(), area.bottom() - 4);
+      ranks[r] = QPointF(area.center().x(), area.bottom() - 4);
       continue;
     }
-    const QRectF& box = out.nodes[static_cast<std::size_t>(node)];
+    const QRectF& box = boxes[static_cast<std::size_t>(node)];
     const int k = seen[static_cast<std::size_t>(node)]++;
     const int per = count[static_cast<std::size_t>(node)];
-    out.ranks[r] = QPointF(box.left() + box.width() * (k + 1) / (per + 1), box.center().y());
+    ranks[r] = QPointF(box.left() + box.width() * (k + 1) / (per + 1), box.center().y());
+  }
+}
+
+}  // namespace
+
+RingsLayout layout_rings(const std::vector<int>& placement, const std::vector<std::vector<int>>& rings,
+                         const QRectF& area, const std::vector<std::vector<int>>& trees) {
+  RingsLayout out;
+  const bool with_trees = !trees.empty();
+  const QRectF ring_area = with_trees ? QRectF(area.left(), area.top(), area.width(), area.height() / 2) : area;
+  place(placement, ring_area, out.nodes, out.ranks);
+  if (out.nodes.empty()) return out;
+  if (with_trees) {
+    place(placement, QRectF(area.left(), area.center().y(), area.width(), area.height() / 2), out.tree_nodes,
+          out.tree_ranks);
+    for (std::size_t t = 0; t < trees.size(); ++t) {
+      std::vector<std::pair<QPointF, QPointF>> edges;
+      const QPointF shift(0, t % 2 ? 5 : -5);  // the two trees side by side on shared edges
+      for (std::size_t r = 0; r < trees[t].size() && r < out.tree_ranks.size(); ++r) {
+        const int up = trees[t][r];
+        if (up < 0 || up >= static_cast<int>(out.tree_ranks.size())) continue;
+        edges.emplace_back(out.tree_ranks[static_cast<std::size_t>(up)] + shift, out.tree_ranks[r] + shift);
+      }
+      out.tree_edges.push_back(std::move(edges));
+    }
   }
   for (std::size_t c = 0; c < rings.size(); ++c) {
     std::vector<QPointF> path;
@@ -60,12 +88,34 @@ void RingsView::paintEvent(QPaintEvent*) {
     p.drawText(rect(), Qt::AlignCenter, "The rings of each channel appear here once a run is connected.");
     return;
   }
-  const auto layout = layout_rings(run_.placement(), run_.rings(), QRectF(rect()).adjusted(12, 12, -12, -12));
+  const auto layout =
+      layout_rings(run_.placement(), run_.rings(), QRectF(rect()).adjusted(12, 12, -12, -12), run_.trees());
   p.setPen(QPen(QColor(0x75, 0x75, 0x75), 1));
   for (std::size_t n = 0; n < layout.nodes.size(); ++n) {
     p.setBrush(QColor(0xf5, 0xf5, 0xf5));
     p.drawRoundedRect(layout.nodes[n], 6, 6);
-    p.drawText(layout.nodes[n].adjusted(8, 4, -4, 0), Qt::AlignLeft | Qt::AlignTop, QString("agent %1").arg(n));
+    p.drawText(layout.nodes[n].adjusted(8, 4, -4, 0), Qt::AlignLeft | Qt::AlignTop, QString("agent %1 — rings").arg(n));
+  }
+  for (std::size_t n = 0; n < layout.tree_nodes.size(); ++n) {
+    p.setBrush(QColor(0xf5, 0xf5, 0xf5));
+    p.drawRoundedRect(layout.tree_nodes[n], 6, 6);
+    p.drawText(layout.tree_nodes[n].adjusted(8, 4, -4, 0), Qt::AlignLeft | Qt::AlignTop,
+               QString("agent %1 — trees").arg(n));
+  }
+  // Trees: tree 0 solid teal, tree 1 dashed brown, parent to child.
+  static const QColor tree_colors[] = {QColor(0x00, 0x83, 0x8f), QColor(0x8d, 0x6e, 0x63)};
+  for (std::size_t t = 0; t < layout.tree_edges.size(); ++t) {
+    QPen pen(tree_colors[t % 2], 2, t % 2 ? Qt::DashLine : Qt::SolidLine);
+    p.setPen(pen);
+    p.setBrush(Qt::NoBrush);  // an arc is an open curve, not a filled chord
+    for (const auto& [from, to] : layout.tree_edges[t]) {
+      QPainterPath arc(from);
+      const QPointF mid = (from + to) / 2 + QPointF(0, (t % 2 ? 1 : -1) * (12 + std::abs(to.x() - from.x()) / 6));
+      arc.quadTo(mid, to);
+      p.drawPath(arc);
+    }
+    p.drawText(QPointF(width() - 150, height() - 10 - 16.0 * static_cast<double>(t)),
+               QString("tree %1 (all_reduce)").arg(t));
   }
   static const QColor colors[] = {QColor(0x1e, 0x88, 0xe5), QColor(0xe5, 0x39, 0x35), QColor(0x43, 0xa0, 0x47),
                                   QColor(0xfb, 0x8c, 0x00), QColor(0x8e, 0x24, 0xaa), QColor(0x00, 0x89, 0x7b)};
@@ -85,10 +135,12 @@ void RingsView::paintEvent(QPaintEvent*) {
     p.drawText(QPointF(16, height() - 10 - 16.0 * static_cast<double>(c)), QString("channel %1").arg(c));
   }
   p.setPen(Qt::black);
-  for (std::size_t r = 0; r < layout.ranks.size(); ++r) {
-    p.setBrush(QColor(0xff, 0xff, 0xff));
-    p.drawEllipse(layout.ranks[r], 11, 11);
-    p.drawText(QRectF(layout.ranks[r] - QPointF(11, 11), QSizeF(22, 22)), Qt::AlignCenter, QString::number(r));
+  for (const auto* ranks : {&layout.ranks, &layout.tree_ranks}) {
+    for (std::size_t r = 0; r < ranks->size(); ++r) {
+      p.setBrush(QColor(0xff, 0xff, 0xff));
+      p.drawEllipse((*ranks)[r], 11, 11);
+      p.drawText(QRectF((*ranks)[r] - QPointF(11, 11), QSizeF(22, 22)), Qt::AlignCenter, QString::number(r));
+    }
   }
 }
 

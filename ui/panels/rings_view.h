@@ -1,6 +1,7 @@
 // The rings of a run's channels drawn over its nodes: one box per agent
 // with its ranks, one coloured closed path per channel through the ranks
-// in ring order. Geometry apart from painting (layout_rings).
+// in ring order; below them the double binary trees of all_reduce, one
+// style per tree. Geometry apart from painting (layout_rings).
 #pragma once
 
 #include <QPointF>
@@ -16,9 +17,16 @@ struct RingsLayout {
   std::vector<QRectF> nodes;                        // per agent
   std::vector<QPointF> ranks;                       // per rank (centre of its dot)
   std::vector<std::vector<QPointF>> channel_paths;  // per channel: closed path through the ranks
+  // Per tree: its edges, parent end first (trees are drawn in their own
+  // copy of the agents, below the rings).
+  std::vector<std::vector<std::pair<QPointF, QPointF>>> tree_edges;
+  std::vector<QPointF> tree_ranks;  // per rank, in the trees' copy
+  std::vector<QRectF> tree_nodes;   // per agent, in the trees' copy
 };
+// With `trees` (per tree, each rank's parent), the rings take the top half
+// of `area` and the trees the bottom half.
 RingsLayout layout_rings(const std::vector<int>& placement, const std::vector<std::vector<int>>& rings,
-                         const QRectF& area);
+                         const QRectF& area, const std::vector<std::vector<int>>& trees = {});
 
 class RingsView : public QWidget {
   Q_OBJECT

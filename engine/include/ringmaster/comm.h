@@ -143,6 +143,10 @@ class Communicator {
   // waiter; returns at once. The communicator is unusable afterwards.
   void abort();
 
+  // The double binary trees all_reduce uses: per rank its parent in tree
+  // 0 or 1 (-1 at that tree's root).
+  std::vector<int> tree_parents(int tree) const;
+
   // The model this communicator decides with (calibrated at init).
   const tune::Tuner& tuner() const noexcept;
 
