@@ -31,8 +31,8 @@
 #include "panels/rings_view.h"
 #include "panels/scenarios_panel.h"
 #include "panels/timeline_view.h"
-#include "panels/tuner_panel.h"
 #include "panels/topology_view.h"
+#include "panels/tuner_panel.h"
 
 namespace ringmaster::ui {
 
@@ -205,7 +205,10 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   connect(&console_.run, &RunState::started, this, [this] { update_status(); });
   connect(&console_.run, &RunState::finished, this, [this] {
     update_status();
-    if (!console_.run.problems().isEmpty()) detail_->setPlainText(console_.run.problems().join("\n"));
+    QStringList lines = console_.run.problems();
+    for (const auto& l : console_.run.slow_links())
+      lines << "Slow link: " + l;
+    if (!lines.isEmpty()) detail_->setPlainText(lines.join("\n"));
   });
   auto* status_timer = new QTimer(this);
   connect(status_timer, &QTimer::timeout, this, &MainWindow::update_status);
@@ -349,10 +352,12 @@ void MainWindow::update_status() {
                              .arg(run.world_size())
                              .arg(run.results.rowCount()));
   } else {
-    status_run_->setText(QString("run %1: %2 (%3 rows, avg busbw %4 GB/s)")
-                             .arg(run.run_id(), run.ok() ? "done" : "FAILED")
-                             .arg(run.results.rowCount())
-                             .arg(run.results.average_busbw(), 0, 'f', 2));
+    QString text = QString("run %1: %2 (%3 rows, avg busbw %4 GB/s)")
+                       .arg(run.run_id(), run.ok() ? "done" : "FAILED")
+                       .arg(run.results.rowCount())
+                       .arg(run.results.average_busbw(), 0, 'f', 2);
+    if (!run.slow_links().isEmpty()) text += "; slow link: " + run.slow_links().front();
+    status_run_->setText(text);
   }
   run_button_->setEnabled(!run.running());
 }

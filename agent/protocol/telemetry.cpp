@@ -1,6 +1,10 @@
 // JSON for rank telemetry, both ways.
 #include "ringmaster/agent/telemetry.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+
 namespace ringmaster::agent {
 
 using nlohmann::json;
@@ -62,17 +66,58 @@ json to_json(const CollectiveRecord& r) {
 json to_json(const tune::Decision& d) {
   json candidates = json::array();
   for (const auto& c : d.candidates) {
-    json j = {{"algorithm", name_of(c.algorithm)},
-              {"protocol", name_of(c.protocol)},
-              {"channels", c.channels},
-              {"predicted_us", c.predicted_us},
-              {"latency_us", c.latency_us},
-              {"bandwidth_gbs", c.bandwidth_gbs}};
+    json j = {
+        {"algorithm", name_of(c.algorithm)}, {"protocol", name_of(c.protocol)}, {"channels", c.channels},
+        {"predicted_us", c.predicted_us},    {"latency_us", c.latency_us},      {"bandwidth_gbs", c.bandwidth_gbs}};
     if (!c.excluded.empty()) j["excluded"] = c.excluded;
     candidates.push_back(std::move(j));
   }
-  return {{"type", "tuner"},   {"collective", name_of(d.collective)}, {"bytes", d.bytes}, {"nranks", d.nranks},
+  return {{"type", "tuner"},    {"collective", name_of(d.collective)}, {"bytes", d.bytes}, {"nranks", d.nranks},
           {"chosen", d.chosen}, {"candidates", std::move(candidates)}};
+}
+
+json links_json(const std::vector<PeerLinkCounters>& links) {
+  json out = json::array();
+  for (const auto& l : links) {
+    const double gbs = l.active_ns > 0 ? static_cast<double>(l.bytes) / static_cast<double>(l.active_ns) : 0;
+    out.push_back({{"from", l.peer}, {"bytes", l.bytes}, {"active_us", l.active_ns / 1000}, {"gbs", gbs}});
+  }
+  return {{"type", "links"}, {"links", std::move(out)}};
+}
+
+namespace {
+std::string rate_text(double gbs) {
+  return gbs >= 1 ? fmt::format("{:.2f} GB/s", gbs) : fmt::format("{:.1f} MB/s", gbs * 1e3);
+}
+}  // namespace
+
+std::string SlowLink::describe() const {
+  return fmt::format("rank {} -> rank {} at {}, 1/{:.0f} of the median link ({})", from, to, rate_text(gbs),
+                     gbs > 0 ? median_gbs / gbs : 0.0, rate_text(median_gbs));
+}
+
+std::vector<SlowLink> find_slow_links(const std::vector<std::pair<int, json>>& links_events) {
+  std::vector<SlowLink> all;
+  for (const auto& [rank, e] : links_events) {
+    for (const auto& l : e.value("links", json::array())) {
+      const double gbs = l.value("gbs", 0.0);
+      if (gbs > 0) all.push_back({l.value("from", -1), rank, gbs, 0});
+    }
+  }
+  if (all.size() < 3) return {};
+  std::vector<double> rates;
+  for (const auto& l : all)
+    rates.push_back(l.gbs);
+  std::sort(rates.begin(), rates.end());
+  const double median = rates[rates.size() / 2];
+  std::vector<SlowLink> slow;
+  for (auto l : all) {
+    if (l.gbs >= median / 4) continue;
+    l.median_gbs = median;
+    slow.push_back(l);
+  }
+  std::sort(slow.begin(), slow.end(), [](const SlowLink& a, const SlowLink& b) { return a.gbs < b.gbs; });
+  return slow;
 }
 
 std::optional<Stage> parse_stage(std::string_view name) {

@@ -142,6 +142,7 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
   }
   running = false;
   sampler.join();
+  emit(agent::links_json(comm->peer_links()));
   if (code == 0 && wrong != 0) code = 1;
   emit({{"type", "done"}, {"wrong", wrong}, {"rows", rows}, {"exit_code", code}});
   return code;

@@ -144,6 +144,7 @@ int run_remote(const RemoteOptions& o) {
   if (!o.events_file.empty()) events.open(o.events_file);
   std::vector<StageEvent> stages;
   std::vector<PerfRow> rows;
+  std::vector<std::pair<int, json>> links;
   bool header_printed = false;
   std::size_t agents_done = 0;
   bool ok = true;
@@ -199,12 +200,18 @@ int run_remote(const RemoteOptions& o) {
     } else if (kind == "rank_failed") {
       ok = false;
       std::fprintf(stderr, "# %s\n", e.value("summary", "a rank failed").c_str());
+    } else if (kind == "links") {
+      links.emplace_back(rank, e);
     } else if (kind == "run_done") {
       ++agents_done;
       ok = ok && e.value("ok", false);
     }
   }
   if (!rows.empty()) std::fputs(perf_footer(rows).c_str(), stdout);
+  // Every rank measured the links into it; one far below the others is
+  // named (the run still completed).
+  for (const auto& l : agent::find_slow_links(links))
+    std::printf("# Slow link: %s\n", l.describe().c_str());
   long wrong = 0;
   for (const auto& r : rows)
     wrong += r.out_of_place.wrong + r.in_place.wrong;

@@ -29,6 +29,7 @@
 #include "ringmaster/agent/client.h"
 #include "ringmaster/agent/command.h"
 #include "ringmaster/agent/protocol.h"
+#include "ringmaster/agent/telemetry.h"
 #include "ringmaster/status.h"
 
 namespace ringmaster::cli {
@@ -306,6 +307,7 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, st
   bool killed = false;
   std::map<int, json> failures;
   std::map<int, std::vector<std::string>> errors;
+  std::vector<std::pair<int, json>> links;
   std::set<std::string> entered;
   int done = 0;
   bool all_ok = true;
@@ -338,6 +340,8 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, st
       failures[rank] = e;
     } else if (type == "error") {
       errors[rank].push_back(e.value("message", ""));
+    } else if (type == "links") {
+      links.emplace_back(rank, e);
     } else if (type == "rank_failed") {
       v.report.push_back(e.value("summary", ""));
     } else if (type == "sample" && kill_rank >= 0 && !killed &&
@@ -359,6 +363,9 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, st
     for (const auto& e : list)
       v.report.push_back("rank " + std::to_string(rank) + ": " + e);
   }
+  const auto slow = agent::find_slow_links(links);
+  for (const auto& l : slow)
+    v.report.push_back("slow link: " + l.describe());
 
   // Compare with the expectation.
   auto fail = [&](std::string why) {
@@ -366,6 +373,16 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, st
     v.reasons.push_back(std::move(why));
   };
   const std::string outcome = expect.value("outcome", "fail");
+  if (expect.contains("slow_link")) {
+    const int from = expect["slow_link"].value("from", -1), to = expect["slow_link"].value("to", -1);
+    if (slow.empty()) {
+      fail("expected the link rank " + std::to_string(from) + " -> rank " + std::to_string(to) +
+           " flagged slow; no link was (" + std::to_string(links.size()) + " ranks reported their links)");
+    } else if (slow.front().from != from || slow.front().to != to) {
+      fail("expected the link rank " + std::to_string(from) + " -> rank " + std::to_string(to) +
+           " flagged slowest; flagged " + slow.front().describe());
+    }
+  }
   if (outcome == "complete") {
     if (!all_ok) fail("expected the run to complete, it failed");
     return v;
@@ -505,7 +522,7 @@ Runner add_repro_command(CLI::App& app) {
       for (const auto& line : v.report)
         std::printf("   | %s\n", line.c_str());
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::printf("   %s (%.1f s)\n", v.passed ? "PASS: Ringmaster named the failure as expected" : "FAIL", seconds);
+      std::printf("   %s (%.1f s)\n", v.passed ? "PASS: Ringmaster reported what the scenario expects" : "FAIL", seconds);
       for (const auto& r : v.reasons)
         std::printf("   - %s\n", r.c_str());
       std::fflush(stdout);

@@ -24,6 +24,7 @@
 #include "process.h"
 #include "ringmaster/agent/client.h"
 #include "ringmaster/agent/protocol.h"
+#include "ringmaster/agent/telemetry.h"
 #include "ringmaster/status.h"
 
 namespace ringmaster {
@@ -125,6 +126,26 @@ std::set<std::string> keys_of(const json& j, const std::string& prefix = "") {
     }
   }
   return out;
+}
+
+// The slow-link finder: one link a hundred times slower than the others is
+// named, slowest first; uniform links name none; too few links name none.
+TEST(SlowLinks, TheOutlierIsNamedAtItsReceiver) {
+  auto links = [](int from, double gbs) {
+    return nlohmann::json{{"type", "links"}, {"links", {{{"from", from}, {"bytes", 1 << 22}, {"gbs", gbs}}}}};
+  };
+  std::vector<std::pair<int, nlohmann::json>> ring = {
+      {0, links(3, 0.5)}, {1, links(0, 0.45)}, {2, links(1, 0.004)}, {3, links(2, 0.52)}};
+  const auto slow = agent::find_slow_links(ring);
+  ASSERT_EQ(slow.size(), 1u);
+  EXPECT_EQ(slow[0].from, 1);
+  EXPECT_EQ(slow[0].to, 2);
+  EXPECT_NE(slow[0].describe().find("rank 1 -> rank 2 at 4.0 MB/s"), std::string::npos) << slow[0].describe();
+  ring[2].second = links(1, 0.4);
+  EXPECT_TRUE(agent::find_slow_links(ring).empty());
+  ring.resize(2);
+  ring[1].second = links(0, 0.001);
+  EXPECT_TRUE(agent::find_slow_links(ring).empty());
 }
 
 TEST(Agent, FourRanksAcrossTwoAgentsStreamEverything) {

@@ -202,6 +202,25 @@ TEST(Collectives, TunerPicksAndReportsItsChoice) {
   EXPECT_FALSE(picks.empty());
 }
 
+TEST(Collectives, PeerLinksMeasureLargeTransfersAtTheReceiver) {
+  CommOptions options;
+  options.algorithm = Algorithm::ring;
+  options.protocol = Protocol::simple;
+  run_ranks(
+      3,
+      [](Communicator& comm) {
+        std::vector<float> data(1 << 20, 1.0f);
+        comm.all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
+        // The ring: every rank hears from its previous rank only.
+        const auto links = comm.peer_links();
+        ASSERT_EQ(links.size(), 1u) << "rank " << comm.rank();
+        EXPECT_EQ(links[0].peer, (comm.rank() + 2) % 3);
+        EXPECT_GE(links[0].bytes, 2u * (4u << 20) / 3 - 64);
+        EXPECT_GT(links[0].active_ns, 0u);
+      },
+      options);
+}
+
 TEST(Collectives, AlgorithmOverridesAreCheckedBeforeConnecting) {
   ::setenv("NCCL_ALGO", "ring,bogus", 1);
   try {

@@ -1,6 +1,8 @@
 // Console: connections, local agents, runs, recording.
 #include "console.h"
 
+#include "ringmaster/agent/telemetry.h"
+
 #include <QCoreApplication>
 #include <QDateTime>
 #include <QTextStream>
@@ -22,6 +24,8 @@ void RunState::begin(const QString& run_id, int world_size, int agents, std::vec
   agents_done_ = 0;
   ok_ = true;
   problems_.clear();
+  slow_links_.clear();
+  links_.clear();
   samples_ = 0;
   timeline.reset(world_size);
   results.clear();
@@ -78,9 +82,15 @@ void RunState::apply(const AgentMessage& m) {
   } else if (type == "rank_failed") {
     problems_ << QString::fromStdString(e.value("summary", "a rank failed"));
     ok_ = false;
+  } else if (type == "links") {
+    links_.emplace_back(rank, e);
   } else if (type == "run_done") {
     ok_ = ok_ && e.value("ok", false);
-    if (++agents_done_ == agents_) emit finished(ok_);
+    if (++agents_done_ == agents_) {
+      for (const auto& l : agent::find_slow_links(links_))
+        slow_links_ << QString::fromStdString(l.describe());
+      emit finished(ok_);
+    }
   }
 }
 

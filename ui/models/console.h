@@ -57,6 +57,9 @@ class RunState : public QObject {
   bool ok() const { return ok_; }
   // "rank 1 was killed by SIGKILL", errors and failures, in arrival order.
   const QStringList& problems() const { return problems_; }
+  // Links far slower than the run's others, named once every agent is
+  // done ("rank 1 -> rank 2 at 5.1 MB/s, ..."); the run may still be ok.
+  const QStringList& slow_links() const { return slow_links_; }
   std::size_t samples() const { return samples_; }
   // Each channel's ring as rank 0 reported it.
   const std::vector<std::vector<int>>& rings() const { return rings_; }
@@ -76,6 +79,8 @@ class RunState : public QObject {
   int agents_done_ = 0;
   bool ok_ = true;
   QStringList problems_;
+  QStringList slow_links_;
+  std::vector<std::pair<int, nlohmann::json>> links_;
   std::size_t samples_ = 0;
   std::vector<std::vector<int>> rings_;
   std::vector<std::vector<int>> trees_;

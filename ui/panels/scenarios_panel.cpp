@@ -77,7 +77,7 @@ ScenariosPanel::ScenariosPanel(RunState& run, QString catalog, QString cli, QWid
           "Skipped: scenarios need root (network namespaces, veth, nftables). Run the console as root, "
           "or `sudo ringmaster-cli repro run NAME`.");
     } else {
-      verdict_->setText(passed ? "PASS: Ringmaster named the failure as expected (timeline on the Live tab)"
+      verdict_->setText(passed ? "PASS: Ringmaster reported what the scenario expects (timeline on the Live tab)"
                                : "FAIL: see the output for expected vs observed");
     }
     verdict_->setStyleSheet(passed ? "color: #2e7d32; font-weight: bold" : "color: #c62828; font-weight: bold");

@@ -92,6 +92,16 @@ struct ChannelCounters {
   std::uint64_t steps = 0;
 };
 
+// What this rank received from one peer over all channels, counting
+// transfers of 64 KiB and more: bytes, and the time from each transfer's
+// first data byte to its last. bytes / active time is the link's rate as
+// this rank saw it; a slow link shows as an outlier at its receiver.
+struct PeerLinkCounters {
+  int peer = -1;
+  std::uint64_t bytes = 0;
+  std::uint64_t active_ns = 0;
+};
+
 struct CommOptions {
   // Overrides of NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS / NCCL_ALGO /
   // NCCL_PROTO / NCCL_BUFFSIZE / RINGMASTER_COLL_TIMEOUT. A forced
@@ -149,6 +159,9 @@ class Communicator {
 
   // The model this communicator decides with (calibrated at init).
   const tune::Tuner& tuner() const noexcept;
+
+  // Per peer that sent this rank large transfers (see PeerLinkCounters).
+  std::vector<PeerLinkCounters> peer_links() const;
 
   // A snapshot of channel c's counters.
   ChannelCounters counters(int channel) const;

@@ -497,6 +497,10 @@ struct Communicator::Impl {
         c->stats.bytes_received = 0;
         c->stats.busy_ns = 0;
         c->stats.steps = 0;
+        for (int p = 0; p < c->stats.peers; ++p) {
+          c->stats.from_peer[static_cast<std::size_t>(p)].bytes = 0;
+          c->stats.from_peer[static_cast<std::size_t>(p)].active_ns = 0;
+        }
       }
     }
     for (double& l : link.hop_latency_us)
@@ -518,6 +522,9 @@ struct Communicator::Impl {
       channel->link.spin = spin;
       channel->link.aborted = &aborted;
       channel->link.counters = &channel->stats;
+      channel->stats.from_peer =
+          std::make_unique<transport::ChannelStats::FromPeer[]>(static_cast<std::size_t>(nranks));
+      channel->stats.peers = nranks;
     }
     if (nranks == 1) return;
     // Connects to `peer`'s bootstrap listener and says which connection
@@ -953,6 +960,21 @@ Request Communicator::sendrecv(const void* send, int to, void* recv, int from, s
 
 void Communicator::abort() {
   impl_->abort();
+}
+
+std::vector<PeerLinkCounters> Communicator::peer_links() const {
+  std::vector<PeerLinkCounters> out;
+  for (int p = 0; p < impl_->nranks; ++p) {
+    PeerLinkCounters l;
+    l.peer = p;
+    for (const auto& c : impl_->channels) {
+      if (p >= c->stats.peers) continue;
+      l.bytes += c->stats.from_peer[static_cast<std::size_t>(p)].bytes.load(std::memory_order_relaxed);
+      l.active_ns += c->stats.from_peer[static_cast<std::size_t>(p)].active_ns.load(std::memory_order_relaxed);
+    }
+    if (l.bytes > 0) out.push_back(l);
+  }
+  return out;
 }
 
 ChannelCounters Communicator::counters(int channel) const {

@@ -7,6 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "ringmaster/bootstrap.h"
 #include "ringmaster/comm.h"
@@ -25,6 +28,23 @@ nlohmann::json to_json(const CollectiveRecord& record);
 // {"type":"tuner"}: the tuner's candidates for one collective and size,
 // the chosen one's index.
 nlohmann::json to_json(const tune::Decision& decision);
+// {"type":"links"}: what this rank received from each peer in large
+// transfers (bytes, active time, GB/s), sent once at the end of a run.
+nlohmann::json links_json(const std::vector<PeerLinkCounters>& links);
+
+// A link much slower than the others: its receiver saw it move data at
+// `gbs` while the median link of the run moved `median_gbs`.
+struct SlowLink {
+  int from = -1;
+  int to = -1;
+  double gbs = 0;
+  double median_gbs = 0;
+  std::string describe() const;  // "rank 1 -> rank 2 at 5.1 MB/s, 1/96 of the median link (490 MB/s)"
+};
+// From every rank's "links" event (rank, event): the links below a quarter
+// of the median rate of all links (at least three links measured),
+// slowest first.
+std::vector<SlowLink> find_slow_links(const std::vector<std::pair<int, nlohmann::json>>& links_events);
 
 // Stage enum from "STORE_CONNECT"; nothing for an unknown name.
 std::optional<Stage> parse_stage(std::string_view name);

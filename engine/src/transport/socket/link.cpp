@@ -44,7 +44,8 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
   std::size_t data_sent = 0;
   std::size_t header_received = do_recv ? 0 : sizeof(StepHeader);
   std::size_t data_received = 0;
-  std::size_t slots_done = 0;  // bytes handed to on_slot
+  Clock::time_point first_data{};  // when the first data byte was read
+  std::size_t slots_done = 0;      // bytes handed to on_slot
   if (slot == 0) slot = recv_bytes == 0 ? 1 : recv_bytes;
   auto deadline = Clock::now() + timeout;
 
@@ -128,6 +129,7 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
         const std::size_t h = std::min(left, sizeof(StepHeader) - header_received);
         header_received += h;
         if (!had_header && header_received == sizeof(StepHeader)) check_header();
+        if (data_received == 0 && left > h) first_data = Clock::now();
         data_received += left - h;
         if (counters != nullptr && left > h) {
           counters->bytes_received.fetch_add(left - h, std::memory_order_relaxed);
@@ -165,6 +167,14 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
                               rank, receiving ? "receiving from" : "sending to", silent.rank, silent.address,
                               timeout.count() / 1000.0, describe_op(expect)));
     }
+  }
+  if (counters != nullptr && do_recv && recv_bytes >= ChannelStats::kRateBytes && from->rank >= 0 &&
+      from->rank < counters->peers) {
+    auto& p = counters->from_peer[static_cast<std::size_t>(from->rank)];
+    p.bytes.fetch_add(recv_bytes, std::memory_order_relaxed);
+    p.active_ns.fetch_add(static_cast<std::uint64_t>(
+                              std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - first_data).count()),
+                          std::memory_order_relaxed);
   }
   if (counters != nullptr) {
     counters->steps.fetch_add(1, std::memory_order_relaxed);

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,17 @@ struct ChannelStats {
   std::atomic<std::uint64_t> bytes_received{0};
   std::atomic<std::uint64_t> busy_ns{0};
   std::atomic<std::uint64_t> steps{0};
+  // Per source rank, transfers of at least kRateBytes only: their bytes
+  // and the time from their first data byte to their last, which is what
+  // the link itself takes (waiting for a slow sender to start is not in
+  // it), so a slow link shows at its receiver.
+  struct FromPeer {
+    std::atomic<std::uint64_t> bytes{0};
+    std::atomic<std::uint64_t> active_ns{0};
+  };
+  std::unique_ptr<FromPeer[]> from_peer;
+  int peers = 0;
+  static constexpr std::size_t kRateBytes = 64 * 1024;
 };
 
 struct Peer {
