@@ -28,6 +28,7 @@
 #include <QVBoxLayout>
 
 #include "panels/bandwidth_chart.h"
+#include "panels/history_panel.h"
 #include "panels/rings_view.h"
 #include "panels/scenarios_panel.h"
 #include "panels/timeline_view.h"
@@ -149,7 +150,19 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   scenarios_ = new ScenariosPanel(console_.run, RINGMASTER_SCENARIO_DIR,
                                   QDir(QCoreApplication::applicationDirPath()).filePath("ringmaster-cli"));
   tabs_->addTab(scenarios_, "Scenarios");
-  connect(scenarios_, &ScenariosPanel::finished, this, [this] { update_status(); });
+  connect(scenarios_, &ScenariosPanel::finished, this, [this](bool passed) {
+    // A scenario's run is kept like any other, with its verdict.
+    if (console_.run.run_id().startsWith("repro-")) {
+      console_.keep_run("scenario", scenarios_->selected_name() + (passed ? ": PASS" : ": FAIL"));
+    }
+    update_status();
+  });
+  history_ = new HistoryPanel(console_);
+  tabs_->addTab(history_, "History");
+  connect(history_, &HistoryPanel::opened, this, [this] {
+    tabs_->setCurrentIndex(0);
+    update_status();
+  });
   setCentralWidget(tabs_);
 
   status_agents_ = new QLabel;

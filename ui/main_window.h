@@ -22,6 +22,7 @@ QT_END_NAMESPACE
 namespace ringmaster::ui {
 
 class BandwidthChart;
+class HistoryPanel;
 class ScenariosPanel;
 class TimelineView;
 class TopologyView;
@@ -61,6 +62,7 @@ class MainWindow : public QMainWindow {
   TimelineView* timeline_ = nullptr;
   TopologyView* topology_ = nullptr;
   ScenariosPanel* scenarios_ = nullptr;
+  HistoryPanel* history_ = nullptr;
   QPlainTextEdit* detail_ = nullptr;
   QTableView* agents_view_ = nullptr;
   QLineEdit* agent_address_ = nullptr;

@@ -14,6 +14,7 @@
 #include <QProcess>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
 #include <set>
@@ -21,6 +22,7 @@
 #include "main_window.h"
 #include "models/console.h"
 #include "panels/bandwidth_chart.h"
+#include "panels/history_panel.h"
 #include "panels/rings_view.h"
 #include "panels/scenarios_panel.h"
 #include "panels/timeline_view.h"
@@ -53,7 +55,65 @@ class ConsoleTest : public QObject {
   void screenshotCommand();
   void p4dDrawing();
   void scenarioFromTheConsole();
+  void historyKeepsOpensAndCompares();
 };
+
+void ConsoleTest::historyKeepsOpensAndCompares() {
+  QTemporaryDir dir;
+  Console console;
+  QString error;
+  QVERIFY2(console.history.open(dir.filePath("history.sqlite"), &error), qPrintable(error));
+  QAbstractItemModelTester history_tester(&console.history);
+  QCOMPARE(console.history.rowCount(), 0);
+  QVERIFY2(console.start_local_agents(2, RINGMASTER_AGENT, &error), qPrintable(error));
+  MainWindow window(console);
+  QTRY_COMPARE_WITH_TIMEOUT(console.connected_count(), 2, 20000);
+  RunSpec spec;
+  spec.min_bytes = "256K";
+  spec.max_bytes = "1M";
+  spec.iters = 2;
+  spec.warmup = 1;
+  QStringList ids;
+  for (int i = 0; i < 2; ++i) {
+    QSignalSpy finished(&console.run, &RunState::finished);
+    ids << console.start_run(spec);
+    QVERIFY(finished.wait(120000));
+    QTRY_COMPARE(console.history.rowCount(), i + 1);  // kept when it finished
+  }
+  // Newest first; what was asked and how it ended.
+  QCOMPARE(console.history.run_id_at(0), ids[1]);
+  QCOMPARE(console.history.data(console.history.index(0, RunHistory::kind_column), Qt::DisplayRole).toString(),
+           QString("run"));
+  QVERIFY(console.history.data(console.history.index(0, RunHistory::what_column), Qt::DisplayRole)
+              .toString()
+              .startsWith("all_reduce 256K..1M"));
+  QCOMPARE(console.history.data(console.history.index(0, RunHistory::rows_column), Qt::DisplayRole).toInt(), 3);
+  const int rows_before = console.run.results.rowCount();
+
+  // Reopening the older run replays it into every panel.
+  auto* panel = window.findChild<HistoryPanel*>();
+  QVERIFY(panel);
+  QVERIFY(panel->open_row(1));
+  QCOMPARE(console.run.run_id(), ids[0]);
+  QCOMPARE(console.run.results.rowCount(), rows_before);
+  QVERIFY(!console.run.tuner.tables().isEmpty());
+  QCOMPARE(console.run.trees().size(), std::size_t{2});
+  // Opening is not a new run: the history still holds two.
+  QCOMPARE(console.history.rowCount(), 2);
+
+  // Side by side: every size of both, busbw of each, the ratio.
+  QVERIFY(panel->compare_rows(1, 0));
+  QCOMPARE(panel->comparison()->rowCount(), 3);
+  for (int r = 0; r < 3; ++r) {
+    QVERIFY(panel->comparison()->item(r, 1)->text().toDouble() > 0);
+    QVERIFY(panel->comparison()->item(r, 2)->text().toDouble() > 0);
+    QVERIFY(panel->comparison()->item(r, 3)->text().toDouble() > 0);
+  }
+  // A second console on the same file sees the same runs (it is on disk).
+  RunHistory again;
+  QVERIFY(again.open(dir.filePath("history.sqlite")));
+  QCOMPARE(again.rowCount(), 2);
+}
 
 void ConsoleTest::sweepOverTwoLocalAgents() {
   QTemporaryDir dir;

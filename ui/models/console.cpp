@@ -6,6 +6,7 @@
 #include <QCoreApplication>
 #include <QDateTime>
 #include <QTextStream>
+#include <cstdio>
 #include <thread>
 
 #include "ringmaster/agent/client.h"
@@ -27,6 +28,8 @@ void RunState::begin(const QString& run_id, int world_size, int agents, std::vec
   slow_links_.clear();
   links_.clear();
   samples_ = 0;
+  messages_.clear();
+  started_ms_ = QDateTime::currentMSecsSinceEpoch();
   timeline.reset(world_size);
   results.clear();
   decisions.clear();
@@ -39,6 +42,7 @@ void RunState::apply(const AgentMessage& m) {
   if (!m.body) return;
   const json& body = *m.body;
   if (body.value("type", "") != "event" || QString::fromStdString(body.value("run_id", "")) != run_id_) return;
+  messages_.push_back(m);
   const int rank = body.value("rank", -1);
   const json& e = body["event"];
   const std::string type = e.value("type", "");
@@ -98,6 +102,19 @@ Console::Console(QObject* parent) : QObject(parent) {
   qRegisterMetaType<AgentMessage>();
   connect(&poll_, &QTimer::timeout, this, &Console::poll_agents);
   poll_.start(1000);
+  QString error;
+  if (!history.open(RunHistory::default_path(), &error))
+    std::fprintf(stderr, "ringmaster: history: %s\n", qPrintable(error));
+  connect(&run, &RunState::finished, this, [this] {
+    if (pending_what_.isEmpty()) return;
+    QString error;
+    if (!keep_run("run", pending_what_, &error)) std::fprintf(stderr, "ringmaster: history: %s\n", qPrintable(error));
+    pending_what_.clear();
+  });
+}
+
+bool Console::keep_run(const QString& kind, const QString& what, QString* error) {
+  return history.save(run, kind, what, error);
 }
 
 Console::~Console() {
@@ -259,6 +276,12 @@ QString Console::start_run(const RunSpec& spec) {
   for (int r = 0; r < placed; ++r)
     placement[static_cast<std::size_t>(r)] = r / spec.ranks_per_agent;
   run.begin(run_id, world, static_cast<int>(clients.size()), placement);
+  pending_what_ = QString("%1 %2..%3, %4 iters, %5 agent(s) x %6 rank(s), world %7")
+                      .arg(spec.collective, spec.min_bytes, spec.max_bytes)
+                      .arg(spec.iters)
+                      .arg(clients.size())
+                      .arg(spec.ranks_per_agent)
+                      .arg(world);
   if (recording_) {
     record({{"run_begin", run_id.toStdString()},
             {"world_size", world},

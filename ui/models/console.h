@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 
+#include "history.h"
 #include "run_models.h"
 
 namespace ringmaster::agent {
@@ -66,6 +67,12 @@ class RunState : public QObject {
   // The all_reduce double binary trees: per tree, each rank's parent (-1 at the root).
   const std::vector<std::vector<int>>& trees() const { return trees_; }
   const std::vector<int>& placement() const { return placement_; }
+  int agents() const { return agents_; }
+  // When begin() was called (ms since the epoch), and every message of
+  // the run since, in arrival order (what the history keeps).
+  qint64 started_ms() const { return started_ms_; }
+  void set_started_ms(qint64 ms) { started_ms_ = ms; }
+  const std::vector<AgentMessage>& messages() const { return messages_; }
 
  signals:
   void started(QString run_id);
@@ -80,6 +87,8 @@ class RunState : public QObject {
   bool ok_ = true;
   QStringList problems_;
   QStringList slow_links_;
+  std::vector<AgentMessage> messages_;
+  qint64 started_ms_ = 0;
   std::vector<std::pair<int, nlohmann::json>> links_;
   std::size_t samples_ = 0;
   std::vector<std::vector<int>> rings_;
@@ -95,6 +104,10 @@ class Console : public QObject {
 
   AgentsModel agents;
   RunState run;
+  // Every run started here is kept when it finishes (and scenario runs,
+  // by whoever replays them: keep_run).
+  RunHistory history;
+  bool keep_run(const QString& kind, const QString& what, QString* error = nullptr);
 
   // Starts n ringmaster-agents on loopback (free ports) and connects to
   // them; they stop with the console. Returns false, with the reason in
@@ -133,6 +146,7 @@ class Console : public QObject {
   QList<QProcess*> local_;
   QTimer poll_;
   std::unique_ptr<QFile> recording_;
+  QString pending_what_;  // the run started here that is not kept yet
 };
 
 }  // namespace ringmaster::ui

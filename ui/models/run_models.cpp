@@ -32,7 +32,7 @@ QString human_size(std::uint64_t bytes) {
     ++u;
   }
   return (v == static_cast<double>(static_cast<qulonglong>(v)) ? QString::number(static_cast<qulonglong>(v))
-                                                                : QString::number(v, 'f', 1)) +
+                                                               : QString::number(v, 'f', 1)) +
          " " + units[u];
 }
 

@@ -94,6 +94,12 @@ ScenariosPanel::ScenariosPanel(RunState& run, QString catalog, QString cli, QWid
   if (!scenarios_.empty()) list_->setCurrentRow(0);
 }
 
+QString ScenariosPanel::selected_name() const {
+  const int row = list_->currentRow();
+  if (row < 0 || row >= static_cast<int>(scenarios_.size())) return {};
+  return QString::fromStdString(scenarios_[static_cast<std::size_t>(row)].value("name", std::string()));
+}
+
 void ScenariosPanel::run_selected() {
   const int row = list_->currentRow();
   if (row < 0 || row >= static_cast<int>(scenarios_.size()) || process_.state() != QProcess::NotRunning) return;

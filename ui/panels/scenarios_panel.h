@@ -27,6 +27,8 @@ class ScenariosPanel : public QWidget {
  public:
   ScenariosPanel(RunState& run, QString catalog, QString cli, QWidget* parent = nullptr);
   int scenario_count() const { return static_cast<int>(scenarios_.size()); }
+  // The scenario picked in the list (its name), empty when none.
+  QString selected_name() const;
   void run_selected();
   // The ringmaster-cli that runs scenarios (default: next to the console).
   void set_cli(const QString& path) { cli_ = path; }

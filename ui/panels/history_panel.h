@@ -1,0 +1,36 @@
+// The run history: every kept run, newest first. Open one to see it again
+// in every tab; select two and compare their busbw size by size.
+#pragma once
+
+#include <QWidget>
+
+class QLabel;
+class QTableView;
+class QTableWidget;
+
+namespace ringmaster::ui {
+
+class Console;
+
+class HistoryPanel : public QWidget {
+  Q_OBJECT
+ public:
+  explicit HistoryPanel(Console& console, QWidget* parent = nullptr);
+
+  // Replays the run at `row` into the console's run state.
+  bool open_row(int row);
+  // Fills the comparison table from two rows; false unless both are runs.
+  bool compare_rows(int row_a, int row_b);
+  QTableWidget* comparison() const { return comparison_; }
+
+ signals:
+  void opened(const QString& run_id);
+
+ private:
+  Console& console_;
+  QTableView* runs_ = nullptr;
+  QTableWidget* comparison_ = nullptr;
+  QLabel* note_ = nullptr;
+};
+
+}  // namespace ringmaster::ui
