@@ -9,6 +9,7 @@
 #include <QDockWidget>
 #include <QDoubleSpinBox>
 #include <QFile>
+#include <QFileDialog>
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -28,6 +29,7 @@
 #include <QVBoxLayout>
 
 #include "panels/bandwidth_chart.h"
+#include "panels/busbw_plot.h"
 #include "panels/history_panel.h"
 #include "panels/rings_view.h"
 #include "panels/scenarios_panel.h"
@@ -136,7 +138,14 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   results->setObjectName("resultsView");
   results->setModel(&console_.run.results);
   results->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  tabs_->addTab(results, "Results");
+  auto* results_split = new QSplitter(Qt::Vertical);
+  results_split->addWidget(results);
+  busbw_plot_ = new BusbwPlot(console_.run.results);
+  results_split->addWidget(busbw_plot_);
+  results_split->setStretchFactor(0, 3);
+  results_split->setStretchFactor(1, 2);
+  busbw_plot_->setMinimumHeight(220);
+  tabs_->addTab(results_split, "Results");
   auto* decisions = new QTableView;
   decisions->setModel(&console_.run.decisions);
   decisions->horizontalHeader()->setStretchLastSection(true);
@@ -265,6 +274,15 @@ void MainWindow::refresh_completions() {
   agent_address_->setCompleter(completer);
 }
 
+bool MainWindow::export_results(const QString& path) const {
+  QFile f(path);
+  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) return false;
+  const QByteArray text = path.endsWith(".json", Qt::CaseInsensitive)
+                              ? QByteArray::fromStdString(console_.run.results.to_json())
+                              : console_.run.results.to_csv().toUtf8();
+  return f.write(text) == text.size();
+}
+
 void MainWindow::build_menus() {
   auto* file = menuBar()->addMenu("&File");
   auto* reconnect = file->addAction("&Connect to remembered agents");
@@ -282,8 +300,21 @@ void MainWindow::build_menus() {
         console_.connect_agent(address.left(colon), static_cast<quint16>(address.mid(colon + 1).toInt()), token);
     }
   });
-  auto* shot = file->addAction("Save &screenshot…");
-  connect(shot, &QAction::triggered, this, [this] { save_screenshot("ringmaster.png"); });
+  auto* export_csv = file->addAction("Export results as &CSV…");
+  connect(export_csv, &QAction::triggered, this, [this] {
+    const QString path = QFileDialog::getSaveFileName(this, "Export results", "results.csv", "CSV (*.csv)");
+    if (!path.isEmpty() && !export_results(path)) detail_->setPlainText("Cannot write " + path);
+  });
+  auto* export_json = file->addAction("Export results as &JSON…");
+  connect(export_json, &QAction::triggered, this, [this] {
+    const QString path = QFileDialog::getSaveFileName(this, "Export results", "results.json", "JSON (*.json)");
+    if (!path.isEmpty() && !export_results(path)) detail_->setPlainText("Cannot write " + path);
+  });
+  auto* shot = file->addAction("Save window as &PNG…");
+  connect(shot, &QAction::triggered, this, [this] {
+    const QString path = QFileDialog::getSaveFileName(this, "Save window", "ringmaster.png", "PNG (*.png)");
+    if (!path.isEmpty() && !save_screenshot(path)) detail_->setPlainText("Cannot write " + path);
+  });
   file->addSeparator();
   auto* quit = file->addAction("&Quit");
   quit->setShortcut(QKeySequence::Quit);

@@ -22,6 +22,7 @@ QT_END_NAMESPACE
 namespace ringmaster::ui {
 
 class BandwidthChart;
+class BusbwPlot;
 class HistoryPanel;
 class ScenariosPanel;
 class TimelineView;
@@ -37,6 +38,9 @@ class MainWindow : public QMainWindow {
   void start_run();
   // Renders the window into a PNG.
   bool save_screenshot(const QString& path);
+  // Rank 0's result rows: JSON when the name ends in .json, CSV otherwise.
+  bool export_results(const QString& path) const;
+  BusbwPlot* busbw_plot() const { return busbw_plot_; }
   void set_dark(bool dark);
   // Agents connected by hand, newest first.
   QStringList remembered_agents() const;
@@ -63,6 +67,7 @@ class MainWindow : public QMainWindow {
   TopologyView* topology_ = nullptr;
   ScenariosPanel* scenarios_ = nullptr;
   HistoryPanel* history_ = nullptr;
+  BusbwPlot* busbw_plot_ = nullptr;
   QPlainTextEdit* detail_ = nullptr;
   QTableView* agents_view_ = nullptr;
   QLineEdit* agent_address_ = nullptr;

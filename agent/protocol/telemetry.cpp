@@ -112,7 +112,7 @@ std::vector<SlowLink> find_slow_links(const std::vector<std::pair<int, json>>& l
   const double median = rates[rates.size() / 2];
   std::vector<SlowLink> slow;
   for (auto l : all) {
-    if (l.gbs >= median / 4) continue;
+    if (l.gbs >= median / 8) continue;
     l.median_gbs = median;
     slow.push_back(l);
   }

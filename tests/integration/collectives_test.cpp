@@ -209,13 +209,15 @@ TEST(Collectives, PeerLinksMeasureLargeTransfersAtTheReceiver) {
   run_ranks(
       3,
       [](Communicator& comm) {
-        std::vector<float> data(1 << 20, 1.0f);
+        // Steps of 21 MB, far more than a socket buffer holds, so most of
+        // each arrives after the first read.
+        std::vector<float> data(1 << 24, 1.0f);
         comm.all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
         // The ring: every rank hears from its previous rank only.
         const auto links = comm.peer_links();
         ASSERT_EQ(links.size(), 1u) << "rank " << comm.rank();
         EXPECT_EQ(links[0].peer, (comm.rank() + 2) % 3);
-        EXPECT_GE(links[0].bytes, 2u * (4u << 20) / 3 - 64);
+        EXPECT_GE(links[0].bytes, (64u << 20) / 3);
         EXPECT_GT(links[0].active_ns, 0u);
       },
       options);

@@ -22,6 +22,7 @@
 #include "main_window.h"
 #include "models/console.h"
 #include "panels/bandwidth_chart.h"
+#include "panels/busbw_plot.h"
 #include "panels/history_panel.h"
 #include "panels/rings_view.h"
 #include "panels/scenarios_panel.h"
@@ -100,6 +101,21 @@ void ConsoleTest::historyKeepsOpensAndCompares() {
   QCOMPARE(console.run.trees().size(), std::size_t{2});
   // Opening is not a new run: the history still holds two.
   QCOMPARE(console.history.rowCount(), 2);
+
+  // Export: CSV as shown, JSON as sent; the busbw plot has both series.
+  QVERIFY(window.export_results(dir.filePath("r.csv")));
+  QVERIFY(window.export_results(dir.filePath("r.json")));
+  QFile csv(dir.filePath("r.csv"));
+  QVERIFY(csv.open(QIODevice::ReadOnly));
+  const QStringList lines = QString::fromUtf8(csv.readAll()).trimmed().split('\n');
+  QCOMPARE(lines.size(), 1 + console.run.results.rowCount());
+  QVERIFY(lines[1].startsWith("262144,"));
+  QFile js(dir.filePath("r.json"));
+  QVERIFY(js.open(QIODevice::ReadOnly));
+  const auto rows = nlohmann::json::parse(js.readAll().toStdString());
+  QCOMPARE(static_cast<int>(rows.size()), console.run.results.rowCount());
+  QCOMPARE(rows[0].value("bytes", 0), 262144);
+  QCOMPARE(window.busbw_plot()->refresh(), 2 * console.run.results.rowCount());
 
   // Side by side: every size of both, busbw of each, the ratio.
   QVERIFY(panel->compare_rows(1, 0));

@@ -347,6 +347,38 @@ QVariant ResultsModel::headerData(int section, Qt::Orientation orientation, int 
   return section >= 0 && section < kResultColumnCount ? QString(kResultColumns[section]) : QVariant();
 }
 
+QString ResultsModel::to_csv() const {
+  auto quoted = [](QString v) { return v.contains(',') || v.contains('"') ? '"' + v.replace('"', "\"\"") + '"' : v; };
+  QStringList lines;
+  QStringList header;
+  for (int c = 0; c < columnCount(); ++c)
+    header << quoted(headerData(c, Qt::Horizontal, Qt::DisplayRole).toString());
+  lines << header.join(',');
+  for (int r = 0; r < rowCount(); ++r) {
+    QStringList cells;
+    for (int c = 0; c < columnCount(); ++c)
+      cells << quoted(data(index(r, c), Qt::DisplayRole).toString());
+    lines << cells.join(',');
+  }
+  return lines.join('\n') + '\n';
+}
+
+std::string ResultsModel::to_json() const {
+  return json(rows_).dump(2) + "\n";
+}
+
+std::vector<std::pair<double, double>> ResultsModel::busbw_points(bool in_place) const {
+  std::vector<std::pair<double, double>> out;
+  for (const auto& r : rows_) {
+    const char* which = in_place ? "in_place" : "out_of_place";
+    if (!r.contains(which)) continue;
+    const double bytes = static_cast<double>(r.value("bytes", std::uint64_t{0}));
+    if (bytes <= 0) continue;
+    out.emplace_back(bytes, r[which].value("busbw", 0.0));
+  }
+  return out;
+}
+
 void ResultsModel::clear() {
   beginResetModel();
   rows_.clear();

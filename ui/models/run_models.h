@@ -121,6 +121,12 @@ class ResultsModel : public QAbstractTableModel {
   void add(const nlohmann::json& result);
   const nlohmann::json& row(int r) const { return rows_.at(static_cast<std::size_t>(r)); }
   double average_busbw() const;
+  // The table as shown (header line, then a line per row), and the rows
+  // as the ranks sent them (a JSON array).
+  QString to_csv() const;
+  std::string to_json() const;
+  // (bytes, busbw) of every row, out of place or in place, for plotting.
+  std::vector<std::pair<double, double>> busbw_points(bool in_place) const;
 
  private:
   std::vector<nlohmann::json> rows_;

@@ -92,9 +92,9 @@ struct ChannelCounters {
   std::uint64_t steps = 0;
 };
 
-// What this rank received from one peer over all channels, counting
-// transfers of 64 KiB and more: bytes, and the time from each transfer's
-// first data byte to its last. bytes / active time is the link's rate as
+// What this rank received from one peer over all channels, counting what
+// arrived after the first read of each transfer (64 KiB and more): bytes,
+// and the time from that first read to the last byte. bytes / active time is the link's rate as
 // this rank saw it; a slow link shows as an outlier at its receiver.
 struct PeerLinkCounters {
   int peer = -1;

@@ -44,7 +44,11 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
   std::size_t data_sent = 0;
   std::size_t header_received = do_recv ? 0 : sizeof(StepHeader);
   std::size_t data_received = 0;
-  Clock::time_point first_data{};  // when the first data byte was read
+  // The link's own pace: from the end of the first read that returned data
+  // (whatever had already arrived while this rank was busy elsewhere) to
+  // the last byte, over the bytes that came after.
+  Clock::time_point first_data{};
+  std::size_t first_read = 0;
   std::size_t slots_done = 0;      // bytes handed to on_slot
   if (slot == 0) slot = recv_bytes == 0 ? 1 : recv_bytes;
   auto deadline = Clock::now() + timeout;
@@ -129,7 +133,10 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
         const std::size_t h = std::min(left, sizeof(StepHeader) - header_received);
         header_received += h;
         if (!had_header && header_received == sizeof(StepHeader)) check_header();
-        if (data_received == 0 && left > h) first_data = Clock::now();
+        if (data_received == 0 && left > h) {
+          first_data = Clock::now();
+          first_read = left - h;
+        }
         data_received += left - h;
         if (counters != nullptr && left > h) {
           counters->bytes_received.fetch_add(left - h, std::memory_order_relaxed);
@@ -168,10 +175,10 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
                               timeout.count() / 1000.0, describe_op(expect)));
     }
   }
-  if (counters != nullptr && do_recv && recv_bytes >= ChannelStats::kRateBytes && from->rank >= 0 &&
+  if (counters != nullptr && do_recv && recv_bytes - first_read >= ChannelStats::kRateBytes && from->rank >= 0 &&
       from->rank < counters->peers) {
     auto& p = counters->from_peer[static_cast<std::size_t>(from->rank)];
-    p.bytes.fetch_add(recv_bytes, std::memory_order_relaxed);
+    p.bytes.fetch_add(recv_bytes - first_read, std::memory_order_relaxed);
     p.active_ns.fetch_add(static_cast<std::uint64_t>(
                               std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - first_data).count()),
                           std::memory_order_relaxed);

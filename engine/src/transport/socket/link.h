@@ -44,10 +44,11 @@ struct ChannelStats {
   std::atomic<std::uint64_t> bytes_received{0};
   std::atomic<std::uint64_t> busy_ns{0};
   std::atomic<std::uint64_t> steps{0};
-  // Per source rank, transfers of at least kRateBytes only: their bytes
-  // and the time from their first data byte to their last, which is what
-  // the link itself takes (waiting for a slow sender to start is not in
-  // it), so a slow link shows at its receiver.
+  // Per source rank, what transfers received after their first read (at
+  // least kRateBytes of it): those bytes and the time from that read to
+  // the last byte. That is the link's own pace: neither waiting for a late
+  // sender nor data that piled up while this rank was busy counts, so a
+  // slow link shows at its receiver.
   struct FromPeer {
     std::atomic<std::uint64_t> bytes{0};
     std::atomic<std::uint64_t> active_ns{0};
