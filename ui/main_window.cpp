@@ -86,11 +86,27 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   world_ = new QSpinBox;
   world_->setRange(0, 4096);
   world_->setSpecialValueText("agents × ranks");
+  dtype_ = new QComboBox;
+  dtype_->addItems({"float", "half", "bfloat16", "double", "int8", "uint8", "int32", "uint32", "int64", "uint64"});
+  op_ = new QComboBox;
+  op_->addItems({"sum", "prod", "max", "min", "avg"});
+  algo_ = new QComboBox;
+  algo_->addItems({"tuner", "Ring", "Tree"});
+  proto_ = new QComboBox;
+  proto_->addItems({"tuner", "LL", "Simple"});
+  channels_ = new QSpinBox;
+  channels_->setRange(0, 64);
+  channels_->setSpecialValueText("tuner");
   form->addRow("Collective", collective_);
   form->addRow("Min bytes (-b)", min_bytes_);
   form->addRow("Max bytes (-e)", max_bytes_);
   form->addRow("Step factor (-f)", factor_);
   form->addRow("Iterations (-n)", iters_);
+  form->addRow("Data type (-d)", dtype_);
+  form->addRow("Operation (-o)", op_);
+  form->addRow("Algorithm", algo_);
+  form->addRow("Protocol", proto_);
+  form->addRow("Channels", channels_);
   form->addRow("Ranks per agent", per_agent_);
   form->addRow("World size", world_);
   left_layout->addWidget(new QLabel("<b>Run</b>"));
@@ -365,6 +381,11 @@ RunSpec MainWindow::run_spec() const {
   s.iters = iters_->value();
   s.ranks_per_agent = per_agent_->value();
   s.world_size = world_->value();
+  s.dtype = dtype_->currentText();
+  s.op = op_->currentText();
+  s.algo = algo_->currentIndex() == 0 ? QString() : algo_->currentText();
+  s.proto = proto_->currentIndex() == 0 ? QString() : proto_->currentText();
+  s.channels = channels_->value();
   return s;
 }
 
@@ -376,6 +397,11 @@ void MainWindow::set_run_spec(const RunSpec& s) {
   iters_->setValue(s.iters);
   per_agent_->setValue(s.ranks_per_agent);
   world_->setValue(s.world_size);
+  dtype_->setCurrentText(s.dtype);
+  op_->setCurrentText(s.op);
+  algo_->setCurrentText(s.algo.isEmpty() ? "tuner" : s.algo);
+  proto_->setCurrentText(s.proto.isEmpty() ? "tuner" : s.proto);
+  channels_->setValue(s.channels);
 }
 
 void MainWindow::start_run() {

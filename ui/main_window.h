@@ -79,6 +79,11 @@ class MainWindow : public QMainWindow {
   QSpinBox* iters_ = nullptr;
   QSpinBox* per_agent_ = nullptr;
   QSpinBox* world_ = nullptr;
+  QComboBox* dtype_ = nullptr;
+  QComboBox* op_ = nullptr;
+  QComboBox* algo_ = nullptr;
+  QComboBox* proto_ = nullptr;
+  QSpinBox* channels_ = nullptr;
   QPushButton* run_button_ = nullptr;
   QLabel* status_agents_ = nullptr;
   QLabel* status_run_ = nullptr;

@@ -76,18 +76,29 @@ void ConsoleTest::historyKeepsOpensAndCompares() {
   spec.warmup = 1;
   QStringList ids;
   for (int i = 0; i < 2; ++i) {
+    if (i == 1) {  // the launcher's overrides reach the engine
+      spec.algo = "Tree";
+      spec.proto = "Simple";
+      spec.dtype = "int32";
+      spec.op = "max";
+    }
     QSignalSpy finished(&console.run, &RunState::finished);
     ids << console.start_run(spec);
     QVERIFY(finished.wait(120000));
+    QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(console.run.problems().join("; ")));
     QTRY_COMPARE(console.history.rowCount(), i + 1);  // kept when it finished
   }
+  QCOMPARE(console.run.decisions.data(console.run.decisions.index(0, 2), Qt::DisplayRole).toString(), QString("Tree"));
+  QCOMPARE(console.run.decisions.data(console.run.decisions.index(0, 3), Qt::DisplayRole).toString(),
+           QString("Simple"));
+  QCOMPARE(console.run.results.data(console.run.results.index(0, 2), Qt::DisplayRole).toString(), QString("int32"));
   // Newest first; what was asked and how it ended.
   QCOMPARE(console.history.run_id_at(0), ids[1]);
   QCOMPARE(console.history.data(console.history.index(0, RunHistory::kind_column), Qt::DisplayRole).toString(),
            QString("run"));
   QVERIFY(console.history.data(console.history.index(0, RunHistory::what_column), Qt::DisplayRole)
               .toString()
-              .startsWith("all_reduce 256K..1M"));
+              .startsWith("all_reduce 256K..1M int32 max"));
   QCOMPARE(console.history.data(console.history.index(0, RunHistory::rows_column), Qt::DisplayRole).toInt(), 3);
   const int rows_before = console.run.results.rowCount();
 

@@ -276,12 +276,17 @@ QString Console::start_run(const RunSpec& spec) {
   for (int r = 0; r < placed; ++r)
     placement[static_cast<std::size_t>(r)] = r / spec.ranks_per_agent;
   run.begin(run_id, world, static_cast<int>(clients.size()), placement);
-  pending_what_ = QString("%1 %2..%3, %4 iters, %5 agent(s) x %6 rank(s), world %7")
-                      .arg(spec.collective, spec.min_bytes, spec.max_bytes)
+  pending_what_ = QString("%1 %2..%3 %4 %5, %6 iters, %7 agent(s) x %8 rank(s), world %9")
+                      .arg(spec.collective, spec.min_bytes, spec.max_bytes, spec.dtype, spec.op)
                       .arg(spec.iters)
                       .arg(clients.size())
                       .arg(spec.ranks_per_agent)
                       .arg(world);
+  if (!spec.algo.isEmpty() || !spec.proto.isEmpty() || spec.channels > 0) {
+    pending_what_ += QString(", forced %1/%2/%3 ch")
+                         .arg(spec.algo.isEmpty() ? "-" : spec.algo, spec.proto.isEmpty() ? "-" : spec.proto)
+                         .arg(spec.channels);
+  }
   if (recording_) {
     record({{"run_begin", run_id.toStdString()},
             {"world_size", world},
@@ -301,7 +306,10 @@ QString Console::start_run(const RunSpec& spec) {
                     {"iters", spec.iters},
                     {"warmup", spec.warmup},
                     {"dtype", spec.dtype.toStdString()},
-                    {"op", spec.op.toStdString()}}}};
+                    {"op", spec.op.toStdString()},
+                    {"algo", spec.algo.toStdString()},
+                    {"proto", spec.proto.toStdString()},
+                    {"channels", spec.channels}}}};
   json timeouts = json::object();
   if (spec.store_timeout_s > 0) timeouts["store_s"] = spec.store_timeout_s;
   if (spec.coll_timeout_s > 0) timeouts["coll_s"] = spec.coll_timeout_s;

@@ -29,6 +29,9 @@ struct RunSpec {
   int warmup = 5;
   QString dtype = "float";
   QString op = "sum";
+  QString algo;      // empty: the tuner picks
+  QString proto;     // empty: the tuner picks
+  int channels = 0;  // 0: the tuner picks
   int ranks_per_agent = 2;
   int world_size = 0;          // 0: agents x ranks_per_agent
   double store_timeout_s = 0;  // 0: the ranks' default

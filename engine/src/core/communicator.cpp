@@ -701,14 +701,19 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
     shape.channel_latency_us = 5;
     shape.slot_bytes = impl->buffsize / 8;
     shape.pair_bytes = impl->pair_bytes;
-    try {
-      shape.intra = shape.inter = impl->calibrate(shape);
-    } catch (const Error& e) {
-      auto f =
-          impl->bootstrap->failure(Stage::transport_connect, "calibrating the links failed: " + e.status().message());
-      f.category = e.category();
-      throw StageError(f);
-    }
+    // The calibration is part of TRANSPORT_CONNECT (its last segment on
+    // the timeline), so no init time goes unaccounted.
+    impl->bootstrap->run_stage(Stage::transport_connect, [&] {
+      try {
+        shape.intra = shape.inter = impl->calibrate(shape);
+      } catch (const Error& e) {
+        auto f =
+            impl->bootstrap->failure(Stage::transport_connect, "calibrating the links failed: " + e.status().message());
+        f.category = e.category();
+        throw StageError(f);
+      }
+      return "tuner: " + shape.source;
+    });
     impl->tuner.emplace(std::move(shape), std::move(algorithms), std::move(protocols));
     if (impl->rank == 0) RM_INFO(tuning, "Tuner: {}", impl->tuner->describe());
   }
