@@ -121,11 +121,34 @@ class Cluster {
     for (const auto& ns : namespaces_) {
       agent::run_command({"ip", "netns", "del", ns});
     }
+    for (const auto& dir : etc_dirs_) {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
     agent::run_command({"ip", "link", "del", bridge_});
     std::remove(token_file_.c_str());
   }
 
   static std::string address(int host) { return "198.18.0." + std::to_string(host + 1); }
+
+  // Each host's /etc/hosts and /etc/resolv.conf, as `ip netns exec` shows
+  // them to what runs there (files in /etc/netns/<namespace>/): `lines`
+  // on every host but those in `missing_on`, and no reachable DNS server,
+  // so a name that is not in the file fails at once.
+  void write_resolver_files(const std::vector<std::string>& lines, const std::vector<int>& missing_on) {
+    for (std::size_t i = 0; i < namespaces_.size(); ++i) {
+      const fs::path dir = fs::path("/etc/netns") / namespaces_[i];
+      fs::create_directories(dir);
+      etc_dirs_.push_back(dir.string());
+      std::ofstream hosts(dir / "hosts");
+      hosts << "127.0.0.1 localhost\n";
+      if (std::find(missing_on.begin(), missing_on.end(), static_cast<int>(i)) == missing_on.end()) {
+        for (const auto& l : lines)
+          hosts << l << "\n";
+      }
+      std::ofstream(dir / "resolv.conf") << "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n";
+    }
+  }
   const std::string& ns(int host) const { return namespaces_.at(static_cast<std::size_t>(host)); }
 
   // Starts each host's agent and connects to it from this namespace.
@@ -166,6 +189,7 @@ class Cluster {
   bool keep_;
   std::string id_, bridge_, token_file_;
   std::vector<std::string> namespaces_;
+  std::vector<std::string> etc_dirs_;  // /etc/netns/<namespace>
   std::vector<pid_t> agents_;
   std::vector<std::unique_ptr<agent::AgentClient>> clients_;
 };
@@ -202,6 +226,14 @@ void remove_leftovers() {
       agent::run_command({"ip", "netns", "del", name});
     }
   }
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/etc/netns", ec)) {
+    const std::string name = entry.path().filename().string();
+    const auto h = name.find('h');
+    if (name.rfind("rm", 0) == 0 && h != std::string::npos && dead(name.substr(2, h - 2))) {
+      fs::remove_all(entry.path(), ec);
+    }
+  }
   const auto [code2, links] = agent::run_command({"ip", "-o", "link", "show", "type", "bridge"});
   std::istringstream link_lines(links);
   for (std::string line; std::getline(link_lines, line);) {
@@ -225,6 +257,11 @@ std::vector<std::string> our_leftovers() {
   if (links.find("rmbr" + std::to_string(::getpid())) != std::string::npos)
     out.push_back("bridge rmbr" + std::to_string(::getpid()));
   if (links.find(mine + "v") != std::string::npos) out.push_back("a veth " + mine + "v*");
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/etc/netns", ec)) {
+    if (entry.path().filename().string().rfind(mine + "h", 0) == 0)
+      out.push_back("resolver files " + entry.path().string());
+  }
   return out;
 }
 
@@ -235,6 +272,11 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, st
   const json run_spec = s.value("run", json::object());
   const json expect = s.value("expect", json::object());
   Cluster cluster(hosts, keep);
+  if (s.contains("resolver")) {
+    const json r = s["resolver"];
+    cluster.write_resolver_files(r.value("hosts_lines", std::vector<std::string>{}),
+                                 r.value("missing_on", std::vector<int>{}));
+  }
   auto inbox = std::make_shared<Inbox>();
   cluster.start_agents(agent_path, [inbox](const json& m) {
     std::lock_guard lock(inbox->mutex);
@@ -522,7 +564,8 @@ Runner add_repro_command(CLI::App& app) {
       for (const auto& line : v.report)
         std::printf("   | %s\n", line.c_str());
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::printf("   %s (%.1f s)\n", v.passed ? "PASS: Ringmaster reported what the scenario expects" : "FAIL", seconds);
+      std::printf("   %s (%.1f s)\n", v.passed ? "PASS: Ringmaster reported what the scenario expects" : "FAIL",
+                  seconds);
       for (const auto& r : v.reasons)
         std::printf("   - %s\n", r.c_str());
       std::fflush(stdout);

@@ -376,7 +376,7 @@ void ConsoleTest::scenarioFromTheConsole() {
   QCOMPARE(window.remembered_agents(), (QStringList{"10.0.0.5:29600", "10.0.0.6:29600"}));
   auto* panel = window.scenarios();
   QVERIFY(panel);
-  QVERIFY(panel->scenario_count() >= 8);
+  QVERIFY(panel->scenario_count() >= 10);
   auto* list = panel->findChild<QListWidget*>("scenarioList");
   QVERIFY(list);
   for (int i = 0; i < list->count(); ++i) {
