@@ -79,6 +79,7 @@ json to_json(const tune::Decision& d) {
 json links_json(const std::vector<PeerLinkCounters>& links) {
   json out = json::array();
   for (const auto& l : links) {
+    if (l.bytes == 0) continue;
     const double gbs = l.active_ns > 0 ? static_cast<double>(l.bytes) / static_cast<double>(l.active_ns) : 0;
     out.push_back({{"from", l.peer}, {"bytes", l.bytes}, {"active_us", l.active_ns / 1000}, {"gbs", gbs}});
   }
@@ -112,7 +113,7 @@ std::vector<SlowLink> find_slow_links(const std::vector<std::pair<int, json>>& l
   const double median = rates[rates.size() / 2];
   std::vector<SlowLink> slow;
   for (auto l : all) {
-    if (l.gbs >= median / 8) continue;
+    if (l.gbs >= median / 5) continue;
     l.median_gbs = median;
     slow.push_back(l);
   }

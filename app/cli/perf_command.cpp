@@ -117,7 +117,11 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
                             {"busy_ns", k.busy_ns},
                             {"steps", k.steps}});
       }
+      nlohmann::json peers = nlohmann::json::array();
+      for (const auto& l : comm->peer_links())
+        peers.push_back({{"peer", l.peer}, {"bytes_received", l.total_bytes}});
       emit({{"type", "sample"},
+            {"peers", std::move(peers)},
             {"t_us",
              std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
                  .count()},

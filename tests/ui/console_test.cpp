@@ -194,6 +194,12 @@ void ConsoleTest::sweepOverTwoLocalAgents() {
     QVERIFY2(console.run.bandwidth.points_received(rank, 0) >= 2, qPrintable(QString("rank %1").arg(rank)));
   }
   QVERIFY(window.bandwidth()->refresh() > 0);
+  // Per peer: rank 0 hears from the ranks that send to it.
+  QVERIFY(!console.run.bandwidth.peers(0).empty());
+  QVERIFY(console.run.bandwidth.peer_points(0, console.run.bandwidth.peers(0).front(), 100).size() >= 2);
+  window.bandwidth()->set_per_peer(true);
+  QVERIFY(window.bandwidth()->refresh() > 0);
+  window.bandwidth()->set_per_peer(false);
   // READY for every rank on the timeline, every stage ok.
   const int ready = static_cast<int>(stage_names().indexOf("READY"));
   for (int rank = 0; rank < 4; ++rank) {

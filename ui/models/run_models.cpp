@@ -587,6 +587,7 @@ void TunerModel::select(int table) {
 
 void BandwidthSeries::clear() {
   tracks_.clear();
+  peer_tracks_.clear();
   totals_.clear();
   origin_us_ = -1;
   latest_s_ = 0;
@@ -618,6 +619,16 @@ void BandwidthSeries::add_sample(int rank, const json& sample) {
       push(t, x, rate);
       total_rate += rate;
       any = true;
+    }
+    t.last_us = t_us;
+    t.last_bytes = bytes;
+  }
+  for (const auto& p : sample.value("peers", json::array())) {
+    const std::uint64_t bytes = p.value("bytes_received", std::uint64_t{0});
+    Track& t = peer_tracks_[{rank, p.value("peer", -1)}];
+    if (t.last_us >= 0 && t_us > t.last_us) {
+      push(t, x,
+           static_cast<double>(bytes - std::min(bytes, t.last_bytes)) / (static_cast<double>(t_us - t.last_us) * 1e3));
     }
     t.last_us = t_us;
     t.last_bytes = bytes;
@@ -675,6 +686,18 @@ QList<QPointF> BandwidthSeries::points(int rank, int channel, int max_points) co
 QList<QPointF> BandwidthSeries::total(int rank, int max_points) const {
   const auto it = totals_.find(rank);
   return it == totals_.end() ? QList<QPointF>{} : decimate(it->second.points, max_points);
+}
+
+QList<QPointF> BandwidthSeries::peer_points(int rank, int peer, int max_points) const {
+  const auto it = peer_tracks_.find({rank, peer});
+  return it == peer_tracks_.end() ? QList<QPointF>{} : decimate(it->second.points, max_points);
+}
+
+std::vector<int> BandwidthSeries::peers(int rank) const {
+  std::vector<int> out;
+  for (auto it = peer_tracks_.lower_bound({rank, -1}); it != peer_tracks_.end() && it->first.first == rank; ++it)
+    out.push_back(it->first.second);
+  return out;
 }
 
 int BandwidthSeries::ranks() const {

@@ -203,6 +203,10 @@ class BandwidthSeries {
   // `max_points` of them (min and max of each bucket kept).
   QList<QPointF> points(int rank, int channel, int max_points) const;
   QList<QPointF> total(int rank, int max_points) const;
+  // What `rank` received from each peer (all channels), from the sample's
+  // "peers" counters.
+  QList<QPointF> peer_points(int rank, int peer, int max_points) const;
+  std::vector<int> peers(int rank) const;
   int ranks() const;
   int channels(int rank) const;
   std::size_t points_received(int rank, int channel) const;
@@ -219,8 +223,9 @@ class BandwidthSeries {
   double window_s_;
   long long origin_us_ = -1;
   double latest_s_ = 0;
-  std::map<std::pair<int, int>, Track> tracks_;  // (rank, channel)
-  std::map<int, Track> totals_;                  // rank
+  std::map<std::pair<int, int>, Track> tracks_;       // (rank, channel)
+  std::map<int, Track> totals_;                       // rank
+  std::map<std::pair<int, int>, Track> peer_tracks_;  // (rank, peer it received from)
 };
 
 }  // namespace ringmaster::ui

@@ -18,6 +18,11 @@ BandwidthChart::BandwidthChart(const BandwidthSeries& series, QWidget* parent) :
   rank_ = new QComboBox;
   rank_->setObjectName("bandwidthRank");
   top->addWidget(rank_);
+  top->addWidget(new QLabel("Series:"));
+  mode_ = new QComboBox;
+  mode_->setObjectName("bandwidthMode");
+  mode_->addItems({"per channel (sent)", "per peer (received)"});
+  top->addWidget(mode_);
   top->addStretch();
   layout->addLayout(top);
   chart_ = new QChart;
@@ -37,6 +42,14 @@ BandwidthChart::BandwidthChart(const BandwidthSeries& series, QWidget* parent) :
   timer_.start(100);
 }
 
+bool BandwidthChart::per_peer() const {
+  return mode_->currentIndex() == 1;
+}
+
+void BandwidthChart::set_per_peer(bool on) {
+  mode_->setCurrentIndex(on ? 1 : 0);
+}
+
 int BandwidthChart::shown_rank() const {
   return rank_->currentIndex() < 0 ? 0 : rank_->currentIndex();
 }
@@ -46,14 +59,28 @@ int BandwidthChart::refresh() {
   while (rank_->count() < series_.ranks())
     rank_->addItem(QString("rank %1").arg(rank_->count()));
   const int rank = shown_rank();
-  const int channels = series_.channels(rank);
+  const bool by_peer = per_peer();
+  // One line per channel, or per peer this rank receives from.
+  std::vector<int> keys;
+  if (by_peer) {
+    keys = series_.peers(rank);
+  } else {
+    for (int c = 0; c < series_.channels(rank); ++c)
+      keys.push_back(c);
+  }
+  const int channels = static_cast<int>(keys.size());
   while (static_cast<int>(lines_.size()) < channels) {
     auto* line = new QLineSeries;
-    line->setName(QString("channel %1").arg(lines_.size()));
     chart_->addSeries(line);
     line->attachAxis(x_);
     line->attachAxis(y_);
     lines_.push_back(line);
+  }
+  for (int i = 0; i < static_cast<int>(lines_.size()); ++i) {
+    const QString name = i >= channels ? QString()
+                         : by_peer     ? QString("from rank %1").arg(keys[static_cast<std::size_t>(i)])
+                                       : QString("channel %1").arg(keys[static_cast<std::size_t>(i)]);
+    if (lines_[static_cast<std::size_t>(i)]->name() != name) lines_[static_cast<std::size_t>(i)]->setName(name);
   }
   if (!total_) {
     total_ = new QLineSeries;
@@ -71,13 +98,19 @@ int BandwidthChart::refresh() {
   int drawn = 0;
   double top = 0.1;
   for (int c = 0; c < static_cast<int>(lines_.size()); ++c) {
-    const auto points = c < channels ? series_.points(rank, c, width) : QList<QPointF>{};
+    const int key = c < channels ? keys[static_cast<std::size_t>(c)] : -1;
+    const auto points = c >= channels ? QList<QPointF>{}
+                        : by_peer     ? series_.peer_points(rank, key, width)
+                                      : series_.points(rank, key, width);
     for (const auto& p : points)
       top = std::max(top, p.y());
     lines_[static_cast<std::size_t>(c)]->replace(points);
     drawn += static_cast<int>(points.size());
   }
-  const auto total = series_.total(rank, width);
+  const auto total = by_peer ? QList<QPointF>{} : series_.total(rank, width);
+  total_->setVisible(!by_peer);
+  chart_->setTitle(by_peer ? "Bandwidth received from each peer (GB/s), last 60 s"
+                           : "Per-channel send bandwidth (GB/s), last 60 s");
   for (const auto& p : total)
     top = std::max(top, p.y());
   total_->replace(total);

@@ -1,5 +1,5 @@
 // Live per-channel bandwidth of one rank: one series per channel plus the
-// rank's total, a rolling 60 s window, redrawn at 10 Hz with one replace()
+// rank's total (or one per peer it receives from), a rolling 60 s window, redrawn at 10 Hz with one replace()
 // per series, decimated to the plot's width.
 #pragma once
 
@@ -25,10 +25,14 @@ class BandwidthChart : public QWidget {
   // One redraw (the 10 Hz timer calls it); returns the points drawn.
   int refresh();
   int shown_rank() const;
+  // Series per peer this rank receives from, instead of per channel.
+  bool per_peer() const;
+  void set_per_peer(bool on);
 
  private:
   const BandwidthSeries& series_;
   QComboBox* rank_ = nullptr;
+  QComboBox* mode_ = nullptr;
   QChart* chart_ = nullptr;
   QChartView* view_ = nullptr;
   QValueAxis* x_ = nullptr;

@@ -100,6 +100,7 @@ struct PeerLinkCounters {
   int peer = -1;
   std::uint64_t bytes = 0;
   std::uint64_t active_ns = 0;
+  std::uint64_t total_bytes = 0;  // every byte received from the peer (for live per-peer bandwidth)
 };
 
 struct CommOptions {
@@ -160,7 +161,7 @@ class Communicator {
   // The model this communicator decides with (calibrated at init).
   const tune::Tuner& tuner() const noexcept;
 
-  // Per peer that sent this rank large transfers (see PeerLinkCounters).
+  // Per peer that sent this rank anything (see PeerLinkCounters); lock-free.
   std::vector<PeerLinkCounters> peer_links() const;
 
   // A snapshot of channel c's counters.

@@ -500,6 +500,7 @@ struct Communicator::Impl {
         for (int p = 0; p < c->stats.peers; ++p) {
           c->stats.from_peer[static_cast<std::size_t>(p)].bytes = 0;
           c->stats.from_peer[static_cast<std::size_t>(p)].active_ns = 0;
+          c->stats.from_peer[static_cast<std::size_t>(p)].total = 0;
         }
       }
     }
@@ -976,8 +977,9 @@ std::vector<PeerLinkCounters> Communicator::peer_links() const {
       if (p >= c->stats.peers) continue;
       l.bytes += c->stats.from_peer[static_cast<std::size_t>(p)].bytes.load(std::memory_order_relaxed);
       l.active_ns += c->stats.from_peer[static_cast<std::size_t>(p)].active_ns.load(std::memory_order_relaxed);
+      l.total_bytes += c->stats.from_peer[static_cast<std::size_t>(p)].total.load(std::memory_order_relaxed);
     }
-    if (l.bytes > 0) out.push_back(l);
+    if (l.total_bytes > 0) out.push_back(l);
   }
   return out;
 }

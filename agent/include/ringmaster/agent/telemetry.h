@@ -41,7 +41,7 @@ struct SlowLink {
   double median_gbs = 0;
   std::string describe() const;  // "rank 1 -> rank 2 at 5.1 MB/s, 1/96 of the median link (490 MB/s)"
 };
-// From every rank's "links" event (rank, event): the links below an eighth
+// From every rank's "links" event (rank, event): the links below a fifth
 // of the median rate of all links (at least three links measured),
 // slowest first.
 std::vector<SlowLink> find_slow_links(const std::vector<std::pair<int, nlohmann::json>>& links_events);

@@ -49,7 +49,7 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
   // the last byte, over the bytes that came after.
   Clock::time_point first_data{};
   std::size_t first_read = 0;
-  std::size_t slots_done = 0;      // bytes handed to on_slot
+  std::size_t slots_done = 0;  // bytes handed to on_slot
   if (slot == 0) slot = recv_bytes == 0 ? 1 : recv_bytes;
   auto deadline = Clock::now() + timeout;
 
@@ -140,6 +140,10 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
         data_received += left - h;
         if (counters != nullptr && left > h) {
           counters->bytes_received.fetch_add(left - h, std::memory_order_relaxed);
+          if (from->rank >= 0 && from->rank < counters->peers) {
+            counters->from_peer[static_cast<std::size_t>(from->rank)].total.fetch_add(left - h,
+                                                                                      std::memory_order_relaxed);
+          }
         }
         if (on_slot) {
           while (data_received - slots_done >= slot || (data_received == recv_bytes && slots_done < recv_bytes)) {

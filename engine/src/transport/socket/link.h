@@ -52,6 +52,7 @@ struct ChannelStats {
   struct FromPeer {
     std::atomic<std::uint64_t> bytes{0};
     std::atomic<std::uint64_t> active_ns{0};
+    std::atomic<std::uint64_t> total{0};  // every data byte from this peer, any size
   };
   std::unique_ptr<FromPeer[]> from_peer;
   int peers = 0;
