@@ -174,49 +174,52 @@ void tree_all_reduce(RingContext& ctx, const DoubleTree& tree, const RingOp& op,
   }
 }
 
-void tree_broadcast(RingContext& ctx, const DoubleTree& tree, const RingOp& op, std::byte* buf, std::size_t count) {
-  if (ctx.nranks == 1) return;
+namespace {
+
+// Piece k of tree 0, then of tree 1, for every k: each(t, k, data, elems).
+template <class Each>
+void each_piece(const RingOp& op, std::byte* buf, std::size_t count, const Each& each) {
   const std::size_t es = size_of(op.type);
   const auto half = halves(op, count);
   const std::size_t pieces = std::max(half[0].pieces(), half[1].pieces());
   for (std::size_t k = 0; k < pieces; ++k) {
     for (int t = 0; t < 2; ++t) {
       const Half& h = half[static_cast<std::size_t>(t)];
-      if (k >= h.pieces()) continue;
-      std::byte* data = buf + h.piece_begin(k) * es;
-      const std::size_t bytes = h.piece_size(k) * es;
-      // A tree rooted elsewhere first gets the piece from the root.
-      const int top = tree.root[static_cast<std::size_t>(t)];
-      if (top != op.root) {
-        const auto hh = header(op, k, t, kHandOff);
-        if (ctx.rank == op.root) send_to(ctx, hh, top, data, bytes);
-        if (ctx.rank == top) recv_from(ctx, hh, op.root, data, bytes);
-      }
-      down(ctx, tree, op, t, k, data, bytes);
+      if (k < h.pieces()) each(t, k, buf + h.piece_begin(k) * es, h.piece_size(k));
     }
   }
+}
+
+}  // namespace
+
+void tree_broadcast(RingContext& ctx, const DoubleTree& tree, const RingOp& op, std::byte* buf, std::size_t count) {
+  if (ctx.nranks == 1) return;
+  const std::size_t es = size_of(op.type);
+  each_piece(op, buf, count, [&](int t, std::size_t k, std::byte* data, std::size_t elems) {
+    // A tree rooted elsewhere first gets the piece from the root.
+    const int top = tree.root[static_cast<std::size_t>(t)];
+    if (top != op.root) {
+      const auto h = header(op, k, t, kHandOff);
+      if (ctx.rank == op.root) send_to(ctx, h, top, data, elems * es);
+      if (ctx.rank == top) recv_from(ctx, h, op.root, data, elems * es);
+    }
+    down(ctx, tree, op, t, k, data, elems * es);
+  });
 }
 
 void tree_reduce(RingContext& ctx, const DoubleTree& tree, const RingOp& op, std::byte* buf, std::size_t count) {
   if (ctx.nranks == 1) return;
   const std::size_t es = size_of(op.type);
-  const auto half = halves(op, count);
-  const std::size_t pieces = std::max(half[0].pieces(), half[1].pieces());
-  for (std::size_t k = 0; k < pieces; ++k) {
-    for (int t = 0; t < 2; ++t) {
-      const Half& h = half[static_cast<std::size_t>(t)];
-      if (k >= h.pieces()) continue;
-      std::byte* data = buf + h.piece_begin(k) * es;
-      up(ctx, tree, op, t, k, data, h.piece_size(k));
-      // A tree rooted elsewhere hands its result to the root.
-      const int top = tree.root[static_cast<std::size_t>(t)];
-      if (top != op.root) {
-        const auto hh = header(op, k, t, kHandOff);
-        if (ctx.rank == top) send_to(ctx, hh, op.root, data, h.piece_size(k) * es);
-        if (ctx.rank == op.root) recv_from(ctx, hh, top, data, h.piece_size(k) * es);
-      }
+  each_piece(op, buf, count, [&](int t, std::size_t k, std::byte* data, std::size_t elems) {
+    up(ctx, tree, op, t, k, data, elems);
+    // A tree rooted elsewhere hands its result to the root.
+    const int top = tree.root[static_cast<std::size_t>(t)];
+    if (top != op.root) {
+      const auto h = header(op, k, t, kHandOff);
+      if (ctx.rank == top) send_to(ctx, h, op.root, data, elems * es);
+      if (ctx.rank == op.root) recv_from(ctx, h, top, data, elems * es);
     }
-  }
+  });
 }
 
 }  // namespace ringmaster::algo
