@@ -25,6 +25,8 @@
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "commands.h"
 #include "ringmaster/agent/client.h"
 #include "ringmaster/agent/command.h"
@@ -418,8 +420,15 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, st
   if (expect.contains("slow_link")) {
     const int from = expect["slow_link"].value("from", -1), to = expect["slow_link"].value("to", -1);
     if (slow.empty()) {
+      std::string measured;
+      for (const auto& [rank, e] : links) {
+        for (const auto& l : e.value("links", json::array())) {
+          measured += fmt::format("{}{}->{} {:.1f} MB/s", measured.empty() ? "" : ", ", l.value("from", -1), rank,
+                                  l.value("gbs", 0.0) * 1e3);
+        }
+      }
       fail("expected the link rank " + std::to_string(from) + " -> rank " + std::to_string(to) +
-           " flagged slow; no link was (" + std::to_string(links.size()) + " ranks reported their links)");
+           " flagged slow; no link was (measured: " + (measured.empty() ? "nothing" : measured) + ")");
     } else if (slow.front().from != from || slow.front().to != to) {
       fail("expected the link rank " + std::to_string(from) + " -> rank " + std::to_string(to) +
            " flagged slowest; flagged " + slow.front().describe());
