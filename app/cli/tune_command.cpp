@@ -38,26 +38,6 @@ const std::map<std::string, Collective> kTunable = {{"all_reduce", Collective::a
                                                     {"broadcast", Collective::broadcast},
                                                     {"reduce", Collective::reduce}};
 
-tune::Shape socket_shape(const TuneOptions& o) {
-  tune::Shape s;
-  s.nranks = o.ranks;
-  s.nnodes = o.ranks;
-  s.max_channels = o.channels > 0 ? o.channels : 1;
-  s.tree_depth_inter = tune::binary_tree_depth(o.ranks);
-  s.tree_channels = 1;
-  s.tree_hop_factor = 1.15;
-  s.channel_latency_us = 5;
-  s.pair_bytes = 16384;
-  for (double& l : s.intra.hop_latency_us)
-    l = o.hop_us;
-  s.intra.protocol_efficiency[0] = 0.9;
-  s.intra.bandwidth_gbs = o.gbs;
-  s.intra.max_bandwidth_gbs = o.gbs * s.max_channels;
-  s.inter = s.intra;
-  s.source = fmt::format("sockets, {} us per hop and {} GB/s per channel as given", o.hop_us, o.gbs);
-  return s;
-}
-
 int run_tune(const TuneOptions& o) {
   const auto colon = o.bytes.find(':');
   const std::size_t lo = parse_size(o.bytes.substr(0, colon));
@@ -72,7 +52,8 @@ int run_tune(const TuneOptions& o) {
     shape = tune::declared_shape(node, o.nodes, o.ranks_per_node, o.channels > 0 ? o.channels : 16);
   } else {
     if (o.ranks < 1) throw Error(ErrorCategory::config, "--ranks must be at least 1");
-    shape = socket_shape(o);
+    shape = tune::socket_shape(o.ranks, o.hop_us, o.gbs, o.channels > 0 ? o.channels : 1);
+    shape.source = fmt::format("sockets, {} us per hop and {} GB/s per channel as given", o.hop_us, o.gbs);
   }
   const tune::Tuner tuner = tune::Tuner::from_env(shape);
   const Collective collective = kTunable.at(o.collective);

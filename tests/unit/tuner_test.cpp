@@ -75,16 +75,7 @@ TEST(Selection, ErrorsNameTheVariableAndTheWord) {
 }
 
 tune::Shape sockets(int nranks) {
-  tune::Shape s;
-  s.nranks = nranks;
-  s.nnodes = nranks;
-  s.tree_depth_inter = tune::binary_tree_depth(nranks);
-  s.tree_channels = 1;
-  for (double& l : s.intra.hop_latency_us)
-    l = 50;
-  s.intra.bandwidth_gbs = s.intra.max_bandwidth_gbs = 1.0;
-  s.inter = s.intra;
-  return s;
+  return tune::socket_shape(nranks, 50, 1.0);
 }
 
 TEST(Tuner, EmptySetsAreErrorsSayingWhatRemovedWhat) {

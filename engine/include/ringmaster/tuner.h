@@ -153,6 +153,15 @@ class Tuner {
 // each (-1: one per GPU): NVLink (or PCI) paths inside, the NICs across.
 Shape declared_shape(const topo::Topology& node, int nodes, int ranks_per_node = -1, int max_channels = 16);
 
+// n ranks over sockets, every rank its own tree node, with these link
+// figures (hop latency, GB/s per channel): the model `ringmaster-cli tune`
+// shows without a file, and where a communicator starts before it
+// calibrates. Trees run on one channel; a tree level costs 1.15 hops (an
+// inner rank serves two children in turn, but fewer ranks wait on each
+// other than around a ring); LL carries 0.9 of the line (no flags, but its
+// reduction cannot overlap the transfer).
+Shape socket_shape(int nranks, double hop_us, double gbs, int max_channels = 1);
+
 // The hops from root to deepest leaf of the deeper of the double binary
 // trees over n positions.
 int binary_tree_depth(int n);

@@ -335,19 +335,10 @@ struct Communicator::Impl {
   // candidates. Without calibration the RINGMASTER_TUNE_* values are used.
   tune::LinkModel calibrate(tune::Shape& shape) {
     std::string& source = shape.source;
-    tune::LinkModel link;
-    link.transport = "socket";
-    // Over sockets LL sends a step whole, so its reduction cannot overlap
-    // the transfer as Simple's slots do; there is no flag overhead.
-    link.protocol_efficiency[0] = 0.9;
-    double hop = static_cast<double>(param_int(Param::TuneHopUs));
-    double gbs = 0;
-    try {
-      gbs = std::stod(param_string(Param::TuneGbs));
-    } catch (const std::exception&) {
-      throw Error(ErrorCategory::config, "RINGMASTER_TUNE_GBS=" + param_string(Param::TuneGbs) + ": not a number");
-    }
-    double gbs_all = gbs * max_channels;
+    tune::LinkModel link = shape.intra;  // socket_shape's, with the RINGMASTER_TUNE_* figures
+    double hop = link.hop_latency_us[0];
+    double gbs = link.bandwidth_gbs;
+    double gbs_all = link.max_bandwidth_gbs;
     double tree_share = shape.tree_efficiency;
     source = "defaults (RINGMASTER_TUNE_HOP_US, RINGMASTER_TUNE_GBS)";
     if (param_int(Param::Calibrate) != 0 && nranks > 1) {
@@ -687,19 +678,23 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
   }
   impl->connect_channels();
   {
-    tune::Shape shape;
-    shape.nranks = impl->nranks;
+    // The socket model with the RINGMASTER_TUNE_* figures; calibrate()
+    // measures the real ones.
+    double gbs = 0;
+    try {
+      gbs = std::stod(param_string(Param::TuneGbs));
+    } catch (const std::exception&) {
+      throw Error(ErrorCategory::config, "RINGMASTER_TUNE_GBS=" + param_string(Param::TuneGbs) + ": not a number");
+    }
+    tune::Shape shape =
+        tune::socket_shape(impl->nranks, static_cast<double>(param_int(Param::TuneHopUs)), gbs, impl->max_channels);
     std::vector<int> nodes = impl->tree_node_of;
     std::sort(nodes.begin(), nodes.end());
     shape.nnodes = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
     shape.min_channels = impl->min_channels;
-    shape.max_channels = impl->max_channels;
     const auto& tree = impl->tree_for(-1);
     shape.tree_depth_intra = tree.depth_intra;
     shape.tree_depth_inter = tree.depth_inter;
-    shape.tree_channels = 1;
-    shape.tree_hop_factor = 1.15;
-    shape.channel_latency_us = 5;
     shape.slot_bytes = impl->buffsize / 8;
     shape.pair_bytes = impl->pair_bytes;
     // The calibration is part of TRANSPORT_CONNECT (its last segment on

@@ -369,6 +369,26 @@ int binary_tree_depth(int n) {
   return deepest;
 }
 
+Shape socket_shape(int nranks, double hop_us, double gbs, int max_channels) {
+  Shape s;
+  s.nranks = nranks;
+  s.nnodes = nranks;
+  s.max_channels = std::max(max_channels, 1);
+  s.tree_depth_inter = binary_tree_depth(nranks);
+  s.tree_channels = 1;
+  s.tree_hop_factor = 1.15;
+  s.channel_latency_us = 5;
+  s.pair_bytes = 16384;
+  s.intra.transport = "socket";
+  for (double& l : s.intra.hop_latency_us)
+    l = hop_us;
+  s.intra.protocol_efficiency[0] = 0.9;
+  s.intra.bandwidth_gbs = gbs;
+  s.intra.max_bandwidth_gbs = gbs * s.max_channels;
+  s.inter = s.intra;
+  return s;
+}
+
 Shape declared_shape(const topo::Topology& node, int nodes, int ranks_per_node, int max_channels) {
   Shape s;
   const auto gpus = node.gpus();
