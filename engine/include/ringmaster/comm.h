@@ -103,6 +103,16 @@ struct PeerLinkCounters {
   std::uint64_t total_bytes = 0;  // every byte received from the peer (for live per-peer bandwidth)
 };
 
+// One connection of this rank and what carries it, as NCCL's
+// "Channel 00 : 0[host] -> 1[host] via SHM" lines say.
+struct ConnectionInfo {
+  int channel = -1;       // ring channel; -1: the direct connection (trees, all_to_all, point-to-point)
+  int peer = -1;          // the rank at the other end
+  bool outgoing = true;   // this rank opened it (on a ring: the peer is the next rank)
+  std::string transport;  // "SHM" or "SOCKET"
+  std::string detail;     // the peer's address, or why shared memory was not used on one host
+};
+
 struct CommOptions {
   // Overrides of NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS / NCCL_ALGO /
   // NCCL_PROTO / NCCL_BUFFSIZE / RINGMASTER_COLL_TIMEOUT. A forced
@@ -163,6 +173,9 @@ class Communicator {
 
   // Per peer that sent this rank anything (see PeerLinkCounters); lock-free.
   std::vector<PeerLinkCounters> peer_links() const;
+
+  // Every connection this rank has, with its transport.
+  std::vector<ConnectionInfo> connections() const;
 
   // A snapshot of channel c's counters.
   ChannelCounters counters(int channel) const;

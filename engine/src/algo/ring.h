@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ringmaster/comm.h"
-#include "transport/socket/link.h"
+#include "transport/link.h"
 
 namespace ringmaster::algo {
 

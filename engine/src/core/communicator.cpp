@@ -1,4 +1,5 @@
-// Communicator: bootstrap, then one ring of socket connections per channel,
+// Communicator: bootstrap, then one ring of connections per channel (shared
+// memory to ranks on the same host, sockets to the others),
 // each channel served by its own progress thread with a FIFO of work. A
 // collective is split evenly across the channels it uses; its Request
 // completes when the last of them finishes. The first error on any channel
@@ -26,7 +27,9 @@
 #include "ringmaster/comm.h"
 #include "ringmaster/topology.h"
 #include "ringmaster/tuner.h"
-#include "transport/socket/link.h"
+#include "transport/link.h"
+#include "transport/shm/shm.h"
+#include "transport/socket/socket_connection.h"
 #include "tune/cache.h"
 
 namespace ringmaster {
@@ -78,6 +81,12 @@ struct Request::State {
   bool done = false;
   Status status;
   std::function<void(const Status&)> on_done;  // runs once, before waiters wake
+  // Runs the next queued task of the channel this request waits on, on the
+  // waiter's thread, if its progress thread has not started it yet; false
+  // when there is none. A caller that waits at once so pays no thread
+  // wake-up: the handoff costs tens of microseconds on a VM, more than a
+  // small collective itself.
+  std::function<bool()> help;
 
   void finish_part(const Status& part) {
     std::function<void(const Status&)> hook;
@@ -98,6 +107,10 @@ struct Request::State {
 
 void Request::wait() const {
   if (!state_) return;
+  if (state_->help) {
+    while (!test() && state_->help()) {
+    }
+  }
   std::unique_lock lock(state_->mutex);
   state_->done_cv.wait(lock, [&] { return state_->done; });
   if (!state_->status.ok()) throw Error(state_->status);
@@ -125,6 +138,7 @@ struct Channel {
   std::mutex mutex;
   std::condition_variable wake;
   std::deque<std::function<void()>> queue;
+  bool running = false;  // a task runs, on this thread or on a caller's
   bool stopping = false;
   std::thread thread;
 
@@ -134,13 +148,38 @@ struct Channel {
       std::function<void()> task;
       {
         std::unique_lock lock(mutex);
-        wake.wait(lock, [&] { return stopping || !queue.empty(); });
+        wake.wait(lock, [&] { return stopping || (!queue.empty() && !running); });
         if (queue.empty()) return;
         task = std::move(queue.front());
         queue.pop_front();
+        running = true;
       }
       task();
+      std::lock_guard lock(mutex);
+      running = false;
     }
+  }
+
+  // Runs the next queued task on the calling thread when the progress
+  // thread is not running one; false when there was nothing to take.
+  bool run_next_here() {
+    std::function<void()> task;
+    {
+      std::lock_guard lock(mutex);
+      if (running || queue.empty()) return false;
+      task = std::move(queue.front());
+      queue.pop_front();
+      running = true;
+    }
+    task();
+    bool queued = false;
+    {
+      std::lock_guard lock(mutex);
+      running = false;
+      queued = !queue.empty();
+    }
+    if (queued) wake.notify_one();  // work that came while this ran
+    return true;
   }
 };
 
@@ -170,9 +209,11 @@ struct Communicator::Impl {
   std::size_t buffsize = 4 << 20;
   std::chrono::milliseconds timeout{60000};
   std::chrono::microseconds spin{50};
-  std::size_t pair_bytes = 16384;  // 2-rank all_reduce up to this size: one whole-input exchange
+  std::size_t inline_bytes = 65536;  // collectives up to this size may run on the calling thread
+  std::size_t pair_bytes = 16384;    // 2-rank all_reduce up to this size: one whole-input exchange
   std::function<void(const CollectiveRecord&)> on_collective;
   std::vector<std::unique_ptr<Channel>> channels;
+  std::vector<ConnectionInfo> connection_infos;
   std::atomic<bool> aborted{false};
   std::uint64_t next_seq = 0;
   // Point-to-point messages are numbered per pair and direction, so they
@@ -241,24 +282,30 @@ struct Communicator::Impl {
         on_collective({ring_op.seq, ring_op.collective, bytes, ring_op.algorithm, protocol, nch, Clock::now() - start});
       }
     };
+    auto task = [this, nch, ring_op, work, state](Channel& channel, int c) {
+      Status status;
+      try {
+        if (aborted) throw Error(ErrorCategory::peer, "the communicator was aborted");
+        work(channel, c, nch, ring_op);
+      } catch (const Error& e) {
+        status = e.status();
+        RM_WARN(coll, "channel {}: {} #{} failed: {}", c, name_of(ring_op.collective), ring_op.seq, e.what());
+        abort();
+      } catch (const std::exception& e) {
+        status = Status(ErrorCategory::internal, e.what());
+        abort();
+      }
+      state->finish_part(status);
+    };
+    // A small collective may run on the thread that waits for it.
+    if (nch == 1 && bytes <= inline_bytes) {
+      Channel* channel = channels[0].get();
+      state->help = [channel] { return channel->run_next_here(); };
+    }
     for (int c = 0; c < nch; ++c) {
       Channel& channel = *channels[c];
       std::lock_guard lock(channel.mutex);
-      channel.queue.push_back([this, &channel, c, nch, ring_op, work, state] {
-        Status status;
-        try {
-          if (aborted) throw Error(ErrorCategory::peer, "the communicator was aborted");
-          work(channel, c, nch, ring_op);
-        } catch (const Error& e) {
-          status = e.status();
-          RM_WARN(coll, "channel {}: {} #{} failed: {}", c, name_of(ring_op.collective), ring_op.seq, e.what());
-          abort();
-        } catch (const std::exception& e) {
-          status = Status(ErrorCategory::internal, e.what());
-          abort();
-        }
-        state->finish_part(status);
-      });
+      channel.queue.push_back([task, &channel, c] { task(channel, c); });
       channel.wake.notify_one();
     }
     return Request(state);
@@ -503,6 +550,12 @@ struct Communicator::Impl {
     return link;
   }
 
+  // Every connection starts as a socket through the peer's bootstrap
+  // listener. The opening rank offers shared memory when the peer looks
+  // like it is on the same host (and creates the segment); the accepting
+  // rank checks that it really is, maps the segment and answers. Offers go
+  // out with the hellos and answers come back only after every rank has
+  // accepted, so no rank waits on another that is itself still connecting.
   void connect_channels() {
     auto& b = bootstrap->impl();
     const int next = (rank + 1) % nranks;
@@ -519,15 +572,45 @@ struct Communicator::Impl {
       channel->stats.peers = nranks;
     }
     if (nranks == 1) return;
-    // Connects to `peer`'s bootstrap listener and says which connection
-    // this is (a ring channel's index, or kMeshConnection).
-    auto open_to = [&](int peer, std::uint32_t connection) {
+    const bool shm_enabled = param_int(Param::ShmDisable) == 0;
+    const auto fifo_bytes = static_cast<std::size_t>(std::max<std::int64_t>(4096, param_int(Param::ShmFifoBytes)));
+    const auto& identity = transport::shm::host_identity();
+    auto where = [&](int r) { return fmt::format("{}[{}]", r, b.peers[r].host); };
+    auto connection_name = [&](std::uint32_t connection) {
+      return connection == kMeshConnection ? std::string("p2p") : fmt::format("Channel {:02d}", connection);
+    };
+
+    // What this rank opened, until the answer says how it is carried.
+    struct Opened {
+      int peer;
+      std::uint32_t connection;
+      net::Socket socket;
+      std::unique_ptr<transport::shm::Segment> segment;
+      transport::Peer* slot;
+    };
+    std::vector<Opened> opened;
+    auto open_to = [&](int peer, std::uint32_t connection, transport::Peer* slot) {
       const auto address = net::SocketAddress::parse(b.peers[peer].address);
       net::Socket s;
       store::ConnectAttempts report;
       int err = store::connect_with_backoff({*address}, deadline, s, report);
+      transport::shm::Offer offer;
+      offer.magic = transport::shm::kOfferMagic;
+      offer.enabled = shm_enabled ? 1 : 0;
+      offer.host_key = identity.key;
+      std::unique_ptr<transport::shm::Segment> segment;
+      if (err == 0 && shm_enabled && b.peers[peer].host == b.peers[rank].host) {
+        try {
+          segment = transport::shm::Segment::create(rank, peer, fifo_bytes);
+          std::snprintf(offer.segment, sizeof(offer.segment), "%s", segment->name().c_str());
+        } catch (const Error& e) {
+          RM_WARN(init, "{} : {} -> {} cannot use shared memory, falling back to sockets: {}",
+                  connection_name(connection), where(rank), where(peer), e.what());
+        }
+      }
       const std::uint32_t hello[3] = {kChannelHelloMagic, static_cast<std::uint32_t>(rank), connection};
       if (err == 0) err = s.send_all(hello, sizeof(hello), deadline);
+      if (err == 0) err = s.send_all(&offer, sizeof(offer), deadline);
       if (err != 0) {
         auto f = bootstrap->failure(Stage::transport_connect,
                                     connection == kMeshConnection
@@ -542,15 +625,14 @@ struct Communicator::Impl {
         throw StageError(f);
       }
       s.set_nodelay();
-      return s;
+      if (connection != kMeshConnection) s.set_buffer_sizes(4 << 20);
+      opened.push_back({peer, connection, std::move(s), std::move(segment), slot});
     };
     for (auto& channel : channels) {
       bootstrap->run_stage(Stage::transport_connect, [&] {
-        net::Socket s = open_to(next, static_cast<std::uint32_t>(channel->index));
-        s.set_buffer_sizes(4 << 20);
-        channel->link.next = {std::move(s), next, b.peers[next].address};
-        return fmt::format("channel {:02d} : {}[{}] -> {}[{}] via SOCKET/{}", channel->index, rank, b.peers[rank].host,
-                           next, b.peers[next].host, b.peers[next].address);
+        open_to(next, static_cast<std::uint32_t>(channel->index), &channel->link.next);
+        return fmt::format("channel {:02d} : {} -> {} connected to {}", channel->index, where(rank), where(next),
+                           b.peers[next].address);
       });
     }
     // Direct connections for all_to_all and point-to-point: each rank
@@ -559,28 +641,31 @@ struct Communicator::Impl {
     mesh.resize(static_cast<std::size_t>(nranks));
     for (int peer = rank + 1; peer < nranks; ++peer) {
       bootstrap->run_stage(Stage::transport_connect, [&] {
-        mesh[static_cast<std::size_t>(peer)] = {open_to(peer, kMeshConnection), peer, b.peers[peer].address};
-        return fmt::format("p2p : {}[{}] -> {}[{}] via SOCKET/{}", rank, b.peers[rank].host, peer, b.peers[peer].host,
-                           b.peers[peer].address);
+        open_to(peer, kMeshConnection, &mesh[static_cast<std::size_t>(peer)]);
+        return fmt::format("p2p : {} -> {} connected to {}", where(rank), where(peer), b.peers[peer].address);
       });
     }
     // Accept every channel's connection from prev and the direct ones from
-    // lower ranks, in whatever order they come.
+    // lower ranks, in whatever order they come, and answer their offers.
+    std::vector<std::string> accepted;
     bootstrap->run_stage(Stage::transport_connect, [&] {
       const std::size_t expected = channels.size() + static_cast<std::size_t>(rank);
       for (std::size_t got = 0; got < expected; ++got) {
         int err = 0;
         net::Socket in = b.listener.accept(deadline, err);
         std::uint32_t hello[3] = {};
+        transport::shm::Offer offer;
         if (err == 0) err = in.recv_all(hello, sizeof(hello), deadline);
+        if (err == 0) err = in.recv_all(&offer, sizeof(offer), deadline);
         const bool direct = hello[2] == kMeshConnection;
+        if (err == 0 && offer.magic != transport::shm::kOfferMagic) err = EPROTO;
         if (err == 0 && direct &&
-            (hello[0] != kChannelHelloMagic || static_cast<int>(hello[1]) >= rank || mesh[hello[1]].socket.valid())) {
+            (hello[0] != kChannelHelloMagic || static_cast<int>(hello[1]) >= rank || mesh[hello[1]].valid())) {
           err = EPROTO;
         }
         if (err == 0 && !direct &&
             (hello[0] != kChannelHelloMagic || static_cast<int>(hello[1]) != prev || hello[2] >= channels.size() ||
-             channels[hello[2]]->link.prev.socket.valid())) {
+             channels[hello[2]]->link.prev.valid())) {
           err = EPROTO;
         }
         if (err != 0) {
@@ -595,16 +680,104 @@ struct Communicator::Impl {
           throw StageError(f);
         }
         in.set_nodelay();
-        if (direct) {
-          const int peer = static_cast<int>(hello[1]);
-          mesh[hello[1]] = {std::move(in), peer, b.peers[peer].address};
-          continue;
+        const int peer = static_cast<int>(hello[1]);
+        // Shared memory when both ranks allow it, they are on one host and
+        // the segment maps here; otherwise why not.
+        transport::shm::Answer answer;
+        answer.magic = transport::shm::kAnswerMagic;
+        std::unique_ptr<transport::shm::Segment> segment;
+        std::string why;
+        if (offer.host_key != identity.key) {
+          why = "different hosts";
+        } else if (!shm_enabled) {
+          why = fmt::format("rank {} has NCCL_SHM_DISABLE=1", rank);
+        } else if (offer.enabled == 0) {
+          why = fmt::format("rank {} has NCCL_SHM_DISABLE=1", peer);
+        } else if (offer.segment[0] == '\0') {
+          why = fmt::format("rank {} could not create a segment (see its log)", peer);
+        } else {
+          offer.segment[sizeof(offer.segment) - 1] = '\0';
+          segment = transport::shm::Segment::open(offer.segment, why);
         }
-        in.set_buffer_sizes(4 << 20);
-        channels[hello[2]]->link.prev = {std::move(in), prev, b.peers[prev].address};
+        answer.use_shm = segment ? 1 : 0;
+        std::snprintf(answer.reason, sizeof(answer.reason), "%s", why.c_str());
+        err = in.send_all(&answer, sizeof(answer), deadline);
+        if (err != 0) {
+          auto f = bootstrap->failure(Stage::transport_connect, fmt::format("rank {} left while connecting", peer));
+          f.peer_rank = peer;
+          f.errno_text = net::errno_text(err);
+          f.hint = "Rank " + std::to_string(peer) + " failed while opening its connections; check its log.";
+          throw StageError(f);
+        }
+        transport::Peer* slot = direct ? &mesh[hello[1]] : &channels[hello[2]]->link.prev;
+        const std::string name = direct ? "p2p" : fmt::format("Channel {:02d}", hello[2]);
+        const bool shm = segment != nullptr;
+        if (shm) {
+          slot->connection = std::make_unique<transport::shm::ShmConnection>(std::move(segment), 1, std::move(in));
+        } else {
+          if (!direct) in.set_buffer_sizes(4 << 20);
+          slot->connection = std::make_unique<transport::SocketConnection>(std::move(in));
+        }
+        slot->rank = peer;
+        slot->address = b.peers[peer].address;
+        connection_infos.push_back({direct ? -1 : static_cast<int>(hello[2]), peer, false,
+                                    std::string(transport::name_of(slot->kind())),
+                                    shm || why == "different hosts" ? b.peers[peer].address : why});
+        accepted.push_back(
+            fmt::format("{} : {} <- {} via {}", name, where(rank), where(peer), transport::name_of(slot->kind())));
       }
       return fmt::format("{} channel(s) from rank {}, direct connections from {} lower rank(s)", channels.size(), prev,
                          rank);
+    });
+    // The answers to this rank's offers: the transport of each connection
+    // it opened, logged as NCCL does.
+    bootstrap->run_stage(Stage::transport_connect, [&] {
+      std::string detail;
+      for (auto& o : opened) {
+        transport::shm::Answer answer;
+        int err = o.socket.recv_all(&answer, sizeof(answer), deadline);
+        if (err == 0 && answer.magic != transport::shm::kAnswerMagic) err = EPROTO;
+        if (err != 0) {
+          auto f = bootstrap->failure(Stage::transport_connect,
+                                      fmt::format("rank {} did not answer the connection offer", o.peer));
+          f.peer_rank = o.peer;
+          f.remote_address = b.peers[o.peer].address;
+          f.errno_text = err == EPROTO ? "unexpected answer" : net::errno_text(err);
+          f.hint = "Rank " + std::to_string(o.peer) + " failed while accepting its connections; check its log.";
+          throw StageError(f);
+        }
+        answer.reason[sizeof(answer.reason) - 1] = '\0';
+        const std::string why = answer.reason;
+        const bool shm = answer.use_shm != 0 && o.segment != nullptr;
+        if (o.segment) o.segment->unlink();  // mapped on both sides, or not wanted
+        if (shm) {
+          o.slot->connection =
+              std::make_unique<transport::shm::ShmConnection>(std::move(o.segment), 0, std::move(o.socket));
+        } else {
+          o.segment.reset();
+          o.slot->connection = std::make_unique<transport::SocketConnection>(std::move(o.socket));
+        }
+        o.slot->rank = o.peer;
+        o.slot->address = b.peers[o.peer].address;
+        const std::string line = fmt::format("{} : {} -> {} via {}", connection_name(o.connection), where(rank),
+                                             where(o.peer), transport::name_of(o.slot->kind()));
+        const bool same_host = why != "different hosts";
+        if (shm) {
+          RM_INFO(init, "{}", line);
+        } else if (same_host) {
+          RM_WARN(init, "{}/{} (shared memory not used: {})", line, b.peers[o.peer].address, why);
+        } else {
+          RM_INFO(init, "{}/{}", line, b.peers[o.peer].address);
+        }
+        connection_infos.push_back({o.connection == kMeshConnection ? -1 : static_cast<int>(o.connection), o.peer, true,
+                                    std::string(transport::name_of(o.slot->kind())),
+                                    shm || !same_host ? b.peers[o.peer].address : why});
+        detail += (detail.empty() ? "" : "; ") + line + (shm ? "" : "/" + b.peers[o.peer].address) +
+                  (!shm && same_host ? " (shared memory not used: " + why + ")" : "");
+      }
+      for (const auto& a : accepted)
+        detail += "; " + a;
+      return detail;
     });
   }
 };
@@ -634,6 +807,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
   impl->timeout = options.timeout.value_or(std::chrono::milliseconds(param_int(Param::CollTimeout) * 1000));
   impl->on_collective = options.on_collective;
   impl->pair_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, param_int(Param::PairBytes)));
+  impl->inline_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, param_int(Param::InlineBytes)));
   impl->spin = std::chrono::microseconds(std::max<std::int64_t>(0, param_int(Param::SocketSpin)));
 
   // NCCL_ALGO / NCCL_PROTO (or the options) are checked before anything
@@ -977,6 +1151,10 @@ std::vector<PeerLinkCounters> Communicator::peer_links() const {
     if (l.total_bytes > 0) out.push_back(l);
   }
   return out;
+}
+
+std::vector<ConnectionInfo> Communicator::connections() const {
+  return impl_->connection_infos;
 }
 
 ChannelCounters Communicator::counters(int channel) const {

@@ -47,21 +47,26 @@ namespace ringmaster {
     "What the double binary trees span: rank (every rank a node, as sockets reach every rank alike) or host "    \
     "(a host's ranks chained, the trees across hosts, as NCCL does)")                                            \
   X(Calibrate, "RINGMASTER_TUNE_CALIBRATE", "1",                                                                 \
-    "Measure hop latency and bandwidth at init for the tuner (0: use RINGMASTER_TUNE_HOP_US and _GBS)")         \
+    "Measure hop latency and bandwidth at init for the tuner (0: use RINGMASTER_TUNE_HOP_US and _GBS)")          \
   X(TuneCache, "RINGMASTER_TUNE_CACHE", "",                                                                      \
-    "File where calibrations are kept for an hour, keyed by shape (default: ~/.cache/ringmaster/tuning.json; "  \
+    "File where calibrations are kept for an hour, keyed by shape (default: ~/.cache/ringmaster/tuning.json; "   \
     "off: measure every time)")                                                                                  \
   X(TuneHopUs, "RINGMASTER_TUNE_HOP_US", "60", "Tuner's hop latency in microseconds when not calibrating")       \
   X(TuneGbs, "RINGMASTER_TUNE_GBS", "1", "Tuner's per-channel bandwidth in GB/s when not calibrating")           \
+  X(ShmDisable, "NCCL_SHM_DISABLE", "0", "1: never use shared memory between ranks on one host")                 \
+  X(ShmFifoBytes, "RINGMASTER_SHM_FIFO_BYTES", "1048576",                                                        \
+    "Bytes of each shared-memory FIFO (per connection and direction)")                                           \
   X(BuffSize, "NCCL_BUFFSIZE", "4194304", "Simple protocol buffer; a step moves BUFFSIZE/8 bytes at a time")     \
   X(SocketSpin, "RINGMASTER_SOCKET_SPIN_US", "50",                                                               \
     "Microseconds a waiting transfer retries before it sleeps in poll() (0: sleep at once)")                     \
+  X(InlineBytes, "RINGMASTER_INLINE_BYTES", "65536",                                                             \
+    "Collectives up to this size run on the calling thread when their channel is idle (0: never)")               \
   X(PairBytes, "RINGMASTER_PAIR_BYTES", "16384",                                                                 \
     "2-rank all_reduce up to this many bytes exchanges whole inputs in one step instead of the ring's two")      \
   X(CollTimeout, "RINGMASTER_COLL_TIMEOUT", "60",                                                                \
-    "Seconds a collective may go without progress before it fails naming the silent peer")                      \
+    "Seconds a collective may go without progress before it fails naming the silent peer")                       \
   X(TopoFile, "NCCL_TOPO_FILE", "",                                                                              \
-    "NCCL or hwloc XML describing this node; used instead of hwloc discovery (marked declared)")                \
+    "NCCL or hwloc XML describing this node; used instead of hwloc discovery (marked declared)")                 \
   X(TopoDumpFile, "RINGMASTER_TOPO_DUMP_FILE", "",                                                               \
     "Rank 0 writes the topology its communicator used here, as NCCL topology XML")
 

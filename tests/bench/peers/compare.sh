@@ -1,53 +1,69 @@
 #!/usr/bin/env bash
 # Ringmaster against its peers on this machine, in one run: all_reduce of
-# floats (sum), N ranks on loopback (default 2), sizes 8 B .. 64 MiB.
-#   ringmaster: ringmaster-cli perf (out-of-place row)
-#   gloo:       Gloo's ring all_reduce over its TCP transport
-#   mpi:        Open MPI's MPI_Allreduce with --mca btl tcp,self
-#   iperf3:     the loopback link itself, one stream each way (--bidir)
+# floats (sum), N ranks on one host (default 2), sizes 8 B .. 64 MiB, over
+# one transport (default socket):
+#   socket:
+#     ringmaster: ringmaster-cli perf (out-of-place row), NCCL_SHM_DISABLE=1
+#     gloo:       Gloo's ring all_reduce over its TCP transport
+#     mpi:        Open MPI's MPI_Allreduce with --mca btl tcp,self
+#     iperf3:     the loopback link itself, one stream each way (--bidir)
+#   shm:
+#     ringmaster: ringmaster-cli perf over shared memory (the default)
+#     mpi:        Open MPI's MPI_Allreduce with --mca btl vader,self
+#     memcpy:     one core copying a buffer of each size (the memory itself)
 # Each tool runs `rounds` times, interleaved, and every figure is the median
 # of its rounds (this machine is shared and noisy). Prints one table: size,
 # busbw of each (GB/s), time at each size (us), and ringmaster's ratio to
 # the best peer.
-#   tests/bench/peers/compare.sh [build-dir] [ranks] [iters] [rounds]
+#   tests/bench/peers/compare.sh [build-dir] [ranks] [iters] [rounds] [socket|shm]
 set -euo pipefail
 build=${1:-build/release}
 np=${2:-2}
 iters=${3:-20}
 rounds=${4:-3}
+transport=${5:-socket}
+case "$transport" in
+  socket) export NCCL_SHM_DISABLE=1 btl=tcp ;;
+  shm) export NCCL_SHM_DISABLE=0 btl=vader ;;
+  *) echo "compare.sh: transport must be socket or shm, not '$transport'" >&2; exit 2 ;;
+esac
 min=8
 max=$((64 * 1024 * 1024))
 work=$(mktemp -d)
 trap 'rm -rf "$work"; kill $(jobs -p) 2>/dev/null || true' EXIT
 
-echo "# all_reduce float sum, $np ranks on loopback, $iters iterations per size, median of $rounds rounds"
+echo "# all_reduce float sum, $np ranks on one host over $transport, $iters iterations per size, median of $rounds rounds"
 
 for ((round = 0; round < rounds; round++)); do
   "$build/app/ringmaster-cli" perf all_reduce --np "$np" -b $min -e $max -f 2 -n "$iters" -w 3 -c 0 --no-stages \
     --json "$work/ringmaster.$round.json" >/dev/null
 
-  rm -rf "$work/gloo-store" && mkdir -p "$work/gloo-store"
-  for ((r = 0; r < np; r++)); do
-    "$build/tests/bench/peers/gloo_allreduce" $r "$np" "$work/gloo-store" $min $max "$iters" >"$work/gloo.$round.$r" &
-  done
-  wait
+  if [[ $transport == socket ]]; then
+    rm -rf "$work/gloo-store" && mkdir -p "$work/gloo-store"
+    for ((r = 0; r < np; r++)); do
+      "$build/tests/bench/peers/gloo_allreduce" $r "$np" "$work/gloo-store" $min $max "$iters" >"$work/gloo.$round.$r" &
+    done
+    wait
+  else
+    "$build/tests/bench/peers/memcpy_bench" $min $max "$iters" >"$work/gloo.$round.0"
+  fi
 
-  mpirun --allow-run-as-root --oversubscribe -np "$np" --mca btl tcp,self --mca btl_tcp_if_include lo \
+  mpirun --allow-run-as-root --oversubscribe -np "$np" --mca btl $btl,self --mca btl_tcp_if_include lo \
     --mca pml ob1 "$build/tests/bench/peers/mpi_allreduce" $min $max "$iters" >"$work/mpi.$round" 2>"$work/mpi.err" ||
     { cat "$work/mpi.err" >&2; exit 1; }
 done
 
 iperf_gbps=""
-if command -v iperf3 >/dev/null; then
+if [[ $transport == socket ]] && command -v iperf3 >/dev/null; then
   iperf3 -s -1 -p 5299 >/dev/null 2>&1 &
   sleep 0.5
   iperf_gbps=$(iperf3 -c 127.0.0.1 -p 5299 -t 3 --bidir -J 2>/dev/null |
     python3 -c 'import json,sys; d=json.load(sys.stdin)["end"]; print("%.2f" % (d["sum_sent"]["bits_per_second"]/8e9))' || true)
 fi
 
-python3 - "$work" "$iperf_gbps" "$rounds" <<'PY'
+python3 - "$work" "$iperf_gbps" "$rounds" "$transport" <<'PY'
 import json, statistics, sys
-work, iperf, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+work, iperf, rounds, transport = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 def median_table(rows_per_round):
     sizes = set.intersection(*(set(r) for r in rows_per_round))
     return {s: (statistics.median(r[s][0] for r in rows_per_round), statistics.median(r[s][1] for r in rows_per_round))
@@ -63,12 +79,14 @@ def rm_rows(path):
 rm = median_table([rm_rows(f"{work}/ringmaster.{i}.json") for i in range(rounds)])
 gloo = median_table([text_rows(f"{work}/gloo.{i}.0") for i in range(rounds)])
 mpi = median_table([text_rows(f"{work}/mpi.{i}") for i in range(rounds)])
-print(f"{'size(B)':>10} {'ringmaster':>11} {'gloo':>8} {'mpi-tcp':>8}   {'rm us':>9} {'gloo us':>9} {'mpi us':>9}   {'ratio to best peer':>18}")
+# Over shm the second column is memcpy: the memory's own pace, not a peer.
+second, third = ("gloo", "mpi-tcp") if transport == "socket" else ("memcpy", "mpi-vader")
+print(f"{'size(B)':>10} {'ringmaster':>11} {second:>9} {third:>9}   {'rm us':>9} {second + ' us':>10} {'mpi us':>9}   {'ratio to best peer':>18}")
 for size in sorted(rm):
     r = rm[size]; g = gloo.get(size, (float('nan'), 0.0)); m = mpi.get(size, (float('nan'), 0.0))
-    best = max(g[1], m[1])
+    best = max(g[1], m[1]) if transport == "socket" else m[1]
     ratio = r[1] / best if best > 0 else float('nan')
-    print(f"{size:>10} {r[1]:>11.3f} {g[1]:>8.3f} {m[1]:>8.3f}   {r[0]:>9.1f} {g[0]:>9.1f} {m[0]:>9.1f}   {ratio:>18.2f}")
+    print(f"{size:>10} {r[1]:>11.3f} {g[1]:>9.3f} {m[1]:>9.3f}   {r[0]:>9.1f} {g[0]:>10.1f} {m[0]:>9.1f}   {ratio:>18.2f}")
 if iperf:
     print(f"# loopback link (iperf3 --bidir, one stream each way): {iperf} GB/s per direction")
 PY

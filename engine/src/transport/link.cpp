@@ -1,4 +1,4 @@
-#include "transport/socket/link.h"
+#include "transport/link.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -78,9 +78,14 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
   };
 
   auto spin_until = Clock::now() + spin;
+  // Waiting on a connection whose data cannot be polled (shared memory)
+  // means sleeping briefly and retrying: from 20 us, doubling to 1 ms.
+  auto nap = std::chrono::microseconds(20);
+  // A shared-memory peer whose socket closed may still have left data in
+  // the FIFO: that is read first, the error comes when nothing moves.
+  const Peer* peer_gone = nullptr;
   // Try both directions without waiting; poll only when neither can move.
-  // Header and data travel in one sendmsg and are read with one recvmsg,
-  // so a small step costs one call each way when the peer is ready.
+  // Header and data travel in one call each way when the peer is ready.
   for (;;) {
     if (aborted != nullptr && aborted->load()) throw Error(ErrorCategory::peer, "the communicator was aborted");
     const bool sending = header_sent < sizeof(StepHeader) || data_sent < send_bytes;
@@ -96,11 +101,8 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
       if (data_sent < send_bytes) {
         iov[n++] = {const_cast<char*>(static_cast<const char*>(send)) + data_sent, send_bytes - data_sent};
       }
-      msghdr msg{};
-      msg.msg_iov = iov;
-      msg.msg_iovlen = static_cast<std::size_t>(n);
-      const ssize_t w = ::sendmsg(next.socket.fd(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (w < 0 && errno != EAGAIN && errno != EINTR) peer_error(next, errno, "sending to");
+      const std::int64_t w = next.connection->send_some(iov, n);
+      if (w < 0) peer_error(next, w == net::kPeerClosed ? net::kPeerClosed : static_cast<int>(-w), "sending to");
       if (w > 0) {
         std::size_t left = static_cast<std::size_t>(w);
         const std::size_t h = std::min(left, sizeof(StepHeader) - header_sent);
@@ -121,12 +123,8 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
       if (data_received < recv_bytes) {
         iov[n++] = {static_cast<char*>(recv) + data_received, recv_bytes - data_received};
       }
-      msghdr msg{};
-      msg.msg_iov = iov;
-      msg.msg_iovlen = static_cast<std::size_t>(n);
-      const ssize_t r = ::recvmsg(prev.socket.fd(), &msg, MSG_DONTWAIT);
-      if (r == 0) peer_error(prev, net::kPeerClosed, "receiving from");
-      if (r < 0 && errno != EAGAIN && errno != EINTR) peer_error(prev, errno, "receiving from");
+      const std::int64_t r = prev.connection->recv_some(iov, n);
+      if (r < 0) peer_error(prev, r == net::kPeerClosed ? net::kPeerClosed : static_cast<int>(-r), "receiving from");
       if (r > 0) {
         std::size_t left = static_cast<std::size_t>(r);
         const bool had_header = header_received == sizeof(StepHeader);
@@ -158,18 +156,46 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
     if (progressed) {
       deadline = Clock::now() + timeout;
       spin_until = Clock::now() + spin;
+      nap = std::chrono::microseconds(20);
       continue;
+    }
+    if (peer_gone != nullptr) {
+      const int err = peer_gone->connection->pending_error();
+      peer_error(*peer_gone, err == 0 || err == net::kPeerClosed ? net::kPeerClosed : -err, "waiting for");
     }
     // Retry without sleeping for a short while first: a peer's reply to a
     // small step usually arrives within microseconds, and waking a thread
-    // from poll() costs tens of them on a VM.
+    // costs tens of them on a VM.
     if (Clock::now() < spin_until) continue;
     pollfd fds[2];
+    const Peer* polled[2];
     int nfds = 0;
-    if (sending) fds[nfds++] = {next.socket.fd(), POLLOUT, 0};
-    if (receiving) fds[nfds++] = {prev.socket.fd(), POLLIN, 0};
-    const int ready = ::poll(fds, static_cast<nfds_t>(nfds), 100);
+    bool napping = false;
+    auto watch = [&](const Peer& p, short events) {
+      if (!p.connection->data_pollable()) {
+        napping = true;
+        events = POLLIN;  // readable only when the peer goes away
+      }
+      if (nfds == 1 && fds[0].fd == p.connection->fd()) {
+        fds[0].events |= events;
+        return;
+      }
+      polled[nfds] = &p;
+      fds[nfds++] = {p.connection->fd(), events, 0};
+    };
+    if (sending) watch(next, POLLOUT);
+    if (receiving) watch(prev, POLLIN);
+    const auto wait = napping ? std::chrono::duration_cast<std::chrono::nanoseconds>(nap)
+                              : std::chrono::nanoseconds(std::chrono::milliseconds(100));
+    const timespec ts{static_cast<time_t>(wait.count() / 1000000000), static_cast<long>(wait.count() % 1000000000)};
+    const int ready = ::ppoll(fds, static_cast<nfds_t>(nfds), &ts, nullptr);
     if (ready < 0 && errno != EINTR) throw Error(ErrorCategory::internal, "poll failed: " + net::errno_text(errno));
+    if (napping) nap = std::min(nap * 2, std::chrono::microseconds(1000));
+    for (int i = 0; ready > 0 && i < nfds; ++i) {
+      if (!polled[i]->connection->data_pollable() && (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        peer_gone = polled[i];
+      }
+    }
     if (ready == 0 && Clock::now() >= deadline) {
       const Peer& silent = receiving ? prev : next;
       throw Error(ErrorCategory::timeout,
@@ -197,10 +223,10 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
 }
 
 void RingLink::shutdown() noexcept {
-  if (next.socket.valid()) ::shutdown(next.socket.fd(), SHUT_RDWR);
-  if (prev.socket.valid()) ::shutdown(prev.socket.fd(), SHUT_RDWR);
+  if (next.valid()) next.connection->shutdown();
+  if (prev.valid()) prev.connection->shutdown();
   for (auto& peer : mesh) {
-    if (peer.socket.valid()) ::shutdown(peer.socket.fd(), SHUT_RDWR);
+    if (peer.valid()) peer.connection->shutdown();
   }
 }
 

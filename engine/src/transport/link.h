@@ -1,11 +1,13 @@
-// The socket transport of one channel: a connection to the next rank on the
-// ring (we send) and one from the previous rank (we receive).
+// One channel's connections: to the next rank on the ring (we send), from
+// the previous rank (we receive), and on channel 0 to every peer directly.
+// Each is a Connection of whatever transport reaches that peer (a socket,
+// or shared memory on the same host).
 //
 // Every transfer starts with a StepHeader carrying the collective, its
 // sequence number and byte count, so ranks that disagree on what they are
 // running fail with an error naming both, instead of hanging or reducing
 // the wrong bytes. exchange() sends and receives at the same time on
-// non-blocking sockets, so neither side can deadlock on full buffers, and
+// non-blocking connections, so neither side can deadlock on full buffers, and
 // calls back per received slot so reductions overlap the transfer (the
 // Simple protocol); with one slot the size of the message it is LL. Used
 // by one progress thread; abort() may come from any thread.
@@ -22,6 +24,7 @@
 
 #include "net/socket.h"
 #include "ringmaster/comm.h"
+#include "transport/connection.h"
 
 namespace ringmaster::transport {
 
@@ -60,9 +63,11 @@ struct ChannelStats {
 };
 
 struct Peer {
-  net::Socket socket;
+  std::unique_ptr<Connection> connection;
   int rank = -1;
   std::string address;
+  bool valid() const { return connection != nullptr; }
+  TransportKind kind() const { return connection ? connection->kind() : TransportKind::socket; }
 };
 
 class RingLink {

@@ -1,0 +1,48 @@
+// One connection to a peer rank, whatever carries it: a TCP socket, or a
+// pair of FIFOs in shared memory between two ranks on one host. RingLink
+// drives every kind the same way: it frames each step with a header and
+// moves bytes with non-blocking send_some/recv_some, waiting only when
+// neither direction can move.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <string_view>
+
+namespace ringmaster::transport {
+
+enum class TransportKind : std::uint8_t { socket, shm };
+
+// "SOCKET", "SHM": as NCCL names them in its connection lines.
+std::string_view name_of(TransportKind kind) noexcept;
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  virtual TransportKind kind() const noexcept = 0;
+
+  // Move what can move now, without blocking: the number of bytes taken
+  // from (sent) or written to (received) the iovecs in order, 0 when
+  // nothing can move, or a negative errno (net::kPeerClosed when the peer
+  // closed the connection).
+  virtual std::int64_t send_some(const iovec* iov, int count) noexcept = 0;
+  virtual std::int64_t recv_some(const iovec* iov, int count) noexcept = 0;
+
+  // The file descriptor to poll while waiting. For a socket it carries the
+  // data (POLLIN/POLLOUT); for shared memory it is the socket the two
+  // ranks met on, which only ever becomes readable when the peer goes away
+  // (data_pollable() is false: waiting there means polling with a short
+  // timeout and retrying).
+  virtual int fd() const noexcept = 0;
+  virtual bool data_pollable() const noexcept = 0;
+
+  // Reads the error behind a readable fd() of a connection whose data is
+  // not pollable: net::kPeerClosed, an errno, or 0 when there is none.
+  virtual int pending_error() noexcept { return 0; }
+
+  // Wakes a blocked peer and makes every later call fail. Any thread.
+  virtual void shutdown() noexcept = 0;
+};
+
+}  // namespace ringmaster::transport

@@ -1,0 +1,281 @@
+#include "transport/shm/shm.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "core/log.h"
+#include "ringmaster/status.h"
+
+namespace ringmaster::transport::shm {
+namespace {
+
+constexpr std::uint32_t kSegmentMagic = 0x52534D31;  // "RSM1"
+constexpr std::string_view kPrefix = "ringmaster-";  // in /dev/shm
+constexpr std::size_t kDataOffset = 4096;
+
+struct SegmentHeader {
+  std::uint32_t magic;
+  std::uint32_t creator_pid;
+  std::uint64_t fifo_bytes;
+};
+
+std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::size_t segment_size(std::size_t fifo_bytes) {
+  return kDataOffset + 2 * fifo_bytes;
+}
+
+}  // namespace
+
+// One direction's counters, each on its own cache line so the writer and
+// the reader never share one they both write.
+struct ShmConnection::Fifo {
+  alignas(64) std::atomic<std::uint64_t> head;  // bytes written, by the writer
+  alignas(64) std::atomic<std::uint64_t> tail;  // bytes read, by the reader
+  alignas(64) std::atomic<std::uint32_t> closed;
+};
+static_assert(sizeof(SegmentHeader) <= 64);
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+
+const HostIdentity& host_identity() {
+  static const HostIdentity identity = [] {
+    char host[256] = {};
+    ::gethostname(host, sizeof(host) - 1);
+    std::string boot;
+    std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+    struct stat shm_dir {
+    }, netns{};
+    const bool shm_ok = ::stat("/dev/shm", &shm_dir) == 0;
+    const bool ns_ok = ::stat("/proc/self/ns/net", &netns) == 0;
+    HostIdentity id;
+    id.text = fmt::format("{} boot={} shm={} netns={}", host, boot.empty() ? "?" : boot.substr(0, 8),
+                          shm_ok ? std::to_string(shm_dir.st_dev) : "none", ns_ok ? std::to_string(netns.st_ino) : "?");
+    id.key = fnv1a(id.text);
+    return id;
+  }();
+  return identity;
+}
+
+Segment::~Segment() {
+  unlink();
+  if (base_ != nullptr) ::munmap(base_, size_);
+}
+
+std::unique_ptr<Segment> Segment::create(int rank, int peer, std::size_t fifo_bytes) {
+  remove_stale_segments();
+  static std::atomic<unsigned> counter{0};
+  static thread_local std::mt19937 random{std::random_device{}()};
+  std::unique_ptr<Segment> s(new Segment);
+  s->name_ = fmt::format("/{}{}-{}to{}-{}-{:08x}", kPrefix, ::getpid(), rank, peer, counter++, random());
+  s->size_ = segment_size(fifo_bytes);
+  const int fd = ::shm_open(s->name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) {
+    throw Error(ErrorCategory::network,
+                fmt::format("cannot create shared memory segment /dev/shm{}: {}", s->name_, std::strerror(errno)));
+  }
+  s->named_ = true;
+  // Reserve the pages now: a full /dev/shm fails here with ENOSPC instead
+  // of a SIGBUS at the first write.
+  const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(s->size_));
+  if (err != 0) {
+    ::close(fd);
+    throw Error(ErrorCategory::network, fmt::format("cannot reserve {} bytes of shared memory for /dev/shm{}: {}",
+                                                    s->size_, s->name_, std::strerror(err)));
+  }
+  s->base_ = ::mmap(nullptr, s->size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (s->base_ == MAP_FAILED) {
+    s->base_ = nullptr;
+    throw Error(ErrorCategory::network, fmt::format("cannot map /dev/shm{}: {}", s->name_, std::strerror(errno)));
+  }
+  auto* header = static_cast<SegmentHeader*>(s->base_);
+  header->creator_pid = static_cast<std::uint32_t>(::getpid());
+  header->fifo_bytes = fifo_bytes;
+  std::atomic_thread_fence(std::memory_order_release);
+  header->magic = kSegmentMagic;
+  return s;
+}
+
+std::unique_ptr<Segment> Segment::open(const std::string& name, std::string& why) {
+  std::unique_ptr<Segment> s(new Segment);
+  s->name_ = name;
+  const int fd = ::shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0) {
+    why = fmt::format("cannot open /dev/shm{}: {}", name, std::strerror(errno));
+    return nullptr;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < kDataOffset) {
+    ::close(fd);
+    why = fmt::format("/dev/shm{} is not a segment of ours", name);
+    return nullptr;
+  }
+  s->size_ = static_cast<std::size_t>(st.st_size);
+  s->base_ = ::mmap(nullptr, s->size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (s->base_ == MAP_FAILED) {
+    s->base_ = nullptr;
+    why = fmt::format("cannot map /dev/shm{}: {}", name, std::strerror(errno));
+    return nullptr;
+  }
+  const auto* header = static_cast<const SegmentHeader*>(s->base_);
+  if (header->magic != kSegmentMagic || segment_size(header->fifo_bytes) != s->size_) {
+    why = fmt::format("/dev/shm{} is not a segment of ours", name);
+    return nullptr;
+  }
+  // Both sides have it mapped now: the name has done its job.
+  s->named_ = true;
+  s->unlink();
+  return s;
+}
+
+void Segment::unlink() noexcept {
+  if (named_) ::shm_unlink(name_.c_str());
+  named_ = false;
+}
+
+std::size_t Segment::fifo_bytes() const {
+  return static_cast<const SegmentHeader*>(base_)->fifo_bytes;
+}
+
+namespace {
+
+// Calls f(file name, creator pid) for each segment of ours in /dev/shm.
+template <class F>
+void for_each_segment(F&& f) {
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return;
+  while (const dirent* e = ::readdir(dir)) {
+    const std::string_view name = e->d_name;
+    if (!name.starts_with(kPrefix)) continue;
+    const long pid = std::strtol(name.data() + kPrefix.size(), nullptr, 10);
+    f(std::string(name), static_cast<pid_t>(pid));
+  }
+  ::closedir(dir);
+}
+
+}  // namespace
+
+int remove_stale_segments() {
+  int removed = 0;
+  for_each_segment([&](const std::string& name, pid_t pid) {
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH && ::shm_unlink(("/" + name).c_str()) == 0) {
+      RM_INFO(init, "removed /dev/shm/{}: its process {} is gone", name, pid);
+      ++removed;
+    }
+  });
+  return removed;
+}
+
+int count_segments() {
+  int n = 0;
+  for_each_segment([&](const std::string&, pid_t) { ++n; });
+  return n;
+}
+
+ShmConnection::ShmConnection(std::unique_ptr<Segment> segment, int side, net::Socket liveness)
+    : segment_(std::move(segment)), liveness_(std::move(liveness)) {
+  static_assert(64 + 2 * sizeof(Fifo) <= kDataOffset);
+  auto* base = static_cast<std::byte*>(segment_->base());
+  auto* fifos = reinterpret_cast<Fifo*>(base + 64);
+  capacity_ = segment_->fifo_bytes();
+  out_ = &fifos[side];
+  in_ = &fifos[1 - side];
+  out_data_ = base + kDataOffset + static_cast<std::size_t>(side) * capacity_;
+  in_data_ = base + kDataOffset + static_cast<std::size_t>(1 - side) * capacity_;
+}
+
+ShmConnection::~ShmConnection() = default;
+
+std::int64_t ShmConnection::send_some(const iovec* iov, int count) noexcept {
+  std::size_t wanted = 0;
+  for (int i = 0; i < count; ++i)
+    wanted += iov[i].iov_len;
+  std::size_t space = capacity_ - static_cast<std::size_t>(head_ - tail_seen_);
+  if (space < wanted) {
+    tail_seen_ = out_->tail.load(std::memory_order_acquire);
+    space = capacity_ - static_cast<std::size_t>(head_ - tail_seen_);
+  }
+  if (space == 0) return out_->closed.load(std::memory_order_relaxed) != 0 ? net::kPeerClosed : 0;
+  std::size_t moved = 0;
+  for (int i = 0; i < count && space > 0; ++i) {
+    const auto* p = static_cast<const std::byte*>(iov[i].iov_base);
+    std::size_t left = iov[i].iov_len;
+    while (left > 0 && space > 0) {
+      const std::size_t at = static_cast<std::size_t>(head_ % capacity_);
+      const std::size_t n = std::min({left, space, capacity_ - at});
+      std::memcpy(out_data_ + at, p, n);
+      p += n;
+      left -= n;
+      space -= n;
+      head_ += n;
+      moved += n;
+    }
+  }
+  out_->head.store(head_, std::memory_order_release);
+  return static_cast<std::int64_t>(moved);
+}
+
+std::int64_t ShmConnection::recv_some(const iovec* iov, int count) noexcept {
+  std::size_t wanted = 0;
+  for (int i = 0; i < count; ++i)
+    wanted += iov[i].iov_len;
+  std::size_t avail = static_cast<std::size_t>(head_seen_ - tail_);
+  if (avail < wanted) {
+    head_seen_ = in_->head.load(std::memory_order_acquire);
+    avail = static_cast<std::size_t>(head_seen_ - tail_);
+  }
+  if (avail == 0) return in_->closed.load(std::memory_order_relaxed) != 0 ? net::kPeerClosed : 0;
+  std::size_t moved = 0;
+  for (int i = 0; i < count && avail > 0; ++i) {
+    auto* p = static_cast<std::byte*>(iov[i].iov_base);
+    std::size_t left = iov[i].iov_len;
+    while (left > 0 && avail > 0) {
+      const std::size_t at = static_cast<std::size_t>(tail_ % capacity_);
+      const std::size_t n = std::min({left, avail, capacity_ - at});
+      std::memcpy(p, in_data_ + at, n);
+      p += n;
+      left -= n;
+      avail -= n;
+      tail_ += n;
+      moved += n;
+    }
+  }
+  in_->tail.store(tail_, std::memory_order_release);
+  return static_cast<std::int64_t>(moved);
+}
+
+int ShmConnection::pending_error() noexcept {
+  char byte = 0;
+  const ssize_t r = ::recv(liveness_.fd(), &byte, 1, MSG_DONTWAIT);
+  if (r == 0) return net::kPeerClosed;
+  if (r < 0) return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+  return -EPROTO;  // nothing is ever sent on it after the negotiation
+}
+
+void ShmConnection::shutdown() noexcept {
+  out_->closed.store(1, std::memory_order_relaxed);
+  in_->closed.store(1, std::memory_order_relaxed);
+  if (liveness_.valid()) ::shutdown(liveness_.fd(), SHUT_RDWR);
+}
+
+}  // namespace ringmaster::transport::shm

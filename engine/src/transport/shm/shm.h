@@ -1,0 +1,119 @@
+// Shared memory between two ranks on one host: a POSIX shared-memory
+// segment holding one FIFO per direction.
+//
+// Each FIFO is a single-producer single-consumer byte ring: the writer
+// copies in and publishes its running byte count (head) with release
+// ordering, the reader copies out and publishes how far it has read
+// (tail). A step's header and data go through it as one stream, exactly
+// as over a socket, so every algorithm and protocol runs unchanged; the
+// ring is small enough (RINGMASTER_SHM_FIFO_BYTES, 1 MiB) to stay in the
+// caches the two ranks share, so the copy in and the copy out rarely touch
+// memory.
+//
+// The segment is negotiated over the socket the two ranks already share:
+// the connecting rank creates it and offers its name, the accepting rank
+// maps it and unlinks the name at once, so from then on a killed rank
+// leaves nothing in /dev/shm. That socket stays open: it becomes readable
+// only when the peer goes away, which is how a waiting rank notices a dead
+// peer without a timeout.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "net/socket.h"
+#include "transport/connection.h"
+
+namespace ringmaster::transport::shm {
+
+// What makes two ranks able to share memory: the same host name, boot,
+// /dev/shm and network namespace (ranks in different network namespaces
+// are different hosts as far as a cluster is concerned, even when a test
+// runs them on one machine).
+struct HostIdentity {
+  std::uint64_t key = 0;
+  std::string text;  // "host boot=... shm=dev:... netns=..." for messages
+};
+const HostIdentity& host_identity();
+
+// A mapped segment. Created segments carry the name until unlink().
+class Segment {
+ public:
+  ~Segment();
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+
+  // Creates and maps a segment for a connection from `rank` to `peer` with
+  // FIFOs of fifo_bytes each; throws Error(system) naming /dev/shm's
+  // problem. Removes segments left by processes of ours that died first.
+  static std::unique_ptr<Segment> create(int rank, int peer, std::size_t fifo_bytes);
+  // Maps a segment another rank created; on failure returns null and sets
+  // `why`.
+  static std::unique_ptr<Segment> open(const std::string& name, std::string& why);
+
+  const std::string& name() const { return name_; }
+  void unlink() noexcept;
+  void* base() const { return base_; }
+  std::size_t fifo_bytes() const;
+
+ private:
+  Segment() = default;
+  std::string name_;
+  void* base_ = nullptr;
+  std::size_t size_ = 0;
+  bool named_ = false;
+};
+
+// Removes /dev/shm segments of ours whose creating process no longer runs;
+// returns how many. Called before each create.
+int remove_stale_segments();
+// How many of our segments /dev/shm holds now (tests assert zero).
+int count_segments();
+
+// The two ends of a segment: side 0 (the creator) writes FIFO 0 and reads
+// FIFO 1, side 1 the other way round.
+class ShmConnection final : public Connection {
+ public:
+  ShmConnection(std::unique_ptr<Segment> segment, int side, net::Socket liveness);
+  ~ShmConnection() override;
+  TransportKind kind() const noexcept override { return TransportKind::shm; }
+  std::int64_t send_some(const iovec* iov, int count) noexcept override;
+  std::int64_t recv_some(const iovec* iov, int count) noexcept override;
+  int fd() const noexcept override { return liveness_.fd(); }
+  bool data_pollable() const noexcept override { return false; }
+  int pending_error() noexcept override;
+  void shutdown() noexcept override;
+
+ private:
+  struct Fifo;
+  std::unique_ptr<Segment> segment_;
+  net::Socket liveness_;
+  Fifo* out_ = nullptr;
+  Fifo* in_ = nullptr;
+  std::byte* out_data_ = nullptr;
+  std::byte* in_data_ = nullptr;
+  std::size_t capacity_ = 0;
+  std::uint64_t head_ = 0;       // bytes written to out_ (ours)
+  std::uint64_t tail_seen_ = 0;  // the reader's progress on out_, last read
+  std::uint64_t tail_ = 0;       // bytes read from in_ (ours)
+  std::uint64_t head_seen_ = 0;  // the writer's progress on in_, last read
+};
+
+// The negotiation over the socket (both fixed size, sent raw).
+struct Offer {
+  std::uint32_t magic = 0;
+  std::uint32_t enabled = 0;  // this rank allows shared memory
+  std::uint64_t host_key = 0;
+  char segment[56] = {};  // the segment created for this connection, or empty
+};
+struct Answer {
+  std::uint32_t magic = 0;
+  std::uint32_t use_shm = 0;
+  char reason[120] = {};  // why not, when use_shm is 0
+};
+inline constexpr std::uint32_t kOfferMagic = 0x53484D4F;   // "SHMO"
+inline constexpr std::uint32_t kAnswerMagic = 0x53484D41;  // "SHMA"
+
+}  // namespace ringmaster::transport::shm
