@@ -1,5 +1,7 @@
-// Collectives over real TCP on loopback, ranks as threads of this process
-// (each with its own communicator, sockets and progress threads).
+// Collectives between ranks as threads of this process (each with its own
+// communicator, connections and progress threads), over shared memory (the
+// default on one host), over TCP on loopback, and mixed (one rank keeps to
+// sockets, the others share memory).
 // Every element is checked against a reference built from every rank's
 // input (run_perf's #wrong). The representative subset runs under the
 // `integration` label; the full matrix (every dtype x op x size x ranks)
@@ -11,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <thread>
 
 #include "net/socket.h"
@@ -38,8 +41,31 @@ Config rank_config(int rank, int n, std::uint16_t port) {
   return c;
 }
 
+// What carries the connections between the ranks of a test.
+enum class Links { shm, socket, mixed };
+
+const char* name_of(Links l) {
+  return l == Links::shm ? "shm" : l == Links::socket ? "socket" : "mixed";
+}
+
+// Rank r's options for `links`: mixed keeps rank 0 on sockets.
+CommOptions with_links(CommOptions options, Links links, int r) {
+  options.shared_memory = links == Links::shm || (links == Links::mixed && r != 0);
+  return options;
+}
+
+// Our segments in /dev/shm right now.
+int shm_segments() {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+    if (e.path().filename().string().starts_with("ringmaster-")) ++n;
+  }
+  return n;
+}
+
 // Runs body(comm) on n ranks at once; collects the first failure.
-void run_ranks(int n, const std::function<void(Communicator&)>& body, const CommOptions& options = {}) {
+void run_ranks(int n, const std::function<void(Communicator&)>& body, const CommOptions& options = {},
+               Links links = Links::shm) {
   const auto port = free_port();
   std::vector<std::thread> threads;
   std::mutex mutex;
@@ -47,7 +73,15 @@ void run_ranks(int n, const std::function<void(Communicator&)>& body, const Comm
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       try {
-        auto comm = Communicator::create(rank_config(r, n, port), options);
+        auto comm = Communicator::create(rank_config(r, n, port), with_links(options, links, r));
+        // Every connection is carried as asked.
+        for (const auto& c : comm->connections()) {
+          const bool socket = links == Links::socket || (links == Links::mixed && (r == 0 || c.peer == 0));
+          if (c.transport != (socket ? "SOCKET" : "SHM")) {
+            throw std::runtime_error("rank " + std::to_string(r) + " reaches rank " + std::to_string(c.peer) + " via " +
+                                     c.transport + ", expected " + (socket ? "SOCKET" : "SHM") + " (" + c.detail + ")");
+          }
+        }
         body(*comm);
       } catch (const std::exception& e) {
         std::lock_guard lock(mutex);
@@ -74,7 +108,7 @@ bool has_tree(Collective c) {
 // Checks one collective at `counts` (elements per rank) on n ranks, out of
 // place and in place, through both protocols and, where it has one, the
 // tree as well as the ring.
-void check(const MatrixCase& c, int n, const std::vector<std::size_t>& counts) {
+void check(const MatrixCase& c, int n, const std::vector<std::size_t>& counts, Links links = Links::shm) {
   // LL is the small-message protocol: above 1 Mi elements only Simple runs.
   const bool large = *std::max_element(counts.begin(), counts.end()) > (1u << 20) + 3;
   for (auto [algorithm, protocol] :
@@ -109,15 +143,15 @@ void check(const MatrixCase& c, int n, const std::vector<std::size_t>& counts) {
             EXPECT_EQ(rows[0].count, count);
             EXPECT_EQ(rows[0].out_of_place.wrong, 0)
                 << name_of(c.collective) << " " << name_of(c.type) << " " << name_of(c.op) << " count " << count
-                << " ranks " << n << " " << name_of(algorithm) << "/" << name_of(protocol) << " out of place, rank "
-                << comm.rank();
+                << " ranks " << n << " " << name_of(algorithm) << "/" << name_of(protocol) << " over " << name_of(links)
+                << " out of place, rank " << comm.rank();
             EXPECT_EQ(rows[0].in_place.wrong, 0)
                 << name_of(c.collective) << " " << name_of(c.type) << " " << name_of(c.op) << " count " << count
-                << " ranks " << n << " " << name_of(algorithm) << "/" << name_of(protocol) << " in place, rank "
-                << comm.rank();
+                << " ranks " << n << " " << name_of(algorithm) << "/" << name_of(protocol) << " over " << name_of(links)
+                << " in place, rank " << comm.rank();
           }
         },
-        options);
+        options, links);
   }
 }
 
@@ -131,6 +165,13 @@ TEST(Collectives, RepresentativeSubset) {
     for (Collective c : kCollectives)
       check({c, DataType::fp32, RedOp::sum}, n, counts);
   }
+  // The same over sockets only, and with one rank on sockets among ranks
+  // that share memory (each connection carried by its own transport).
+  for (Collective c : kCollectives) {
+    check({c, DataType::fp32, RedOp::sum}, 2, counts, Links::socket);
+    check({c, DataType::fp32, RedOp::sum}, 3, counts, Links::mixed);
+  }
+  EXPECT_EQ(shm_segments(), 0) << "segments left in /dev/shm";
   for (DataType t : {DataType::bf16, DataType::fp16, DataType::int8, DataType::uint64, DataType::fp64}) {
     check({Collective::all_reduce, t, RedOp::sum}, 3, {1023});
   }
@@ -273,6 +314,13 @@ TEST(FullMatrix, EveryCollectiveDtypeOpSizeAndRankCount) {
       if (n == 2 || n == 4) check({c, DataType::fp32, RedOp::sum}, n, {(16u << 20) / (per_rank ? n : 1)});
     }
   }
+  // Sockets and mixed transports at 4 ranks, every collective and width.
+  for (Links links : {Links::socket, Links::mixed}) {
+    for (Collective c : kCollectives) {
+      for (DataType t : {DataType::fp32, DataType::bf16, DataType::int8, DataType::fp64})
+        check({c, t, RedOp::sum}, 4, {0, 1, 7, 1023, (1u << 20) + 3}, links);
+    }
+  }
 }
 
 TEST(Collectives, PointToPointLeavesCollectivesInStep) {
@@ -408,10 +456,10 @@ TEST(Collectives, AbortFromAnotherThreadWakesTheWaiter) {
   other.join();
 }
 
-TEST(Collectives, KilledPeerFailsSurvivorsWithinTheTimeout) {
-  // Three ranks as processes; rank 2 is SIGKILLed while all three loop on
-  // all_reduce. The survivors must fail naming a peer, well within the
-  // collective timeout.
+// Three ranks as processes; rank 2 is SIGKILLed while all three loop on
+// all_reduce. The survivors must fail naming a peer, well within the
+// collective timeout, and nothing of ours is left in /dev/shm.
+void kill_a_peer(Links links) {
   const auto port = free_port();
   std::vector<pid_t> pids;
   int pipes[3][2];
@@ -424,7 +472,10 @@ TEST(Collectives, KilledPeerFailsSurvivorsWithinTheTimeout) {
       try {
         CommOptions options;
         options.timeout = 20s;
-        auto comm = Communicator::create(rank_config(r, 3, port), options);
+        auto comm = Communicator::create(rank_config(r, 3, port), with_links(options, links, r));
+        for (const auto& c : comm->connections()) {
+          if (c.transport != (links == Links::shm ? "SHM" : "SOCKET")) throw std::runtime_error("via " + c.transport);
+        }
         std::vector<float> data(1 << 18, 1.0f);
         for (int i = 0; i < 100000; ++i) {
           comm->all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::max).wait();
@@ -452,8 +503,55 @@ TEST(Collectives, KilledPeerFailsSurvivorsWithinTheTimeout) {
     if (r == 2) continue;
     EXPECT_NE(result, "ok") << "rank " << r << " did not notice the dead peer";
     EXPECT_NE(result.find("rank "), std::string::npos) << result;
+    EXPECT_EQ(result.find("via "), std::string::npos) << result;
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, 20s);
+  // A dead peer shows as its socket closing, over shared memory too: far
+  // sooner than the 20 s timeout.
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, 10s);
+  EXPECT_EQ(shm_segments(), 0) << "segments left in /dev/shm";
+}
+
+TEST(Collectives, KilledPeerFailsSurvivorsOverSharedMemory) {
+  kill_a_peer(Links::shm);
+}
+
+TEST(Collectives, KilledPeerFailsSurvivorsOverSockets) {
+  kill_a_peer(Links::socket);
+}
+
+// Shared memory is offered only where it can work: a rank with it disabled
+// keeps its connections on sockets and says why; a segment left by a
+// killed process is removed at the next start.
+TEST(Collectives, SharedMemoryFallsBackToSocketsWithTheReason) {
+  // A stale segment from a process that no longer exists.
+  const std::string stale = "/dev/shm/ringmaster-999999999-0to1-0-deadbeef";
+  {
+    std::FILE* f = std::fopen(stale.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fclose(f);
+  }
+  run_ranks(
+      3,
+      [&](Communicator& comm) {
+        const auto connections = comm.connections();
+        // Per channel the ring's next and prev, and one direct to each other rank.
+        EXPECT_EQ(std::count_if(connections.begin(), connections.end(), [](const auto& c) { return c.channel < 0; }),
+                  2);
+        for (const auto& c : connections) {
+          if (comm.rank() == 0 || c.peer == 0) {
+            EXPECT_EQ(c.transport, "SOCKET");
+            EXPECT_NE(c.detail.find("rank 0 has NCCL_SHM_DISABLE=1"), std::string::npos) << c.detail;
+          } else {
+            EXPECT_EQ(c.transport, "SHM");
+          }
+        }
+        std::vector<float> data(100000, 1.0f);
+        comm.all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
+        EXPECT_EQ(data[99999], 3.0f);
+      },
+      {}, Links::mixed);
+  EXPECT_FALSE(std::filesystem::exists(stale)) << "the stale segment was not removed";
+  EXPECT_EQ(shm_segments(), 0);
 }
 
 TEST(Collectives, CountersAndRecordsReportTraffic) {

@@ -80,7 +80,7 @@ tune::Shape sockets(int nranks) {
 
 TEST(Tuner, EmptySetsAreErrorsSayingWhatRemovedWhat) {
   // LL128 alone over sockets leaves nothing anywhere: an error at once.
-  expect_error([] { tune::Tuner(sockets(4), {}, protos("LL128")); }, "socket cannot carry it");
+  expect_error([] { tune::Tuner(sockets(4), {}, protos("LL128")); }, "socket carries a byte stream here");
   expect_error([] { tune::Tuner(sockets(4), {}, protos("LL128")); }, "removed by NCCL_PROTO=LL128");
   // Tree only leaves all_gather nothing, which is an error when asked.
   const tune::Tuner tree_only(sockets(4), algos("tree"), {});

@@ -122,6 +122,9 @@ struct CommOptions {
   std::optional<Protocol> protocol;
   std::optional<std::size_t> buffsize;
   std::optional<std::chrono::milliseconds> timeout;
+  // Overrides NCCL_SHM_DISABLE: false keeps this rank's connections to
+  // ranks on its host on sockets.
+  std::optional<bool> shared_memory;
   StageCallback on_stage;
   std::function<void(const CollectiveRecord&)> on_collective;
   // The tuner's table the first time a (collective, size) is decided.

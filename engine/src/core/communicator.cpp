@@ -214,6 +214,7 @@ struct Communicator::Impl {
   std::function<void(const CollectiveRecord&)> on_collective;
   std::vector<std::unique_ptr<Channel>> channels;
   std::vector<ConnectionInfo> connection_infos;
+  std::optional<bool> shared_memory;  // CommOptions' override of NCCL_SHM_DISABLE
   std::atomic<bool> aborted{false};
   std::uint64_t next_seq = 0;
   // Point-to-point messages are numbered per pair and direction, so they
@@ -375,7 +376,7 @@ struct Communicator::Impl {
     });
   }
 
-  // Hop latency and bandwidth of this communicator's socket links, measured
+  // Hop latency and bandwidth of this communicator's links, measured
   // by every rank at once on channel 0's ring (a step as the ring takes
   // it: all ranks sending and receiving), then agreed on with an
   // all_reduce(max) so every rank builds the same model and picks the same
@@ -388,6 +389,12 @@ struct Communicator::Impl {
     double gbs_all = link.max_bandwidth_gbs;
     double tree_share = shape.tree_efficiency;
     source = "defaults (RINGMASTER_TUNE_HOP_US, RINGMASTER_TUNE_GBS)";
+    // What carries this rank's links ("shm", "socket" or "shm+socket"):
+    // the figures below are measured over them, so the cache keeps them apart.
+    bool any_shm = false, any_socket = false;
+    for (const auto& c : connection_infos)
+      (c.transport == "SHM" ? any_shm : any_socket) = true;
+    link.transport = any_shm && any_socket ? "shm+socket" : any_shm ? "shm" : "socket";
     if (param_int(Param::Calibrate) != 0 && nranks > 1) {
       const auto started = Clock::now();
       auto ctx = context(*channels[0]);
@@ -405,8 +412,8 @@ struct Communicator::Impl {
       for (const auto& p : bootstrap->peers())
         hosts.push_back(p.host);
       const std::string key =
-          fmt::format("socket ranks={} hosts={} channels={} buffsize={} trees={}", nranks, fmt::join(hosts, ","),
-                      channels.size(), buffsize, param_string(Param::TreeNodes));
+          fmt::format("{} ranks={} hosts={} channels={} buffsize={} trees={}", link.transport, nranks,
+                      fmt::join(hosts, ","), channels.size(), buffsize, param_string(Param::TreeNodes));
       double offer[6] = {};
       if (rank == 0) {
         if (const auto c = tune::load_calibration(cache, key, std::chrono::hours(1))) {
@@ -572,7 +579,7 @@ struct Communicator::Impl {
       channel->stats.peers = nranks;
     }
     if (nranks == 1) return;
-    const bool shm_enabled = param_int(Param::ShmDisable) == 0;
+    const bool shm_enabled = shared_memory.value_or(param_int(Param::ShmDisable) == 0);
     const auto fifo_bytes = static_cast<std::size_t>(std::max<std::int64_t>(4096, param_int(Param::ShmFifoBytes)));
     const auto& identity = transport::shm::host_identity();
     auto where = [&](int r) { return fmt::format("{}[{}]", r, b.peers[r].host); };
@@ -806,6 +813,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
   if (impl->buffsize < 8) throw Error(ErrorCategory::config, "NCCL_BUFFSIZE must be at least 8 bytes");
   impl->timeout = options.timeout.value_or(std::chrono::milliseconds(param_int(Param::CollTimeout) * 1000));
   impl->on_collective = options.on_collective;
+  impl->shared_memory = options.shared_memory;
   impl->pair_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, param_int(Param::PairBytes)));
   impl->inline_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, param_int(Param::InlineBytes)));
   impl->spin = std::chrono::microseconds(std::max<std::int64_t>(0, param_int(Param::SocketSpin)));

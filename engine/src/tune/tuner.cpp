@@ -192,7 +192,7 @@ Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol
     out.excluded = fmt::format("no tree schedule for {} (ring only, as in NCCL)", name_of(c));
   } else if (p == Protocol::ll128 && !(shape_.intra.ll128 && (!crosses || shape_.inter.ll128))) {
     out.excluded =
-        fmt::format("LL128 needs 128-byte lines written in order (shared memory, NVLink); {} cannot carry it",
+        fmt::format("LL128 needs 128-byte lines written in order (NVLink); {} carries a byte stream here",
                     crosses && shape_.intra.ll128 ? shape_.inter.transport : shape_.intra.transport);
   } else if (auto why = algorithms_.why_not(c, ai); !why.empty()) {
     out.excluded = "removed by " + why;
