@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 namespace ringmaster::agent {
 
@@ -76,14 +77,30 @@ json to_json(const tune::Decision& d) {
           {"chosen", d.chosen}, {"candidates", std::move(candidates)}};
 }
 
-json links_json(const std::vector<PeerLinkCounters>& links) {
+json links_json(const std::vector<PeerLinkCounters>& links, const std::vector<ConnectionInfo>& connections) {
   json out = json::array();
   for (const auto& l : links) {
     if (l.bytes == 0) continue;
     const double gbs = l.active_ns > 0 ? static_cast<double>(l.bytes) / static_cast<double>(l.active_ns) : 0;
-    out.push_back({{"from", l.peer}, {"bytes", l.bytes}, {"active_us", l.active_ns / 1000}, {"gbs", gbs}});
+    json j = {{"from", l.peer}, {"bytes", l.bytes}, {"active_us", l.active_ns / 1000}, {"gbs", gbs}};
+    for (const auto& c : connections) {
+      if (c.peer == l.peer) j["transport"] = c.transport;
+    }
+    out.push_back(std::move(j));
   }
   return {{"type", "links"}, {"links", std::move(out)}};
+}
+
+json connections_json(const std::vector<ConnectionInfo>& connections) {
+  json out = json::array();
+  for (const auto& c : connections) {
+    out.push_back({{"channel", c.channel},
+                   {"peer", c.peer},
+                   {"outgoing", c.outgoing},
+                   {"transport", c.transport},
+                   {"detail", c.detail}});
+  }
+  return {{"type", "connections"}, {"connections", std::move(out)}};
 }
 
 namespace {
@@ -93,29 +110,33 @@ std::string rate_text(double gbs) {
 }  // namespace
 
 std::string SlowLink::describe() const {
-  return fmt::format("rank {} -> rank {} at {}, 1/{:.0f} of the median link ({})", from, to, rate_text(gbs),
-                     gbs > 0 ? median_gbs / gbs : 0.0, rate_text(median_gbs));
+  return fmt::format("rank {} -> rank {} at {}, 1/{:.0f} of the median {}link ({})", from, to, rate_text(gbs),
+                     gbs > 0 ? median_gbs / gbs : 0.0, transport.empty() ? "" : transport + " ", rate_text(median_gbs));
 }
 
 std::vector<SlowLink> find_slow_links(const std::vector<std::pair<int, json>>& links_events) {
-  std::vector<SlowLink> all;
+  // Per transport: a socket link next to shared memory is not slow.
+  std::map<std::string, std::vector<SlowLink>> by_transport;
   for (const auto& [rank, e] : links_events) {
     for (const auto& l : e.value("links", json::array())) {
       const double gbs = l.value("gbs", 0.0);
-      if (gbs > 0) all.push_back({l.value("from", -1), rank, gbs, 0});
+      const std::string transport = l.value("transport", std::string());
+      if (gbs > 0) by_transport[transport].push_back({l.value("from", -1), rank, gbs, 0, transport});
     }
   }
-  if (all.size() < 3) return {};
-  std::vector<double> rates;
-  for (const auto& l : all)
-    rates.push_back(l.gbs);
-  std::sort(rates.begin(), rates.end());
-  const double median = rates[rates.size() / 2];
   std::vector<SlowLink> slow;
-  for (auto l : all) {
-    if (l.gbs >= median / 5) continue;
-    l.median_gbs = median;
-    slow.push_back(l);
+  for (const auto& [transport, all] : by_transport) {
+    if (all.size() < 3) continue;
+    std::vector<double> rates;
+    for (const auto& l : all)
+      rates.push_back(l.gbs);
+    std::sort(rates.begin(), rates.end());
+    const double median = rates[rates.size() / 2];
+    for (auto l : all) {
+      if (l.gbs >= median / 5) continue;
+      l.median_gbs = median;
+      slow.push_back(l);
+    }
   }
   std::sort(slow.begin(), slow.end(), [](const SlowLink& a, const SlowLink& b) { return a.gbs < b.gbs; });
   return slow;

@@ -101,6 +101,9 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
       trees.push_back({{"tree", t}, {"parents", comm->tree_parents(t)}});
     emit({{"type", "trees"}, {"trees", std::move(trees)}});
   }
+  // What carries each of this rank's connections (every rank: only it
+  // knows its own).
+  emit(agent::connections_json(comm->connections()));
   std::atomic<bool> running{true};
   std::thread sampler([&] {
     const auto start = std::chrono::steady_clock::now();
@@ -146,7 +149,7 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
   }
   running = false;
   sampler.join();
-  emit(agent::links_json(comm->peer_links()));
+  emit(agent::links_json(comm->peer_links(), comm->connections()));
   if (code == 0 && wrong != 0) code = 1;
   emit({{"type", "done"}, {"wrong", wrong}, {"rows", rows}, {"exit_code", code}});
   return code;

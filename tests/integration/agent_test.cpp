@@ -148,6 +148,25 @@ TEST(SlowLinks, TheOutlierIsNamedAtItsReceiver) {
   EXPECT_TRUE(agent::find_slow_links(ring).empty());
 }
 
+// Links are compared within their transport: sockets beside shared memory
+// ten times faster are not slow, a crawling socket among sockets is.
+TEST(SlowLinks, SocketsAreNotComparedWithSharedMemory) {
+  auto links = [](int from, double gbs, const char* transport) {
+    return nlohmann::json{{"type", "links"},
+                          {"links", {{{"from", from}, {"bytes", 1 << 22}, {"gbs", gbs}, {"transport", transport}}}}};
+  };
+  std::vector<std::pair<int, nlohmann::json>> ring = {{1, links(0, 9.0, "SHM")}, {2, links(1, 0.5, "SOCKET")},
+                                                      {3, links(2, 8.0, "SHM")}, {4, links(3, 0.45, "SOCKET")},
+                                                      {5, links(4, 9.5, "SHM")}, {0, links(5, 0.55, "SOCKET")}};
+  EXPECT_TRUE(agent::find_slow_links(ring).empty());
+  ring[3].second = links(3, 0.005, "SOCKET");
+  const auto slow = agent::find_slow_links(ring);
+  ASSERT_EQ(slow.size(), 1u);
+  EXPECT_EQ(slow[0].from, 3);
+  EXPECT_EQ(slow[0].to, 4);
+  EXPECT_NE(slow[0].describe().find("of the median SOCKET link"), std::string::npos) << slow[0].describe();
+}
+
 TEST(Agent, FourRanksAcrossTwoAgentsStreamEverything) {
   Agent a, b;
   Inbox inbox;

@@ -242,6 +242,9 @@ void ConsoleTest::sweepOverTwoLocalAgents() {
   QCOMPARE(rings.nodes.size(), std::size_t{2});
   QVERIFY(rings.nodes[0].contains(rings.ranks[1]) && rings.nodes[1].contains(rings.ranks[2]));
   QCOMPARE(rings.channel_paths[0].size(), std::size_t{5});  // closed: back to rank 0
+  // Both agents run on this host, so every hop of the ring is shared memory.
+  for (int r = 0; r < 4; ++r)
+    QCOMPARE(console.run.transport(r, (r + 1) % 4), QString("SHM"));
   // The all_reduce trees: two, each spanning the 4 ranks (3 edges) in the
   // lower half, drawn between the ranks' dots.
   QCOMPARE(console.run.trees().size(), std::size_t{2});
@@ -277,6 +280,7 @@ void ConsoleTest::sweepOverTwoLocalAgents() {
   }
   QCOMPARE(replayed.ok(), true);
   QCOMPARE(replayed.rings(), console.run.rings());
+  QCOMPARE(replayed.transport(3, 0), QString("SHM"));
   QCOMPARE(replayed.placement(), console.run.placement());
 }
 

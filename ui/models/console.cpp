@@ -20,6 +20,7 @@ void RunState::begin(const QString& run_id, int world_size, int agents, std::vec
   placement_ = std::move(placement);
   rings_.clear();
   trees_.clear();
+  transports_.clear();
   world_size_ = world_size;
   agents_ = agents;
   agents_done_ = 0;
@@ -75,6 +76,13 @@ void RunState::apply(const AgentMessage& m) {
     for (const auto& t : e.value("trees", json::array()))
       trees_.push_back(t.value("parents", std::vector<int>{}));
     emit rings_changed();
+  } else if (type == "connections") {
+    for (const auto& c : e.value("connections", json::array())) {
+      if (c.value("outgoing", false) && c.value("channel", -1) >= 0) {
+        transports_[{rank, c.value("peer", -1)}] = QString::fromStdString(c.value("transport", ""));
+      }
+    }
+    emit rings_changed();
   } else if (type == "decision") {
     if (rank == 0) {
       decisions.add(e);
@@ -96,6 +104,11 @@ void RunState::apply(const AgentMessage& m) {
       emit finished(ok_);
     }
   }
+}
+
+QString RunState::transport(int from, int to) const {
+  const auto it = transports_.find({from, to});
+  return it == transports_.end() ? QString() : it->second;
 }
 
 Console::Console(QObject* parent) : QObject(parent) {

@@ -69,6 +69,9 @@ class RunState : public QObject {
   const std::vector<std::vector<int>>& rings() const { return rings_; }
   // The all_reduce double binary trees: per tree, each rank's parent (-1 at the root).
   const std::vector<std::vector<int>>& trees() const { return trees_; }
+  // What carries the connection `from` opened to `to` on a ring channel
+  // ("SHM", "SOCKET"; empty until that rank reported its connections).
+  QString transport(int from, int to) const;
   const std::vector<int>& placement() const { return placement_; }
   int agents() const { return agents_; }
   // When begin() was called (ms since the epoch), and every message of
@@ -96,6 +99,7 @@ class RunState : public QObject {
   std::size_t samples_ = 0;
   std::vector<std::vector<int>> rings_;
   std::vector<std::vector<int>> trees_;
+  std::map<std::pair<int, int>, QString> transports_;  // (from, to) -> transport
   std::vector<int> placement_;
 };
 

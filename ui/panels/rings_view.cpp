@@ -134,6 +134,27 @@ void RingsView::paintEvent(QPaintEvent*) {
     p.drawPath(line);
     p.drawText(QPointF(16, height() - 10 - 16.0 * static_cast<double>(c)), QString("channel %1").arg(c));
   }
+  // What carries each hop of channel 0's ring, at the middle of the hop
+  // (shared memory within a host, sockets across).
+  if (!run_.rings().empty() && !layout.channel_paths.empty()) {
+    const auto& ring = run_.rings()[0];
+    const auto& path = layout.channel_paths[0];
+    QFont small = font();
+    small.setPointSizeF(small.pointSizeF() * 0.8);
+    p.setFont(small);
+    for (std::size_t i = 0; i + 1 < path.size() && i < ring.size(); ++i) {
+      const QString via = run_.transport(ring[i], ring[(i + 1) % ring.size()]);
+      if (via.isEmpty()) continue;
+      // The hop that closes the ring runs back over the others: its label
+      // goes below the line and names its ends.
+      const bool closing = i + 1 == ring.size();
+      const QPointF mid = (path[i] + path[i + 1]) / 2 + QPointF(0, closing ? 10 : -8);
+      p.setPen(via == "SHM" ? QColor(0x2e, 0x7d, 0x32) : QColor(0x61, 0x61, 0x61));
+      p.drawText(QRectF(mid - QPointF(60, 8), QSizeF(120, 16)), Qt::AlignCenter,
+                 closing ? QString("%1 → %2 %3").arg(ring[i]).arg(ring[0]).arg(via) : via);
+    }
+    p.setFont(font());
+  }
   p.setPen(Qt::black);
   for (const auto* ranks : {&layout.ranks, &layout.tree_ranks}) {
     for (std::size_t r = 0; r < ranks->size(); ++r) {

@@ -29,8 +29,13 @@ nlohmann::json to_json(const CollectiveRecord& record);
 // the chosen one's index.
 nlohmann::json to_json(const tune::Decision& decision);
 // {"type":"links"}: what this rank received from each peer in large
-// transfers (bytes, active time, GB/s), sent once at the end of a run.
-nlohmann::json links_json(const std::vector<PeerLinkCounters>& links);
+// transfers (bytes, active time, GB/s) and over which transport, sent once
+// at the end of a run.
+nlohmann::json links_json(const std::vector<PeerLinkCounters>& links,
+                          const std::vector<ConnectionInfo>& connections = {});
+// {"type":"connections"}: each connection of this rank (channel, peer,
+// direction, transport, and why not shared memory on one host).
+nlohmann::json connections_json(const std::vector<ConnectionInfo>& connections);
 
 // A link much slower than the others: its receiver saw it move data at
 // `gbs` while the median link of the run moved `median_gbs`.
@@ -39,11 +44,13 @@ struct SlowLink {
   int to = -1;
   double gbs = 0;
   double median_gbs = 0;
-  std::string describe() const;  // "rank 1 -> rank 2 at 5.1 MB/s, 1/96 of the median link (490 MB/s)"
+  std::string transport;         // "SOCKET", "SHM"; empty when the event did not say
+  std::string describe() const;  // "rank 1 -> rank 2 at 5.1 MB/s, 1/96 of the median SOCKET link (490 MB/s)"
 };
 // From every rank's "links" event (rank, event): the links below a fifth
-// of the median rate of all links (at least three links measured),
-// slowest first.
+// of the median rate of the links of their transport (shared memory is
+// not compared with sockets; at least three links of a transport
+// measured), slowest first.
 std::vector<SlowLink> find_slow_links(const std::vector<std::pair<int, nlohmann::json>>& links_events);
 
 // Stage enum from "STORE_CONNECT"; nothing for an unknown name.
