@@ -98,7 +98,8 @@ json connections_json(const std::vector<ConnectionInfo>& connections) {
                    {"peer", c.peer},
                    {"outgoing", c.outgoing},
                    {"transport", c.transport},
-                   {"detail", c.detail}});
+                   {"address", c.address},
+                   {"fallback", c.fallback}});
   }
   return {{"type", "connections"}, {"connections", std::move(out)}};
 }

@@ -10,6 +10,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -183,7 +185,7 @@ json FaultManager::add(const json& spec) {
     throw Error(ErrorCategory::config, "fault injection is off; start the agent with --allow-fault-injection");
   }
   if (!spec.is_object() || !spec.contains("kind") || !spec["kind"].is_string()) {
-    throw Error(ErrorCategory::config, "fault needs a 'kind': drop_ports, drop_address, delay or rate");
+    throw Error(ErrorCategory::config, "fault needs a 'kind': drop_ports, drop_address, delay, rate or shm_size");
   }
   const std::string kind = spec["kind"];
   Fault f;
@@ -237,9 +239,34 @@ json FaultManager::add(const json& spec) {
                               fmt::join(argv, " "), trim(out)));
     }
     note = fmt::format("tc {} on {}", f.mechanism, dev);
+  } else if (kind == "shm_size") {
+    const auto bytes = spec.value("bytes", std::int64_t{0});
+    if (bytes <= 0) throw Error(ErrorCategory::config, "shm_size needs 'bytes' > 0");
+    for (const auto& [id, other] : faults_) {
+      if (other.mechanism == "tmpfs")
+        throw Error(ErrorCategory::config, fmt::format("/dev/shm already has fault {}", id));
+    }
+    // Only inside a mount namespace of the agent's own: on a real node a
+    // tmpfs over /dev/shm would shrink it for every process.
+    // (PID 1's namespace is unreadable from a namespace of another owner
+    // such as ip netns exec's, which is then one of the agent's own.)
+    struct stat mine = {}, init = {};
+    if (::stat("/proc/self/ns/mnt", &mine) != 0 ||
+        (::stat("/proc/1/ns/mnt", &init) == 0 && mine.st_ino == init.st_ino)) {
+      throw Error(ErrorCategory::config,
+                  "shm_size needs the agent in a mount namespace of its own (ip netns exec, a container); here it "
+                  "would shrink /dev/shm for the whole machine");
+    }
+    const std::string options = fmt::format("size={},mode=1777", bytes);
+    if (::mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) != 0) {
+      throw Error(ErrorCategory::config,
+                  fmt::format("cannot mount a {}-byte tmpfs over /dev/shm: {}", bytes, std::strerror(errno)));
+    }
+    f.mechanism = "tmpfs";
+    note = fmt::format("/dev/shm is now a {}-byte tmpfs for this agent's ranks", bytes);
   } else {
     throw Error(ErrorCategory::config,
-                fmt::format("unknown fault kind '{}': drop_ports, drop_address, delay or rate", kind));
+                fmt::format("unknown fault kind '{}': drop_ports, drop_address, delay, rate or shm_size", kind));
   }
   ++next_id_;
   faults_[f.id] = f;
@@ -257,6 +284,8 @@ json FaultManager::add(const json& spec) {
 void FaultManager::revert(const Fault& f) {
   if (f.mechanism == "netem" || f.mechanism == "tbf") {
     run_command({"tc", "qdisc", "del", "dev", f.spec.value("interface", ""), "root"});
+  } else if (f.mechanism == "tmpfs") {
+    ::umount2("/dev/shm", MNT_DETACH);
   }
 }
 

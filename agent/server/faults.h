@@ -5,6 +5,11 @@
 //   drop_address  {address: "198.18.0.3", direction: in|out|both} nftables
 //   delay         {interface: "eth0", ms: 50}                     tc netem
 //   rate          {interface: "eth0", mbit: 100}                  tc tbf
+//   shm_size      {bytes: 65536}                                  tmpfs over /dev/shm
+//
+// shm_size shrinks /dev/shm as a container runtime's default does
+// (Docker's 64 MiB): only where the agent has a mount namespace of its own
+// (ip netns exec, a container), never for a whole machine.
 //
 // nftables rules live in a table of this agent's own
 // (inet ringmaster_agent_<pid>); the agent's control and metrics ports are
@@ -53,7 +58,7 @@ class FaultManager {
   struct Fault {
     int id = 0;
     nlohmann::json spec;
-    std::string mechanism;  // nftables, netem, tbf, connect_filter
+    std::string mechanism;  // nftables, netem, tbf, connect_filter, tmpfs
     std::vector<std::string> runs;
   };
   void apply_nft();

@@ -352,6 +352,7 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, st
   std::map<int, json> failures;
   std::map<int, std::vector<std::string>> errors;
   std::vector<std::pair<int, json>> links;
+  std::map<std::pair<int, int>, json> ring_connections;  // (rank, next) -> its connection event entry
   std::set<std::string> entered;
   int done = 0;
   bool all_ok = true;
@@ -386,6 +387,16 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, st
       errors[rank].push_back(e.value("message", ""));
     } else if (type == "links") {
       links.emplace_back(rank, e);
+    } else if (type == "connections") {
+      for (const auto& c : e.value("connections", json::array())) {
+        if (!c.value("outgoing", false) || c.value("channel", -1) != 0) continue;
+        ring_connections[{rank, c.value("peer", -1)}] = c;
+        // A transport that should have carried a connection and did not.
+        if (!c.value("fallback", std::string()).empty()) {
+          v.report.push_back(fmt::format("rank {} -> rank {} via {}: shared memory not used: {}", rank,
+                                         c.value("peer", -1), c.value("transport", "?"), c.value("fallback", "")));
+        }
+      }
     } else if (type == "rank_failed") {
       v.report.push_back(e.value("summary", ""));
     } else if (type == "sample" && kill_rank >= 0 && !killed &&
@@ -417,6 +428,27 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, st
     v.reasons.push_back(std::move(why));
   };
   const std::string outcome = expect.value("outcome", "fail");
+  // "transport": the ring connection from one rank to the next is carried
+  // by the named transport, and its fallback reason has every keyword.
+  if (expect.contains("transport")) {
+    const json& t = expect["transport"];
+    const int from = t.value("from", -1), to = t.value("to", -1);
+    const auto it = ring_connections.find({from, to});
+    if (it == ring_connections.end()) {
+      fail(fmt::format("rank {} reported no connection to rank {}", from, to));
+    } else if (it->second.value("transport", "") != t.value("via", "")) {
+      fail(fmt::format("rank {} -> rank {} went via {}, expected {}", from, to, it->second.value("transport", "?"),
+                       t.value("via", "")));
+    } else {
+      const std::string why = it->second.value("fallback", "");
+      for (const auto& k : t.value("keywords", json::array())) {
+        if (why.find(k.get<std::string>()) == std::string::npos) {
+          fail(fmt::format("rank {} -> rank {}: the reason ('{}') does not mention '{}'", from, to, why,
+                           k.get<std::string>()));
+        }
+      }
+    }
+  }
   if (expect.contains("slow_link")) {
     const int from = expect["slow_link"].value("from", -1), to = expect["slow_link"].value("to", -1);
     if (slow.empty()) {

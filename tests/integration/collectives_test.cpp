@@ -79,7 +79,8 @@ void run_ranks(int n, const std::function<void(Communicator&)>& body, const Comm
           const bool socket = links == Links::socket || (links == Links::mixed && (r == 0 || c.peer == 0));
           if (c.transport != (socket ? "SOCKET" : "SHM")) {
             throw std::runtime_error("rank " + std::to_string(r) + " reaches rank " + std::to_string(c.peer) + " via " +
-                                     c.transport + ", expected " + (socket ? "SOCKET" : "SHM") + " (" + c.detail + ")");
+                                     c.transport + ", expected " + (socket ? "SOCKET" : "SHM") + " (" + c.fallback +
+                                     ")");
           }
         }
         body(*comm);
@@ -540,9 +541,10 @@ TEST(Collectives, SharedMemoryFallsBackToSocketsWithTheReason) {
         for (const auto& c : connections) {
           if (comm.rank() == 0 || c.peer == 0) {
             EXPECT_EQ(c.transport, "SOCKET");
-            EXPECT_NE(c.detail.find("rank 0 has NCCL_SHM_DISABLE=1"), std::string::npos) << c.detail;
+            EXPECT_NE(c.fallback.find("rank 0 has NCCL_SHM_DISABLE=1"), std::string::npos) << c.fallback;
           } else {
             EXPECT_EQ(c.transport, "SHM");
+            EXPECT_EQ(c.fallback, "");
           }
         }
         std::vector<float> data(100000, 1.0f);

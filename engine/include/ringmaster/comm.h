@@ -110,7 +110,8 @@ struct ConnectionInfo {
   int peer = -1;          // the rank at the other end
   bool outgoing = true;   // this rank opened it (on a ring: the peer is the next rank)
   std::string transport;  // "SHM" or "SOCKET"
-  std::string detail;     // the peer's address, or why shared memory was not used on one host
+  std::string address;    // the peer's bootstrap address
+  std::string fallback;   // why not shared memory, when both ranks are on one host and it was not used
 };
 
 struct CommOptions {

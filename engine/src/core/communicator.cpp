@@ -612,7 +612,8 @@ struct Communicator::Impl {
           std::snprintf(offer.segment, sizeof(offer.segment), "%s", segment->name().c_str());
         } catch (const Error& e) {
           RM_WARN(init, "{} : {} -> {} cannot use shared memory, falling back to sockets: {}",
-                  connection_name(connection), where(rank), where(peer), e.what());
+                  connection_name(connection), where(rank), where(peer), e.status().message());
+          std::snprintf(offer.problem, sizeof(offer.problem), "%s", e.status().message().c_str());
         }
       }
       const std::uint32_t hello[3] = {kChannelHelloMagic, static_cast<std::uint32_t>(rank), connection};
@@ -701,7 +702,9 @@ struct Communicator::Impl {
         } else if (offer.enabled == 0) {
           why = fmt::format("rank {} has NCCL_SHM_DISABLE=1", peer);
         } else if (offer.segment[0] == '\0') {
-          why = fmt::format("rank {} could not create a segment (see its log)", peer);
+          offer.problem[sizeof(offer.problem) - 1] = '\0';
+          why = fmt::format("rank {} could not create a segment: {}", peer,
+                            offer.problem[0] != '\0' ? offer.problem : "see its log");
         } else {
           offer.segment[sizeof(offer.segment) - 1] = '\0';
           segment = transport::shm::Segment::open(offer.segment, why);
@@ -728,8 +731,8 @@ struct Communicator::Impl {
         slot->rank = peer;
         slot->address = b.peers[peer].address;
         connection_infos.push_back({direct ? -1 : static_cast<int>(hello[2]), peer, false,
-                                    std::string(transport::name_of(slot->kind())),
-                                    shm || why == "different hosts" ? b.peers[peer].address : why});
+                                    std::string(transport::name_of(slot->kind())), b.peers[peer].address,
+                                    shm || why == "different hosts" ? std::string() : why});
         accepted.push_back(
             fmt::format("{} : {} <- {} via {}", name, where(rank), where(peer), transport::name_of(slot->kind())));
       }
@@ -777,8 +780,8 @@ struct Communicator::Impl {
           RM_INFO(init, "{}/{}", line, b.peers[o.peer].address);
         }
         connection_infos.push_back({o.connection == kMeshConnection ? -1 : static_cast<int>(o.connection), o.peer, true,
-                                    std::string(transport::name_of(o.slot->kind())),
-                                    shm || !same_host ? b.peers[o.peer].address : why});
+                                    std::string(transport::name_of(o.slot->kind())), b.peers[o.peer].address,
+                                    shm || !same_host ? std::string() : why});
         detail += (detail.empty() ? "" : "; ") + line + (shm ? "" : "/" + b.peers[o.peer].address) +
                   (!shm && same_host ? " (shared memory not used: " + why + ")" : "");
       }

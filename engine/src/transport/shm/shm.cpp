@@ -98,8 +98,8 @@ std::unique_ptr<Segment> Segment::create(int rank, int peer, std::size_t fifo_by
   const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(s->size_));
   if (err != 0) {
     ::close(fd);
-    throw Error(ErrorCategory::network, fmt::format("cannot reserve {} bytes of shared memory for /dev/shm{}: {}",
-                                                    s->size_, s->name_, std::strerror(err)));
+    throw Error(ErrorCategory::network,
+                fmt::format("cannot reserve {} KiB in /dev/shm: {}", s->size_ / 1024, std::strerror(err)));
   }
   s->base_ = ::mmap(nullptr, s->size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);

@@ -106,12 +106,13 @@ struct Offer {
   std::uint32_t magic = 0;
   std::uint32_t enabled = 0;  // this rank allows shared memory
   std::uint64_t host_key = 0;
-  char segment[56] = {};  // the segment created for this connection, or empty
+  char segment[56] = {};   // the segment created for this connection, or empty
+  char problem[200] = {};  // why no segment was created when one was wanted
 };
 struct Answer {
   std::uint32_t magic = 0;
   std::uint32_t use_shm = 0;
-  char reason[120] = {};  // why not, when use_shm is 0
+  char reason[200] = {};  // why not, when use_shm is 0
 };
 inline constexpr std::uint32_t kOfferMagic = 0x53484D4F;   // "SHMO"
 inline constexpr std::uint32_t kAnswerMagic = 0x53484D41;  // "SHMA"
