@@ -87,6 +87,7 @@ struct Request::State {
   // wake-up: the handoff costs tens of microseconds on a VM, more than a
   // small collective itself.
   std::function<bool()> help;
+  std::function<void()> kick;  // starts the progress thread on it instead
 
   void finish_part(const Status& part) {
     std::function<void(const Status&)> hook;
@@ -108,7 +109,12 @@ struct Request::State {
 void Request::wait() const {
   if (!state_) return;
   if (state_->help) {
-    while (!test() && state_->help()) {
+    for (;;) {
+      {
+        std::lock_guard lock(state_->mutex);
+        if (state_->done) break;
+      }
+      if (!state_->help()) break;
     }
   }
   std::unique_lock lock(state_->mutex);
@@ -118,8 +124,12 @@ void Request::wait() const {
 
 bool Request::test() const {
   if (!state_) return true;
-  std::lock_guard lock(state_->mutex);
-  return state_->done;
+  {
+    std::lock_guard lock(state_->mutex);
+    if (state_->done) return true;
+  }
+  if (state_->kick) state_->kick();  // a caller that polls is not going to run it
+  return false;
 }
 
 Status Request::status() const {
@@ -298,16 +308,23 @@ struct Communicator::Impl {
       }
       state->finish_part(status);
     };
-    // A small collective may run on the thread that waits for it.
-    if (nch == 1 && bytes <= inline_bytes) {
+    // A small collective on an idle channel waits for its caller to wait
+    // for it (or test it, or issue the next one) and then runs on the
+    // caller's thread: the progress thread, woken for it, would cost two
+    // thread wake-ups, tens of microseconds on a VM, more than the
+    // transfer. Work behind other work goes to the progress thread.
+    const bool lazy = nch == 1 && bytes <= inline_bytes;
+    if (lazy) {
       Channel* channel = channels[0].get();
       state->help = [channel] { return channel->run_next_here(); };
+      state->kick = [channel] { channel->wake.notify_one(); };
     }
     for (int c = 0; c < nch; ++c) {
       Channel& channel = *channels[c];
       std::lock_guard lock(channel.mutex);
+      const bool idle = channel.queue.empty() && !channel.running;
       channel.queue.push_back([task, &channel, c] { task(channel, c); });
-      channel.wake.notify_one();
+      if (!lazy || !idle) channel.wake.notify_one();
     }
     return Request(state);
   }

@@ -30,16 +30,21 @@ class Connection {
   virtual std::int64_t recv_some(const iovec* iov, int count) noexcept = 0;
 
   // The file descriptor to poll while waiting. For a socket it carries the
-  // data (POLLIN/POLLOUT); for shared memory it is the socket the two
-  // ranks met on, which only ever becomes readable when the peer goes away
-  // (data_pollable() is false: waiting there means polling with a short
-  // timeout and retrying).
+  // data (POLLIN/POLLOUT). For shared memory (data_pollable() false) it is
+  // the socket the two ranks met on: before sleeping the waiter says so in
+  // the FIFO (arm_wait), and the peer, when it next moves data that way,
+  // rings with one byte on that socket; the socket also closes when the
+  // peer goes away.
   virtual int fd() const noexcept = 0;
   virtual bool data_pollable() const noexcept = 0;
 
-  // Reads the error behind a readable fd() of a connection whose data is
-  // not pollable: net::kPeerClosed, an errno, or 0 when there is none.
-  virtual int pending_error() noexcept { return 0; }
+  // Before sleeping on fd(): asks the peer to ring when data (receiving) or
+  // space (sending) arrives. True when it already has: do not sleep.
+  virtual bool arm_wait(bool /*sending*/, bool /*receiving*/) noexcept { return false; }
+  // After fd() became readable on a connection whose data is not pollable:
+  // consumes the rings; net::kPeerClosed or a negative errno when the peer
+  // went away, 0 otherwise.
+  virtual int drain_rings() noexcept { return 0; }
 
   // Wakes a blocked peer and makes every later call fail. Any thread.
   virtual void shutdown() noexcept = 0;

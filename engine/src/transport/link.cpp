@@ -78,12 +78,10 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
   };
 
   auto spin_until = Clock::now() + spin;
-  // Waiting on a connection whose data cannot be polled (shared memory)
-  // means sleeping briefly and retrying: from 20 us, doubling to 1 ms.
-  auto nap = std::chrono::microseconds(20);
   // A shared-memory peer whose socket closed may still have left data in
   // the FIFO: that is read first, the error comes when nothing moves.
   const Peer* peer_gone = nullptr;
+  int gone_error = 0;
   // Try both directions without waiting; poll only when neither can move.
   // Header and data travel in one call each way when the peer is ready.
   for (;;) {
@@ -156,26 +154,24 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
     if (progressed) {
       deadline = Clock::now() + timeout;
       spin_until = Clock::now() + spin;
-      nap = std::chrono::microseconds(20);
       continue;
     }
     if (peer_gone != nullptr) {
-      const int err = peer_gone->connection->pending_error();
-      peer_error(*peer_gone, err == 0 || err == net::kPeerClosed ? net::kPeerClosed : -err, "waiting for");
+      peer_error(*peer_gone, gone_error == net::kPeerClosed ? net::kPeerClosed : -gone_error, "waiting for");
     }
     // Retry without sleeping for a short while first: a peer's reply to a
     // small step usually arrives within microseconds, and waking a thread
     // costs tens of them on a VM.
     if (Clock::now() < spin_until) continue;
+    // Shared memory: ask the peers to ring, unless data moved meanwhile.
+    const bool same = sending && receiving && next.connection == prev.connection;
+    if (sending && !next.connection->data_pollable() && next.connection->arm_wait(true, same)) continue;
+    if (receiving && !same && !prev.connection->data_pollable() && prev.connection->arm_wait(false, true)) continue;
     pollfd fds[2];
     const Peer* polled[2];
     int nfds = 0;
-    bool napping = false;
     auto watch = [&](const Peer& p, short events) {
-      if (!p.connection->data_pollable()) {
-        napping = true;
-        events = POLLIN;  // readable only when the peer goes away
-      }
+      if (!p.connection->data_pollable()) events = POLLIN;  // a ring, or the peer going away
       if (nfds == 1 && fds[0].fd == p.connection->fd()) {
         fds[0].events |= events;
         return;
@@ -185,15 +181,12 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
     };
     if (sending) watch(next, POLLOUT);
     if (receiving) watch(prev, POLLIN);
-    const auto wait = napping ? std::chrono::duration_cast<std::chrono::nanoseconds>(nap)
-                              : std::chrono::nanoseconds(std::chrono::milliseconds(100));
-    const timespec ts{static_cast<time_t>(wait.count() / 1000000000), static_cast<long>(wait.count() % 1000000000)};
-    const int ready = ::ppoll(fds, static_cast<nfds_t>(nfds), &ts, nullptr);
+    const int ready = ::poll(fds, static_cast<nfds_t>(nfds), 100);
     if (ready < 0 && errno != EINTR) throw Error(ErrorCategory::internal, "poll failed: " + net::errno_text(errno));
-    if (napping) nap = std::min(nap * 2, std::chrono::microseconds(1000));
     for (int i = 0; ready > 0 && i < nfds; ++i) {
       if (!polled[i]->connection->data_pollable() && (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
-        peer_gone = polled[i];
+        const int err = polled[i]->connection->drain_rings();
+        if (err != 0) peer_gone = polled[i], gone_error = err;
       }
     }
     if (ready == 0 && Clock::now() >= deadline) {

@@ -52,6 +52,10 @@ struct ShmConnection::Fifo {
   alignas(64) std::atomic<std::uint64_t> head;  // bytes written, by the writer
   alignas(64) std::atomic<std::uint64_t> tail;  // bytes read, by the reader
   alignas(64) std::atomic<std::uint32_t> closed;
+  // The reader sleeps until the head moves / the writer until the tail
+  // does: whoever moves it next rings the other side.
+  alignas(64) std::atomic<std::uint32_t> reader_waiting;
+  std::atomic<std::uint32_t> writer_waiting;
 };
 static_assert(sizeof(SegmentHeader) <= 64);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
@@ -231,7 +235,10 @@ std::int64_t ShmConnection::send_some(const iovec* iov, int count) noexcept {
       moved += n;
     }
   }
-  out_->head.store(head_, std::memory_order_release);
+  out_->head.store(head_, std::memory_order_seq_cst);
+  // Paired with arm_wait: the reader sets its flag, then reads the head; we
+  // store the head, then read the flag. One of us sees the other.
+  if (out_->reader_waiting.load(std::memory_order_seq_cst) != 0 && out_->reader_waiting.exchange(0) != 0) ring();
   return static_cast<std::int64_t>(moved);
 }
 
@@ -260,16 +267,38 @@ std::int64_t ShmConnection::recv_some(const iovec* iov, int count) noexcept {
       moved += n;
     }
   }
-  in_->tail.store(tail_, std::memory_order_release);
+  in_->tail.store(tail_, std::memory_order_seq_cst);
+  if (in_->writer_waiting.load(std::memory_order_seq_cst) != 0 && in_->writer_waiting.exchange(0) != 0) ring();
   return static_cast<std::int64_t>(moved);
 }
 
-int ShmConnection::pending_error() noexcept {
-  char byte = 0;
-  const ssize_t r = ::recv(liveness_.fd(), &byte, 1, MSG_DONTWAIT);
-  if (r == 0) return net::kPeerClosed;
-  if (r < 0) return errno == EAGAIN || errno == EINTR ? 0 : -errno;
-  return -EPROTO;  // nothing is ever sent on it after the negotiation
+void ShmConnection::ring() noexcept {
+  const char bell = 1;
+  // Never blocks: when the socket buffer is full the peer has rings
+  // enough to read.
+  (void)!::send(liveness_.fd(), &bell, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+bool ShmConnection::arm_wait(bool sending, bool receiving) noexcept {
+  bool ready = false;
+  if (receiving) {
+    in_->reader_waiting.store(1, std::memory_order_seq_cst);
+    ready |= in_->head.load(std::memory_order_seq_cst) != tail_;
+  }
+  if (sending) {
+    out_->writer_waiting.store(1, std::memory_order_seq_cst);
+    ready |= out_->tail.load(std::memory_order_seq_cst) + capacity_ != head_;
+  }
+  return ready || in_->closed.load(std::memory_order_relaxed) != 0;
+}
+
+int ShmConnection::drain_rings() noexcept {
+  char bells[64];
+  for (;;) {
+    const ssize_t r = ::recv(liveness_.fd(), bells, sizeof(bells), MSG_DONTWAIT);
+    if (r == 0) return net::kPeerClosed;
+    if (r < 0) return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+  }
 }
 
 void ShmConnection::shutdown() noexcept {

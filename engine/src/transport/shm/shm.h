@@ -14,8 +14,11 @@
 // the connecting rank creates it and offers its name, the accepting rank
 // maps it and unlinks the name at once, so from then on a killed rank
 // leaves nothing in /dev/shm. That socket stays open: it becomes readable
-// only when the peer goes away, which is how a waiting rank notices a dead
-// peer without a timeout.
+// only when the peer goes away (which is how a waiting rank notices a dead
+// peer without a timeout) or when the peer rings it: a rank about to sleep
+// sets a flag in the FIFO it waits on, and the other side, after moving
+// data that way, sends one byte, so a sleeping rank wakes as soon as its
+// peer has moved data, as over a socket.
 #pragma once
 
 #include <cstddef>
@@ -83,7 +86,8 @@ class ShmConnection final : public Connection {
   std::int64_t recv_some(const iovec* iov, int count) noexcept override;
   int fd() const noexcept override { return liveness_.fd(); }
   bool data_pollable() const noexcept override { return false; }
-  int pending_error() noexcept override;
+  bool arm_wait(bool sending, bool receiving) noexcept override;
+  int drain_rings() noexcept override;
   void shutdown() noexcept override;
 
  private:
@@ -99,6 +103,7 @@ class ShmConnection final : public Connection {
   std::uint64_t tail_seen_ = 0;  // the reader's progress on out_, last read
   std::uint64_t tail_ = 0;       // bytes read from in_ (ours)
   std::uint64_t head_seen_ = 0;  // the writer's progress on in_, last read
+  void ring() noexcept;
 };
 
 // The negotiation over the socket (both fixed size, sent raw).
