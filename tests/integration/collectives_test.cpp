@@ -556,6 +556,36 @@ TEST(Collectives, SharedMemoryFallsBackToSocketsWithTheReason) {
   EXPECT_EQ(shm_segments(), 0);
 }
 
+// A small collective that is not waited for still runs when its caller
+// blocks on another communicator whose peers need it first: rank 0 issues
+// A on comm1 and waits on a barrier of comm2; rank 1 waits for A, then
+// joins the barrier.
+TEST(Collectives, UnwaitedSmallCollectiveProgressesWhileTheCallerBlocksElsewhere) {
+  const auto port1 = free_port(), port2 = free_port();
+  std::atomic<int> done{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      auto comm1 = Communicator::create(rank_config(r, 2, port1));
+      auto comm2 = Communicator::create(rank_config(r, 2, port2));
+      std::vector<float> data(16, 1.0f);
+      if (r == 0) {
+        auto a = comm1->all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum);
+        comm2->barrier().wait();
+        a.wait();
+      } else {
+        comm1->all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
+        comm2->barrier().wait();
+      }
+      EXPECT_EQ(data[0], 2.0f);
+      ++done;
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  EXPECT_EQ(done.load(), 2);
+}
+
 TEST(Collectives, CountersAndRecordsReportTraffic) {
   std::atomic<int> records{0};
   CommOptions options;

@@ -106,6 +106,10 @@ struct Request::State {
   }
 };
 
+namespace {
+void start_waiting_work();
+}  // namespace
+
 void Request::wait() const {
   if (!state_) return;
   if (state_->help) {
@@ -118,6 +122,11 @@ void Request::wait() const {
     }
   }
   std::unique_lock lock(state_->mutex);
+  if (!state_->done) {
+    lock.unlock();
+    start_waiting_work();
+    lock.lock();
+  }
   state_->done_cv.wait(lock, [&] { return state_->done; });
   if (!state_->status.ok()) throw Error(state_->status);
 }
@@ -193,6 +202,29 @@ struct Channel {
   }
 };
 
+// Channels holding a small collective that waits for its caller (see
+// submit). Before any thread of ours sleeps they are handed to their
+// progress threads: the caller may be the one about to sleep, on another
+// communicator, and its peers would wait for that collective meanwhile.
+std::mutex waiting_mutex;
+std::vector<Channel*> waiting_channels;
+std::atomic<int> waiting_count{0};
+
+void start_waiting_work() {
+  if (waiting_count.load(std::memory_order_relaxed) == 0) return;
+  std::lock_guard lock(waiting_mutex);
+  for (Channel* c : waiting_channels)
+    c->wake.notify_one();
+  waiting_channels.clear();
+  waiting_count.store(0);
+}
+
+void forget_waiting(Channel* c) {
+  std::lock_guard lock(waiting_mutex);
+  std::erase(waiting_channels, c);
+  waiting_count.store(static_cast<int>(waiting_channels.size()));
+}
+
 constexpr std::uint32_t kChannelHelloMagic = 0x4348414E;  // "CHAN"
 constexpr std::uint32_t kMeshConnection = 0xFFFF;         // hello's channel field for a direct connection
 
@@ -233,6 +265,7 @@ struct Communicator::Impl {
 
   ~Impl() {
     for (auto& c : channels) {
+      forget_waiting(c.get());
       {
         std::lock_guard lock(c->mutex);
         c->stopping = true;
@@ -324,7 +357,13 @@ struct Communicator::Impl {
       std::lock_guard lock(channel.mutex);
       const bool idle = channel.queue.empty() && !channel.running;
       channel.queue.push_back([task, &channel, c] { task(channel, c); });
-      if (!lazy || !idle) channel.wake.notify_one();
+      if (!lazy || !idle) {
+        channel.wake.notify_one();
+      } else {
+        std::lock_guard waiting(waiting_mutex);
+        waiting_channels.push_back(&channel);
+        waiting_count.store(static_cast<int>(waiting_channels.size()));
+      }
     }
     return Request(state);
   }
@@ -813,6 +852,7 @@ Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 Communicator::~Communicator() = default;
 
 std::unique_ptr<Communicator> Communicator::create(const Config& config, const CommOptions& options) {
+  transport::set_before_sleep(start_waiting_work);
   auto impl = std::make_unique<Impl>();
   impl->min_channels = static_cast<int>(options.min_channels.value_or(param_int(Param::MinChannels)));
   // Every channel is a progress thread that copies through the kernel, so

@@ -25,7 +25,13 @@ std::string describe_op(const StepHeader& h) {
   return fmt::format("{} #{} (step {})", name_of(static_cast<Collective>(h.collective)), h.seq, h.step);
 }
 
+std::atomic<void (*)()> before_sleep{nullptr};
+
 }  // namespace
+
+void set_before_sleep(void (*hook)()) noexcept {
+  before_sleep.store(hook);
+}
 
 void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, const Peer* to, const void* send,
                         std::size_t send_bytes, const Peer* from, void* recv, std::size_t recv_bytes, std::size_t slot,
@@ -181,6 +187,7 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
     };
     if (sending) watch(next, POLLOUT);
     if (receiving) watch(prev, POLLIN);
+    if (auto hook = before_sleep.load(std::memory_order_relaxed)) hook();
     const int ready = ::poll(fds, static_cast<nfds_t>(nfds), 100);
     if (ready < 0 && errno != EINTR) throw Error(ErrorCategory::internal, "poll failed: " + net::errno_text(errno));
     for (int i = 0; ready > 0 && i < nfds; ++i) {

@@ -70,6 +70,11 @@ struct Peer {
   TransportKind kind() const { return connection ? connection->kind() : TransportKind::socket; }
 };
 
+// Called by a transfer about to sleep in poll() (set once by the
+// communicator): work that waits for its caller must not wait for a
+// thread that is about to block on something else.
+void set_before_sleep(void (*hook)()) noexcept;
+
 class RingLink {
  public:
   Peer next;  // we send to it
