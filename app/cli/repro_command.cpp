@@ -392,7 +392,8 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, st
         if (!c.value("outgoing", false) || c.value("channel", -1) != 0) continue;
         ring_connections[{rank, c.value("peer", -1)}] = c;
         // A transport that should have carried a connection and did not.
-        if (!c.value("fallback", std::string()).empty()) {
+        const std::string fallback = c.value("fallback", std::string());
+        if (!fallback.empty() && fallback.find("NCCL_SHM_DISABLE") == std::string::npos) {
           v.report.push_back(fmt::format("rank {} -> rank {} via {}: shared memory not used: {}", rank,
                                          c.value("peer", -1), c.value("transport", "?"), c.value("fallback", "")));
         }

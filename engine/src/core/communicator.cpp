@@ -830,8 +830,10 @@ struct Communicator::Impl {
         const bool same_host = why != "different hosts";
         if (shm) {
           RM_INFO(init, "{}", line);
-        } else if (same_host) {
+        } else if (same_host && why.find("NCCL_SHM_DISABLE") == std::string::npos) {
           RM_WARN(init, "{}/{} (shared memory not used: {})", line, b.peers[o.peer].address, why);
+        } else if (same_host) {
+          RM_INFO(init, "{}/{} (shared memory not used: {})", line, b.peers[o.peer].address, why);
         } else {
           RM_INFO(init, "{}/{}", line, b.peers[o.peer].address);
         }
