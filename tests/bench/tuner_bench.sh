@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The tuner against measurement: all_reduce of floats on N local ranks over
-# loopback sockets, every candidate forced in turn (ring/tree x LL/Simple,
+# The tuner against measurement: all_reduce of floats on N local ranks (over
+# shared memory; NCCL_SHM_DISABLE=1 for loopback sockets), every candidate
+# forced in turn (ring/tree x LL/Simple,
 # `perf --algo --proto`) and the tuner left to pick, sizes 8 B .. 64 MiB.
 # Each configuration runs `rounds` times, interleaved; figures are medians.
 # Prints per size: each candidate's time, the tuner's pick, its measured
