@@ -750,13 +750,18 @@ struct Communicator::Impl {
         transport::shm::Answer answer;
         answer.magic = transport::shm::kAnswerMagic;
         std::unique_ptr<transport::shm::Segment> segment;
+        using transport::shm::Refusal;
         std::string why;
+        Refusal refusal = Refusal::failed;
         if (offer.host_key != identity.key) {
           why = "different hosts";
+          refusal = Refusal::different_hosts;
         } else if (!shm_enabled) {
           why = fmt::format("rank {} has NCCL_SHM_DISABLE=1", rank);
+          refusal = Refusal::disabled;
         } else if (offer.enabled == 0) {
           why = fmt::format("rank {} has NCCL_SHM_DISABLE=1", peer);
+          refusal = Refusal::disabled;
         } else if (offer.segment[0] == '\0') {
           offer.problem[sizeof(offer.problem) - 1] = '\0';
           why = fmt::format("rank {} could not create a segment: {}", peer,
@@ -766,6 +771,7 @@ struct Communicator::Impl {
           segment = transport::shm::Segment::open(offer.segment, why);
         }
         answer.use_shm = segment ? 1 : 0;
+        answer.refusal = segment ? Refusal::none : refusal;
         std::snprintf(answer.reason, sizeof(answer.reason), "%s", why.c_str());
         err = in.send_all(&answer, sizeof(answer), deadline);
         if (err != 0) {
@@ -788,7 +794,7 @@ struct Communicator::Impl {
         slot->address = b.peers[peer].address;
         connection_infos.push_back({direct ? -1 : static_cast<int>(hello[2]), peer, false,
                                     std::string(transport::name_of(slot->kind())), b.peers[peer].address,
-                                    shm || why == "different hosts" ? std::string() : why});
+                                    answer.refusal == Refusal::different_hosts || shm ? std::string() : why});
         accepted.push_back(
             fmt::format("{} : {} <- {} via {}", name, where(rank), where(peer), transport::name_of(slot->kind())));
       }
@@ -827,10 +833,11 @@ struct Communicator::Impl {
         o.slot->address = b.peers[o.peer].address;
         const std::string line = fmt::format("{} : {} -> {} via {}", connection_name(o.connection), where(rank),
                                              where(o.peer), transport::name_of(o.slot->kind()));
-        const bool same_host = why != "different hosts";
+        const auto refusal = shm ? transport::shm::Refusal::none : answer.refusal;
+        const bool same_host = refusal != transport::shm::Refusal::different_hosts;
         if (shm) {
           RM_INFO(init, "{}", line);
-        } else if (same_host && why.find("NCCL_SHM_DISABLE") == std::string::npos) {
+        } else if (refusal == transport::shm::Refusal::failed) {
           RM_WARN(init, "{}/{} (shared memory not used: {})", line, b.peers[o.peer].address, why);
         } else if (same_host) {
           RM_INFO(init, "{}/{} (shared memory not used: {})", line, b.peers[o.peer].address, why);
