@@ -22,6 +22,7 @@
 #include "ringmaster/perf.h"
 #include "ringmaster/topology.h"
 #include "ringmaster/tuner.h"
+#include "transport/ofi/ofi.h"
 
 namespace ringmaster {
 namespace {
@@ -41,17 +42,53 @@ Config rank_config(int rank, int n, std::uint16_t port) {
   return c;
 }
 
-// What carries the connections between the ranks of a test.
-enum class Links { shm, socket, mixed };
+// What carries the connections between the ranks of a test: mixed keeps
+// rank 0 on sockets, mixed_ofi on libfabric, the others share memory.
+enum class Links { shm, socket, mixed, ofi, mixed_ofi };
 
 const char* name_of(Links l) {
-  return l == Links::shm ? "shm" : l == Links::socket ? "socket" : "mixed";
+  switch (l) {
+    case Links::shm:
+      return "shm";
+    case Links::socket:
+      return "socket";
+    case Links::mixed:
+      return "mixed";
+    case Links::ofi:
+      return "ofi";
+    case Links::mixed_ofi:
+      return "mixed shm/ofi";
+  }
+  return "?";
 }
 
-// Rank r's options for `links`: mixed keeps rank 0 on sockets.
+// The transport expected between ranks r and peer.
+std::string expected_transport(Links links, int r, int peer) {
+  switch (links) {
+    case Links::shm:
+      return "SHM";
+    case Links::socket:
+      return "SOCKET";
+    case Links::ofi:
+      return "OFI";
+    case Links::mixed:
+      return r == 0 || peer == 0 ? "SOCKET" : "SHM";
+    case Links::mixed_ofi:
+      return r == 0 || peer == 0 ? "OFI" : "SHM";
+  }
+  return "?";
+}
+
 CommOptions with_links(CommOptions options, Links links, int r) {
-  options.shared_memory = links == Links::shm || (links == Links::mixed && r != 0);
+  const bool ofi = links == Links::ofi || links == Links::mixed_ofi;
+  options.shared_memory = links == Links::shm || ((links == Links::mixed || links == Links::mixed_ofi) && r != 0);
+  options.net = ofi ? "OFI" : "Socket";
   return options;
+}
+
+// libfabric over loopback (tcp;ofi_rxm here); tests of it skip without.
+bool ofi_usable() {
+  return transport::ofi::availability("lo").usable;
 }
 
 // Our segments in /dev/shm right now.
@@ -76,11 +113,10 @@ void run_ranks(int n, const std::function<void(Communicator&)>& body, const Comm
         auto comm = Communicator::create(rank_config(r, n, port), with_links(options, links, r));
         // Every connection is carried as asked.
         for (const auto& c : comm->connections()) {
-          const bool socket = links == Links::socket || (links == Links::mixed && (r == 0 || c.peer == 0));
-          if (c.transport != (socket ? "SOCKET" : "SHM")) {
+          const std::string expected = expected_transport(links, r, c.peer);
+          if (c.transport != expected) {
             throw std::runtime_error("rank " + std::to_string(r) + " reaches rank " + std::to_string(c.peer) + " via " +
-                                     c.transport + ", expected " + (socket ? "SOCKET" : "SHM") + " (" + c.fallback +
-                                     ")");
+                                     c.transport + ", expected " + expected + " (" + c.fallback + ")");
           }
         }
         body(*comm);
@@ -475,7 +511,7 @@ void kill_a_peer(Links links) {
         options.timeout = 20s;
         auto comm = Communicator::create(rank_config(r, 3, port), with_links(options, links, r));
         for (const auto& c : comm->connections()) {
-          if (c.transport != (links == Links::shm ? "SHM" : "SOCKET")) throw std::runtime_error("via " + c.transport);
+          if (c.transport != expected_transport(links, r, c.peer)) throw std::runtime_error("via " + c.transport);
         }
         std::vector<float> data(1 << 18, 1.0f);
         for (int i = 0; i < 100000; ++i) {
@@ -518,6 +554,53 @@ TEST(Collectives, KilledPeerFailsSurvivorsOverSharedMemory) {
 
 TEST(Collectives, KilledPeerFailsSurvivorsOverSockets) {
   kill_a_peer(Links::socket);
+}
+
+TEST(Collectives, KilledPeerFailsSurvivorsOverLibfabric) {
+  if (!ofi_usable()) GTEST_SKIP() << transport::ofi::availability("lo").why;
+  kill_a_peer(Links::ofi);
+}
+
+// libfabric (tcp;ofi_rxm on loopback): every collective over it alone and
+// beside shared memory, with sizes that take the provider's eager and
+// rendezvous paths and several slots per step.
+TEST(Collectives, OverLibfabric) {
+  if (!ofi_usable()) GTEST_SKIP() << transport::ofi::availability("lo").why;
+  const std::vector<std::size_t> counts = {0, 1, 7, 1023, (1u << 20) + 3};
+  for (Collective c : kCollectives) {
+    check({c, DataType::fp32, RedOp::sum}, 2, counts, Links::ofi);
+    check({c, DataType::fp32, RedOp::sum}, 3, counts, Links::mixed_ofi);
+  }
+  check({Collective::all_reduce, DataType::bf16, RedOp::max}, 3, {1023, 65537}, Links::ofi);
+}
+
+// NCCL_NET=OFI where libfabric cannot serve names the providers that exist.
+TEST(Collectives, AskingForAnUnusableProviderNamesTheOthers) {
+  if (!ofi_usable()) GTEST_SKIP() << transport::ofi::availability("lo").why;
+  ::setenv("FI_PROVIDER", "no-such-provider", 1);
+  const auto port = free_port();
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      CommOptions options;
+      options.net = "OFI";
+      options.shared_memory = false;
+      try {
+        Communicator::create(rank_config(r, 2, port), options);
+      } catch (const StageError& e) {
+        errors[r] = e.failure().to_string() + " | " + e.failure().hint;
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  ::unsetenv("FI_PROVIDER");
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("NCCL_NET=OFI"), std::string::npos) << e;
+    EXPECT_NE(e.find("FI_PROVIDER=no-such-provider"), std::string::npos) << e;
+    EXPECT_NE(e.find("tcp"), std::string::npos) << e;  // a provider that exists
+  }
 }
 
 // Shared memory is offered only where it can work: a rank with it disabled

@@ -109,7 +109,7 @@ struct ConnectionInfo {
   int channel = -1;       // ring channel; -1: the direct connection (trees, all_to_all, point-to-point)
   int peer = -1;          // the rank at the other end
   bool outgoing = true;   // this rank opened it (on a ring: the peer is the next rank)
-  std::string transport;  // "SHM" or "SOCKET"
+  std::string transport;  // "SHM", "OFI" or "SOCKET"
   std::string address;    // the peer's bootstrap address
   std::string fallback;   // why not shared memory, when both ranks are on one host and it was not used
 };
@@ -126,6 +126,8 @@ struct CommOptions {
   // Overrides NCCL_SHM_DISABLE: false keeps this rank's connections to
   // ranks on its host on sockets.
   std::optional<bool> shared_memory;
+  // Overrides NCCL_NET: "Socket" or "OFI" (libfabric) to other hosts.
+  std::optional<std::string> net;
   StageCallback on_stage;
   std::function<void(const CollectiveRecord&)> on_collective;
   // The tuner's table the first time a (collective, size) is decided.

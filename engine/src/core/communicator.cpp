@@ -28,6 +28,8 @@
 #include "ringmaster/topology.h"
 #include "ringmaster/tuner.h"
 #include "transport/link.h"
+#include "transport/offer.h"
+#include "transport/ofi/ofi.h"
 #include "transport/shm/shm.h"
 #include "transport/socket/socket_connection.h"
 #include "tune/cache.h"
@@ -257,6 +259,7 @@ struct Communicator::Impl {
   std::vector<std::unique_ptr<Channel>> channels;
   std::vector<ConnectionInfo> connection_infos;
   std::optional<bool> shared_memory;  // CommOptions' override of NCCL_SHM_DISABLE
+  std::string net;                    // NCCL_NET, lower case: "", "socket" or "ofi"
   std::atomic<bool> aborted{false};
   std::uint64_t next_seq = 0;
   // Point-to-point messages are numbered per pair and direction, so they
@@ -331,6 +334,7 @@ struct Communicator::Impl {
       try {
         if (aborted) throw Error(ErrorCategory::peer, "the communicator was aborted");
         work(channel, c, nch, ring_op);
+        channel.link.flush();
       } catch (const Error& e) {
         status = e.status();
         RM_WARN(coll, "channel {}: {} #{} failed: {}", c, name_of(ring_op.collective), ring_op.seq, e.what());
@@ -638,6 +642,22 @@ struct Communicator::Impl {
     const bool shm_enabled = shared_memory.value_or(param_int(Param::ShmDisable) == 0);
     const auto fifo_bytes = static_cast<std::size_t>(std::max<std::int64_t>(4096, param_int(Param::ShmFifoBytes)));
     const auto& identity = transport::shm::host_identity();
+    // libfabric to other hosts: asked for (NCCL_NET=OFI, checked usable at
+    // create), or by default when the provider is RDMA (efa, verbs).
+    const std::string& interface = b.peers[rank].ifname;
+    const auto& fabric = transport::ofi::availability(interface);
+    const bool ofi_wanted = net == "ofi" || (net.empty() && fabric.usable && fabric.rdma);
+    if (net == "ofi" && !fabric.usable) {
+      auto f = bootstrap->failure(Stage::transport_connect, "NCCL_NET=OFI but libfabric is unusable: " + fabric.why);
+      f.category = ErrorCategory::config;
+      f.hint = fabric.providers.empty()
+                   ? "libfabric lists no provider with RDM endpoints here; unset NCCL_NET to run over sockets."
+                   : fmt::format(
+                         "Providers here: {}. Set FI_PROVIDER to one of them, or unset NCCL_NET to run over "
+                         "sockets.",
+                         fmt::join(fabric.providers, ", "));
+      throw StageError(f);
+    }
     auto where = [&](int r) { return fmt::format("{}[{}]", r, b.peers[r].host); };
     auto connection_name = [&](std::uint32_t connection) {
       return connection == kMeshConnection ? std::string("p2p") : fmt::format("Channel {:02d}", connection);
@@ -649,7 +669,25 @@ struct Communicator::Impl {
       std::uint32_t connection;
       net::Socket socket;
       std::unique_ptr<transport::shm::Segment> segment;
+      std::shared_ptr<transport::ofi::Endpoint> endpoint;
       transport::Peer* slot;
+    };
+    // An endpoint for a connection to another host, its address in `name`.
+    auto open_endpoint = [&](int peer, char* name, std::uint32_t& length) {
+      std::string why;
+      auto e = transport::ofi::open_endpoint(interface, why);
+      if (!e) {
+        RM_WARN(init, "{} -> {}: no libfabric endpoint ({}), falling back to sockets", where(rank), where(peer), why);
+        return e;
+      }
+      const std::string address = transport::ofi::endpoint_name(*e);
+      if (address.size() > sizeof(transport::Offer::ofi_name)) {
+        RM_WARN(init, "libfabric address of {} bytes does not fit the offer; sockets instead", address.size());
+        return std::shared_ptr<transport::ofi::Endpoint>();
+      }
+      std::memcpy(name, address.data(), address.size());
+      length = static_cast<std::uint32_t>(address.size());
+      return e;
     };
     std::vector<Opened> opened;
     auto open_to = [&](int peer, std::uint32_t connection, transport::Peer* slot) {
@@ -657,9 +695,9 @@ struct Communicator::Impl {
       net::Socket s;
       store::ConnectAttempts report;
       int err = store::connect_with_backoff({*address}, deadline, s, report);
-      transport::shm::Offer offer;
-      offer.magic = transport::shm::kOfferMagic;
-      offer.enabled = shm_enabled ? 1 : 0;
+      transport::Offer offer;
+      offer.magic = transport::kOfferMagic;
+      offer.shm_enabled = shm_enabled ? 1 : 0;
       offer.host_key = identity.key;
       std::unique_ptr<transport::shm::Segment> segment;
       if (err == 0 && shm_enabled && b.peers[peer].host == b.peers[rank].host) {
@@ -671,6 +709,12 @@ struct Communicator::Impl {
                   connection_name(connection), where(rank), where(peer), e.status().message());
           std::snprintf(offer.problem, sizeof(offer.problem), "%s", e.status().message().c_str());
         }
+      }
+      std::shared_ptr<transport::ofi::Endpoint> endpoint;
+      // Offered beside a segment too: the peer may not take the segment.
+      if (err == 0 && ofi_wanted) {
+        endpoint = open_endpoint(peer, offer.ofi_name, offer.ofi_name_length);
+        offer.ofi = endpoint ? 1 : 0;
       }
       const std::uint32_t hello[3] = {kChannelHelloMagic, static_cast<std::uint32_t>(rank), connection};
       if (err == 0) err = s.send_all(hello, sizeof(hello), deadline);
@@ -690,7 +734,7 @@ struct Communicator::Impl {
       }
       s.set_nodelay();
       if (connection != kMeshConnection) s.set_buffer_sizes(4 << 20);
-      opened.push_back({peer, connection, std::move(s), std::move(segment), slot});
+      opened.push_back({peer, connection, std::move(s), std::move(segment), std::move(endpoint), slot});
     };
     for (auto& channel : channels) {
       bootstrap->run_stage(Stage::transport_connect, [&] {
@@ -718,11 +762,11 @@ struct Communicator::Impl {
         int err = 0;
         net::Socket in = b.listener.accept(deadline, err);
         std::uint32_t hello[3] = {};
-        transport::shm::Offer offer;
+        transport::Offer offer;
         if (err == 0) err = in.recv_all(hello, sizeof(hello), deadline);
         if (err == 0) err = in.recv_all(&offer, sizeof(offer), deadline);
         const bool direct = hello[2] == kMeshConnection;
-        if (err == 0 && offer.magic != transport::shm::kOfferMagic) err = EPROTO;
+        if (err == 0 && offer.magic != transport::kOfferMagic) err = EPROTO;
         if (err == 0 && direct &&
             (hello[0] != kChannelHelloMagic || static_cast<int>(hello[1]) >= rank || mesh[hello[1]].valid())) {
           err = EPROTO;
@@ -747,10 +791,10 @@ struct Communicator::Impl {
         const int peer = static_cast<int>(hello[1]);
         // Shared memory when both ranks allow it, they are on one host and
         // the segment maps here; otherwise why not.
-        transport::shm::Answer answer;
-        answer.magic = transport::shm::kAnswerMagic;
+        transport::Answer answer;
+        answer.magic = transport::kAnswerMagic;
         std::unique_ptr<transport::shm::Segment> segment;
-        using transport::shm::Refusal;
+        using transport::Refusal;
         std::string why;
         Refusal refusal = Refusal::failed;
         if (offer.host_key != identity.key) {
@@ -759,7 +803,7 @@ struct Communicator::Impl {
         } else if (!shm_enabled) {
           why = fmt::format("rank {} has NCCL_SHM_DISABLE=1", rank);
           refusal = Refusal::disabled;
-        } else if (offer.enabled == 0) {
+        } else if (offer.shm_enabled == 0) {
           why = fmt::format("rank {} has NCCL_SHM_DISABLE=1", peer);
           refusal = Refusal::disabled;
         } else if (offer.segment[0] == '\0') {
@@ -773,6 +817,12 @@ struct Communicator::Impl {
         answer.use_shm = segment ? 1 : 0;
         answer.refusal = segment ? Refusal::none : refusal;
         std::snprintf(answer.reason, sizeof(answer.reason), "%s", why.c_str());
+        // libfabric when shared memory is out and both ranks want it.
+        std::shared_ptr<transport::ofi::Endpoint> endpoint;
+        if (!segment && offer.ofi != 0 && ofi_wanted && offer.ofi_name_length <= sizeof(offer.ofi_name)) {
+          endpoint = open_endpoint(peer, answer.ofi_name, answer.ofi_name_length);
+        }
+        answer.use_ofi = endpoint ? 1 : 0;
         err = in.send_all(&answer, sizeof(answer), deadline);
         if (err != 0) {
           auto f = bootstrap->failure(Stage::transport_connect, fmt::format("rank {} left while connecting", peer));
@@ -786,6 +836,17 @@ struct Communicator::Impl {
         const bool shm = segment != nullptr;
         if (shm) {
           slot->connection = std::make_unique<transport::shm::ShmConnection>(std::move(segment), 1, std::move(in));
+        } else if (endpoint) {
+          std::string ofi_why;
+          slot->connection = transport::ofi::connect(endpoint, std::string(offer.ofi_name, offer.ofi_name_length),
+                                                     std::move(in), ofi_why);
+          if (!slot->connection) {
+            auto f = bootstrap->failure(Stage::transport_connect,
+                                        fmt::format("libfabric connection from rank {} failed: {}", peer, ofi_why));
+            f.peer_rank = peer;
+            f.hint = "Set NCCL_NET=Socket to run over sockets, or FI_PROVIDER to try another provider.";
+            throw StageError(f);
+          }
         } else {
           if (!direct) in.set_buffer_sizes(4 << 20);
           slot->connection = std::make_unique<transport::SocketConnection>(std::move(in));
@@ -806,9 +867,9 @@ struct Communicator::Impl {
     bootstrap->run_stage(Stage::transport_connect, [&] {
       std::string detail;
       for (auto& o : opened) {
-        transport::shm::Answer answer;
+        transport::Answer answer;
         int err = o.socket.recv_all(&answer, sizeof(answer), deadline);
-        if (err == 0 && answer.magic != transport::shm::kAnswerMagic) err = EPROTO;
+        if (err == 0 && answer.magic != transport::kAnswerMagic) err = EPROTO;
         if (err != 0) {
           auto f = bootstrap->failure(Stage::transport_connect,
                                       fmt::format("rank {} did not answer the connection offer", o.peer));
@@ -825,6 +886,17 @@ struct Communicator::Impl {
         if (shm) {
           o.slot->connection =
               std::make_unique<transport::shm::ShmConnection>(std::move(o.segment), 0, std::move(o.socket));
+        } else if (answer.use_ofi != 0 && o.endpoint && answer.ofi_name_length <= sizeof(answer.ofi_name)) {
+          std::string ofi_why;
+          o.slot->connection = transport::ofi::connect(o.endpoint, std::string(answer.ofi_name, answer.ofi_name_length),
+                                                       std::move(o.socket), ofi_why);
+          if (!o.slot->connection) {
+            auto f = bootstrap->failure(Stage::transport_connect,
+                                        fmt::format("libfabric connection to rank {} failed: {}", o.peer, ofi_why));
+            f.peer_rank = o.peer;
+            f.hint = "Set NCCL_NET=Socket to run over sockets, or FI_PROVIDER to try another provider.";
+            throw StageError(f);
+          }
         } else {
           o.segment.reset();
           o.slot->connection = std::make_unique<transport::SocketConnection>(std::move(o.socket));
@@ -833,11 +905,11 @@ struct Communicator::Impl {
         o.slot->address = b.peers[o.peer].address;
         const std::string line = fmt::format("{} : {} -> {} via {}", connection_name(o.connection), where(rank),
                                              where(o.peer), transport::name_of(o.slot->kind()));
-        const auto refusal = shm ? transport::shm::Refusal::none : answer.refusal;
-        const bool same_host = refusal != transport::shm::Refusal::different_hosts;
+        const auto refusal = shm ? transport::Refusal::none : answer.refusal;
+        const bool same_host = refusal != transport::Refusal::different_hosts;
         if (shm) {
           RM_INFO(init, "{}", line);
-        } else if (refusal == transport::shm::Refusal::failed) {
+        } else if (refusal == transport::Refusal::failed) {
           RM_WARN(init, "{}/{} (shared memory not used: {})", line, b.peers[o.peer].address, why);
         } else if (same_host) {
           RM_INFO(init, "{}/{} (shared memory not used: {})", line, b.peers[o.peer].address, why);
@@ -883,6 +955,12 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
   impl->timeout = options.timeout.value_or(std::chrono::milliseconds(param_int(Param::CollTimeout) * 1000));
   impl->on_collective = options.on_collective;
   impl->shared_memory = options.shared_memory;
+  impl->net = options.net.value_or(param_string(Param::Net));
+  std::transform(impl->net.begin(), impl->net.end(), impl->net.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (!impl->net.empty() && impl->net != "socket" && impl->net != "ofi") {
+    throw Error(ErrorCategory::config, "NCCL_NET=" + impl->net + ": must be Socket or OFI");
+  }
   impl->pair_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, param_int(Param::PairBytes)));
   impl->inline_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, param_int(Param::InlineBytes)));
   impl->spin = std::chrono::microseconds(std::max<std::int64_t>(0, param_int(Param::SocketSpin)));
@@ -953,6 +1031,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
     impl->bootstrap->run_stage(Stage::transport_connect, [&] {
       try {
         shape.intra = shape.inter = impl->calibrate(shape);
+        impl->channels[0]->link.flush();
       } catch (const Error& e) {
         auto f =
             impl->bootstrap->failure(Stage::transport_connect, "calibrating the links failed: " + e.status().message());

@@ -54,6 +54,8 @@ namespace ringmaster {
   X(TuneHopUs, "RINGMASTER_TUNE_HOP_US", "60", "Tuner's hop latency in microseconds when not calibrating")       \
   X(TuneGbs, "RINGMASTER_TUNE_GBS", "1", "Tuner's per-channel bandwidth in GB/s when not calibrating")           \
   X(ShmDisable, "NCCL_SHM_DISABLE", "0", "1: never use shared memory between ranks on one host")                 \
+  X(Net, "NCCL_NET", "",                                                                                         \
+    "Socket or OFI (libfabric) to other hosts; default OFI only on an RDMA provider (efa, verbs)")               \
   X(ShmFifoBytes, "RINGMASTER_SHM_FIFO_BYTES", "1048576",                                                        \
     "Bytes of each shared-memory FIFO (per connection and direction)")                                           \
   X(BuffSize, "NCCL_BUFFSIZE", "4194304", "Simple protocol buffer; a step moves BUFFSIZE/8 bytes at a time")     \

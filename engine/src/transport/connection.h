@@ -12,9 +12,9 @@
 
 namespace ringmaster::transport {
 
-enum class TransportKind : std::uint8_t { socket, shm };
+enum class TransportKind : std::uint8_t { socket, shm, ofi };
 
-// "SOCKET", "SHM": as NCCL names them in its connection lines.
+// "SOCKET", "SHM", "OFI": as NCCL names them in its connection lines.
 std::string_view name_of(TransportKind kind) noexcept;
 
 class Connection {
@@ -45,6 +45,21 @@ class Connection {
   // consumes the rings; net::kPeerClosed or a negative errno when the peer
   // went away, 0 otherwise.
   virtual int drain_rings() noexcept { return 0; }
+
+  // The longest sleep in poll() on fd() before trying again (ms): long for
+  // connections that wake their waiters, short where a wake-up can be
+  // missed (libfabric providers whose descriptor does not cover every
+  // socket behind the endpoint).
+  virtual int max_sleep_ms() const noexcept { return 100; }
+
+  // False while data already taken by send_some still needs this side's
+  // help to leave (libfabric with manual progress): a step is over only
+  // when it is flushed.
+  virtual bool flushed() noexcept { return true; }
+
+  // Lets the transport do its own work (libfabric's connection set-up and
+  // rendezvous need both sides' calls); negative errno on failure.
+  virtual int progress() noexcept { return 0; }
 
   // Wakes a blocked peer and makes every later call fail. Any thread.
   virtual void shutdown() noexcept = 0;

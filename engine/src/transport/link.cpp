@@ -4,8 +4,10 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "core/log.h"
 #include "ringmaster/status.h"
@@ -92,6 +94,7 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
   // Header and data travel in one call each way when the peer is ready.
   for (;;) {
     if (aborted != nullptr && aborted->load()) throw Error(ErrorCategory::peer, "the communicator was aborted");
+    progress_unflushed();
     const bool sending = header_sent < sizeof(StepHeader) || data_sent < send_bytes;
     const bool receiving = header_received < sizeof(StepHeader) || data_received < recv_bytes;
     if (!sending && !receiving) break;
@@ -188,7 +191,11 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
     if (sending) watch(next, POLLOUT);
     if (receiving) watch(prev, POLLIN);
     if (auto hook = before_sleep.load(std::memory_order_relaxed)) hook();
-    const int ready = ::poll(fds, static_cast<nfds_t>(nfds), 100);
+    int sleep_ms = 100;
+    for (int i = 0; i < nfds; ++i)
+      sleep_ms = std::min(sleep_ms, polled[i]->connection->max_sleep_ms());
+    const int ready = ::poll(fds, static_cast<nfds_t>(nfds), sleep_ms);
+    if (ready == 0 && sleep_ms == 0) std::this_thread::yield();  // busy, but not hogging a shared core
     if (ready < 0 && errno != EINTR) throw Error(ErrorCategory::internal, "poll failed: " + net::errno_text(errno));
     for (int i = 0; ready > 0 && i < nfds; ++i) {
       if (!polled[i]->connection->data_pollable() && (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
@@ -205,6 +212,10 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
                               timeout.count() / 1000.0, describe_op(expect)));
     }
   }
+  if (do_send && !next.connection->flushed() &&
+      std::find(unflushed_.begin(), unflushed_.end(), &next) == unflushed_.end()) {
+    unflushed_.push_back(&next);
+  }
   if (counters != nullptr && do_recv && recv_bytes - first_read >= ChannelStats::kRateBytes && from->rank >= 0 &&
       from->rank < counters->peers) {
     auto& p = counters->from_peer[static_cast<std::size_t>(from->rank)];
@@ -219,6 +230,44 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
         static_cast<std::uint64_t>(
             std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started).count()),
         std::memory_order_relaxed);
+  }
+}
+
+void RingLink::progress_unflushed() {
+  for (std::size_t i = 0; i < unflushed_.size();) {
+    const Peer& p = *unflushed_[i];
+    const std::int64_t rc = p.connection->send_some(nullptr, 0);
+    if (rc < 0)
+      throw Error(ErrorCategory::peer, fmt::format("rank {}: sending to rank {} at {} failed: {}", rank, p.rank,
+                                                   p.address, net::errno_text(static_cast<int>(-rc))));
+    if (p.connection->flushed()) {
+      unflushed_.erase(unflushed_.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+}
+
+void RingLink::flush() {
+  const auto deadline = Clock::now() + timeout;
+  while (!unflushed_.empty()) {
+    if (aborted != nullptr && aborted->load()) throw Error(ErrorCategory::peer, "the communicator was aborted");
+    progress_unflushed();
+    // The peers may need this rank's part of their own transfers to
+    // finish (libfabric's connection set-up, a rendezvous) before ours can.
+    for (Peer* p : {&next, &prev}) {
+      if (p->valid()) p->connection->progress();
+    }
+    for (auto& p : mesh) {
+      if (p.valid()) p.connection->progress();
+    }
+    if (!unflushed_.empty() && Clock::now() >= deadline) {
+      const Peer& p = *unflushed_.front();
+      throw Error(ErrorCategory::timeout,
+                  fmt::format("rank {}: rank {} at {} did not take the last data sent to it for {:.1f} s "
+                              "(RINGMASTER_COLL_TIMEOUT)",
+                              rank, p.rank, p.address, timeout.count() / 1000.0));
+    }
   }
 }
 

@@ -117,10 +117,19 @@ class RingLink {
              from >= 0 ? &mesh.at(static_cast<std::size_t>(from)) : nullptr, recv, recv_bytes, 0, {});
   }
 
+  // Waits until every connection has sent what it took (libfabric needs
+  // this side's progress calls until then); at the end of each collective,
+  // while the peers still receive.
+  void flush();
+
   // Wakes a blocked exchange; it then throws.
   void shutdown() noexcept;
 
  private:
+  // Connections whose sends still need progress (see flush); every
+  // transfer drives them, so a later step never waits on an earlier one.
+  std::vector<const Peer*> unflushed_;
+  void progress_unflushed();
   void transfer(const StepHeader& header_out, const StepHeader& expect, const Peer* to, const void* send,
                 std::size_t send_bytes, const Peer* from, void* recv, std::size_t recv_bytes, std::size_t slot,
                 const SlotDone& on_slot);

@@ -106,29 +106,4 @@ class ShmConnection final : public Connection {
   void ring() noexcept;
 };
 
-// The negotiation over the socket (both fixed size, sent raw).
-struct Offer {
-  std::uint32_t magic = 0;
-  std::uint32_t enabled = 0;  // this rank allows shared memory
-  std::uint64_t host_key = 0;
-  char segment[56] = {};   // the segment created for this connection, or empty
-  char problem[200] = {};  // why no segment was created when one was wanted
-};
-// Why a connection does not use shared memory.
-enum class Refusal : std::uint32_t {
-  none,             // it does
-  different_hosts,  // not a fallback: the ranks are on different hosts
-  disabled,         // NCCL_SHM_DISABLE on either rank: asked for
-  failed,           // one host, both willing, and it did not work: worth a warning
-};
-
-struct Answer {
-  std::uint32_t magic = 0;
-  std::uint32_t use_shm = 0;
-  Refusal refusal = Refusal::none;
-  char reason[200] = {};  // why not, when use_shm is 0
-};
-inline constexpr std::uint32_t kOfferMagic = 0x53484D4F;   // "SHMO"
-inline constexpr std::uint32_t kAnswerMagic = 0x53484D41;  // "SHMA"
-
 }  // namespace ringmaster::transport::shm

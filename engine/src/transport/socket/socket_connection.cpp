@@ -12,6 +12,8 @@ std::string_view name_of(TransportKind kind) noexcept {
       return "SOCKET";
     case TransportKind::shm:
       return "SHM";
+    case TransportKind::ofi:
+      return "OFI";
   }
   return "?";
 }

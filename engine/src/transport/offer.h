@@ -1,0 +1,43 @@
+// What two ranks say on a new connection's socket to pick its transport
+// (docs/transports.md): the opening rank's offer after its hello, the
+// accepting rank's answer once it has accepted all of its connections.
+// Both fixed size, sent raw (the ranks run the same build).
+#pragma once
+
+#include <cstdint>
+
+namespace ringmaster::transport {
+
+struct Offer {
+  std::uint32_t magic = 0;
+  std::uint32_t shm_enabled = 0;  // this rank allows shared memory
+  std::uint64_t host_key = 0;     // shm::host_identity().key
+  char segment[56] = {};          // the segment created for this connection, or empty
+  char problem[200] = {};         // why no segment was created when one was wanted
+  std::uint32_t ofi = 0;          // this rank offers a libfabric endpoint
+  std::uint32_t ofi_name_length = 0;
+  char ofi_name[64] = {};  // its address
+};
+
+// Why a connection does not use shared memory.
+enum class Refusal : std::uint32_t {
+  none,             // it does
+  different_hosts,  // not a fallback: the ranks are on different hosts
+  disabled,         // NCCL_SHM_DISABLE on either rank: asked for
+  failed,           // one host, both willing, and it did not work: worth a warning
+};
+
+struct Answer {
+  std::uint32_t magic = 0;
+  std::uint32_t use_shm = 0;
+  Refusal refusal = Refusal::none;
+  std::uint32_t use_ofi = 0;
+  std::uint32_t ofi_name_length = 0;
+  char ofi_name[64] = {};  // the accepting rank's endpoint, when use_ofi
+  char reason[200] = {};   // why not shared memory, when the ranks share a host and use_shm is 0
+};
+
+inline constexpr std::uint32_t kOfferMagic = 0x4F464652;   // "OFFR"
+inline constexpr std::uint32_t kAnswerMagic = 0x414E5357;  // "ANSW"
+
+}  // namespace ringmaster::transport

@@ -1,0 +1,420 @@
+#include "transport/ofi/ofi.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+
+#include "core/log.h"
+
+#if RINGMASTER_HAVE_OFI
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#endif
+
+namespace ringmaster::transport::ofi {
+
+#if RINGMASTER_HAVE_OFI
+
+namespace {
+
+constexpr std::size_t kSlotBytes = 256 * 1024;
+constexpr int kSlots = 8;
+constexpr const char* kPreferred[] = {"efa", "verbs;ofi_rxm", "tcp;ofi_rxm", "sockets"};
+
+std::string text(int rc) {
+  return fi_strerror(rc < 0 ? -rc : rc);
+}
+
+// RDM endpoints with messages delivered in the order they were sent.
+fi_info* hints_for(const char* provider, const std::string& interface) {
+  fi_info* h = fi_allocinfo();
+  h->ep_attr->type = FI_EP_RDM;
+  h->caps = FI_MSG;
+  h->mode = FI_CONTEXT | FI_CONTEXT2;
+  h->tx_attr->msg_order = FI_ORDER_SAS;
+  h->rx_attr->msg_order = FI_ORDER_SAS;
+  h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+  if (provider != nullptr) h->fabric_attr->prov_name = ::strdup(provider);
+  if (!interface.empty()) h->domain_attr->name = ::strdup(interface.c_str());
+  return h;
+}
+
+// The first fi_info for `provider` (FI_PROVIDER decides when null), on
+// the interface when one of its domains is named after it, else any.
+fi_info* find(const char* provider, const std::string& interface) {
+  for (const std::string& on : {interface, std::string()}) {
+    fi_info* hints = hints_for(provider, on);
+    fi_info* info = nullptr;
+    const int rc = fi_getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &info);
+    fi_freeinfo(hints);
+    if (rc == 0 && info != nullptr) return info;
+    if (on.empty()) break;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+const Availability& availability(const std::string& interface) {
+  static std::mutex mutex;
+  static std::map<std::string, Availability> known;
+  std::lock_guard lock(mutex);
+  if (auto it = known.find(interface); it != known.end()) return it->second;
+  Availability a;
+  fi_info* hints = hints_for(nullptr, "");
+  fi_info* all = nullptr;
+  if (fi_getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &all) == 0) {
+    for (fi_info* i = all; i != nullptr; i = i->next) {
+      const std::string name = i->fabric_attr->prov_name;
+      if (std::find(a.providers.begin(), a.providers.end(), name) == a.providers.end()) a.providers.push_back(name);
+    }
+    fi_freeinfo(all);
+  }
+  fi_freeinfo(hints);
+  const char* forced = std::getenv("FI_PROVIDER");
+  fi_info* info = nullptr;
+  if (forced != nullptr && *forced != '\0') {
+    info = find(nullptr, interface);
+  } else {
+    for (const char* p : kPreferred) {
+      if ((info = find(p, interface)) != nullptr) break;
+    }
+  }
+  if (info != nullptr) {
+    a.usable = true;
+    a.provider = info->fabric_attr->prov_name;
+    a.rdma = a.provider.starts_with("efa") || a.provider.starts_with("verbs");
+    fi_freeinfo(info);
+  } else {
+    a.why = forced != nullptr && *forced != '\0'
+                ? fmt::format("FI_PROVIDER={} offers no RDM endpoint with ordered messages", forced)
+                : "no libfabric provider offers RDM endpoints with ordered messages";
+  }
+  return known.emplace(interface, std::move(a)).first->second;
+}
+
+class Endpoint {
+ public:
+  ~Endpoint() {
+    if (ep != nullptr) fi_close(&ep->fid);
+    if (av != nullptr) fi_close(&av->fid);
+    if (cq != nullptr) fi_close(&cq->fid);
+    if (domain != nullptr) fi_close(&domain->fid);
+    if (fabric != nullptr) fi_close(&fabric->fid);
+    if (info != nullptr) fi_freeinfo(info);
+  }
+  fi_info* info = nullptr;
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+  fid_cq* cq = nullptr;
+  fid_av* av = nullptr;
+  fid_ep* ep = nullptr;
+  int wait_fd = -1;
+  std::string name;
+};
+
+std::shared_ptr<Endpoint> open_endpoint(const std::string& interface, std::string& why) {
+  const auto& a = availability(interface);
+  if (!a.usable) {
+    why = a.why;
+    return nullptr;
+  }
+  auto e = std::make_shared<Endpoint>();
+  const char* forced = std::getenv("FI_PROVIDER");
+  e->info = find(forced != nullptr && *forced != '\0' ? nullptr : a.provider.c_str(), interface);
+  if (e->info == nullptr) {
+    why = "provider " + a.provider + " is gone";
+    return nullptr;
+  }
+  auto fail = [&](const char* what, int rc) {
+    why = fmt::format("{} ({}): {}", what, a.provider, text(rc));
+    return nullptr;
+  };
+  int rc = fi_fabric(e->info->fabric_attr, &e->fabric, nullptr);
+  if (rc != 0) return fail("fi_fabric", rc);
+  rc = fi_domain(e->fabric, e->info, &e->domain, nullptr);
+  if (rc != 0) return fail("fi_domain", rc);
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_MSG;
+  cq_attr.wait_obj = FI_WAIT_FD;
+  cq_attr.size = 4 * kSlots;
+  rc = fi_cq_open(e->domain, &cq_attr, &e->cq, nullptr);
+  if (rc != 0) return fail("fi_cq_open with a wait descriptor", rc);
+  rc = fi_control(&e->cq->fid, FI_GETWAIT, &e->wait_fd);
+  if (rc != 0) return fail("the completion queue's wait descriptor", rc);
+  fi_av_attr av_attr{};
+  av_attr.type = FI_AV_TABLE;
+  av_attr.count = 1;
+  rc = fi_av_open(e->domain, &av_attr, &e->av, nullptr);
+  if (rc != 0) return fail("fi_av_open", rc);
+  rc = fi_endpoint(e->domain, e->info, &e->ep, nullptr);
+  if (rc != 0) return fail("fi_endpoint", rc);
+  rc = fi_ep_bind(e->ep, &e->cq->fid, FI_TRANSMIT | FI_RECV);
+  if (rc == 0) rc = fi_ep_bind(e->ep, &e->av->fid, 0);
+  if (rc != 0) return fail("fi_ep_bind", rc);
+  rc = fi_enable(e->ep);
+  if (rc != 0) return fail("fi_enable", rc);
+  char name[256];
+  std::size_t len = sizeof(name);
+  rc = fi_getname(&e->ep->fid, name, &len);
+  if (rc != 0) return fail("fi_getname", rc);
+  e->name.assign(name, len);
+  return e;
+}
+
+std::string endpoint_name(const Endpoint& endpoint) {
+  return endpoint.name;
+}
+
+namespace {
+
+class OfiConnection final : public Connection {
+ public:
+  OfiConnection(std::shared_ptr<Endpoint> e, fi_addr_t peer, net::Socket liveness)
+      : e_(std::move(e)), peer_(peer), liveness_(std::move(liveness)) {}
+
+  ~OfiConnection() override {
+    if (e_->ep != nullptr) {
+      fi_close(&e_->ep->fid);  // cancels what is posted before the buffers go
+      e_->ep = nullptr;
+    }
+    if (mr_ != nullptr) fi_close(&mr_->fid);
+    if (epoll_ >= 0) ::close(epoll_);
+  }
+
+  // Registers the buffers, posts the receives and builds the wait
+  // descriptor; false and `why` on failure.
+  bool start(std::string& why) {
+    buffer_.resize(2 * kSlots * kSlotBytes);
+    if ((e_->info->domain_attr->mr_mode & FI_MR_LOCAL) != 0) {
+      const int rc = fi_mr_reg(e_->domain, buffer_.data(), buffer_.size(), FI_SEND | FI_RECV, 0, 0, 0, &mr_, nullptr);
+      if (rc != 0) {
+        why = "fi_mr_reg: " + text(rc);
+        return false;
+      }
+      desc_ = fi_mr_desc(mr_);
+    }
+    for (int i = 0; i < kSlots; ++i) {
+      send_[i].data = buffer_.data() + static_cast<std::size_t>(i) * kSlotBytes;
+      send_[i].sending = true;
+      free_sends_.push_back(i);
+      recv_[i].data = buffer_.data() + static_cast<std::size_t>(kSlots + i) * kSlotBytes;
+      if (const int rc = post_recv(recv_[i]); rc != 0) {
+        why = "fi_recv: " + text(rc);
+        return false;
+      }
+      posted_.push_back(i);
+    }
+    epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    if (epoll_ < 0 || ::epoll_ctl(epoll_, EPOLL_CTL_ADD, e_->wait_fd, &ev) != 0 ||
+        ::epoll_ctl(epoll_, EPOLL_CTL_ADD, liveness_.fd(), &ev) != 0) {
+      why = std::string("epoll: ") + std::strerror(errno);
+      return false;
+    }
+    return true;
+  }
+
+  TransportKind kind() const noexcept override { return TransportKind::ofi; }
+
+  std::int64_t send_some(const iovec* iov, int count) noexcept override {
+    if (const int rc = progress(); rc != 0) return rc;
+    std::size_t moved = 0;
+    int i = 0;
+    std::size_t at = 0;  // within iov[i]
+    while (i < count && !free_sends_.empty()) {
+      Slot& s = send_[free_sends_.back()];
+      std::size_t len = 0;
+      int j = i;
+      std::size_t aj = at;
+      while (j < count && len < kSlotBytes) {
+        const std::size_t n = std::min(iov[j].iov_len - aj, kSlotBytes - len);
+        std::memcpy(s.data + len, static_cast<const std::byte*>(iov[j].iov_base) + aj, n);
+        len += n;
+        aj += n;
+        if (aj == iov[j].iov_len) ++j, aj = 0;
+      }
+      if (len == 0) break;
+      const ssize_t rc = fi_send(e_->ep, s.data, len, desc_, peer_, &s.context);
+      if (rc == -FI_EAGAIN) break;  // not taken: the bytes stay the caller's
+      if (rc != 0) return fail("fi_send", static_cast<int>(rc));
+      free_sends_.pop_back();
+      moved += len;
+      i = j;
+      at = aj;
+    }
+    return static_cast<std::int64_t>(moved);
+  }
+
+  std::int64_t recv_some(const iovec* iov, int count) noexcept override {
+    if (const int rc = progress(); rc != 0) return rc;
+    std::size_t moved = 0;
+    int i = 0;
+    std::size_t at = 0;
+    while (i < count && !posted_.empty()) {
+      Slot& s = recv_[posted_.front()];
+      if (!s.done) break;
+      while (i < count && s.offset < s.length) {
+        const std::size_t n = std::min(iov[i].iov_len - at, s.length - s.offset);
+        std::memcpy(static_cast<std::byte*>(iov[i].iov_base) + at, s.data + s.offset, n);
+        s.offset += n;
+        at += n;
+        moved += n;
+        if (at == iov[i].iov_len) ++i, at = 0;
+      }
+      if (s.offset == s.length) {
+        s.done = false;
+        s.offset = s.length = 0;
+        if (const int rc = post_recv(s); rc != 0) return fail("fi_recv", rc);
+        posted_.push_back(posted_.front());
+        posted_.pop_front();
+      }
+    }
+    return static_cast<std::int64_t>(moved);
+  }
+
+  // tcp;ofi_rxm's descriptor misses data that waits in the sockets behind
+  // the endpoint until someone calls for progress: never sleep, progress
+  // (as NCCL's network proxies do).
+  int max_sleep_ms() const noexcept override { return 0; }
+
+  bool flushed() noexcept override { return free_sends_.size() == static_cast<std::size_t>(kSlots); }
+
+  int fd() const noexcept override { return epoll_; }
+  bool data_pollable() const noexcept override { return false; }
+
+  // Sleeping on the completion queue's descriptor is allowed only when
+  // the provider says nothing is left to progress.
+  bool arm_wait(bool, bool) noexcept override { return false; }
+
+  int drain_rings() noexcept override {
+    char byte = 0;
+    const ssize_t r = ::recv(liveness_.fd(), &byte, 1, MSG_DONTWAIT);
+    if (r == 0) return net::kPeerClosed;
+    if (r < 0) return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+    return -EPROTO;
+  }
+
+  void shutdown() noexcept override {
+    if (liveness_.valid()) ::shutdown(liveness_.fd(), SHUT_RDWR);
+  }
+
+ private:
+  struct Slot {
+    fi_context2 context;  // first: completions hand back its address
+    std::byte* data = nullptr;
+    std::size_t length = 0, offset = 0;
+    bool done = false;
+    bool sending = false;
+    int index = 0;
+  };
+
+  int post_recv(Slot& s) {
+    for (;;) {
+      const ssize_t rc = fi_recv(e_->ep, s.data, kSlotBytes, desc_, FI_ADDR_UNSPEC, &s.context);
+      if (rc != -FI_EAGAIN) return static_cast<int>(rc);
+      if (const int p = progress(); p != 0) return p;
+    }
+  }
+
+  int fail(const char* what, int rc) noexcept {
+    RM_WARN(net, "OFI: {}: {}", what, text(rc));
+    return -EIO;
+  }
+
+  // Reads completions: a send's slot is free again, a receive's slot holds
+  // its message.
+  int progress() noexcept override {
+    fi_cq_msg_entry entries[16];
+    for (;;) {
+      const ssize_t n = fi_cq_read(e_->cq, entries, 16);
+      if (n == -FI_EAGAIN) return 0;
+      if (n == -FI_EAVAIL) {
+        fi_cq_err_entry err{};
+        fi_cq_readerr(e_->cq, &err, 0);
+        RM_WARN(net, "OFI completion error: {} ({})", text(err.err),
+                fi_cq_strerror(e_->cq, err.prov_errno, err.err_data, nullptr, 0));
+        return err.err == FI_ECONNREFUSED || err.err == FI_ECONNRESET ? net::kPeerClosed : -EIO;
+      }
+      if (n < 0) return fail("fi_cq_read", static_cast<int>(n));
+      for (ssize_t k = 0; k < n; ++k) {
+        auto* s = reinterpret_cast<Slot*>(entries[k].op_context);
+        if (s->sending) {
+          free_sends_.push_back(static_cast<int>(s - send_));
+        } else {
+          s->length = entries[k].len;
+          s->offset = 0;
+          s->done = true;
+        }
+      }
+    }
+  }
+
+  std::shared_ptr<Endpoint> e_;
+  fi_addr_t peer_;
+  net::Socket liveness_;
+  std::vector<std::byte> buffer_;
+  fid_mr* mr_ = nullptr;
+  void* desc_ = nullptr;
+  Slot send_[kSlots];
+  Slot recv_[kSlots];
+  std::vector<int> free_sends_;
+  std::deque<int> posted_;  // receive slots in the order they were posted
+  int epoll_ = -1;
+};
+
+}  // namespace
+
+std::unique_ptr<Connection> connect(std::shared_ptr<Endpoint> endpoint, const std::string& peer_name,
+                                    net::Socket liveness, std::string& why) {
+  fi_addr_t peer = FI_ADDR_UNSPEC;
+  const int inserted = fi_av_insert(endpoint->av, peer_name.data(), 1, &peer, 0, nullptr);
+  if (inserted != 1) {
+    why = "fi_av_insert could not add the peer's address";
+    return nullptr;
+  }
+  auto c = std::make_unique<OfiConnection>(std::move(endpoint), peer, std::move(liveness));
+  if (!c->start(why)) return nullptr;
+  return c;
+}
+
+#else  // built without libfabric
+
+const Availability& availability(const std::string&) {
+  static const Availability a{
+      false, false, "", "built without libfabric (RINGMASTER_OFI; Debian package libfabric-dev)", {}};
+  return a;
+}
+
+class Endpoint {};
+
+std::shared_ptr<Endpoint> open_endpoint(const std::string& interface, std::string& why) {
+  why = availability(interface).why;
+  return nullptr;
+}
+
+std::string endpoint_name(const Endpoint&) {
+  return {};
+}
+
+std::unique_ptr<Connection> connect(std::shared_ptr<Endpoint>, const std::string&, net::Socket, std::string& why) {
+  why = availability("").why;
+  return nullptr;
+}
+
+#endif
+
+}  // namespace ringmaster::transport::ofi
