@@ -500,11 +500,14 @@ void kill_a_peer(Links links) {
   const auto port = free_port();
   std::vector<pid_t> pids;
   int pipes[3][2];
+  int running[2];  // each rank writes a byte once its first collective is done
+  ASSERT_EQ(pipe(running), 0);
   for (int r = 0; r < 3; ++r) {
     ASSERT_EQ(pipe(pipes[r]), 0);
     const pid_t pid = fork();
     if (pid == 0) {
       close(pipes[r][0]);
+      close(running[0]);
       std::string result = "ok";
       try {
         CommOptions options;
@@ -516,6 +519,7 @@ void kill_a_peer(Links links) {
         std::vector<float> data(1 << 18, 1.0f);
         for (int i = 0; i < 100000; ++i) {
           comm->all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::max).wait();
+          if (i == 0) (void)!write(running[1], "r", 1);
         }
       } catch (const std::exception& e) {
         result = e.what();
@@ -526,7 +530,15 @@ void kill_a_peer(Links links) {
     close(pipes[r][1]);
     pids.push_back(pid);
   }
-  std::this_thread::sleep_for(1500ms);
+  close(running[1]);
+  // Killed mid-collective, not while connecting: after every rank has
+  // finished its first all_reduce.
+  char byte;
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_EQ(read(running[0], &byte, 1), 1) << "a rank failed before its first collective";
+  }
+  close(running[0]);
+  std::this_thread::sleep_for(200ms);
   const auto killed_at = std::chrono::steady_clock::now();
   ASSERT_EQ(kill(pids[2], SIGKILL), 0);
   for (int r = 0; r < 3; ++r) {

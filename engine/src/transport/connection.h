@@ -46,11 +46,11 @@ class Connection {
   // went away, 0 otherwise.
   virtual int drain_rings() noexcept { return 0; }
 
-  // The longest sleep in poll() on fd() before trying again (ms): long for
+  // The longest sleep in poll() on fd() before trying again (µs): long for
   // connections that wake their waiters, short where a wake-up can be
   // missed (libfabric providers whose descriptor does not cover every
   // socket behind the endpoint).
-  virtual int max_sleep_ms() const noexcept { return 100; }
+  virtual int max_sleep_us() const noexcept { return 100'000; }
 
   // False while data already taken by send_some still needs this side's
   // help to leave (libfabric with manual progress): a step is over only

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <thread>
 
 #include "core/log.h"
 #include "ringmaster/status.h"
@@ -28,6 +27,11 @@ std::string describe_op(const StepHeader& h) {
 }
 
 std::atomic<void (*)()> before_sleep{nullptr};
+
+int sleep_poll(pollfd* fds, int nfds, int sleep_us) {
+  const timespec limit{sleep_us / 1'000'000, (sleep_us % 1'000'000) * 1000L};
+  return ::ppoll(fds, static_cast<nfds_t>(nfds), &limit, nullptr);
+}
 
 }  // namespace
 
@@ -94,10 +98,14 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
   // Header and data travel in one call each way when the peer is ready.
   for (;;) {
     if (aborted != nullptr && aborted->load()) throw Error(ErrorCategory::peer, "the communicator was aborted");
-    progress_unflushed();
     const bool sending = header_sent < sizeof(StepHeader) || data_sent < send_bytes;
     const bool receiving = header_received < sizeof(StepHeader) || data_received < recv_bytes;
+    // What was handed over but still needs this side's progress keeps
+    // getting it while the step waits for its other half.
+    if (do_send && !sending) keep_flushing(next);
+    progress_unflushed();
     if (!sending && !receiving) break;
+    if (!sending && !next.connection->flushed()) next.connection->progress();
     bool progressed = false;
     if (sending) {
       iovec iov[2];
@@ -176,26 +184,30 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
     const bool same = sending && receiving && next.connection == prev.connection;
     if (sending && !next.connection->data_pollable() && next.connection->arm_wait(true, same)) continue;
     if (receiving && !same && !prev.connection->data_pollable() && prev.connection->arm_wait(false, true)) continue;
-    pollfd fds[2];
-    const Peer* polled[2];
+    if (arm_unflushed()) continue;
+    pollfd fds[kMaxWatched];
+    const Peer* polled[kMaxWatched];
     int nfds = 0;
     auto watch = [&](const Peer& p, short events) {
       if (!p.connection->data_pollable()) events = POLLIN;  // a ring, or the peer going away
-      if (nfds == 1 && fds[0].fd == p.connection->fd()) {
-        fds[0].events |= events;
-        return;
+      for (int i = 0; i < nfds; ++i) {
+        if (fds[i].fd == p.connection->fd()) {
+          fds[i].events |= events;
+          return;
+        }
       }
+      if (nfds == kMaxWatched) return;  // the rest are seen after the sleep's bound
       polled[nfds] = &p;
       fds[nfds++] = {p.connection->fd(), events, 0};
     };
     if (sending) watch(next, POLLOUT);
     if (receiving) watch(prev, POLLIN);
+    for (const Peer* p : unflushed_) watch(*p, POLLIN);
     if (auto hook = before_sleep.load(std::memory_order_relaxed)) hook();
-    int sleep_ms = 100;
-    for (int i = 0; i < nfds; ++i)
-      sleep_ms = std::min(sleep_ms, polled[i]->connection->max_sleep_ms());
-    const int ready = ::poll(fds, static_cast<nfds_t>(nfds), sleep_ms);
-    if (ready == 0 && sleep_ms == 0) std::this_thread::yield();  // busy, but not hogging a shared core
+    int sleep_us = 100'000;
+    for (int i = 0; i < nfds; ++i) sleep_us = std::min(sleep_us, polled[i]->connection->max_sleep_us());
+    if (nfds == kMaxWatched) sleep_us = std::min(sleep_us, 1000);
+    const int ready = sleep_poll(fds, nfds, sleep_us);
     if (ready < 0 && errno != EINTR) throw Error(ErrorCategory::internal, "poll failed: " + net::errno_text(errno));
     for (int i = 0; ready > 0 && i < nfds; ++i) {
       if (!polled[i]->connection->data_pollable() && (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
@@ -212,10 +224,7 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
                               timeout.count() / 1000.0, describe_op(expect)));
     }
   }
-  if (do_send && !next.connection->flushed() &&
-      std::find(unflushed_.begin(), unflushed_.end(), &next) == unflushed_.end()) {
-    unflushed_.push_back(&next);
-  }
+  if (do_send) keep_flushing(next);
   if (counters != nullptr && do_recv && recv_bytes - first_read >= ChannelStats::kRateBytes && from->rank >= 0 &&
       from->rank < counters->peers) {
     auto& p = counters->from_peer[static_cast<std::size_t>(from->rank)];
@@ -248,25 +257,67 @@ void RingLink::progress_unflushed() {
   }
 }
 
+void RingLink::keep_flushing(const Peer& peer) {
+  if (!peer.connection->flushed() && std::find(unflushed_.begin(), unflushed_.end(), &peer) == unflushed_.end()) {
+    unflushed_.push_back(&peer);
+  }
+}
+
+bool RingLink::arm_unflushed() {
+  for (const Peer* p : unflushed_) {
+    if (!p->connection->data_pollable() && p->connection->arm_wait(true, false)) return true;
+  }
+  return false;
+}
+
 void RingLink::flush() {
   const auto deadline = Clock::now() + timeout;
-  while (!unflushed_.empty()) {
+  auto spin_until = Clock::now() + spin;
+  for (;;) {
     if (aborted != nullptr && aborted->load()) throw Error(ErrorCategory::peer, "the communicator was aborted");
     progress_unflushed();
+    if (unflushed_.empty()) return;
     // The peers may need this rank's part of their own transfers to
     // finish (libfabric's connection set-up, a rendezvous) before ours can.
-    for (Peer* p : {&next, &prev}) {
+    for (const Peer* p : {&next, &prev}) {
       if (p->valid()) p->connection->progress();
     }
-    for (auto& p : mesh) {
+    for (const auto& p : mesh) {
       if (p.valid()) p.connection->progress();
     }
-    if (!unflushed_.empty() && Clock::now() >= deadline) {
+    if (Clock::now() >= deadline) {
       const Peer& p = *unflushed_.front();
       throw Error(ErrorCategory::timeout,
                   fmt::format("rank {}: rank {} at {} did not take the last data sent to it for {:.1f} s "
                               "(RINGMASTER_COLL_TIMEOUT)",
                               rank, p.rank, p.address, timeout.count() / 1000.0));
+    }
+    if (Clock::now() < spin_until || arm_unflushed()) continue;
+    pollfd fds[kMaxWatched];
+    int nfds = 0;
+    int sleep_us = 100'000;
+    for (const Peer* p : unflushed_) {
+      if (nfds == kMaxWatched) {
+        sleep_us = 1000;
+        break;
+      }
+      fds[nfds++] = {p->connection->fd(), POLLIN, 0};
+      sleep_us = std::min(sleep_us, p->connection->max_sleep_us());
+    }
+    if (auto hook = before_sleep.load(std::memory_order_relaxed)) hook();
+    if (sleep_poll(fds, nfds, sleep_us) < 0 && errno != EINTR) {
+      throw Error(ErrorCategory::internal, "poll failed: " + net::errno_text(errno));
+    }
+    for (int i = 0; i < nfds; ++i) {
+      if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      const Peer& p = *unflushed_[static_cast<std::size_t>(i)];
+      if (const int err = p.connection->drain_rings(); err != 0) {
+        throw Error(ErrorCategory::peer, fmt::format("rank {}: rank {} at {} went away before taking the last data "
+                                                     "sent to it: {}",
+                                                     rank, p.rank, p.address,
+                                                     err == net::kPeerClosed ? "the connection closed"
+                                                                             : net::errno_text(-err)));
+      }
     }
   }
 }

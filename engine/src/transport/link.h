@@ -129,7 +129,11 @@ class RingLink {
   // Connections whose sends still need progress (see flush); every
   // transfer drives them, so a later step never waits on an earlier one.
   std::vector<const Peer*> unflushed_;
+  static constexpr int kMaxWatched = 8;  // descriptors one wait polls
   void progress_unflushed();
+  void keep_flushing(const Peer& peer);
+  // arm_wait on every unflushed connection: true when one moved meanwhile.
+  bool arm_unflushed();
   void transfer(const StepHeader& header_out, const StepHeader& expect, const Peer* to, const void* send,
                 std::size_t send_bytes, const Peer* from, void* recv, std::size_t recv_bytes, std::size_t slot,
                 const SlotDone& on_slot);

@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "core/log.h"
+#include "core/params.h"
 
 #if RINGMASTER_HAVE_OFI
 #include <rdma/fabric.h>
@@ -29,9 +30,17 @@ namespace ringmaster::transport::ofi {
 
 namespace {
 
-constexpr std::size_t kSlotBytes = 256 * 1024;
+constexpr std::size_t kSlotBytes = 512 * 1024;
 constexpr int kSlots = 8;
 constexpr const char* kPreferred[] = {"efa", "verbs;ofi_rxm", "tcp;ofi_rxm", "sockets"};
+
+// tcp;ofi_rxm's completion-queue descriptor does not wake for data that
+// waits in the sockets behind the endpoint: a waiting rank sleeps this long
+// at most, then polls the provider again.
+int poll_us() {
+  static const int us = static_cast<int>(std::clamp<std::int64_t>(param_int(Param::OfiPollUs), 0, 100'000));
+  return us;
+}
 
 std::string text(int rc) {
   return fi_strerror(rc < 0 ? -rc : rc);
@@ -65,13 +74,36 @@ fi_info* find(const char* provider, const std::string& interface) {
   return nullptr;
 }
 
+std::mutex known_mutex;
+// What availability() found per interface: the provider's description,
+// kept for every endpoint opened later (fi_getinfo takes tens of ms).
+std::map<std::string, fi_info*> chosen;
+
+// One fabric and domain per provider and interface, shared by the
+// endpoints open on it.
+struct Fabric {
+  ~Fabric() {
+    if (domain != nullptr) fi_close(&domain->fid);
+    if (fabric != nullptr) fi_close(&fabric->fid);
+  }
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+};
+std::map<std::string, std::weak_ptr<Fabric>> fabrics;
+
 }  // namespace
 
 const Availability& availability(const std::string& interface) {
-  static std::mutex mutex;
   static std::map<std::string, Availability> known;
-  std::lock_guard lock(mutex);
+  std::lock_guard lock(known_mutex);
   if (auto it = known.find(interface); it != known.end()) return it->second;
+  // ofi_rxm posts its queue of bounce buffers on every endpoint (128 of
+  // them, zeroed): a quarter second per connection. A connection here keeps
+  // at most kSlots messages in flight, so a short queue does; what the user
+  // set stands. Read once, when libfabric loads its providers.
+  const std::string queue = std::to_string(4 * kSlots);
+  ::setenv("FI_OFI_RXM_MSG_TX_SIZE", queue.c_str(), 0);
+  ::setenv("FI_OFI_RXM_MSG_RX_SIZE", queue.c_str(), 0);
   Availability a;
   fi_info* hints = hints_for(nullptr, "");
   fi_info* all = nullptr;
@@ -96,7 +128,7 @@ const Availability& availability(const std::string& interface) {
     a.usable = true;
     a.provider = info->fabric_attr->prov_name;
     a.rdma = a.provider.starts_with("efa") || a.provider.starts_with("verbs");
-    fi_freeinfo(info);
+    chosen[interface] = info;  // kept for the life of the process
   } else {
     a.why = forced != nullptr && *forced != '\0'
                 ? fmt::format("FI_PROVIDER={} offers no RDM endpoint with ordered messages", forced)
@@ -111,11 +143,9 @@ class Endpoint {
     if (ep != nullptr) fi_close(&ep->fid);
     if (av != nullptr) fi_close(&av->fid);
     if (cq != nullptr) fi_close(&cq->fid);
-    if (domain != nullptr) fi_close(&domain->fid);
-    if (fabric != nullptr) fi_close(&fabric->fid);
-    if (info != nullptr) fi_freeinfo(info);
   }
-  fi_info* info = nullptr;
+  std::shared_ptr<Fabric> shared;
+  fi_info* info = nullptr;  // availability()'s, not owned
   fid_fabric* fabric = nullptr;
   fid_domain* domain = nullptr;
   fid_cq* cq = nullptr;
@@ -132,20 +162,27 @@ std::shared_ptr<Endpoint> open_endpoint(const std::string& interface, std::strin
     return nullptr;
   }
   auto e = std::make_shared<Endpoint>();
-  const char* forced = std::getenv("FI_PROVIDER");
-  e->info = find(forced != nullptr && *forced != '\0' ? nullptr : a.provider.c_str(), interface);
-  if (e->info == nullptr) {
-    why = "provider " + a.provider + " is gone";
-    return nullptr;
-  }
   auto fail = [&](const char* what, int rc) {
     why = fmt::format("{} ({}): {}", what, a.provider, text(rc));
     return nullptr;
   };
-  int rc = fi_fabric(e->info->fabric_attr, &e->fabric, nullptr);
-  if (rc != 0) return fail("fi_fabric", rc);
-  rc = fi_domain(e->fabric, e->info, &e->domain, nullptr);
-  if (rc != 0) return fail("fi_domain", rc);
+  int rc = 0;
+  {
+    std::lock_guard lock(known_mutex);
+    e->info = chosen.at(interface);
+    e->shared = fabrics[interface].lock();
+    if (!e->shared) {
+      auto f = std::make_shared<Fabric>();
+      rc = fi_fabric(e->info->fabric_attr, &f->fabric, nullptr);
+      if (rc != 0) return fail("fi_fabric", rc);
+      rc = fi_domain(f->fabric, e->info, &f->domain, nullptr);
+      if (rc != 0) return fail("fi_domain", rc);
+      fabrics[interface] = f;
+      e->shared = std::move(f);
+    }
+  }
+  e->fabric = e->shared->fabric;
+  e->domain = e->shared->domain;
   fi_cq_attr cq_attr{};
   cq_attr.format = FI_CQ_FORMAT_MSG;
   cq_attr.wait_obj = FI_WAIT_FD;
@@ -286,10 +323,7 @@ class OfiConnection final : public Connection {
     return static_cast<std::int64_t>(moved);
   }
 
-  // tcp;ofi_rxm's descriptor misses data that waits in the sockets behind
-  // the endpoint until someone calls for progress: never sleep, progress
-  // (as NCCL's network proxies do).
-  int max_sleep_ms() const noexcept override { return 0; }
+  int max_sleep_us() const noexcept override { return poll_us(); }
 
   bool flushed() noexcept override { return free_sends_.size() == static_cast<std::size_t>(kSlots); }
 
@@ -297,8 +331,13 @@ class OfiConnection final : public Connection {
   bool data_pollable() const noexcept override { return false; }
 
   // Sleeping on the completion queue's descriptor is allowed only when
-  // the provider says nothing is left to progress.
-  bool arm_wait(bool, bool) noexcept override { return false; }
+  // nothing completed meanwhile and the provider says nothing is left to
+  // progress (fi_trywait); otherwise the caller tries again at once.
+  bool arm_wait(bool, bool) noexcept override {
+    if (read_completions() != 0) return true;
+    fid* fids[] = {&e_->cq->fid};
+    return fi_trywait(e_->fabric, fids, 1) != FI_SUCCESS;
+  }
 
   int drain_rings() noexcept override {
     char byte = 0;
@@ -335,13 +374,16 @@ class OfiConnection final : public Connection {
     return -EIO;
   }
 
+  int progress() noexcept override { return static_cast<int>(std::min<std::int64_t>(read_completions(), 0)); }
+
   // Reads completions: a send's slot is free again, a receive's slot holds
-  // its message.
-  int progress() noexcept override {
+  // its message. How many, or a negative errno.
+  std::int64_t read_completions() noexcept {
     fi_cq_msg_entry entries[16];
+    std::int64_t done = 0;
     for (;;) {
       const ssize_t n = fi_cq_read(e_->cq, entries, 16);
-      if (n == -FI_EAGAIN) return 0;
+      if (n == -FI_EAGAIN) return done;
       if (n == -FI_EAVAIL) {
         fi_cq_err_entry err{};
         fi_cq_readerr(e_->cq, &err, 0);
@@ -350,6 +392,7 @@ class OfiConnection final : public Connection {
         return err.err == FI_ECONNREFUSED || err.err == FI_ECONNRESET ? net::kPeerClosed : -EIO;
       }
       if (n < 0) return fail("fi_cq_read", static_cast<int>(n));
+      done += n;
       for (ssize_t k = 0; k < n; ++k) {
         auto* s = reinterpret_cast<Slot*>(entries[k].op_context);
         if (s->sending) {
