@@ -650,7 +650,12 @@ struct Communicator::Impl {
     if (net == "ofi" && !fabric.usable) {
       auto f = bootstrap->failure(Stage::transport_connect, "NCCL_NET=OFI but libfabric is unusable: " + fabric.why);
       f.category = ErrorCategory::config;
-      f.hint = fabric.providers.empty()
+      const char* forced = std::getenv("FI_PROVIDER");
+      f.hint = forced != nullptr && *forced != '\0'
+                   ? fmt::format("FI_PROVIDER={} hides every other libfabric provider; unset it to let libfabric "
+                                 "choose (fi_info -l lists them), or unset NCCL_NET to run over sockets.",
+                                 forced)
+               : fabric.providers.empty()
                    ? "libfabric lists no provider with RDM endpoints here; unset NCCL_NET to run over sockets."
                    : fmt::format(
                          "Providers here: {}. Set FI_PROVIDER to one of them, or unset NCCL_NET to run over "

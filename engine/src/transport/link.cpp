@@ -242,14 +242,16 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
   }
 }
 
-void RingLink::progress_unflushed() {
+void RingLink::progress_unflushed(bool peers_may_leave) {
   for (std::size_t i = 0; i < unflushed_.size();) {
     const Peer& p = *unflushed_[i];
     const std::int64_t rc = p.connection->send_some(nullptr, 0);
-    if (rc < 0)
-      throw Error(ErrorCategory::peer, fmt::format("rank {}: sending to rank {} at {} failed: {}", rank, p.rank,
-                                                   p.address, net::errno_text(static_cast<int>(-rc))));
-    if (p.connection->flushed()) {
+    if (rc < 0 && !peers_may_leave) {
+      throw Error(ErrorCategory::peer,
+                  fmt::format("rank {}: sending to rank {} at {} failed: {}", rank, p.rank, p.address,
+                              rc == net::kPeerClosed ? "the connection closed" : net::errno_text(static_cast<int>(-rc))));
+    }
+    if (rc < 0 || p.connection->flushed()) {
       unflushed_.erase(unflushed_.begin() + static_cast<std::ptrdiff_t>(i));
     } else {
       ++i;
@@ -275,7 +277,10 @@ void RingLink::flush() {
   auto spin_until = Clock::now() + spin;
   for (;;) {
     if (aborted != nullptr && aborted->load()) throw Error(ErrorCategory::peer, "the communicator was aborted");
-    progress_unflushed();
+    // Once a collective is over here, a peer that closes has taken what
+    // it needed (the provider may still have wanted its acknowledgement)
+    // or died, which its next collective reports.
+    progress_unflushed(true);
     if (unflushed_.empty()) return;
     // The peers may need this rank's part of their own transfers to
     // finish (libfabric's connection set-up, a rendezvous) before ours can.
@@ -308,16 +313,16 @@ void RingLink::flush() {
     if (sleep_poll(fds, nfds, sleep_us) < 0 && errno != EINTR) {
       throw Error(ErrorCategory::internal, "poll failed: " + net::errno_text(errno));
     }
+    std::vector<const Peer*> gone;
     for (int i = 0; i < nfds; ++i) {
       if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-      const Peer& p = *unflushed_[static_cast<std::size_t>(i)];
-      if (const int err = p.connection->drain_rings(); err != 0) {
-        throw Error(ErrorCategory::peer, fmt::format("rank {}: rank {} at {} went away before taking the last data "
-                                                     "sent to it: {}",
-                                                     rank, p.rank, p.address,
-                                                     err == net::kPeerClosed ? "the connection closed"
-                                                                             : net::errno_text(-err)));
-      }
+      const Peer* p = unflushed_[static_cast<std::size_t>(i)];
+      if (p->connection->drain_rings() != 0) gone.push_back(p);
+    }
+    for (const Peer* p : gone) {
+      RM_TRACE(net, "rank {}: rank {} closed its connection before acknowledging the last data sent to it", rank,
+               p->rank);
+      std::erase(unflushed_, p);
     }
   }
 }

@@ -130,7 +130,7 @@ class RingLink {
   // transfer drives them, so a later step never waits on an earlier one.
   std::vector<const Peer*> unflushed_;
   static constexpr int kMaxWatched = 8;  // descriptors one wait polls
-  void progress_unflushed();
+  void progress_unflushed(bool peers_may_leave = false);
   void keep_flushing(const Peer& peer);
   // arm_wait on every unflushed connection: true when one moved meanwhile.
   bool arm_unflushed();

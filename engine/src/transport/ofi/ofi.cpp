@@ -97,11 +97,14 @@ const Availability& availability(const std::string& interface) {
   static std::map<std::string, Availability> known;
   std::lock_guard lock(known_mutex);
   if (auto it = known.find(interface); it != known.end()) return it->second;
-  // ofi_rxm posts its queue of bounce buffers on every endpoint (128 of
-  // them, zeroed): a quarter second per connection. A connection here keeps
-  // at most kSlots messages in flight, so a short queue does; what the user
+  // ofi_rxm's defaults suit one endpoint per process: a receive context
+  // shared by all its peers with bounce buffers for 2048 messages, zeroed
+  // when the endpoint opens (17 MB, tens of ms), and queues of 128 per
+  // peer. Here every connection has an endpoint of its own and keeps at
+  // most kSlots messages in flight: its own short queues do. What the user
   // set stands. Read once, when libfabric loads its providers.
   const std::string queue = std::to_string(4 * kSlots);
+  ::setenv("FI_OFI_RXM_USE_SRX", "0", 0);
   ::setenv("FI_OFI_RXM_MSG_TX_SIZE", queue.c_str(), 0);
   ::setenv("FI_OFI_RXM_MSG_RX_SIZE", queue.c_str(), 0);
   Availability a;
@@ -128,6 +131,8 @@ const Availability& availability(const std::string& interface) {
     a.usable = true;
     a.provider = info->fabric_attr->prov_name;
     a.rdma = a.provider.starts_with("efa") || a.provider.starts_with("verbs");
+    info->tx_attr->size = std::min<std::size_t>(info->tx_attr->size, 4 * kSlots);
+    info->rx_attr->size = std::min<std::size_t>(info->rx_attr->size, 4 * kSlots);
     chosen[interface] = info;  // kept for the life of the process
   } else {
     a.why = forced != nullptr && *forced != '\0'
