@@ -70,7 +70,7 @@ class RunState : public QObject {
   // The all_reduce double binary trees: per tree, each rank's parent (-1 at the root).
   const std::vector<std::vector<int>>& trees() const { return trees_; }
   // What carries the connection `from` opened to `to` on a ring channel
-  // ("SHM", "SOCKET"; empty until that rank reported its connections).
+  // ("SHM", "OFI", "SOCKET"; empty until that rank reported its connections).
   QString transport(int from, int to) const;
   const std::vector<int>& placement() const { return placement_; }
   int agents() const { return agents_; }

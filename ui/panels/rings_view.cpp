@@ -149,7 +149,9 @@ void RingsView::paintEvent(QPaintEvent*) {
       // goes below the line and names its ends.
       const bool closing = i + 1 == ring.size();
       const QPointF mid = (path[i] + path[i + 1]) / 2 + QPointF(0, closing ? 10 : -8);
-      p.setPen(via == "SHM" ? QColor(0x2e, 0x7d, 0x32) : QColor(0x61, 0x61, 0x61));
+      p.setPen(via == "SHM"   ? QColor(0x2e, 0x7d, 0x32)
+               : via == "OFI" ? QColor(0x15, 0x65, 0xc0)
+                              : QColor(0x61, 0x61, 0x61));
       p.drawText(QRectF(mid - QPointF(60, 8), QSizeF(120, 16)), Qt::AlignCenter,
                  closing ? QString("%1 → %2 %3").arg(ring[i]).arg(ring[0]).arg(via) : via);
     }

@@ -449,12 +449,18 @@ struct Communicator::Impl {
     double gbs_all = link.max_bandwidth_gbs;
     double tree_share = shape.tree_efficiency;
     source = "defaults (RINGMASTER_TUNE_HOP_US, RINGMASTER_TUNE_GBS)";
-    // What carries this rank's links ("shm", "socket" or "shm+socket"):
-    // the figures below are measured over them, so the cache keeps them apart.
-    bool any_shm = false, any_socket = false;
-    for (const auto& c : connection_infos)
-      (c.transport == "SHM" ? any_shm : any_socket) = true;
-    link.transport = any_shm && any_socket ? "shm+socket" : any_shm ? "shm" : "socket";
+    // What carries this rank's links ("shm", "ofi", "socket" or a mix such
+    // as "shm+socket"): the figures below are measured over them, so the
+    // cache keeps them apart.
+    link.transport.clear();
+    for (const char* kind : {"SHM", "OFI", "SOCKET"}) {
+      const bool used = std::any_of(connection_infos.begin(), connection_infos.end(),
+                                    [&](const auto& c) { return c.transport == kind; });
+      if (!used) continue;
+      if (!link.transport.empty()) link.transport += '+';
+      for (const char* k = kind; *k != '\0'; ++k) link.transport += static_cast<char>(std::tolower(*k));
+    }
+    if (link.transport.empty()) link.transport = "socket";
     if (param_int(Param::Calibrate) != 0 && nranks > 1) {
       const auto started = Clock::now();
       auto ctx = context(*channels[0]);
@@ -645,7 +651,8 @@ struct Communicator::Impl {
     // libfabric to other hosts: asked for (NCCL_NET=OFI, checked usable at
     // create), or by default when the provider is RDMA (efa, verbs).
     const std::string& interface = b.peers[rank].ifname;
-    const auto& fabric = transport::ofi::availability(interface);
+    static const transport::ofi::Availability kSocketsAsked{};
+    const auto& fabric = net == "socket" ? kSocketsAsked : transport::ofi::availability(interface);
     const bool ofi_wanted = net == "ofi" || (net.empty() && fabric.usable && fabric.rdma);
     if (net == "ofi" && !fabric.usable) {
       auto f = bootstrap->failure(Stage::transport_connect, "NCCL_NET=OFI but libfabric is unusable: " + fabric.why);

@@ -44,7 +44,7 @@ struct SlowLink {
   int to = -1;
   double gbs = 0;
   double median_gbs = 0;
-  std::string transport;         // "SOCKET", "SHM"; empty when the event did not say
+  std::string transport;         // "SOCKET", "SHM", "OFI"; empty when the event did not say
   std::string describe() const;  // "rank 1 -> rank 2 at 5.1 MB/s, 1/96 of the median SOCKET link (490 MB/s)"
 };
 // From every rank's "links" event (rank, event): the links below a fifth
