@@ -6,6 +6,7 @@
 // aborts the communicator, so no channel (and no peer) waits for a partner
 // that has already failed.
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdio>
@@ -458,7 +459,8 @@ struct Communicator::Impl {
                                     [&](const auto& c) { return c.transport == kind; });
       if (!used) continue;
       if (!link.transport.empty()) link.transport += '+';
-      for (const char* k = kind; *k != '\0'; ++k) link.transport += static_cast<char>(std::tolower(*k));
+      for (const char* k = kind; *k != '\0'; ++k)
+        link.transport += static_cast<char>(std::tolower(*k));
     }
     if (link.transport.empty()) link.transport = "socket";
     if (param_int(Param::Calibrate) != 0 && nranks > 1) {
@@ -659,9 +661,10 @@ struct Communicator::Impl {
       f.category = ErrorCategory::config;
       const char* forced = std::getenv("FI_PROVIDER");
       f.hint = forced != nullptr && *forced != '\0'
-                   ? fmt::format("FI_PROVIDER={} hides every other libfabric provider; unset it to let libfabric "
-                                 "choose (fi_info -l lists them), or unset NCCL_NET to run over sockets.",
-                                 forced)
+                   ? fmt::format(
+                         "FI_PROVIDER={} hides every other libfabric provider; unset it to let libfabric "
+                         "choose (fi_info -l lists them), or unset NCCL_NET to run over sockets.",
+                         forced)
                : fabric.providers.empty()
                    ? "libfabric lists no provider with RDM endpoints here; unset NCCL_NET to run over sockets."
                    : fmt::format(

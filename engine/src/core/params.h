@@ -57,7 +57,7 @@ namespace ringmaster {
   X(Net, "NCCL_NET", "",                                                                                         \
     "Socket or OFI (libfabric) to other hosts; default OFI only on an RDMA provider (efa, verbs)")               \
   X(OfiPollUs, "RINGMASTER_OFI_POLL_US", "50",                                                                   \
-    "Longest sleep (microseconds) of a rank waiting on libfabric before it polls the provider again")           \
+    "Longest sleep (microseconds) of a rank waiting on libfabric before it polls the provider again")            \
   X(ShmFifoBytes, "RINGMASTER_SHM_FIFO_BYTES", "1048576",                                                        \
     "Bytes of each shared-memory FIFO (per connection and direction)")                                           \
   X(BuffSize, "NCCL_BUFFSIZE", "4194304", "Simple protocol buffer; a step moves BUFFSIZE/8 bytes at a time")     \

@@ -202,10 +202,12 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
     };
     if (sending) watch(next, POLLOUT);
     if (receiving) watch(prev, POLLIN);
-    for (const Peer* p : unflushed_) watch(*p, POLLIN);
+    for (const Peer* p : unflushed_)
+      watch(*p, POLLIN);
     if (auto hook = before_sleep.load(std::memory_order_relaxed)) hook();
     int sleep_us = 100'000;
-    for (int i = 0; i < nfds; ++i) sleep_us = std::min(sleep_us, polled[i]->connection->max_sleep_us());
+    for (int i = 0; i < nfds; ++i)
+      sleep_us = std::min(sleep_us, polled[i]->connection->max_sleep_us());
     if (nfds == kMaxWatched) sleep_us = std::min(sleep_us, 1000);
     const int ready = sleep_poll(fds, nfds, sleep_us);
     if (ready < 0 && errno != EINTR) throw Error(ErrorCategory::internal, "poll failed: " + net::errno_text(errno));
@@ -247,9 +249,10 @@ void RingLink::progress_unflushed(bool peers_may_leave) {
     const Peer& p = *unflushed_[i];
     const std::int64_t rc = p.connection->send_some(nullptr, 0);
     if (rc < 0 && !peers_may_leave) {
-      throw Error(ErrorCategory::peer,
-                  fmt::format("rank {}: sending to rank {} at {} failed: {}", rank, p.rank, p.address,
-                              rc == net::kPeerClosed ? "the connection closed" : net::errno_text(static_cast<int>(-rc))));
+      throw Error(
+          ErrorCategory::peer,
+          fmt::format("rank {}: sending to rank {} at {} failed: {}", rank, p.rank, p.address,
+                      rc == net::kPeerClosed ? "the connection closed" : net::errno_text(static_cast<int>(-rc))));
     }
     if (rc < 0 || p.connection->flushed()) {
       unflushed_.erase(unflushed_.begin() + static_cast<std::ptrdiff_t>(i));
