@@ -495,6 +495,7 @@ struct Communicator::Impl {
       offer_op.root = 0;
       algo::broadcast(ctx, offer_op, reinterpret_cast<std::byte*>(offer), 6);
       if (offer[0] == 1) {
+        channels[0]->link.flush();
         hop = offer[1], gbs = offer[2], gbs_all = offer[3], tree_share = offer[4];
         const auto now =
             std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -556,17 +557,28 @@ struct Communicator::Impl {
         if (channels.size() > 1) {
           // Every channel at once, each on its own buffers.
           std::vector<double> times(channels.size());
+          std::vector<std::exception_ptr> failed(channels.size());
           std::vector<std::thread> threads;
           for (std::size_t c = 0; c < channels.size(); ++c) {
             threads.emplace_back([&, c] {
-              std::vector<std::byte> in(kBig), out(kBig);
-              auto cc = context(*channels[c]);
-              algo::all_reduce(cc, op_big, in.data(), out.data(), kBig / 4);
-              times[c] = batch([&] { algo::all_reduce(cc, op_big, in.data(), out.data(), kBig / 4); }, 2);
+              try {
+                std::vector<std::byte> in(kBig), out(kBig);
+                auto cc = context(*channels[c]);
+                algo::all_reduce(cc, op_big, in.data(), out.data(), kBig / 4);
+                times[c] = batch([&] { algo::all_reduce(cc, op_big, in.data(), out.data(), kBig / 4); }, 2);
+                // What this channel sent last must leave before its thread
+                // does: nothing else drives this channel until init is over.
+                channels[c]->link.flush();
+              } catch (...) {
+                failed[c] = std::current_exception();
+              }
             });
           }
           for (auto& t : threads)
             t.join();
+          for (const auto& f : failed) {
+            if (f) std::rethrow_exception(f);
+          }
           const double slowest = *std::max_element(times.begin(), times.end());
           gbs_all = moved * static_cast<double>(channels.size()) / std::max(slowest - steps, slowest / 2) / 1e3;
         }
@@ -591,6 +603,7 @@ struct Communicator::Impl {
           return v[v.size() / 2];
         };
         hop = median(0), gbs = median(1), gbs_all = median(2), tree_share = median(3);
+        channels[0]->link.flush();
         const double took = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
         source = fmt::format("calibrated at init in {:.1f} ms (median of the ranks' figures)", took);
         if (rank == 0) {
