@@ -99,7 +99,8 @@ json connections_json(const std::vector<ConnectionInfo>& connections) {
                    {"outgoing", c.outgoing},
                    {"transport", c.transport},
                    {"address", c.address},
-                   {"fallback", c.fallback}});
+                   {"fallback", c.fallback},
+                   {"sockets", c.sockets}});
   }
   return {{"type", "connections"}, {"connections", std::move(out)}};
 }

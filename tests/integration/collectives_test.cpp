@@ -583,6 +583,32 @@ TEST(Collectives, KilledPeerFailsSurvivorsOverLibfabric) {
   kill_a_peer(Links::ofi);
 }
 
+// RINGMASTER_NSOCKS_PER_CHANNEL: each ring connection over sockets is
+// striped across several, the direct ones keep one; every collective still
+// delivers every byte in order, at sizes within one stripe and across many.
+TEST(Collectives, SeveralSocketsPerConnection) {
+  ::setenv("RINGMASTER_NSOCKS_PER_CHANNEL", "3", 1);
+  for (Collective c : kCollectives)
+    check({c, DataType::fp32, RedOp::sum}, 3, {1, 1023, (1u << 20) + 3}, Links::socket);
+  run_ranks(
+      2,
+      [](Communicator& comm) {
+        int ring = 0;
+        for (const auto& c : comm.connections()) {
+          EXPECT_EQ(c.transport, "SOCKET");
+          EXPECT_EQ(c.sockets, c.channel >= 0 ? 3 : 1) << "channel " << c.channel << " peer " << c.peer;
+          ring += c.channel >= 0;
+        }
+        EXPECT_GT(ring, 0);
+        std::vector<float> data(3 << 20, 1.0f);
+        comm.all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
+        EXPECT_EQ(data.front(), 2.0f);
+        EXPECT_EQ(data.back(), 2.0f);
+      },
+      {}, Links::socket);
+  ::unsetenv("RINGMASTER_NSOCKS_PER_CHANNEL");
+}
+
 // libfabric (tcp;ofi_rxm on loopback): every collective over it alone and
 // beside shared memory, with sizes that take the provider's eager and
 // rendezvous paths and several slots per step.

@@ -112,6 +112,7 @@ struct ConnectionInfo {
   std::string transport;  // "SHM", "OFI" or "SOCKET"
   std::string address;    // the peer's bootstrap address
   std::string fallback;   // why not shared memory, when both ranks are on one host and it was not used
+  int sockets = 1;        // over SOCKET: how many carry it (RINGMASTER_NSOCKS_PER_CHANNEL)
 };
 
 struct CommOptions {

@@ -228,8 +228,9 @@ void forget_waiting(Channel* c) {
   waiting_count.store(static_cast<int>(waiting_channels.size()));
 }
 
-constexpr std::uint32_t kChannelHelloMagic = 0x4348414E;  // "CHAN"
-constexpr std::uint32_t kMeshConnection = 0xFFFF;         // hello's channel field for a direct connection
+constexpr std::uint32_t kChannelHelloMagic = 0x4348414E;      // "CHAN"
+constexpr std::uint32_t kMeshConnection = 0xFFFF;             // hello's channel field for a direct connection
+constexpr std::uint32_t kExtraSocketHelloMagic = 0x534F434B;  // "SOCK": a ring connection's further socket
 
 }  // namespace
 
@@ -663,11 +664,23 @@ struct Communicator::Impl {
     const bool shm_enabled = shared_memory.value_or(param_int(Param::ShmDisable) == 0);
     const auto fifo_bytes = static_cast<std::size_t>(std::max<std::int64_t>(4096, param_int(Param::ShmFifoBytes)));
     const auto& identity = transport::shm::host_identity();
+    const auto nsocks = static_cast<std::uint32_t>(param_int(Param::NSocksPerChannel));
+    if (nsocks < 1 || nsocks > 8) {
+      auto f = bootstrap->failure(Stage::transport_connect,
+                                  fmt::format("RINGMASTER_NSOCKS_PER_CHANNEL={}: need 1 to 8", nsocks));
+      f.category = ErrorCategory::config;
+      throw StageError(f);
+    }
     // libfabric to other hosts: asked for (NCCL_NET=OFI, checked usable at
     // create), or by default when the provider is RDMA (efa, verbs).
     const std::string& interface = b.peers[rank].ifname;
-    static const transport::ofi::Availability kSocketsAsked{};
-    const auto& fabric = net == "socket" ? kSocketsAsked : transport::ofi::availability(interface);
+    // libfabric is loaded (tens of ms) only when it may be used: asked for,
+    // or by default when some peer is on another host.
+    const bool other_hosts =
+        std::any_of(b.peers.begin(), b.peers.end(), [&](const auto& p) { return p.host != b.peers[rank].host; });
+    static const transport::ofi::Availability kNotLoaded{};
+    const auto& fabric =
+        net == "ofi" || (net.empty() && other_hosts) ? transport::ofi::availability(interface) : kNotLoaded;
     const bool ofi_wanted = net == "ofi" || (net.empty() && fabric.usable && fabric.rdma);
     if (net == "ofi" && !fabric.usable) {
       auto f = bootstrap->failure(Stage::transport_connect, "NCCL_NET=OFI but libfabric is unusable: " + fabric.why);
@@ -744,6 +757,7 @@ struct Communicator::Impl {
         endpoint = open_endpoint(peer, offer.ofi_name, offer.ofi_name_length);
         offer.ofi = endpoint ? 1 : 0;
       }
+      offer.sockets = connection == kMeshConnection ? 1 : nsocks;
       const std::uint32_t hello[3] = {kChannelHelloMagic, static_cast<std::uint32_t>(rank), connection};
       if (err == 0) err = s.send_all(hello, sizeof(hello), deadline);
       if (err == 0) err = s.send_all(&offer, sizeof(offer), deadline);
@@ -784,6 +798,15 @@ struct Communicator::Impl {
     // Accept every channel's connection from prev and the direct ones from
     // lower ranks, in whatever order they come, and answer their offers.
     std::vector<std::string> accepted;
+    // Accepted socket connections that get further sockets (opened by the
+    // peer once it has the answer).
+    struct Striped {
+      int peer;
+      std::uint32_t connection;
+      transport::SocketConnection* socket;
+      std::uint32_t sockets;
+    };
+    std::vector<Striped> striped;
     bootstrap->run_stage(Stage::transport_connect, [&] {
       const std::size_t expected = channels.size() + static_cast<std::size_t>(rank);
       for (std::size_t got = 0; got < expected; ++got) {
@@ -851,6 +874,7 @@ struct Communicator::Impl {
           endpoint = open_endpoint(peer, answer.ofi_name, answer.ofi_name_length);
         }
         answer.use_ofi = endpoint ? 1 : 0;
+        answer.sockets = !segment && !endpoint && !direct ? std::clamp(offer.sockets, 1u, nsocks) : 1;
         err = in.send_all(&answer, sizeof(answer), deadline);
         if (err != 0) {
           auto f = bootstrap->failure(Stage::transport_connect, fmt::format("rank {} left while connecting", peer));
@@ -877,19 +901,46 @@ struct Communicator::Impl {
           }
         } else {
           if (!direct) in.set_buffer_sizes(4 << 20);
-          slot->connection = std::make_unique<transport::SocketConnection>(std::move(in));
+          auto c = std::make_unique<transport::SocketConnection>(std::move(in));
+          if (answer.sockets > 1) striped.push_back({peer, hello[2], c.get(), answer.sockets});
+          slot->connection = std::move(c);
         }
         slot->rank = peer;
         slot->address = b.peers[peer].address;
         connection_infos.push_back({direct ? -1 : static_cast<int>(hello[2]), peer, false,
                                     std::string(transport::name_of(slot->kind())), b.peers[peer].address,
-                                    answer.refusal == Refusal::different_hosts || shm ? std::string() : why});
+                                    answer.refusal == Refusal::different_hosts || shm ? std::string() : why,
+                                    static_cast<int>(answer.sockets)});
         accepted.push_back(
             fmt::format("{} : {} <- {} via {}", name, where(rank), where(peer), transport::name_of(slot->kind())));
       }
       return fmt::format("{} channel(s) from rank {}, direct connections from {} lower rank(s)", channels.size(), prev,
                          rank);
     });
+    // A ring connection's socket number `index` (RINGMASTER_NSOCKS_PER_CHANNEL),
+    // to the same listener as its first.
+    auto open_extra_socket = [&](int peer, std::uint32_t connection, std::uint32_t index) {
+      const auto address = net::SocketAddress::parse(b.peers[peer].address);
+      net::Socket s;
+      store::ConnectAttempts report;
+      int err = store::connect_with_backoff({*address}, deadline, s, report);
+      const std::uint32_t hello[4] = {kExtraSocketHelloMagic, static_cast<std::uint32_t>(rank), connection, index};
+      if (err == 0) err = s.send_all(hello, sizeof(hello), deadline);
+      if (err != 0) {
+        auto f =
+            bootstrap->failure(Stage::transport_connect,
+                               fmt::format("channel {}: cannot open socket {} to rank {}", connection, index, peer));
+        f.peer_rank = peer;
+        f.remote_address = b.peers[peer].address;
+        f.errno_text = net::errno_text(err);
+        f.hint = "The channel's first socket to this rank connected moments ago; rank " + std::to_string(peer) +
+                 " probably died during init. Check its log.";
+        throw StageError(f);
+      }
+      s.set_nodelay();
+      s.set_buffer_sizes(4 << 20);
+      return s;
+    };
     // The answers to this rank's offers: the transport of each connection
     // it opened, logged as NCCL does.
     bootstrap->run_stage(Stage::transport_connect, [&] {
@@ -927,7 +978,10 @@ struct Communicator::Impl {
           }
         } else {
           o.segment.reset();
-          o.slot->connection = std::make_unique<transport::SocketConnection>(std::move(o.socket));
+          auto c = std::make_unique<transport::SocketConnection>(std::move(o.socket));
+          for (std::uint32_t i = 1; i < std::min(answer.sockets, 8u); ++i)
+            c->add_socket(open_extra_socket(o.peer, o.connection, i));
+          o.slot->connection = std::move(c);
         }
         o.slot->rank = o.peer;
         o.slot->address = b.peers[o.peer].address;
@@ -944,15 +998,61 @@ struct Communicator::Impl {
         } else {
           RM_INFO(init, "{}/{}", line, b.peers[o.peer].address);
         }
-        connection_infos.push_back({o.connection == kMeshConnection ? -1 : static_cast<int>(o.connection), o.peer, true,
-                                    std::string(transport::name_of(o.slot->kind())), b.peers[o.peer].address,
-                                    shm || !same_host ? std::string() : why});
+        connection_infos.push_back(
+            {o.connection == kMeshConnection ? -1 : static_cast<int>(o.connection), o.peer, true,
+             std::string(transport::name_of(o.slot->kind())), b.peers[o.peer].address,
+             shm || !same_host ? std::string() : why,
+             static_cast<int>(o.slot->kind() == transport::TransportKind::socket ? answer.sockets : 1)});
         detail += (detail.empty() ? "" : "; ") + line + (shm ? "" : "/" + b.peers[o.peer].address) +
                   (!shm && same_host ? " (shared memory not used: " + why + ")" : "");
       }
       for (const auto& a : accepted)
         detail += "; " + a;
       return detail;
+    });
+    // The further sockets of the ring connections accepted here, added in
+    // their order whatever order they arrive in.
+    std::size_t extra = 0;
+    for (const auto& c : striped)
+      extra += c.sockets - 1;
+    if (extra == 0) return;
+    bootstrap->run_stage(Stage::transport_connect, [&] {
+      std::vector<std::vector<net::Socket>> sockets(striped.size());
+      for (std::size_t i = 0; i < striped.size(); ++i)
+        sockets[i].resize(striped[i].sockets);
+      for (std::size_t got = 0; got < extra; ++got) {
+        int err = 0;
+        net::Socket in = b.listener.accept(deadline, err);
+        std::uint32_t hello[4] = {};
+        if (err == 0) err = in.recv_all(hello, sizeof(hello), deadline);
+        std::size_t which = striped.size();
+        for (std::size_t i = 0; err == 0 && i < striped.size(); ++i) {
+          if (static_cast<int>(hello[1]) == striped[i].peer && hello[2] == striped[i].connection) which = i;
+        }
+        if (err == 0 && (hello[0] != kExtraSocketHelloMagic || which == striped.size() || hello[3] == 0 ||
+                         hello[3] >= striped[which].sockets || sockets[which][hello[3]].valid())) {
+          err = EPROTO;
+        }
+        if (err != 0) {
+          auto f = bootstrap->failure(Stage::transport_connect,
+                                      fmt::format("rank {} did not open all {} sockets of its channels to this rank",
+                                                  prev, striped.front().sockets));
+          f.peer_rank = prev;
+          f.local_address = b.listener.local_address().to_string();
+          f.errno_text = err == EPROTO ? "unexpected hello on the bootstrap port" : net::errno_text(err);
+          f.timeout = b.config.bootstrap_timeout;
+          f.hint = "Rank " + std::to_string(prev) + " failed while opening its channels; check its log.";
+          throw StageError(f);
+        }
+        in.set_nodelay();
+        in.set_buffer_sizes(4 << 20);
+        sockets[which][hello[3]] = std::move(in);
+      }
+      for (std::size_t i = 0; i < striped.size(); ++i) {
+        for (std::uint32_t k = 1; k < striped[i].sockets; ++k)
+          striped[i].socket->add_socket(std::move(sockets[i][k]));
+      }
+      return fmt::format("{} further socket(s) from rank {} (RINGMASTER_NSOCKS_PER_CHANNEL={})", extra, prev, nsocks);
     });
   }
 };

@@ -61,6 +61,8 @@ namespace ringmaster {
   X(ShmFifoBytes, "RINGMASTER_SHM_FIFO_BYTES", "1048576",                                                        \
     "Bytes of each shared-memory FIFO (per connection and direction)")                                           \
   X(BuffSize, "NCCL_BUFFSIZE", "4194304", "Simple protocol buffer; a step moves BUFFSIZE/8 bytes at a time")     \
+  X(NSocksPerChannel, "RINGMASTER_NSOCKS_PER_CHANNEL", "1",                                                      \
+    "TCP sockets per ring connection (1-8); the stream is dealt across them in 128 KiB stripes")                 \
   X(SocketSpin, "RINGMASTER_SOCKET_SPIN_US", "50",                                                               \
     "Microseconds a waiting transfer retries before it sleeps in poll() (0: sleep at once)")                     \
   X(InlineBytes, "RINGMASTER_INLINE_BYTES", "65536",                                                             \

@@ -37,6 +37,10 @@ class Connection {
   // peer goes away.
   virtual int fd() const noexcept = 0;
   virtual bool data_pollable() const noexcept = 0;
+  // Where data moves next in that direction, when data_pollable(): a
+  // connection striped over several sockets waits on the one whose turn
+  // it is.
+  virtual int wait_fd(bool /*sending*/) const noexcept { return fd(); }
 
   // Before sleeping on fd(): asks the peer to ring when data (receiving) or
   // space (sending) arrives. True when it already has: do not sleep.

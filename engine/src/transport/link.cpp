@@ -189,16 +189,18 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
     const Peer* polled[kMaxWatched];
     int nfds = 0;
     auto watch = [&](const Peer& p, short events) {
-      if (!p.connection->data_pollable()) events = POLLIN;  // a ring, or the peer going away
+      const bool data = p.connection->data_pollable();
+      if (!data) events = POLLIN;  // a ring, or the peer going away
+      const int fd = data ? p.connection->wait_fd(events == POLLOUT) : p.connection->fd();
       for (int i = 0; i < nfds; ++i) {
-        if (fds[i].fd == p.connection->fd()) {
+        if (fds[i].fd == fd) {
           fds[i].events |= events;
           return;
         }
       }
       if (nfds == kMaxWatched) return;  // the rest are seen after the sleep's bound
       polled[nfds] = &p;
-      fds[nfds++] = {p.connection->fd(), events, 0};
+      fds[nfds++] = {fd, events, 0};
     };
     if (sending) watch(next, POLLOUT);
     if (receiving) watch(prev, POLLIN);

@@ -16,7 +16,8 @@ struct Offer {
   char problem[200] = {};         // why no segment was created when one was wanted
   std::uint32_t ofi = 0;          // this rank offers a libfabric endpoint
   std::uint32_t ofi_name_length = 0;
-  char ofi_name[64] = {};  // its address
+  char ofi_name[64] = {};     // its address
+  std::uint32_t sockets = 1;  // TCP sockets this rank wants per connection (RINGMASTER_NSOCKS_PER_CHANNEL)
 };
 
 // Why a connection does not use shared memory.
@@ -33,8 +34,9 @@ struct Answer {
   Refusal refusal = Refusal::none;
   std::uint32_t use_ofi = 0;
   std::uint32_t ofi_name_length = 0;
-  char ofi_name[64] = {};  // the accepting rank's endpoint, when use_ofi
-  char reason[200] = {};   // why not shared memory, when the ranks share a host and use_shm is 0
+  char ofi_name[64] = {};     // the accepting rank's endpoint, when use_ofi
+  char reason[200] = {};      // why not shared memory, when the ranks share a host and use_shm is 0
+  std::uint32_t sockets = 1;  // over sockets: how many the connection has (the opener connects the others)
 };
 
 inline constexpr std::uint32_t kOfferMagic = 0x4F464652;   // "OFFR"

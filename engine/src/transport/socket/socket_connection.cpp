@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace ringmaster::transport {
@@ -18,27 +19,107 @@ std::string_view name_of(TransportKind kind) noexcept {
   return "?";
 }
 
-std::int64_t SocketConnection::send_some(const iovec* iov, int count) noexcept {
+namespace {
+
+// Up to `limit` bytes of `iov` from byte `skip` on, as a new iovec list.
+int window(const iovec* iov, int count, std::size_t skip, std::size_t limit, iovec* out, int max_out) {
+  int n = 0;
+  for (int i = 0; i < count && limit > 0 && n < max_out; ++i) {
+    if (skip >= iov[i].iov_len) {
+      skip -= iov[i].iov_len;
+      continue;
+    }
+    const std::size_t len = std::min(iov[i].iov_len - skip, limit);
+    out[n++] = {static_cast<char*>(iov[i].iov_base) + skip, len};
+    limit -= len;
+    skip = 0;
+  }
+  return n;
+}
+
+std::int64_t send_on(int fd, const iovec* iov, int count) noexcept {
   msghdr msg{};
   msg.msg_iov = const_cast<iovec*>(iov);
   msg.msg_iovlen = static_cast<std::size_t>(count);
-  const ssize_t w = ::sendmsg(socket_.fd(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  const ssize_t w = ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
   if (w >= 0) return w;
   return errno == EAGAIN || errno == EINTR ? 0 : -errno;
 }
 
-std::int64_t SocketConnection::recv_some(const iovec* iov, int count) noexcept {
+std::int64_t recv_on(int fd, const iovec* iov, int count) noexcept {
   msghdr msg{};
   msg.msg_iov = const_cast<iovec*>(iov);
   msg.msg_iovlen = static_cast<std::size_t>(count);
-  const ssize_t r = ::recvmsg(socket_.fd(), &msg, MSG_DONTWAIT);
+  const ssize_t r = ::recvmsg(fd, &msg, MSG_DONTWAIT);
   if (r > 0) return r;
   if (r == 0) return net::kPeerClosed;
   return errno == EAGAIN || errno == EINTR ? 0 : -errno;
 }
 
+std::size_t total(const iovec* iov, int count) noexcept {
+  std::size_t n = 0;
+  for (int i = 0; i < count; ++i)
+    n += iov[i].iov_len;
+  return n;
+}
+
+}  // namespace
+
+SocketConnection::SocketConnection(net::Socket socket) {
+  sockets_.push_back(std::move(socket));
+}
+
+void SocketConnection::add_socket(net::Socket socket) {
+  sockets_.push_back(std::move(socket));
+}
+
+int SocketConnection::wait_fd(bool sending) const noexcept {
+  return sockets_[socket_at(sending ? sent_ : received_)].fd();
+}
+
+// With several sockets, each call moves stripe after stripe in order until
+// a socket takes less than offered; what it moved is always a prefix of
+// the stream, as with one socket.
+std::int64_t SocketConnection::send_some(const iovec* iov, int count) noexcept {
+  if (sockets_.size() == 1) return send_on(sockets_.front().fd(), iov, count);
+  const std::size_t want = total(iov, count);
+  std::size_t moved = 0;
+  while (moved < want) {
+    const std::size_t room = kStripeBytes - static_cast<std::size_t>(sent_ % kStripeBytes);
+    iovec part[8];
+    const int n = window(iov, count, moved, std::min(room, want - moved), part, 8);
+    const std::size_t offered = total(part, n);
+    const std::int64_t w = send_on(sockets_[socket_at(sent_)].fd(), part, n);
+    if (w < 0) return moved > 0 ? static_cast<std::int64_t>(moved) : w;
+    sent_ += static_cast<std::uint64_t>(w);
+    moved += static_cast<std::size_t>(w);
+    if (static_cast<std::size_t>(w) < offered) break;
+  }
+  return static_cast<std::int64_t>(moved);
+}
+
+std::int64_t SocketConnection::recv_some(const iovec* iov, int count) noexcept {
+  if (sockets_.size() == 1) return recv_on(sockets_.front().fd(), iov, count);
+  const std::size_t want = total(iov, count);
+  std::size_t moved = 0;
+  while (moved < want) {
+    const std::size_t room = kStripeBytes - static_cast<std::size_t>(received_ % kStripeBytes);
+    iovec part[8];
+    const int n = window(iov, count, moved, std::min(room, want - moved), part, 8);
+    const std::size_t offered = total(part, n);
+    const std::int64_t r = recv_on(sockets_[socket_at(received_)].fd(), part, n);
+    if (r < 0) return moved > 0 ? static_cast<std::int64_t>(moved) : r;
+    received_ += static_cast<std::uint64_t>(r);
+    moved += static_cast<std::size_t>(r);
+    if (static_cast<std::size_t>(r) < offered) break;
+  }
+  return static_cast<std::int64_t>(moved);
+}
+
 void SocketConnection::shutdown() noexcept {
-  if (socket_.valid()) ::shutdown(socket_.fd(), SHUT_RDWR);
+  for (auto& s : sockets_) {
+    if (s.valid()) ::shutdown(s.fd(), SHUT_RDWR);
+  }
 }
 
 }  // namespace ringmaster::transport

@@ -1,5 +1,11 @@
-// A connection carried by a TCP socket: non-blocking sendmsg/recvmsg.
+// A connection carried by TCP: non-blocking sendmsg/recvmsg on one socket,
+// or on several (RINGMASTER_NSOCKS_PER_CHANNEL) that share the byte stream
+// in stripes, as NCCL's socket transport does so that a network that
+// limits each flow (5 Gbit/s per flow on EC2 outside a placement group)
+// still gives a connection its whole bandwidth.
 #pragma once
+
+#include <vector>
 
 #include "net/socket.h"
 #include "transport/connection.h"
@@ -8,16 +14,32 @@ namespace ringmaster::transport {
 
 class SocketConnection final : public Connection {
  public:
-  explicit SocketConnection(net::Socket socket) noexcept : socket_(std::move(socket)) {}
+  // Stripe size with several sockets: the stream's bytes [k*S, (k+1)*S)
+  // travel on socket k mod n.
+  static constexpr std::size_t kStripeBytes = 128 * 1024;
+
+  explicit SocketConnection(net::Socket socket);
+  // The connection's next socket, before any data moves. Both ends add
+  // theirs in the same order.
+  void add_socket(net::Socket socket);
+  std::size_t sockets() const noexcept { return sockets_.size(); }
+
   TransportKind kind() const noexcept override { return TransportKind::socket; }
   std::int64_t send_some(const iovec* iov, int count) noexcept override;
   std::int64_t recv_some(const iovec* iov, int count) noexcept override;
-  int fd() const noexcept override { return socket_.fd(); }
+  int fd() const noexcept override { return sockets_.front().fd(); }
+  int wait_fd(bool sending) const noexcept override;
   bool data_pollable() const noexcept override { return true; }
   void shutdown() noexcept override;
 
  private:
-  net::Socket socket_;
+  std::vector<net::Socket> sockets_;
+  std::uint64_t sent_ = 0;      // stream bytes sent (with several sockets)
+  std::uint64_t received_ = 0;  // stream bytes received
+
+  std::size_t socket_at(std::uint64_t position) const noexcept {
+    return static_cast<std::size_t>((position / kStripeBytes) % sockets_.size());
+  }
 };
 
 }  // namespace ringmaster::transport
