@@ -340,6 +340,17 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, st
     }
     if (ranks.empty()) continue;
     message["ranks"] = ranks;
+    // Per-host settings on top of the run's: {"hosts": [..], "env": {..}}.
+    json env = run_spec.value("env", json::object());
+    const json env_on = run_spec.value("env_on", json::array());
+    for (const auto& on : env_on) {
+      const auto on_hosts = on.value("hosts", std::vector<int>{});
+      if (std::find(on_hosts.begin(), on_hosts.end(), h) == on_hosts.end()) continue;
+      const json extra = on.value("env", json::object());
+      for (const auto& [k, value] : extra.items())
+        env[k] = value;
+    }
+    message["env"] = env;
     const json reply = cluster.client(h).call(message);
     for (const auto& p : reply["ranks"])
       pid_of[p["rank"].get<int>()] = p["pid"].get<int>();
