@@ -795,6 +795,17 @@ struct Communicator::Impl {
         return fmt::format("p2p : {} -> {} connected to {}", where(rank), where(peer), b.peers[peer].address);
       });
     }
+    // What failed while accepting this rank's connections: err, or EPROTO
+    // for a hello that does not fit.
+    auto accept_failed = [&](const std::string& what, int err) {
+      auto f = bootstrap->failure(Stage::transport_connect, what);
+      f.peer_rank = prev;
+      f.local_address = b.listener.local_address().to_string();
+      f.errno_text = err == EPROTO ? "unexpected hello on the bootstrap port" : net::errno_text(err);
+      f.timeout = b.config.bootstrap_timeout;
+      f.hint = "Rank " + std::to_string(prev) + " failed while opening its channels; check its log.";
+      throw StageError(f);
+    };
     // Accept every channel's connection from prev and the direct ones from
     // lower ranks, in whatever order they come, and answer their offers.
     std::vector<std::string> accepted;
@@ -828,15 +839,7 @@ struct Communicator::Impl {
           err = EPROTO;
         }
         if (err != 0) {
-          auto f = bootstrap->failure(
-              Stage::transport_connect,
-              fmt::format("rank {} did not open all {} channels to this rank", prev, channels.size()));
-          f.peer_rank = prev;
-          f.local_address = b.listener.local_address().to_string();
-          f.errno_text = err == EPROTO ? "unexpected hello on the bootstrap port" : net::errno_text(err);
-          f.timeout = b.config.bootstrap_timeout;
-          f.hint = "Rank " + std::to_string(prev) + " failed while opening its channels; check its log.";
-          throw StageError(f);
+          accept_failed(fmt::format("rank {} did not open all {} channels to this rank", prev, channels.size()), err);
         }
         in.set_nodelay();
         const int peer = static_cast<int>(hello[1]);
@@ -1034,15 +1037,9 @@ struct Communicator::Impl {
           err = EPROTO;
         }
         if (err != 0) {
-          auto f = bootstrap->failure(Stage::transport_connect,
-                                      fmt::format("rank {} did not open all {} sockets of its channels to this rank",
-                                                  prev, striped.front().sockets));
-          f.peer_rank = prev;
-          f.local_address = b.listener.local_address().to_string();
-          f.errno_text = err == EPROTO ? "unexpected hello on the bootstrap port" : net::errno_text(err);
-          f.timeout = b.config.bootstrap_timeout;
-          f.hint = "Rank " + std::to_string(prev) + " failed while opening its channels; check its log.";
-          throw StageError(f);
+          accept_failed(fmt::format("rank {} did not open all {} sockets of its channels to this rank", prev,
+                                    striped.front().sockets),
+                        err);
         }
         in.set_nodelay();
         in.set_buffer_sizes(4 << 20);

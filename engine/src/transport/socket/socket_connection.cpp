@@ -80,40 +80,31 @@ int SocketConnection::wait_fd(bool sending) const noexcept {
 // With several sockets, each call moves stripe after stripe in order until
 // a socket takes less than offered; what it moved is always a prefix of
 // the stream, as with one socket.
-std::int64_t SocketConnection::send_some(const iovec* iov, int count) noexcept {
-  if (sockets_.size() == 1) return send_on(sockets_.front().fd(), iov, count);
+std::int64_t SocketConnection::move(const iovec* iov, int count, std::uint64_t& position,
+                                    std::int64_t (*on)(int, const iovec*, int) noexcept) noexcept {
+  if (sockets_.size() == 1) return on(sockets_.front().fd(), iov, count);
   const std::size_t want = total(iov, count);
   std::size_t moved = 0;
   while (moved < want) {
-    const std::size_t room = kStripeBytes - static_cast<std::size_t>(sent_ % kStripeBytes);
+    const std::size_t room = kStripeBytes - static_cast<std::size_t>(position % kStripeBytes);
     iovec part[8];
     const int n = window(iov, count, moved, std::min(room, want - moved), part, 8);
     const std::size_t offered = total(part, n);
-    const std::int64_t w = send_on(sockets_[socket_at(sent_)].fd(), part, n);
-    if (w < 0) return moved > 0 ? static_cast<std::int64_t>(moved) : w;
-    sent_ += static_cast<std::uint64_t>(w);
-    moved += static_cast<std::size_t>(w);
-    if (static_cast<std::size_t>(w) < offered) break;
+    const std::int64_t done = on(sockets_[socket_at(position)].fd(), part, n);
+    if (done < 0) return moved > 0 ? static_cast<std::int64_t>(moved) : done;
+    position += static_cast<std::uint64_t>(done);
+    moved += static_cast<std::size_t>(done);
+    if (static_cast<std::size_t>(done) < offered) break;
   }
   return static_cast<std::int64_t>(moved);
 }
 
+std::int64_t SocketConnection::send_some(const iovec* iov, int count) noexcept {
+  return move(iov, count, sent_, send_on);
+}
+
 std::int64_t SocketConnection::recv_some(const iovec* iov, int count) noexcept {
-  if (sockets_.size() == 1) return recv_on(sockets_.front().fd(), iov, count);
-  const std::size_t want = total(iov, count);
-  std::size_t moved = 0;
-  while (moved < want) {
-    const std::size_t room = kStripeBytes - static_cast<std::size_t>(received_ % kStripeBytes);
-    iovec part[8];
-    const int n = window(iov, count, moved, std::min(room, want - moved), part, 8);
-    const std::size_t offered = total(part, n);
-    const std::int64_t r = recv_on(sockets_[socket_at(received_)].fd(), part, n);
-    if (r < 0) return moved > 0 ? static_cast<std::int64_t>(moved) : r;
-    received_ += static_cast<std::uint64_t>(r);
-    moved += static_cast<std::size_t>(r);
-    if (static_cast<std::size_t>(r) < offered) break;
-  }
-  return static_cast<std::int64_t>(moved);
+  return move(iov, count, received_, recv_on);
 }
 
 void SocketConnection::shutdown() noexcept {

@@ -37,6 +37,10 @@ class SocketConnection final : public Connection {
   std::uint64_t sent_ = 0;      // stream bytes sent (with several sockets)
   std::uint64_t received_ = 0;  // stream bytes received
 
+  // send_some and recv_some: `on` moves bytes on one socket, `position` is
+  // the stream position of that direction.
+  std::int64_t move(const iovec* iov, int count, std::uint64_t& position,
+                    std::int64_t (*on)(int, const iovec*, int) noexcept) noexcept;
   std::size_t socket_at(std::uint64_t position) const noexcept {
     return static_cast<std::size_t>((position / kStripeBytes) % sockets_.size());
   }
