@@ -6,6 +6,7 @@
 // aborts the communicator, so no channel (and no peer) waits for a partner
 // that has already failed.
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cerrno>
 #include <condition_variable>
@@ -818,6 +819,11 @@ struct Communicator::Impl {
       std::uint32_t sockets;
     };
     std::vector<Striped> striped;
+    struct EarlySocket {
+      std::array<std::uint32_t, 4> hello;
+      net::Socket socket;
+    };
+    std::vector<EarlySocket> early_sockets;
     bootstrap->run_stage(Stage::transport_connect, [&] {
       const std::size_t expected = channels.size() + static_cast<std::size_t>(rank);
       for (std::size_t got = 0; got < expected; ++got) {
@@ -826,6 +832,17 @@ struct Communicator::Impl {
         std::uint32_t hello[3] = {};
         transport::Offer offer;
         if (err == 0) err = in.recv_all(hello, sizeof(hello), deadline);
+        if (err == 0 && hello[0] == kExtraSocketHelloMagic) {
+          // A further socket of a connection answered already, come before
+          // another rank's first one: kept for the stage below.
+          std::uint32_t index = 0;
+          err = in.recv_all(&index, sizeof(index), deadline);
+          if (err == 0) {
+            early_sockets.push_back({{hello[0], hello[1], hello[2], index}, std::move(in)});
+            --got;
+            continue;
+          }
+        }
         if (err == 0) err = in.recv_all(&offer, sizeof(offer), deadline);
         const bool direct = hello[2] == kMeshConnection;
         if (err == 0 && offer.magic != transport::kOfferMagic) err = EPROTO;
@@ -1025,9 +1042,15 @@ struct Communicator::Impl {
         sockets[i].resize(striped[i].sockets);
       for (std::size_t got = 0; got < extra; ++got) {
         int err = 0;
-        net::Socket in = b.listener.accept(deadline, err);
-        std::uint32_t hello[4] = {};
-        if (err == 0) err = in.recv_all(hello, sizeof(hello), deadline);
+        std::array<std::uint32_t, 4> hello{};
+        net::Socket in;
+        if (got < early_sockets.size()) {
+          hello = early_sockets[got].hello;
+          in = std::move(early_sockets[got].socket);
+        } else {
+          in = b.listener.accept(deadline, err);
+          if (err == 0) err = in.recv_all(hello.data(), sizeof(hello), deadline);
+        }
         std::size_t which = striped.size();
         for (std::size_t i = 0; err == 0 && i < striped.size(); ++i) {
           if (static_cast<int>(hello[1]) == striped[i].peer && hello[2] == striped[i].connection) which = i;
