@@ -90,9 +90,13 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
   };
 
   auto spin_until = Clock::now() + spin;
-  // A shared-memory peer whose socket closed may still have left data in
-  // the FIFO: that is read first, the error comes when nothing moves.
+  // A peer whose liveness socket closed may have sent its last data just
+  // before (still in the FIFO, or in libfabric, which may need several
+  // progress calls to surface it): that is read first, and the error comes
+  // once nothing has moved for kGoneGrace.
   const Peer* peer_gone = nullptr;
+  constexpr auto kGoneGrace = std::chrono::milliseconds(250);
+  Clock::time_point gone_deadline{};
   int gone_error = 0;
   // Try both directions without waiting; poll only when neither can move.
   // Header and data travel in one call each way when the peer is ready.
@@ -173,7 +177,7 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
       spin_until = Clock::now() + spin;
       continue;
     }
-    if (peer_gone != nullptr) {
+    if (peer_gone != nullptr && Clock::now() >= gone_deadline) {
       peer_error(*peer_gone, gone_error == net::kPeerClosed ? net::kPeerClosed : -gone_error, "waiting for");
     }
     // Retry without sleeping for a short while first: a peer's reply to a
@@ -216,7 +220,10 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
     for (int i = 0; ready > 0 && i < nfds; ++i) {
       if (!polled[i]->connection->data_pollable() && (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
         const int err = polled[i]->connection->drain_rings();
-        if (err != 0) peer_gone = polled[i], gone_error = err;
+        if (err != 0 && peer_gone == nullptr) {
+          peer_gone = polled[i], gone_error = err;
+          gone_deadline = Clock::now() + kGoneGrace;
+        }
       }
     }
     if (ready == 0 && Clock::now() >= deadline) {
