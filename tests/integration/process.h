@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <map>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -20,12 +21,22 @@ extern char** environ;
 
 namespace ringmaster::testing_support {
 
-// A loopback port that was free a moment ago (the kernel picked it).
+// A port for a test's store, free now and below the kernel's ephemeral
+// range (32768 and up), so no socket that binds port 0 meanwhile (another
+// test's listener or connection, a libfabric endpoint) can take it before
+// rank 0 listens on it.
 inline std::uint16_t free_port() {
+  static std::mt19937 pick(static_cast<unsigned>(::getpid()) ^
+                           static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const auto port = static_cast<std::uint16_t>(std::uniform_int_distribution<int>(10000, 32000)(pick));
+    int err = 0;
+    auto any = net::SocketAddress::parse("0.0.0.0:" + std::to_string(port));
+    if (net::Socket::listen(*any, 1, err).valid()) return port;
+  }
   int err = 0;
   auto any = net::SocketAddress::parse("127.0.0.1:0");
-  auto s = net::Socket::listen(*any, 1, err);
-  return s.local_address().port();
+  return net::Socket::listen(*any, 1, err).local_address().port();
 }
 
 struct ChildProcess {
