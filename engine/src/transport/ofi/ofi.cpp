@@ -363,7 +363,6 @@ class OfiConnection final : public Connection {
     std::size_t length = 0, offset = 0;
     bool done = false;
     bool sending = false;
-    int index = 0;
   };
 
   int post_recv(Slot& s) {

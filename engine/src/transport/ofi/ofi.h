@@ -8,7 +8,10 @@
 // through registered bounce buffers: a send copies up to a slot into one and
 // posts it, a receive reads the oldest completed slot and posts it again.
 // Waiting polls one descriptor that wakes for either the completion queue
-// (FI_WAIT_FD) or the liveness socket.
+// (FI_WAIT_FD) or the liveness socket, only after fi_trywait allows it and
+// for at most RINGMASTER_OFI_POLL_US: tcp;ofi_rxm's descriptor does not
+// wake for data waiting in its sockets. Sends count as done only once
+// completed (flushed()); until then RingLink keeps progressing them.
 //
 // Which provider: FI_PROVIDER if set (libfabric itself honours it), else
 // the first of efa, verbs;ofi_rxm, tcp;ofi_rxm, sockets that offers RDM
