@@ -149,50 +149,52 @@ bool has_tree(Collective c) {
 // Checks one collective at `counts` (elements per rank) on n ranks, out of
 // place and in place, through both protocols and, where it has one, the
 // tree as well as the ring.
-void check(const MatrixCase& c, int n, const std::vector<std::size_t>& counts, Links links = Links::shm) {
+void check(const MatrixCase& c, int n, const std::vector<std::size_t>& counts, Links links = Links::shm,
+           const std::vector<Protocol>& protocols = {Protocol::ll, Protocol::simple}) {
   // LL is the small-message protocol: above 1 Mi elements only Simple runs.
   const bool large = *std::max_element(counts.begin(), counts.end()) > (1u << 20) + 3;
-  for (auto [algorithm, protocol] :
-       {std::pair{Algorithm::ring, Protocol::ll}, std::pair{Algorithm::ring, Protocol::simple},
-        std::pair{Algorithm::tree, Protocol::ll}, std::pair{Algorithm::tree, Protocol::simple}}) {
-    if (large && protocol == Protocol::ll) continue;
-    if (algorithm == Algorithm::tree && !has_tree(c.collective)) continue;
-    CommOptions options;
-    if (has_tree(c.collective)) options.algorithm = algorithm;
-    options.protocol = protocol;
-    options.buffsize = 64 * 1024;  // small slots, so large sizes take many pipelined steps
-    // Several channels whatever the size (some get empty ranges at tiny
-    // counts), so the split across channels is always exercised.
-    options.min_channels = 2;
-    options.max_channels = 3;
-    run_ranks(
-        n,
-        [&](Communicator& comm) {
-          for (std::size_t count : counts) {
-            PerfSpec spec;
-            spec.collective = c.collective;
-            spec.type = c.type;
-            spec.op = c.op;
-            spec.root = n > 1 ? 1 : 0;
-            const bool per_rank = c.collective == Collective::all_gather ||
-                                  c.collective == Collective::reduce_scatter || c.collective == Collective::all_to_all;
-            spec.min_bytes = spec.max_bytes = count * size_of(c.type) * (per_rank ? static_cast<std::size_t>(n) : 1);
-            spec.iters = 1;
-            spec.warmup = 0;
-            const auto rows = run_perf(comm, spec);
-            ASSERT_EQ(rows.size(), 1u);
-            EXPECT_EQ(rows[0].count, count);
-            EXPECT_EQ(rows[0].out_of_place.wrong, 0)
-                << name_of(c.collective) << " " << name_of(c.type) << " " << name_of(c.op) << " count " << count
-                << " ranks " << n << " " << name_of(algorithm) << "/" << name_of(protocol) << " over " << name_of(links)
-                << " out of place, rank " << comm.rank();
-            EXPECT_EQ(rows[0].in_place.wrong, 0)
-                << name_of(c.collective) << " " << name_of(c.type) << " " << name_of(c.op) << " count " << count
-                << " ranks " << n << " " << name_of(algorithm) << "/" << name_of(protocol) << " over " << name_of(links)
-                << " in place, rank " << comm.rank();
-          }
-        },
-        options, links);
+  for (Algorithm algorithm : {Algorithm::ring, Algorithm::tree}) {
+    for (Protocol protocol : protocols) {
+      if (large && protocol == Protocol::ll) continue;
+      if (algorithm == Algorithm::tree && !has_tree(c.collective)) continue;
+      CommOptions options;
+      if (has_tree(c.collective)) options.algorithm = algorithm;
+      options.protocol = protocol;
+      options.buffsize = 64 * 1024;  // small slots, so large sizes take many pipelined steps
+      // Several channels whatever the size (some get empty ranges at tiny
+      // counts), so the split across channels is always exercised.
+      options.min_channels = 2;
+      options.max_channels = 3;
+      run_ranks(
+          n,
+          [&](Communicator& comm) {
+            for (std::size_t count : counts) {
+              PerfSpec spec;
+              spec.collective = c.collective;
+              spec.type = c.type;
+              spec.op = c.op;
+              spec.root = n > 1 ? 1 : 0;
+              const bool per_rank = c.collective == Collective::all_gather ||
+                                    c.collective == Collective::reduce_scatter ||
+                                    c.collective == Collective::all_to_all;
+              spec.min_bytes = spec.max_bytes = count * size_of(c.type) * (per_rank ? static_cast<std::size_t>(n) : 1);
+              spec.iters = 1;
+              spec.warmup = 0;
+              const auto rows = run_perf(comm, spec);
+              ASSERT_EQ(rows.size(), 1u);
+              EXPECT_EQ(rows[0].count, count);
+              EXPECT_EQ(rows[0].out_of_place.wrong, 0)
+                  << name_of(c.collective) << " " << name_of(c.type) << " " << name_of(c.op) << " count " << count
+                  << " ranks " << n << " " << name_of(algorithm) << "/" << name_of(protocol) << " over "
+                  << name_of(links) << " out of place, rank " << comm.rank();
+              EXPECT_EQ(rows[0].in_place.wrong, 0)
+                  << name_of(c.collective) << " " << name_of(c.type) << " " << name_of(c.op) << " count " << count
+                  << " ranks " << n << " " << name_of(algorithm) << "/" << name_of(protocol) << " over "
+                  << name_of(links) << " in place, rank " << comm.rank();
+            }
+          },
+          options, links);
+    }
   }
 }
 
@@ -223,6 +225,60 @@ TEST(Collectives, RepresentativeSubset) {
   }
 }
 
+// Shared memory lays LL and LL128 steps out as flagged lines (16 and 128
+// bytes) instead of the byte ring: every collective through both, at sizes
+// within one line, across many, and beyond the rings (64 KiB and 256 KiB),
+// so they wrap and the writer waits for the reader.
+TEST(Collectives, LineProtocolsOverSharedMemory) {
+  const std::vector<std::size_t> counts = {0, 1, 7, 29, 1023, 65537, (1u << 20) + 3};
+  for (int n : {1, 2, 3, 4}) {
+    for (Collective c : kCollectives)
+      check({c, DataType::fp32, RedOp::sum}, n, counts, Links::shm, {Protocol::ll, Protocol::ll128});
+  }
+  for (DataType t : {DataType::bf16, DataType::int8, DataType::fp64})
+    check({Collective::all_reduce, t, RedOp::max}, 3, {1023, 65537}, Links::shm, {Protocol::ll, Protocol::ll128});
+  EXPECT_EQ(shm_segments(), 0) << "segments left in /dev/shm";
+}
+
+// Ranks that run one step in different protocols over shared memory write
+// different rings: an error naming both protocols and ranks, not a hang.
+TEST(Collectives, DifferentProtocolsAreAnErrorNotAHang) {
+  std::vector<std::string> errors(2);
+  const auto port = free_port();
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      CommOptions options;
+      options.timeout = 10s;
+      options.protocol = r == 0 ? Protocol::ll : Protocol::simple;
+      auto comm = Communicator::create(rank_config(r, 2, port), options);
+      std::vector<float> data(1000, 1.0f);
+      try {
+        comm->all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
+      } catch (const Error& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  bool named = false;
+  for (const auto& e : errors) {
+    EXPECT_FALSE(e.empty()) << "a rank finished an all_reduce its peer ran in another protocol";
+    if (e.find("collective mismatch") != std::string::npos) {
+      named = true;
+      EXPECT_NE(e.find("rank 0"), std::string::npos) << e;
+      EXPECT_NE(e.find("rank 1"), std::string::npos) << e;
+      EXPECT_NE(e.find(", LL)"), std::string::npos) << e;
+      EXPECT_NE(e.find(", Simple)"), std::string::npos) << e;
+      EXPECT_NE(e.find("NCCL_PROTO"), std::string::npos) << e;
+    }
+  }
+  EXPECT_TRUE(named) << errors[0] << " / " << errors[1];
+}
+
 // The double binary trees at rank counts whose trees are lopsided (odd,
 // non-powers of two) and at 16, every root, pieces of 64 KiB.
 TEST(Collectives, TreesAcrossRankCounts) {
@@ -251,9 +307,8 @@ TEST(Collectives, TunerPicksAndReportsItsChoice) {
     EXPECT_TRUE(d.pick().excluded.empty());
     EXPECT_GT(d.pick().predicted_us, 0);
     for (const auto& cand : d.candidates) {
-      if (cand.protocol == Protocol::ll128 && cand.algorithm == Algorithm::ring) {
-        EXPECT_NE(cand.excluded.find("LL128"), std::string::npos);
-      }
+      // Every rank shares memory here: LL128's lines are a candidate.
+      if (cand.protocol == Protocol::ll128) EXPECT_EQ(cand.excluded.find("LL128"), std::string::npos) << cand.excluded;
       if (d.collective == Collective::all_gather && cand.algorithm == Algorithm::tree) {
         EXPECT_NE(cand.excluded.find("no tree"), std::string::npos);
       }

@@ -24,11 +24,7 @@ Chunk chunk(std::size_t count, int n, int i) {
 }
 
 transport::StepHeader header(const RingOp& op, int step) {
-  transport::StepHeader h;
-  h.collective = static_cast<std::uint8_t>(op.collective);
-  h.seq = op.seq;
-  h.step = static_cast<std::uint16_t>(step);
-  return h;
+  return step_header(op, step);
 }
 
 std::byte* scratch_of(RingContext& ctx, std::size_t bytes) {
@@ -50,6 +46,15 @@ void reduce_step(RingContext& ctx, const RingOp& op, int step, const std::byte* 
 }
 
 }  // namespace
+
+transport::StepHeader step_header(const RingOp& op, int step) {
+  transport::StepHeader h;
+  h.collective = static_cast<std::uint8_t>(op.collective);
+  h.protocol = static_cast<std::uint8_t>(op.protocol);
+  h.seq = op.seq;
+  h.step = static_cast<std::uint16_t>(step);
+  return h;
+}
 
 void all_reduce(RingContext& ctx, const RingOp& op, const std::byte* send, std::byte* recv, std::size_t count) {
   const int n = ctx.nranks, r = ctx.rank;

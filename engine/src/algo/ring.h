@@ -18,7 +18,8 @@ struct RingOp {
   DataType type = DataType::fp32;
   RedOp op = RedOp::sum;
   int root = 0;
-  std::size_t slot_bytes = 0;  // Simple: BUFFSIZE/8; LL: 0 (whole step)
+  std::size_t slot_bytes = 0;            // Simple: BUFFSIZE/8; LL: 0 (whole step)
+  Protocol protocol = Protocol::simple;  // how the bytes are laid out (shared memory)
   Algorithm algorithm = Algorithm::ring;
 };
 
@@ -28,6 +29,9 @@ struct RingContext {
   int nranks;
   std::vector<std::byte>& scratch;
 };
+
+// The header of step `step` of op: what the peer's must match.
+transport::StepHeader step_header(const RingOp& op, int step);
 
 // recv receives the sum of every rank's send (count elements); in place
 // when send == recv.

@@ -33,11 +33,8 @@ std::array<Half, 2> halves(const RingOp& op, std::size_t count) {
 }
 
 transport::StepHeader header(const RingOp& op, std::size_t piece, int tree, int phase) {
-  transport::StepHeader h;
-  h.collective = static_cast<std::uint8_t>(op.collective);
-  h.seq = op.seq;
-  h.step = static_cast<std::uint16_t>(piece * 8 + static_cast<std::size_t>(tree) * 4 + static_cast<std::size_t>(phase));
-  return h;
+  return step_header(
+      op, static_cast<int>(piece * 8 + static_cast<std::size_t>(tree) * 4 + static_cast<std::size_t>(phase)));
 }
 
 enum Phase { kUp = 0, kDown = 1, kHandOff = 2 };

@@ -83,6 +83,7 @@ struct Request::State {
   std::condition_variable done_cv;
   int remaining = 0;
   bool done = false;
+  std::atomic<bool> finished{false};  // done, seen without the lock; status is final then
   Status status;
   std::function<void(const Status&)> on_done;  // runs once, before waiters wake
   // Runs the next queued task of the channel this request waits on, on the
@@ -105,6 +106,7 @@ struct Request::State {
     {
       std::lock_guard lock(mutex);
       done = true;
+      finished.store(true, std::memory_order_release);
     }
     done_cv.notify_all();
   }
@@ -117,13 +119,12 @@ void start_waiting_work();
 void Request::wait() const {
   if (!state_) return;
   if (state_->help) {
-    for (;;) {
-      {
-        std::lock_guard lock(state_->mutex);
-        if (state_->done) break;
-      }
-      if (!state_->help()) break;
+    while (!state_->finished.load(std::memory_order_acquire) && state_->help()) {
     }
+  }
+  if (state_->finished.load(std::memory_order_acquire)) {
+    if (!state_->status.ok()) throw Error(state_->status);
+    return;
   }
   std::unique_lock lock(state_->mutex);
   if (!state_->done) {
@@ -308,7 +309,7 @@ struct Communicator::Impl {
   // Splits a collective of `bytes` across channels and queues
   // work(channel, index, nchannels, op) on each.
   using Work = std::function<void(Channel&, int, int, const algo::RingOp&)>;
-  Request submit(Collective collective, std::size_t bytes, DataType type, RedOp op, int root, const Work& work,
+  Request submit(Collective collective, std::size_t bytes, DataType type, RedOp op, int root, Work work,
                  int forced_channels = 0) {
     algo::RingOp ring_op;
     ring_op.collective = collective;
@@ -320,6 +321,7 @@ struct Communicator::Impl {
     if (forced_channels > 0) choice.channels = forced_channels;
     ring_op.algorithm = choice.algorithm;
     const Protocol protocol = choice.protocol;
+    ring_op.protocol = protocol;
     const std::size_t es = size_of(type);
     ring_op.slot_bytes = protocol == Protocol::ll ? 0 : std::max(es, (buffsize / 8) / es * es);
     // Trees run on channel 0, over its direct connections.
@@ -332,7 +334,7 @@ struct Communicator::Impl {
         on_collective({ring_op.seq, ring_op.collective, bytes, ring_op.algorithm, protocol, nch, Clock::now() - start});
       }
     };
-    auto task = [this, nch, ring_op, work, state](Channel& channel, int c) {
+    auto task = [this, nch, ring_op, work = std::move(work), state](Channel& channel, int c) {
       Status status;
       try {
         if (aborted) throw Error(ErrorCategory::peer, "the communicator was aborted");
@@ -363,7 +365,11 @@ struct Communicator::Impl {
       Channel& channel = *channels[c];
       std::lock_guard lock(channel.mutex);
       const bool idle = channel.queue.empty() && !channel.running;
-      channel.queue.push_back([task, &channel, c] { task(channel, c); });
+      if (c + 1 == nch) {  // the last one takes the task itself: no copy of its captures
+        channel.queue.push_back([task = std::move(task), &channel, c] { task(channel, c); });
+      } else {
+        channel.queue.push_back([task, &channel, c] { task(channel, c); });
+      }
       if (!lazy || !idle) {
         channel.wake.notify_one();
       } else {
@@ -372,7 +378,7 @@ struct Communicator::Impl {
         waiting_count.store(static_cast<int>(waiting_channels.size()));
       }
     }
-    return Request(state);
+    return Request(std::move(state));
   }
 
   // Work that runs whole on channel 0 (direct connections). Point-to-point
@@ -447,7 +453,8 @@ struct Communicator::Impl {
   tune::LinkModel calibrate(tune::Shape& shape) {
     std::string& source = shape.source;
     tune::LinkModel link = shape.intra;  // socket_shape's, with the RINGMASTER_TUNE_* figures
-    double hop = link.hop_latency_us[0];
+    // Per protocol (LL, LL128, Simple): shared memory lays each out its own way.
+    double hop[3] = {link.hop_latency_us[0], link.hop_latency_us[1], link.hop_latency_us[2]};
     double gbs = link.bandwidth_gbs;
     double gbs_all = link.max_bandwidth_gbs;
     double tree_share = shape.tree_efficiency;
@@ -465,6 +472,23 @@ struct Communicator::Impl {
         link.transport += static_cast<char>(std::tolower(*k));
     }
     if (link.transport.empty()) link.transport = "socket";
+    // LL128's lines need every link to be shared memory; sockets and
+    // libfabric carry a byte stream.
+    link.ll128 = link.transport == "shm" || connection_infos.empty();
+    constexpr int kSimple = static_cast<int>(Protocol::simple);
+    if (nranks > 1) {
+      // Every rank must offer LL128 alike, or they would pick different
+      // protocols: only when every rank's links are all shared memory.
+      auto ctx = context(*channels[0]);
+      algo::RingOp agree;
+      agree.collective = Collective::barrier;
+      agree.seq = ~std::uint64_t{0} - 5;
+      agree.type = DataType::int32;
+      agree.op = RedOp::min;
+      std::int32_t lines = link.ll128 ? 1 : 0;
+      algo::all_reduce(ctx, agree, reinterpret_cast<const std::byte*>(&lines), reinterpret_cast<std::byte*>(&lines), 1);
+      link.ll128 = lines == 1;
+    }
     if (param_int(Param::Calibrate) != 0 && nranks > 1) {
       const auto started = Clock::now();
       auto ctx = context(*channels[0]);
@@ -484,26 +508,28 @@ struct Communicator::Impl {
       const std::string key =
           fmt::format("{} ranks={} hosts={} channels={} buffsize={} trees={}", link.transport, nranks,
                       fmt::join(hosts, ","), channels.size(), buffsize, param_string(Param::TreeNodes));
-      double offer[6] = {};
+      double offer[8] = {};
       if (rank == 0) {
         if (const auto c = tune::load_calibration(cache, key, std::chrono::hours(1))) {
-          offer[0] = 1, offer[1] = c->hop_us, offer[2] = c->gbs, offer[3] = c->gbs_all, offer[4] = c->tree_share;
-          offer[5] = static_cast<double>(c->measured_at);
+          offer[0] = 1, offer[1] = c->hop_us[0], offer[2] = c->hop_us[1], offer[3] = c->hop_us[2];
+          offer[4] = c->gbs, offer[5] = c->gbs_all, offer[6] = c->tree_share;
+          offer[7] = static_cast<double>(c->measured_at);
         }
       }
       algo::RingOp offer_op = sync;
       offer_op.seq = ~std::uint64_t{0} - 4;
       offer_op.type = DataType::fp64;
       offer_op.root = 0;
-      algo::broadcast(ctx, offer_op, reinterpret_cast<std::byte*>(offer), 6);
+      algo::broadcast(ctx, offer_op, reinterpret_cast<std::byte*>(offer), 8);
       if (offer[0] == 1) {
         channels[0]->link.flush();
-        hop = offer[1], gbs = offer[2], gbs_all = offer[3], tree_share = offer[4];
+        hop[0] = offer[1], hop[1] = offer[2], hop[2] = offer[3];
+        gbs = offer[4], gbs_all = offer[5], tree_share = offer[6];
         const auto now =
             std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                 .count();
         source = fmt::format("calibration of this shape measured {} s ago, kept in {}",
-                             now - static_cast<std::int64_t>(offer[5]), cache);
+                             now - static_cast<std::int64_t>(offer[7]), cache);
       } else {
         // The collective itself, timed in batches (ranks run in lock step,
         // so a batch amortises when each started): small all_reduces give
@@ -525,14 +551,20 @@ struct Communicator::Impl {
         };
         // The fastest of three batches: on a shared machine noise only
         // ever adds time.
-        batch(small, 5);
-        hop = std::min({batch(small, 8), batch(small, 8), batch(small, 8)}) / (2 * (n - 1));
+        for (int p = 0; p < 3; ++p) {
+          if (p == static_cast<int>(Protocol::ll128) && !link.ll128) continue;
+          op_small.protocol = static_cast<Protocol>(p);
+          batch(small, 5);
+          hop[p] = std::min({batch(small, 8), batch(small, 8), batch(small, 8)}) / (2 * (n - 1));
+        }
+        if (!link.ll128) hop[1] = hop[kSimple];  // not a candidate; a figure all the same
+        op_small.protocol = Protocol::simple;
         constexpr std::size_t kBig = 4 << 20;
         std::vector<std::byte> big(kBig), big_out(kBig);
         algo::RingOp op_big = op_small;
         op_big.slot_bytes = buffsize / 8 / 4 * 4;
         const double moved = static_cast<double>(kBig) * 2 * (n - 1) / n;
-        const double steps = 2 * (n - 1) * hop;
+        const double steps = 2 * (n - 1) * hop[kSimple];
         // One untimed first (scratch buffers and socket buffers grow on first
         // use); latency is at most half of the time at this size.
         algo::all_reduce(ctx, op_big, big.data(), big_out.data(), kBig / 4);
@@ -552,7 +584,7 @@ struct Communicator::Impl {
               batch([&] { algo::tree_all_reduce(ctx, tree, op_tree, big.data(), big_out.data(), kBig / 4); }, 1));
           const double depth = tree.depth_intra + tree.depth_inter;
           const double tree_moved = 2.0 * static_cast<double>(kBig) + 2 * depth * static_cast<double>(buffsize / 8);
-          const double tree_latency = 2 * depth * shape.tree_hop_factor * hop;
+          const double tree_latency = 2 * depth * shape.tree_hop_factor * hop[kSimple];
           tree_share = tree_moved / std::max(t_tree - tree_latency, t_tree / 2) / 1e3 / gbs;
         }
         gbs_all = gbs;
@@ -585,32 +617,34 @@ struct Communicator::Impl {
           gbs_all = moved * static_cast<double>(channels.size()) / std::max(slowest - steps, slowest / 2) / 1e3;
         }
         RM_INFO(tuning,
-                "calibration on this rank: hop {:.1f} us, {:.3f} GB/s per channel, {:.3f} GB/s on all channels, tree "
-                "at {:.2f} of the ring's bandwidth",
-                hop, gbs, gbs_all, tree_share);
+                "calibration on this rank: hop {:.1f}/{:.1f}/{:.1f} us (LL/LL128/Simple), {:.3f} GB/s per channel, "
+                "{:.3f} GB/s on all channels, tree at {:.2f} of the ring's bandwidth",
+                hop[0], hop[1], hop[2], gbs, gbs_all, tree_share);
         // Every rank takes the median of all ranks' figures: the same
         // numbers everywhere, and one rank's scheduling hiccup does not count.
-        std::vector<double> all(4 * static_cast<std::size_t>(nranks));
-        double* mine = all.data() + 4 * rank;
-        mine[0] = hop, mine[1] = gbs, mine[2] = gbs_all, mine[3] = tree_share;
+        constexpr int kFigures = 6;
+        std::vector<double> all(kFigures * static_cast<std::size_t>(nranks));
+        double* mine = all.data() + kFigures * rank;
+        mine[0] = hop[0], mine[1] = hop[1], mine[2] = hop[2], mine[3] = gbs, mine[4] = gbs_all, mine[5] = tree_share;
         algo::RingOp gather_op = op_small;
         gather_op.type = DataType::fp64;
         gather_op.slot_bytes = 0;
-        algo::all_gather(ctx, gather_op, reinterpret_cast<std::byte*>(all.data()), 4, 4 * sizeof(double));
+        algo::all_gather(ctx, gather_op, reinterpret_cast<std::byte*>(all.data()), kFigures, kFigures * sizeof(double));
         auto median = [&](int field) {
           std::vector<double> v;
           for (int r = 0; r < nranks; ++r)
-            v.push_back(all[static_cast<std::size_t>(4 * r + field)]);
+            v.push_back(all[static_cast<std::size_t>(kFigures * r + field)]);
           std::sort(v.begin(), v.end());
           return v[v.size() / 2];
         };
-        hop = median(0), gbs = median(1), gbs_all = median(2), tree_share = median(3);
+        hop[0] = median(0), hop[1] = median(1), hop[2] = median(2);
+        gbs = median(3), gbs_all = median(4), tree_share = median(5);
         channels[0]->link.flush();
         const double took = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
         source = fmt::format("calibrated at init in {:.1f} ms (median of the ranks' figures)", took);
         if (rank == 0) {
           tune::Calibration c{
-              hop,
+              {hop[0], hop[1], hop[2]},
               gbs,
               gbs_all,
               tree_share,
@@ -632,8 +666,7 @@ struct Communicator::Impl {
         }
       }
     }
-    for (double& l : link.hop_latency_us)
-      l = hop;
+    std::copy(hop, hop + 3, link.hop_latency_us);
     link.bandwidth_gbs = gbs;
     link.max_bandwidth_gbs = std::max(gbs, gbs_all);
     shape.tree_efficiency = tree_share;
@@ -1125,7 +1158,13 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
                    : param_env(Param::Proto)
                        ? tune::Selection::parse(tune::Selection::Kind::protocol, "NCCL_PROTO", *param_env(Param::Proto))
                        : tune::Selection{};
-  (void)tune::Tuner(tune::Shape{}, algorithms, protocols);
+  {
+    // The links are not known yet: only what the overrides leave is
+    // checked here (LL128 counts as possible until calibration says).
+    tune::Shape any;
+    any.intra.ll128 = any.inter.ll128 = true;
+    (void)tune::Tuner(any, algorithms, protocols);
+  }
 
   impl->bootstrap = Bootstrap::run(config, options.on_stage, /*finish=*/false);
   impl->rank = config.rank;
@@ -1389,9 +1428,7 @@ Request Communicator::all_to_all(const void* send, void* recv, std::size_t count
                                 // some other collective is caught here by name, instead of both
                                 // sides waiting on different connections until the timeout.
                                 if (n > 1) {
-                                  transport::StepHeader announce;
-                                  announce.collective = static_cast<std::uint8_t>(Collective::all_to_all);
-                                  announce.seq = rop.seq;
+                                  const transport::StepHeader announce = algo::step_header(rop, 0);
                                   std::byte none{};
                                   ch.link.exchange(announce, &none, 0, &none, 0, 0, {});
                                 }
@@ -1399,10 +1436,7 @@ Request Communicator::all_to_all(const void* send, void* recv, std::size_t count
                                 // receive block r-s from rank r-s, both over direct connections.
                                 for (int s = 1; s < n; ++s) {
                                   const int to = (r + s) % n, from = (r - s + n) % n;
-                                  transport::StepHeader h;
-                                  h.collective = static_cast<std::uint8_t>(Collective::all_to_all);
-                                  h.seq = rop.seq;
-                                  h.step = static_cast<std::uint16_t>(s);
+                                  const transport::StepHeader h = algo::step_header(rop, s);
                                   ch.link.exchange_mesh(h, to, in + static_cast<std::size_t>(to) * block, block, h,
                                                         from, out + static_cast<std::size_t>(from) * block, block);
                                 }
@@ -1433,7 +1467,11 @@ Request Communicator::sendrecv(const void* send, int to, void* recv, int from, s
   if (from >= 0) in.seq = impl_->p2p_received[static_cast<std::size_t>(from)]++;
   return impl_->submit_single(
       Collective::send_recv, bytes, type,
-      [=](Channel& ch, const algo::RingOp&) { ch.link.exchange_mesh(out, to, send, bytes, in, from, recv, bytes); },
+      [=](Channel& ch, const algo::RingOp& rop) {
+        transport::StepHeader o = out, i = in;
+        o.protocol = i.protocol = static_cast<std::uint8_t>(rop.protocol);
+        ch.link.exchange_mesh(o, to, send, bytes, i, from, recv, bytes);
+      },
       /*numbered=*/false);
 }
 

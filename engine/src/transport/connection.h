@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "ringmaster/comm.h"
+
 namespace ringmaster::transport {
 
 enum class TransportKind : std::uint8_t { socket, shm, ofi };
@@ -60,6 +62,13 @@ class Connection {
   // help to leave (libfabric with manual progress): a step is over only
   // when it is flushed.
   virtual bool flushed() noexcept { return true; }
+
+  // How the next steps' bytes are laid out, where the transport has more
+  // than one way: shared memory carries Simple steps in a byte ring and LL
+  // and LL128 steps in rings of flagged lines. Both ends of a step set the
+  // step's protocol before moving its bytes.
+  virtual void set_send_protocol(Protocol /*protocol*/) noexcept {}
+  virtual void set_recv_protocol(Protocol /*protocol*/) noexcept {}
 
   // Lets the transport do its own work (libfabric's connection set-up and
   // rendezvous need both sides' calls); negative errno on failure.

@@ -17,8 +17,8 @@ namespace {
 using Clock = net::Clock;
 
 std::string describe(const StepHeader& h) {
-  return fmt::format("{} #{} of {} bytes (step {})", name_of(static_cast<Collective>(h.collective)), h.seq, h.bytes,
-                     h.step);
+  return fmt::format("{} #{} of {} bytes (step {}, {})", name_of(static_cast<Collective>(h.collective)), h.seq, h.bytes,
+                     h.step, name_of(static_cast<Protocol>(h.protocol)));
 }
 
 // The operation without a byte count: for errors that are not about sizes.
@@ -27,6 +27,12 @@ std::string describe_op(const StepHeader& h) {
 }
 
 std::atomic<void (*)()> before_sleep{nullptr};
+
+// A channel's counters have one writer at a time (the thread running the
+// channel's task), so they add without a locked instruction.
+void bump(std::atomic<std::uint64_t>& counter, std::uint64_t by) {
+  counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+}
 
 int sleep_poll(pollfd* fds, int nfds, int sleep_us) {
   const timespec limit{sleep_us / 1'000'000, (sleep_us % 1'000'000) * 1000L};
@@ -52,6 +58,8 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
   StepHeader in_header{};
   if (!do_send) send_bytes = 0;
   if (!do_recv) recv_bytes = 0;
+  if (do_send) to->connection->set_send_protocol(static_cast<Protocol>(header_out.protocol));
+  if (do_recv) from->connection->set_recv_protocol(static_cast<Protocol>(expect.protocol));
   std::size_t header_sent = do_send ? 0 : sizeof(StepHeader);
   std::size_t data_sent = 0;
   std::size_t header_received = do_recv ? 0 : sizeof(StepHeader);
@@ -63,7 +71,11 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
   std::size_t first_read = 0;
   std::size_t slots_done = 0;  // bytes handed to on_slot
   if (slot == 0) slot = recv_bytes == 0 ? 1 : recv_bytes;
-  auto deadline = Clock::now() + timeout;
+  // Both clocks start when the step first finds nothing to move (a read
+  // of the clock costs as much as a small step's copy): the timeout counts
+  // from there, the spin lasts `spin` from there.
+  Clock::time_point deadline{}, spin_until{};
+  bool idle = false;
 
   auto peer_error = [&](const Peer& peer, int err, const char* doing) {
     if (aborted != nullptr && aborted->load()) throw Error(ErrorCategory::peer, "the communicator was aborted");
@@ -79,17 +91,17 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
                                                        rank, from->rank, from->address));
     }
     if (in_header.collective != expect.collective || in_header.seq != expect.seq || in_header.bytes != recv_bytes ||
-        in_header.step != expect.step) {
+        in_header.step != expect.step || in_header.protocol != expect.protocol) {
       StepHeader mine = expect;
       mine.bytes = recv_bytes;
       throw Error(ErrorCategory::peer,
                   fmt::format("collective mismatch: rank {} sent {} but rank {} expected {}; every rank must call the "
-                              "same collectives in the same order with the same counts",
+                              "same collectives in the same order with the same counts (and the same NCCL_ALGO and "
+                              "NCCL_PROTO)",
                               from->rank, describe(in_header), rank, describe(mine)));
     }
   };
 
-  auto spin_until = Clock::now() + spin;
   // A peer whose liveness socket closed may have sent its last data just
   // before (still in the FIFO, or in libfabric, which may need several
   // progress calls to surface it): that is read first, and the error comes
@@ -128,7 +140,7 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
         header_sent += h;
         data_sent += left - h;
         if (counters != nullptr) {
-          counters->bytes_sent.fetch_add(static_cast<std::uint64_t>(w), std::memory_order_relaxed);
+          bump(counters->bytes_sent, static_cast<std::uint64_t>(w));
         }
         progressed = true;
       }
@@ -150,16 +162,15 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
         const std::size_t h = std::min(left, sizeof(StepHeader) - header_received);
         header_received += h;
         if (!had_header && header_received == sizeof(StepHeader)) check_header();
-        if (data_received == 0 && left > h) {
+        if (data_received == 0 && left > h && recv_bytes >= ChannelStats::kRateBytes) {
           first_data = Clock::now();
           first_read = left - h;
         }
         data_received += left - h;
         if (counters != nullptr && left > h) {
-          counters->bytes_received.fetch_add(left - h, std::memory_order_relaxed);
+          bump(counters->bytes_received, left - h);
           if (from->rank >= 0 && from->rank < counters->peers) {
-            counters->from_peer[static_cast<std::size_t>(from->rank)].total.fetch_add(left - h,
-                                                                                      std::memory_order_relaxed);
+            bump(counters->from_peer[static_cast<std::size_t>(from->rank)].total, left - h);
           }
         }
         if (on_slot) {
@@ -173,17 +184,22 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
       }
     }
     if (progressed) {
-      deadline = Clock::now() + timeout;
-      spin_until = Clock::now() + spin;
+      idle = false;
       continue;
     }
-    if (peer_gone != nullptr && Clock::now() >= gone_deadline) {
+    const auto now = Clock::now();
+    if (!idle) {
+      idle = true;
+      deadline = now + timeout;
+      spin_until = now + spin;
+    }
+    if (peer_gone != nullptr && now >= gone_deadline) {
       peer_error(*peer_gone, gone_error == net::kPeerClosed ? net::kPeerClosed : -gone_error, "waiting for");
     }
     // Retry without sleeping for a short while first: a peer's reply to a
     // small step usually arrives within microseconds, and waking a thread
     // costs tens of them on a VM.
-    if (Clock::now() < spin_until) continue;
+    if (now < spin_until) continue;
     // Shared memory: ask the peers to ring, unless data moved meanwhile.
     const bool same = sending && receiving && next.connection == prev.connection;
     if (sending && !next.connection->data_pollable() && next.connection->arm_wait(true, same)) continue;
@@ -239,17 +255,14 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
   if (counters != nullptr && do_recv && recv_bytes - first_read >= ChannelStats::kRateBytes && from->rank >= 0 &&
       from->rank < counters->peers) {
     auto& p = counters->from_peer[static_cast<std::size_t>(from->rank)];
-    p.bytes.fetch_add(recv_bytes - first_read, std::memory_order_relaxed);
-    p.active_ns.fetch_add(static_cast<std::uint64_t>(
-                              std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - first_data).count()),
-                          std::memory_order_relaxed);
+    bump(p.bytes, recv_bytes - first_read);
+    bump(p.active_ns, static_cast<std::uint64_t>(
+                          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - first_data).count()));
   }
   if (counters != nullptr) {
-    counters->steps.fetch_add(1, std::memory_order_relaxed);
-    counters->busy_ns.fetch_add(
-        static_cast<std::uint64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started).count()),
-        std::memory_order_relaxed);
+    bump(counters->steps, 1);
+    bump(counters->busy_ns, static_cast<std::uint64_t>(
+                                std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started).count()));
   }
 }
 
@@ -285,6 +298,7 @@ bool RingLink::arm_unflushed() {
 }
 
 void RingLink::flush() {
+  if (unflushed_.empty()) return;
   const auto deadline = Clock::now() + timeout;
   auto spin_until = Clock::now() + spin;
   for (;;) {

@@ -31,7 +31,7 @@ namespace ringmaster::transport {
 struct StepHeader {
   std::uint32_t magic = 0;
   std::uint8_t collective = 0;
-  std::uint8_t reserved = 0;
+  std::uint8_t protocol = static_cast<std::uint8_t>(Protocol::simple);
   std::uint16_t step = 0;
   std::uint64_t seq = 0;
   std::uint64_t bytes = 0;

@@ -30,7 +30,11 @@ std::optional<Calibration> load_calibration(const std::string& path, const std::
   if (!doc.is_object() || !doc.contains(key) || !doc[key].is_object()) return std::nullopt;
   const json& e = doc[key];
   Calibration c;
-  c.hop_us = e.value("hop_us", 0.0);
+  // One hop latency per protocol (an older single figure is measured anew).
+  const json hops = e.value("hop_us", json());
+  if (!hops.is_array() || hops.size() != 3) return std::nullopt;
+  for (std::size_t i = 0; i < 3; ++i)
+    c.hop_us[i] = hops[i].is_number() ? hops[i].get<double>() : 0.0;
   c.gbs = e.value("gbs", 0.0);
   c.gbs_all = e.value("gbs_all", 0.0);
   c.tree_share = e.value("tree_share", 0.0);
@@ -38,7 +42,8 @@ std::optional<Calibration> load_calibration(const std::string& path, const std::
   c.took_ms = e.value("took_ms", 0.0);
   const auto now =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  if (c.hop_us <= 0 || c.gbs <= 0 || c.gbs_all <= 0 || c.tree_share <= 0) return std::nullopt;
+  if (c.hop_us[0] <= 0 || c.hop_us[1] <= 0 || c.hop_us[2] <= 0 || c.gbs <= 0 || c.gbs_all <= 0 || c.tree_share <= 0)
+    return std::nullopt;
   if (c.measured_at > now || now - c.measured_at > max_age.count()) return std::nullopt;
   return c;
 }
@@ -53,9 +58,12 @@ bool store_calibration(const std::string& path, const std::string& key, const Ca
     doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
     if (!doc.is_object()) doc = json::object();
   }
-  doc[key] = {{"hop_us", c.hop_us},           {"gbs", c.gbs},
-              {"gbs_all", c.gbs_all},         {"tree_share", c.tree_share},
-              {"measured_at", c.measured_at}, {"took_ms", c.took_ms}};
+  doc[key] = {{"hop_us", {c.hop_us[0], c.hop_us[1], c.hop_us[2]}},
+              {"gbs", c.gbs},
+              {"gbs_all", c.gbs_all},
+              {"tree_share", c.tree_share},
+              {"measured_at", c.measured_at},
+              {"took_ms", c.took_ms}};
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::trunc);

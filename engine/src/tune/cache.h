@@ -13,7 +13,7 @@
 namespace ringmaster::tune {
 
 struct Calibration {
-  double hop_us = 0;
+  double hop_us[3] = {};         // per protocol: LL, LL128, Simple
   double gbs = 0;                // one channel
   double gbs_all = 0;            // all channels at once
   double tree_share = 1;         // tree bandwidth over the ring's

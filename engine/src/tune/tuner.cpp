@@ -17,6 +17,7 @@ namespace ringmaster::tune {
 namespace {
 
 constexpr int kCollectiveCount = static_cast<int>(Collective::send_recv) + 1;
+constexpr std::size_t kP2pLlBytes = 16384;
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -191,9 +192,10 @@ Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol
   if (a == Algorithm::tree && !has_tree(c)) {
     out.excluded = fmt::format("no tree schedule for {} (ring only, as in NCCL)", name_of(c));
   } else if (p == Protocol::ll128 && !(shape_.intra.ll128 && (!crosses || shape_.inter.ll128))) {
-    out.excluded =
-        fmt::format("LL128 needs 128-byte lines written in order (NVLink); {} carries a byte stream here",
-                    crosses && shape_.intra.ll128 ? shape_.inter.transport : shape_.intra.transport);
+    out.excluded = fmt::format(
+        "LL128 needs 128-byte lines written in order (NVLink, shared memory); {} carries a byte "
+        "stream here",
+        crosses && shape_.intra.ll128 ? shape_.inter.transport : shape_.intra.transport);
   } else if (auto why = algorithms_.why_not(c, ai); !why.empty()) {
     out.excluded = "removed by " + why;
   } else if (auto why_p = protocols_.why_not(c, pi); !why_p.empty()) {
@@ -302,7 +304,10 @@ Decision Tuner::decide_or_null(Collective c, std::size_t bytes) const {
   d.bytes = bytes;
   d.nranks = shape_.nranks;
   if (!tunable(c)) {
-    Candidate only = evaluate(Collective::all_reduce, 0, Algorithm::ring, Protocol::simple, 1);
+    // Point-to-point steps: LL up to kP2pLlBytes, as NCCL's
+    // NCCL_P2P_LL_THRESHOLD, unless NCCL_PROTO removed it; Simple above.
+    const bool ll = bytes <= kP2pLlBytes && protocols_.why_not(c, static_cast<int>(Protocol::ll)).empty();
+    Candidate only = evaluate(Collective::all_reduce, 0, Algorithm::ring, ll ? Protocol::ll : Protocol::simple, 1);
     only.excluded.clear();
     d.candidates.push_back(only);
     d.chosen = 0;

@@ -40,8 +40,26 @@ std::uint64_t fnv1a(std::string_view s) {
   return h;
 }
 
+// The line rings (LL, LL128) of one direction: lines of 16 and 128 bytes.
+constexpr std::size_t kLineBytes[2] = {16, 128};
+constexpr std::size_t kLineCount[2] = {4096, 2048};  // 64 KiB and 256 KiB
+constexpr std::size_t kLinesBytes = kLineBytes[0] * kLineCount[0] + kLineBytes[1] * kLineCount[1];
+
 std::size_t segment_size(std::size_t fifo_bytes) {
-  return kDataOffset + 2 * fifo_bytes;
+  return kDataOffset + 2 * fifo_bytes + 2 * kLinesBytes;
+}
+
+// recv_stream's and recv_lines' answer when their ring is empty but another
+// holds data (recv_some then reads from that one).
+constexpr std::int64_t kOtherRing = -EPROTO;
+
+int format_of(Protocol p) {
+  return p == Protocol::ll ? 0 : p == Protocol::ll128 ? 1 : -1;
+}
+
+std::uint64_t load_flag(const std::byte* line) {
+  return std::atomic_ref<std::uint64_t>(*const_cast<std::uint64_t*>(reinterpret_cast<const std::uint64_t*>(line)))
+      .load(std::memory_order_acquire);
 }
 
 }  // namespace
@@ -56,6 +74,7 @@ struct ShmConnection::Fifo {
   // does: whoever moves it next rings the other side.
   alignas(64) std::atomic<std::uint32_t> reader_waiting;
   std::atomic<std::uint32_t> writer_waiting;
+  alignas(64) std::atomic<std::uint64_t> lines_read[2];  // LL, LL128: by the reader
 };
 static_assert(sizeof(SegmentHeader) <= 64);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
@@ -105,7 +124,10 @@ std::unique_ptr<Segment> Segment::create(int rank, int peer, std::size_t fifo_by
     throw Error(ErrorCategory::network,
                 fmt::format("cannot reserve {} KiB in /dev/shm: {}", s->size_ / 1024, std::strerror(err)));
   }
-  s->base_ = ::mmap(nullptr, s->size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // MAP_POPULATE: every page mapped now, not at its first use in a
+  // collective (a page fault costs microseconds on a VM, and a 1 MiB ring
+  // has hundreds of pages).
+  s->base_ = ::mmap(nullptr, s->size_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   ::close(fd);
   if (s->base_ == MAP_FAILED) {
     s->base_ = nullptr;
@@ -134,7 +156,7 @@ std::unique_ptr<Segment> Segment::open(const std::string& name, std::string& why
     return nullptr;
   }
   s->size_ = static_cast<std::size_t>(st.st_size);
-  s->base_ = ::mmap(nullptr, s->size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  s->base_ = ::mmap(nullptr, s->size_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   ::close(fd);
   if (s->base_ == MAP_FAILED) {
     s->base_ = nullptr;
@@ -206,11 +228,159 @@ ShmConnection::ShmConnection(std::unique_ptr<Segment> segment, int side, net::So
   in_ = &fifos[1 - side];
   out_data_ = base + kDataOffset + static_cast<std::size_t>(side) * capacity_;
   in_data_ = base + kDataOffset + static_cast<std::size_t>(1 - side) * capacity_;
+  std::byte* lines = base + kDataOffset + 2 * capacity_;
+  for (int d = 0; d < 2; ++d) {  // direction: written by side d
+    for (int f = 0; f < 2; ++f) {
+      LineRing& r = d == side ? out_lines_[f] : in_lines_[f];
+      r.lines = lines;
+      r.count = kLineCount[f];
+      lines += kLineBytes[f] * kLineCount[f];
+    }
+  }
 }
 
 ShmConnection::~ShmConnection() = default;
 
 std::int64_t ShmConnection::send_some(const iovec* iov, int count) noexcept {
+  switch (send_protocol_) {
+    case Protocol::ll:
+      return send_lines<kLineBytes[0]>(out_lines_[0], 0, iov, count);
+    case Protocol::ll128:
+      return send_lines<kLineBytes[1]>(out_lines_[1], 1, iov, count);
+    case Protocol::simple:
+      break;
+  }
+  return send_stream(iov, count);
+}
+
+std::int64_t ShmConnection::recv_some(const iovec* iov, int count) noexcept {
+  for (;;) {
+    std::int64_t r = 0;
+    switch (recv_protocol_) {
+      case Protocol::ll:
+        r = recv_lines<kLineBytes[0]>(in_lines_[0], 0, iov, count);
+        break;
+      case Protocol::ll128:
+        r = recv_lines<kLineBytes[1]>(in_lines_[1], 1, iov, count);
+        break;
+      case Protocol::simple:
+        r = recv_stream(iov, count);
+        break;
+    }
+    if (r != kOtherRing) return r;
+    // The peer wrote this step in another protocol's ring: read it from
+    // there, so that the step's header tells what the peer runs and the
+    // step fails naming both (a collective mismatch), instead of waiting.
+    recv_protocol_ = in_->head.load(std::memory_order_acquire) != tail_ ? Protocol::simple
+                     : line_ready(0)                                    ? Protocol::ll
+                                                                        : Protocol::ll128;
+  }
+}
+
+template <std::size_t kLine>
+std::int64_t ShmConnection::send_lines(LineRing& lines, int format, const iovec* iov, int count) noexcept {
+  constexpr std::size_t kPayload = kLine - 8;
+  std::size_t moved = 0;
+  int i = 0;
+  std::size_t at = 0;  // bytes of iov[i] already sent
+  for (;;) {
+    while (i < count && at == iov[i].iov_len)
+      ++i, at = 0;
+    if (i == count) break;
+    if (lines.next - lines.seen >= lines.count) {
+      lines.seen = out_->lines_read[format].load(std::memory_order_acquire);
+      if (lines.next - lines.seen >= lines.count) break;
+    }
+    std::byte* line = lines.lines + (lines.next % lines.count) * kLine;
+    std::byte* payload = line + 8;
+    std::size_t n = 0;
+    while (n < kPayload && i < count) {
+      const auto* src = static_cast<const std::byte*>(iov[i].iov_base) + at;
+      const std::size_t take = std::min(kPayload - n, iov[i].iov_len - at);
+      if (take == kPayload) {
+        std::memcpy(payload, src, kPayload);  // a whole line: a fixed-size copy
+      } else {
+        std::memcpy(payload + n, src, take);
+      }
+      n += take;
+      at += take;
+      if (at == iov[i].iov_len) ++i, at = 0;
+    }
+    std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(line))
+        .store(((lines.next + 1) << 8) | n, std::memory_order_release);
+    ++lines.next;
+    moved += n;
+  }
+  if (moved == 0) return out_->closed.load(std::memory_order_relaxed) != 0 ? net::kPeerClosed : 0;
+  // As in send_stream: the lines are out, then the reader's flag is read.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (out_->reader_waiting.load(std::memory_order_seq_cst) != 0 && out_->reader_waiting.exchange(0) != 0) ring();
+  return static_cast<std::int64_t>(moved);
+}
+
+template <std::size_t kLine>
+std::int64_t ShmConnection::recv_lines(LineRing& lines, int format, const iovec* iov, int count) noexcept {
+  constexpr std::size_t kPayload = kLine - 8;
+  std::size_t moved = 0;
+  int i = 0;
+  std::size_t at = 0;  // bytes of iov[i] already filled
+  for (;;) {
+    while (i < count && at == iov[i].iov_len)
+      ++i, at = 0;
+    if (i == count) break;
+    const std::byte* line = lines.lines + (lines.next % lines.count) * kLine;
+    const std::uint64_t flag = load_flag(line);
+    const std::byte* payload = line + 8;
+    if ((flag >> 8) != lines.next + 1) break;
+    const std::size_t n = std::min<std::size_t>(flag & 0xff, kPayload);
+    while (lines.offset < n && i < count) {
+      auto* dst = static_cast<std::byte*>(iov[i].iov_base) + at;
+      const std::size_t take = std::min(n - lines.offset, iov[i].iov_len - at);
+      if (take == kPayload) {
+        std::memcpy(dst, payload, kPayload);
+      } else {
+        std::memcpy(dst, payload + lines.offset, take);
+      }
+      lines.offset += take;
+      at += take;
+      moved += take;
+      if (at == iov[i].iov_len) ++i, at = 0;
+    }
+    if (lines.offset == n) {
+      ++lines.next;
+      lines.offset = 0;
+    }
+  }
+  if (moved == 0) {
+    if (in_->closed.load(std::memory_order_relaxed) != 0) return net::kPeerClosed;
+    // Data in another ring while ours is empty: unless our line arrived
+    // meanwhile (the peer writes it before anything of a later step).
+    if (other_rings_hold_data(format) && !line_ready(format)) return kOtherRing;
+    return 0;
+  }
+  if (lines.next != lines.published) {
+    lines.published = lines.next;
+    in_->lines_read[format].store(lines.next, std::memory_order_seq_cst);
+    if (in_->writer_waiting.load(std::memory_order_seq_cst) != 0 && in_->writer_waiting.exchange(0) != 0) ring();
+  }
+  return static_cast<std::int64_t>(moved);
+}
+
+bool ShmConnection::line_ready(int format) noexcept {
+  const LineRing& r = in_lines_[format];
+  const std::size_t line = kLineBytes[format];
+  return (load_flag(r.lines + (r.next % r.count) * line) >> 8) == r.next + 1;
+}
+
+bool ShmConnection::other_rings_hold_data(int format) noexcept {
+  if (format != -1 && in_->head.load(std::memory_order_acquire) != tail_) return true;
+  for (int f = 0; f < 2; ++f) {
+    if (f != format && line_ready(f)) return true;
+  }
+  return false;
+}
+
+std::int64_t ShmConnection::send_stream(const iovec* iov, int count) noexcept {
   std::size_t wanted = 0;
   for (int i = 0; i < count; ++i)
     wanted += iov[i].iov_len;
@@ -242,7 +412,7 @@ std::int64_t ShmConnection::send_some(const iovec* iov, int count) noexcept {
   return static_cast<std::int64_t>(moved);
 }
 
-std::int64_t ShmConnection::recv_some(const iovec* iov, int count) noexcept {
+std::int64_t ShmConnection::recv_stream(const iovec* iov, int count) noexcept {
   std::size_t wanted = 0;
   for (int i = 0; i < count; ++i)
     wanted += iov[i].iov_len;
@@ -251,7 +421,11 @@ std::int64_t ShmConnection::recv_some(const iovec* iov, int count) noexcept {
     head_seen_ = in_->head.load(std::memory_order_acquire);
     avail = static_cast<std::size_t>(head_seen_ - tail_);
   }
-  if (avail == 0) return in_->closed.load(std::memory_order_relaxed) != 0 ? net::kPeerClosed : 0;
+  if (avail == 0) {
+    if (in_->closed.load(std::memory_order_relaxed) != 0) return net::kPeerClosed;
+    if (other_rings_hold_data(-1) && in_->head.load(std::memory_order_acquire) == tail_) return kOtherRing;
+    return 0;
+  }
   std::size_t moved = 0;
   for (int i = 0; i < count && avail > 0; ++i) {
     auto* p = static_cast<std::byte*>(iov[i].iov_base);
@@ -283,11 +457,18 @@ bool ShmConnection::arm_wait(bool sending, bool receiving) noexcept {
   bool ready = false;
   if (receiving) {
     in_->reader_waiting.store(1, std::memory_order_seq_cst);
-    ready |= in_->head.load(std::memory_order_seq_cst) != tail_;
+    // Anything in any ring: recv_some takes it, or says it came in the
+    // wrong one.
+    ready |= in_->head.load(std::memory_order_seq_cst) != tail_ || line_ready(0) || line_ready(1);
   }
   if (sending) {
     out_->writer_waiting.store(1, std::memory_order_seq_cst);
-    ready |= out_->tail.load(std::memory_order_seq_cst) + capacity_ != head_;
+    const int f = format_of(send_protocol_);
+    if (f < 0) {
+      ready |= out_->tail.load(std::memory_order_seq_cst) + capacity_ != head_;
+    } else {
+      ready |= out_->lines_read[f].load(std::memory_order_seq_cst) + out_lines_[f].count != out_lines_[f].next;
+    }
   }
   return ready || in_->closed.load(std::memory_order_relaxed) != 0;
 }

@@ -1,14 +1,32 @@
 // Shared memory between two ranks on one host: a POSIX shared-memory
 // segment holding one FIFO per direction.
 //
-// Each FIFO is a single-producer single-consumer byte ring: the writer
-// copies in and publishes its running byte count (head) with release
-// ordering, the reader copies out and publishes how far it has read
-// (tail). A step's header and data go through it as one stream, exactly
-// as over a socket, so every algorithm and protocol runs unchanged; the
-// ring is small enough (RINGMASTER_SHM_FIFO_BYTES, 1 MiB) to stay in the
-// caches the two ranks share, so the copy in and the copy out rarely touch
-// memory.
+// Each direction has three rings, one per protocol; a step goes whole
+// through the ring of its protocol (set_send_protocol/set_recv_protocol).
+//
+// Simple: a single-producer single-consumer byte ring. The writer copies
+// in and publishes its running byte count (head) with release ordering,
+// the reader copies out and publishes how far it has read (tail). A step's
+// header and data go through it as one stream, exactly as over a socket;
+// the ring is small enough (RINGMASTER_SHM_FIFO_BYTES, 1 MiB) to stay in
+// the caches the two ranks share, so the copy in and the copy out rarely
+// touch memory.
+//
+// LL and LL128: rings of lines, each an 8-byte flag and its payload (LL:
+// 16-byte lines carrying 8 bytes; LL128: 128-byte lines carrying 120). The
+// writer fills a line's payload, then stores its flag, (line number << 8)
+// | bytes in the line, with release ordering; the reader polls the flag of
+// the next line with acquire ordering and takes the bytes. Data and its
+// readiness travel in the same cache line (the flag comes first, so a step
+// of up to 56 bytes fits LL128's first cache line), so a small step costs
+// the reader one cache-line transfer instead of two (the head, then the
+// data). The reader
+// publishes how many lines it has read; the writer reads that only when
+// its last look says the ring is full.
+//
+// A reader that finds nothing in its ring but data in another reads that
+// one: the two ranks run different protocols, and the step header read
+// from there says what the peer runs, so the step fails naming both.
 //
 // The segment is negotiated over the socket the two ranks already share:
 // the connecting rank creates it and offers its name, the accepting rank
@@ -86,6 +104,8 @@ class ShmConnection final : public Connection {
   std::int64_t recv_some(const iovec* iov, int count) noexcept override;
   int fd() const noexcept override { return liveness_.fd(); }
   bool data_pollable() const noexcept override { return false; }
+  void set_send_protocol(Protocol protocol) noexcept override { send_protocol_ = protocol; }
+  void set_recv_protocol(Protocol protocol) noexcept override { recv_protocol_ = protocol; }
   bool arm_wait(bool sending, bool receiving) noexcept override;
   int drain_rings() noexcept override;
   void shutdown() noexcept override;
@@ -103,6 +123,30 @@ class ShmConnection final : public Connection {
   std::uint64_t tail_seen_ = 0;  // the reader's progress on out_, last read
   std::uint64_t tail_ = 0;       // bytes read from in_ (ours)
   std::uint64_t head_seen_ = 0;  // the writer's progress on in_, last read
+
+  // One direction of one line format, as this side sees it.
+  struct LineRing {
+    std::byte* lines = nullptr;
+    std::size_t count = 0;        // lines in the ring
+    std::uint64_t next = 0;       // lines written (out) or read (in) by this side
+    std::uint64_t seen = 0;       // out: the reader's count, last read
+    std::uint64_t published = 0;  // in: the count last told to the writer
+    std::size_t offset = 0;       // in: bytes of line `next` already taken
+  };
+  LineRing out_lines_[2], in_lines_[2];  // [0] LL, [1] LL128
+  Protocol send_protocol_ = Protocol::simple;
+  Protocol recv_protocol_ = Protocol::simple;
+
+  template <std::size_t kLine>
+  std::int64_t send_lines(LineRing& lines, int format, const iovec* iov, int count) noexcept;
+  template <std::size_t kLine>
+  std::int64_t recv_lines(LineRing& lines, int format, const iovec* iov, int count) noexcept;
+  std::int64_t send_stream(const iovec* iov, int count) noexcept;
+  std::int64_t recv_stream(const iovec* iov, int count) noexcept;
+  // Whether the peer has written anything this side has not read, in any
+  // ring but the one of `format` (-1: the byte ring's, 0: LL's, 1: LL128's).
+  bool other_rings_hold_data(int format) noexcept;
+  bool line_ready(int format) noexcept;
   void ring() noexcept;
 };
 
