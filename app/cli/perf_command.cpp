@@ -2,6 +2,7 @@
 // driven by torchrun's environment, or --np N local ranks started here.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -233,6 +234,11 @@ Runner add_perf_command(CLI::App& app) {
   add_perf_options(perf, *opts);
   perf->add_option("--json", opts->json_file, "Also write rank 0's rows as JSON to this file");
   perf->add_option("--np", opts->np, "Start N local ranks (processes) on loopback");
+  perf->add_option("--bind", opts->bind,
+                   "With --np: core binds rank r to the r-th CPU this process may use (as mpirun does), none leaves "
+                   "placement to the kernel; auto (default) binds when there is a CPU for every rank")
+      ->check(CLI::IsMember({"auto", "core", "none"}))
+      ->capture_default_str();
   perf->add_flag("--no-stages", opts->quiet_stages, "Do not print rank 0's init stage table");
   perf->add_flag("--events", opts->events,
                  "Every rank writes JSON lines (stages, 10 Hz channel samples, decisions, rows) instead of tables");
@@ -248,11 +254,34 @@ Runner add_perf_command(CLI::App& app) {
     config.world_size = opts->np;
     config.master_addr = "127.0.0.1";
     if (std::getenv("MASTER_PORT") == nullptr) config.master_port = free_port();
+    // The CPUs this process may use, in order: rank r gets the r-th.
+    std::vector<int> cpus;
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {
+      for (int c = 0; c < CPU_SETSIZE; ++c) {
+        if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+      }
+    }
+    const bool bind = opts->bind == "core" || (opts->bind == "auto" && static_cast<int>(cpus.size()) >= opts->np);
+    if (bind && cpus.empty()) throw Error(ErrorCategory::config, "--bind core: cannot read this process's CPUs");
+    if (bind && !opts->events) {
+      std::string where;
+      for (int r = 0; r < opts->np; ++r)
+        where += (r == 0 ? "" : ",") + std::to_string(cpus[static_cast<std::size_t>(r) % cpus.size()]);
+      std::printf("# ranks 0..%d bound to CPUs %s (--bind none leaves them free)\n", opts->np - 1, where.c_str());
+    }
     std::fflush(stdout);
     std::vector<pid_t> children;
     for (int r = 0; r < opts->np; ++r) {
       const pid_t pid = fork();
       if (pid == 0) {
+        if (bind) {
+          cpu_set_t one;
+          CPU_ZERO(&one);
+          CPU_SET(cpus[static_cast<std::size_t>(r) % cpus.size()], &one);
+          (void)sched_setaffinity(0, sizeof(one), &one);
+        }
         Config mine = config;
         mine.rank = r;
         mine.local_rank = r;

@@ -20,6 +20,7 @@ struct PerfOptions {
   std::string json_file, algo, proto;
   int channels = 0;
   int np = 0;
+  std::string bind = "auto";  // --np ranks: core, none, or auto (core when each rank gets one)
   bool quiet_stages = false;
   bool events = false;
 };

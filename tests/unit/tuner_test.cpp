@@ -2,13 +2,18 @@
 // declared clusters, and the double binary trees the engine runs.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "algo/tree.h"
 #include "ringmaster/status.h"
 #include "ringmaster/topology.h"
 #include "ringmaster/tuner.h"
+#include "tune/cache.h"
 
 namespace ringmaster {
 namespace {
@@ -195,6 +200,35 @@ TEST(DoubleTree, SpansEveryRankConsistently) {
       }
     }
   }
+}
+
+// The calibration cache keeps one hop latency and one bandwidth share per
+// protocol; an entry in the older shape (one hop for all) is measured anew.
+TEST(CalibrationCache, KeepsPerProtocolFiguresAndDropsOldEntries) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("ringmaster-cache-" + std::to_string(::getpid()) + ".json")).string();
+  tune::Calibration c;
+  c.hop_us[0] = 0.4, c.hop_us[1] = 0.5, c.hop_us[2] = 0.8;
+  c.share[0] = 0.06, c.share[1] = 0.3, c.share[2] = 1;
+  c.gbs = 8, c.gbs_all = 9, c.tree_share = 1.2;
+  c.measured_at =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  ASSERT_TRUE(tune::store_calibration(path, "shm ranks=2", c));
+  const auto back = tune::load_calibration(path, "shm ranks=2", std::chrono::hours(1));
+  ASSERT_TRUE(back.has_value());
+  for (int p = 0; p < 3; ++p) {
+    EXPECT_DOUBLE_EQ(back->hop_us[p], c.hop_us[p]);
+    EXPECT_DOUBLE_EQ(back->share[p], c.share[p]);
+  }
+  EXPECT_DOUBLE_EQ(back->gbs, 8);
+  EXPECT_FALSE(tune::load_calibration(path, "socket ranks=2", std::chrono::hours(1)).has_value());
+  {
+    std::ofstream old(path, std::ios::trunc);
+    old << R"({"shm ranks=2": {"hop_us": 0.9, "gbs": 8, "gbs_all": 8, "tree_share": 1, "measured_at": )"
+        << c.measured_at << "}}\n";
+  }
+  EXPECT_FALSE(tune::load_calibration(path, "shm ranks=2", std::chrono::hours(1)).has_value());
+  std::filesystem::remove(path);
 }
 
 }  // namespace

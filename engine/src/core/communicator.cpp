@@ -455,6 +455,7 @@ struct Communicator::Impl {
     tune::LinkModel link = shape.intra;  // socket_shape's, with the RINGMASTER_TUNE_* figures
     // Per protocol (LL, LL128, Simple): shared memory lays each out its own way.
     double hop[3] = {link.hop_latency_us[0], link.hop_latency_us[1], link.hop_latency_us[2]};
+    double share[3] = {link.protocol_efficiency[0], link.protocol_efficiency[1], link.protocol_efficiency[2]};
     double gbs = link.bandwidth_gbs;
     double gbs_all = link.max_bandwidth_gbs;
     double tree_share = shape.tree_efficiency;
@@ -508,23 +509,25 @@ struct Communicator::Impl {
       const std::string key =
           fmt::format("{} ranks={} hosts={} channels={} buffsize={} trees={}", link.transport, nranks,
                       fmt::join(hosts, ","), channels.size(), buffsize, param_string(Param::TreeNodes));
-      double offer[8] = {};
+      double offer[11] = {};
       if (rank == 0) {
         if (const auto c = tune::load_calibration(cache, key, std::chrono::hours(1))) {
           offer[0] = 1, offer[1] = c->hop_us[0], offer[2] = c->hop_us[1], offer[3] = c->hop_us[2];
           offer[4] = c->gbs, offer[5] = c->gbs_all, offer[6] = c->tree_share;
           offer[7] = static_cast<double>(c->measured_at);
+          offer[8] = c->share[0], offer[9] = c->share[1], offer[10] = c->share[2];
         }
       }
       algo::RingOp offer_op = sync;
       offer_op.seq = ~std::uint64_t{0} - 4;
       offer_op.type = DataType::fp64;
       offer_op.root = 0;
-      algo::broadcast(ctx, offer_op, reinterpret_cast<std::byte*>(offer), 8);
+      algo::broadcast(ctx, offer_op, reinterpret_cast<std::byte*>(offer), 11);
       if (offer[0] == 1) {
         channels[0]->link.flush();
         hop[0] = offer[1], hop[1] = offer[2], hop[2] = offer[3];
         gbs = offer[4], gbs_all = offer[5], tree_share = offer[6];
+        share[0] = offer[8], share[1] = offer[9], share[2] = offer[10];
         const auto now =
             std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                 .count();
@@ -572,6 +575,29 @@ struct Communicator::Impl {
             std::min(batch([&] { algo::all_reduce(ctx, op_big, big.data(), big_out.data(), kBig / 4); }, 1),
                      batch([&] { algo::all_reduce(ctx, op_big, big.data(), big_out.data(), kBig / 4); }, 1));
         gbs = moved / std::max(t_large - steps, t_large / 2) / 1e3;
+        // Each protocol's share of Simple's bandwidth, at a size where
+        // bytes count more than steps: over shared memory LL and LL128 move
+        // their lines slower than the byte ring moves its bytes.
+        {
+          constexpr std::size_t kMid = 256 << 10;
+          double t_mid[3] = {};
+          for (int p = 0; p < 3; ++p) {
+            if (p == static_cast<int>(Protocol::ll128) && !link.ll128) continue;
+            algo::RingOp op_mid = op_big;
+            op_mid.protocol = static_cast<Protocol>(p);
+            if (op_mid.protocol == Protocol::ll) op_mid.slot_bytes = 0;
+            auto run = [&] { algo::all_reduce(ctx, op_mid, big.data(), big_out.data(), kMid / 4); };
+            run();
+            t_mid[p] = std::min(batch(run, 1), batch(run, 1));
+          }
+          const double simple_time = std::max(t_mid[kSimple] - 2 * (n - 1) * hop[kSimple], t_mid[kSimple] / 2);
+          for (int p = 0; p < 3; ++p) {
+            if (p == kSimple || t_mid[p] <= 0) continue;
+            const double time = std::max(t_mid[p] - 2 * (n - 1) * hop[p], t_mid[p] / 2);
+            share[p] = std::clamp(simple_time / time, 0.01, 1.0);
+          }
+          share[kSimple] = 1;
+        }
         // The tree at the same size: its bandwidth relative to the ring's,
         // through the model's own formula (twice the buffer plus the fill).
         {
@@ -617,15 +643,16 @@ struct Communicator::Impl {
           gbs_all = moved * static_cast<double>(channels.size()) / std::max(slowest - steps, slowest / 2) / 1e3;
         }
         RM_INFO(tuning,
-                "calibration on this rank: hop {:.1f}/{:.1f}/{:.1f} us (LL/LL128/Simple), {:.3f} GB/s per channel, "
-                "{:.3f} GB/s on all channels, tree at {:.2f} of the ring's bandwidth",
-                hop[0], hop[1], hop[2], gbs, gbs_all, tree_share);
+                "calibration on this rank: hop {:.1f}/{:.1f}/{:.1f} us (LL/LL128/Simple), {:.3f} GB/s per channel "
+                "(LL {:.2f}, LL128 {:.2f} of it), {:.3f} GB/s on all channels, tree at {:.2f} of the ring's bandwidth",
+                hop[0], hop[1], hop[2], gbs, share[0], share[1], gbs_all, tree_share);
         // Every rank takes the median of all ranks' figures: the same
         // numbers everywhere, and one rank's scheduling hiccup does not count.
-        constexpr int kFigures = 6;
+        constexpr int kFigures = 8;
         std::vector<double> all(kFigures * static_cast<std::size_t>(nranks));
         double* mine = all.data() + kFigures * rank;
         mine[0] = hop[0], mine[1] = hop[1], mine[2] = hop[2], mine[3] = gbs, mine[4] = gbs_all, mine[5] = tree_share;
+        mine[6] = share[0], mine[7] = share[1];
         algo::RingOp gather_op = op_small;
         gather_op.type = DataType::fp64;
         gather_op.slot_bytes = 0;
@@ -639,12 +666,14 @@ struct Communicator::Impl {
         };
         hop[0] = median(0), hop[1] = median(1), hop[2] = median(2);
         gbs = median(3), gbs_all = median(4), tree_share = median(5);
+        share[0] = median(6), share[1] = median(7);
         channels[0]->link.flush();
         const double took = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
         source = fmt::format("calibrated at init in {:.1f} ms (median of the ranks' figures)", took);
         if (rank == 0) {
           tune::Calibration c{
               {hop[0], hop[1], hop[2]},
+              {share[0], share[1], share[2]},
               gbs,
               gbs_all,
               tree_share,
@@ -667,6 +696,7 @@ struct Communicator::Impl {
       }
     }
     std::copy(hop, hop + 3, link.hop_latency_us);
+    std::copy(share, share + 3, link.protocol_efficiency);
     link.bandwidth_gbs = gbs;
     link.max_bandwidth_gbs = std::max(gbs, gbs_all);
     shape.tree_efficiency = tree_share;

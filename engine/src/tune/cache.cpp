@@ -33,8 +33,13 @@ std::optional<Calibration> load_calibration(const std::string& path, const std::
   // One hop latency per protocol (an older single figure is measured anew).
   const json hops = e.value("hop_us", json());
   if (!hops.is_array() || hops.size() != 3) return std::nullopt;
-  for (std::size_t i = 0; i < 3; ++i)
+  const json shares = e.value("share", json());
+  if (!shares.is_array() || shares.size() != 3) return std::nullopt;
+  for (std::size_t i = 0; i < 3; ++i) {
     c.hop_us[i] = hops[i].is_number() ? hops[i].get<double>() : 0.0;
+    c.share[i] = shares[i].is_number() ? shares[i].get<double>() : 0.0;
+    if (c.share[i] <= 0) return std::nullopt;
+  }
   c.gbs = e.value("gbs", 0.0);
   c.gbs_all = e.value("gbs_all", 0.0);
   c.tree_share = e.value("tree_share", 0.0);
@@ -59,6 +64,7 @@ bool store_calibration(const std::string& path, const std::string& key, const Ca
     if (!doc.is_object()) doc = json::object();
   }
   doc[key] = {{"hop_us", {c.hop_us[0], c.hop_us[1], c.hop_us[2]}},
+              {"share", {c.share[0], c.share[1], c.share[2]}},
               {"gbs", c.gbs},
               {"gbs_all", c.gbs_all},
               {"tree_share", c.tree_share},

@@ -343,8 +343,10 @@ Decision Tuner::decide_or_null(Collective c, std::size_t bytes) const {
 std::string Tuner::describe() const {
   auto link = [](const LinkModel& l) {
     std::string out = fmt::format(
-        "{} hop {:.1f}/{:.1f}/{:.1f} us (LL/LL128/Simple), {:.2f} GB/s per channel, {:.2f} GB/s at most", l.transport,
-        l.hop_latency_us[0], l.hop_latency_us[1], l.hop_latency_us[2], l.bandwidth_gbs, l.max_bandwidth_gbs);
+        "{} hop {:.1f}/{:.1f}/{:.1f} us (LL/LL128/Simple), {:.2f} GB/s per channel (LL {:.2f}, LL128 {:.2f} of it), "
+        "{:.2f} GB/s at most",
+        l.transport, l.hop_latency_us[0], l.hop_latency_us[1], l.hop_latency_us[2], l.bandwidth_gbs,
+        l.protocol_efficiency[0], l.protocol_efficiency[1], l.max_bandwidth_gbs);
     if (l.reduce_bandwidth_gbs > 0) out += fmt::format(", {:.2f} GB/s reducing", l.reduce_bandwidth_gbs);
     return out;
   };

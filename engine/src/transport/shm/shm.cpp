@@ -42,7 +42,8 @@ std::uint64_t fnv1a(std::string_view s) {
 
 // The line rings (LL, LL128) of one direction: lines of 16 and 128 bytes.
 constexpr std::size_t kLineBytes[2] = {16, 128};
-constexpr std::size_t kLineCount[2] = {4096, 2048};  // 64 KiB and 256 KiB
+constexpr std::size_t kLineCount[2] = {4096, 2048};  // 64 KiB and 256 KiB; powers of two (index by mask)
+static_assert((kLineCount[0] & (kLineCount[0] - 1)) == 0 && (kLineCount[1] & (kLineCount[1] - 1)) == 0);
 constexpr std::size_t kLinesBytes = kLineBytes[0] * kLineCount[0] + kLineBytes[1] * kLineCount[1];
 
 std::size_t segment_size(std::size_t fifo_bytes) {
@@ -291,7 +292,7 @@ std::int64_t ShmConnection::send_lines(LineRing& lines, int format, const iovec*
       lines.seen = out_->lines_read[format].load(std::memory_order_acquire);
       if (lines.next - lines.seen >= lines.count) break;
     }
-    std::byte* line = lines.lines + (lines.next % lines.count) * kLine;
+    std::byte* line = lines.lines + (lines.next & (lines.count - 1)) * kLine;
     std::byte* payload = line + 8;
     std::size_t n = 0;
     while (n < kPayload && i < count) {
@@ -328,7 +329,7 @@ std::int64_t ShmConnection::recv_lines(LineRing& lines, int format, const iovec*
     while (i < count && at == iov[i].iov_len)
       ++i, at = 0;
     if (i == count) break;
-    const std::byte* line = lines.lines + (lines.next % lines.count) * kLine;
+    const std::byte* line = lines.lines + (lines.next & (lines.count - 1)) * kLine;
     const std::uint64_t flag = load_flag(line);
     const std::byte* payload = line + 8;
     if ((flag >> 8) != lines.next + 1) break;
@@ -369,7 +370,7 @@ std::int64_t ShmConnection::recv_lines(LineRing& lines, int format, const iovec*
 bool ShmConnection::line_ready(int format) noexcept {
   const LineRing& r = in_lines_[format];
   const std::size_t line = kLineBytes[format];
-  return (load_flag(r.lines + (r.next % r.count) * line) >> 8) == r.next + 1;
+  return (load_flag(r.lines + (r.next & (r.count - 1)) * line) >> 8) == r.next + 1;
 }
 
 bool ShmConnection::other_rings_hold_data(int format) noexcept {
