@@ -164,6 +164,7 @@ struct Channel {
   std::deque<std::function<void()>> queue;
   bool running = false;  // a task runs, on this thread or on a caller's
   bool stopping = false;
+  bool waiting_listed = false;  // in waiting_channels (guarded by waiting_mutex)
   std::thread thread;
 
   void run(int rank) {
@@ -218,8 +219,10 @@ std::atomic<int> waiting_count{0};
 void start_waiting_work() {
   if (waiting_count.load(std::memory_order_relaxed) == 0) return;
   std::lock_guard lock(waiting_mutex);
-  for (Channel* c : waiting_channels)
+  for (Channel* c : waiting_channels) {
     c->wake.notify_one();
+    c->waiting_listed = false;
+  }
   waiting_channels.clear();
   waiting_count.store(0);
 }
@@ -227,6 +230,7 @@ void start_waiting_work() {
 void forget_waiting(Channel* c) {
   std::lock_guard lock(waiting_mutex);
   std::erase(waiting_channels, c);
+  c->waiting_listed = false;
   waiting_count.store(static_cast<int>(waiting_channels.size()));
 }
 
@@ -374,8 +378,13 @@ struct Communicator::Impl {
         channel.wake.notify_one();
       } else {
         std::lock_guard waiting(waiting_mutex);
-        waiting_channels.push_back(&channel);
-        waiting_count.store(static_cast<int>(waiting_channels.size()));
+        // Once: a caller that runs its collectives itself never sleeps, so
+        // nothing would empty the list.
+        if (!channel.waiting_listed) {
+          waiting_channels.push_back(&channel);
+          channel.waiting_listed = true;
+          waiting_count.store(static_cast<int>(waiting_channels.size()));
+        }
       }
     }
     return Request(std::move(state));
