@@ -179,9 +179,7 @@ struct Channel {
         queue.pop_front();
         running = true;
       }
-      task();
-      std::lock_guard lock(mutex);
-      running = false;
+      task();  // clears `running` itself, before its request completes
     }
   }
 
@@ -196,11 +194,10 @@ struct Channel {
       queue.pop_front();
       running = true;
     }
-    task();
+    task();  // clears `running` itself, before its request completes
     bool queued = false;
     {
       std::lock_guard lock(mutex);
-      running = false;
       queued = !queue.empty();
     }
     if (queued) wake.notify_one();  // work that came while this ran
@@ -351,6 +348,15 @@ struct Communicator::Impl {
       } catch (const std::exception& e) {
         status = Status(ErrorCategory::internal, e.what());
         abort();
+      }
+      // The channel is free before the waiter wakes: a caller that wakes
+      // and submits its next small collective at once must find it idle
+      // and run it itself, not queue it behind a task that is only
+      // finishing (its thread preempted by the waiter on a shared core),
+      // which would hand every later collective to the progress thread.
+      {
+        std::lock_guard lock(channel.mutex);
+        channel.running = false;
       }
       state->finish_part(status);
     };

@@ -12,45 +12,63 @@
 #     mpi:        Open MPI's MPI_Allreduce with --mca btl vader,self
 #     memcpy:     one core copying a buffer of each size (the memory itself)
 # Each tool runs `rounds` times, interleaved, and every figure is the median
-# of its rounds (this machine is shared and noisy). Prints one table: size,
-# busbw of each (GB/s), time at each size (us), and ringmaster's ratio to
-# the best peer.
-#   tests/bench/peers/compare.sh [build-dir] [ranks] [iters] [rounds] [socket|shm]
+# of its rounds (this machine is shared and noisy). Sizes up to 64 KiB run
+# `small_iters` iterations (default 2000): 20 calls of a microsecond each
+# would time one page fault or preemption, not the collective. Prints one
+# table: size, busbw of each (GB/s), time at each size (us), and
+# ringmaster's ratio to the best peer.
+#   tests/bench/peers/compare.sh [build-dir] [ranks] [iters] [rounds] [socket|shm] [small_iters]
 set -euo pipefail
 build=${1:-build/release}
 np=${2:-2}
 iters=${3:-20}
 rounds=${4:-3}
 transport=${5:-socket}
+small_iters=${6:-2000}
 case "$transport" in
   socket) export NCCL_SHM_DISABLE=1 btl=tcp ;;
   shm) export NCCL_SHM_DISABLE=0 btl=vader ;;
   *) echo "compare.sh: transport must be socket or shm, not '$transport'" >&2; exit 2 ;;
 esac
 min=8
+split=$((64 * 1024)) # the last size of the small sweep
 max=$((64 * 1024 * 1024))
 work=$(mktemp -d)
 trap 'rm -rf "$work"; kill $(jobs -p) 2>/dev/null || true' EXIT
 
-echo "# all_reduce float sum, $np ranks on one host over $transport, $iters iterations per size, median of $rounds rounds"
+echo "# all_reduce float sum, $np ranks on one host over $transport, $small_iters iterations per size up to" \
+  "$split B, $iters above, median of $rounds rounds"
 
 for ((round = 0; round < rounds; round++)); do
-  "$build/app/ringmaster-cli" perf all_reduce --np "$np" -b $min -e $max -f 2 -n "$iters" -w 3 -c 0 --no-stages \
-    --json "$work/ringmaster.$round.json" >/dev/null
+  # Two sweeps per tool: the small sizes with many iterations, then the rest.
+  for sweep in small large; do
+    # The small sweep warms up longer: on this VM a rank's first tens of
+    # milliseconds of collectives after init run several times slower
+    # (its core is still being handed back to it), whatever the count.
+    if [[ $sweep == small ]]; then lo=$min hi=$split n=$small_iters w=5000; else lo=$((split * 2)) hi=$max n=$iters w=3; fi
+    # -z 1: each call waited for before the next, as MPI_Allreduce and Gloo do.
+    "$build/app/ringmaster-cli" perf all_reduce --np "$np" -b $lo -e $hi -f 2 -n "$n" -w $w -z 1 -c 0 --no-stages \
+      --json "$work/ringmaster.$round.$sweep.json" >/dev/null
 
-  if [[ $transport == socket ]]; then
-    rm -rf "$work/gloo-store" && mkdir -p "$work/gloo-store"
-    for ((r = 0; r < np; r++)); do
-      "$build/tests/bench/peers/gloo_allreduce" $r "$np" "$work/gloo-store" $min $max "$iters" >"$work/gloo.$round.$r" &
-    done
-    wait
-  else
-    "$build/tests/bench/peers/memcpy_bench" $min $max "$iters" >"$work/gloo.$round.0"
-  fi
+    if [[ $transport == socket ]]; then
+      rm -rf "$work/gloo-store" && mkdir -p "$work/gloo-store"
+      for ((r = 0; r < np; r++)); do
+        "$build/tests/bench/peers/gloo_allreduce" $r "$np" "$work/gloo-store" $lo $hi "$n" >"$work/gloo.$round.$sweep.$r" &
+      done
+      wait
+      mv "$work/gloo.$round.$sweep.0" "$work/gloo.$round.$sweep"
+    else
+      "$build/tests/bench/peers/memcpy_bench" $lo $hi "$n" >"$work/gloo.$round.$sweep"
+    fi
 
-  mpirun --allow-run-as-root --oversubscribe -np "$np" --mca btl $btl,self --mca btl_tcp_if_include lo \
-    --mca pml ob1 "$build/tests/bench/peers/mpi_allreduce" $min $max "$iters" >"$work/mpi.$round" 2>"$work/mpi.err" ||
-    { cat "$work/mpi.err" >&2; exit 1; }
+    mpirun --allow-run-as-root --oversubscribe -np "$np" --mca btl $btl,self --mca btl_tcp_if_include lo \
+      --mca pml ob1 "$build/tests/bench/peers/mpi_allreduce" $lo $hi "$n" >"$work/mpi.$round.$sweep" 2>"$work/mpi.err" ||
+      { cat "$work/mpi.err" >&2; exit 1; }
+  done
+  cat "$work/gloo.$round.small" "$work/gloo.$round.large" >"$work/gloo.$round.0"
+  cat "$work/mpi.$round.small" "$work/mpi.$round.large" >"$work/mpi.$round"
+  python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1])) + json.load(open(sys.argv[2]))))' \
+    "$work/ringmaster.$round.small.json" "$work/ringmaster.$round.large.json" >"$work/ringmaster.$round.json"
 done
 
 iperf_gbps=""

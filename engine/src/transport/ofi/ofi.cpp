@@ -1,5 +1,6 @@
 #include "transport/ofi/ofi.h"
 
+#include <dlfcn.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -42,13 +43,49 @@ int poll_us() {
   return us;
 }
 
+// libfabric itself, opened at the first use: linked in, it would load its
+// providers' libraries into every process (PSM's constructor alone takes
+// 200 ms timing the CPU), though most never use libfabric. The few calls
+// that are not inline in its headers go through this table.
+struct Library {
+  decltype(&::fi_getinfo) getinfo = nullptr;
+  decltype(&::fi_freeinfo) freeinfo = nullptr;
+  decltype(&::fi_dupinfo) dupinfo = nullptr;
+  decltype(&::fi_fabric) fabric = nullptr;
+  decltype(&::fi_strerror) strerror = nullptr;
+  std::string why;  // empty when loaded
+};
+
+const Library& library() {
+  static const Library lib = [] {
+    Library l;
+    void* handle = ::dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* err = ::dlerror();
+      l.why = fmt::format("cannot load libfabric.so.1: {}", err != nullptr ? err : "unknown error");
+      return l;
+    }
+    auto resolve = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(handle, name));
+      if (fn == nullptr && l.why.empty()) l.why = fmt::format("libfabric.so.1 has no {}", name);
+    };
+    resolve(l.getinfo, "fi_getinfo");
+    resolve(l.freeinfo, "fi_freeinfo");
+    resolve(l.dupinfo, "fi_dupinfo");
+    resolve(l.fabric, "fi_fabric");
+    resolve(l.strerror, "fi_strerror");
+    return l;
+  }();
+  return lib;
+}
+
 std::string text(int rc) {
-  return fi_strerror(rc < 0 ? -rc : rc);
+  return library().strerror(rc < 0 ? -rc : rc);
 }
 
 // RDM endpoints with messages delivered in the order they were sent.
 fi_info* hints_for(const char* provider, const std::string& interface) {
-  fi_info* h = fi_allocinfo();
+  fi_info* h = library().dupinfo(nullptr);  // fi_allocinfo()
   h->ep_attr->type = FI_EP_RDM;
   h->caps = FI_MSG;
   h->mode = FI_CONTEXT | FI_CONTEXT2;
@@ -66,8 +103,8 @@ fi_info* find(const char* provider, const std::string& interface) {
   for (const std::string& on : {interface, std::string()}) {
     fi_info* hints = hints_for(provider, on);
     fi_info* info = nullptr;
-    const int rc = fi_getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &info);
-    fi_freeinfo(hints);
+    const int rc = library().getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &info);
+    library().freeinfo(hints);
     if (rc == 0 && info != nullptr) return info;
     if (on.empty()) break;
   }
@@ -108,16 +145,20 @@ const Availability& availability(const std::string& interface) {
   ::setenv("FI_OFI_RXM_MSG_TX_SIZE", queue.c_str(), 0);
   ::setenv("FI_OFI_RXM_MSG_RX_SIZE", queue.c_str(), 0);
   Availability a;
+  if (!library().why.empty()) {
+    a.why = library().why;
+    return known.emplace(interface, std::move(a)).first->second;
+  }
   fi_info* hints = hints_for(nullptr, "");
   fi_info* all = nullptr;
-  if (fi_getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &all) == 0) {
+  if (library().getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &all) == 0) {
     for (fi_info* i = all; i != nullptr; i = i->next) {
       const std::string name = i->fabric_attr->prov_name;
       if (std::find(a.providers.begin(), a.providers.end(), name) == a.providers.end()) a.providers.push_back(name);
     }
-    fi_freeinfo(all);
+    library().freeinfo(all);
   }
-  fi_freeinfo(hints);
+  library().freeinfo(hints);
   const char* forced = std::getenv("FI_PROVIDER");
   fi_info* info = nullptr;
   if (forced != nullptr && *forced != '\0') {
@@ -178,7 +219,7 @@ std::shared_ptr<Endpoint> open_endpoint(const std::string& interface, std::strin
     e->shared = fabrics[interface].lock();
     if (!e->shared) {
       auto f = std::make_shared<Fabric>();
-      rc = fi_fabric(e->info->fabric_attr, &f->fabric, nullptr);
+      rc = library().fabric(e->info->fabric_attr, &f->fabric, nullptr);
       if (rc != 0) return fail("fi_fabric", rc);
       rc = fi_domain(f->fabric, e->info, &f->domain, nullptr);
       if (rc != 0) return fail("fi_domain", rc);
