@@ -326,6 +326,9 @@ void add_perf_options(CLI::App* perf, PerfOptions& o) {
       ->capture_default_str();
   perf->add_option("-n,--iters", o.iters, "Timed iterations")->capture_default_str();
   perf->add_option("-w,--warmup_iters", o.warmup, "Warm-up iterations")->capture_default_str();
+  perf->add_option("--warmup-ms", o.warmup_ms,
+                   "Also warm the first size up for this long (ms, every rank alike); 0: -w alone")
+      ->capture_default_str();
   perf->add_option("-c,--check", o.check, "Check every element (#wrong)")->capture_default_str();
   perf->add_option("-o,--op", o.op, "sum, prod, max, min, avg")->capture_default_str();
   perf->add_option("-d,--datatype", o.type, "float, half, bfloat16, double, int8, ...")->capture_default_str();
@@ -345,6 +348,7 @@ PerfSpec make_perf_spec(const PerfOptions& o) {
   spec.step_factor = o.step_factor;
   spec.iters = o.iters;
   spec.warmup = o.warmup;
+  spec.warmup_ms = o.warmup_ms;
   spec.check = o.check != 0;
   spec.root = o.root;
   spec.blocking = o.blocking != 0;
@@ -399,6 +403,7 @@ nlohmann::json perf_spec_json(const PerfOptions& o) {
           {"step_bytes", o.step_bytes},
           {"iters", o.iters},
           {"warmup", o.warmup},
+          {"warmup_ms", o.warmup_ms},
           {"check", o.check},
           {"dtype", o.type},
           {"op", o.op},

@@ -16,6 +16,7 @@ struct PerfOptions {
   std::string min_bytes = "32M", max_bytes = "32M", step_bytes = "1M";
   double step_factor = 1;
   int iters = 20, warmup = 5, check = 1, root = 0, blocking = 0;
+  int warmup_ms = 0;
   std::string op = "sum", type = "float";
   std::string json_file, algo, proto;
   int channels = 0;

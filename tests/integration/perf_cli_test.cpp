@@ -59,6 +59,26 @@ TEST(PerfCli, LocalRanksWithNp) {
   EXPECT_NE(child.output.find("# Out of bounds values : 0 OK"), std::string::npos) << child.output;
 }
 
+// --np binds each rank to a CPU when there is one per rank, and says so;
+// --warmup-ms warms the first size up for that long on every rank alike
+// (the ranks would fail with a collective mismatch if their counts differed).
+TEST(PerfCli, BindingAndTimedWarmUp) {
+  auto bound = testing_support::spawn({RINGMASTER_CLI, "perf", "all_reduce", "--np", "2", "--bind", "core", "-b", "8",
+                                       "-e", "1K", "-f", "4", "-n", "50", "--warmup-ms", "100", "--no-stages"},
+                                      {});
+  bound.finish();
+  EXPECT_EQ(bound.exit_code(), 0) << bound.output;
+  EXPECT_NE(bound.output.find("# ranks 0..1 bound to CPUs"), std::string::npos) << bound.output;
+  EXPECT_NE(bound.output.find("# Out of bounds values : 0 OK"), std::string::npos) << bound.output;
+  auto free_ranks = testing_support::spawn({RINGMASTER_CLI, "perf", "all_reduce", "--np", "3", "--bind", "none", "-b",
+                                            "8", "-e", "8", "-n", "10", "--warmup-ms", "50", "--no-stages"},
+                                           {});
+  free_ranks.finish();
+  EXPECT_EQ(free_ranks.exit_code(), 0) << free_ranks.output;
+  EXPECT_EQ(free_ranks.output.find("bound to CPUs"), std::string::npos) << free_ranks.output;
+  EXPECT_NE(free_ranks.output.find("# Out of bounds values : 0 OK"), std::string::npos) << free_ranks.output;
+}
+
 TEST(PerfCli, BadFlagsAreRefused) {
   auto bad_type = testing_support::spawn({RINGMASTER_CLI, "perf", "all_reduce", "-d", "float8"}, {});
   bad_type.finish();
@@ -66,6 +86,9 @@ TEST(PerfCli, BadFlagsAreRefused) {
   auto bad_collective = testing_support::spawn({RINGMASTER_CLI, "perf", "all_scatter"}, {});
   bad_collective.finish();
   EXPECT_NE(bad_collective.exit_code(), 0);
+  auto bad_bind = testing_support::spawn({RINGMASTER_CLI, "perf", "all_reduce", "--np", "2", "--bind", "socket"}, {});
+  bad_bind.finish();
+  EXPECT_NE(bad_bind.exit_code(), 0);
 }
 
 }  // namespace

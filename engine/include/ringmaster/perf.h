@@ -26,11 +26,15 @@ struct PerfSpec {
   std::size_t step_bytes = 1024 * 1024;      // -i
   int iters = 20;                            // -n
   int warmup = 5;                            // -w
-  bool check = true;                         // -c
-  RedOp op = RedOp::sum;                     // -o
-  DataType type = DataType::fp32;            // -d
-  int root = 0;                              // -r
-  bool blocking = false;                     // -z: wait after each call
+  // --warmup-ms: the first size also warms up until this much time has
+  // passed on every rank (a rank's first milliseconds after init can run
+  // slower on a VM whatever the count); ranks agree with an all_reduce.
+  int warmup_ms = 0;
+  bool check = true;               // -c
+  RedOp op = RedOp::sum;           // -o
+  DataType type = DataType::fp32;  // -d
+  int root = 0;                    // -r
+  bool blocking = false;           // -z: wait after each call
 };
 
 struct PerfResult {

@@ -257,9 +257,23 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
         }
       };
       reset();
+      const auto warm_start = Clock::now();
       for (int i = 0; i < spec.warmup; ++i) {
         launch(send, recv).wait();
         reset();
+      }
+      if (rows.empty() && in_place == 0 && spec.warmup_ms > 0) {
+        // Time-based, but every rank must run as many calls: they agree
+        // every 64 calls on whether all have warmed up long enough.
+        for (;;) {
+          std::int32_t warm = Clock::now() - warm_start >= std::chrono::milliseconds(spec.warmup_ms) ? 1 : 0;
+          comm.all_reduce(&warm, &warm, 1, DataType::int32, RedOp::min).wait();
+          if (warm == 1) break;
+          for (int i = 0; i < 64; ++i) {
+            launch(send, recv).wait();
+            reset();
+          }
+        }
       }
       std::vector<Request> pending;
       const auto start = Clock::now();

@@ -42,12 +42,14 @@ echo "# all_reduce float sum, $np ranks on one host over $transport, $small_iter
 for ((round = 0; round < rounds; round++)); do
   # Two sweeps per tool: the small sizes with many iterations, then the rest.
   for sweep in small large; do
-    # The small sweep warms up longer: on this VM a rank's first tens of
-    # milliseconds of collectives after init run several times slower
-    # (its core is still being handed back to it), whatever the count.
-    if [[ $sweep == small ]]; then lo=$min hi=$split n=$small_iters w=5000; else lo=$((split * 2)) hi=$max n=$iters w=3; fi
-    # -z 1: each call waited for before the next, as MPI_Allreduce and Gloo do.
-    "$build/app/ringmaster-cli" perf all_reduce --np "$np" -b $lo -e $hi -f 2 -n "$n" -w $w -z 1 -c 0 --no-stages \
+    if [[ $sweep == small ]]; then lo=$min hi=$split n=$small_iters; else lo=$((split * 2)) hi=$max n=$iters; fi
+    # -z 1: each call waited for before the next, as MPI_Allreduce and Gloo
+    # do. --warmup-ms: on this VM a rank's first tens of milliseconds of
+    # collectives after init run several times slower whatever the count
+    # (the peers' own init ends in busy waiting), so the first size warms
+    # up for 200 ms.
+    "$build/app/ringmaster-cli" perf all_reduce --np "$np" -b $lo -e $hi -f 2 -n "$n" -w 3 --warmup-ms 200 -z 1 -c 0 \
+      --no-stages \
       --json "$work/ringmaster.$round.$sweep.json" >/dev/null
 
     if [[ $transport == socket ]]; then
