@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The tuner against measurement: all_reduce of floats on N local ranks (over
 # shared memory; NCCL_SHM_DISABLE=1 for loopback sockets), every candidate
-# forced in turn (ring/tree x LL/Simple,
-# `perf --algo --proto`) and the tuner left to pick, sizes 8 B .. 64 MiB.
+# forced in turn (ring/tree x LL/LL128/Simple over shared memory, LL/Simple
+# over sockets, `perf --algo --proto`) and the tuner left to pick, sizes
+# 8 B .. 64 MiB, each run's first size warmed up for 100 ms. Each call is
+# waited for before the next (-z 1): the model predicts one collective's
+# time, as a training loop calls it, not the pace of a queued batch.
 # Each configuration runs `rounds` times, interleaved; figures are medians.
 # Prints per size: each candidate's time, the tuner's pick, its measured
 # time over the best candidate's, and its predicted time over its measured
@@ -18,23 +21,28 @@ iters=${ITERS:-10}
 rounds=${ROUNDS:-2}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-candidates=(Ring/LL Ring/Simple Tree/LL Tree/Simple auto)
+if [ "${NCCL_SHM_DISABLE:-0}" = 1 ]; then
+  link=sockets
+  candidates=(Ring/LL Ring/Simple Tree/LL Tree/Simple)
+else
+  link=shm
+  candidates=(Ring/LL Ring/LL128 Ring/Simple Tree/LL Tree/LL128 Tree/Simple)
+fi
 
 for np in "${ranks[@]}"; do
   for ((round = 0; round < rounds; round++)); do
-    for cand in "${candidates[@]}"; do
+    for cand in "${candidates[@]}" auto; do
       args=()
       if [ "$cand" != auto ]; then args=(--algo "${cand%/*}" --proto "${cand#*/}"); fi
-      "$build/app/ringmaster-cli" perf all_reduce --np "$np" -b 8 -e 64M -f 2 -n "$iters" -w 2 -c 0 --no-stages \
+      "$build/app/ringmaster-cli" perf all_reduce --np "$np" -b 8 -e 64M -f 2 -n "$iters" -w 2 --warmup-ms 100 -z 1 -c 0 --no-stages \
         "${args[@]}" --json "$work/$np.${cand/\//-}.$round.json" >/dev/null
     done
   done
 done
 
-python3 - "$work" "$rounds" "${ranks[@]}" <<'PY'
+python3 - "$work" "$rounds" "$link" "${candidates[*]}" "${ranks[@]}" <<'PY'
 import json, statistics, sys
-work, rounds, ranks = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-cands = ["Ring/LL", "Ring/Simple", "Tree/LL", "Tree/Simple"]
+work, rounds, link, cands, ranks = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].split(), sys.argv[5:]
 def load(np, name):
     runs = [json.load(open(f"{work}/{np}.{name.replace('/', '-')}.{i}.json")) for i in range(rounds)]
     out = {}
@@ -45,7 +53,8 @@ def load(np, name):
 for np in ranks:
     measured = {c: load(np, c) for c in cands}
     auto = load(np, "auto")
-    print(f"\n# all_reduce float sum, {np} ranks on loopback sockets; times in us (median of {rounds} rounds)")
+    where = "over shared memory" if link == "shm" else "on loopback sockets"
+    print(f"\n# all_reduce float sum, {np} ranks {where}; times in us (median of {rounds} rounds)")
     print(f"{'size(B)':>10} " + " ".join(f"{c:>12}" for c in cands) +
           f" {'pick':>12} {'pick/best':>9} {'predicted':>10} {'pred/meas':>9} {'auto run':>9}")
     within_best = within_pred = total = 0

@@ -190,10 +190,8 @@ class Endpoint {
     if (av != nullptr) fi_close(&av->fid);
     if (cq != nullptr) fi_close(&cq->fid);
   }
-  std::shared_ptr<Fabric> shared;
-  fi_info* info = nullptr;  // availability()'s, not owned
-  fid_fabric* fabric = nullptr;
-  fid_domain* domain = nullptr;
+  std::shared_ptr<Fabric> shared;  // the fabric and domain it is open on
+  fi_info* info = nullptr;          // availability()'s, not owned
   fid_cq* cq = nullptr;
   fid_av* av = nullptr;
   fid_ep* ep = nullptr;
@@ -227,22 +225,20 @@ std::shared_ptr<Endpoint> open_endpoint(const std::string& interface, std::strin
       e->shared = std::move(f);
     }
   }
-  e->fabric = e->shared->fabric;
-  e->domain = e->shared->domain;
   fi_cq_attr cq_attr{};
   cq_attr.format = FI_CQ_FORMAT_MSG;
   cq_attr.wait_obj = FI_WAIT_FD;
   cq_attr.size = 4 * kSlots;
-  rc = fi_cq_open(e->domain, &cq_attr, &e->cq, nullptr);
+  rc = fi_cq_open(e->shared->domain, &cq_attr, &e->cq, nullptr);
   if (rc != 0) return fail("fi_cq_open with a wait descriptor", rc);
   rc = fi_control(&e->cq->fid, FI_GETWAIT, &e->wait_fd);
   if (rc != 0) return fail("the completion queue's wait descriptor", rc);
   fi_av_attr av_attr{};
   av_attr.type = FI_AV_TABLE;
   av_attr.count = 1;
-  rc = fi_av_open(e->domain, &av_attr, &e->av, nullptr);
+  rc = fi_av_open(e->shared->domain, &av_attr, &e->av, nullptr);
   if (rc != 0) return fail("fi_av_open", rc);
-  rc = fi_endpoint(e->domain, e->info, &e->ep, nullptr);
+  rc = fi_endpoint(e->shared->domain, e->info, &e->ep, nullptr);
   if (rc != 0) return fail("fi_endpoint", rc);
   rc = fi_ep_bind(e->ep, &e->cq->fid, FI_TRANSMIT | FI_RECV);
   if (rc == 0) rc = fi_ep_bind(e->ep, &e->av->fid, 0);
@@ -282,7 +278,7 @@ class OfiConnection final : public Connection {
   bool start(std::string& why) {
     buffer_.resize(2 * kSlots * kSlotBytes);
     if ((e_->info->domain_attr->mr_mode & FI_MR_LOCAL) != 0) {
-      const int rc = fi_mr_reg(e_->domain, buffer_.data(), buffer_.size(), FI_SEND | FI_RECV, 0, 0, 0, &mr_, nullptr);
+      const int rc = fi_mr_reg(e_->shared->domain, buffer_.data(), buffer_.size(), FI_SEND | FI_RECV, 0, 0, 0, &mr_, nullptr);
       if (rc != 0) {
         why = "fi_mr_reg: " + text(rc);
         return false;
@@ -382,7 +378,7 @@ class OfiConnection final : public Connection {
   bool arm_wait(bool, bool) noexcept override {
     if (read_completions() != 0) return true;
     fid* fids[] = {&e_->cq->fid};
-    return fi_trywait(e_->fabric, fids, 1) != FI_SUCCESS;
+    return fi_trywait(e_->shared->fabric, fids, 1) != FI_SUCCESS;
   }
 
   int drain_rings() noexcept override {
