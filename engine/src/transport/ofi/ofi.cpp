@@ -191,7 +191,7 @@ class Endpoint {
     if (cq != nullptr) fi_close(&cq->fid);
   }
   std::shared_ptr<Fabric> shared;  // the fabric and domain it is open on
-  fi_info* info = nullptr;          // availability()'s, not owned
+  fi_info* info = nullptr;         // availability()'s, not owned
   fid_cq* cq = nullptr;
   fid_av* av = nullptr;
   fid_ep* ep = nullptr;
@@ -278,7 +278,8 @@ class OfiConnection final : public Connection {
   bool start(std::string& why) {
     buffer_.resize(2 * kSlots * kSlotBytes);
     if ((e_->info->domain_attr->mr_mode & FI_MR_LOCAL) != 0) {
-      const int rc = fi_mr_reg(e_->shared->domain, buffer_.data(), buffer_.size(), FI_SEND | FI_RECV, 0, 0, 0, &mr_, nullptr);
+      const int rc =
+          fi_mr_reg(e_->shared->domain, buffer_.data(), buffer_.size(), FI_SEND | FI_RECV, 0, 0, 0, &mr_, nullptr);
       if (rc != 0) {
         why = "fi_mr_reg: " + text(rc);
         return false;
