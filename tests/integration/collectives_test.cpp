@@ -308,7 +308,9 @@ TEST(Collectives, TunerPicksAndReportsItsChoice) {
     EXPECT_GT(d.pick().predicted_us, 0);
     for (const auto& cand : d.candidates) {
       // Every rank shares memory here: LL128's lines are a candidate.
-      if (cand.protocol == Protocol::ll128) EXPECT_EQ(cand.excluded.find("LL128"), std::string::npos) << cand.excluded;
+      if (cand.protocol == Protocol::ll128) {
+        EXPECT_EQ(cand.excluded.find("LL128"), std::string::npos) << cand.excluded;
+      }
       if (d.collective == Collective::all_gather && cand.algorithm == Algorithm::tree) {
         EXPECT_NE(cand.excluded.find("no tree"), std::string::npos);
       }
