@@ -362,6 +362,26 @@ TEST(Collectives, PeerLinksMeasureLargeTransfersAtTheReceiver) {
       options);
 }
 
+// A rank that spins on a step yields its CPU when asked (the default when
+// a host runs more ranks than it has CPUs): every collective still
+// completes, over shared memory and sockets; a bad value names itself.
+TEST(Collectives, SpinningRanksYieldTheirCpu) {
+  ::setenv("RINGMASTER_SPIN_YIELD", "sometimes", 1);
+  try {
+    Communicator::create(rank_config(0, 1, free_port()));
+    ADD_FAILURE() << "RINGMASTER_SPIN_YIELD=sometimes was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("RINGMASTER_SPIN_YIELD=sometimes: need auto, 0 or 1"), std::string::npos)
+        << e.what();
+  }
+  ::setenv("RINGMASTER_SPIN_YIELD", "1", 1);
+  for (Links links : {Links::shm, Links::socket}) {
+    for (Collective c : {Collective::all_reduce, Collective::all_to_all, Collective::broadcast})
+      check({c, DataType::fp32, RedOp::sum}, 3, {1, 65537}, links);
+  }
+  ::unsetenv("RINGMASTER_SPIN_YIELD");
+}
+
 TEST(Collectives, AlgorithmOverridesAreCheckedBeforeConnecting) {
   ::setenv("NCCL_ALGO", "ring,bogus", 1);
   try {

@@ -154,6 +154,12 @@ Status Request::status() const {
 
 namespace {
 
+// CPUs online on this host. Not this process's affinity mask: ranks bound
+// one to a CPU each see a single CPU there, yet none waits for another's.
+int usable_cpus() {
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
 struct Channel {
   int index = 0;
   transport::RingLink link;
@@ -729,10 +735,23 @@ struct Communicator::Impl {
     const int next = (rank + 1) % nranks;
     const int prev = (rank + nranks - 1) % nranks;
     const auto deadline = net::Clock::now() + b.config.bootstrap_timeout;
+    // More ranks on this host than CPUs to run them: a rank spinning on a
+    // step keeps the rank it waits for off the CPU, so spinning yields.
+    const int ranks_here = static_cast<int>(
+        std::count_if(b.peers.begin(), b.peers.end(), [&](const auto& p) { return p.host == b.peers[rank].host; }));
+    const std::string yield = param_string(Param::SpinYield);
+    if (yield != "auto" && yield != "0" && yield != "1") {
+      auto f = bootstrap->failure(Stage::transport_connect,
+                                  fmt::format("RINGMASTER_SPIN_YIELD={}: need auto, 0 or 1", yield));
+      f.category = ErrorCategory::config;
+      throw StageError(f);
+    }
+    const bool yield_while_spinning = yield == "auto" ? ranks_here > usable_cpus() : yield == "1";
     for (auto& channel : channels) {
       channel->link.rank = rank;
       channel->link.timeout = timeout;
       channel->link.spin = spin;
+      channel->link.yield_while_spinning = yield_while_spinning;
       channel->link.aborted = &aborted;
       channel->link.counters = &channel->stats;
       channel->stats.from_peer =

@@ -65,6 +65,9 @@ namespace ringmaster {
     "TCP sockets per ring connection (1-8); the stream is dealt across them in 128 KiB stripes")                 \
   X(SocketSpin, "RINGMASTER_SOCKET_SPIN_US", "50",                                                               \
     "Microseconds a waiting transfer retries before it sleeps in poll() (0: sleep at once)")                     \
+  X(SpinYield, "RINGMASTER_SPIN_YIELD", "auto",                                                                  \
+    "Whether a spinning rank yields its CPU on each retry: 1, 0, or auto (when this host runs more ranks than "  \
+    "CPUs online)")                                                                                              \
   X(InlineBytes, "RINGMASTER_INLINE_BYTES", "65536",                                                             \
     "Collectives up to this size run on the calling thread when their channel is idle (0: never)")               \
   X(PairBytes, "RINGMASTER_PAIR_BYTES", "16384",                                                                 \

@@ -1,6 +1,7 @@
 #include "transport/link.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -199,7 +200,13 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
     // Retry without sleeping for a short while first: a peer's reply to a
     // small step usually arrives within microseconds, and waking a thread
     // costs tens of them on a VM.
-    if (now < spin_until) continue;
+    if (now < spin_until) {
+      // With more ranks than CPUs the peer this step waits on may be the
+      // one this rank keeps off its CPU: let it run rather than spin out
+      // the scheduler's time slice.
+      if (yield_while_spinning) sched_yield();
+      continue;
+    }
     // Shared memory: ask the peers to ring, unless data moved meanwhile.
     const bool same = sending && receiving && next.connection == prev.connection;
     if (sending && !next.connection->data_pollable() && next.connection->arm_wait(true, same)) continue;
@@ -323,7 +330,11 @@ void RingLink::flush() {
                               "(RINGMASTER_COLL_TIMEOUT)",
                               rank, p.rank, p.address, timeout.count() / 1000.0));
     }
-    if (Clock::now() < spin_until || arm_unflushed()) continue;
+    if (Clock::now() < spin_until) {
+      if (yield_while_spinning) sched_yield();
+      continue;
+    }
+    if (arm_unflushed()) continue;
     pollfd fds[kMaxWatched];
     int nfds = 0;
     int sleep_us = 100'000;

@@ -82,6 +82,7 @@ class RingLink {
   int rank = 0;
   std::chrono::milliseconds timeout{60000};  // without progress
   std::chrono::microseconds spin{0};         // busy-retry this long before sleeping in poll()
+  bool yield_while_spinning = false;         // more ranks than CPUs here: hand the CPU over on each retry
   const std::atomic<bool>* aborted = nullptr;
   ChannelStats* counters = nullptr;
 
