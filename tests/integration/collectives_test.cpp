@@ -151,8 +151,11 @@ bool has_tree(Collective c) {
 // tree as well as the ring.
 void check(const MatrixCase& c, int n, const std::vector<std::size_t>& counts, Links links = Links::shm,
            const std::vector<Protocol>& protocols = {Protocol::ll, Protocol::simple}) {
-  // LL is the small-message protocol: above 1 Mi elements only Simple runs.
-  const bool large = *std::max_element(counts.begin(), counts.end()) > (1u << 20) + 3;
+  // LL is the small-message protocol: above 1 Mi elements only Simple runs,
+  // and over shared memory (where LL moves 8 bytes per 16-byte line) from
+  // 1 Mi elements; LineProtocolsOverSharedMemory wraps the line rings.
+  const std::size_t largest = *std::max_element(counts.begin(), counts.end());
+  const bool large = largest > (1u << 20) + 3 || (links == Links::shm && largest >= (1u << 20));
   for (Algorithm algorithm : {Algorithm::ring, Algorithm::tree}) {
     for (Protocol protocol : protocols) {
       if (large && protocol == Protocol::ll) continue;
@@ -237,6 +240,21 @@ TEST(Collectives, LineProtocolsOverSharedMemory) {
   }
   for (DataType t : {DataType::bf16, DataType::int8, DataType::fp64})
     check({Collective::all_reduce, t, RedOp::max}, 3, {1023, 65537}, Links::shm, {Protocol::ll, Protocol::ll128});
+  EXPECT_EQ(shm_segments(), 0) << "segments left in /dev/shm";
+}
+
+// Ring and tree reductions read the peer's bytes where they lie in the
+// shared-memory FIFO. A FIFO of an odd size makes elements straddle its wrap
+// (those are copied out, the rest reduced in place) at every width.
+TEST(Collectives, ReductionsReadFromTheFifoAcrossItsWrap) {
+  ::setenv("RINGMASTER_SHM_FIFO_BYTES", "4099", 1);
+  for (DataType t : {DataType::int8, DataType::bf16, DataType::fp32, DataType::fp64}) {
+    for (Collective c : {Collective::all_reduce, Collective::reduce_scatter, Collective::reduce})
+      check({c, t, RedOp::sum}, 3, {7, 1023, 65537}, Links::shm, {Protocol::simple});
+  }
+  check({Collective::all_reduce, DataType::fp64, RedOp::max}, 2, {1, 65537}, Links::shm, {Protocol::simple});
+  check({Collective::all_reduce, DataType::int32, RedOp::prod}, 5, {1023, 65537}, Links::shm, {Protocol::simple});
+  ::unsetenv("RINGMASTER_SHM_FIFO_BYTES");
   EXPECT_EQ(shm_segments(), 0) << "segments left in /dev/shm";
 }
 

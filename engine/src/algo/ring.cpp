@@ -33,16 +33,17 @@ std::byte* scratch_of(RingContext& ctx, std::size_t bytes) {
 }
 
 // One reduce step: send `send` to next, receive the matching chunk from
-// prev into scratch and reduce it with `src` into `dst`, slot by slot as it
-// arrives (dst may be src).
+// prev and reduce it with `src` into `dst`, slot by slot as it arrives (dst
+// may be src). Over shared memory the peer's bytes are reduced where they
+// lie in the FIFO; other links copy them into scratch first.
 void reduce_step(RingContext& ctx, const RingOp& op, int step, const std::byte* send, std::size_t send_bytes,
                  const std::byte* src, std::byte* dst, std::size_t bytes) {
   std::byte* tmp = scratch_of(ctx, bytes);
   const std::size_t es = size_of(op.type);
-  ctx.link.exchange(header(op, step), send, send_bytes, tmp, bytes, op.slot_bytes,
-                    [&](std::size_t offset, std::size_t length) {
-                      kernels::reduce(dst + offset, src + offset, tmp + offset, length / es, op.type, op.op);
-                    });
+  ctx.link.exchange_reading(header(op, step), send, send_bytes, tmp, bytes, op.slot_bytes, es,
+                            [&](std::size_t offset, const std::byte* data, std::size_t length) {
+                              kernels::reduce(dst + offset, src + offset, data, length / es, op.type, op.op);
+                            });
 }
 
 }  // namespace

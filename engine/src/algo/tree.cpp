@@ -56,8 +56,11 @@ void up(RingContext& ctx, const DoubleTree& tree, const RingOp& op, int t, std::
   const auto h = header(op, k, t, kUp);
   for (int child : tree.children[static_cast<std::size_t>(t)]) {
     if (ctx.scratch.size() < bytes) ctx.scratch.resize(bytes);
-    recv_from(ctx, h, child, ctx.scratch.data(), bytes);
-    kernels::reduce(acc, acc, ctx.scratch.data(), elems, op.type, op.op);
+    // Reduced as it arrives, from the FIFO itself over shared memory.
+    ctx.link.recv_mesh_reading(h, child, ctx.scratch.data(), bytes, es,
+                               [&](std::size_t offset, const std::byte* data, std::size_t length) {
+                                 kernels::reduce(acc + offset, acc + offset, data, length / es, op.type, op.op);
+                               });
   }
   const int parent = tree.parent[static_cast<std::size_t>(t)];
   if (parent >= 0) send_to(ctx, h, parent, acc, bytes);

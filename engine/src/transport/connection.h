@@ -67,6 +67,16 @@ class Connection {
   // than one way: shared memory carries Simple steps in a byte ring and LL
   // and LL128 steps in rings of flagged lines. Both ends of a step set the
   // step's protocol before moving its bytes.
+  // Lending received bytes in place: peek() returns how many readable
+  // bytes lie contiguous at *data (0: none, or the connection cannot lend
+  // them; recv_some then copies), reloading the writer's progress when
+  // fewer than `wanted` are known; consume() ends the loan of the first
+  // `bytes` of them. The data stays put until consumed.
+  virtual std::size_t peek(std::size_t /*wanted*/, const std::byte** /*data*/) noexcept { return 0; }
+  virtual void consume(std::size_t /*bytes*/) noexcept {}
+  // Whether peek() can lend data now (it may still find none).
+  virtual bool lends() const noexcept { return false; }
+
   virtual void set_send_protocol(Protocol /*protocol*/) noexcept {}
   virtual void set_recv_protocol(Protocol /*protocol*/) noexcept {}
 

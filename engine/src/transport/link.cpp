@@ -48,7 +48,7 @@ void set_before_sleep(void (*hook)()) noexcept {
 
 void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, const Peer* to, const void* send,
                         std::size_t send_bytes, const Peer* from, void* recv, std::size_t recv_bytes, std::size_t slot,
-                        const SlotDone& on_slot) {
+                        const SlotDone& on_slot, std::size_t unit, const SlotRead* on_read) {
   const auto started = Clock::now();
   const bool do_send = to != nullptr, do_recv = from != nullptr;
   const Peer& next = do_send ? *to : *from;
@@ -84,6 +84,21 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
     throw Error(closed ? ErrorCategory::peer : ErrorCategory::network,
                 fmt::format("rank {}: {} rank {} at {} failed during {}: {}{}", rank, doing, peer.rank, peer.address,
                             describe_op(expect), net::errno_text(err), closed ? " (the peer probably died)" : ""));
+  };
+
+  // Counters and the link's pace for `bytes` of data just received.
+  auto count_received = [&](std::size_t bytes) {
+    if (bytes == 0) return;
+    if (data_received == 0 && recv_bytes >= ChannelStats::kRateBytes) {
+      first_data = Clock::now();
+      first_read = bytes;
+    }
+    if (counters != nullptr) {
+      bump(counters->bytes_received, bytes);
+      if (from->rank >= 0 && from->rank < counters->peers) {
+        bump(counters->from_peer[static_cast<std::size_t>(from->rank)].total, bytes);
+      }
+    }
   };
 
   auto check_header = [&] {
@@ -147,39 +162,55 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
       }
     }
     if (receiving) {
+      // A lending connection hands whole units over in place once the
+      // header is in; only a unit it cannot lend whole is copied.
+      const bool lending = on_read != nullptr && prev.connection->lends();
+      const bool have_header = header_received == sizeof(StepHeader);
+      bool lent = false;
+      if (lending && have_header && data_received < recv_bytes && data_received % unit == 0) {
+        const std::byte* at = nullptr;
+        std::size_t len = std::min(prev.connection->peek(recv_bytes - data_received, &at), recv_bytes - data_received);
+        len -= len % unit;
+        if (len > 0) {
+          if (slots_done < data_received) {
+            (*on_read)(slots_done, static_cast<const std::byte*>(recv) + slots_done, data_received - slots_done);
+          }
+          (*on_read)(data_received, at, len);
+          prev.connection->consume(len);
+          count_received(len);
+          data_received += len;
+          slots_done = data_received;
+          progressed = lent = true;
+        }
+      }
       iovec iov[2];
       int n = 0;
       if (header_received < sizeof(StepHeader)) {
         iov[n++] = {reinterpret_cast<char*>(&in_header) + header_received, sizeof(StepHeader) - header_received};
       }
-      if (data_received < recv_bytes) {
-        iov[n++] = {static_cast<char*>(recv) + data_received, recv_bytes - data_received};
+      if (data_received < recv_bytes && !lent && (!lending || have_header)) {
+        const std::size_t want = lending ? unit - data_received % unit : recv_bytes - data_received;
+        iov[n++] = {static_cast<char*>(recv) + data_received, std::min(want, recv_bytes - data_received)};
       }
-      const std::int64_t r = prev.connection->recv_some(iov, n);
+      const std::int64_t r = n == 0 ? 0 : prev.connection->recv_some(iov, n);
       if (r < 0) peer_error(prev, r == net::kPeerClosed ? net::kPeerClosed : static_cast<int>(-r), "receiving from");
       if (r > 0) {
         std::size_t left = static_cast<std::size_t>(r);
-        const bool had_header = header_received == sizeof(StepHeader);
         const std::size_t h = std::min(left, sizeof(StepHeader) - header_received);
         header_received += h;
-        if (!had_header && header_received == sizeof(StepHeader)) check_header();
-        if (data_received == 0 && left > h && recv_bytes >= ChannelStats::kRateBytes) {
-          first_data = Clock::now();
-          first_read = left - h;
-        }
+        if (!have_header && header_received == sizeof(StepHeader)) check_header();
+        count_received(left - h);
         data_received += left - h;
-        if (counters != nullptr && left > h) {
-          bump(counters->bytes_received, left - h);
-          if (from->rank >= 0 && from->rank < counters->peers) {
-            bump(counters->from_peer[static_cast<std::size_t>(from->rank)].total, left - h);
-          }
-        }
-        if (on_slot) {
-          while (data_received - slots_done >= slot || (data_received == recv_bytes && slots_done < recv_bytes)) {
-            const std::size_t len = std::min(slot, data_received - slots_done);
+        const auto* got = static_cast<const std::byte*>(recv);
+        while (data_received - slots_done >= slot || (data_received == recv_bytes && slots_done < recv_bytes) ||
+               (lending && data_received % unit == 0 && data_received > slots_done)) {
+          const std::size_t len = std::min(slot, data_received - slots_done);
+          if (on_read != nullptr) {
+            (*on_read)(slots_done, got + slots_done, len);
+          } else if (on_slot) {
             on_slot(slots_done, len);
-            slots_done += len;
           }
+          slots_done += len;
         }
         progressed = true;
       }

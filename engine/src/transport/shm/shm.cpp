@@ -46,8 +46,14 @@ constexpr std::size_t kLineCount[2] = {4096, 2048};  // 64 KiB and 256 KiB; powe
 static_assert((kLineCount[0] & (kLineCount[0] - 1)) == 0 && (kLineCount[1] & (kLineCount[1] - 1)) == 0);
 constexpr std::size_t kLinesBytes = kLineBytes[0] * kLineCount[0] + kLineBytes[1] * kLineCount[1];
 
+// The line rings start on a page after both byte rings, whatever size
+// those have (RINGMASTER_SHM_FIFO_BYTES need not be a multiple of anything).
+std::size_t lines_offset(std::size_t fifo_bytes) {
+  return (kDataOffset + 2 * fifo_bytes + 4095) / 4096 * 4096;
+}
+
 std::size_t segment_size(std::size_t fifo_bytes) {
-  return kDataOffset + 2 * fifo_bytes + 2 * kLinesBytes;
+  return lines_offset(fifo_bytes) + 2 * kLinesBytes;
 }
 
 // recv_stream's and recv_lines' answer when their ring is empty but another
@@ -229,7 +235,7 @@ ShmConnection::ShmConnection(std::unique_ptr<Segment> segment, int side, net::So
   in_ = &fifos[1 - side];
   out_data_ = base + kDataOffset + static_cast<std::size_t>(side) * capacity_;
   in_data_ = base + kDataOffset + static_cast<std::size_t>(1 - side) * capacity_;
-  std::byte* lines = base + kDataOffset + 2 * capacity_;
+  std::byte* lines = base + lines_offset(capacity_);
   for (int d = 0; d < 2; ++d) {  // direction: written by side d
     for (int f = 0; f < 2; ++f) {
       LineRing& r = d == side ? out_lines_[f] : in_lines_[f];
@@ -445,6 +451,27 @@ std::int64_t ShmConnection::recv_stream(const iovec* iov, int count) noexcept {
   in_->tail.store(tail_, std::memory_order_seq_cst);
   if (in_->writer_waiting.load(std::memory_order_seq_cst) != 0 && in_->writer_waiting.exchange(0) != 0) ring();
   return static_cast<std::int64_t>(moved);
+}
+
+// The byte ring lends what the writer has published, up to its wrap; the
+// line formats never do (their payload is cut into lines).
+std::size_t ShmConnection::peek(std::size_t wanted, const std::byte** data) noexcept {
+  if (recv_protocol_ != Protocol::simple) return 0;
+  std::size_t avail = static_cast<std::size_t>(head_seen_ - tail_);
+  if (avail < wanted) {
+    head_seen_ = in_->head.load(std::memory_order_acquire);
+    avail = static_cast<std::size_t>(head_seen_ - tail_);
+  }
+  if (avail == 0) return 0;
+  const std::size_t at = static_cast<std::size_t>(tail_ % capacity_);
+  *data = in_data_ + at;
+  return std::min(avail, capacity_ - at);
+}
+
+void ShmConnection::consume(std::size_t bytes) noexcept {
+  tail_ += bytes;
+  in_->tail.store(tail_, std::memory_order_seq_cst);
+  if (in_->writer_waiting.load(std::memory_order_seq_cst) != 0 && in_->writer_waiting.exchange(0) != 0) ring();
 }
 
 void ShmConnection::ring() noexcept {

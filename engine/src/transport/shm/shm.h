@@ -106,6 +106,9 @@ class ShmConnection final : public Connection {
   bool data_pollable() const noexcept override { return false; }
   void set_send_protocol(Protocol protocol) noexcept override { send_protocol_ = protocol; }
   void set_recv_protocol(Protocol protocol) noexcept override { recv_protocol_ = protocol; }
+  std::size_t peek(std::size_t wanted, const std::byte** data) noexcept override;
+  void consume(std::size_t bytes) noexcept override;
+  bool lends() const noexcept override { return recv_protocol_ == Protocol::simple; }
   bool arm_wait(bool sending, bool receiving) noexcept override;
   int drain_rings() noexcept override;
   void shutdown() noexcept override;
