@@ -3,7 +3,9 @@
 # shared memory; NCCL_SHM_DISABLE=1 for loopback sockets), every candidate
 # forced in turn (ring/tree x LL/LL128/Simple over shared memory, LL/Simple
 # over sockets, `perf --algo --proto`) and the tuner left to pick, sizes
-# 8 B .. 64 MiB, each run's first size warmed up for 100 ms. Each call is
+# 8 B .. 64 MiB, each run's first size warmed up for 100 ms; sizes up to
+# 64 KiB take SMALL_ITERS calls (200), larger ones ITERS (10), so a small
+# size is not timed within one scheduling hiccup. Each call is
 # waited for before the next (-z 1): the model predicts one collective's
 # time, as a training loop calls it, not the pace of a queued batch.
 # Each configuration runs `rounds` times, interleaved; figures are medians.
@@ -18,6 +20,7 @@ shift || true
 ranks=("$@")
 [ ${#ranks[@]} -gt 0 ] || ranks=(4 8)
 iters=${ITERS:-10}
+small_iters=${SMALL_ITERS:-200}
 rounds=${ROUNDS:-2}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -34,8 +37,13 @@ for np in "${ranks[@]}"; do
     for cand in "${candidates[@]}" auto; do
       args=()
       if [ "$cand" != auto ]; then args=(--algo "${cand%/*}" --proto "${cand#*/}"); fi
-      "$build/app/ringmaster-cli" perf all_reduce --np "$np" -b 8 -e 64M -f 2 -n "$iters" -w 2 --warmup-ms 100 -z 1 -c 0 --no-stages \
-        "${args[@]}" --json "$work/$np.${cand/\//-}.$round.json" >/dev/null
+      name="$work/$np.${cand/\//-}.$round"
+      "$build/app/ringmaster-cli" perf all_reduce --np "$np" -b 8 -e 64K -f 2 -n "$small_iters" -w 20 --warmup-ms 100 \
+        -z 1 -c 0 --no-stages "${args[@]}" --json "$name.small.json" >/dev/null
+      "$build/app/ringmaster-cli" perf all_reduce --np "$np" -b 128K -e 64M -f 2 -n "$iters" -w 2 --warmup-ms 100 \
+        -z 1 -c 0 --no-stages "${args[@]}" --json "$name.large.json" >/dev/null
+      python3 -c 'import json, sys; json.dump(json.load(open(sys.argv[1])) + json.load(open(sys.argv[2])), open(sys.argv[3], "w"))' \
+        "$name.small.json" "$name.large.json" "$name.json"
     done
   done
 done

@@ -202,14 +202,16 @@ TEST(DoubleTree, SpansEveryRankConsistently) {
   }
 }
 
-// The calibration cache keeps one hop latency and one bandwidth share per
-// protocol; an entry in the older shape (one hop for all) is measured anew.
+// The calibration cache keeps one hop latency, one tree level and one
+// bandwidth share per protocol; entries in older shapes (one hop for all, or
+// no tree levels) are measured anew.
 TEST(CalibrationCache, KeepsPerProtocolFiguresAndDropsOldEntries) {
   const std::string path =
       (std::filesystem::temp_directory_path() / ("ringmaster-cache-" + std::to_string(::getpid()) + ".json")).string();
   tune::Calibration c;
   c.hop_us[0] = 0.4, c.hop_us[1] = 0.5, c.hop_us[2] = 0.8;
   c.share[0] = 0.06, c.share[1] = 0.3, c.share[2] = 1;
+  c.tree_hop_us[0] = 0.7, c.tree_hop_us[1] = 0.6, c.tree_hop_us[2] = 1.1;
   c.gbs = 8, c.gbs_all = 9, c.tree_share = 1.2;
   c.measured_at =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -219,6 +221,7 @@ TEST(CalibrationCache, KeepsPerProtocolFiguresAndDropsOldEntries) {
   for (int p = 0; p < 3; ++p) {
     EXPECT_DOUBLE_EQ(back->hop_us[p], c.hop_us[p]);
     EXPECT_DOUBLE_EQ(back->share[p], c.share[p]);
+    EXPECT_DOUBLE_EQ(back->tree_hop_us[p], c.tree_hop_us[p]);
   }
   EXPECT_DOUBLE_EQ(back->gbs, 8);
   EXPECT_FALSE(tune::load_calibration(path, "socket ranks=2", std::chrono::hours(1)).has_value());
@@ -226,6 +229,12 @@ TEST(CalibrationCache, KeepsPerProtocolFiguresAndDropsOldEntries) {
     std::ofstream old(path, std::ios::trunc);
     old << R"({"shm ranks=2": {"hop_us": 0.9, "gbs": 8, "gbs_all": 8, "tree_share": 1, "measured_at": )"
         << c.measured_at << "}}\n";
+  }
+  EXPECT_FALSE(tune::load_calibration(path, "shm ranks=2", std::chrono::hours(1)).has_value());
+  {
+    std::ofstream old(path, std::ios::trunc);
+    old << R"({"shm ranks=2": {"hop_us": [0.4, 0.5, 0.8], "share": [0.06, 0.3, 1], "gbs": 8, "gbs_all": 8, )"
+        << R"("tree_share": 1, "measured_at": )" << c.measured_at << "}}\n";
   }
   EXPECT_FALSE(tune::load_calibration(path, "shm ranks=2", std::chrono::hours(1)).has_value());
   std::filesystem::remove(path);

@@ -38,6 +38,9 @@ struct LinkModel {
   // One step between neighbours, small message, per protocol (LL, LL128,
   // Simple).
   double hop_latency_us[kProtocols] = {30, 30, 30};
+  // A tree level, per protocol, where measured (a rank waits on two
+  // children, then its parent); 0: the shape's tree_hop_factor times a hop.
+  double tree_hop_latency_us[kProtocols] = {0, 0, 0};
   double bandwidth_gbs = 1.0;      // GB/s one channel moves between neighbours
   double max_bandwidth_gbs = 1.0;  // GB/s all channels together
   // GB/s per channel of steps that reduce what they receive (the CPU adds

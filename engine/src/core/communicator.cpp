@@ -477,6 +477,7 @@ struct Communicator::Impl {
     // Per protocol (LL, LL128, Simple): shared memory lays each out its own way.
     double hop[3] = {link.hop_latency_us[0], link.hop_latency_us[1], link.hop_latency_us[2]};
     double share[3] = {link.protocol_efficiency[0], link.protocol_efficiency[1], link.protocol_efficiency[2]};
+    double tree_hop[3] = {0, 0, 0};  // not measured: the tree's factor times a hop
     double gbs = link.bandwidth_gbs;
     double gbs_all = link.max_bandwidth_gbs;
     double tree_share = shape.tree_efficiency;
@@ -530,25 +531,27 @@ struct Communicator::Impl {
       const std::string key =
           fmt::format("{} ranks={} hosts={} channels={} buffsize={} trees={}", link.transport, nranks,
                       fmt::join(hosts, ","), channels.size(), buffsize, param_string(Param::TreeNodes));
-      double offer[11] = {};
+      double offer[14] = {};
       if (rank == 0) {
         if (const auto c = tune::load_calibration(cache, key, std::chrono::hours(1))) {
           offer[0] = 1, offer[1] = c->hop_us[0], offer[2] = c->hop_us[1], offer[3] = c->hop_us[2];
           offer[4] = c->gbs, offer[5] = c->gbs_all, offer[6] = c->tree_share;
           offer[7] = static_cast<double>(c->measured_at);
           offer[8] = c->share[0], offer[9] = c->share[1], offer[10] = c->share[2];
+          offer[11] = c->tree_hop_us[0], offer[12] = c->tree_hop_us[1], offer[13] = c->tree_hop_us[2];
         }
       }
       algo::RingOp offer_op = sync;
       offer_op.seq = ~std::uint64_t{0} - 4;
       offer_op.type = DataType::fp64;
       offer_op.root = 0;
-      algo::broadcast(ctx, offer_op, reinterpret_cast<std::byte*>(offer), 11);
+      algo::broadcast(ctx, offer_op, reinterpret_cast<std::byte*>(offer), std::size(offer));
       if (offer[0] == 1) {
         channels[0]->link.flush();
         hop[0] = offer[1], hop[1] = offer[2], hop[2] = offer[3];
         gbs = offer[4], gbs_all = offer[5], tree_share = offer[6];
         share[0] = offer[8], share[1] = offer[9], share[2] = offer[10];
+        tree_hop[0] = offer[11], tree_hop[1] = offer[12], tree_hop[2] = offer[13];
         const auto now =
             std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                 .count();
@@ -567,21 +570,69 @@ struct Communicator::Impl {
         auto small = [&] {
           algo::all_reduce(ctx, op_small, reinterpret_cast<std::byte*>(value), reinterpret_cast<std::byte*>(value), 2);
         };
+        // First a warm-up of small all_reduces for kWarmUp (rank 0's clock
+        // decides, the others follow its answer): a rank's first tens of
+        // milliseconds after start run several times slower on a VM, and
+        // the figures below would carry that.
+        constexpr auto kWarmUp = std::chrono::milliseconds(30);
+        {
+          algo::RingOp go_op = op_small;
+          go_op.type = DataType::int32;
+          go_op.op = RedOp::max;
+          for (std::int32_t go = 1; go != 0;) {
+            go = rank == 0 && Clock::now() - started < kWarmUp ? 1 : 0;
+            algo::all_reduce(ctx, go_op, reinterpret_cast<std::byte*>(&go), reinterpret_cast<std::byte*>(&go), 1);
+          }
+        }
         auto batch = [&](const std::function<void()>& f, int rounds) {
           const auto t = Clock::now();
           for (int i = 0; i < rounds; ++i)
             f();
           return std::chrono::duration<double, std::micro>(Clock::now() - t).count() / rounds;
         };
-        // The fastest of three batches: on a shared machine noise only
-        // ever adds time.
+        // The median of several batches: the fastest one is where every
+        // rank happened to run at once, which with more ranks than CPUs
+        // is the exception, and the model should predict the rule.
+        auto median_of = [](std::vector<double> v) {
+          std::sort(v.begin(), v.end());
+          return v[v.size() / 2];
+        };
+        auto typical = [&](const std::function<void()>& f, int rounds, int batches) {
+          std::vector<double> times;
+          for (int i = 0; i < batches; ++i)
+            times.push_back(batch(f, rounds));
+          return median_of(std::move(times));
+        };
+        // A small tree all_reduce per protocol too: its levels cost what
+        // the ring's hops do not tell (a rank waits on two children, and
+        // the two trees' steps interleave).
+        const auto& small_tree = tree_for(-1);
+        const int tree_depth = small_tree.depth_intra + small_tree.depth_inter;
+        algo::RingOp op_small_tree = op_small;
+        op_small_tree.algorithm = Algorithm::tree;
+        auto small_by_tree = [&] {
+          algo::tree_all_reduce(ctx, small_tree, op_small_tree, reinterpret_cast<std::byte*>(value),
+                                reinterpret_cast<std::byte*>(value), 2);
+        };
         for (int p = 0; p < 3; ++p) {
           if (p == static_cast<int>(Protocol::ll128) && !link.ll128) continue;
-          op_small.protocol = static_cast<Protocol>(p);
+          op_small.protocol = op_small_tree.protocol = static_cast<Protocol>(p);
+          // Ring and tree batches alternate, so both see the same spells
+          // of the machine.
           batch(small, 5);
-          hop[p] = std::min({batch(small, 8), batch(small, 8), batch(small, 8)}) / (2 * (n - 1));
+          if (tree_depth > 0) batch(small_by_tree, 5);
+          std::vector<double> ring_times, tree_times;
+          for (int i = 0; i < 5; ++i) {
+            ring_times.push_back(batch(small, 8));
+            if (tree_depth > 0) tree_times.push_back(batch(small_by_tree, 8));
+          }
+          hop[p] = median_of(ring_times) / (2 * (n - 1));
+          if (tree_depth > 0) tree_hop[p] = median_of(tree_times) / (2 * tree_depth);
         }
-        if (!link.ll128) hop[1] = hop[kSimple];  // not a candidate; a figure all the same
+        if (!link.ll128) {  // not a candidate; figures all the same
+          hop[1] = hop[kSimple];
+          tree_hop[1] = tree_hop[kSimple];
+        }
         op_small.protocol = Protocol::simple;
         constexpr std::size_t kBig = 4 << 20;
         std::vector<std::byte> big(kBig), big_out(kBig);
@@ -593,8 +644,7 @@ struct Communicator::Impl {
         // use); latency is at most half of the time at this size.
         algo::all_reduce(ctx, op_big, big.data(), big_out.data(), kBig / 4);
         const double t_large =
-            std::min(batch([&] { algo::all_reduce(ctx, op_big, big.data(), big_out.data(), kBig / 4); }, 1),
-                     batch([&] { algo::all_reduce(ctx, op_big, big.data(), big_out.data(), kBig / 4); }, 1));
+            typical([&] { algo::all_reduce(ctx, op_big, big.data(), big_out.data(), kBig / 4); }, 1, 3);
         gbs = moved / std::max(t_large - steps, t_large / 2) / 1e3;
         // Each protocol's share of Simple's bandwidth, at a size where
         // bytes count more than steps: over shared memory LL and LL128 move
@@ -609,7 +659,7 @@ struct Communicator::Impl {
             if (op_mid.protocol == Protocol::ll) op_mid.slot_bytes = 0;
             auto run = [&] { algo::all_reduce(ctx, op_mid, big.data(), big_out.data(), kMid / 4); };
             run();
-            t_mid[p] = std::min(batch(run, 1), batch(run, 1));
+            t_mid[p] = typical(run, 1, 3);
           }
           const double simple_time = std::max(t_mid[kSimple] - 2 * (n - 1) * hop[kSimple], t_mid[kSimple] / 2);
           for (int p = 0; p < 3; ++p) {
@@ -626,12 +676,11 @@ struct Communicator::Impl {
           op_tree.algorithm = Algorithm::tree;
           const auto& tree = tree_for(-1);
           algo::tree_all_reduce(ctx, tree, op_tree, big.data(), big_out.data(), kBig / 4);
-          const double t_tree = std::min(
-              batch([&] { algo::tree_all_reduce(ctx, tree, op_tree, big.data(), big_out.data(), kBig / 4); }, 1),
-              batch([&] { algo::tree_all_reduce(ctx, tree, op_tree, big.data(), big_out.data(), kBig / 4); }, 1));
+          const double t_tree =
+              typical([&] { algo::tree_all_reduce(ctx, tree, op_tree, big.data(), big_out.data(), kBig / 4); }, 1, 3);
           const double depth = tree.depth_intra + tree.depth_inter;
           const double tree_moved = 2.0 * static_cast<double>(kBig) + 2 * depth * static_cast<double>(buffsize / 8);
-          const double tree_latency = 2 * depth * shape.tree_hop_factor * hop[kSimple];
+          const double tree_latency = 2 * depth * tree_hop[kSimple];
           tree_share = tree_moved / std::max(t_tree - tree_latency, t_tree / 2) / 1e3 / gbs;
         }
         gbs_all = gbs;
@@ -663,17 +712,21 @@ struct Communicator::Impl {
           const double slowest = *std::max_element(times.begin(), times.end());
           gbs_all = moved * static_cast<double>(channels.size()) / std::max(slowest - steps, slowest / 2) / 1e3;
         }
-        RM_INFO(tuning,
-                "calibration on this rank: hop {:.1f}/{:.1f}/{:.1f} us (LL/LL128/Simple), {:.3f} GB/s per channel "
-                "(LL {:.2f}, LL128 {:.2f} of it), {:.3f} GB/s on all channels, tree at {:.2f} of the ring's bandwidth",
-                hop[0], hop[1], hop[2], gbs, share[0], share[1], gbs_all, tree_share);
+        RM_INFO(
+            tuning,
+            "calibration on this rank: hop {:.1f}/{:.1f}/{:.1f} us (LL/LL128/Simple), tree level {:.1f}/{:.1f}/{:.1f} "
+            "us, {:.3f} GB/s per channel (LL {:.2f}, LL128 {:.2f} of it), {:.3f} GB/s on all channels, tree at "
+            "{:.2f} of the ring's bandwidth",
+            hop[0], hop[1], hop[2], tree_hop[0], tree_hop[1], tree_hop[2], gbs, share[0], share[1], gbs_all,
+            tree_share);
         // Every rank takes the median of all ranks' figures: the same
         // numbers everywhere, and one rank's scheduling hiccup does not count.
-        constexpr int kFigures = 8;
+        constexpr int kFigures = 11;
         std::vector<double> all(kFigures * static_cast<std::size_t>(nranks));
         double* mine = all.data() + kFigures * rank;
         mine[0] = hop[0], mine[1] = hop[1], mine[2] = hop[2], mine[3] = gbs, mine[4] = gbs_all, mine[5] = tree_share;
         mine[6] = share[0], mine[7] = share[1];
+        mine[8] = tree_hop[0], mine[9] = tree_hop[1], mine[10] = tree_hop[2];
         algo::RingOp gather_op = op_small;
         gather_op.type = DataType::fp64;
         gather_op.slot_bytes = 0;
@@ -688,6 +741,7 @@ struct Communicator::Impl {
         hop[0] = median(0), hop[1] = median(1), hop[2] = median(2);
         gbs = median(3), gbs_all = median(4), tree_share = median(5);
         share[0] = median(6), share[1] = median(7);
+        tree_hop[0] = median(8), tree_hop[1] = median(9), tree_hop[2] = median(10);
         channels[0]->link.flush();
         const double took = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
         source = fmt::format("calibrated at init in {:.1f} ms (median of the ranks' figures)", took);
@@ -695,6 +749,7 @@ struct Communicator::Impl {
           tune::Calibration c{
               {hop[0], hop[1], hop[2]},
               {share[0], share[1], share[2]},
+              {tree_hop[0], tree_hop[1], tree_hop[2]},
               gbs,
               gbs_all,
               tree_share,
@@ -718,6 +773,7 @@ struct Communicator::Impl {
     }
     std::copy(hop, hop + 3, link.hop_latency_us);
     std::copy(share, share + 3, link.protocol_efficiency);
+    std::copy(tree_hop, tree_hop + 3, link.tree_hop_latency_us);
     link.bandwidth_gbs = gbs;
     link.max_bandwidth_gbs = std::max(gbs, gbs_all);
     shape.tree_efficiency = tree_share;

@@ -35,10 +35,14 @@ std::optional<Calibration> load_calibration(const std::string& path, const std::
   if (!hops.is_array() || hops.size() != 3) return std::nullopt;
   const json shares = e.value("share", json());
   if (!shares.is_array() || shares.size() != 3) return std::nullopt;
+  // Tree levels measured apart (older entries have none: measured anew).
+  const json tree_hops = e.value("tree_hop_us", json());
+  if (!tree_hops.is_array() || tree_hops.size() != 3) return std::nullopt;
   for (std::size_t i = 0; i < 3; ++i) {
     c.hop_us[i] = hops[i].is_number() ? hops[i].get<double>() : 0.0;
     c.share[i] = shares[i].is_number() ? shares[i].get<double>() : 0.0;
-    if (c.share[i] <= 0) return std::nullopt;
+    c.tree_hop_us[i] = tree_hops[i].is_number() ? tree_hops[i].get<double>() : -1.0;
+    if (c.share[i] <= 0 || c.tree_hop_us[i] < 0) return std::nullopt;
   }
   c.gbs = e.value("gbs", 0.0);
   c.gbs_all = e.value("gbs_all", 0.0);
@@ -65,6 +69,7 @@ bool store_calibration(const std::string& path, const std::string& key, const Ca
   }
   doc[key] = {{"hop_us", {c.hop_us[0], c.hop_us[1], c.hop_us[2]}},
               {"share", {c.share[0], c.share[1], c.share[2]}},
+              {"tree_hop_us", {c.tree_hop_us[0], c.tree_hop_us[1], c.tree_hop_us[2]}},
               {"gbs", c.gbs},
               {"gbs_all", c.gbs_all},
               {"tree_share", c.tree_share},

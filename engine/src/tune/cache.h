@@ -15,6 +15,7 @@ namespace ringmaster::tune {
 struct Calibration {
   double hop_us[3] = {};         // per protocol: LL, LL128, Simple
   double share[3] = {1, 1, 1};   // per protocol: its bandwidth over Simple's
+  double tree_hop_us[3] = {};    // per protocol: a tree level
   double gbs = 0;                // one channel
   double gbs_all = 0;            // all channels at once
   double tree_share = 1;         // tree bandwidth over the ring's

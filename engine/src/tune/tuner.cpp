@@ -259,11 +259,13 @@ Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol
     const double up_down = c == Collective::all_reduce ? 2.0 : 1.0;
     const double depth = shape_.tree_depth_intra + shape_.tree_depth_inter;
     hops = up_down * depth;
-    hop_latency = depth > 0 ? shape_.tree_hop_factor *
-                                  (shape_.tree_depth_intra * shape_.intra.hop_latency_us[pi] +
-                                   shape_.tree_depth_inter * shape_.inter.hop_latency_us[pi]) /
-                                  depth
-                            : 0;
+    auto level = [&](const LinkModel& l) {
+      return l.tree_hop_latency_us[pi] > 0 ? l.tree_hop_latency_us[pi] : shape_.tree_hop_factor * l.hop_latency_us[pi];
+    };
+    hop_latency =
+        depth > 0
+            ? (shape_.tree_depth_intra * level(shape_.intra) + shape_.tree_depth_inter * level(shape_.inter)) / depth
+            : 0;
     // An inner rank sends to two children (all_reduce: each tree carries
     // half the data, and every rank is inner in one of them).
     traffic = n == 1 ? 0 : (pieces ? 2.0 * b + up_down * depth * slot : 2.0 * b * depth);
@@ -348,6 +350,10 @@ std::string Tuner::describe() const {
         l.transport, l.hop_latency_us[0], l.hop_latency_us[1], l.hop_latency_us[2], l.bandwidth_gbs,
         l.protocol_efficiency[0], l.protocol_efficiency[1], l.max_bandwidth_gbs);
     if (l.reduce_bandwidth_gbs > 0) out += fmt::format(", {:.2f} GB/s reducing", l.reduce_bandwidth_gbs);
+    if (l.tree_hop_latency_us[0] > 0) {
+      out += fmt::format(", tree level {:.1f}/{:.1f}/{:.1f} us", l.tree_hop_latency_us[0], l.tree_hop_latency_us[1],
+                         l.tree_hop_latency_us[2]);
+    }
     return out;
   };
   std::string out = fmt::format(
