@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "algo/pair.h"
 #include "algo/ring.h"
@@ -79,11 +80,11 @@ std::string_view name_of(Algorithm a) noexcept {
 }
 
 struct Request::State {
-  std::mutex mutex;
+  std::mutex mutex;  // guards status while parts run; the sleeping waiters' handshake
   std::condition_variable done_cv;
-  int remaining = 0;
-  bool done = false;
-  std::atomic<bool> finished{false};  // done, seen without the lock; status is final then
+  std::atomic<int> remaining{0};      // parts (channels) still running
+  std::atomic<bool> finished{false};  // every part done; status is final then
+  std::atomic<bool> sleeping{false};  // a waiter sleeps (or is about to) on done_cv
   Status status;
   std::function<void(const Status&)> on_done;  // runs once, before waiters wake
   // Runs the next queued task of the channel this request waits on, on the
@@ -94,21 +95,25 @@ struct Request::State {
   std::function<bool()> help;
   std::function<void()> kick;  // starts the progress thread on it instead
 
+  // The last part to finish runs on_done and wakes the waiters. Locks
+  // only for a failure or a waiter asleep: a small collective's caller
+  // usually runs it itself and never sleeps.
   void finish_part(const Status& part) {
-    std::function<void(const Status&)> hook;
-    {
+    if (!part.ok()) {
       std::lock_guard lock(mutex);
-      if (!part.ok() && status.ok()) status = part;
-      if (--remaining > 0) return;
-      hook = std::move(on_done);
+      if (status.ok()) status = part;
     }
-    if (hook) hook(status);
-    {
-      std::lock_guard lock(mutex);
-      done = true;
-      finished.store(true, std::memory_order_release);
+    // acq_rel: the last part sees every other part's status.
+    if (remaining.fetch_sub(1, std::memory_order_acq_rel) > 1) return;
+    if (on_done) std::exchange(on_done, nullptr)(status);
+    finished.store(true, std::memory_order_seq_cst);
+    // A waiter sets `sleeping` before it checks `finished` under the lock
+    // (both seq_cst): either it saw `finished`, or this sees `sleeping`
+    // and takes the lock, so the waiter is inside wait() before the notify.
+    if (sleeping.load(std::memory_order_seq_cst)) {
+      { std::lock_guard lock(mutex); }
+      done_cv.notify_all();
     }
-    done_cv.notify_all();
   }
 };
 
@@ -126,22 +131,16 @@ void Request::wait() const {
     if (!state_->status.ok()) throw Error(state_->status);
     return;
   }
+  start_waiting_work();
   std::unique_lock lock(state_->mutex);
-  if (!state_->done) {
-    lock.unlock();
-    start_waiting_work();
-    lock.lock();
-  }
-  state_->done_cv.wait(lock, [&] { return state_->done; });
+  state_->sleeping.store(true, std::memory_order_seq_cst);
+  state_->done_cv.wait(lock, [&] { return state_->finished.load(std::memory_order_seq_cst); });
   if (!state_->status.ok()) throw Error(state_->status);
 }
 
 bool Request::test() const {
   if (!state_) return true;
-  {
-    std::lock_guard lock(state_->mutex);
-    if (state_->done) return true;
-  }
+  if (state_->finished.load(std::memory_order_acquire)) return true;
   if (state_->kick) state_->kick();  // a caller that polls is not going to run it
   return false;
 }
@@ -170,7 +169,8 @@ struct Channel {
   std::deque<std::function<void()>> queue;
   bool running = false;  // a task runs, on this thread or on a caller's
   bool stopping = false;
-  bool waiting_listed = false;  // in waiting_channels (guarded by waiting_mutex)
+  // In waiting_channels: set and cleared under waiting_mutex, read without.
+  std::atomic<bool> waiting_listed{false};
   std::thread thread;
 
   void run(int rank) {
@@ -200,13 +200,7 @@ struct Channel {
       queue.pop_front();
       running = true;
     }
-    task();  // clears `running` itself, before its request completes
-    bool queued = false;
-    {
-      std::lock_guard lock(mutex);
-      queued = !queue.empty();
-    }
-    if (queued) wake.notify_one();  // work that came while this ran
+    task();  // clears `running` itself (waking the thread for work queued meanwhile)
     return true;
   }
 };
@@ -222,9 +216,12 @@ std::atomic<int> waiting_count{0};
 void start_waiting_work() {
   if (waiting_count.load(std::memory_order_relaxed) == 0) return;
   std::lock_guard lock(waiting_mutex);
+  // Unlisted before the wake-up: a submit that still saw its channel
+  // listed (and so did not list it again) queued its task before this
+  // notify, which the progress thread then finds.
   for (Channel* c : waiting_channels) {
+    c->waiting_listed.store(false, std::memory_order_seq_cst);
     c->wake.notify_one();
-    c->waiting_listed = false;
   }
   waiting_channels.clear();
   waiting_count.store(0);
@@ -335,12 +332,17 @@ struct Communicator::Impl {
     const int nch = choice.algorithm == Algorithm::tree ? 1 : choice.channels;
     auto state = std::make_shared<Request::State>();
     state->remaining = nch;
-    const auto start = Clock::now();
-    state->on_done = [this, ring_op, bytes, protocol, nch, start](const Status& status) {
-      if (status.ok() && on_collective) {
-        on_collective({ring_op.seq, ring_op.collective, bytes, ring_op.algorithm, protocol, nch, Clock::now() - start});
-      }
-    };
+    // The telemetry record, when someone takes it (a clock read and a
+    // closure less per call otherwise).
+    if (on_collective) {
+      const auto start = Clock::now();
+      state->on_done = [this, ring_op, bytes, protocol, nch, start](const Status& status) {
+        if (status.ok()) {
+          on_collective(
+              {ring_op.seq, ring_op.collective, bytes, ring_op.algorithm, protocol, nch, Clock::now() - start});
+        }
+      };
+    }
     auto task = [this, nch, ring_op, work = std::move(work), state](Channel& channel, int c) {
       Status status;
       try {
@@ -360,10 +362,15 @@ struct Communicator::Impl {
       // and run it itself, not queue it behind a task that is only
       // finishing (its thread preempted by the waiter on a shared core),
       // which would hand every later collective to the progress thread.
+      bool queued = false;
       {
         std::lock_guard lock(channel.mutex);
         channel.running = false;
+        queued = !channel.queue.empty();
       }
+      // Work that came while this ran: the progress thread takes it (a
+      // caller that runs this task itself does not run later ones).
+      if (queued) channel.wake.notify_one();
       state->finish_part(status);
     };
     // A small collective on an idle channel waits for its caller to wait
@@ -388,13 +395,13 @@ struct Communicator::Impl {
       }
       if (!lazy || !idle) {
         channel.wake.notify_one();
-      } else {
-        std::lock_guard waiting(waiting_mutex);
+      } else if (!channel.waiting_listed.load(std::memory_order_seq_cst)) {
         // Once: a caller that runs its collectives itself never sleeps, so
         // nothing would empty the list.
-        if (!channel.waiting_listed) {
+        std::lock_guard waiting(waiting_mutex);
+        if (!channel.waiting_listed.load(std::memory_order_relaxed)) {
           waiting_channels.push_back(&channel);
-          channel.waiting_listed = true;
+          channel.waiting_listed.store(true, std::memory_order_seq_cst);
           waiting_count.store(static_cast<int>(waiting_channels.size()));
         }
       }
