@@ -258,6 +258,21 @@ TEST(Collectives, ReductionsReadFromTheFifoAcrossItsWrap) {
   EXPECT_EQ(shm_segments(), 0) << "segments left in /dev/shm";
 }
 
+// Over sockets, steps from 64 KiB are read into the connection's small
+// lending buffer and reduced from there; a read ends wherever the kernel
+// stops, so elements are cut at its end as at a FIFO's wrap. One socket
+// per connection and three (striped).
+TEST(Collectives, ReductionsOverSocketsReadFromTheLendingBuffer) {
+  for (const char* nsocks : {"1", "3"}) {
+    ::setenv("RINGMASTER_NSOCKS_PER_CHANNEL", nsocks, 1);
+    for (DataType t : {DataType::int8, DataType::bf16, DataType::fp64}) {
+      for (Collective c : {Collective::all_reduce, Collective::reduce_scatter, Collective::reduce})
+        check({c, t, RedOp::sum}, 3, {65537, (1u << 20) + 3}, Links::socket, {Protocol::simple});
+    }
+  }
+  ::unsetenv("RINGMASTER_NSOCKS_PER_CHANNEL");
+}
+
 // Ranks that run one step in different protocols over shared memory write
 // different rings: an error naming both protocols and ranks, not a hang.
 TEST(Collectives, DifferentProtocolsAreAnErrorNotAHang) {

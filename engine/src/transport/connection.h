@@ -74,8 +74,9 @@ class Connection {
   // `bytes` of them. The data stays put until consumed.
   virtual std::size_t peek(std::size_t /*wanted*/, const std::byte** /*data*/) noexcept { return 0; }
   virtual void consume(std::size_t /*bytes*/) noexcept {}
-  // Whether peek() can lend data now (it may still find none).
-  virtual bool lends() const noexcept { return false; }
+  // Whether peek() can lend a step of `step_bytes` now (it may still find
+  // none).
+  virtual bool lends(std::size_t /*step_bytes*/) const noexcept { return false; }
 
   virtual void set_send_protocol(Protocol /*protocol*/) noexcept {}
   virtual void set_recv_protocol(Protocol /*protocol*/) noexcept {}

@@ -164,7 +164,7 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
     if (receiving) {
       // A lending connection hands whole units over in place once the
       // header is in; only a unit it cannot lend whole is copied.
-      const bool lending = on_read != nullptr && prev.connection->lends();
+      const bool lending = on_read != nullptr && prev.connection->lends(recv_bytes);
       const bool have_header = header_received == sizeof(StepHeader);
       bool lent = false;
       if (lending && have_header && data_received < recv_bytes && data_received % unit == 0) {

@@ -108,7 +108,7 @@ class ShmConnection final : public Connection {
   void set_recv_protocol(Protocol protocol) noexcept override { recv_protocol_ = protocol; }
   std::size_t peek(std::size_t wanted, const std::byte** data) noexcept override;
   void consume(std::size_t bytes) noexcept override;
-  bool lends() const noexcept override { return recv_protocol_ == Protocol::simple; }
+  bool lends(std::size_t) const noexcept override { return recv_protocol_ == Protocol::simple; }
   bool arm_wait(bool sending, bool receiving) noexcept override;
   int drain_rings() noexcept override;
   void shutdown() noexcept override;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <new>
 
 namespace ringmaster::transport {
 
@@ -104,7 +106,37 @@ std::int64_t SocketConnection::send_some(const iovec* iov, int count) noexcept {
 }
 
 std::int64_t SocketConnection::recv_some(const iovec* iov, int count) noexcept {
-  return move(iov, count, received_, recv_on);
+  if (lent_begin_ == lent_end_) return move(iov, count, received_, recv_on);
+  // What peek() read and nobody consumed comes first (it never reads past
+  // the step it was asked for).
+  std::size_t moved = 0;
+  for (int i = 0; i < count && lent_begin_ < lent_end_; ++i) {
+    const std::size_t n = std::min(iov[i].iov_len, lent_end_ - lent_begin_);
+    std::memcpy(iov[i].iov_base, lent_.data() + lent_begin_, n);
+    lent_begin_ += n;
+    moved += n;
+    if (n < iov[i].iov_len) break;
+  }
+  return static_cast<std::int64_t>(moved);
+}
+
+std::size_t SocketConnection::peek(std::size_t wanted, const std::byte** data) noexcept {
+  if (lent_begin_ == lent_end_) {
+    lent_begin_ = lent_end_ = 0;
+    if (lent_.empty()) {
+      try {
+        lent_.resize(kLendBytes);
+      } catch (const std::bad_alloc&) {
+        return 0;  // recv_some copies instead
+      }
+    }
+    iovec into{lent_.data(), std::min(wanted, kLendBytes)};
+    const std::int64_t n = move(&into, 1, received_, recv_on);
+    if (n <= 0) return 0;  // nothing yet, or an error recv_some reports
+    lent_end_ = static_cast<std::size_t>(n);
+  }
+  *data = lent_.data() + lent_begin_;
+  return lent_end_ - lent_begin_;
 }
 
 void SocketConnection::shutdown() noexcept {

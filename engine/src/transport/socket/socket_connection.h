@@ -17,6 +17,8 @@ class SocketConnection final : public Connection {
   // Stripe size with several sockets: the stream's bytes [k*S, (k+1)*S)
   // travel on socket k mod n.
   static constexpr std::size_t kStripeBytes = 128 * 1024;
+  static constexpr std::size_t kLendBytes = 256 * 1024;     // the lending buffer
+  static constexpr std::size_t kLendFromBytes = 64 * 1024;  // smaller steps: one read with the header
 
   explicit SocketConnection(net::Socket socket);
   // The connection's next socket, before any data moves. Both ends add
@@ -27,6 +29,13 @@ class SocketConnection final : public Connection {
   TransportKind kind() const noexcept override { return TransportKind::socket; }
   std::int64_t send_some(const iovec* iov, int count) noexcept override;
   std::int64_t recv_some(const iovec* iov, int count) noexcept override;
+  // Large steps are lent from a small buffer of this connection's: a
+  // reduction then reads what the kernel just copied there while it is
+  // still in the cache, instead of from a copy in the step's whole-size
+  // scratch buffer, which has left it by then.
+  std::size_t peek(std::size_t wanted, const std::byte** data) noexcept override;
+  void consume(std::size_t bytes) noexcept override { lent_begin_ += bytes; }
+  bool lends(std::size_t step_bytes) const noexcept override { return step_bytes >= kLendFromBytes; }
   int fd() const noexcept override { return sockets_.front().fd(); }
   int wait_fd(bool sending) const noexcept override;
   bool data_pollable() const noexcept override { return true; }
@@ -34,8 +43,10 @@ class SocketConnection final : public Connection {
 
  private:
   std::vector<net::Socket> sockets_;
-  std::uint64_t sent_ = 0;      // stream bytes sent (with several sockets)
-  std::uint64_t received_ = 0;  // stream bytes received
+  std::uint64_t sent_ = 0;       // stream bytes sent (with several sockets)
+  std::uint64_t received_ = 0;   // stream bytes received
+  std::vector<std::byte> lent_;  // read ahead for peek(); [lent_begin_, lent_end_) not yet consumed
+  std::size_t lent_begin_ = 0, lent_end_ = 0;
 
   // send_some and recv_some: `on` moves bytes on one socket, `position` is
   // the stream position of that direction.
