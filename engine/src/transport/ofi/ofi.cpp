@@ -114,7 +114,9 @@ fi_info* find(const char* provider, const std::string& interface) {
 std::mutex known_mutex;
 // What availability() found per interface: the provider's description,
 // kept for every endpoint opened later (fi_getinfo takes tens of ms).
-std::map<std::string, fi_info*> chosen;
+// Never destroyed: endpoints use it until the process ends, and a map
+// torn down at exit would leave the descriptions behind unreferenced.
+std::map<std::string, fi_info*>& chosen = *new std::map<std::string, fi_info*>;
 
 // One fabric and domain per provider and interface, shared by the
 // endpoints open on it.
