@@ -146,7 +146,7 @@ double link_round_ns(Protocol protocol, long rounds, std::size_t bytes) {
     const auto t0 = Clock::now();
     for (long r = 0; r < rounds; ++r) {
       op.seq = static_cast<std::uint64_t>(r);
-      link.exchange(algo::step_header(op, 0), data.data(), bytes, in.data(), bytes, 0, {});
+      link.exchange(algo::step_header(op, 0), data.data(), bytes, in.data(), bytes);
     }
     *out = std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / static_cast<double>(rounds);
   };

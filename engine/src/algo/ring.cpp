@@ -80,7 +80,7 @@ void all_reduce(RingContext& ctx, const RingOp& op, const std::byte* send, std::
     const Chunk out = chunk(count, n, mod(r + 1 - s, n));
     const Chunk in = chunk(count, n, mod(r - s, n));
     ctx.link.exchange(header(op, n - 1 + s), recv + out.begin * es, out.size() * es, recv + in.begin * es,
-                      in.size() * es, 0, {});
+                      in.size() * es);
   }
 }
 
@@ -91,7 +91,7 @@ void all_gather(RingContext& ctx, const RingOp& op, std::byte* out, std::size_t 
   for (int s = 0; s < n - 1; ++s) {
     const auto send_block = static_cast<std::size_t>(mod(r - s, n));
     const auto recv_block = static_cast<std::size_t>(mod(r - s - 1, n));
-    ctx.link.exchange(header(op, s), out + send_block * stride, bytes, out + recv_block * stride, bytes, 0, {});
+    ctx.link.exchange(header(op, s), out + send_block * stride, bytes, out + recv_block * stride, bytes);
   }
 }
 

@@ -742,8 +742,7 @@ struct Communicator::Impl {
           std::vector<double> v;
           for (int r = 0; r < nranks; ++r)
             v.push_back(all[static_cast<std::size_t>(kFigures * r + field)]);
-          std::sort(v.begin(), v.end());
-          return v[v.size() / 2];
+          return median_of(std::move(v));
         };
         hop[0] = median(0), hop[1] = median(1), hop[2] = median(2);
         gbs = median(3), gbs_all = median(4), tree_share = median(5);
@@ -1557,7 +1556,7 @@ Request Communicator::all_to_all(const void* send, void* recv, std::size_t count
                                 if (n > 1) {
                                   const transport::StepHeader announce = algo::step_header(rop, 0);
                                   std::byte none{};
-                                  ch.link.exchange(announce, &none, 0, &none, 0, 0, {});
+                                  ch.link.exchange(announce, &none, 0, &none, 0);
                                 }
                                 // Pairwise exchange: at step s send block r+s to rank r+s and
                                 // receive block r-s from rank r-s, both over direct connections.

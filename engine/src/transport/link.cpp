@@ -48,7 +48,7 @@ void set_before_sleep(void (*hook)()) noexcept {
 
 void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, const Peer* to, const void* send,
                         std::size_t send_bytes, const Peer* from, void* recv, std::size_t recv_bytes, std::size_t slot,
-                        const SlotDone& on_slot, std::size_t unit, const SlotRead* on_read) {
+                        std::size_t unit, const SlotRead* on_read) {
   const auto started = Clock::now();
   const bool do_send = to != nullptr, do_recv = from != nullptr;
   const Peer& next = do_send ? *to : *from;
@@ -70,7 +70,7 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
   // the last byte, over the bytes that came after.
   Clock::time_point first_data{};
   std::size_t first_read = 0;
-  std::size_t slots_done = 0;  // bytes handed to on_slot
+  std::size_t slots_done = 0;  // bytes handed to on_read
   if (slot == 0) slot = recv_bytes == 0 ? 1 : recv_bytes;
   // Both clocks start when the step first finds nothing to move (a read
   // of the clock costs as much as a small step's copy): the timeout counts
@@ -201,16 +201,14 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
         if (!have_header && header_received == sizeof(StepHeader)) check_header();
         count_received(left - h);
         data_received += left - h;
-        const auto* got = static_cast<const std::byte*>(recv);
-        while (data_received - slots_done >= slot || (data_received == recv_bytes && slots_done < recv_bytes) ||
-               (lending && data_received % unit == 0 && data_received > slots_done)) {
-          const std::size_t len = std::min(slot, data_received - slots_done);
-          if (on_read != nullptr) {
+        if (on_read != nullptr) {
+          const auto* got = static_cast<const std::byte*>(recv);
+          while (data_received - slots_done >= slot || (data_received == recv_bytes && slots_done < recv_bytes) ||
+                 (lending && data_received % unit == 0 && data_received > slots_done)) {
+            const std::size_t len = std::min(slot, data_received - slots_done);
             (*on_read)(slots_done, got + slots_done, len);
-          } else if (on_slot) {
-            on_slot(slots_done, len);
+            slots_done += len;
           }
-          slots_done += len;
         }
         progressed = true;
       }

@@ -86,35 +86,33 @@ class RingLink {
   const std::atomic<bool>* aborted = nullptr;
   ChannelStats* counters = nullptr;
 
-  using SlotDone = std::function<void(std::size_t offset, std::size_t length)>;
   // Received bytes [offset, offset + length) of a step, at `data`: in the
   // receive buffer, or still in the connection's FIFO (valid for the call).
   using SlotRead = std::function<void(std::size_t offset, const std::byte* data, std::size_t length)>;
 
   // Sends `send_bytes` of `send` to next while receiving `recv_bytes` into
   // `recv` from prev. `expect` is what this rank runs; the received header
-  // must match it. on_slot (may be empty) runs for each received slot of
-  // `slot` bytes, in order. Throws Error(peer | timeout | protocol) naming
-  // the peer. Zero-byte transfers still exchange headers, so every rank
-  // takes every step.
-  void exchange(const StepHeader& expect, const void* send, std::size_t send_bytes, void* recv, std::size_t recv_bytes,
-                std::size_t slot, const SlotDone& on_slot) {
-    transfer(expect, expect, &next, send, send_bytes, &prev, recv, recv_bytes, slot, on_slot);
+  // must match it. Throws Error(peer | timeout | protocol) naming the peer.
+  // Zero-byte transfers still exchange headers, so every rank takes every
+  // step.
+  void exchange(const StepHeader& expect, const void* send, std::size_t send_bytes, void* recv,
+                std::size_t recv_bytes) {
+    transfer(expect, expect, &next, send, send_bytes, &prev, recv, recv_bytes, 0);
   }
-  // As exchange, but on_read gets each received slot where it lies: a
-  // connection that can lend its FIFO (shared memory's byte ring) hands
+  // As exchange, but on_read gets each received slot of `slot` bytes, in
+  // order, where it lies: a connection that can lend its FIFO (shared memory's byte ring) hands
   // the bytes over in place, whole `unit`s at a time, so a reduction reads
   // them there instead of from a copy in `recv` (which then only takes
   // what cannot be lent: a unit split by the FIFO's wrap).
   void exchange_reading(const StepHeader& expect, const void* send, std::size_t send_bytes, void* recv,
                         std::size_t recv_bytes, std::size_t slot, std::size_t unit, const SlotRead& on_read) {
-    transfer(expect, expect, &next, send, send_bytes, &prev, recv, recv_bytes, slot, {}, unit, &on_read);
+    transfer(expect, expect, &next, send, send_bytes, &prev, recv, recv_bytes, slot, unit, &on_read);
   }
   void send_only(const StepHeader& expect, const void* send, std::size_t bytes) {
-    transfer(expect, expect, &next, send, bytes, nullptr, nullptr, 0, 0, {});
+    transfer(expect, expect, &next, send, bytes, nullptr, nullptr, 0, 0);
   }
   void recv_only(const StepHeader& expect, void* recv, std::size_t bytes) {
-    transfer(expect, expect, nullptr, nullptr, 0, &prev, recv, bytes, 0, {});
+    transfer(expect, expect, nullptr, nullptr, 0, &prev, recv, bytes, 0);
   }
 
   // Direct connections to every peer (channel 0 only), for all_to_all and
@@ -127,14 +125,14 @@ class RingLink {
   void exchange_mesh(const StepHeader& out, int to, const void* send, std::size_t send_bytes, const StepHeader& in,
                      int from, void* recv, std::size_t recv_bytes) {
     transfer(out, in, to >= 0 ? &mesh.at(static_cast<std::size_t>(to)) : nullptr, send, send_bytes,
-             from >= 0 ? &mesh.at(static_cast<std::size_t>(from)) : nullptr, recv, recv_bytes, 0, {});
+             from >= 0 ? &mesh.at(static_cast<std::size_t>(from)) : nullptr, recv, recv_bytes, 0);
   }
 
   // Receives from mesh peer `from` alone, handing the bytes to on_read as
   // exchange_reading does.
   void recv_mesh_reading(const StepHeader& in, int from, void* recv, std::size_t recv_bytes, std::size_t unit,
                          const SlotRead& on_read) {
-    transfer(in, in, nullptr, nullptr, 0, &mesh.at(static_cast<std::size_t>(from)), recv, recv_bytes, 0, {}, unit,
+    transfer(in, in, nullptr, nullptr, 0, &mesh.at(static_cast<std::size_t>(from)), recv, recv_bytes, 0, unit,
              &on_read);
   }
 
@@ -157,7 +155,7 @@ class RingLink {
   bool arm_unflushed();
   void transfer(const StepHeader& header_out, const StepHeader& expect, const Peer* to, const void* send,
                 std::size_t send_bytes, const Peer* from, void* recv, std::size_t recv_bytes, std::size_t slot,
-                const SlotDone& on_slot, std::size_t unit = 1, const SlotRead* on_read = nullptr);
+                std::size_t unit = 1, const SlotRead* on_read = nullptr);
 };
 
 }  // namespace ringmaster::transport
