@@ -273,6 +273,44 @@ TEST(Collectives, ReductionsOverSocketsReadFromTheLendingBuffer) {
   ::unsetenv("RINGMASTER_NSOCKS_PER_CHANNEL");
 }
 
+// Steps from 64 KiB over sockets carry filler between header and data,
+// sized by where the sender's data lies in its page (none when it already
+// lies half a page from the header's end): buffers at every kind of page
+// offset, in and out of place, reduced (lent) and gathered (not lent).
+TEST(Collectives, LargeSocketStepsFromBuffersAtAnyPageOffset) {
+  constexpr std::size_t kCount = (64 * 1024 + 12) / 4;  // 2 ranks: steps just over 32 KiB and 64 KiB
+  run_ranks(
+      2,
+      [&](Communicator& comm) {
+        const int r = comm.rank();
+        for (std::size_t offset :
+             {std::size_t{0}, std::size_t{8}, std::size_t{16}, std::size_t{2072}, std::size_t{4088}}) {
+          for (std::size_t count : {kCount, 2 * kCount}) {
+            std::vector<std::byte> in_store(count * 4 + 2 * 4096), out_store(2 * count * 4 + 2 * 4096);
+            auto page = [&](std::vector<std::byte>& v) {
+              const auto at = reinterpret_cast<std::uintptr_t>(v.data());
+              return reinterpret_cast<float*>(v.data() + ((4096 - at % 4096) % 4096) + offset);
+            };
+            float* in = page(in_store);
+            float* out = page(out_store);
+            for (std::size_t i = 0; i < count; ++i)
+              in[i] = static_cast<float>((i * 7 + static_cast<std::size_t>(r)) % 1000);
+            comm.all_reduce(in, out, count, DataType::fp32, RedOp::sum).wait();
+            for (std::size_t i = 0; i < count; ++i) {
+              const auto want = static_cast<float>((i * 7) % 1000 + (i * 7 + 1) % 1000);
+              ASSERT_EQ(out[i], want) << "all_reduce at page offset " << offset << ", element " << i;
+            }
+            comm.all_gather(in, out, count, DataType::fp32).wait();
+            for (std::size_t i = 0; i < 2 * count; ++i) {
+              const auto want = static_cast<float>(((i % count) * 7 + i / count) % 1000);
+              ASSERT_EQ(out[i], want) << "all_gather at page offset " << offset << ", element " << i;
+            }
+          }
+        }
+      },
+      {}, Links::socket);
+}
+
 // Ranks that run one step in different protocols over shared memory write
 // different rings: an error naming both protocols and ranks, not a hang.
 TEST(Collectives, DifferentProtocolsAreAnErrorNotAHang) {

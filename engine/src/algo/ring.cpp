@@ -27,9 +27,11 @@ transport::StepHeader header(const RingOp& op, int step) {
   return step_header(op, step);
 }
 
-std::byte* scratch_of(RingContext& ctx, std::size_t bytes) {
-  if (ctx.scratch.size() < bytes) ctx.scratch.resize(bytes);
-  return ctx.scratch.data();
+// Scratch for a step whose bytes are reduced into `toward`: placed apart
+// from it (core/bytes.h), as the reduction reads one while writing the other.
+std::byte* scratch_of(RingContext& ctx, std::size_t bytes, const std::byte* toward) {
+  if (ctx.scratch.size() < bytes + kApartSlack) ctx.scratch.resize(bytes + kApartSlack);
+  return ctx.scratch.data() + offset_apart(ctx.scratch.data(), toward);
 }
 
 // One reduce step: send `send` to next, receive the matching chunk from
@@ -38,9 +40,9 @@ std::byte* scratch_of(RingContext& ctx, std::size_t bytes) {
 // lie in the FIFO; other links copy them into scratch first.
 void reduce_step(RingContext& ctx, const RingOp& op, int step, const std::byte* send, std::size_t send_bytes,
                  const std::byte* src, std::byte* dst, std::size_t bytes) {
-  std::byte* tmp = scratch_of(ctx, bytes);
+  std::byte* tmp = scratch_of(ctx, bytes, dst);
   const std::size_t es = size_of(op.type);
-  ctx.link.exchange_reading(header(op, step), send, send_bytes, tmp, bytes, op.slot_bytes, es,
+  ctx.link.exchange_reading(header(op, step), send, send_bytes, tmp, bytes, op.slot_bytes, es, dst,
                             [&](std::size_t offset, const std::byte* data, std::size_t length) {
                               kernels::reduce(dst + offset, src + offset, data, length / es, op.type, op.op);
                             });
@@ -136,7 +138,7 @@ void reduce(RingContext& ctx, const RingOp& op, std::byte* buf, std::size_t coun
     const std::size_t length = std::min(piece, bytes - offset);
     std::byte* p = buf + offset;
     if (position > 0) {
-      std::byte* tmp = scratch_of(ctx, length);
+      std::byte* tmp = scratch_of(ctx, length, p);
       ctx.link.recv_only(header(op, step), tmp, length);
       kernels::reduce(p, p, tmp, length / es, op.type, op.op);
     }

@@ -55,9 +55,10 @@ void up(RingContext& ctx, const DoubleTree& tree, const RingOp& op, int t, std::
   const std::size_t bytes = elems * es;
   const auto h = header(op, k, t, kUp);
   for (int child : tree.children[static_cast<std::size_t>(t)]) {
-    if (ctx.scratch.size() < bytes) ctx.scratch.resize(bytes);
+    if (ctx.scratch.size() < bytes + kApartSlack) ctx.scratch.resize(bytes + kApartSlack);
+    std::byte* tmp = ctx.scratch.data() + offset_apart(ctx.scratch.data(), acc);
     // Reduced as it arrives, from the FIFO itself over shared memory.
-    ctx.link.recv_mesh_reading(h, child, ctx.scratch.data(), bytes, es,
+    ctx.link.recv_mesh_reading(h, child, tmp, bytes, es, acc,
                                [&](std::size_t offset, const std::byte* data, std::size_t length) {
                                  kernels::reduce(acc + offset, acc + offset, data, length / es, op.type, op.op);
                                });

@@ -16,6 +16,10 @@ namespace ringmaster::transport {
 
 enum class TransportKind : std::uint8_t { socket, shm, ofi };
 
+// Steps this large may carry filler between header and data
+// (Connection::pad_before); their receivers read the header first.
+inline constexpr std::size_t kPaddedFromBytes = 64 * 1024;
+
 // "SOCKET", "SHM", "OFI": as NCCL names them in its connection lines.
 std::string_view name_of(TransportKind kind) noexcept;
 
@@ -71,12 +75,26 @@ class Connection {
   // bytes lie contiguous at *data (0: none, or the connection cannot lend
   // them; recv_some then copies), reloading the writer's progress when
   // fewer than `wanted` are known; consume() ends the loan of the first
-  // `bytes` of them. The data stays put until consumed.
-  virtual std::size_t peek(std::size_t /*wanted*/, const std::byte** /*data*/) noexcept { return 0; }
+  // `bytes` of them. The data stays put until consumed. `toward`, when
+  // given, is where the reader will write what it computes from the first
+  // byte: a connection that places the bytes itself keeps them
+  // offset_apart from there.
+  virtual std::size_t peek(std::size_t /*wanted*/, const std::byte** /*data*/,
+                           const std::byte* /*toward*/ = nullptr) noexcept {
+    return 0;
+  }
   virtual void consume(std::size_t /*bytes*/) noexcept {}
   // Whether peek() can lend a step of `step_bytes` now (it may still find
   // none).
   virtual bool lends(std::size_t /*step_bytes*/) const noexcept { return false; }
+
+  // Filler bytes to send between a step's header (`header_bytes`) and its
+  // `bytes` of data at `data`: 0 to 4095, and 0 below kPaddedFromBytes
+  // (the receiver of a smaller step reads header and data at once).
+  virtual std::size_t pad_before(const void* /*data*/, std::size_t /*bytes*/,
+                                 std::size_t /*header_bytes*/) const noexcept {
+    return 0;
+  }
 
   virtual void set_send_protocol(Protocol /*protocol*/) noexcept {}
   virtual void set_recv_protocol(Protocol /*protocol*/) noexcept {}

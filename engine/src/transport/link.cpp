@@ -6,6 +6,7 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -16,6 +17,10 @@ namespace ringmaster::transport {
 namespace {
 
 using Clock = net::Clock;
+
+// Filler between a step's header and its data is less than a page.
+constexpr std::size_t kMaxPad = 4096;
+constexpr std::array<std::byte, kMaxPad> kFiller{};
 
 std::string describe(const StepHeader& h) {
   return fmt::format("{} #{} of {} bytes (step {}, {})", name_of(static_cast<Collective>(h.collective)), h.seq, h.bytes,
@@ -48,7 +53,7 @@ void set_before_sleep(void (*hook)()) noexcept {
 
 void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, const Peer* to, const void* send,
                         std::size_t send_bytes, const Peer* from, void* recv, std::size_t recv_bytes, std::size_t slot,
-                        std::size_t unit, const SlotRead* on_read) {
+                        std::size_t unit, const SlotRead* on_read, const std::byte* toward) {
   const auto started = Clock::now();
   const bool do_send = to != nullptr, do_recv = from != nullptr;
   const Peer& next = do_send ? *to : *from;
@@ -61,9 +66,14 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
   if (!do_recv) recv_bytes = 0;
   if (do_send) to->connection->set_send_protocol(static_cast<Protocol>(header_out.protocol));
   if (do_recv) from->connection->set_recv_protocol(static_cast<Protocol>(expect.protocol));
-  std::size_t header_sent = do_send ? 0 : sizeof(StepHeader);
+  // A step's head is its header and the filler after it (pad_before).
+  out_header.pad =
+      do_send ? static_cast<std::uint16_t>(to->connection->pad_before(send, send_bytes, sizeof(StepHeader))) : 0;
+  const std::size_t head_out = sizeof(StepHeader) + out_header.pad;
+  std::size_t head_in = sizeof(StepHeader);  // plus the filler, once the header says how much
+  std::size_t header_sent = do_send ? 0 : head_out;
   std::size_t data_sent = 0;
-  std::size_t header_received = do_recv ? 0 : sizeof(StepHeader);
+  std::size_t header_received = do_recv ? 0 : head_in;
   std::size_t data_received = 0;
   // The link's own pace: from the end of the first read that returned data
   // (whatever had already arrived while this rank was busy elsewhere) to
@@ -102,7 +112,8 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
   };
 
   auto check_header = [&] {
-    if (in_header.magic != kStepMagic) {
+    if (in_header.magic != kStepMagic || in_header.pad >= kMaxPad ||
+        (in_header.pad != 0 && in_header.bytes < kPaddedFromBytes)) {
       throw Error(ErrorCategory::protocol, fmt::format("rank {}: rank {} at {} sent data that is not a collective step",
                                                        rank, from->rank, from->address));
     }
@@ -130,8 +141,8 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
   // Header and data travel in one call each way when the peer is ready.
   for (;;) {
     if (aborted != nullptr && aborted->load()) throw Error(ErrorCategory::peer, "the communicator was aborted");
-    const bool sending = header_sent < sizeof(StepHeader) || data_sent < send_bytes;
-    const bool receiving = header_received < sizeof(StepHeader) || data_received < recv_bytes;
+    const bool sending = header_sent < head_out || data_sent < send_bytes;
+    const bool receiving = header_received < head_in || data_received < recv_bytes;
     // What was handed over but still needs this side's progress keeps
     // getting it while the step waits for its other half.
     if (do_send && !sending) keep_flushing(next);
@@ -140,10 +151,14 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
     if (!sending && !next.connection->flushed()) next.connection->progress();
     bool progressed = false;
     if (sending) {
-      iovec iov[2];
+      iovec iov[3];
       int n = 0;
       if (header_sent < sizeof(StepHeader)) {
         iov[n++] = {reinterpret_cast<char*>(&out_header) + header_sent, sizeof(StepHeader) - header_sent};
+      }
+      if (header_sent < head_out) {
+        const std::size_t filled = std::max(header_sent, sizeof(StepHeader)) - sizeof(StepHeader);
+        iov[n++] = {const_cast<std::byte*>(kFiller.data()), head_out - sizeof(StepHeader) - filled};
       }
       if (data_sent < send_bytes) {
         iov[n++] = {const_cast<char*>(static_cast<const char*>(send)) + data_sent, send_bytes - data_sent};
@@ -152,7 +167,7 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
       if (w < 0) peer_error(next, w == net::kPeerClosed ? net::kPeerClosed : static_cast<int>(-w), "sending to");
       if (w > 0) {
         std::size_t left = static_cast<std::size_t>(w);
-        const std::size_t h = std::min(left, sizeof(StepHeader) - header_sent);
+        const std::size_t h = std::min(left, head_out - header_sent);
         header_sent += h;
         data_sent += left - h;
         if (counters != nullptr) {
@@ -165,11 +180,14 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
       // A lending connection hands whole units over in place once the
       // header is in; only a unit it cannot lend whole is copied.
       const bool lending = on_read != nullptr && prev.connection->lends(recv_bytes);
-      const bool have_header = header_received == sizeof(StepHeader);
+      const bool header_in = header_received >= sizeof(StepHeader);
+      const bool have_header = header_received == head_in;  // and the filler
       bool lent = false;
       if (lending && have_header && data_received < recv_bytes && data_received % unit == 0) {
         const std::byte* at = nullptr;
-        std::size_t len = std::min(prev.connection->peek(recv_bytes - data_received, &at), recv_bytes - data_received);
+        std::size_t len = std::min(prev.connection->peek(recv_bytes - data_received, &at,
+                                                         toward != nullptr ? toward + data_received : nullptr),
+                                   recv_bytes - data_received);
         len -= len % unit;
         if (len > 0) {
           if (slots_done < data_received) {
@@ -185,10 +203,15 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
       }
       iovec iov[2];
       int n = 0;
-      if (header_received < sizeof(StepHeader)) {
+      if (!header_in) {
         iov[n++] = {reinterpret_cast<char*>(&in_header) + header_received, sizeof(StepHeader) - header_received};
+      } else if (!have_header) {
+        thread_local std::array<std::byte, kMaxPad> sink;
+        iov[n++] = {sink.data(), head_in - header_received};
       }
-      if (data_received < recv_bytes && !lent && (!lending || have_header)) {
+      // A large step's data waits for its header: filler may come first.
+      const bool data_next = lending ? have_header : header_in || recv_bytes < kPaddedFromBytes;
+      if (data_received < recv_bytes && !lent && data_next) {
         const std::size_t want = lending ? unit - data_received % unit : recv_bytes - data_received;
         iov[n++] = {static_cast<char*>(recv) + data_received, std::min(want, recv_bytes - data_received)};
       }
@@ -196,9 +219,12 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
       if (r < 0) peer_error(prev, r == net::kPeerClosed ? net::kPeerClosed : static_cast<int>(-r), "receiving from");
       if (r > 0) {
         std::size_t left = static_cast<std::size_t>(r);
-        const std::size_t h = std::min(left, sizeof(StepHeader) - header_received);
+        const std::size_t h = std::min(left, head_in - header_received);
         header_received += h;
-        if (!have_header && header_received == sizeof(StepHeader)) check_header();
+        if (!header_in && header_received == sizeof(StepHeader)) {
+          check_header();
+          head_in += in_header.pad;
+        }
         count_received(left - h);
         data_received += left - h;
         if (on_read != nullptr) {

@@ -29,7 +29,10 @@
 namespace ringmaster::transport {
 
 struct StepHeader {
-  std::uint32_t magic = 0;
+  std::uint16_t magic = 0;
+  // Filler bytes between this header and the data (Connection::pad_before);
+  // only steps of kPaddedFromBytes or more have any.
+  std::uint16_t pad = 0;
   std::uint8_t collective = 0;
   std::uint8_t protocol = static_cast<std::uint8_t>(Protocol::simple);
   std::uint16_t step = 0;
@@ -38,7 +41,7 @@ struct StepHeader {
 };
 static_assert(sizeof(StepHeader) == 24);
 
-inline constexpr std::uint32_t kStepMagic = 0x52535450;  // "RSTP"
+inline constexpr std::uint16_t kStepMagic = 0x5253;  // "RS"
 
 // A channel's counters: written by its progress thread, read by samplers,
 // relaxed atomics so neither side takes a lock.
@@ -103,10 +106,14 @@ class RingLink {
   // order, where it lies: a connection that can lend its FIFO (shared memory's byte ring) hands
   // the bytes over in place, whole `unit`s at a time, so a reduction reads
   // them there instead of from a copy in `recv` (which then only takes
-  // what cannot be lent: a unit split by the FIFO's wrap).
+  // what cannot be lent: a unit split by the FIFO's wrap). `toward` is
+  // where on_read writes what it computes from the step's first byte: a
+  // connection that places lent bytes itself keeps them apart from there
+  // (core/bytes.h: offset_apart).
   void exchange_reading(const StepHeader& expect, const void* send, std::size_t send_bytes, void* recv,
-                        std::size_t recv_bytes, std::size_t slot, std::size_t unit, const SlotRead& on_read) {
-    transfer(expect, expect, &next, send, send_bytes, &prev, recv, recv_bytes, slot, unit, &on_read);
+                        std::size_t recv_bytes, std::size_t slot, std::size_t unit, const std::byte* toward,
+                        const SlotRead& on_read) {
+    transfer(expect, expect, &next, send, send_bytes, &prev, recv, recv_bytes, slot, unit, &on_read, toward);
   }
   void send_only(const StepHeader& expect, const void* send, std::size_t bytes) {
     transfer(expect, expect, &next, send, bytes, nullptr, nullptr, 0, 0);
@@ -131,9 +138,9 @@ class RingLink {
   // Receives from mesh peer `from` alone, handing the bytes to on_read as
   // exchange_reading does.
   void recv_mesh_reading(const StepHeader& in, int from, void* recv, std::size_t recv_bytes, std::size_t unit,
-                         const SlotRead& on_read) {
-    transfer(in, in, nullptr, nullptr, 0, &mesh.at(static_cast<std::size_t>(from)), recv, recv_bytes, 0, unit,
-             &on_read);
+                         const std::byte* toward, const SlotRead& on_read) {
+    transfer(in, in, nullptr, nullptr, 0, &mesh.at(static_cast<std::size_t>(from)), recv, recv_bytes, 0, unit, &on_read,
+             toward);
   }
 
   // Waits until every connection has sent what it took (libfabric needs
@@ -155,7 +162,7 @@ class RingLink {
   bool arm_unflushed();
   void transfer(const StepHeader& header_out, const StepHeader& expect, const Peer* to, const void* send,
                 std::size_t send_bytes, const Peer* from, void* recv, std::size_t recv_bytes, std::size_t slot,
-                std::size_t unit = 1, const SlotRead* on_read = nullptr);
+                std::size_t unit = 1, const SlotRead* on_read = nullptr, const std::byte* toward = nullptr);
 };
 
 }  // namespace ringmaster::transport

@@ -455,7 +455,7 @@ std::int64_t ShmConnection::recv_stream(const iovec* iov, int count) noexcept {
 
 // The byte ring lends what the writer has published, up to its wrap; the
 // line formats never do (their payload is cut into lines).
-std::size_t ShmConnection::peek(std::size_t wanted, const std::byte** data) noexcept {
+std::size_t ShmConnection::peek(std::size_t wanted, const std::byte** data, const std::byte* /*toward*/) noexcept {
   if (recv_protocol_ != Protocol::simple) return 0;
   std::size_t avail = static_cast<std::size_t>(head_seen_ - tail_);
   if (avail < wanted) {

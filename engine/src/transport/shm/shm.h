@@ -106,7 +106,7 @@ class ShmConnection final : public Connection {
   bool data_pollable() const noexcept override { return false; }
   void set_send_protocol(Protocol protocol) noexcept override { send_protocol_ = protocol; }
   void set_recv_protocol(Protocol protocol) noexcept override { recv_protocol_ = protocol; }
-  std::size_t peek(std::size_t wanted, const std::byte** data) noexcept override;
+  std::size_t peek(std::size_t wanted, const std::byte** data, const std::byte* toward = nullptr) noexcept override;
   void consume(std::size_t bytes) noexcept override;
   bool lends(std::size_t) const noexcept override { return recv_protocol_ == Protocol::simple; }
   bool arm_wait(bool sending, bool receiving) noexcept override;

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <new>
 
+#include "core/bytes.h"
+
 namespace ringmaster::transport {
 
 std::string_view name_of(TransportKind kind) noexcept {
@@ -120,23 +122,30 @@ std::int64_t SocketConnection::recv_some(const iovec* iov, int count) noexcept {
   return static_cast<std::int64_t>(moved);
 }
 
-std::size_t SocketConnection::peek(std::size_t wanted, const std::byte** data) noexcept {
+std::size_t SocketConnection::peek(std::size_t wanted, const std::byte** data, const std::byte* toward) noexcept {
   if (lent_begin_ == lent_end_) {
-    lent_begin_ = lent_end_ = 0;
     if (lent_.empty()) {
       try {
-        lent_.resize(kLendBytes);
+        lent_.resize(kLendBytes + kApartSlack);
       } catch (const std::bad_alloc&) {
         return 0;  // recv_some copies instead
       }
     }
-    iovec into{lent_.data(), std::min(wanted, kLendBytes)};
+    const std::size_t at = offset_apart(lent_.data(), toward);
+    iovec into{lent_.data() + at, std::min(wanted, kLendBytes)};
     const std::int64_t n = move(&into, 1, received_, recv_on);
     if (n <= 0) return 0;  // nothing yet, or an error recv_some reports
-    lent_end_ = static_cast<std::size_t>(n);
+    lent_begin_ = at;
+    lent_end_ = at + static_cast<std::size_t>(n);
   }
   *data = lent_.data() + lent_begin_;
   return lent_end_ - lent_begin_;
+}
+
+std::size_t SocketConnection::pad_before(const void* data, std::size_t bytes, std::size_t header_bytes) const noexcept {
+  if (bytes < kPaddedFromBytes) return 0;
+  const std::size_t from = reinterpret_cast<std::uintptr_t>(data) % kApartSlack;
+  return (from + kApartSlack / 2 + kApartSlack - header_bytes % kApartSlack) % kApartSlack;
 }
 
 void SocketConnection::shutdown() noexcept {
