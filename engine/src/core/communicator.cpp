@@ -1243,10 +1243,11 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
   transport::set_before_sleep(start_waiting_work);
   auto impl = std::make_unique<Impl>();
   impl->min_channels = static_cast<int>(options.min_channels.value_or(param_int(Param::MinChannels)));
-  // Every channel is a progress thread that copies through the kernel, so
-  // by default there are no more channels than half the cores: on a
-  // 2-core host two channels per rank only take turns on the CPUs.
-  const int default_max = std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 2, 1, 4);
+  // Every channel is a progress thread, so by default there are no more
+  // channels than half the cores (raised to two over the network, below).
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const int default_max = std::clamp(cores / 2, 1, 4);
+  const bool channels_given = options.max_channels || param_env(Param::MaxChannels);
   impl->max_channels = static_cast<int>(
       options.max_channels.value_or(param_env(Param::MaxChannels) ? param_int(Param::MaxChannels) : default_max));
   if (!options.min_channels && !param_env(Param::MinChannels)) {
@@ -1297,6 +1298,21 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
   impl->nranks = config.world_size;
   impl->p2p_sent.assign(static_cast<std::size_t>(config.world_size), 0);
   impl->p2p_received.assign(static_cast<std::size_t>(config.world_size), 0);
+  if (!channels_given && cores >= 2) {
+    // Over sockets the kernel does the copying, inside the channel's
+    // system calls: a second channel keeps a CPU busy while the first
+    // waits on its peer, and runs 1.3-1.6x faster from 1 MiB even on 2
+    // cores (docs/performance.md). Ranks that copy through shared memory
+    // themselves keep one channel per two cores. Every rank must count
+    // alike, so this looks at what all share: the hosts, and the job's
+    // NCCL_SHM_DISABLE (a rank that turns shared memory off in its own
+    // CommOptions still counts as the job does).
+    const auto& peers = impl->bootstrap->peers();
+    const bool network =
+        param_int(Param::ShmDisable) != 0 ||
+        std::any_of(peers.begin(), peers.end(), [&](const auto& p) { return p.host != peers.front().host; });
+    if (network && impl->nranks > 1) impl->max_channels = std::max(impl->max_channels, 2);
+  }
   for (int c = 0; c < impl->max_channels; ++c) {
     auto channel = std::make_unique<Channel>();
     channel->index = c;
@@ -1344,6 +1360,13 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
     impl->bootstrap->run_stage(Stage::transport_connect, [&] {
       try {
         shape.intra = shape.inter = impl->calibrate(shape);
+        // Each channel beyond the first is a progress thread to wake and a
+        // step of its own on every hop; on a VM the wake alone costs tens
+        // of microseconds (a 64 KiB all_reduce over sockets on two
+        // channels took 3x as long as on one). Three hops' worth keeps
+        // small sizes on one channel.
+        shape.channel_latency_us = std::max(shape.channel_latency_us,
+                                            3 * shape.intra.hop_latency_us[static_cast<std::size_t>(Protocol::simple)]);
         impl->channels[0]->link.flush();
       } catch (const Error& e) {
         auto f =

@@ -357,11 +357,11 @@ std::string Tuner::describe() const {
     return out;
   };
   std::string out = fmt::format(
-      "{} ranks on {} node{}, channels {}..{}; trees on at most {} channel(s), depth {}+{}, {:.1f}x a hop per "
-      "level, {:.2f} of the line; within a node: {}",
+      "{} ranks on {} node{}, channels {}..{} ({:.1f} us each beyond the first); trees on at most {} channel(s), "
+      "depth {}+{}, {:.1f}x a hop per level, {:.2f} of the line; within a node: {}",
       shape_.nranks, shape_.nnodes, shape_.nnodes == 1 ? "" : "s", shape_.min_channels, shape_.max_channels,
-      std::min(shape_.tree_channels, shape_.max_channels), shape_.tree_depth_intra, shape_.tree_depth_inter,
-      shape_.tree_hop_factor, shape_.tree_efficiency, link(shape_.intra));
+      shape_.channel_latency_us, std::min(shape_.tree_channels, shape_.max_channels), shape_.tree_depth_intra,
+      shape_.tree_depth_inter, shape_.tree_hop_factor, shape_.tree_efficiency, link(shape_.intra));
   if (shape_.nnodes > 1) out += "; across nodes: " + link(shape_.inter);
   if (!algorithms_.empty() || !protocols_.empty()) out += "; overrides apply";
   if (!shape_.source.empty()) out += "; " + shape_.source;
