@@ -268,6 +268,9 @@ TEST(Collectives, ReductionsOverSocketsReadFromTheLendingBuffer) {
     for (DataType t : {DataType::int8, DataType::bf16, DataType::fp64}) {
       for (Collective c : {Collective::all_reduce, Collective::reduce_scatter, Collective::reduce})
         check({c, t, RedOp::sum}, 3, {65537, (1u << 20) + 3}, Links::socket, {Protocol::simple});
+      // Two ranks up to 512 KiB exchange whole inputs and reduce as they arrive.
+      check({Collective::all_reduce, t, RedOp::sum}, 2, {65537, 100003}, Links::socket, {Protocol::simple});
+      check({Collective::all_reduce, t, RedOp::avg}, 2, {65537}, Links::socket, {Protocol::simple});
     }
   }
   ::unsetenv("RINGMASTER_NSOCKS_PER_CHANNEL");

@@ -71,7 +71,8 @@ namespace ringmaster {
   X(InlineBytes, "RINGMASTER_INLINE_BYTES", "65536",                                                             \
     "Collectives up to this size run on the calling thread when their channel is idle (0: never)")               \
   X(PairBytes, "RINGMASTER_PAIR_BYTES", "16384",                                                                 \
-    "2-rank all_reduce up to this many bytes exchanges whole inputs in one step instead of the ring's two")      \
+    "2-rank all_reduce up to this many bytes exchanges whole inputs in one step instead of the ring's two "      \
+    "(unset: 16384 over shared memory, 524288 over sockets and libfabric)")                                      \
   X(CollTimeout, "RINGMASTER_COLL_TIMEOUT", "60",                                                                \
     "Seconds a collective may go without progress before it fails naming the silent peer")                       \
   X(TopoFile, "NCCL_TOPO_FILE", "",                                                                              \
