@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/function_ref.h"
 #include "net/socket.h"
 #include "ringmaster/comm.h"
 #include "transport/connection.h"
@@ -91,7 +92,7 @@ class RingLink {
 
   // Received bytes [offset, offset + length) of a step, at `data`: in the
   // receive buffer, or still in the connection's FIFO (valid for the call).
-  using SlotRead = std::function<void(std::size_t offset, const std::byte* data, std::size_t length)>;
+  using SlotRead = FunctionRef<void(std::size_t offset, const std::byte* data, std::size_t length)>;
 
   // Sends `send_bytes` of `send` to next while receiving `recv_bytes` into
   // `recv` from prev. `expect` is what this rank runs; the received header
