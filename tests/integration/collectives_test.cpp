@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <fstream>
+#include <mutex>
 #include <thread>
 
 #include "net/socket.h"
@@ -274,6 +276,52 @@ TEST(Collectives, ReductionsOverSocketsReadFromTheLendingBuffer) {
     }
   }
   ::unsetenv("RINGMASTER_NSOCKS_PER_CHANNEL");
+}
+
+// A calibration cached while the machine was busy is not kept for its hour:
+// a cached hop over twice what the links take now is measured anew.
+TEST(Collectives, CachedCalibrationFarSlowerThanTheLinksIsMeasuredAnew) {
+  const std::string cache =
+      (std::filesystem::temp_directory_path() / ("ringmaster-tune-" + std::to_string(::getpid()) + ".json")).string();
+  ::setenv("RINGMASTER_TUNE_CACHE", cache.c_str(), 1);
+  auto describe = [] {
+    std::string out;
+    std::mutex mutex;
+    run_ranks(
+        2,
+        [&](Communicator& comm) {
+          std::lock_guard lock(mutex);
+          if (comm.rank() == 0) out = comm.tuner().describe();
+        },
+        {}, Links::socket);
+    return out;
+  };
+  describe();  // measures and caches
+  // The cached hops set to `hops` (the figures are rank 0's to offer).
+  auto set_cached_hops = [&](const std::string& hops) {
+    std::string text;
+    {
+      std::ifstream in(cache);
+      text.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    const auto at = text.find("\"hop_us\": [");
+    ASSERT_NE(at, std::string::npos) << text;
+    const auto end = text.find(']', at);
+    text.replace(at, end + 1 - at, "\"hop_us\": [" + hops + "]");
+    std::ofstream out(cache, std::ios::trunc);
+    out << text;
+  };
+  // A cached hop faster than now is kept (the machine may be busy now).
+  set_cached_hops("0.3, 0.3, 0.3");
+  const std::string kept = describe();
+  EXPECT_NE(kept.find(" s ago"), std::string::npos) << kept;
+  EXPECT_NE(kept.find("hop 0.3/0.3/0.3 us"), std::string::npos) << kept;
+  set_cached_hops("5000, 5000, 5000");
+  const std::string after = describe();
+  EXPECT_EQ(after.find("5000.0"), std::string::npos) << after;
+  EXPECT_EQ(after.find(" s ago"), std::string::npos) << after;
+  ::unsetenv("RINGMASTER_TUNE_CACHE");
+  std::filesystem::remove(cache);
 }
 
 // Steps from 64 KiB over sockets carry filler between header and data,

@@ -553,7 +553,74 @@ struct Communicator::Impl {
       offer_op.type = DataType::fp64;
       offer_op.root = 0;
       algo::broadcast(ctx, offer_op, reinterpret_cast<std::byte*>(offer), std::size(offer));
-      if (offer[0] == 1) {
+      // The collective itself, timed in batches (ranks run in lock step,
+      // so a batch amortises when each started): small all_reduces give
+      // the hop latency (2(n-1) steps each), 2 MiB ones the bandwidth of
+      // a step beyond that latency.
+      const double n = nranks;
+      algo::RingOp op_small = sync;
+      op_small.seq = ~std::uint64_t{0} - 3;
+      op_small.type = DataType::fp32;
+      float value[2] = {1, 2};
+      auto small = [&] {
+        algo::all_reduce(ctx, op_small, reinterpret_cast<std::byte*>(value), reinterpret_cast<std::byte*>(value), 2);
+      };
+      // First a warm-up of small all_reduces for kWarmUp (rank 0's clock
+      // decides, the others follow its answer): a rank's first tens of
+      // milliseconds after start run several times slower on a VM, and
+      // the figures below would carry that.
+      constexpr auto kWarmUp = std::chrono::milliseconds(30);
+      {
+        algo::RingOp go_op = op_small;
+        go_op.type = DataType::int32;
+        go_op.op = RedOp::max;
+        for (std::int32_t go = 1; go != 0;) {
+          go = rank == 0 && Clock::now() - started < kWarmUp ? 1 : 0;
+          algo::all_reduce(ctx, go_op, reinterpret_cast<std::byte*>(&go), reinterpret_cast<std::byte*>(&go), 1);
+        }
+      }
+      auto batch = [&](const std::function<void()>& f, int rounds) {
+        const auto t = Clock::now();
+        for (int i = 0; i < rounds; ++i)
+          f();
+        return std::chrono::duration<double, std::micro>(Clock::now() - t).count() / rounds;
+      };
+      // The median of several batches: the fastest one is where every
+      // rank happened to run at once, which with more ranks than CPUs
+      // is the exception, and the model should predict the rule.
+      auto median_of = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+      };
+      auto typical = [&](const std::function<void()>& f, int rounds, int batches) {
+        std::vector<double> times;
+        for (int i = 0; i < batches; ++i)
+          times.push_back(batch(f, rounds));
+        return median_of(std::move(times));
+      };
+      // A calibration cached while the machine was busy (a build beside
+      // it) would stay for the hour: rank 0 times the small all_reduce
+      // now, and a cached hop over twice what it sees is measured anew.
+      bool cached = offer[0] == 1;
+      if (cached) {
+        op_small.protocol = Protocol::simple;
+        const double hop_now = typical(small, 8, 5) / (2 * (n - 1));
+        algo::RingOp stale_op = op_small;
+        stale_op.type = DataType::int32;
+        stale_op.op = RedOp::max;
+        std::int32_t stale = rank == 0 && offer[3] > 2 * hop_now ? 1 : 0;
+        algo::all_reduce(ctx, stale_op, reinterpret_cast<std::byte*>(&stale), reinterpret_cast<std::byte*>(&stale), 1);
+        if (stale != 0) {
+          cached = false;
+          if (rank == 0) {
+            RM_INFO(tuning,
+                    "cached calibration ({:.1f} us a hop) is over twice what the links take now ({:.1f} us): "
+                    "measuring anew",
+                    offer[3], hop_now);
+          }
+        }
+      }
+      if (cached) {
         channels[0]->link.flush();
         hop[0] = offer[1], hop[1] = offer[2], hop[2] = offer[3];
         gbs = offer[4], gbs_all = offer[5], tree_share = offer[6];
@@ -565,51 +632,6 @@ struct Communicator::Impl {
         source = fmt::format("calibration of this shape measured {} s ago, kept in {}",
                              now - static_cast<std::int64_t>(offer[7]), cache);
       } else {
-        // The collective itself, timed in batches (ranks run in lock step,
-        // so a batch amortises when each started): small all_reduces give
-        // the hop latency (2(n-1) steps each), 2 MiB ones the bandwidth of
-        // a step beyond that latency.
-        const double n = nranks;
-        algo::RingOp op_small = sync;
-        op_small.seq = ~std::uint64_t{0} - 3;
-        op_small.type = DataType::fp32;
-        float value[2] = {1, 2};
-        auto small = [&] {
-          algo::all_reduce(ctx, op_small, reinterpret_cast<std::byte*>(value), reinterpret_cast<std::byte*>(value), 2);
-        };
-        // First a warm-up of small all_reduces for kWarmUp (rank 0's clock
-        // decides, the others follow its answer): a rank's first tens of
-        // milliseconds after start run several times slower on a VM, and
-        // the figures below would carry that.
-        constexpr auto kWarmUp = std::chrono::milliseconds(30);
-        {
-          algo::RingOp go_op = op_small;
-          go_op.type = DataType::int32;
-          go_op.op = RedOp::max;
-          for (std::int32_t go = 1; go != 0;) {
-            go = rank == 0 && Clock::now() - started < kWarmUp ? 1 : 0;
-            algo::all_reduce(ctx, go_op, reinterpret_cast<std::byte*>(&go), reinterpret_cast<std::byte*>(&go), 1);
-          }
-        }
-        auto batch = [&](const std::function<void()>& f, int rounds) {
-          const auto t = Clock::now();
-          for (int i = 0; i < rounds; ++i)
-            f();
-          return std::chrono::duration<double, std::micro>(Clock::now() - t).count() / rounds;
-        };
-        // The median of several batches: the fastest one is where every
-        // rank happened to run at once, which with more ranks than CPUs
-        // is the exception, and the model should predict the rule.
-        auto median_of = [](std::vector<double> v) {
-          std::sort(v.begin(), v.end());
-          return v[v.size() / 2];
-        };
-        auto typical = [&](const std::function<void()>& f, int rounds, int batches) {
-          std::vector<double> times;
-          for (int i = 0; i < batches; ++i)
-            times.push_back(batch(f, rounds));
-          return median_of(std::move(times));
-        };
         // A small tree all_reduce per protocol too: its levels cost what
         // the ring's hops do not tell (a rank waits on two children, and
         // the two trees' steps interleave).
