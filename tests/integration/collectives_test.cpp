@@ -283,6 +283,9 @@ TEST(Collectives, ReductionsOverSocketsReadFromTheLendingBuffer) {
 TEST(Collectives, CachedCalibrationFarSlowerThanTheLinksIsMeasuredAnew) {
   const std::string cache =
       (std::filesystem::temp_directory_path() / ("ringmaster-tune-" + std::to_string(::getpid()) + ".json")).string();
+  const char* before = std::getenv("RINGMASTER_TUNE_CACHE");
+  const bool had_before = before != nullptr;
+  const std::string restore = had_before ? before : "";
   ::setenv("RINGMASTER_TUNE_CACHE", cache.c_str(), 1);
   auto describe = [] {
     std::string out;
@@ -320,7 +323,11 @@ TEST(Collectives, CachedCalibrationFarSlowerThanTheLinksIsMeasuredAnew) {
   const std::string after = describe();
   EXPECT_EQ(after.find("5000.0"), std::string::npos) << after;
   EXPECT_EQ(after.find(" s ago"), std::string::npos) << after;
-  ::unsetenv("RINGMASTER_TUNE_CACHE");
+  if (had_before) {
+    ::setenv("RINGMASTER_TUNE_CACHE", restore.c_str(), 1);
+  } else {
+    ::unsetenv("RINGMASTER_TUNE_CACHE");
+  }
   std::filesystem::remove(cache);
 }
 
