@@ -15,12 +15,7 @@ void pair_all_reduce(RingContext& ctx, const RingOp& op, const std::byte* send, 
     // Out of place: send the input as it is and reduce the peer's bytes
     // as they arrive (in place where the connection lends them), rank 0's
     // input first on both ranks: the same order, the same bits.
-    std::byte* tmp = ctx.scratch.size() >= bytes + kApartSlack ? ctx.scratch.data() : nullptr;
-    if (tmp == nullptr) {
-      ctx.scratch.resize(bytes + kApartSlack);
-      tmp = ctx.scratch.data();
-    }
-    tmp += offset_apart(tmp, recv);
+    std::byte* tmp = scratch_of(ctx, bytes, recv);
     ctx.link.exchange_reading(step_header(op, 0), send, bytes, tmp, bytes, op.slot_bytes, es, recv,
                               [&](std::size_t offset, const std::byte* theirs, std::size_t length) {
                                 const std::byte* mine = send + offset;

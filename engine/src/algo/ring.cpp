@@ -27,13 +27,6 @@ transport::StepHeader header(const RingOp& op, int step) {
   return step_header(op, step);
 }
 
-// Scratch for a step whose bytes are reduced into `toward`: placed apart
-// from it (core/bytes.h), as the reduction reads one while writing the other.
-std::byte* scratch_of(RingContext& ctx, std::size_t bytes, const std::byte* toward) {
-  if (ctx.scratch.size() < bytes + kApartSlack) ctx.scratch.resize(bytes + kApartSlack);
-  return ctx.scratch.data() + offset_apart(ctx.scratch.data(), toward);
-}
-
 // One reduce step: send `send` to next, receive the matching chunk from
 // prev and reduce it with `src` into `dst`, slot by slot as it arrives (dst
 // may be src). Over shared memory the peer's bytes are reduced where they
@@ -49,6 +42,11 @@ void reduce_step(RingContext& ctx, const RingOp& op, int step, const std::byte* 
 }
 
 }  // namespace
+
+std::byte* scratch_of(RingContext& ctx, std::size_t bytes, const std::byte* toward) {
+  if (ctx.scratch.size() < bytes + kApartSlack) ctx.scratch.resize(bytes + kApartSlack);
+  return ctx.scratch.data() + offset_apart(ctx.scratch.data(), toward);
+}
 
 transport::StepHeader step_header(const RingOp& op, int step) {
   transport::StepHeader h;

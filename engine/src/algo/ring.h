@@ -33,6 +33,11 @@ struct RingContext {
 // The header of step `step` of op: what the peer's must match.
 transport::StepHeader step_header(const RingOp& op, int step);
 
+// `bytes` of the context's scratch for a step whose bytes are reduced into
+// `toward`: placed half a page from it (core/bytes.h, offset_apart), as
+// the reduction reads one while writing the other.
+std::byte* scratch_of(RingContext& ctx, std::size_t bytes, const std::byte* toward);
+
 // recv receives the sum of every rank's send (count elements); in place
 // when send == recv.
 void all_reduce(RingContext& ctx, const RingOp& op, const std::byte* send, std::byte* recv, std::size_t count);

@@ -55,8 +55,7 @@ void up(RingContext& ctx, const DoubleTree& tree, const RingOp& op, int t, std::
   const std::size_t bytes = elems * es;
   const auto h = header(op, k, t, kUp);
   for (int child : tree.children[static_cast<std::size_t>(t)]) {
-    if (ctx.scratch.size() < bytes + kApartSlack) ctx.scratch.resize(bytes + kApartSlack);
-    std::byte* tmp = ctx.scratch.data() + offset_apart(ctx.scratch.data(), acc);
+    std::byte* tmp = scratch_of(ctx, bytes, acc);
     // Reduced as it arrives, from the FIFO itself over shared memory.
     ctx.link.recv_mesh_reading(h, child, tmp, bytes, es, acc,
                                [&](std::size_t offset, const std::byte* data, std::size_t length) {
