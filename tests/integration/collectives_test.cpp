@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "net/socket.h"
@@ -951,6 +952,48 @@ TEST(Collectives, CountersAndRecordsReportTraffic) {
       },
       options);
   EXPECT_EQ(records.load(), 2);
+}
+
+// With more ranks on a host than CPUs, a collective of any size on one
+// channel runs on the thread that waits for it (no progress thread has a
+// CPU of its own there); RINGMASTER_INLINE_BYTES given keeps the larger
+// ones on the progress thread. The telemetry record comes from the thread
+// that finished the collective.
+TEST(Collectives, RanksOutnumberingCpusRunCollectivesOnTheWaitingThread) {
+  const int n = static_cast<int>(std::thread::hardware_concurrency()) + 1;
+  if (n > 17) GTEST_SKIP() << "more ranks than CPUs would take " << n << " ranks here";
+  ::setenv("NCCL_MAX_NCHANNELS", "1", 1);
+  constexpr std::size_t kCount = 1 << 18;  // 1 MiB of floats, above the 64 KiB default
+  for (const bool given : {false, true}) {
+    if (given) ::setenv("RINGMASTER_INLINE_BYTES", "65536", 1);
+    std::mutex mutex;
+    std::set<std::thread::id> callers, finishers;
+    CommOptions options;
+    options.on_collective = [&](const CollectiveRecord& r) {
+      if (r.collective != Collective::all_reduce || r.bytes != kCount * 4) return;
+      std::lock_guard lock(mutex);
+      finishers.insert(std::this_thread::get_id());
+    };
+    run_ranks(
+        n,
+        [&](Communicator& comm) {
+          {
+            std::lock_guard lock(mutex);
+            callers.insert(std::this_thread::get_id());
+          }
+          std::vector<float> data(kCount, 1.0f);
+          for (int i = 0; i < 3; ++i)
+            comm.all_reduce(data.data(), data.data(), kCount, DataType::fp32, RedOp::sum).wait();
+          EXPECT_EQ(data[kCount - 1], static_cast<float>(n * n * n));
+        },
+        options);
+    ::unsetenv("RINGMASTER_INLINE_BYTES");
+    ASSERT_EQ(callers.size(), static_cast<std::size_t>(n));
+    ASSERT_FALSE(finishers.empty());
+    for (const auto& id : finishers)
+      EXPECT_EQ(callers.count(id), given ? 0u : 1u) << (given ? "INLINE_BYTES=65536" : "default");
+  }
+  ::unsetenv("NCCL_MAX_NCHANNELS");
 }
 
 // NCCL_TOPO_FILE is what the communicator uses (declared) and what rank 0
