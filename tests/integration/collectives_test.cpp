@@ -954,6 +954,29 @@ TEST(Collectives, CountersAndRecordsReportTraffic) {
   EXPECT_EQ(records.load(), 2);
 }
 
+// A channel's busy time is its steps' time, waiting included (read from
+// the time-stamp counter where it is invariant): a rank whose peer comes
+// 50 ms late has been busy at least that long, and not longer than it took.
+TEST(Collectives, BusyTimeCountsTheStepsTime) {
+  constexpr auto kLate = std::chrono::milliseconds(50);
+  run_ranks(2, [&](Communicator& comm) {
+    float value = 1.0f;
+    comm.all_reduce(&value, &value, 1, DataType::fp32, RedOp::sum).wait();
+    comm.barrier().wait();
+    const auto before = comm.counters(0).busy_ns;
+    const auto start = std::chrono::steady_clock::now();
+    if (comm.rank() == 1) std::this_thread::sleep_for(kLate);
+    comm.all_reduce(&value, &value, 1, DataType::fp32, RedOp::sum).wait();
+    const auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_EQ(value, 4.0f);
+    if (comm.rank() == 0) {
+      const auto busy = std::chrono::nanoseconds(comm.counters(0).busy_ns - before);
+      EXPECT_GE(busy, kLate * 8 / 10) << busy.count() << " ns busy";
+      EXPECT_LE(busy, took) << busy.count() << " ns busy in " << took.count() << " ns";
+    }
+  });
+}
+
 // With more ranks on a host than CPUs, a collective of any size on one
 // channel runs on the thread that waits for it (no progress thread has a
 // CPU of its own there); RINGMASTER_INLINE_BYTES given keeps the larger

@@ -24,6 +24,7 @@
 #include "algo/tree.h"
 #include "bootstrap/bootstrap_impl.h"
 #include "core/bytes.h"
+#include "core/cycles.h"
 #include "core/log.h"
 #include "core/params.h"
 #include "kernels/reduce.h"
@@ -80,40 +81,36 @@ std::string_view name_of(Algorithm a) noexcept {
 }
 
 struct Request::State {
-  std::mutex mutex;  // guards status while parts run; the sleeping waiters' handshake
-  std::condition_variable done_cv;
-  std::atomic<int> remaining{0};      // parts (channels) still running
-  std::atomic<bool> finished{false};  // every part done; status is final then
-  std::atomic<bool> sleeping{false};  // a waiter sleeps (or is about to) on done_cv
+  std::atomic<int> remaining{0};           // parts (channels) still running
+  std::atomic<std::uint32_t> finished{0};  // 1: every part done, status final (a futex word)
+  std::atomic<bool> sleeping{false};       // a waiter sleeps (or is about to) on `finished`
+  std::atomic<bool> failed{false};         // a failed part has written `status`
   Status status;
   std::function<void(const Status&)> on_done;  // runs once, before waiters wake
   // Runs the next queued task of the channel this request waits on, on the
   // waiter's thread, if its progress thread has not started it yet; false
   // when there is none. A caller that waits at once so pays no thread
   // wake-up: the handoff costs tens of microseconds on a VM, more than a
-  // small collective itself.
-  std::function<bool()> help;
-  std::function<void()> kick;  // starts the progress thread on it instead
+  // small collective itself. `kick` starts the progress thread on it
+  // instead. Plain functions of `channel`: nothing to build per call.
+  bool (*help)(void* channel) = nullptr;
+  void (*kick)(void* channel) = nullptr;
+  void* channel = nullptr;
 
-  // The last part to finish runs on_done and wakes the waiters. Locks
-  // only for a failure or a waiter asleep: a small collective's caller
-  // usually runs it itself and never sleeps.
-  void finish_part(const Status& part) {
-    if (!part.ok()) {
-      std::lock_guard lock(mutex);
-      if (status.ok()) status = part;
-    }
-    // acq_rel: the last part sees every other part's status.
-    if (remaining.fetch_sub(1, std::memory_order_acq_rel) > 1) return;
+  // The last part to finish runs on_done and wakes the waiters; true for
+  // it. No lock: a small collective's caller usually runs it itself and
+  // never sleeps.
+  bool finish_part(const Status& part) {
+    // The first failure is kept; acq_rel below publishes it to the last part.
+    if (!part.ok() && !failed.exchange(true, std::memory_order_relaxed)) status = part;
+    if (remaining.fetch_sub(1, std::memory_order_acq_rel) > 1) return false;
     if (on_done) std::exchange(on_done, nullptr)(status);
-    finished.store(true, std::memory_order_seq_cst);
-    // A waiter sets `sleeping` before it checks `finished` under the lock
-    // (both seq_cst): either it saw `finished`, or this sees `sleeping`
-    // and takes the lock, so the waiter is inside wait() before the notify.
-    if (sleeping.load(std::memory_order_seq_cst)) {
-      { std::lock_guard lock(mutex); }
-      done_cv.notify_all();
-    }
+    finished.store(1, std::memory_order_seq_cst);
+    // A waiter sets `sleeping` before it checks `finished` (both seq_cst):
+    // either it saw `finished`, or this sees `sleeping` and wakes it (its
+    // futex wait returns at once if `finished` changed before it slept).
+    if (sleeping.load(std::memory_order_seq_cst)) finished.notify_all();
+    return true;
   }
 };
 
@@ -123,31 +120,28 @@ void start_waiting_work();
 
 void Request::wait() const {
   if (!state_) return;
-  if (state_->help) {
-    while (!state_->finished.load(std::memory_order_acquire) && state_->help()) {
+  if (state_->help != nullptr) {
+    while (state_->finished.load(std::memory_order_acquire) == 0 && state_->help(state_->channel)) {
     }
   }
-  if (state_->finished.load(std::memory_order_acquire)) {
-    if (!state_->status.ok()) throw Error(state_->status);
-    return;
+  if (state_->finished.load(std::memory_order_acquire) == 0) {
+    start_waiting_work();
+    state_->sleeping.store(true, std::memory_order_seq_cst);
+    while (state_->finished.load(std::memory_order_seq_cst) == 0)
+      state_->finished.wait(0, std::memory_order_seq_cst);
   }
-  start_waiting_work();
-  std::unique_lock lock(state_->mutex);
-  state_->sleeping.store(true, std::memory_order_seq_cst);
-  state_->done_cv.wait(lock, [&] { return state_->finished.load(std::memory_order_seq_cst); });
   if (!state_->status.ok()) throw Error(state_->status);
 }
 
 bool Request::test() const {
   if (!state_) return true;
-  if (state_->finished.load(std::memory_order_acquire)) return true;
-  if (state_->kick) state_->kick();  // a caller that polls is not going to run it
+  if (state_->finished.load(std::memory_order_acquire) != 0) return true;
+  if (state_->kick != nullptr) state_->kick(state_->channel);  // a caller that polls is not going to run it
   return false;
 }
 
 Status Request::status() const {
-  if (!state_) return {};
-  std::lock_guard lock(state_->mutex);
+  if (!state_ || state_->finished.load(std::memory_order_acquire) == 0) return {};
   return state_->status;
 }
 
@@ -254,6 +248,7 @@ struct Communicator::Impl {
     int channels = 1;
   };
   std::map<std::pair<Collective, std::size_t>, Choice> choices;
+  std::optional<std::pair<std::pair<Collective, std::size_t>, Choice>> last_choice;
   std::function<void(const tune::Decision&)> on_decision;
   // The double binary trees: what they span (node_of), and per root.
   std::vector<int> tree_node_of;
@@ -295,13 +290,22 @@ struct Communicator::Impl {
   }
 
   Choice choose(Collective collective, std::size_t bytes) {
+    // A training loop calls the same collective and size over and over:
+    // the last answer is kept beside the map.
+    if (last_choice && last_choice->first == std::make_pair(collective, bytes)) return last_choice->second;
     const auto key = std::make_pair(collective, bytes);
-    if (auto it = choices.find(key); it != choices.end()) return it->second;
+    if (auto it = choices.find(key); it != choices.end()) {
+      last_choice = *it;
+      return it->second;
+    }
     const tune::Decision d = tuner->decide(collective, bytes);
     const auto& pick = d.pick();
     if (on_decision) on_decision(d);
     if (choices.size() > 4096) choices.clear();
-    return choices[key] = Choice{pick.algorithm, pick.protocol, pick.channels};
+    const Choice choice{pick.algorithm, pick.protocol, pick.channels};
+    choices[key] = choice;
+    last_choice = std::make_pair(key, choice);
+    return choice;
   }
 
   const algo::DoubleTree& tree_for(int root) {
@@ -313,49 +317,31 @@ struct Communicator::Impl {
   // Splits a collective of `bytes` across channels and queues
   // work(channel, index, nchannels, op) on each.
   using Work = std::function<void(Channel&, int, int, const algo::RingOp&)>;
-  Request submit(Collective collective, std::size_t bytes, DataType type, RedOp op, int root, Work work,
-                 int forced_channels = 0) {
-    algo::RingOp ring_op;
-    ring_op.collective = collective;
-    ring_op.seq = next_seq++;
-    ring_op.type = type;
-    ring_op.op = op;
-    ring_op.root = root;
-    Choice choice = choose(collective, bytes);
-    if (forced_channels > 0) choice.channels = forced_channels;
-    ring_op.algorithm = choice.algorithm;
-    const Protocol protocol = choice.protocol;
-    ring_op.protocol = protocol;
-    const std::size_t es = size_of(type);
-    ring_op.slot_bytes = protocol == Protocol::ll ? 0 : std::max(es, (buffsize / 8) / es * es);
-    // Trees run on channel 0, over its direct connections.
-    const int nch = choice.algorithm == Algorithm::tree ? 1 : choice.channels;
-    auto state = std::make_shared<Request::State>();
-    state->remaining = nch;
-    // The telemetry record, when someone takes it (a clock read and a
-    // closure less per call otherwise).
-    if (on_collective) {
-      const auto start = Clock::now();
-      state->on_done = [this, ring_op, bytes, protocol, nch, start](const Status& status) {
-        if (status.ok()) {
-          on_collective(
-              {ring_op.seq, ring_op.collective, bytes, ring_op.algorithm, protocol, nch, Clock::now() - start});
-        }
-      };
-    }
-    auto task = [this, nch, ring_op, work = std::move(work), state](Channel& channel, int c) {
+
+  // A collective's work and its request's state in one allocation. Its
+  // queued parts hold it by a plain pointer (a closure small enough for
+  // std::function to keep without allocating): the job keeps itself alive
+  // until its last part has finished.
+  struct Job final : Request::State {
+    Impl* impl = nullptr;
+    Work work;
+    algo::RingOp op;
+    int nch = 1;
+    std::shared_ptr<Job> self;
+
+    void run(Channel& channel, int c) {
       Status status;
       try {
-        if (aborted) throw Error(ErrorCategory::peer, "the communicator was aborted");
-        work(channel, c, nch, ring_op);
+        if (impl->aborted) throw Error(ErrorCategory::peer, "the communicator was aborted");
+        work(channel, c, nch, op);
         channel.link.flush();
       } catch (const Error& e) {
         status = e.status();
-        RM_WARN(coll, "channel {}: {} #{} failed: {}", c, name_of(ring_op.collective), ring_op.seq, e.what());
-        abort();
+        RM_WARN(coll, "channel {}: {} #{} failed: {}", c, name_of(op.collective), op.seq, e.what());
+        impl->abort();
       } catch (const std::exception& e) {
         status = Status(ErrorCategory::internal, e.what());
-        abort();
+        impl->abort();
       }
       // The channel is free before the waiter wakes: a caller that wakes
       // and submits its next small collective at once must find it idle
@@ -371,8 +357,46 @@ struct Communicator::Impl {
       // Work that came while this ran: the progress thread takes it (a
       // caller that runs this task itself does not run later ones).
       if (queued) channel.wake.notify_one();
-      state->finish_part(status);
-    };
+      // The last part lets go of the job, after its last use of it.
+      std::shared_ptr<Job> last;
+      if (finish_part(status)) last = std::move(self);
+    }
+  };
+
+  Request submit(Collective collective, std::size_t bytes, DataType type, RedOp op, int root, Work work,
+                 int forced_channels = 0) {
+    auto job = std::make_shared<Job>();
+    algo::RingOp& ring_op = job->op;
+    ring_op.collective = collective;
+    ring_op.seq = next_seq++;
+    ring_op.type = type;
+    ring_op.op = op;
+    ring_op.root = root;
+    Choice choice = choose(collective, bytes);
+    if (forced_channels > 0) choice.channels = forced_channels;
+    ring_op.algorithm = choice.algorithm;
+    const Protocol protocol = choice.protocol;
+    ring_op.protocol = protocol;
+    const std::size_t es = size_of(type);
+    ring_op.slot_bytes = protocol == Protocol::ll ? 0 : std::max(es, (buffsize / 8) / es * es);
+    // Trees run on channel 0, over its direct connections.
+    const int nch = choice.algorithm == Algorithm::tree ? 1 : choice.channels;
+    job->impl = this;
+    job->work = std::move(work);
+    job->nch = nch;
+    job->remaining = nch;
+    job->self = job;
+    // The telemetry record, when someone takes it (a clock read and a
+    // closure less per call otherwise).
+    if (on_collective) {
+      const auto start = Clock::now();
+      job->on_done = [this, ring_op, bytes, protocol, nch, start](const Status& status) {
+        if (status.ok()) {
+          on_collective(
+              {ring_op.seq, ring_op.collective, bytes, ring_op.algorithm, protocol, nch, Clock::now() - start});
+        }
+      };
+    }
     // A small collective on an idle channel waits for its caller to wait
     // for it (or test it, or issue the next one) and then runs on the
     // caller's thread: the progress thread, woken for it, would cost two
@@ -380,19 +404,16 @@ struct Communicator::Impl {
     // transfer. Work behind other work goes to the progress thread.
     const bool lazy = nch == 1 && bytes <= inline_bytes;
     if (lazy) {
-      Channel* channel = channels[0].get();
-      state->help = [channel] { return channel->run_next_here(); };
-      state->kick = [channel] { channel->wake.notify_one(); };
+      job->channel = channels[0].get();
+      job->help = [](void* channel) { return static_cast<Channel*>(channel)->run_next_here(); };
+      job->kick = [](void* channel) { static_cast<Channel*>(channel)->wake.notify_one(); };
     }
+    Job* const raw = job.get();
     for (int c = 0; c < nch; ++c) {
-      Channel& channel = *channels[c];
+      Channel& channel = *channels[static_cast<std::size_t>(c)];
       std::lock_guard lock(channel.mutex);
       const bool idle = channel.queue.empty() && !channel.running;
-      if (c + 1 == nch) {  // the last one takes the task itself: no copy of its captures
-        channel.queue.push_back([task = std::move(task), &channel, c] { task(channel, c); });
-      } else {
-        channel.queue.push_back([task, &channel, c] { task(channel, c); });
-      }
+      channel.queue.push_back([raw, c] { raw->run(*raw->impl->channels[static_cast<std::size_t>(c)], c); });
       if (!lazy || !idle) {
         channel.wake.notify_one();
       } else if (!channel.waiting_listed.load(std::memory_order_seq_cst)) {
@@ -406,7 +427,7 @@ struct Communicator::Impl {
         }
       }
     }
-    return Request(std::move(state));
+    return Request(std::move(job));
   }
 
   // Work that runs whole on channel 0 (direct connections). Point-to-point
@@ -839,6 +860,7 @@ struct Communicator::Impl {
     if (ranks_here > usable_cpus() && !param_env(Param::InlineBytes)) {
       inline_bytes = std::numeric_limits<std::size_t>::max();
     }
+    (void)cycles::ns_per_tick();  // the steps' timer, measured now rather than in the first step
     for (auto& channel : channels) {
       channel->link.rank = rank;
       channel->link.timeout = timeout;

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/cycles.h"
 #include "core/log.h"
 #include "ringmaster/status.h"
 
@@ -54,7 +55,7 @@ void set_before_sleep(void (*hook)()) noexcept {
 void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, const Peer* to, const void* send,
                         std::size_t send_bytes, const Peer* from, void* recv, std::size_t recv_bytes, std::size_t slot,
                         std::size_t unit, const SlotRead* on_read, const std::byte* toward) {
-  const auto started = Clock::now();
+  const std::uint64_t started = cycles::now();  // for the busy counter
   const bool do_send = to != nullptr, do_recv = from != nullptr;
   const Peer& next = do_send ? *to : *from;
   const Peer& prev = do_recv ? *from : *to;
@@ -85,7 +86,8 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
   // Both clocks start when the step first finds nothing to move (a read
   // of the clock costs as much as a small step's copy): the timeout counts
   // from there, the spin lasts `spin` from there.
-  Clock::time_point deadline{}, spin_until{};
+  Clock::time_point deadline{};
+  std::uint64_t spin_until = 0;  // in cycles::now() ticks: the spin reads that clock on every try
   bool idle = false;
 
   auto peer_error = [&](const Peer& peer, int err, const char* doing) {
@@ -243,19 +245,20 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
       idle = false;
       continue;
     }
-    const auto now = Clock::now();
+    const std::uint64_t tick = cycles::now();
     if (!idle) {
       idle = true;
-      deadline = now + timeout;
-      spin_until = now + spin;
+      deadline = Clock::now() + timeout;
+      spin_until = tick + static_cast<std::uint64_t>(static_cast<double>(std::chrono::nanoseconds(spin).count()) /
+                                                     cycles::ns_per_tick());
     }
-    if (peer_gone != nullptr && now >= gone_deadline) {
+    if (peer_gone != nullptr && Clock::now() >= gone_deadline) {
       peer_error(*peer_gone, gone_error == net::kPeerClosed ? net::kPeerClosed : -gone_error, "waiting for");
     }
     // Retry without sleeping for a short while first: a peer's reply to a
     // small step usually arrives within microseconds, and waking a thread
     // costs tens of them on a VM.
-    if (now < spin_until) {
+    if (tick < spin_until) {
       // With more ranks than CPUs the peer this step waits on may be the
       // one this rank keeps off its CPU: let it run rather than spin out
       // the scheduler's time slice.
@@ -323,8 +326,7 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
   }
   if (counters != nullptr) {
     bump(counters->steps, 1);
-    bump(counters->busy_ns, static_cast<std::uint64_t>(
-                                std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started).count()));
+    bump(counters->busy_ns, cycles::elapsed_ns(started));
   }
 }
 
