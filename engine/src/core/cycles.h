@@ -34,6 +34,11 @@ inline std::uint64_t now() noexcept {
           .count());
 }
 
+template <class Rep, class Period>
+std::uint64_t ticks_in(std::chrono::duration<Rep, Period> d) noexcept {
+  return static_cast<std::uint64_t>(std::chrono::duration<double, std::nano>(d).count() / ns_per_tick());
+}
+
 // Zero if the thread moved to a CPU whose counter lags the first one's.
 inline std::uint64_t elapsed_ns(std::uint64_t since) noexcept {
   const std::uint64_t at = now();

@@ -86,8 +86,8 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
   // Both clocks start when the step first finds nothing to move (a read
   // of the clock costs as much as a small step's copy): the timeout counts
   // from there, the spin lasts `spin` from there.
-  Clock::time_point deadline{};
-  std::uint64_t spin_until = 0;  // in cycles::now() ticks: the spin reads that clock on every try
+  // In cycles::now() ticks: the spin reads that clock on every try.
+  std::uint64_t deadline = 0, spin_until = 0;
   bool idle = false;
 
   auto peer_error = [&](const Peer& peer, int err, const char* doing) {
@@ -248,9 +248,8 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
     const std::uint64_t tick = cycles::now();
     if (!idle) {
       idle = true;
-      deadline = Clock::now() + timeout;
-      spin_until = tick + static_cast<std::uint64_t>(static_cast<double>(std::chrono::nanoseconds(spin).count()) /
-                                                     cycles::ns_per_tick());
+      deadline = tick + cycles::ticks_in(timeout);
+      spin_until = tick + cycles::ticks_in(spin);
     }
     if (peer_gone != nullptr && Clock::now() >= gone_deadline) {
       peer_error(*peer_gone, gone_error == net::kPeerClosed ? net::kPeerClosed : -gone_error, "waiting for");
@@ -307,7 +306,7 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
         }
       }
     }
-    if (ready == 0 && Clock::now() >= deadline) {
+    if (ready == 0 && cycles::now() >= deadline) {
       const Peer& silent = receiving ? prev : next;
       throw Error(ErrorCategory::timeout,
                   fmt::format("rank {}: no progress {} rank {} at {} for {:.1f} s during {} "
