@@ -370,6 +370,47 @@ TEST(Collectives, LargeSocketStepsFromBuffersAtAnyPageOffset) {
       {}, Links::socket);
 }
 
+// A peer that is alive but never joins: the collective fails after the
+// configured timeout, naming the silent rank, over shared memory and
+// over sockets (the wait's clock runs in time-stamp-counter ticks).
+TEST(Collectives, SilentPeerTimesOutNamingIt) {
+  for (const Links links : {Links::shm, Links::socket}) {
+    const auto port = free_port();
+    std::string error;
+    std::chrono::steady_clock::duration failed_after{};
+    std::atomic<bool> done{false};
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        CommOptions options;
+        options.timeout = 1s;
+        auto comm = Communicator::create(rank_config(r, 2, port), with_links(options, links, r));
+        if (r == 1) {  // alive, connected, and busy elsewhere
+          while (!done.load())
+            std::this_thread::sleep_for(10ms);
+          return;
+        }
+        std::vector<float> data(1000, 1.0f);
+        const auto start = std::chrono::steady_clock::now();
+        try {
+          comm->all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
+        } catch (const Error& e) {
+          error = e.what();
+        }
+        failed_after = std::chrono::steady_clock::now() - start;
+        done = true;
+      });
+    }
+    for (auto& t : threads)
+      t.join();
+    EXPECT_NE(error.find("no progress"), std::string::npos) << error;
+    EXPECT_NE(error.find("rank 1"), std::string::npos) << error;
+    EXPECT_NE(error.find("RINGMASTER_COLL_TIMEOUT"), std::string::npos) << error;
+    EXPECT_GE(failed_after, 900ms);
+    EXPECT_LT(failed_after, 5s);
+  }
+}
+
 // Ranks that run one step in different protocols over shared memory write
 // different rings: an error naming both protocols and ranks, not a hang.
 TEST(Collectives, DifferentProtocolsAreAnErrorNotAHang) {
