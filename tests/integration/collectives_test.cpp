@@ -1018,6 +1018,45 @@ TEST(Collectives, BusyTimeCountsTheStepsTime) {
   });
 }
 
+// Voluntary context switches of this process's channel progress threads.
+std::uint64_t progress_thread_switches() {
+  std::uint64_t total = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::string name;
+    std::ifstream(task.path() / "comm") >> name;
+    if (name.rfind("rm-channel-", 0) != 0) continue;
+    std::ifstream status(task.path() / "status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) total += std::stoull(line.substr(24));
+    }
+  }
+  return total;
+}
+
+// A step that sleeps first hands the collectives waiting for their callers
+// to the progress threads, but one that runs on its caller's thread (the
+// sleeping one) needs no progress thread: it is not woken for it.
+TEST(Collectives, SleepingStepsDoNotWakeIdleProgressThreads) {
+  ::setenv("RINGMASTER_SOCKET_SPIN_US", "0", 1);  // every wait sleeps
+  std::atomic<std::uint64_t> before{0}, after{0};
+  run_ranks(2, [&](Communicator& comm) {
+    float value = 1.0f;
+    comm.all_reduce(&value, &value, 1, DataType::fp32, RedOp::sum).wait();
+    comm.barrier().wait();
+    if (comm.rank() == 0) before = progress_thread_switches();
+    comm.barrier().wait();
+    for (int i = 0; i < 200; ++i) {
+      if (comm.rank() == i % 2) std::this_thread::sleep_for(std::chrono::microseconds(200));  // the other waits
+      comm.all_reduce(&value, &value, 1, DataType::fp32, RedOp::sum).wait();
+    }
+    comm.barrier().wait();
+    if (comm.rank() == 0) after = progress_thread_switches();
+    comm.barrier().wait();
+  });
+  ::unsetenv("RINGMASTER_SOCKET_SPIN_US");
+  EXPECT_LT(after - before, 40u) << "progress threads woke " << after - before << " times for 200 calls run by callers";
+}
+
 // With more ranks on a host than CPUs, a collective of any size on one
 // channel runs on the thread that waits for it (no progress thread has a
 // CPU of its own there); RINGMASTER_INLINE_BYTES given keeps the larger
