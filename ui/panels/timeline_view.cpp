@@ -5,7 +5,6 @@
 
 namespace ringmaster::ui {
 
-namespace {
 QColor stage_color(int stage) {
   static const QColor colors[] = {QColor(0x90, 0xca, 0xf9), QColor(0x64, 0xb5, 0xf6), QColor(0x42, 0xa5, 0xf5),
                                   QColor(0x1e, 0x88, 0xe5), QColor(0xa5, 0xd6, 0xa7), QColor(0x81, 0xc7, 0x84),
@@ -13,6 +12,8 @@ QColor stage_color(int stage) {
                                   QColor(0x9e, 0x9e, 0x9e)};
   return colors[stage % 10];
 }
+
+namespace {
 constexpr int kLabelWidth = 70;
 constexpr int kLegendHeight = 24;
 }  // namespace

@@ -8,6 +8,9 @@
 
 namespace ringmaster::ui {
 
+// The fill of a stage's segments and legend entry.
+QColor stage_color(int stage);
+
 class TimelineView : public QWidget {
   Q_OBJECT
  public:
