@@ -105,7 +105,10 @@ struct Request::State {
   bool finish_part(const Status& part) {
     // The first failure is kept; acq_rel below publishes it to the last part.
     if (!part.ok() && !failed.exchange(true, std::memory_order_relaxed)) status = part;
-    if (remaining.fetch_sub(1, std::memory_order_acq_rel) > 1) return false;
+    // A single part (most small collectives) is the last without an RMW;
+    // of several, the acquire load sees the others' statuses when it reads 1.
+    if (remaining.load(std::memory_order_acquire) > 1 && remaining.fetch_sub(1, std::memory_order_acq_rel) > 1)
+      return false;
     if (on_done) std::exchange(on_done, nullptr)(status);
     finished.store(1, std::memory_order_seq_cst);
     // A waiter sets `sleeping` before it checks `finished` (both seq_cst):
@@ -162,12 +165,62 @@ struct Channel {
   std::vector<std::byte> scratch;
   std::mutex mutex;
   std::condition_variable wake;
-  std::deque<std::function<void()>> queue;
-  bool running = false;  // a task runs, on this thread or on a caller's
+  std::deque<std::function<void()>> queue;  // under mutex
+  std::atomic<int> queued{0};               // queue.size(), for readers without the lock
+  // Held by whoever runs the channel's next task, the progress thread or a
+  // caller, or by a parked task: taken with one compare-and-swap, so a
+  // small collective on an idle channel takes no lock at all.
+  std::atomic<bool> running{false};
+  // A small collective claimed by its caller at submit and not started:
+  // the caller runs it when it waits (or tests it, or issues the next one
+  // hands it over); whoever takes it from here holds the claim.
+  std::atomic<void*> parked{nullptr};
+  void (*run_parked)(void* job) = nullptr;  // set before the thread starts
   bool stopping = false;
   // In waiting_channels: set and cleared under waiting_mutex, read without.
   std::atomic<bool> waiting_listed{false};
   std::thread thread;
+
+  bool claim() noexcept {
+    bool idle = false;
+    return !running.load(std::memory_order_relaxed) &&
+           running.compare_exchange_strong(idle, true, std::memory_order_seq_cst);
+  }
+
+  // Ends a claim, waking the progress thread for work queued meanwhile.
+  // seq_cst against a submit that queues (queued, then the thread's
+  // claim): either that claim succeeds or this sees the queued work.
+  void release() {
+    running.store(false, std::memory_order_seq_cst);
+    if (queued.load(std::memory_order_seq_cst) > 0) {
+      { std::lock_guard lock(mutex); }  // the thread is asleep or sees `running` false
+      wake.notify_one();
+    }
+  }
+
+  // Queues a task behind the others (or ahead of them: a parked task was
+  // first) and wakes the progress thread for it.
+  void enqueue(std::function<void()> task, bool first = false) {
+    {
+      std::lock_guard lock(mutex);
+      if (first) {
+        queue.push_front(std::move(task));
+      } else {
+        queue.push_back(std::move(task));
+      }
+      queued.store(static_cast<int>(queue.size()), std::memory_order_seq_cst);
+    }
+    wake.notify_one();
+  }
+
+  // Gives a parked task to the progress thread: its caller is not running
+  // it now (it polls, issued more work, or is about to sleep elsewhere).
+  void hand_off_parked() {
+    void* job = parked.exchange(nullptr, std::memory_order_seq_cst);
+    if (job == nullptr) return;
+    enqueue([this, job] { run_parked(job); }, /*first=*/true);
+    release();  // the claim was the parked task's
+  }
 
   void run(int rank) {
     log::set_thread_rank(rank);
@@ -177,28 +230,37 @@ struct Channel {
       std::function<void()> task;
       {
         std::unique_lock lock(mutex);
-        wake.wait(lock, [&] { return stopping || (!queue.empty() && !running); });
-        if (queue.empty()) return;
+        bool claimed = false;
+        // Stopping, the queue is still worked off.
+        wake.wait(lock,
+                  [&] { return (!queue.empty() && (claimed || (claimed = claim()))) || (stopping && queue.empty()); });
+        if (!claimed) return;
         task = std::move(queue.front());
         queue.pop_front();
-        running = true;
+        queued.store(static_cast<int>(queue.size()), std::memory_order_seq_cst);
       }
-      task();  // clears `running` itself, before its request completes
+      task();  // releases the claim itself, before its request completes
     }
   }
 
-  // Runs the next queued task on the calling thread when the progress
-  // thread is not running one; false when there was nothing to take.
+  // Runs the channel's next task on the calling thread when nobody runs
+  // one: the parked one, else the first queued; false when there was
+  // nothing to take.
   bool run_next_here() {
+    if (void* job = parked.exchange(nullptr, std::memory_order_acq_rel)) {
+      run_parked(job);  // releases the claim
+      return true;
+    }
+    if (queued.load(std::memory_order_acquire) == 0 || running.load(std::memory_order_relaxed)) return false;
     std::function<void()> task;
     {
       std::lock_guard lock(mutex);
-      if (running || queue.empty()) return false;
+      if (queue.empty() || !claim()) return false;
       task = std::move(queue.front());
       queue.pop_front();
-      running = true;
+      queued.store(static_cast<int>(queue.size()), std::memory_order_seq_cst);
     }
-    task();  // clears `running` itself (waking the thread for work queued meanwhile)
+    task();  // releases the claim itself
     return true;
   }
 };
@@ -214,22 +276,16 @@ std::atomic<int> waiting_count{0};
 void start_waiting_work() {
   if (waiting_count.load(std::memory_order_relaxed) == 0) return;
   std::lock_guard lock(waiting_mutex);
-  // Unlisted before the wake-up: a submit that still saw its channel
-  // listed (and so did not list it again) queued its task before this
-  // notify, which the progress thread then finds.
+  // Unlisted before the handoff: a submit that still saw its channel
+  // listed (and so did not list it again) parked its task before this
+  // looks. Only a parked task needs the progress thread: a channel whose
+  // task runs on its caller's thread (often the very thread about to
+  // sleep, in a step waiting for a peer) is left alone; waking its thread
+  // only made it compete for a CPU (8 ranks on 2 CPUs: ten thousand futile
+  // wake-ups a second per rank).
   for (Channel* c : waiting_channels) {
     c->waiting_listed.store(false, std::memory_order_seq_cst);
-    // Only a queued task that nobody runs needs the progress thread. A
-    // channel whose task runs on its caller's thread (often the very
-    // thread about to sleep, in a step waiting for a peer) wakes its
-    // thread itself if more work queued behind it; waking it here only
-    // made it compete for a CPU (8 ranks on 2 CPUs: ten thousand futile
-    // wake-ups a second per rank). try_lock: a submit holds the channel's
-    // lock while it takes this list's; a busy channel is woken as before.
-    std::unique_lock channel_lock(c->mutex, std::try_to_lock);
-    const bool unstarted = !channel_lock.owns_lock() || (!c->running && !c->queue.empty());
-    if (channel_lock.owns_lock()) channel_lock.unlock();
-    if (unstarted) c->wake.notify_one();
+    c->hand_off_parked();
   }
   waiting_channels.clear();
   waiting_count.store(0);
@@ -286,6 +342,7 @@ struct Communicator::Impl {
   ~Impl() {
     for (auto& c : channels) {
       forget_waiting(c.get());
+      c->hand_off_parked();  // a collective nobody waited for still runs
       {
         std::lock_guard lock(c->mutex);
         c->stopping = true;
@@ -343,6 +400,12 @@ struct Communicator::Impl {
     int nch = 1;
     std::shared_ptr<Job> self;
 
+    // A parked job (see submit) is a small collective: channel 0 alone.
+    static void run_parked(void* job) {
+      auto* parked = static_cast<Job*>(job);
+      parked->run(*parked->impl->channels[0], 0);
+    }
+
     void run(Channel& channel, int c) {
       Status status;
       try {
@@ -362,15 +425,9 @@ struct Communicator::Impl {
       // and run it itself, not queue it behind a task that is only
       // finishing (its thread preempted by the waiter on a shared core),
       // which would hand every later collective to the progress thread.
-      bool queued = false;
-      {
-        std::lock_guard lock(channel.mutex);
-        channel.running = false;
-        queued = !channel.queue.empty();
-      }
-      // Work that came while this ran: the progress thread takes it (a
+      // Work that came while this ran goes to the progress thread (a
       // caller that runs this task itself does not run later ones).
-      if (queued) channel.wake.notify_one();
+      channel.release();
       // The last part lets go of the job, after its last use of it.
       std::shared_ptr<Job> last;
       if (finish_part(status)) last = std::move(self);
@@ -417,29 +474,38 @@ struct Communicator::Impl {
     // thread wake-ups, tens of microseconds on a VM, more than the
     // transfer. Work behind other work goes to the progress thread.
     const bool lazy = nch == 1 && bytes <= inline_bytes;
-    if (lazy) {
-      job->channel = channels[0].get();
-      job->help = [](void* channel) { return static_cast<Channel*>(channel)->run_next_here(); };
-      job->kick = [](void* channel) { static_cast<Channel*>(channel)->wake.notify_one(); };
-    }
     Job* const raw = job.get();
-    for (int c = 0; c < nch; ++c) {
-      Channel& channel = *channels[static_cast<std::size_t>(c)];
-      std::lock_guard lock(channel.mutex);
-      const bool idle = channel.queue.empty() && !channel.running;
-      channel.queue.push_back([raw, c] { raw->run(*raw->impl->channels[static_cast<std::size_t>(c)], c); });
-      if (!lazy || !idle) {
-        channel.wake.notify_one();
-      } else if (!channel.waiting_listed.load(std::memory_order_seq_cst)) {
-        // Once: a caller that runs its collectives itself never sleeps, so
-        // nothing would empty the list.
-        std::lock_guard waiting(waiting_mutex);
-        if (!channel.waiting_listed.load(std::memory_order_relaxed)) {
-          waiting_channels.push_back(&channel);
-          channel.waiting_listed.store(true, std::memory_order_seq_cst);
-          waiting_count.store(static_cast<int>(waiting_channels.size()));
+    if (lazy) {
+      Channel& channel = *channels[0];
+      job->channel = &channel;
+      job->help = [](void* channel) { return static_cast<Channel*>(channel)->run_next_here(); };
+      job->kick = [](void* channel) { static_cast<Channel*>(channel)->hand_off_parked(); };
+      // Idle: claimed and parked without a lock. The second look at the
+      // queue catches a parked task handed off just before the claim.
+      if (channel.queued.load(std::memory_order_seq_cst) == 0 && channel.claim()) {
+        if (channel.queued.load(std::memory_order_seq_cst) == 0) {
+          channel.parked.store(raw, std::memory_order_seq_cst);
+          if (!channel.waiting_listed.load(std::memory_order_seq_cst)) {
+            // Once: a caller that runs its collectives itself never
+            // sleeps, so nothing would empty the list.
+            std::lock_guard waiting(waiting_mutex);
+            if (!channel.waiting_listed.load(std::memory_order_relaxed)) {
+              waiting_channels.push_back(&channel);
+              channel.waiting_listed.store(true, std::memory_order_seq_cst);
+              waiting_count.store(static_cast<int>(waiting_channels.size()));
+            }
+          }
+          return Request(std::move(job));
         }
+        channel.release();
       }
+    }
+    // Behind other work: an earlier small collective still waiting for its
+    // caller goes to the progress thread ahead of this one.
+    channels[0]->hand_off_parked();
+    for (int c = 0; c < nch; ++c) {
+      channels[static_cast<std::size_t>(c)]->enqueue(
+          [raw, c] { raw->run(*raw->impl->channels[static_cast<std::size_t>(c)], c); });
     }
     return Request(std::move(job));
   }
@@ -1399,6 +1465,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
   for (int c = 0; c < impl->max_channels; ++c) {
     auto channel = std::make_unique<Channel>();
     channel->index = c;
+    channel->run_parked = &Impl::Job::run_parked;
     impl->channels.push_back(std::move(channel));
   }
   // The trees span ranks, or hosts with their ranks chained.
