@@ -385,17 +385,12 @@ struct Communicator::Impl {
     return it->second;
   }
 
-  // Splits a collective of `bytes` across channels and queues
-  // work(channel, index, nchannels, op) on each.
-  using Work = std::function<void(Channel&, int, int, const algo::RingOp&)>;
-
-  // A collective's work and its request's state in one allocation. Its
-  // queued parts hold it by a plain pointer (a closure small enough for
-  // std::function to keep without allocating): the job keeps itself alive
-  // until its last part has finished.
-  struct Job final : Request::State {
+  // A collective's request state and its bookkeeping; JobOf adds its work
+  // in the same allocation. Its queued parts hold it by a plain pointer (a
+  // closure small enough for std::function to keep without allocating):
+  // the job keeps itself alive until its last part has finished.
+  struct Job : Request::State {
     Impl* impl = nullptr;
-    Work work;
     algo::RingOp op;
     int nch = 1;
     std::shared_ptr<Job> self;
@@ -410,7 +405,7 @@ struct Communicator::Impl {
       Status status;
       try {
         if (impl->aborted) throw Error(ErrorCategory::peer, "the communicator was aborted");
-        work(channel, c, nch, op);
+        execute(channel, c);
         channel.link.flush();
       } catch (const Error& e) {
         status = e.status();
@@ -432,11 +427,32 @@ struct Communicator::Impl {
       std::shared_ptr<Job> last;
       if (finish_part(status)) last = std::move(self);
     }
+
+   protected:
+    Job() = default;
+    ~Job() = default;
+    // Part c of nch of the collective, on `channel`.
+    virtual void execute(Channel& channel, int c) = 0;
   };
 
+  // Work is called as work(channel, index, nchannels, op).
+  template <class Work>
+  struct JobOf final : Job {
+    explicit JobOf(Work&& w) : work(std::move(w)) {}
+    Work work;
+    void execute(Channel& channel, int c) override { work(channel, c, nch, op); }
+  };
+
+  // Splits a collective of `bytes` across channels and queues
+  // work(channel, index, nchannels, op) on each: one allocation a call.
+  template <class Work>
   Request submit(Collective collective, std::size_t bytes, DataType type, RedOp op, int root, Work work,
                  int forced_channels = 0) {
-    auto job = std::make_shared<Job>();
+    return start(std::make_shared<JobOf<Work>>(std::move(work)), collective, bytes, type, op, root, forced_channels);
+  }
+
+  Request start(std::shared_ptr<Job> job, Collective collective, std::size_t bytes, DataType type, RedOp op, int root,
+                int forced_channels) {
     algo::RingOp& ring_op = job->op;
     ring_op.collective = collective;
     ring_op.seq = next_seq++;
@@ -453,7 +469,6 @@ struct Communicator::Impl {
     // Trees run on channel 0, over its direct connections.
     const int nch = choice.algorithm == Algorithm::tree ? 1 : choice.channels;
     job->impl = this;
-    job->work = std::move(work);
     job->nch = nch;
     job->remaining = nch;
     job->self = job;
@@ -513,10 +528,11 @@ struct Communicator::Impl {
   // Work that runs whole on channel 0 (direct connections). Point-to-point
   // calls do not take a collective sequence number: other ranks need not
   // make them.
-  Request submit_single(Collective collective, std::size_t bytes, DataType type,
-                        const std::function<void(Channel&, const algo::RingOp&)>& work, bool numbered = true) {
+  template <class Work>
+  Request submit_single(Collective collective, std::size_t bytes, DataType type, Work work, bool numbered = true) {
     auto request = submit(
-        collective, bytes, type, RedOp::sum, 0, [work](Channel& ch, int, int, const algo::RingOp& op) { work(ch, op); },
+        collective, bytes, type, RedOp::sum, 0,
+        [work = std::move(work)](Channel& ch, int, int, const algo::RingOp& op) { work(ch, op); },
         /*channels=*/1);
     if (!numbered) --next_seq;  // give back the number submit() took
     return request;
