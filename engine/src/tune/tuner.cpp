@@ -267,8 +267,10 @@ Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol
             ? (shape_.tree_depth_intra * level(shape_.intra) + shape_.tree_depth_inter * level(shape_.inter)) / depth
             : 0;
     // An inner rank sends to two children (all_reduce: each tree carries
-    // half the data, and every rank is inner in one of them).
-    traffic = n == 1 ? 0 : (pieces ? 2.0 * b + up_down * depth * slot : 2.0 * b * depth);
+    // half the data, and every rank is inner in one of them). The fill is
+    // one piece per level and pass; a piece is a slot of a tree's half.
+    const double piece = std::min(b / channels / 2, static_cast<double>(shape_.slot_bytes));
+    traffic = n == 1 ? 0 : (pieces ? 2.0 * b + up_down * depth * piece : 2.0 * b * depth);
     reduced = c == Collective::all_reduce ? 0.5 : (c == Collective::reduce ? 1.0 : 0.0);
   }
   // A ring crosses between nodes on (nnodes - 1) of its n - 1 hops per
