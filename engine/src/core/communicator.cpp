@@ -761,20 +761,31 @@ struct Communicator::Impl {
           algo::tree_all_reduce(ctx, small_tree, op_small_tree, reinterpret_cast<std::byte*>(value),
                                 reinterpret_cast<std::byte*>(value), 2);
         };
+        // Ring and tree batches of every protocol take turns, round after
+        // round, so all of them see the same spells of the machine (one
+        // protocol's batches all in a quiet spell would make it look the
+        // faster one, as the bandwidth shares below once did).
+        auto measured_protocol = [&](int p) { return p != static_cast<int>(Protocol::ll128) || link.ll128; };
+        auto use = [&](int p) { op_small.protocol = op_small_tree.protocol = static_cast<Protocol>(p); };
         for (int p = 0; p < 3; ++p) {
-          if (p == static_cast<int>(Protocol::ll128) && !link.ll128) continue;
-          op_small.protocol = op_small_tree.protocol = static_cast<Protocol>(p);
-          // Ring and tree batches alternate, so both see the same spells
-          // of the machine.
+          if (!measured_protocol(p)) continue;
+          use(p);
           batch(small, 5);
           if (tree_depth > 0) batch(small_by_tree, 5);
-          std::vector<double> ring_times, tree_times;
-          for (int i = 0; i < 5; ++i) {
-            ring_times.push_back(batch(small, 8));
-            if (tree_depth > 0) tree_times.push_back(batch(small_by_tree, 8));
+        }
+        std::vector<double> ring_times[3], tree_times[3];
+        for (int i = 0; i < 5; ++i) {
+          for (int p = 0; p < 3; ++p) {
+            if (!measured_protocol(p)) continue;
+            use(p);
+            ring_times[p].push_back(batch(small, 8));
+            if (tree_depth > 0) tree_times[p].push_back(batch(small_by_tree, 8));
           }
-          hop[p] = median_of(ring_times) / (2 * (n - 1));
-          if (tree_depth > 0) tree_hop[p] = median_of(tree_times) / (2 * tree_depth);
+        }
+        for (int p = 0; p < 3; ++p) {
+          if (!measured_protocol(p)) continue;
+          hop[p] = median_of(ring_times[p]) / (2 * (n - 1));
+          if (tree_depth > 0) tree_hop[p] = median_of(tree_times[p]) / (2 * tree_depth);
         }
         if (!link.ll128) {  // not a candidate; figures all the same
           hop[1] = hop[kSimple];
