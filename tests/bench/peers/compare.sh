@@ -16,7 +16,7 @@
 # `small_iters` iterations (default 2000): 20 calls of a microsecond each
 # would time one page fault or preemption, not the collective. Prints one
 # table: size, busbw of each (GB/s), time at each size (us), and
-# ringmaster's ratio to the best peer.
+# ringmaster's ratio to the best peer (the best peer's time over ours).
 #   tests/bench/peers/compare.sh [build-dir] [ranks] [iters] [rounds] [socket|shm] [small_iters]
 set -euo pipefail
 build=${1:-build/release}
@@ -104,8 +104,10 @@ second, third = ("gloo", "mpi-tcp") if transport == "socket" else ("memcpy", "mp
 print(f"{'size(B)':>10} {'ringmaster':>11} {second:>9} {third:>9}   {'rm us':>9} {second + ' us':>10} {'mpi us':>9}   {'ratio to best peer':>18}")
 for size in sorted(rm):
     r = rm[size]; g = gloo.get(size, (float('nan'), 0.0)); m = mpi.get(size, (float('nan'), 0.0))
-    best = max(g[1], m[1]) if transport == "socket" else m[1]
-    ratio = r[1] / best if best > 0 else float('nan')
+    # From the times: the peers print busbw to three decimals, which at
+    # small sizes is all rounding (0.001 GB/s).
+    peers = [t for t in ((g[0], m[0]) if transport == "socket" else (m[0],)) if t == t and t > 0]
+    ratio = min(peers) / r[0] if peers and r[0] > 0 else float('nan')
     print(f"{size:>10} {r[1]:>11.3f} {g[1]:>9.3f} {m[1]:>9.3f}   {r[0]:>9.1f} {g[0]:>10.1f} {m[0]:>9.1f}   {ratio:>18.2f}")
 if iperf:
     print(f"# loopback link (iperf3 --bidir, one stream each way): {iperf} GB/s per direction")
