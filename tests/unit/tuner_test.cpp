@@ -116,6 +116,44 @@ TEST(Tuner, SocketModelPicksTreeSmallRingLargeAndExcludesLL128) {
   EXPECT_EQ(tuner.decide(Collective::all_gather, 8).pick().algorithm, Algorithm::ring);
 }
 
+// Bandwidth measured at several sizes: exact at the points, along log(bytes)
+// between them, flat beyond; the model's large-size time follows it.
+TEST(Tuner, BandwidthFollowsTheSizesItWasMeasuredAt) {
+  const std::vector<tune::SizePoint> curve = {{1 << 20, 2.0}, {4 << 20, 1.0}, {16 << 20, 0.5}};
+  EXPECT_DOUBLE_EQ(tune::at_size({}, 1 << 20, 0.7), 0.7);
+  EXPECT_DOUBLE_EQ(tune::at_size(curve, 8, 1), 2.0);
+  EXPECT_DOUBLE_EQ(tune::at_size(curve, 1 << 20, 1), 2.0);
+  EXPECT_NEAR(tune::at_size(curve, 2 << 20, 1), 1.5, 1e-12);
+  EXPECT_DOUBLE_EQ(tune::at_size(curve, 4 << 20, 1), 1.0);
+  EXPECT_NEAR(tune::at_size(curve, 8 << 20, 1), 0.75, 1e-12);
+  EXPECT_DOUBLE_EQ(tune::at_size(curve, 1 << 30, 1), 0.5);
+
+  auto flat = sockets(4);
+  auto measured = flat;
+  measured.intra.bandwidth_by_size = measured.inter.bandwidth_by_size = curve;
+  measured.tree_efficiency_by_size = {{1 << 20, 3.0}, {16 << 20, 1.0}};
+  auto ring_simple = [](const tune::Tuner& t, std::size_t bytes) {
+    for (const auto& c : t.decide(Collective::all_reduce, bytes).candidates) {
+      if (c.algorithm == Algorithm::ring && c.protocol == Protocol::simple && c.channels == 1) return c;
+    }
+    return tune::Candidate{};
+  };
+  const tune::Tuner a(flat), b(measured);
+  // At 4 MiB the same; at 64 MiB half the bandwidth; at 1 MiB twice.
+  EXPECT_DOUBLE_EQ(ring_simple(a, 4 << 20).bandwidth_gbs, ring_simple(b, 4 << 20).bandwidth_gbs);
+  EXPECT_DOUBLE_EQ(ring_simple(b, 64 << 20).bandwidth_gbs, ring_simple(a, 64 << 20).bandwidth_gbs / 2);
+  EXPECT_DOUBLE_EQ(ring_simple(b, 1 << 20).bandwidth_gbs, ring_simple(a, 1 << 20).bandwidth_gbs * 2);
+  EXPECT_GT(ring_simple(b, 64 << 20).predicted_us, ring_simple(a, 64 << 20).predicted_us * 1.9);
+  // The tree's share by size: at 1 MiB three times the ring's bandwidth.
+  for (const auto& c : b.decide(Collective::all_reduce, 1 << 20).candidates) {
+    if (c.algorithm == Algorithm::tree && c.protocol == Protocol::simple) {
+      EXPECT_DOUBLE_EQ(c.bandwidth_gbs, ring_simple(b, 1 << 20).bandwidth_gbs * 3);
+    }
+  }
+  EXPECT_NE(b.describe().find("by size x2.00 at 1 MiB, 1.00 at 4 MiB, 0.50 at 16 MiB"), std::string::npos)
+      << b.describe();
+}
+
 // Declared clusters of p4d nodes: tree for small all_reduce, ring for
 // large, and the crossover is reported.
 TEST(Tuner, DeclaredP4dClustersCrossFromTreeToRing) {
@@ -203,8 +241,8 @@ TEST(DoubleTree, SpansEveryRankConsistently) {
 }
 
 // The calibration cache keeps one hop latency, one tree level and one
-// bandwidth share per protocol; entries in older shapes (one hop for all, or
-// no tree levels) are measured anew.
+// bandwidth share per protocol, and the bandwidth by size; entries in older
+// shapes (one hop for all, no tree levels, one bandwidth) are measured anew.
 TEST(CalibrationCache, KeepsPerProtocolFiguresAndDropsOldEntries) {
   const std::string path =
       (std::filesystem::temp_directory_path() / ("ringmaster-cache-" + std::to_string(::getpid()) + ".json")).string();
@@ -213,6 +251,8 @@ TEST(CalibrationCache, KeepsPerProtocolFiguresAndDropsOldEntries) {
   c.share[0] = 0.06, c.share[1] = 0.3, c.share[2] = 1;
   c.tree_hop_us[0] = 0.7, c.tree_hop_us[1] = 0.6, c.tree_hop_us[2] = 1.1;
   c.gbs = 8, c.gbs_all = 9, c.tree_share = 1.2;
+  c.bandwidth_factor[0] = 1.3, c.bandwidth_factor[2] = 0.7;
+  c.tree_share_by_size[0] = 0.9, c.tree_share_by_size[1] = 1.2, c.tree_share_by_size[2] = 1.4;
   c.measured_at =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   ASSERT_TRUE(tune::store_calibration(path, "shm ranks=2", c));
@@ -222,6 +262,8 @@ TEST(CalibrationCache, KeepsPerProtocolFiguresAndDropsOldEntries) {
     EXPECT_DOUBLE_EQ(back->hop_us[p], c.hop_us[p]);
     EXPECT_DOUBLE_EQ(back->share[p], c.share[p]);
     EXPECT_DOUBLE_EQ(back->tree_hop_us[p], c.tree_hop_us[p]);
+    EXPECT_DOUBLE_EQ(back->bandwidth_factor[p], c.bandwidth_factor[p]);
+    EXPECT_DOUBLE_EQ(back->tree_share_by_size[p], c.tree_share_by_size[p]);
   }
   EXPECT_DOUBLE_EQ(back->gbs, 8);
   EXPECT_FALSE(tune::load_calibration(path, "socket ranks=2", std::chrono::hours(1)).has_value());
@@ -235,6 +277,13 @@ TEST(CalibrationCache, KeepsPerProtocolFiguresAndDropsOldEntries) {
     std::ofstream old(path, std::ios::trunc);
     old << R"({"shm ranks=2": {"hop_us": [0.4, 0.5, 0.8], "share": [0.06, 0.3, 1], "gbs": 8, "gbs_all": 8, )"
         << R"("tree_share": 1, "measured_at": )" << c.measured_at << "}}\n";
+  }
+  EXPECT_FALSE(tune::load_calibration(path, "shm ranks=2", std::chrono::hours(1)).has_value());
+  {
+    // One bandwidth for every size (before it was measured by size).
+    std::ofstream old(path, std::ios::trunc);
+    old << R"({"shm ranks=2": {"hop_us": [0.4, 0.5, 0.8], "share": [0.06, 0.3, 1], "tree_hop_us": [1, 1, 1], )"
+        << R"("gbs": 8, "gbs_all": 8, "tree_share": 1, "measured_at": )" << c.measured_at << "}}\n";
   }
   EXPECT_FALSE(tune::load_calibration(path, "shm ranks=2", std::chrono::hours(1)).has_value());
   std::filesystem::remove(path);

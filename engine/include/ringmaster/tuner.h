@@ -32,6 +32,17 @@ namespace ringmaster::tune {
 inline constexpr int kAlgorithms = 2;  // ring, tree
 inline constexpr int kProtocols = 3;   // ll, ll128, simple
 
+// A figure measured at one collective size (bytes of the buffer).
+struct SizePoint {
+  double bytes = 0;
+  double value = 0;
+};
+
+// A figure along a few measured sizes: between two points it follows
+// log(bytes), beyond the first or last it stays at that point's value;
+// `otherwise` when there are no points.
+double at_size(const std::vector<SizePoint>& points, double bytes, double otherwise);
+
 // What one link class costs: within a node, or across nodes.
 struct LinkModel {
   std::string transport = "socket";  // socket, nvlink, pci, net
@@ -43,6 +54,11 @@ struct LinkModel {
   double tree_hop_latency_us[kProtocols] = {0, 0, 0};
   double bandwidth_gbs = 1.0;      // GB/s one channel moves between neighbours
   double max_bandwidth_gbs = 1.0;  // GB/s all channels together
+  // Where measured, both bandwidths above scaled by size (value: the
+  // factor; 1 at the size they were measured at): CPU ranks copy and add
+  // faster per byte while a collective's buffers stay in cache. Empty: the
+  // same at every size.
+  std::vector<SizePoint> bandwidth_by_size;
   // GB/s per channel of steps that reduce what they receive (the CPU adds
   // as it copies); 0: the same as bandwidth_gbs.
   double reduce_bandwidth_gbs = 0;
@@ -74,6 +90,8 @@ struct Shape {
   // the most channels a tree runs on.
   double tree_efficiency = 1.0;
   double tree_hop_factor = 1.0;
+  // Where measured, the tree's share by size (tree_efficiency otherwise).
+  std::vector<SizePoint> tree_efficiency_by_size;
   int tree_channels = 64;
   // Two ranks exchange whole inputs up to this many bytes (all_reduce).
   std::size_t pair_bytes = 0;

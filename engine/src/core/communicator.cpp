@@ -605,6 +605,11 @@ struct Communicator::Impl {
     double gbs = link.bandwidth_gbs;
     double gbs_all = link.max_bandwidth_gbs;
     double tree_share = shape.tree_efficiency;
+    // The ring's bandwidth over gbs and the tree's share at each of
+    // tune::kCalibrationSizes; empty curves unless measured.
+    double factor[3] = {1, 1, 1};
+    double tree_share_at[3] = {0, 0, 0};
+    bool by_size = false;
     source = "defaults (RINGMASTER_TUNE_HOP_US, RINGMASTER_TUNE_GBS)";
     // What carries this rank's links ("shm", "ofi", "socket" or a mix such
     // as "shm+socket"): the figures below are measured over them, so the
@@ -655,7 +660,7 @@ struct Communicator::Impl {
       const std::string key =
           fmt::format("{} ranks={} hosts={} channels={} buffsize={} trees={}", link.transport, nranks,
                       fmt::join(hosts, ","), channels.size(), buffsize, param_string(Param::TreeNodes));
-      double offer[14] = {};
+      double offer[20] = {};
       if (rank == 0) {
         if (const auto c = tune::load_calibration(cache, key, std::chrono::hours(1))) {
           offer[0] = 1, offer[1] = c->hop_us[0], offer[2] = c->hop_us[1], offer[3] = c->hop_us[2];
@@ -663,6 +668,8 @@ struct Communicator::Impl {
           offer[7] = static_cast<double>(c->measured_at);
           offer[8] = c->share[0], offer[9] = c->share[1], offer[10] = c->share[2];
           offer[11] = c->tree_hop_us[0], offer[12] = c->tree_hop_us[1], offer[13] = c->tree_hop_us[2];
+          std::copy(c->bandwidth_factor, c->bandwidth_factor + 3, offer + 14);
+          std::copy(c->tree_share_by_size, c->tree_share_by_size + 3, offer + 17);
         }
       }
       algo::RingOp offer_op = sync;
@@ -741,9 +748,11 @@ struct Communicator::Impl {
         channels[0]->link.flush();
         hop[0] = offer[1], hop[1] = offer[2], hop[2] = offer[3];
         gbs = offer[4], gbs_all = offer[5], tree_share = offer[6];
-        // Entries measured before the shares were capped at a line's payload.
-        share[0] = std::min(offer[8], 0.5), share[1] = std::min(offer[9], 0.9375), share[2] = offer[10];
+        share[0] = offer[8], share[1] = offer[9], share[2] = offer[10];
         tree_hop[0] = offer[11], tree_hop[1] = offer[12], tree_hop[2] = offer[13];
+        std::copy(offer + 14, offer + 17, factor);
+        std::copy(offer + 17, offer + 20, tree_share_at);
+        by_size = true;
         const auto now =
             std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                 .count();
@@ -774,7 +783,7 @@ struct Communicator::Impl {
           if (tree_depth > 0) batch(small_by_tree, 5);
         }
         std::vector<double> ring_times[3], tree_times[3];
-        for (int i = 0; i < 5; ++i) {
+        for (int i = 0; i < 7; ++i) {
           for (int p = 0; p < 3; ++p) {
             if (!measured_protocol(p)) continue;
             use(p);
@@ -782,28 +791,82 @@ struct Communicator::Impl {
             if (tree_depth > 0) tree_times[p].push_back(batch(small_by_tree, 8));
           }
         }
+        // Simple's ring batch sets the scale; every other batch counts as
+        // its ratio to the Simple ring batch of its own round (the median
+        // of those ratios): a spell of the machine that slows one round
+        // slows both sides of its ratios, where medians taken apart could
+        // come from different spells (a tree level once measured 1.35
+        // ring hops in one calibration and 0.7 in the next).
+        auto paired = [&](const std::vector<double>& times) {
+          std::vector<double> ratios;
+          for (std::size_t i = 0; i < times.size(); ++i)
+            ratios.push_back(times[i] / ring_times[kSimple][i]);
+          return median_of(std::move(ratios)) * median_of(ring_times[kSimple]);
+        };
         for (int p = 0; p < 3; ++p) {
           if (!measured_protocol(p)) continue;
-          hop[p] = median_of(ring_times[p]) / (2 * (n - 1));
-          if (tree_depth > 0) tree_hop[p] = median_of(tree_times[p]) / (2 * tree_depth);
+          hop[p] = paired(ring_times[p]) / (2 * (n - 1));
+          if (tree_depth > 0) tree_hop[p] = paired(tree_times[p]) / (2 * tree_depth);
         }
         if (!link.ll128) {  // not a candidate; figures all the same
           hop[1] = hop[kSimple];
           tree_hop[1] = tree_hop[kSimple];
         }
         op_small.protocol = Protocol::simple;
+        // Ring and tree at three sizes (tune::kCalibrationSizes), taking
+        // turns, three tries each and medians (at 16 MiB the faster of two:
+        // a try there takes tens of milliseconds, and the first carries the
+        // scratch buffers growing): the bandwidth by size (CPU
+        // ranks copy and add faster per byte while the buffers stay in
+        // cache: one figure from 4 MiB predicted 16-64 MiB at 0.6-0.7 of
+        // their time and 0.5-1 MiB at 1.2-1.7) and the tree's share of it
+        // through the model's own formula (twice the buffer plus one piece
+        // of fill per level and pass).
         constexpr std::size_t kBig = 4 << 20;
-        std::vector<std::byte> big(kBig), big_out(kBig);
+        constexpr std::size_t kLargest = static_cast<std::size_t>(tune::kCalibrationSizes[2]);
+        std::vector<std::byte> big(kLargest), big_out(kLargest);
         algo::RingOp op_big = op_small;
         op_big.slot_bytes = buffsize / 8 / 4 * 4;
-        const double moved = static_cast<double>(kBig) * 2 * (n - 1) / n;
         const double steps = 2 * (n - 1) * hop[kSimple];
-        // One untimed first (scratch buffers and socket buffers grow on first
-        // use); latency is at most half of the time at this size.
-        algo::all_reduce(ctx, op_big, big.data(), big_out.data(), kBig / 4);
-        const double t_large =
-            typical([&] { algo::all_reduce(ctx, op_big, big.data(), big_out.data(), kBig / 4); }, 1, 3);
-        gbs = moved / std::max(t_large - steps, t_large / 2) / 1e3;
+        const auto& tree = tree_for(-1);
+        algo::RingOp op_tree = op_big;
+        op_tree.algorithm = Algorithm::tree;
+        const double depth = tree.depth_intra + tree.depth_inter;
+        auto ring_at = [&](std::size_t bytes) { algo::all_reduce(ctx, op_big, big.data(), big_out.data(), bytes / 4); };
+        auto tree_at = [&](std::size_t bytes) {
+          algo::tree_all_reduce(ctx, tree, op_tree, big.data(), big_out.data(), bytes / 4);
+        };
+        // Untimed first (scratch and socket buffers grow on first use).
+        ring_at(kBig);
+        tree_at(kBig);
+        double ring_gbs[3] = {};
+        for (int i = 0; i < 3; ++i) {
+          const auto bytes = static_cast<std::size_t>(tune::kCalibrationSizes[i]);
+          const bool largest = i == 2;
+          std::vector<double> ring_tries, tree_tries;
+          for (int t = 0; t < (largest ? 2 : 3); ++t) {
+            ring_tries.push_back(batch([&] { ring_at(bytes); }, 1));
+            tree_tries.push_back(batch([&] { tree_at(bytes); }, 1));
+          }
+          auto typical_try = [&](std::vector<double>& tries) {
+            return largest ? *std::min_element(tries.begin(), tries.end()) : median_of(tries);
+          };
+          const double b = static_cast<double>(bytes);
+          // Latency is at most half of the time at these sizes.
+          const double t_ring = typical_try(ring_tries);
+          ring_gbs[i] = b * 2 * (n - 1) / n / std::max(t_ring - steps, t_ring / 2) / 1e3;
+          const double t_tree = typical_try(tree_tries);
+          const double piece = std::min(b / 2, static_cast<double>(buffsize / 8));
+          const double tree_moved = 2.0 * b + 2 * depth * piece;
+          const double tree_latency = 2 * depth * tree_hop[kSimple];
+          tree_share_at[i] = tree_moved / std::max(t_tree - tree_latency, t_tree / 2) / 1e3 / ring_gbs[i];
+        }
+        gbs = ring_gbs[1];
+        tree_share = tree_share_at[1];
+        for (int i = 0; i < 3; ++i)
+          factor[i] = ring_gbs[i] / gbs;
+        by_size = true;
+        const double moved = static_cast<double>(kBig) * 2 * (n - 1) / n;
         // Each protocol's share of Simple's bandwidth, at a size where
         // bytes count more than steps: over shared memory LL and LL128 move
         // their lines slower than the byte ring moves its bytes.
@@ -834,28 +897,19 @@ struct Communicator::Impl {
             if (measured(p)) t_mid[p] = median_of(rounds[p]);
           }
           const double simple_time = std::max(t_mid[kSimple] - 2 * (n - 1) * hop[kSimple], t_mid[kSimple] / 2);
-          // At most what a line carries: LL 8 bytes of 16, LL128 120 of 128.
-          constexpr double kMostShare[3] = {0.5, 0.9375, 1.0};
+          // At most what a line carries: over shared memory LL's lines hold
+          // 8 bytes of data in 16, LL128's 120 in 128; over sockets and
+          // libfabric LL is one eager frame of plain bytes, the line
+          // Simple's (capped at 0.5 there too, the tuner kept sockets off
+          // Ring/LL at 256 KiB-1 MiB, where it ran 1.3x faster than Simple).
+          const bool lines = link.transport.find("shm") != std::string::npos;
+          const double most_share[3] = {lines ? 0.5 : 1.0, 0.9375, 1.0};
           for (int p = 0; p < 3; ++p) {
             if (p == kSimple || t_mid[p] <= 0) continue;
             const double time = std::max(t_mid[p] - 2 * (n - 1) * hop[p], t_mid[p] / 2);
-            share[p] = std::clamp(simple_time / time, 0.01, kMostShare[p]);
+            share[p] = std::clamp(simple_time / time, 0.01, most_share[p]);
           }
           share[kSimple] = 1;
-        }
-        // The tree at the same size: its bandwidth relative to the ring's,
-        // through the model's own formula (twice the buffer plus the fill).
-        {
-          algo::RingOp op_tree = op_big;
-          op_tree.algorithm = Algorithm::tree;
-          const auto& tree = tree_for(-1);
-          algo::tree_all_reduce(ctx, tree, op_tree, big.data(), big_out.data(), kBig / 4);
-          const double t_tree =
-              typical([&] { algo::tree_all_reduce(ctx, tree, op_tree, big.data(), big_out.data(), kBig / 4); }, 1, 3);
-          const double depth = tree.depth_intra + tree.depth_inter;
-          const double tree_moved = 2.0 * static_cast<double>(kBig) + 2 * depth * static_cast<double>(buffsize / 8);
-          const double tree_latency = 2 * depth * tree_hop[kSimple];
-          tree_share = tree_moved / std::max(t_tree - tree_latency, t_tree / 2) / 1e3 / gbs;
         }
         gbs_all = gbs;
         if (channels.size() > 1) {
@@ -889,18 +943,20 @@ struct Communicator::Impl {
         RM_INFO(
             tuning,
             "calibration on this rank: hop {:.1f}/{:.1f}/{:.1f} us (LL/LL128/Simple), tree level {:.1f}/{:.1f}/{:.1f} "
-            "us, {:.3f} GB/s per channel (LL {:.2f}, LL128 {:.2f} of it), {:.3f} GB/s on all channels, tree at "
-            "{:.2f} of the ring's bandwidth",
-            hop[0], hop[1], hop[2], tree_hop[0], tree_hop[1], tree_hop[2], gbs, share[0], share[1], gbs_all,
-            tree_share);
+            "us, {:.3f} GB/s per channel (LL {:.2f}, LL128 {:.2f} of it; x{:.2f}/1/x{:.2f} at 1/4/16 MiB), {:.3f} "
+            "GB/s on all channels, tree at {:.2f}/{:.2f}/{:.2f} of the ring's bandwidth",
+            hop[0], hop[1], hop[2], tree_hop[0], tree_hop[1], tree_hop[2], gbs, share[0], share[1], factor[0],
+            factor[2], gbs_all, tree_share_at[0], tree_share_at[1], tree_share_at[2]);
         // Every rank takes the median of all ranks' figures: the same
         // numbers everywhere, and one rank's scheduling hiccup does not count.
-        constexpr int kFigures = 11;
+        constexpr int kFigures = 17;
         std::vector<double> all(kFigures * static_cast<std::size_t>(nranks));
         double* mine = all.data() + kFigures * rank;
         mine[0] = hop[0], mine[1] = hop[1], mine[2] = hop[2], mine[3] = gbs, mine[4] = gbs_all, mine[5] = tree_share;
         mine[6] = share[0], mine[7] = share[1];
         mine[8] = tree_hop[0], mine[9] = tree_hop[1], mine[10] = tree_hop[2];
+        std::copy(factor, factor + 3, mine + 11);
+        std::copy(tree_share_at, tree_share_at + 3, mine + 14);
         algo::RingOp gather_op = op_small;
         gather_op.type = DataType::fp64;
         gather_op.slot_bytes = 0;
@@ -915,6 +971,10 @@ struct Communicator::Impl {
         gbs = median(3), gbs_all = median(4), tree_share = median(5);
         share[0] = median(6), share[1] = median(7);
         tree_hop[0] = median(8), tree_hop[1] = median(9), tree_hop[2] = median(10);
+        for (int i = 0; i < 3; ++i) {
+          factor[i] = median(11 + i);
+          tree_share_at[i] = median(14 + i);
+        }
         channels[0]->link.flush();
         const double took = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
         source = fmt::format("calibrated at init in {:.1f} ms (median of the ranks' figures)", took);
@@ -926,6 +986,8 @@ struct Communicator::Impl {
               gbs,
               gbs_all,
               tree_share,
+              {factor[0], factor[1], factor[2]},
+              {tree_share_at[0], tree_share_at[1], tree_share_at[2]},
               std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                   .count(),
               took};
@@ -950,6 +1012,12 @@ struct Communicator::Impl {
     link.bandwidth_gbs = gbs;
     link.max_bandwidth_gbs = std::max(gbs, gbs_all);
     shape.tree_efficiency = tree_share;
+    if (by_size) {
+      for (int i = 0; i < 3; ++i) {
+        link.bandwidth_by_size.push_back({tune::kCalibrationSizes[i], factor[i]});
+        shape.tree_efficiency_by_size.push_back({tune::kCalibrationSizes[i], tree_share_at[i]});
+      }
+    }
     return link;
   }
 

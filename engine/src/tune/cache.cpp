@@ -44,6 +44,16 @@ std::optional<Calibration> load_calibration(const std::string& path, const std::
     c.tree_hop_us[i] = tree_hops[i].is_number() ? tree_hops[i].get<double>() : -1.0;
     if (c.share[i] <= 0 || c.tree_hop_us[i] < 0) return std::nullopt;
   }
+  // Bandwidth by size (older entries have one figure: measured anew).
+  const json factors = e.value("bandwidth_factor", json());
+  const json tree_shares = e.value("tree_share_by_size", json());
+  if (!factors.is_array() || factors.size() != 3 || !tree_shares.is_array() || tree_shares.size() != 3)
+    return std::nullopt;
+  for (std::size_t i = 0; i < 3; ++i) {
+    c.bandwidth_factor[i] = factors[i].is_number() ? factors[i].get<double>() : 0.0;
+    c.tree_share_by_size[i] = tree_shares[i].is_number() ? tree_shares[i].get<double>() : 0.0;
+    if (c.bandwidth_factor[i] <= 0 || c.tree_share_by_size[i] <= 0) return std::nullopt;
+  }
   c.gbs = e.value("gbs", 0.0);
   c.gbs_all = e.value("gbs_all", 0.0);
   c.tree_share = e.value("tree_share", 0.0);
@@ -73,6 +83,8 @@ bool store_calibration(const std::string& path, const std::string& key, const Ca
               {"gbs", c.gbs},
               {"gbs_all", c.gbs_all},
               {"tree_share", c.tree_share},
+              {"bandwidth_factor", {c.bandwidth_factor[0], c.bandwidth_factor[1], c.bandwidth_factor[2]}},
+              {"tree_share_by_size", {c.tree_share_by_size[0], c.tree_share_by_size[1], c.tree_share_by_size[2]}},
               {"measured_at", c.measured_at},
               {"took_ms", c.took_ms}};
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());

@@ -12,13 +12,20 @@
 
 namespace ringmaster::tune {
 
+// The collective sizes the bandwidth is measured at; gbs is the middle one.
+inline constexpr double kCalibrationSizes[3] = {1 << 20, 4 << 20, 16 << 20};
+
 struct Calibration {
-  double hop_us[3] = {};         // per protocol: LL, LL128, Simple
-  double share[3] = {1, 1, 1};   // per protocol: its bandwidth over Simple's
-  double tree_hop_us[3] = {};    // per protocol: a tree level
-  double gbs = 0;                // one channel
-  double gbs_all = 0;            // all channels at once
-  double tree_share = 1;         // tree bandwidth over the ring's
+  double hop_us[3] = {};        // per protocol: LL, LL128, Simple
+  double share[3] = {1, 1, 1};  // per protocol: its bandwidth over Simple's
+  double tree_hop_us[3] = {};   // per protocol: a tree level
+  double gbs = 0;               // one channel
+  double gbs_all = 0;           // all channels at once
+  double tree_share = 1;        // tree bandwidth over the ring's
+  // At kCalibrationSizes: the ring's bandwidth over gbs, and the tree's
+  // share (tree_share is the one at gbs's size).
+  double bandwidth_factor[3] = {1, 1, 1};
+  double tree_share_by_size[3] = {1, 1, 1};
   std::int64_t measured_at = 0;  // Unix seconds
   double took_ms = 0;
 };

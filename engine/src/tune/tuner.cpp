@@ -159,6 +159,19 @@ std::string Selection::why_not(Collective c, int index) const {
 
 // ---- the model ----
 
+double at_size(const std::vector<SizePoint>& points, double bytes, double otherwise) {
+  if (points.empty()) return otherwise;
+  if (bytes <= points.front().bytes) return points.front().value;
+  for (std::size_t i = 1; i < points.size(); ++i) {
+    const auto& lo = points[i - 1];
+    const auto& hi = points[i];
+    if (bytes > hi.bytes) continue;
+    const double t = std::log(bytes / lo.bytes) / std::log(hi.bytes / lo.bytes);
+    return lo.value + t * (hi.value - lo.value);
+  }
+  return points.back().value;
+}
+
 Tuner::Tuner(Shape shape, Selection algorithms, Selection protocols)
     : shape_(std::move(shape)), algorithms_(std::move(algorithms)), protocols_(std::move(protocols)) {
   shape_.max_channels = std::max(shape_.max_channels, 1);
@@ -205,16 +218,19 @@ Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol
   // Bandwidth: per channel the narrowest link the schedule crosses, all
   // channels together capped by what the links carry at most, times the
   // protocol's share of the line.
-  double per_channel = shape_.intra.bandwidth_gbs;
-  double most = shape_.intra.max_bandwidth_gbs;
+  const double b = static_cast<double>(bytes);
+  const double intra_scale = at_size(shape_.intra.bandwidth_by_size, b, 1.0);
+  double per_channel = shape_.intra.bandwidth_gbs * intra_scale;
+  double most = shape_.intra.max_bandwidth_gbs * intra_scale;
   if (crosses) {
-    per_channel = std::min(per_channel, shape_.inter.bandwidth_gbs);
-    most = std::min(most, shape_.inter.max_bandwidth_gbs);
+    const double inter_scale = at_size(shape_.inter.bandwidth_by_size, b, 1.0);
+    per_channel = std::min(per_channel, shape_.inter.bandwidth_gbs * inter_scale);
+    most = std::min(most, shape_.inter.max_bandwidth_gbs * inter_scale);
   }
   double efficiency = shape_.intra.protocol_efficiency[pi];
   if (crosses) efficiency = std::min(efficiency, shape_.inter.protocol_efficiency[pi]);
   double bandwidth = std::min(per_channel * channels, most) * efficiency;
-  if (a == Algorithm::tree) bandwidth *= shape_.tree_efficiency;
+  if (a == Algorithm::tree) bandwidth *= at_size(shape_.tree_efficiency_by_size, b, shape_.tree_efficiency);
   // Steps that reduce are slower where the reduction costs (CPU ranks).
   auto reducing = [](const LinkModel& l) {
     return l.reduce_bandwidth_gbs > 0 ? l.reduce_bandwidth_gbs : l.bandwidth_gbs;
@@ -225,7 +241,6 @@ Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol
 
   // Latency: hops along the schedule; traffic: the bytes the busiest rank
   // sends, plus the pipeline's fill for chains and trees under Simple.
-  const double b = static_cast<double>(bytes);
   const double slot = std::min(b / channels, static_cast<double>(shape_.slot_bytes));
   const bool pieces = p != Protocol::ll;  // LL moves a step in one piece
   double hops = 0, hop_latency = shape_.intra.hop_latency_us[pi], traffic = 0;
@@ -345,12 +360,20 @@ Decision Tuner::decide_or_null(Collective c, std::size_t bytes) const {
 }
 
 std::string Tuner::describe() const {
-  auto link = [](const LinkModel& l) {
+  // "1.10 at 1 MiB, 1 at 4 MiB, 0.85 at 16 MiB"
+  auto along = [](const std::vector<SizePoint>& points) {
+    std::vector<std::string> parts;
+    for (const auto& p : points)
+      parts.push_back(fmt::format("{:.2f} at {}", p.value, size_text(p.bytes)));
+    return fmt::format("{}", fmt::join(parts, ", "));
+  };
+  auto link = [&](const LinkModel& l) {
     std::string out = fmt::format(
         "{} hop {:.1f}/{:.1f}/{:.1f} us (LL/LL128/Simple), {:.2f} GB/s per channel (LL {:.2f}, LL128 {:.2f} of it), "
         "{:.2f} GB/s at most",
         l.transport, l.hop_latency_us[0], l.hop_latency_us[1], l.hop_latency_us[2], l.bandwidth_gbs,
         l.protocol_efficiency[0], l.protocol_efficiency[1], l.max_bandwidth_gbs);
+    if (!l.bandwidth_by_size.empty()) out += ", by size x" + along(l.bandwidth_by_size);
     if (l.reduce_bandwidth_gbs > 0) out += fmt::format(", {:.2f} GB/s reducing", l.reduce_bandwidth_gbs);
     if (l.tree_hop_latency_us[0] > 0) {
       out += fmt::format(", tree level {:.1f}/{:.1f}/{:.1f} us", l.tree_hop_latency_us[0], l.tree_hop_latency_us[1],
@@ -360,10 +383,13 @@ std::string Tuner::describe() const {
   };
   std::string out = fmt::format(
       "{} ranks on {} node{}, channels {}..{} ({:.1f} us each beyond the first); trees on at most {} channel(s), "
-      "depth {}+{}, {:.1f}x a hop per level, {:.2f} of the line; within a node: {}",
+      "depth {}+{}, {:.1f}x a hop per level, {} of the line; within a node: {}",
       shape_.nranks, shape_.nnodes, shape_.nnodes == 1 ? "" : "s", shape_.min_channels, shape_.max_channels,
       shape_.channel_latency_us, std::min(shape_.tree_channels, shape_.max_channels), shape_.tree_depth_intra,
-      shape_.tree_depth_inter, shape_.tree_hop_factor, shape_.tree_efficiency, link(shape_.intra));
+      shape_.tree_depth_inter, shape_.tree_hop_factor,
+      shape_.tree_efficiency_by_size.empty() ? fmt::format("{:.2f}", shape_.tree_efficiency)
+                                             : along(shape_.tree_efficiency_by_size),
+      link(shape_.intra));
   if (shape_.nnodes > 1) out += "; across nodes: " + link(shape_.inter);
   if (!algorithms_.empty() || !protocols_.empty()) out += "; overrides apply";
   if (!shape_.source.empty()) out += "; " + shape_.source;
