@@ -414,8 +414,7 @@ TEST(Collectives, SilentPeerTimesOutNamingIt) {
 // Ranks that run one step in different protocols over shared memory write
 // different rings: an error naming both protocols and ranks, not a hang.
 // Both run the ring: left to the tuner, a rank's protocol can change its
-// algorithm too, and a tree's steps go over other connections than a
-// ring's (that case ends at RINGMASTER_COLL_TIMEOUT, naming the peer).
+// algorithm too (DifferentAlgorithmsAreAnErrorNotAHang).
 TEST(Collectives, DifferentProtocolsAreAnErrorNotAHang) {
   std::vector<std::string> errors(2);
   const auto port = free_port();
@@ -689,6 +688,56 @@ TEST(Collectives, MismatchedCountsNameBothRanks) {
   for (auto& t : threads)
     t.join();
   EXPECT_GE(mismatches.load(), 1);
+}
+
+// A tree's steps go over direct connections, a ring's over the ring's: a
+// rank running a tree against a peer running the ring (different counts,
+// or different NCCL_ALGO) finds the peer's step on the other connection
+// and fails naming both, instead of both waiting out the timeout.
+TEST(Collectives, DifferentAlgorithmsAreAnErrorNotAHang) {
+  for (const Links links : {Links::socket, Links::shm}) {
+    SCOPED_TRACE(name_of(links));
+    std::vector<std::string> errors(2);
+    const auto port = free_port();
+    std::vector<std::thread> threads;
+    std::atomic<std::int64_t> failed_ms{0};
+    const auto start = std::chrono::steady_clock::now();
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        CommOptions options;
+        options.timeout = 20s;
+        options.algorithm = r == 0 ? Algorithm::tree : Algorithm::ring;
+        auto comm = Communicator::create(rank_config(r, 2, port), with_links(options, links, r));
+        std::vector<float> data(1000, 1.0f);
+        const auto called = std::chrono::steady_clock::now();
+        try {
+          comm->all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
+        } catch (const Error& e) {
+          errors[static_cast<std::size_t>(r)] = e.what();
+          const auto ms =
+              std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - called).count();
+          failed_ms.store(std::max<std::int64_t>(failed_ms.load(), ms));
+        }
+      });
+    }
+    for (auto& t : threads)
+      t.join();
+    bool named = false;
+    for (const auto& e : errors) {
+      EXPECT_FALSE(e.empty()) << "a rank finished an all_reduce its peer ran with another algorithm";
+      if (e.find("collective mismatch") == std::string::npos) continue;
+      named = true;
+      EXPECT_NE(e.find("rank 0"), std::string::npos) << e;
+      EXPECT_NE(e.find("rank 1"), std::string::npos) << e;
+      EXPECT_NE(e.find("different algorithms"), std::string::npos) << e;
+      EXPECT_NE(e.find("(Tree)"), std::string::npos) << e;
+      EXPECT_NE(e.find("(Ring)"), std::string::npos) << e;
+    }
+    EXPECT_TRUE(named) << errors[0] << " / " << errors[1];
+    // Found within a few looks, far from the 20 s timeout.
+    EXPECT_LT(failed_ms.load(), 5000) << errors[0] << " / " << errors[1];
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+  }
 }
 
 TEST(Collectives, DifferentCollectivesAreAnErrorNotAHang) {

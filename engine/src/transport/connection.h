@@ -84,6 +84,11 @@ class Connection {
     return 0;
   }
   virtual void consume(std::size_t /*bytes*/) noexcept {}
+  // Copies the first `bytes` not yet received into `out` without taking
+  // them (recv_some still returns them): true when that many have arrived,
+  // in whichever protocol's ring. For an idle connection they are the
+  // next step's header. Connections that cannot look ahead return false.
+  virtual bool look_ahead(void* /*out*/, std::size_t /*bytes*/) noexcept { return false; }
   // Whether peek() can lend a step of `step_bytes` now (it may still find
   // none).
   virtual bool lends(std::size_t /*step_bytes*/) const noexcept { return false; }

@@ -21,6 +21,9 @@ using Clock = net::Clock;
 
 // Filler between a step's header and its data is less than a page.
 constexpr std::size_t kMaxPad = 4096;
+// How long a receive waits before it looks for its step on the peer's
+// other connections (see look_elsewhere), and then between looks.
+constexpr auto kLookElsewhereAfter = std::chrono::milliseconds(20);
 constexpr std::array<std::byte, kMaxPad> kFiller{};
 
 std::string describe(const StepHeader& h) {
@@ -87,7 +90,7 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
   // of the clock costs as much as a small step's copy): the timeout counts
   // from there, the spin lasts `spin` from there.
   // In cycles::now() ticks: the spin reads that clock on every try.
-  std::uint64_t deadline = 0, spin_until = 0;
+  std::uint64_t deadline = 0, spin_until = 0, look_elsewhere_at = 0;
   bool idle = false;
 
   auto peer_error = [&](const Peer& peer, int err, const char* doing) {
@@ -128,6 +131,40 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
                               "same collectives in the same order with the same counts (and the same NCCL_ALGO and "
                               "NCCL_PROTO)",
                               from->rank, describe(in_header), rank, describe(mine)));
+    }
+  };
+
+  // A collective with a tree runs its steps over the direct connections,
+  // a ring over the ring's: a peer that picked the other algorithm for
+  // this very collective (different counts, or different NCCL_ALGO or
+  // NCCL_PROTO) sends where this rank does not read, and both would wait
+  // out the timeout. While this step has received nothing, the peer's
+  // other connections of this link are looked at now and then; a step of
+  // this collective waiting there is a mismatch.
+  const bool has_tree = expect.collective == static_cast<std::uint8_t>(Collective::all_reduce) ||
+                        expect.collective == static_cast<std::uint8_t>(Collective::broadcast) ||
+                        expect.collective == static_cast<std::uint8_t>(Collective::reduce);
+  auto look_elsewhere = [&] {
+    const Peer* others[3] = {&this->prev, &this->next, nullptr};
+    if (from->rank >= 0 && static_cast<std::size_t>(from->rank) < mesh.size()) {
+      others[2] = &mesh[static_cast<std::size_t>(from->rank)];
+    }
+    const bool from_mesh = from == others[2];
+    for (const Peer* other : others) {
+      if (other == nullptr || !other->valid() || other->rank != from->rank || other->connection == from->connection)
+        continue;
+      StepHeader there{};
+      if (!other->connection->look_ahead(&there, sizeof there)) continue;
+      if (there.magic != kStepMagic || there.seq != expect.seq || there.collective != expect.collective) continue;
+      StepHeader mine = expect;
+      mine.bytes = recv_bytes;
+      throw Error(ErrorCategory::peer,
+                  fmt::format("collective mismatch: rank {} sent {} over {} but rank {} expected {} over {}: the "
+                              "two ranks run it with different algorithms; every rank must call the same "
+                              "collectives in the same order with the same counts (and the same NCCL_ALGO and "
+                              "NCCL_PROTO)",
+                              from->rank, describe(there), from_mesh ? "the ring (Ring)" : "a direct connection (Tree)",
+                              rank, describe(mine), from_mesh ? "a direct connection (Tree)" : "the ring (Ring)"));
     }
   };
 
@@ -250,6 +287,7 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
       idle = true;
       deadline = tick + cycles::ticks_in(timeout);
       spin_until = tick + cycles::ticks_in(spin);
+      look_elsewhere_at = tick + cycles::ticks_in(kLookElsewhereAfter);
     }
     if (peer_gone != nullptr && Clock::now() >= gone_deadline) {
       peer_error(*peer_gone, gone_error == net::kPeerClosed ? net::kPeerClosed : -gone_error, "waiting for");
@@ -263,6 +301,10 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
       // the scheduler's time slice.
       if (yield_while_spinning) sched_yield();
       continue;
+    }
+    if (has_tree && do_recv && header_received == 0 && tick >= look_elsewhere_at) {
+      look_elsewhere_at = tick + cycles::ticks_in(kLookElsewhereAfter);
+      look_elsewhere();
     }
     // Shared memory: ask the peers to ring, unless data moved meanwhile.
     const bool same = sending && receiving && next.connection == prev.connection;

@@ -379,6 +379,36 @@ bool ShmConnection::line_ready(int format) noexcept {
   return (load_flag(r.lines + (r.next & (r.count - 1)) * line) >> 8) == r.next + 1;
 }
 
+bool ShmConnection::look_ahead(void* out, std::size_t bytes) noexcept {
+  auto* to = static_cast<std::byte*>(out);
+  // The byte ring: what the writer published past our tail.
+  const std::uint64_t head = in_->head.load(std::memory_order_acquire);
+  if (head != tail_) {
+    if (head - tail_ < bytes) return false;
+    for (std::size_t i = 0; i < bytes; ++i)
+      to[i] = in_data_[static_cast<std::size_t>((tail_ + i) % capacity_)];
+    return true;
+  }
+  // A line ring: the payloads of the lines written past ours (none of
+  // them started: an idle connection reads whole steps).
+  for (int f = 0; f < 2; ++f) {
+    const LineRing& r = in_lines_[static_cast<std::size_t>(f)];
+    if (r.offset != 0 || !line_ready(f)) continue;
+    const std::size_t line = kLineBytes[f];
+    std::size_t got = 0;
+    for (std::uint64_t k = r.next; got < bytes && k < r.next + r.count; ++k) {
+      const std::byte* at = r.lines + (k & (r.count - 1)) * line;
+      const std::uint64_t flag = load_flag(at);
+      if ((flag >> 8) != k + 1) return false;
+      const std::size_t n = std::min<std::size_t>({flag & 0xff, line - 8, bytes - got});
+      std::memcpy(to + got, at + 8, n);
+      got += n;
+    }
+    return got == bytes;
+  }
+  return false;
+}
+
 bool ShmConnection::other_rings_hold_data(int format) noexcept {
   if (format != -1 && in_->head.load(std::memory_order_acquire) != tail_) return true;
   for (int f = 0; f < 2; ++f) {

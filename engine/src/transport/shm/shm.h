@@ -149,6 +149,7 @@ class ShmConnection final : public Connection {
   // Whether the peer has written anything this side has not read, in any
   // ring but the one of `format` (-1: the byte ring's, 0: LL's, 1: LL128's).
   bool other_rings_hold_data(int format) noexcept;
+  bool look_ahead(void* out, std::size_t bytes) noexcept override;
   bool line_ready(int format) noexcept;
   void ring() noexcept;
 };

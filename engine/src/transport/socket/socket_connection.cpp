@@ -142,6 +142,14 @@ std::size_t SocketConnection::peek(std::size_t wanted, const std::byte** data, c
   return lent_end_ - lent_begin_;
 }
 
+bool SocketConnection::look_ahead(void* out, std::size_t bytes) noexcept {
+  // What peek() reads stays lent until recv_some hands it out.
+  const std::byte* data = nullptr;
+  if (peek(bytes, &data) < bytes) return false;
+  std::memcpy(out, data, bytes);
+  return true;
+}
+
 std::size_t SocketConnection::pad_before(const void* data, std::size_t bytes, std::size_t header_bytes) const noexcept {
   if (bytes < kPaddedFromBytes) return 0;
   const std::size_t from = reinterpret_cast<std::uintptr_t>(data) % kApartSlack;

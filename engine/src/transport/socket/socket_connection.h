@@ -35,6 +35,7 @@ class SocketConnection final : public Connection {
   // scratch buffer, which has left it by then.
   std::size_t peek(std::size_t wanted, const std::byte** data, const std::byte* toward = nullptr) noexcept override;
   void consume(std::size_t bytes) noexcept override { lent_begin_ += bytes; }
+  bool look_ahead(void* out, std::size_t bytes) noexcept override;
   bool lends(std::size_t step_bytes) const noexcept override { return step_bytes >= kLendFromBytes; }
   // The kernel copies what sendmsg sends into pages of its own, and on
   // loopback those pages are free again by the next step, so a step's
