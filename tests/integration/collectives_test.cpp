@@ -695,8 +695,9 @@ TEST(Collectives, MismatchedCountsNameBothRanks) {
 // or different NCCL_ALGO) finds the peer's step on the other connection
 // and fails naming both, instead of both waiting out the timeout.
 TEST(Collectives, DifferentAlgorithmsAreAnErrorNotAHang) {
-  for (const Links links : {Links::socket, Links::shm}) {
+  for (const Links links : {Links::socket, Links::shm, Links::ofi}) {
     SCOPED_TRACE(name_of(links));
+    if (links == Links::ofi && !ofi_usable()) continue;
     std::vector<std::string> errors(2);
     const auto port = free_port();
     std::vector<std::thread> threads;
