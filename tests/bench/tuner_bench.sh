@@ -12,7 +12,7 @@
 # Prints per size: each candidate's time, the tuner's pick, its measured
 # time over the best candidate's, and its predicted time over its measured
 # one; then how many sizes are within 15% of the best and within 30% of
-# the prediction.
+# the prediction; then every candidate's predicted over measured time.
 #   tests/bench/tuner_bench.sh [build-dir] [ranks...]   (default: 4 8)
 set -euo pipefail
 build=${1:-build/release}
@@ -82,4 +82,15 @@ for np in ranks:
     print(f"# {np} ranks: pick within 15% of the best at {within_best}/{total} sizes "
           f"({100 * within_best / total:.0f}%); predicted within 30% of measured at {within_pred}/{total} "
           f"({100 * within_pred / total:.0f}%)")
+    # Every candidate's prediction (a forced run's tuner record is the
+    # forced candidate's) over its measured time: which part of the model
+    # is off, where the pick alone shows only the winner.
+    print(f"# predicted over measured, every candidate ({np} ranks)")
+    print(f"{'size(B)':>10} " + " ".join(f"{c:>12}" for c in cands))
+    for size in sorted(auto):
+        cells = []
+        for c in cands:
+            t, rec = measured[c].get(size, (None, None))
+            cells.append(f"{rec['predicted_us'] / t:>12.2f}" if t and rec else f"{'-':>12}")
+        print(f"{size:>10} " + " ".join(cells))
 PY

@@ -703,11 +703,21 @@ struct Communicator::Impl {
           algo::all_reduce(ctx, go_op, reinterpret_cast<std::byte*>(&go), reinterpret_cast<std::byte*>(&go), 1);
         }
       }
-      auto batch = [&](const std::function<void()>& f, int rounds) {
+      auto batch_from_here = [&](const std::function<void()>& f, int rounds) {
         const auto t = Clock::now();
         for (int i = 0; i < rounds; ++i)
           f();
         return std::chrono::duration<double, std::micro>(Clock::now() - t).count() / rounds;
+      };
+      // Every timed batch starts from a zero-byte all_reduce, so the ranks
+      // start it together. Without it a rank that left the previous batch
+      // early (a tree's root finishes before its leaves) timed its wait for
+      // the others as part of the next batch: the ring batches after tree
+      // batches came out slow, and the tree's share at 1 MiB read 1.9-10.6
+      // on the four ranks of one calibration (1.2-1.4 in runs).
+      auto batch = [&](const std::function<void()>& f, int rounds) {
+        algo::all_reduce(ctx, sync, &token, &token, 0);
+        return batch_from_here(f, rounds);
       };
       // The median of several batches: the fastest one is where every
       // rank happened to run at once, which with more ranks than CPUs
@@ -723,8 +733,11 @@ struct Communicator::Impl {
         return median_of(std::move(times));
       };
       // A calibration cached while the machine was busy (a build beside
-      // it) would stay for the hour: rank 0 times the small all_reduce
-      // now, and a cached hop over twice what it sees is measured anew.
+      // it), or in a quiet spell, would stay for the hour: rank 0 times
+      // the small all_reduce now, and a cached hop more than 1.5x off what
+      // it sees, either way, is measured anew (a calibration from a spell
+      // when the links ran 1.5-2x faster predicted every size of the
+      // following minutes at 0.5-0.8 of its time).
       bool cached = offer[0] == 1;
       if (cached) {
         op_small.protocol = Protocol::simple;
@@ -732,15 +745,16 @@ struct Communicator::Impl {
         algo::RingOp stale_op = op_small;
         stale_op.type = DataType::int32;
         stale_op.op = RedOp::max;
-        std::int32_t stale = rank == 0 && offer[3] > 2 * hop_now ? 1 : 0;
+        constexpr double kOff = 1.5;
+        std::int32_t stale = rank == 0 && (offer[3] > kOff * hop_now || offer[3] * kOff < hop_now) ? 1 : 0;
         algo::all_reduce(ctx, stale_op, reinterpret_cast<std::byte*>(&stale), reinterpret_cast<std::byte*>(&stale), 1);
         if (stale != 0) {
           cached = false;
           if (rank == 0) {
             RM_INFO(tuning,
-                    "cached calibration ({:.1f} us a hop) is over twice what the links take now ({:.1f} us): "
+                    "cached calibration ({:.1f} us a hop) is more than {}x off what the links take now ({:.1f} us): "
                     "measuring anew",
-                    offer[3], hop_now);
+                    offer[3], kOff, hop_now);
           }
         }
       }
@@ -814,9 +828,9 @@ struct Communicator::Impl {
         }
         op_small.protocol = Protocol::simple;
         // Ring and tree at three sizes (tune::kCalibrationSizes), taking
-        // turns, three tries each and medians (at 16 MiB the faster of two:
-        // a try there takes tens of milliseconds, and the first carries the
-        // scratch buffers growing): the bandwidth by size (CPU
+        // turns, three tries each and medians (the faster of two at 16 MiB
+        // put the ring there at 0.77-0.85 of its time in runs, and the
+        // tuner took it over trees 1.2-1.4x faster): the bandwidth by size (CPU
         // ranks copy and add faster per byte while the buffers stay in
         // cache: one figure from 4 MiB predicted 16-64 MiB at 0.6-0.7 of
         // their time and 0.5-1 MiB at 1.2-1.7) and the tree's share of it
@@ -836,26 +850,23 @@ struct Communicator::Impl {
         auto tree_at = [&](std::size_t bytes) {
           algo::tree_all_reduce(ctx, tree, op_tree, big.data(), big_out.data(), bytes / 4);
         };
-        // Untimed first (scratch and socket buffers grow on first use).
-        ring_at(kBig);
-        tree_at(kBig);
+        // Untimed first, at the largest size (scratch and socket buffers
+        // grow on first use).
+        ring_at(kLargest);
+        tree_at(kLargest);
         double ring_gbs[3] = {};
         for (int i = 0; i < 3; ++i) {
           const auto bytes = static_cast<std::size_t>(tune::kCalibrationSizes[i]);
-          const bool largest = i == 2;
           std::vector<double> ring_tries, tree_tries;
-          for (int t = 0; t < (largest ? 2 : 3); ++t) {
+          for (int t = 0; t < 3; ++t) {
             ring_tries.push_back(batch([&] { ring_at(bytes); }, 1));
             tree_tries.push_back(batch([&] { tree_at(bytes); }, 1));
           }
-          auto typical_try = [&](std::vector<double>& tries) {
-            return largest ? *std::min_element(tries.begin(), tries.end()) : median_of(tries);
-          };
           const double b = static_cast<double>(bytes);
           // Latency is at most half of the time at these sizes.
-          const double t_ring = typical_try(ring_tries);
+          const double t_ring = median_of(ring_tries);
           ring_gbs[i] = b * 2 * (n - 1) / n / std::max(t_ring - steps, t_ring / 2) / 1e3;
-          const double t_tree = typical_try(tree_tries);
+          const double t_tree = median_of(tree_tries);
           const double piece = std::min(b / 2, static_cast<double>(buffsize / 8));
           const double tree_moved = 2.0 * b + 2 * depth * piece;
           const double tree_latency = 2 * depth * tree_hop[kSimple];
@@ -923,7 +934,15 @@ struct Communicator::Impl {
                 std::vector<std::byte> in(kBig), out(kBig);
                 auto cc = context(*channels[c]);
                 algo::all_reduce(cc, op_big, in.data(), out.data(), kBig / 4);
-                times[c] = batch([&] { algo::all_reduce(cc, op_big, in.data(), out.data(), kBig / 4); }, 2);
+                // The median of three calls (two calls' mean once put two
+                // channels at twice one's bandwidth at 8 ranks on 2 CPUs,
+                // where they run no faster than one).
+                std::vector<double> tries;
+                for (int t = 0; t < 3; ++t) {
+                  tries.push_back(
+                      batch_from_here([&] { algo::all_reduce(cc, op_big, in.data(), out.data(), kBig / 4); }, 1));
+                }
+                times[c] = median_of(std::move(tries));
                 // What this channel sent last must leave before its thread
                 // does: nothing else drives this channel until init is over.
                 channels[c]->link.flush();
@@ -967,13 +986,24 @@ struct Communicator::Impl {
             v.push_back(all[static_cast<std::size_t>(kFigures * r + field)]);
           return median_of(std::move(v));
         };
+        // A tree's ranks finish one large call at different times (a root
+        // holds its half's result a level's transfer before its leaves),
+        // and back to back a call takes as long as its last rank: the
+        // tree's share is the slowest rank's. The median rank's predicted
+        // Tree/Simple at 1 MiB and up at 0.57-0.82 of the measured time.
+        auto slowest_share = [&](int field) {
+          double least = std::numeric_limits<double>::infinity();
+          for (int r = 0; r < nranks; ++r)
+            least = std::min(least, all[static_cast<std::size_t>(kFigures * r + field)]);
+          return least;
+        };
         hop[0] = median(0), hop[1] = median(1), hop[2] = median(2);
-        gbs = median(3), gbs_all = median(4), tree_share = median(5);
+        gbs = median(3), gbs_all = median(4), tree_share = slowest_share(5);
         share[0] = median(6), share[1] = median(7);
         tree_hop[0] = median(8), tree_hop[1] = median(9), tree_hop[2] = median(10);
         for (int i = 0; i < 3; ++i) {
           factor[i] = median(11 + i);
-          tree_share_at[i] = median(14 + i);
+          tree_share_at[i] = slowest_share(14 + i);
         }
         channels[0]->link.flush();
         const double took = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
