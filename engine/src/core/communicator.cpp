@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -713,8 +714,8 @@ struct Communicator::Impl {
       // start it together. Without it a rank that left the previous batch
       // early (a tree's root finishes before its leaves) timed its wait for
       // the others as part of the next batch: the ring batches after tree
-      // batches came out slow, and the tree's share at 1 MiB read 1.9-10.6
-      // on the four ranks of one calibration (1.2-1.4 in runs).
+      // batches came out slow, and the tree's share at 1 MiB read 1.9-4.5
+      // on the four ranks of one calibration and 2.9-10.6 in the next.
       auto batch = [&](const std::function<void()>& f, int rounds) {
         algo::all_reduce(ctx, sync, &token, &token, 0);
         return batch_from_here(f, rounds);
