@@ -279,11 +279,9 @@ TEST(Collectives, ReductionsOverSocketsReadFromTheLendingBuffer) {
   ::unsetenv("RINGMASTER_NSOCKS_PER_CHANNEL");
 }
 
-// A cached calibration is kept while the links run near its figures; one
-// taken while the machine was busy, or in a quiet spell, is not kept for
-// its hour: a cached hop more than 1.5x off what the links take now, either
-// way, is measured anew.
-TEST(Collectives, CachedCalibrationFarOffTheLinksIsMeasuredAnew) {
+// A calibration cached while the machine was busy is not kept for its hour:
+// a cached hop over twice what the links take now is measured anew.
+TEST(Collectives, CachedCalibrationFarSlowerThanTheLinksIsMeasuredAnew) {
   const std::string cache =
       (std::filesystem::temp_directory_path() / ("ringmaster-tune-" + std::to_string(::getpid()) + ".json")).string();
   const char* before = std::getenv("RINGMASTER_TUNE_CACHE");
@@ -317,24 +315,15 @@ TEST(Collectives, CachedCalibrationFarOffTheLinksIsMeasuredAnew) {
     std::ofstream out(cache, std::ios::trunc);
     out << text;
   };
-  // Kept while the links run near it. The pace of a busy machine can move
-  // 1.5x between two inits a second apart, which measures anew (and caches
-  // that): one of three tries keeps the entry.
-  bool kept = false;
-  std::string last;
-  for (int i = 0; i < 3 && !kept; ++i) {
-    last = describe();
-    kept = last.find(" s ago") != std::string::npos;
-  }
-  EXPECT_TRUE(kept) << last;
+  // A cached hop faster than now is kept (the machine may be busy now).
   set_cached_hops("0.3, 0.3, 0.3");
-  const std::string faster = describe();
-  EXPECT_EQ(faster.find("hop 0.3/0.3/0.3 us"), std::string::npos) << faster;
-  EXPECT_EQ(faster.find(" s ago"), std::string::npos) << faster;
+  const std::string kept = describe();
+  EXPECT_NE(kept.find(" s ago"), std::string::npos) << kept;
+  EXPECT_NE(kept.find("hop 0.3/0.3/0.3 us"), std::string::npos) << kept;
   set_cached_hops("5000, 5000, 5000");
-  const std::string slower = describe();
-  EXPECT_EQ(slower.find("5000.0"), std::string::npos) << slower;
-  EXPECT_EQ(slower.find(" s ago"), std::string::npos) << slower;
+  const std::string after = describe();
+  EXPECT_EQ(after.find("5000.0"), std::string::npos) << after;
+  EXPECT_EQ(after.find(" s ago"), std::string::npos) << after;
   if (had_before) {
     ::setenv("RINGMASTER_TUNE_CACHE", restore.c_str(), 1);
   } else {
