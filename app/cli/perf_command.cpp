@@ -1,6 +1,7 @@
 // `ringmaster-cli perf`: nccl-tests for Ringmaster. One rank per process,
 // driven by torchrun's environment, or --np N local ranks started here.
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -27,28 +28,19 @@
 namespace ringmaster::cli {
 namespace {
 
-// The tuner's pick per size of the collective being measured, added to
-// each result row as "tuner" (in --json files and --events streams alike).
-struct Picks {
-  Collective collective;
-  std::mutex mutex;
-  std::map<std::size_t, tune::Candidate> by_bytes;
-
-  void add(const tune::Decision& d) {
-    if (d.collective != collective) return;
-    std::lock_guard lock(mutex);
-    by_bytes[d.bytes] = d.pick();
+// A result row as JSON, with what the tuner ran ("tuner": its pick and
+// prediction) and, with --candidates, whose row it is.
+nlohmann::json row_json(const PerfSpec& spec, const PerfRow& row) {
+  auto j = agent::to_json(spec, row);
+  if (row.pick) {
+    j["tuner"] = {{"algorithm", name_of(row.pick->algorithm)},
+                  {"protocol", name_of(row.pick->protocol)},
+                  {"channels", row.pick->channels},
+                  {"predicted_us", row.pick->predicted_us}};
   }
-  void annotate(nlohmann::json& row, std::size_t bytes) {
-    std::lock_guard lock(mutex);
-    const auto it = by_bytes.find(bytes);
-    if (it == by_bytes.end()) return;
-    row["tuner"] = {{"algorithm", name_of(it->second.algorithm)},
-                    {"protocol", name_of(it->second.protocol)},
-                    {"channels", it->second.channels},
-                    {"predicted_us", it->second.predicted_us}};
-  }
-};
+  if (!row.candidate.empty()) j["candidate"] = row.candidate;
+  return j;
+}
 
 // --events: one JSON object per line on stdout, from every rank, for the
 // agent to relay: stage events as they happen (or the failure), channel
@@ -75,9 +67,7 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
     emit(agent::to_json(r));
   };
   // Every rank decides alike; rank 0 reports the tuner's tables.
-  Picks picks{spec.collective, {}, {}};
   options.on_decision = [&](const tune::Decision& d) {
-    picks.add(d);
     if (config.rank == 0) emit(agent::to_json(d));
   };
   std::unique_ptr<Communicator> comm;
@@ -137,9 +127,7 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
   std::size_t rows = 0;
   try {
     run_perf(*comm, spec, [&](const PerfRow& row) {
-      auto j = agent::to_json(spec, row);
-      picks.annotate(j, row.bytes);
-      emit(std::move(j));
+      emit(row_json(spec, row));
       wrong += row.out_of_place.wrong + row.in_place.wrong;
       ++rows;
     });
@@ -162,8 +150,6 @@ int run_rank(const Config& config, const PerfSpec& spec, const CommOptions& base
   CommOptions options = base;
   std::vector<StageEvent> events;
   options.on_stage = [&](const StageEvent& e) { events.push_back(e); };
-  Picks picks{spec.collective, {}, {}};
-  options.on_decision = [&](const tune::Decision& d) { picks.add(d); };
   std::unique_ptr<Communicator> comm;
   try {
     comm = Communicator::create(config, options);
@@ -190,11 +176,18 @@ int run_rank(const Config& config, const PerfSpec& spec, const CommOptions& base
   try {
     rows = run_perf(*comm, spec, [&](const PerfRow& row) {
       if (!leader) return;
-      std::fputs(perf_row_line(spec, row).c_str(), stdout);
+      std::string line = perf_row_line(spec, row);
+      if (!row.candidate.empty()) {
+        // --candidates: who ran the row, and for the tuner's own rows its pick.
+        line.pop_back();
+        line += "  " + row.candidate;
+        if (row.candidate == "auto" && row.pick)
+          line += fmt::format(" ({}/{})", name_of(row.pick->algorithm), name_of(row.pick->protocol));
+        line += "\n";
+      }
+      std::fputs(line.c_str(), stdout);
       std::fflush(stdout);
-      auto j = agent::to_json(spec, row);
-      picks.annotate(j, row.bytes);
-      json_rows.push_back(std::move(j));
+      json_rows.push_back(row_json(spec, row));
     });
   } catch (const Error& e) {
     std::fprintf(stderr, "rank %d: %s\n", config.rank, e.what());
@@ -239,13 +232,21 @@ Runner add_perf_command(CLI::App& app) {
                    "placement to the kernel; auto (default) binds when there is a CPU for every rank")
       ->check(CLI::IsMember({"auto", "core", "none"}))
       ->capture_default_str();
+  perf->add_option("--candidates", opts->candidates,
+                   "Time every size once per candidate in turn, in one run: Ring/LL,Tree/Simple,... and auto (the "
+                   "tuner's pick), or all (every algorithm and protocol the links run, and auto)");
   perf->add_flag("--no-stages", opts->quiet_stages, "Do not print rank 0's init stage table");
   perf->add_flag("--events", opts->events,
                  "Every rank writes JSON lines (stages, 10 Hz channel samples, decisions, rows) instead of tables");
 
   return [=]() -> int {
-    const PerfSpec spec = make_perf_spec(*opts);
+    PerfSpec spec = make_perf_spec(*opts);
     const CommOptions base = make_comm_options(*opts);
+    if (!opts->candidates.empty()) {
+      if (!opts->algo.empty() || !opts->proto.empty())
+        throw Error(ErrorCategory::config, "--candidates names the algorithms and protocols: drop --algo / --proto");
+      spec.candidates = parse_candidates(opts->candidates);
+    }
 
     Config config = Config::from_env();
     if (opts->np <= 0) return run_rank(config, spec, base, *opts);

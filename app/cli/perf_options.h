@@ -19,6 +19,7 @@ struct PerfOptions {
   int warmup_ms = 0;
   std::string op = "sum", type = "float";
   std::string json_file, algo, proto;
+  std::string candidates;  // perf --candidates (local runs only)
   int channels = 0;
   int np = 0;
   std::string bind = "auto";  // --np ranks: core, none, or auto (core when each rank gets one)

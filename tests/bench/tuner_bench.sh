@@ -2,13 +2,16 @@
 # The tuner against measurement: all_reduce of floats on N local ranks (over
 # shared memory; NCCL_SHM_DISABLE=1 for loopback sockets), every candidate
 # forced in turn (ring/tree x LL/LL128/Simple over shared memory, LL/Simple
-# over sockets, `perf --algo --proto`) and the tuner left to pick, sizes
-# 8 B .. 64 MiB, each run's first size warmed up for 100 ms; sizes up to
+# over sockets) and the tuner left to pick, sizes 8 B .. 64 MiB. One
+# `perf --candidates` run times them all size by size, one after the
+# other, so the best candidate and the pick meet the same minute of the
+# machine. Each run's first size is warmed up for 100 ms; sizes up to
 # 64 KiB take SMALL_ITERS calls (200), larger ones ITERS (10), so a small
 # size is not timed within one scheduling hiccup. Each call is
 # waited for before the next (-z 1): the model predicts one collective's
 # time, as a training loop calls it, not the pace of a queued batch.
-# Each configuration runs `rounds` times, interleaved; figures are medians.
+# Each rank count runs `rounds` times (a new communicator each); figures
+# are medians.
 # Prints per size: each candidate's time, the tuner's pick, its measured
 # time over the best candidate's, and its predicted time over its measured
 # one; then how many sizes are within 15% of the best and within 30% of
@@ -32,19 +35,16 @@ else
   candidates=(Ring/LL Ring/LL128 Ring/Simple Tree/LL Tree/LL128 Tree/Simple)
 fi
 
+list=$(IFS=,; echo "${candidates[*]},auto")
 for np in "${ranks[@]}"; do
   for ((round = 0; round < rounds; round++)); do
-    for cand in "${candidates[@]}" auto; do
-      args=()
-      if [ "$cand" != auto ]; then args=(--algo "${cand%/*}" --proto "${cand#*/}"); fi
-      name="$work/$np.${cand/\//-}.$round"
-      "$build/app/ringmaster-cli" perf all_reduce --np "$np" -b 8 -e 64K -f 2 -n "$small_iters" -w 20 --warmup-ms 100 \
-        -z 1 -c 0 --no-stages "${args[@]}" --json "$name.small.json" >/dev/null
-      "$build/app/ringmaster-cli" perf all_reduce --np "$np" -b 128K -e 64M -f 2 -n "$iters" -w 2 --warmup-ms 100 \
-        -z 1 -c 0 --no-stages "${args[@]}" --json "$name.large.json" >/dev/null
-      python3 -c 'import json, sys; json.dump(json.load(open(sys.argv[1])) + json.load(open(sys.argv[2])), open(sys.argv[3], "w"))' \
-        "$name.small.json" "$name.large.json" "$name.json"
-    done
+    name="$work/$np.$round"
+    "$build/app/ringmaster-cli" perf all_reduce --np "$np" -b 8 -e 64K -f 2 -n "$small_iters" -w 20 --warmup-ms 100 \
+      -z 1 -c 0 --no-stages --candidates "$list" --json "$name.small.json" >/dev/null
+    "$build/app/ringmaster-cli" perf all_reduce --np "$np" -b 128K -e 64M -f 2 -n "$iters" -w 2 --warmup-ms 100 \
+      -z 1 -c 0 --no-stages --candidates "$list" --json "$name.large.json" >/dev/null
+    python3 -c 'import json, sys; json.dump(json.load(open(sys.argv[1])) + json.load(open(sys.argv[2])), open(sys.argv[3], "w"))' \
+      "$name.small.json" "$name.large.json" "$name.json"
   done
 done
 
@@ -52,7 +52,7 @@ python3 - "$work" "$rounds" "$link" "${candidates[*]}" "${ranks[@]}" <<'PY'
 import json, statistics, sys
 work, rounds, link, cands, ranks = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].split(), sys.argv[5:]
 def load(np, name):
-    runs = [json.load(open(f"{work}/{np}.{name.replace('/', '-')}.{i}.json")) for i in range(rounds)]
+    runs = [[r for r in json.load(open(f"{work}/{np}.{i}.json")) if r["candidate"] == name] for i in range(rounds)]
     out = {}
     for size in {r["bytes"] for r in runs[0]}:
         rows = [next(r for r in run if r["bytes"] == size) for run in runs]

@@ -5,7 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "net/socket.h"
 #include "process.h"
@@ -79,6 +83,57 @@ TEST(PerfCli, BindingAndTimedWarmUp) {
   EXPECT_NE(free_ranks.output.find("# Out of bounds values : 0 OK"), std::string::npos) << free_ranks.output;
 }
 
+// --candidates: every size timed once per candidate in turn, in one run.
+// A forced candidate's row carries that candidate's prediction, the tuner's
+// own row the cheapest of them (it takes the argmin), and which candidate
+// goes first turns with the size.
+TEST(PerfCli, CandidatesTakeTurnsAtEverySize) {
+  for (const bool sockets : {false, true}) {
+    SCOPED_TRACE(sockets ? "sockets" : "shared memory");
+    const std::string json = ::testing::TempDir() + "perf-candidates.json";
+    auto child = testing_support::spawn({RINGMASTER_CLI, "perf", "all_reduce", "--np", "3", "-b", "8", "-e",
+                                         "64K",          "-f",   "32",         "-n",   "3", "-w", "1", "--no-stages",
+                                         "--candidates", "all",  "--json",     json},
+                                        {{"NCCL_SHM_DISABLE", sockets ? "1" : "0"}});
+    child.finish();
+    ASSERT_EQ(child.exit_code(), 0) << child.output;
+    EXPECT_NE(child.output.find("# Out of bounds values : 0 OK"), std::string::npos) << child.output;
+    EXPECT_NE(child.output.find("  auto ("), std::string::npos) << child.output;
+    std::ifstream in(json);
+    const auto rows = nlohmann::json::parse(in);
+    // Over sockets LL128 is no candidate (a byte stream, not 128-byte lines).
+    const std::size_t per_size = sockets ? 5 : 7;
+    ASSERT_EQ(rows.size(), 3 * per_size);  // 8 B, 256 B, 8 KiB
+    std::set<std::string> firsts;
+    for (std::size_t s = 0; s < 3; ++s) {
+      double cheapest = 1e300, auto_predicted = -1;
+      std::set<std::string> names;
+      for (std::size_t k = 0; k < per_size; ++k) {
+        const auto& row = rows[s * per_size + k];
+        EXPECT_EQ(row["bytes"], rows[s * per_size]["bytes"]);
+        EXPECT_EQ(row["out_of_place"]["wrong"], 0);
+        EXPECT_EQ(row["in_place"]["wrong"], 0);
+        const std::string name = row["candidate"];
+        names.insert(name);
+        const auto& tuner = row["tuner"];
+        const double predicted = tuner["predicted_us"];
+        EXPECT_GT(predicted, 0.0);
+        if (name == "auto") {
+          auto_predicted = predicted;
+        } else {
+          EXPECT_EQ(name, tuner["algorithm"].get<std::string>() + "/" + tuner["protocol"].get<std::string>());
+          cheapest = std::min(cheapest, predicted);
+        }
+      }
+      EXPECT_EQ(names.size(), per_size);
+      EXPECT_EQ(names.count("Ring/LL128"), sockets ? 0u : 1u);
+      EXPECT_NEAR(auto_predicted, cheapest, 1e-6 * cheapest);
+      firsts.insert(rows[s * per_size]["candidate"].get<std::string>());
+    }
+    EXPECT_EQ(firsts.size(), 3u);
+  }
+}
+
 TEST(PerfCli, BadFlagsAreRefused) {
   auto bad_type = testing_support::spawn({RINGMASTER_CLI, "perf", "all_reduce", "-d", "float8"}, {});
   bad_type.finish();
@@ -89,6 +144,24 @@ TEST(PerfCli, BadFlagsAreRefused) {
   auto bad_bind = testing_support::spawn({RINGMASTER_CLI, "perf", "all_reduce", "--np", "2", "--bind", "socket"}, {});
   bad_bind.finish();
   EXPECT_NE(bad_bind.exit_code(), 0);
+  // --candidates: each mistake named.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad_candidates = {
+      {{"--candidates", "Mesh/LL"}, "--candidates entry 'Mesh/LL'"},
+      {{"--candidates", "Ring/LL64"}, "the protocol after '/' must be LL, LL128 or Simple"},
+      {{"--candidates", "ring/ll,Ring/LL"}, "--candidates lists Ring/LL twice"},
+      {{"--candidates", "Tree/LL,auto", "--algo", "Ring"}, "drop --algo / --proto"},
+  };
+  for (const auto& [flags, message] : bad_candidates) {
+    // Through sh for the message on stderr.
+    std::vector<std::string> argv = {
+        "/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", RINGMASTER_CLI, "perf", "all_reduce", "--np", "2", "-b", "8",
+        "-e",      "8"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    auto child = testing_support::spawn(argv, {});
+    child.finish();
+    EXPECT_NE(child.exit_code(), 0) << flags[1];
+    EXPECT_NE(child.output.find(message), std::string::npos) << child.output;
+  }
 }
 
 }  // namespace

@@ -178,6 +178,17 @@ class Communicator {
   // The model this communicator decides with (calibrated at init).
   const tune::Tuner& tuner() const noexcept;
 
+  // Narrows the tuner's choice from the next call on, as --algo / --proto
+  // do at init (nullopt: what the init options and NCCL_ALGO / NCCL_PROTO
+  // left); the calibrated model stays. `perf --candidates` times every
+  // candidate at each size in turn with it. Every rank must call it at the
+  // same point of its sequence of calls. Throws Error(config) when the
+  // choice leaves a collective nothing.
+  void select(std::optional<Algorithm> algorithm, std::optional<Protocol> protocol);
+  // The tuner's table for a collective of `bytes` under the current
+  // selection (what the next such call runs).
+  tune::Decision decide(Collective collective, std::size_t bytes) const;
+
   // Per peer that sent this rank anything (see PeerLinkCounters); lock-free.
   std::vector<PeerLinkCounters> peer_links() const;
 

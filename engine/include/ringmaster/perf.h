@@ -15,8 +15,17 @@
 #include <vector>
 
 #include "ringmaster/comm.h"
+#include "ringmaster/tuner.h"
 
 namespace ringmaster {
+
+// One way to run the collective, as Communicator::select() narrows the
+// tuner (nullopt: the tuner picks), named as `perf --candidates` spells it.
+struct PerfCandidate {
+  std::string name;  // "Ring/LL", "Tree/Simple", "auto"
+  std::optional<Algorithm> algorithm;
+  std::optional<Protocol> protocol;
+};
 
 struct PerfSpec {
   Collective collective = Collective::all_reduce;
@@ -35,6 +44,11 @@ struct PerfSpec {
   DataType type = DataType::fp32;  // -d
   int root = 0;                    // -r
   bool blocking = false;           // -z: wait after each call
+  // --candidates: each size is timed once per candidate, one after the
+  // other (which goes first turns with the size), so every candidate
+  // meets the same minute of the machine; a row per size and candidate.
+  // Empty: one row per size, as the communicator's options choose.
+  std::vector<PerfCandidate> candidates;
 };
 
 struct PerfResult {
@@ -48,8 +62,15 @@ struct PerfRow {
   std::size_t bytes = 0;
   std::size_t count = 0;
   PerfResult out_of_place, in_place;
-  bool has_in_place = true;  // all_to_all and sendrecv have no in-place form
+  bool has_in_place = true;             // all_to_all and sendrecv have no in-place form
+  std::string candidate;                // with PerfSpec::candidates: whose row this is
+  std::optional<tune::Candidate> pick;  // what the tuner chose to run, its prediction included
 };
+
+// Parses --candidates: "Ring/LL,Tree/Simple,auto" (case-insensitive), or
+// "all" for every algorithm and protocol and the tuner's own pick; throws
+// Error(config) naming the entry that is wrong.
+std::vector<PerfCandidate> parse_candidates(const std::string& text);
 
 // nccl-tests' bus-bandwidth factor: all_reduce 2(n-1)/n; all_gather and
 // reduce_scatter and all_to_all (n-1)/n; broadcast, reduce and sendrecv 1.

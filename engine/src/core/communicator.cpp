@@ -312,6 +312,10 @@ struct Communicator::Impl {
   int min_channels = 1;
   int max_channels = 2;
   std::optional<tune::Tuner> tuner;
+  // What NCCL_ALGO / NCCL_PROTO (or the options) allow, and the tuner
+  // narrowed further by select(), when it was called.
+  tune::Selection algorithms, protocols;
+  std::optional<tune::Tuner> selected;
   // What the tuner picked per (collective, bytes); asked once per size.
   struct Choice {
     Algorithm algorithm = Algorithm::ring;
@@ -370,7 +374,7 @@ struct Communicator::Impl {
       last_choice = *it;
       return it->second;
     }
-    const tune::Decision d = tuner->decide(collective, bytes);
+    const tune::Decision d = (selected ? *selected : *tuner).decide(collective, bytes);
     const auto& pick = d.pick();
     if (on_decision) on_decision(d);
     if (choices.size() > 4096) choices.clear();
@@ -1660,6 +1664,8 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
       }
       return "tuner: " + shape.source;
     });
+    impl->algorithms = algorithms;
+    impl->protocols = protocols;
     impl->tuner.emplace(std::move(shape), std::move(algorithms), std::move(protocols));
     if (impl->rank == 0) RM_INFO(tuning, "Tuner: {}", impl->tuner->describe());
   }
@@ -1690,6 +1696,25 @@ std::vector<int> Communicator::tree_parents(int tree) const {
 
 const tune::Tuner& Communicator::tuner() const noexcept {
   return *impl_->tuner;
+}
+
+void Communicator::select(std::optional<Algorithm> algorithm, std::optional<Protocol> protocol) {
+  Impl& impl = *impl_;
+  if (!algorithm && !protocol) {
+    impl.selected.reset();
+  } else {
+    using Kind = tune::Selection::Kind;
+    impl.selected.emplace(
+        impl.tuner->shape(),
+        algorithm ? tune::Selection::parse(Kind::algorithm, "--algo", name_of(*algorithm)) : impl.algorithms,
+        protocol ? tune::Selection::parse(Kind::protocol, "--proto", name_of(*protocol)) : impl.protocols);
+  }
+  impl.choices.clear();
+  impl.last_choice.reset();
+}
+
+tune::Decision Communicator::decide(Collective collective, std::size_t bytes) const {
+  return (impl_->selected ? *impl_->selected : *impl_->tuner).decide(collective, bytes);
 }
 
 namespace {

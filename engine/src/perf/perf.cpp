@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -129,6 +130,57 @@ std::size_t parse_size(const std::string& text) {
   return static_cast<std::size_t>(value * scale);
 }
 
+std::vector<PerfCandidate> parse_candidates(const std::string& text) {
+  auto lower = [](std::string v) {
+    for (auto& c : v)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return v;
+  };
+  if (lower(text) == "all") return {{"all", std::nullopt, std::nullopt}};
+  std::vector<PerfCandidate> out;
+  std::size_t begin = 0;
+  for (;;) {
+    const std::size_t end = std::min(text.find(',', begin), text.size());
+    const std::string entry = text.substr(begin, end - begin);
+    const std::string low = lower(entry);
+    PerfCandidate c;
+    if (low == "auto") {
+      c.name = "auto";
+    } else {
+      const std::size_t slash = low.find('/');
+      const std::string algo = low.substr(0, slash);
+      const std::string proto = slash == std::string::npos ? "" : low.substr(slash + 1);
+      if (algo == "ring") {
+        c.algorithm = Algorithm::ring;
+      } else if (algo == "tree") {
+        c.algorithm = Algorithm::tree;
+      } else {
+        throw Error(ErrorCategory::config, "--candidates entry '" + entry +
+                                               "': expected Algorithm/Protocol (Ring or Tree / LL, LL128 or Simple), "
+                                               "auto, or all alone");
+      }
+      if (proto == "ll") {
+        c.protocol = Protocol::ll;
+      } else if (proto == "ll128") {
+        c.protocol = Protocol::ll128;
+      } else if (proto == "simple") {
+        c.protocol = Protocol::simple;
+      } else {
+        throw Error(ErrorCategory::config,
+                    "--candidates entry '" + entry + "': the protocol after '/' must be LL, LL128 or Simple");
+      }
+      c.name = fmt::format("{}/{}", name_of(*c.algorithm), name_of(*c.protocol));
+    }
+    for (const auto& seen : out) {
+      if (seen.name == c.name) throw Error(ErrorCategory::config, "--candidates lists " + c.name + " twice");
+    }
+    out.push_back(std::move(c));
+    if (end == text.size()) break;
+    begin = end + 1;
+  }
+  return out;
+}
+
 std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
                               const std::function<void(const PerfRow&)>& on_row) {
   const int n = comm.size(), r = comm.rank();
@@ -138,6 +190,21 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
   const bool exchanges = spec.collective == Collective::all_to_all;
   const bool p2p = spec.collective == Collective::send_recv;
   std::vector<PerfRow> rows;
+  // --candidates all: every algorithm and protocol the tuner could pick
+  // here (what the transports run and NCCL_ALGO / NCCL_PROTO leave).
+  std::vector<PerfCandidate> candidates = spec.candidates;
+  if (candidates.size() == 1 && candidates[0].name == "all") {
+    candidates.clear();
+    comm.select(std::nullopt, std::nullopt);
+    for (const auto& c : comm.decide(spec.collective, spec.min_bytes).candidates) {
+      const std::string name = fmt::format("{}/{}", name_of(c.algorithm), name_of(c.protocol));
+      const bool seen = std::any_of(candidates.begin(), candidates.end(), [&](auto& k) { return k.name == name; });
+      if (c.excluded.empty() && !seen) candidates.push_back({name, c.algorithm, c.protocol});
+    }
+    candidates.push_back({"auto", std::nullopt, std::nullopt});
+  }
+  const bool compares = !candidates.empty();
+  if (!compares) candidates.push_back({});
   std::vector<std::size_t> sizes;
   for (std::size_t bytes = spec.min_bytes; bytes <= spec.max_bytes;) {
     sizes.push_back(bytes);
@@ -146,6 +213,7 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
     if (next <= bytes) next = bytes + 1;
     bytes = next;
   }
+  std::size_t sizes_done = 0;
   for (const std::size_t requested : sizes) {
     // nccl-tests' size is the total of the larger buffer; counts per rank
     // for all_gather / reduce_scatter are that divided by n, in whole elements.
@@ -231,85 +299,98 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
       return {};
     };
 
-    PerfRow row;
-    row.bytes = total;
-    row.count = count;
-    row.has_in_place = !(exchanges || p2p);
-    // all_to_all and sendrecv read and write the same blocks at once, so
-    // they have no in-place form (as in NCCL); their in-place columns say N/A.
-    const int passes = row.has_in_place ? 2 : 1;
-    for (int in_place = 0; in_place < passes; ++in_place) {
-      std::vector<std::byte> send_store, recv_store(std::max(in_count, out_count) * es);
-      std::byte* send = nullptr;
-      std::byte* recv = recv_store.data();
-      auto reset = [&] {
-        std::byte* base = recv_store.data();
-        if (in_place != 0) {
-          // In place as NCCL defines it: all_gather's input is this rank's
-          // block of the output; reduce_scatter's output is its block of the input.
-          send = gathers ? base + static_cast<std::size_t>(r) * count * es : base;
-          recv = scatters ? base + static_cast<std::size_t>(r) * count * es : base;
-          copy_bytes(send, input.data(), input.size());
-        } else {
-          send_store = input;
-          send = send_store.data();
-          recv = base;
-        }
-      };
-      reset();
-      const auto warm_start = Clock::now();
-      for (int i = 0; i < spec.warmup; ++i) {
-        launch(send, recv).wait();
-        reset();
+    for (std::size_t k = 0; k < candidates.size(); ++k) {
+      // Which candidate goes first turns with the size: none always meets
+      // the machine right after a change of buffers.
+      const PerfCandidate& candidate = candidates[(k + sizes_done) % candidates.size()];
+      if (compares) comm.select(candidate.algorithm, candidate.protocol);
+      PerfRow row;
+      row.bytes = total;
+      row.count = count;
+      row.candidate = candidate.name;
+      if (!(exchanges || p2p || spec.collective == Collective::barrier)) {
+        const auto d = comm.decide(spec.collective, total);
+        if (d.chosen >= 0) row.pick = d.pick();
       }
-      if (rows.empty() && in_place == 0 && spec.warmup_ms > 0) {
-        // Time-based, but every rank must run as many calls: they agree
-        // every 64 calls on whether all have warmed up long enough.
-        for (;;) {
-          std::int32_t warm = Clock::now() - warm_start >= std::chrono::milliseconds(spec.warmup_ms) ? 1 : 0;
-          comm.all_reduce(&warm, &warm, 1, DataType::int32, RedOp::min).wait();
-          if (warm == 1) break;
-          for (int i = 0; i < 64; ++i) {
-            launch(send, recv).wait();
-            reset();
+      row.has_in_place = !(exchanges || p2p);
+      // all_to_all and sendrecv read and write the same blocks at once, so
+      // they have no in-place form (as in NCCL); their in-place columns say N/A.
+      const int passes = row.has_in_place ? 2 : 1;
+      for (int in_place = 0; in_place < passes; ++in_place) {
+        std::vector<std::byte> send_store, recv_store(std::max(in_count, out_count) * es);
+        std::byte* send = nullptr;
+        std::byte* recv = recv_store.data();
+        auto reset = [&] {
+          std::byte* base = recv_store.data();
+          if (in_place != 0) {
+            // In place as NCCL defines it: all_gather's input is this rank's
+            // block of the output; reduce_scatter's output is its block of the input.
+            send = gathers ? base + static_cast<std::size_t>(r) * count * es : base;
+            recv = scatters ? base + static_cast<std::size_t>(r) * count * es : base;
+            copy_bytes(send, input.data(), input.size());
+          } else {
+            send_store = input;
+            send = send_store.data();
+            recv = base;
+          }
+        };
+        reset();
+        const auto warm_start = Clock::now();
+        for (int i = 0; i < spec.warmup; ++i) {
+          launch(send, recv).wait();
+          reset();
+        }
+        if (sizes_done == 0 && k == 0 && in_place == 0 && spec.warmup_ms > 0) {
+          // Time-based, but every rank must run as many calls: they agree
+          // every 64 calls on whether all have warmed up long enough.
+          for (;;) {
+            std::int32_t warm = Clock::now() - warm_start >= std::chrono::milliseconds(spec.warmup_ms) ? 1 : 0;
+            comm.all_reduce(&warm, &warm, 1, DataType::int32, RedOp::min).wait();
+            if (warm == 1) break;
+            for (int i = 0; i < 64; ++i) {
+              launch(send, recv).wait();
+              reset();
+            }
           }
         }
-      }
-      std::vector<Request> pending;
-      const auto start = Clock::now();
-      for (int i = 0; i < spec.iters; ++i) {
-        auto req = launch(send, recv);
-        if (spec.blocking) {
+        std::vector<Request> pending;
+        const auto start = Clock::now();
+        for (int i = 0; i < spec.iters; ++i) {
+          auto req = launch(send, recv);
+          if (spec.blocking) {
+            req.wait();
+          } else {
+            pending.push_back(req);
+          }
+        }
+        for (auto& req : pending)
           req.wait();
-        } else {
-          pending.push_back(req);
+        const double us =
+            std::chrono::duration<double, std::micro>(Clock::now() - start).count() / std::max(spec.iters, 1);
+        PerfResult result;
+        result.time_us = us;
+        result.algbw = us > 0 ? static_cast<double>(total) / (us * 1e3) : 0;
+        result.busbw = result.algbw * bus_factor(spec.collective, n);
+        if (spec.check) {
+          // One more run from fresh inputs (the timed ones reduce in place
+          // over their own results). Every rank runs it, so sequence numbers
+          // stay in step; only ranks that receive a result compare it.
+          reset();
+          launch(send, recv).wait();
         }
-      }
-      for (auto& req : pending)
-        req.wait();
-      const double us =
-          std::chrono::duration<double, std::micro>(Clock::now() - start).count() / std::max(spec.iters, 1);
-      PerfResult result;
-      result.time_us = us;
-      result.algbw = us > 0 ? static_cast<double>(total) / (us * 1e3) : 0;
-      result.busbw = result.algbw * bus_factor(spec.collective, n);
-      if (spec.check) {
-        // One more run from fresh inputs (the timed ones reduce in place
-        // over their own results). Every rank runs it, so sequence numbers
-        // stay in step; only ranks that receive a result compare it.
-        reset();
-        launch(send, recv).wait();
-      }
-      if (checks_here) {
-        for (std::size_t i = 0; i < expected.size() / es; ++i) {
-          if (std::memcmp(recv + i * es, expected.data() + i * es, es) != 0) ++result.wrong;
+        if (checks_here) {
+          for (std::size_t i = 0; i < expected.size() / es; ++i) {
+            if (std::memcmp(recv + i * es, expected.data() + i * es, es) != 0) ++result.wrong;
+          }
         }
+        (in_place != 0 ? row.in_place : row.out_of_place) = result;
       }
-      (in_place != 0 ? row.in_place : row.out_of_place) = result;
+      rows.push_back(row);
+      if (on_row) on_row(row);
     }
-    rows.push_back(row);
-    if (on_row) on_row(row);
+    ++sizes_done;
   }
+  if (compares) comm.select(std::nullopt, std::nullopt);
   return rows;
 }
 
