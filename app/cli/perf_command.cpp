@@ -233,8 +233,9 @@ Runner add_perf_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "core", "none"}))
       ->capture_default_str();
   perf->add_option("--candidates", opts->candidates,
-                   "Time every size once per candidate in turn, in one run: Ring/LL,Tree/Simple,... and auto (the "
-                   "tuner's pick), or all (every algorithm and protocol the links run, and auto)");
+                   "Time every candidate at each size, taking turns (a lead-in and a timed call each, waited for; a "
+                   "row's time is the median timed call): Ring/LL,Tree/Simple,... and auto (the tuner's pick), or all "
+                   "(every algorithm and protocol the links run, and auto)");
   perf->add_flag("--no-stages", opts->quiet_stages, "Do not print rank 0's init stage table");
   perf->add_flag("--events", opts->events,
                  "Every rank writes JSON lines (stages, 10 Hz channel samples, decisions, rows) instead of tables");

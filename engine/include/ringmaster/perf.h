@@ -44,9 +44,11 @@ struct PerfSpec {
   DataType type = DataType::fp32;  // -d
   int root = 0;                    // -r
   bool blocking = false;           // -z: wait after each call
-  // --candidates: each size is timed once per candidate, one after the
-  // other (which goes first turns with the size), so every candidate
-  // meets the same minute of the machine; a row per size and candidate.
+  // --candidates: at each size the candidates take turns (per iteration
+  // each runs a lead-in call and a timed one, which goes first turning),
+  // each call waited for, a row's time the median of its timed calls; so
+  // every candidate meets the same moments of the machine. A row per size
+  // and candidate.
   // Empty: one row per size, as the communicator's options choose.
   std::vector<PerfCandidate> candidates;
 };

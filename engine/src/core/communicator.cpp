@@ -312,17 +312,25 @@ struct Communicator::Impl {
   int min_channels = 1;
   int max_channels = 2;
   std::optional<tune::Tuner> tuner;
-  // What NCCL_ALGO / NCCL_PROTO (or the options) allow, and the tuner
-  // narrowed further by select(), when it was called.
-  tune::Selection algorithms, protocols;
-  std::optional<tune::Tuner> selected;
   // What the tuner picked per (collective, bytes); asked once per size.
   struct Choice {
     Algorithm algorithm = Algorithm::ring;
     Protocol protocol = Protocol::simple;
     int channels = 1;
   };
-  std::map<std::pair<Collective, std::size_t>, Choice> choices;
+  using Choices = std::map<std::pair<Collective, std::size_t>, Choice>;
+  Choices choices;
+  // What NCCL_ALGO / NCCL_PROTO (or the options) allow, and per select()
+  // (algorithm and protocol index + 1, 0 for none) the tuner narrowed
+  // further and its picks: perf --candidates switches between them call
+  // by call, and each decides a size once.
+  tune::Selection algorithms, protocols;
+  struct Narrowed {
+    std::optional<tune::Tuner> tuner;
+    Choices choices;
+  };
+  std::map<std::pair<int, int>, Narrowed> narrowed;
+  Narrowed* selected = nullptr;  // none: the tuner as init made it
   std::optional<std::pair<std::pair<Collective, std::size_t>, Choice>> last_choice;
   std::function<void(const tune::Decision&)> on_decision;
   // The double binary trees: what they span (node_of), and per root.
@@ -370,16 +378,17 @@ struct Communicator::Impl {
     // the last answer is kept beside the map.
     if (last_choice && last_choice->first == std::make_pair(collective, bytes)) return last_choice->second;
     const auto key = std::make_pair(collective, bytes);
-    if (auto it = choices.find(key); it != choices.end()) {
+    Choices& known = selected ? selected->choices : choices;
+    if (auto it = known.find(key); it != known.end()) {
       last_choice = *it;
       return it->second;
     }
-    const tune::Decision d = (selected ? *selected : *tuner).decide(collective, bytes);
+    const tune::Decision d = (selected ? *selected->tuner : *tuner).decide(collective, bytes);
     const auto& pick = d.pick();
     if (on_decision) on_decision(d);
-    if (choices.size() > 4096) choices.clear();
+    if (known.size() > 4096) known.clear();
     const Choice choice{pick.algorithm, pick.protocol, pick.channels};
-    choices[key] = choice;
+    known[key] = choice;
     last_choice = std::make_pair(key, choice);
     return choice;
   }
@@ -1700,21 +1709,28 @@ const tune::Tuner& Communicator::tuner() const noexcept {
 
 void Communicator::select(std::optional<Algorithm> algorithm, std::optional<Protocol> protocol) {
   Impl& impl = *impl_;
+  impl.last_choice.reset();
   if (!algorithm && !protocol) {
-    impl.selected.reset();
-  } else {
+    impl.selected = nullptr;
+    return;
+  }
+  const std::pair<int, int> key{algorithm ? static_cast<int>(*algorithm) + 1 : 0,
+                                protocol ? static_cast<int>(*protocol) + 1 : 0};
+  auto it = impl.narrowed.find(key);
+  if (it == impl.narrowed.end()) {
     using Kind = tune::Selection::Kind;
-    impl.selected.emplace(
+    Impl::Narrowed narrowed;
+    narrowed.tuner.emplace(
         impl.tuner->shape(),
         algorithm ? tune::Selection::parse(Kind::algorithm, "--algo", name_of(*algorithm)) : impl.algorithms,
         protocol ? tune::Selection::parse(Kind::protocol, "--proto", name_of(*protocol)) : impl.protocols);
+    it = impl.narrowed.emplace(key, std::move(narrowed)).first;
   }
-  impl.choices.clear();
-  impl.last_choice.reset();
+  impl.selected = &it->second;
 }
 
 tune::Decision Communicator::decide(Collective collective, std::size_t bytes) const {
-  return (impl_->selected ? *impl_->selected : *impl_->tuner).decide(collective, bytes);
+  return (impl_->selected ? *impl_->selected->tuner : *impl_->tuner).decide(collective, bytes);
 }
 
 namespace {

@@ -299,42 +299,53 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
       return {};
     };
 
-    for (std::size_t k = 0; k < candidates.size(); ++k) {
-      // Which candidate goes first turns with the size: none always meets
-      // the machine right after a change of buffers.
-      const PerfCandidate& candidate = candidates[(k + sizes_done) % candidates.size()];
-      if (compares) comm.select(candidate.algorithm, candidate.protocol);
-      PerfRow row;
+    // With --candidates the candidates take turns: each iteration runs
+    // every candidate once, the first turning with the iteration and the
+    // size, a turn being a lead-in call and a timed one, each waited for;
+    // a row's time is the median of its timed calls. So every candidate
+    // meets the same moments of the machine, and one hiccup costs one
+    // call, not a row.
+    const std::size_t nc = candidates.size();
+    auto use = [&](std::size_t c) {
+      if (compares) comm.select(candidates[c].algorithm, candidates[c].protocol);
+    };
+    std::vector<PerfRow> size_rows(nc);
+    for (std::size_t c = 0; c < nc; ++c) {
+      PerfRow& row = size_rows[c];
       row.bytes = total;
       row.count = count;
-      row.candidate = candidate.name;
+      row.candidate = candidates[c].name;
+      row.has_in_place = !(exchanges || p2p);
+      use(c);
       if (!(exchanges || p2p || spec.collective == Collective::barrier)) {
         const auto d = comm.decide(spec.collective, total);
         if (d.chosen >= 0) row.pick = d.pick();
       }
-      row.has_in_place = !(exchanges || p2p);
-      // all_to_all and sendrecv read and write the same blocks at once, so
-      // they have no in-place form (as in NCCL); their in-place columns say N/A.
-      const int passes = row.has_in_place ? 2 : 1;
-      for (int in_place = 0; in_place < passes; ++in_place) {
-        std::vector<std::byte> send_store, recv_store(std::max(in_count, out_count) * es);
-        std::byte* send = nullptr;
-        std::byte* recv = recv_store.data();
-        auto reset = [&] {
-          std::byte* base = recv_store.data();
-          if (in_place != 0) {
-            // In place as NCCL defines it: all_gather's input is this rank's
-            // block of the output; reduce_scatter's output is its block of the input.
-            send = gathers ? base + static_cast<std::size_t>(r) * count * es : base;
-            recv = scatters ? base + static_cast<std::size_t>(r) * count * es : base;
-            copy_bytes(send, input.data(), input.size());
-          } else {
-            send_store = input;
-            send = send_store.data();
-            recv = base;
-          }
-        };
-        reset();
+    }
+    // all_to_all and sendrecv read and write the same blocks at once, so
+    // they have no in-place form (as in NCCL); their in-place columns say N/A.
+    const int passes = (exchanges || p2p) ? 1 : 2;
+    for (int in_place = 0; in_place < passes; ++in_place) {
+      std::vector<std::byte> send_store, recv_store(std::max(in_count, out_count) * es);
+      std::byte* send = nullptr;
+      std::byte* recv = recv_store.data();
+      auto reset = [&] {
+        std::byte* base = recv_store.data();
+        if (in_place != 0) {
+          // In place as NCCL defines it: all_gather's input is this rank's
+          // block of the output; reduce_scatter's output is its block of the input.
+          send = gathers ? base + static_cast<std::size_t>(r) * count * es : base;
+          recv = scatters ? base + static_cast<std::size_t>(r) * count * es : base;
+          copy_bytes(send, input.data(), input.size());
+        } else {
+          send_store = input;
+          send = send_store.data();
+          recv = base;
+        }
+      };
+      reset();
+      for (std::size_t k = 0; k < nc; ++k) {
+        use((k + sizes_done) % nc);
         const auto warm_start = Clock::now();
         for (int i = 0; i < spec.warmup; ++i) {
           launch(send, recv).wait();
@@ -353,6 +364,9 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
             }
           }
         }
+      }
+      std::vector<double> times(nc);
+      if (!compares) {
         std::vector<Request> pending;
         const auto start = Clock::now();
         for (int i = 0; i < spec.iters; ++i) {
@@ -365,16 +379,39 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
         }
         for (auto& req : pending)
           req.wait();
-        const double us =
-            std::chrono::duration<double, std::micro>(Clock::now() - start).count() / std::max(spec.iters, 1);
+        times[0] = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / std::max(spec.iters, 1);
+      } else {
+        std::vector<std::vector<double>> calls(nc);
+        for (int i = 0; i < spec.iters; ++i) {
+          for (std::size_t k = 0; k < nc; ++k) {
+            const std::size_t c = (k + static_cast<std::size_t>(i) + sizes_done) % nc;
+            use(c);
+            // The lead-in call leaves the ranks as this candidate leaves
+            // them (a tree's root leaves before its leaves): the timed one
+            // then costs what a loop of it costs.
+            launch(send, recv).wait();
+            const auto start = Clock::now();
+            launch(send, recv).wait();
+            calls[c].push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+          }
+        }
+        for (std::size_t c = 0; c < nc; ++c) {
+          auto& v = calls[c];
+          if (v.empty()) continue;
+          std::sort(v.begin(), v.end());
+          times[c] = v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+        }
+      }
+      for (std::size_t c = 0; c < nc; ++c) {
         PerfResult result;
-        result.time_us = us;
-        result.algbw = us > 0 ? static_cast<double>(total) / (us * 1e3) : 0;
+        result.time_us = times[c];
+        result.algbw = times[c] > 0 ? static_cast<double>(total) / (times[c] * 1e3) : 0;
         result.busbw = result.algbw * bus_factor(spec.collective, n);
         if (spec.check) {
           // One more run from fresh inputs (the timed ones reduce in place
           // over their own results). Every rank runs it, so sequence numbers
           // stay in step; only ranks that receive a result compare it.
+          use(c);
           reset();
           launch(send, recv).wait();
         }
@@ -383,10 +420,12 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
             if (std::memcmp(recv + i * es, expected.data() + i * es, es) != 0) ++result.wrong;
           }
         }
-        (in_place != 0 ? row.in_place : row.out_of_place) = result;
+        (in_place != 0 ? size_rows[c].in_place : size_rows[c].out_of_place) = result;
       }
-      rows.push_back(row);
-      if (on_row) on_row(row);
+    }
+    for (std::size_t k = 0; k < nc; ++k) {
+      rows.push_back(size_rows[(k + sizes_done) % nc]);
+      if (on_row) on_row(rows.back());
     }
     ++sizes_done;
   }
