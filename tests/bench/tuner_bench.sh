@@ -11,7 +11,10 @@
 # waited for before the next (-z 1): the model predicts one collective's
 # time, as a training loop calls it, not the pace of a queued batch.
 # Each rank count runs `rounds` times (a new communicator each); figures
-# are medians.
+# are medians. Each run calibrates its own links (RINGMASTER_TUNE_CACHE=off
+# unless set), as a communicator does without a cache: on a machine whose
+# pace drifts by the minute, an hour-old calibration says more about that
+# hour than about the model.
 # Prints per size: each candidate's time, the tuner's pick, its measured
 # time over the best candidate's, and its predicted time over its measured
 # one; then how many sizes are within 15% of the best and within 30% of
@@ -25,6 +28,7 @@ ranks=("$@")
 iters=${ITERS:-10}
 small_iters=${SMALL_ITERS:-200}
 rounds=${ROUNDS:-2}
+export RINGMASTER_TUNE_CACHE=${RINGMASTER_TUNE_CACHE:-off}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 if [ "${NCCL_SHM_DISABLE:-0}" = 1 ]; then
