@@ -366,32 +366,13 @@ PerfSpec make_perf_spec(const PerfOptions& o) {
 
 CommOptions make_comm_options(const PerfOptions& o) {
   CommOptions base;
-  auto lower = [](std::string v) {
-    for (auto& c : v)
-      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return v;
-  };
   if (!o.algo.empty()) {
-    const auto a = lower(o.algo);
-    if (a == "ring") {
-      base.algorithm = Algorithm::ring;
-    } else if (a == "tree") {
-      base.algorithm = Algorithm::tree;
-    } else {
-      throw Error(ErrorCategory::config, "--algo " + o.algo + ": Ring or Tree");
-    }
+    base.algorithm = parse_algorithm(o.algo);
+    if (!base.algorithm) throw Error(ErrorCategory::config, "--algo " + o.algo + ": Ring or Tree");
   }
   if (!o.proto.empty()) {
-    const auto p = lower(o.proto);
-    if (p == "ll") {
-      base.protocol = Protocol::ll;
-    } else if (p == "ll128") {
-      base.protocol = Protocol::ll128;
-    } else if (p == "simple") {
-      base.protocol = Protocol::simple;
-    } else {
-      throw Error(ErrorCategory::config, "--proto " + o.proto + ": LL, LL128 or Simple");
-    }
+    base.protocol = parse_protocol(o.proto);
+    if (!base.protocol) throw Error(ErrorCategory::config, "--proto " + o.proto + ": LL, LL128 or Simple");
   }
   if (o.channels > 0) base.min_channels = base.max_channels = o.channels;
   return base;

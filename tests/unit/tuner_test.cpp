@@ -83,6 +83,18 @@ tune::Shape sockets(int nranks) {
   return tune::socket_shape(nranks, 50, 1.0);
 }
 
+TEST(Selection, AlgorithmAndProtocolNamesParseInAnyCase) {
+  EXPECT_EQ(parse_algorithm("tree"), Algorithm::tree);
+  EXPECT_EQ(parse_algorithm("RING"), Algorithm::ring);
+  EXPECT_EQ(parse_protocol("ll128"), Protocol::ll128);
+  EXPECT_EQ(parse_protocol("Simple"), Protocol::simple);
+  EXPECT_EQ(parse_protocol("LL"), Protocol::ll);
+  EXPECT_FALSE(parse_algorithm("mesh"));
+  EXPECT_FALSE(parse_algorithm("rin"));
+  EXPECT_FALSE(parse_protocol("ll12"));
+  EXPECT_FALSE(parse_protocol(""));
+}
+
 TEST(Tuner, EmptySetsAreErrorsSayingWhatRemovedWhat) {
   // LL128 alone over sockets leaves nothing anywhere: an error at once.
   expect_error([] { tune::Tuner(sockets(4), {}, protos("LL128")); }, "socket carries a byte stream here");

@@ -83,6 +83,28 @@ std::string_view name_of(Algorithm a) noexcept {
   return a == Algorithm::tree ? "Tree" : "Ring";
 }
 
+namespace {
+bool same_letters(std::string_view a, std::string_view b) noexcept {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+}  // namespace
+
+std::optional<Protocol> parse_protocol(std::string_view name) noexcept {
+  for (const Protocol p : {Protocol::ll, Protocol::ll128, Protocol::simple}) {
+    if (same_letters(name, name_of(p))) return p;
+  }
+  return std::nullopt;
+}
+
+std::optional<Algorithm> parse_algorithm(std::string_view name) noexcept {
+  for (const Algorithm a : {Algorithm::ring, Algorithm::tree}) {
+    if (same_letters(name, name_of(a))) return a;
+  }
+  return std::nullopt;
+}
+
 struct Request::State {
   std::atomic<int> remaining{0};           // parts (channels) still running
   std::atomic<std::uint32_t> finished{0};  // 1: every part done, status final (a futex word)

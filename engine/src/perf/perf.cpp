@@ -142,30 +142,19 @@ std::vector<PerfCandidate> parse_candidates(const std::string& text) {
   for (;;) {
     const std::size_t end = std::min(text.find(',', begin), text.size());
     const std::string entry = text.substr(begin, end - begin);
-    const std::string low = lower(entry);
     PerfCandidate c;
-    if (low == "auto") {
+    if (lower(entry) == "auto") {
       c.name = "auto";
     } else {
-      const std::size_t slash = low.find('/');
-      const std::string algo = low.substr(0, slash);
-      const std::string proto = slash == std::string::npos ? "" : low.substr(slash + 1);
-      if (algo == "ring") {
-        c.algorithm = Algorithm::ring;
-      } else if (algo == "tree") {
-        c.algorithm = Algorithm::tree;
-      } else {
+      const std::size_t slash = std::min(entry.find('/'), entry.size());
+      c.algorithm = parse_algorithm(std::string_view(entry).substr(0, slash));
+      if (!c.algorithm) {
         throw Error(ErrorCategory::config, "--candidates entry '" + entry +
                                                "': expected Algorithm/Protocol (Ring or Tree / LL, LL128 or Simple), "
                                                "auto, or all alone");
       }
-      if (proto == "ll") {
-        c.protocol = Protocol::ll;
-      } else if (proto == "ll128") {
-        c.protocol = Protocol::ll128;
-      } else if (proto == "simple") {
-        c.protocol = Protocol::simple;
-      } else {
+      c.protocol = parse_protocol(slash < entry.size() ? std::string_view(entry).substr(slash + 1) : "");
+      if (!c.protocol) {
         throw Error(ErrorCategory::config,
                     "--candidates entry '" + entry + "': the protocol after '/' must be LL, LL128 or Simple");
       }
