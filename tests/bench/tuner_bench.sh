@@ -11,7 +11,7 @@
 # waited for before the next (-z 1): the model predicts one collective's
 # time, as a training loop calls it, not the pace of a queued batch.
 # Each rank count runs `rounds` times (a new communicator each); figures
-# are medians. Each run calibrates its own links (RINGMASTER_TUNE_CACHE=off
+# are medians, predictions too. Each run calibrates its own links (RINGMASTER_TUNE_CACHE=off
 # unless set), as a communicator does without a cache: on a machine whose
 # pace drifts by the minute, an hour-old calibration says more about that
 # hour than about the model.
@@ -60,7 +60,17 @@ def load(np, name):
     out = {}
     for size in {r["bytes"] for r in runs[0]}:
         rows = [next(r for r in run if r["bytes"] == size) for run in runs]
-        out[size] = (statistics.median(r["out_of_place"]["time_us"] for r in rows), rows[0].get("tuner"))
+        # Each round calibrated anew: its prediction is the median of the
+        # rounds' too, and the pick the one most rounds made.
+        recs = [r["tuner"] for r in rows if r.get("tuner")]
+        rec = None
+        if recs:
+            names = [(t["algorithm"], t["protocol"]) for t in recs]
+            common = max(set(names), key=names.count)
+            rec = dict(next(t for t in recs if (t["algorithm"], t["protocol"]) == common))
+            rec["predicted_us"] = statistics.median(
+                t["predicted_us"] for t in recs if (t["algorithm"], t["protocol"]) == common)
+        out[size] = (statistics.median(r["out_of_place"]["time_us"] for r in rows), rec)
     return out
 for np in ranks:
     measured = {c: load(np, c) for c in cands}
