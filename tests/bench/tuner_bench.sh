@@ -10,9 +10,10 @@
 # size is not timed within one scheduling hiccup. Each call is
 # waited for before the next (-z 1): the model predicts one collective's
 # time, as a training loop calls it, not the pace of a queued batch.
-# Each rank count runs `rounds` times (a new communicator each); figures
-# are medians, predictions too. Each run calibrates its own links (RINGMASTER_TUNE_CACHE=off
-# unless set), as a communicator does without a cache: on a machine whose
+# Each rank count runs `rounds` times (a new communicator each); times and
+# predictions are medians. Each run calibrates its own links
+# (RINGMASTER_TUNE_CACHE=off unless set), as a communicator does without a
+# cache: on a machine whose
 # pace drifts by the minute, an hour-old calibration says more about that
 # hour than about the model.
 # Prints per size: each candidate's time, the tuner's pick, its measured
