@@ -263,8 +263,9 @@ TEST(CalibrationCache, KeepsPerProtocolFiguresAndDropsOldEntries) {
   c.share[0] = 0.06, c.share[1] = 0.3, c.share[2] = 1;
   c.tree_hop_us[0] = 0.7, c.tree_hop_us[1] = 0.6, c.tree_hop_us[2] = 1.1;
   c.gbs = 8, c.gbs_all = 9, c.tree_share = 1.2;
-  c.bandwidth_factor[0] = 1.3, c.bandwidth_factor[2] = 0.7;
-  c.tree_share_by_size[0] = 0.9, c.tree_share_by_size[1] = 1.2, c.tree_share_by_size[2] = 1.4;
+  c.bandwidth_factor[0] = 1.6, c.bandwidth_factor[1] = 1.3, c.bandwidth_factor[4] = 0.7;
+  c.tree_share_by_size[0] = 2.5, c.tree_share_by_size[1] = 0.9, c.tree_share_by_size[2] = 1.1;
+  c.tree_share_by_size[3] = 1.2, c.tree_share_by_size[4] = 1.4;
   c.measured_at =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   ASSERT_TRUE(tune::store_calibration(path, "shm ranks=2", c));
@@ -274,8 +275,10 @@ TEST(CalibrationCache, KeepsPerProtocolFiguresAndDropsOldEntries) {
     EXPECT_DOUBLE_EQ(back->hop_us[p], c.hop_us[p]);
     EXPECT_DOUBLE_EQ(back->share[p], c.share[p]);
     EXPECT_DOUBLE_EQ(back->tree_hop_us[p], c.tree_hop_us[p]);
-    EXPECT_DOUBLE_EQ(back->bandwidth_factor[p], c.bandwidth_factor[p]);
-    EXPECT_DOUBLE_EQ(back->tree_share_by_size[p], c.tree_share_by_size[p]);
+  }
+  for (int i = 0; i < tune::kCalibrationPoints; ++i) {
+    EXPECT_DOUBLE_EQ(back->bandwidth_factor[i], c.bandwidth_factor[i]);
+    EXPECT_DOUBLE_EQ(back->tree_share_by_size[i], c.tree_share_by_size[i]);
   }
   EXPECT_DOUBLE_EQ(back->gbs, 8);
   EXPECT_FALSE(tune::load_calibration(path, "socket ranks=2", std::chrono::hours(1)).has_value());
@@ -295,6 +298,15 @@ TEST(CalibrationCache, KeepsPerProtocolFiguresAndDropsOldEntries) {
     // One bandwidth for every size (before it was measured by size).
     std::ofstream old(path, std::ios::trunc);
     old << R"({"shm ranks=2": {"hop_us": [0.4, 0.5, 0.8], "share": [0.06, 0.3, 1], "tree_hop_us": [1, 1, 1], )"
+        << R"("gbs": 8, "gbs_all": 8, "tree_share": 1, "measured_at": )" << c.measured_at << "}}\n";
+  }
+  EXPECT_FALSE(tune::load_calibration(path, "shm ranks=2", std::chrono::hours(1)).has_value());
+  {
+    // Bandwidth at three sizes (1, 4 and 16 MiB, before 256 KiB and 2 MiB
+    // were measured too).
+    std::ofstream old(path, std::ios::trunc);
+    old << R"({"shm ranks=2": {"hop_us": [0.4, 0.5, 0.8], "share": [0.06, 0.3, 1], "tree_hop_us": [1, 1, 1], )"
+        << R"("bandwidth_factor": [1.2, 1, 0.8], "tree_share_by_size": [1, 1, 1], )"
         << R"("gbs": 8, "gbs_all": 8, "tree_share": 1, "measured_at": )" << c.measured_at << "}}\n";
   }
   EXPECT_FALSE(tune::load_calibration(path, "shm ranks=2", std::chrono::hours(1)).has_value());

@@ -643,8 +643,9 @@ struct Communicator::Impl {
     double tree_share = shape.tree_efficiency;
     // The ring's bandwidth over gbs and the tree's share at each of
     // tune::kCalibrationSizes; empty curves unless measured.
-    double factor[3] = {1, 1, 1};
-    double tree_share_at[3] = {0, 0, 0};
+    constexpr int kPoints = tune::kCalibrationPoints;
+    double factor[kPoints] = {};
+    double tree_share_at[kPoints] = {};
     bool by_size = false;
     source = "defaults (RINGMASTER_TUNE_HOP_US, RINGMASTER_TUNE_GBS)";
     // What carries this rank's links ("shm", "ofi", "socket" or a mix such
@@ -696,7 +697,7 @@ struct Communicator::Impl {
       const std::string key =
           fmt::format("{} ranks={} hosts={} channels={} buffsize={} trees={}", link.transport, nranks,
                       fmt::join(hosts, ","), channels.size(), buffsize, param_string(Param::TreeNodes));
-      double offer[20] = {};
+      double offer[14 + 2 * kPoints] = {};
       if (rank == 0) {
         if (const auto c = tune::load_calibration(cache, key, std::chrono::hours(1))) {
           offer[0] = 1, offer[1] = c->hop_us[0], offer[2] = c->hop_us[1], offer[3] = c->hop_us[2];
@@ -704,8 +705,8 @@ struct Communicator::Impl {
           offer[7] = static_cast<double>(c->measured_at);
           offer[8] = c->share[0], offer[9] = c->share[1], offer[10] = c->share[2];
           offer[11] = c->tree_hop_us[0], offer[12] = c->tree_hop_us[1], offer[13] = c->tree_hop_us[2];
-          std::copy(c->bandwidth_factor, c->bandwidth_factor + 3, offer + 14);
-          std::copy(c->tree_share_by_size, c->tree_share_by_size + 3, offer + 17);
+          std::copy(c->bandwidth_factor, c->bandwidth_factor + kPoints, offer + 14);
+          std::copy(c->tree_share_by_size, c->tree_share_by_size + kPoints, offer + 14 + kPoints);
         }
       }
       algo::RingOp offer_op = sync;
@@ -755,6 +756,16 @@ struct Communicator::Impl {
         algo::all_reduce(ctx, sync, &token, &token, 0);
         return batch_from_here(f, rounds);
       };
+      // One call timed as a loop of it runs: after the common start a
+      // lead-in call, then the timed one, which starts where the lead-in
+      // left each rank (a tree's root leaves a call before its leaves).
+      // Timed straight from the common start, a 1 MiB ring at 4 ranks
+      // over sockets read 0.9 GB/s where back-to-back calls ran at 1.3.
+      auto after_lead_in = [&](const std::function<void()>& f, int calls) {
+        algo::all_reduce(ctx, sync, &token, &token, 0);
+        f();
+        return batch_from_here(f, calls);
+      };
       // The median of several batches: the fastest one is where every
       // rank happened to run at once, which with more ranks than CPUs
       // is the exception, and the model should predict the rule.
@@ -762,10 +773,23 @@ struct Communicator::Impl {
         std::sort(v.begin(), v.end());
         return v[v.size() / 2];
       };
-      auto typical = [&](const std::function<void()>& f, int rounds, int batches) {
+      // Small calls one by one after a lead-in, the median call: a batch's
+      // mean carries every call that waited for a rank the scheduler had
+      // parked (4 ranks on 2 CPUs), and the means put the 4-rank hop at
+      // 1.2-1.9x what single calls in a loop take, the time a training
+      // loop sees and perf reports.
+      auto median_call = [&](const std::function<void()>& f, int calls) {
+        algo::all_reduce(ctx, sync, &token, &token, 0);
+        f();
+        std::vector<double> times;
+        for (int i = 0; i < calls; ++i)
+          times.push_back(batch_from_here(f, 1));
+        return median_of(std::move(times));
+      };
+      auto typical = [&](const std::function<void()>& f, int calls, int batches) {
         std::vector<double> times;
         for (int i = 0; i < batches; ++i)
-          times.push_back(batch(f, rounds));
+          times.push_back(median_call(f, calls));
         return median_of(std::move(times));
       };
       // A calibration cached while the machine was busy (a build beside
@@ -799,8 +823,8 @@ struct Communicator::Impl {
         gbs = offer[4], gbs_all = offer[5], tree_share = offer[6];
         share[0] = offer[8], share[1] = offer[9], share[2] = offer[10];
         tree_hop[0] = offer[11], tree_hop[1] = offer[12], tree_hop[2] = offer[13];
-        std::copy(offer + 14, offer + 17, factor);
-        std::copy(offer + 17, offer + 20, tree_share_at);
+        std::copy(offer + 14, offer + 14 + kPoints, factor);
+        std::copy(offer + 14 + kPoints, offer + 14 + 2 * kPoints, tree_share_at);
         by_size = true;
         const auto now =
             std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -836,8 +860,8 @@ struct Communicator::Impl {
           for (int p = 0; p < 3; ++p) {
             if (!measured_protocol(p)) continue;
             use(p);
-            ring_times[p].push_back(batch(small, 8));
-            if (tree_depth > 0) tree_times[p].push_back(batch(small_by_tree, 8));
+            ring_times[p].push_back(median_call(small, 8));
+            if (tree_depth > 0) tree_times[p].push_back(median_call(small_by_tree, 8));
           }
         }
         // Simple's ring batch sets the scale; every other batch counts as
@@ -862,17 +886,20 @@ struct Communicator::Impl {
           tree_hop[1] = tree_hop[kSimple];
         }
         op_small.protocol = Protocol::simple;
-        // Ring and tree at three sizes (tune::kCalibrationSizes), taking
-        // turns, three tries each and medians (the faster of two at 16 MiB
-        // put the ring there at 0.77-0.85 of its time in runs, and the
-        // tuner took it over trees 1.2-1.4x faster): the bandwidth by size (CPU
-        // ranks copy and add faster per byte while the buffers stay in
+        // Ring and tree at tune::kCalibrationSizes (256 KiB to 16 MiB),
+        // taking turns, medians of several tries (the faster of two at 16
+        // MiB put the ring there at 0.77-0.85 of its time in runs, and the
+        // tuner took it over trees 1.2-1.4x faster): the bandwidth by size
+        // (CPU ranks copy and add faster per byte while the buffers stay in
         // cache: one figure from 4 MiB predicted 16-64 MiB at 0.6-0.7 of
-        // their time and 0.5-1 MiB at 1.2-1.7) and the tree's share of it
-        // through the model's own formula (twice the buffer plus one piece
-        // of fill per level and pass).
+        // their time and 0.5-1 MiB at 1.2-1.7; with 1 MiB the smallest
+        // size, the rings at 256-512 KiB ran in half their predicted time
+        // over sockets, and the tree at 2 MiB took 2.7x its 1 MiB time
+        // where log(bytes) between 1 and 4 MiB said 2) and the tree's share
+        // of it through the model's own formula (twice the buffer plus one
+        // piece of fill per level and pass).
         constexpr std::size_t kBig = 4 << 20;
-        constexpr std::size_t kLargest = static_cast<std::size_t>(tune::kCalibrationSizes[2]);
+        constexpr std::size_t kLargest = static_cast<std::size_t>(tune::kCalibrationSizes[kPoints - 1]);
         std::vector<std::byte> big(kLargest), big_out(kLargest);
         algo::RingOp op_big = op_small;
         op_big.slot_bytes = buffsize / 8 / 4 * 4;
@@ -889,27 +916,42 @@ struct Communicator::Impl {
         // grow on first use).
         ring_at(kLargest);
         tree_at(kLargest);
-        double ring_gbs[3] = {};
-        for (int i = 0; i < 3; ++i) {
+        double ring_gbs[kPoints] = {};
+        for (int i = 0; i < kPoints; ++i) {
           const auto bytes = static_cast<std::size_t>(tune::kCalibrationSizes[i]);
           std::vector<double> ring_tries, tree_tries;
-          for (int t = 0; t < 3; ++t) {
-            ring_tries.push_back(batch([&] { ring_at(bytes); }, 1));
-            tree_tries.push_back(batch([&] { tree_at(bytes); }, 1));
+          // Five tries up to 2 MiB, where a call takes a few milliseconds,
+          // and up to 1 MiB each the mean of four calls (single calls of
+          // 256 KiB, a few hundred microseconds on 2 CPUs shared by 4
+          // ranks, put one rank's ring at 0.45 of the 4 MiB bandwidth and
+          // another's at 1.8); three single calls above.
+          const int tries = bytes <= (2u << 20) ? 5 : 3;
+          const int calls = bytes <= (1u << 20) ? 4 : 1;
+          for (int t = 0; t < tries; ++t) {
+            ring_tries.push_back(after_lead_in([&] { ring_at(bytes); }, calls));
+            tree_tries.push_back(after_lead_in([&] { tree_at(bytes); }, calls));
           }
           const double b = static_cast<double>(bytes);
           // Latency is at most half of the time at these sizes.
-          const double t_ring = median_of(ring_tries);
-          ring_gbs[i] = b * 2 * (n - 1) / n / std::max(t_ring - steps, t_ring / 2) / 1e3;
-          const double t_tree = median_of(tree_tries);
+          auto ring_rate = [&](double t) { return b * 2 * (n - 1) / n / std::max(t - steps, t / 2) / 1e3; };
+          ring_gbs[i] = ring_rate(median_of(ring_tries));
           const double piece = std::min(b / 2, static_cast<double>(buffsize / 8));
           const double tree_moved = 2.0 * b + 2 * depth * piece;
           const double tree_latency = 2 * depth * tree_hop[kSimple];
-          tree_share_at[i] = tree_moved / std::max(t_tree - tree_latency, t_tree / 2) / 1e3 / ring_gbs[i];
+          // The tree's share from each try's pair (a tree try and the ring
+          // try next to it see the same spell of the machine), the median
+          // of those: what decides between the two is their ratio, and
+          // medians taken apart can come from different spells.
+          std::vector<double> shares;
+          for (std::size_t t = 0; t < tree_tries.size(); ++t) {
+            const double tree_rate = tree_moved / std::max(tree_tries[t] - tree_latency, tree_tries[t] / 2) / 1e3;
+            shares.push_back(tree_rate / ring_rate(ring_tries[t]));
+          }
+          tree_share_at[i] = median_of(std::move(shares));
         }
-        gbs = ring_gbs[1];
-        tree_share = tree_share_at[1];
-        for (int i = 0; i < 3; ++i)
+        gbs = ring_gbs[tune::kReferencePoint];
+        tree_share = tree_share_at[tune::kReferencePoint];
+        for (int i = 0; i < kPoints; ++i)
           factor[i] = ring_gbs[i] / gbs;
         by_size = true;
         const double moved = static_cast<double>(kBig) * 2 * (n - 1) / n;
@@ -935,7 +977,7 @@ struct Communicator::Impl {
           }
           for (int r = 0; r < kRounds; ++r) {
             for (int p = 0; p < 3; ++p) {
-              if (measured(p)) rounds[p].push_back(batch([&] { run_mid(p); }, 1));
+              if (measured(p)) rounds[p].push_back(after_lead_in([&] { run_mid(p); }, 1));
             }
           }
           double t_mid[3] = {};
@@ -997,20 +1039,20 @@ struct Communicator::Impl {
         RM_INFO(
             tuning,
             "calibration on this rank: hop {:.1f}/{:.1f}/{:.1f} us (LL/LL128/Simple), tree level {:.1f}/{:.1f}/{:.1f} "
-            "us, {:.3f} GB/s per channel (LL {:.2f}, LL128 {:.2f} of it; x{:.2f}/1/x{:.2f} at 1/4/16 MiB), {:.3f} "
-            "GB/s on all channels, tree at {:.2f}/{:.2f}/{:.2f} of the ring's bandwidth",
-            hop[0], hop[1], hop[2], tree_hop[0], tree_hop[1], tree_hop[2], gbs, share[0], share[1], factor[0],
-            factor[2], gbs_all, tree_share_at[0], tree_share_at[1], tree_share_at[2]);
+            "us, {:.3f} GB/s per channel at 4 MiB (LL {:.2f}, LL128 {:.2f} of it; x{:.2f} at 0.25/1/2/4/16 MiB), "
+            "{:.3f} GB/s on all channels, tree at {:.2f} of the ring's bandwidth",
+            hop[0], hop[1], hop[2], tree_hop[0], tree_hop[1], tree_hop[2], gbs, share[0], share[1],
+            fmt::join(factor, "/x"), gbs_all, fmt::join(tree_share_at, "/"));
         // Every rank takes the median of all ranks' figures: the same
         // numbers everywhere, and one rank's scheduling hiccup does not count.
-        constexpr int kFigures = 17;
+        constexpr int kFigures = 11 + 2 * kPoints;
         std::vector<double> all(kFigures * static_cast<std::size_t>(nranks));
         double* mine = all.data() + kFigures * rank;
         mine[0] = hop[0], mine[1] = hop[1], mine[2] = hop[2], mine[3] = gbs, mine[4] = gbs_all, mine[5] = tree_share;
         mine[6] = share[0], mine[7] = share[1];
         mine[8] = tree_hop[0], mine[9] = tree_hop[1], mine[10] = tree_hop[2];
-        std::copy(factor, factor + 3, mine + 11);
-        std::copy(tree_share_at, tree_share_at + 3, mine + 14);
+        std::copy(factor, factor + kPoints, mine + 11);
+        std::copy(tree_share_at, tree_share_at + kPoints, mine + 11 + kPoints);
         algo::RingOp gather_op = op_small;
         gather_op.type = DataType::fp64;
         gather_op.slot_bytes = 0;
@@ -1036,9 +1078,9 @@ struct Communicator::Impl {
         gbs = median(3), gbs_all = median(4), tree_share = slowest_share(5);
         share[0] = median(6), share[1] = median(7);
         tree_hop[0] = median(8), tree_hop[1] = median(9), tree_hop[2] = median(10);
-        for (int i = 0; i < 3; ++i) {
+        for (int i = 0; i < kPoints; ++i) {
           factor[i] = median(11 + i);
-          tree_share_at[i] = slowest_share(14 + i);
+          tree_share_at[i] = slowest_share(11 + kPoints + i);
         }
         channels[0]->link.flush();
         const double took = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
@@ -1051,11 +1093,13 @@ struct Communicator::Impl {
               gbs,
               gbs_all,
               tree_share,
-              {factor[0], factor[1], factor[2]},
-              {tree_share_at[0], tree_share_at[1], tree_share_at[2]},
+              {},
+              {},
               std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                   .count(),
               took};
+          std::copy(factor, factor + kPoints, c.bandwidth_factor);
+          std::copy(tree_share_at, tree_share_at + kPoints, c.tree_share_by_size);
           if (tune::store_calibration(cache, key, c)) source += "; kept in " + cache + " for an hour";
         }
       }
@@ -1078,7 +1122,7 @@ struct Communicator::Impl {
     link.max_bandwidth_gbs = std::max(gbs, gbs_all);
     shape.tree_efficiency = tree_share;
     if (by_size) {
-      for (int i = 0; i < 3; ++i) {
+      for (int i = 0; i < kPoints; ++i) {
         link.bandwidth_by_size.push_back({tune::kCalibrationSizes[i], factor[i]});
         shape.tree_efficiency_by_size.push_back({tune::kCalibrationSizes[i], tree_share_at[i]});
       }

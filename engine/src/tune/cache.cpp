@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <vector>
 
 #include "core/params.h"
 
@@ -44,12 +46,14 @@ std::optional<Calibration> load_calibration(const std::string& path, const std::
     c.tree_hop_us[i] = tree_hops[i].is_number() ? tree_hops[i].get<double>() : -1.0;
     if (c.share[i] <= 0 || c.tree_hop_us[i] < 0) return std::nullopt;
   }
-  // Bandwidth by size (older entries have one figure: measured anew).
+  // Bandwidth by size (older entries have one figure, or fewer sizes:
+  // measured anew).
   const json factors = e.value("bandwidth_factor", json());
   const json tree_shares = e.value("tree_share_by_size", json());
-  if (!factors.is_array() || factors.size() != 3 || !tree_shares.is_array() || tree_shares.size() != 3)
+  constexpr auto points = static_cast<std::size_t>(kCalibrationPoints);
+  if (!factors.is_array() || factors.size() != points || !tree_shares.is_array() || tree_shares.size() != points)
     return std::nullopt;
-  for (std::size_t i = 0; i < 3; ++i) {
+  for (std::size_t i = 0; i < points; ++i) {
     c.bandwidth_factor[i] = factors[i].is_number() ? factors[i].get<double>() : 0.0;
     c.tree_share_by_size[i] = tree_shares[i].is_number() ? tree_shares[i].get<double>() : 0.0;
     if (c.bandwidth_factor[i] <= 0 || c.tree_share_by_size[i] <= 0) return std::nullopt;
@@ -77,16 +81,17 @@ bool store_calibration(const std::string& path, const std::string& key, const Ca
     doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
     if (!doc.is_object()) doc = json::object();
   }
-  doc[key] = {{"hop_us", {c.hop_us[0], c.hop_us[1], c.hop_us[2]}},
-              {"share", {c.share[0], c.share[1], c.share[2]}},
-              {"tree_hop_us", {c.tree_hop_us[0], c.tree_hop_us[1], c.tree_hop_us[2]}},
-              {"gbs", c.gbs},
-              {"gbs_all", c.gbs_all},
-              {"tree_share", c.tree_share},
-              {"bandwidth_factor", {c.bandwidth_factor[0], c.bandwidth_factor[1], c.bandwidth_factor[2]}},
-              {"tree_share_by_size", {c.tree_share_by_size[0], c.tree_share_by_size[1], c.tree_share_by_size[2]}},
-              {"measured_at", c.measured_at},
-              {"took_ms", c.took_ms}};
+  doc[key] = {
+      {"hop_us", {c.hop_us[0], c.hop_us[1], c.hop_us[2]}},
+      {"share", {c.share[0], c.share[1], c.share[2]}},
+      {"tree_hop_us", {c.tree_hop_us[0], c.tree_hop_us[1], c.tree_hop_us[2]}},
+      {"gbs", c.gbs},
+      {"gbs_all", c.gbs_all},
+      {"tree_share", c.tree_share},
+      {"bandwidth_factor", std::vector<double>(std::begin(c.bandwidth_factor), std::end(c.bandwidth_factor))},
+      {"tree_share_by_size", std::vector<double>(std::begin(c.tree_share_by_size), std::end(c.tree_share_by_size))},
+      {"measured_at", c.measured_at},
+      {"took_ms", c.took_ms}};
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::trunc);

@@ -12,8 +12,11 @@
 
 namespace ringmaster::tune {
 
-// The collective sizes the bandwidth is measured at; gbs is the middle one.
-inline constexpr double kCalibrationSizes[3] = {1 << 20, 4 << 20, 16 << 20};
+// The collective sizes the bandwidth is measured at; gbs is the one at
+// kReferencePoint (4 MiB).
+inline constexpr int kCalibrationPoints = 5;
+inline constexpr double kCalibrationSizes[kCalibrationPoints] = {256 << 10, 1 << 20, 2 << 20, 4 << 20, 16 << 20};
+inline constexpr int kReferencePoint = 3;
 
 struct Calibration {
   double hop_us[3] = {};        // per protocol: LL, LL128, Simple
@@ -24,8 +27,8 @@ struct Calibration {
   double tree_share = 1;        // tree bandwidth over the ring's
   // At kCalibrationSizes: the ring's bandwidth over gbs, and the tree's
   // share (tree_share is the one at gbs's size).
-  double bandwidth_factor[3] = {1, 1, 1};
-  double tree_share_by_size[3] = {1, 1, 1};
+  double bandwidth_factor[kCalibrationPoints] = {1, 1, 1, 1, 1};
+  double tree_share_by_size[kCalibrationPoints] = {1, 1, 1, 1, 1};
   std::int64_t measured_at = 0;  // Unix seconds
   double took_ms = 0;
 };
