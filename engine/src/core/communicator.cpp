@@ -912,13 +912,28 @@ struct Communicator::Impl {
         auto tree_at = [&](std::size_t bytes) {
           algo::tree_all_reduce(ctx, tree, op_tree, big.data(), big_out.data(), bytes / 4);
         };
-        // Untimed first, at the largest size (scratch and socket buffers
-        // grow on first use).
-        ring_at(kLargest);
-        tree_at(kLargest);
+        // Scratch and socket buffers grow on first use: each try's lead-in
+        // call takes that. A size whose calls would take over kCallBudget
+        // (a slow link: 16 MiB at 40 Mbit/s takes seconds a call) is not
+        // measured; it and the sizes above keep the last measured figures.
+        // The ranks agree on it from the slowest rank's estimate.
+        constexpr double kCallBudgetUs = 250e3;
         double ring_gbs[kPoints] = {};
+        int measured_points = 0;
         for (int i = 0; i < kPoints; ++i) {
           const auto bytes = static_cast<std::size_t>(tune::kCalibrationSizes[i]);
+          if (i > 0) {
+            const double b = tune::kCalibrationSizes[i];
+            const double ring_us = b * 2 * (n - 1) / n / (ring_gbs[i - 1] * 1e3) + steps;
+            const double tree_us = ring_us / std::max(tree_share_at[i - 1], 0.1);
+            std::int32_t go = std::max(ring_us, tree_us) <= kCallBudgetUs ? 1 : 0;
+            algo::RingOp go_op = op_small;
+            go_op.type = DataType::int32;
+            go_op.op = RedOp::min;
+            algo::all_reduce(ctx, go_op, reinterpret_cast<std::byte*>(&go), reinterpret_cast<std::byte*>(&go), 1);
+            if (go == 0) break;
+          }
+          measured_points = i + 1;
           std::vector<double> ring_tries, tree_tries;
           // Five tries up to 2 MiB, where a call takes a few milliseconds,
           // and up to 1 MiB each the mean of four calls (single calls of
@@ -949,12 +964,23 @@ struct Communicator::Impl {
           }
           tree_share_at[i] = median_of(std::move(shares));
         }
+        for (int i = measured_points; i < kPoints; ++i) {
+          ring_gbs[i] = ring_gbs[measured_points - 1];
+          tree_share_at[i] = tree_share_at[measured_points - 1];
+        }
+        if (measured_points < kPoints && rank == 0) {
+          RM_INFO(tuning, "calibration stopped after {} bytes: larger calls would take over {:.0f} ms each",
+                  tune::kCalibrationSizes[measured_points - 1], kCallBudgetUs / 1e3);
+        }
         gbs = ring_gbs[tune::kReferencePoint];
         tree_share = tree_share_at[tune::kReferencePoint];
         for (int i = 0; i < kPoints; ++i)
           factor[i] = ring_gbs[i] / gbs;
         by_size = true;
-        const double moved = static_cast<double>(kBig) * 2 * (n - 1) / n;
+        // All channels at once at 4 MiB, or at the largest size measured.
+        const std::size_t all_bytes =
+            std::min(kBig, static_cast<std::size_t>(tune::kCalibrationSizes[measured_points - 1]));
+        const double moved = static_cast<double>(all_bytes) * 2 * (n - 1) / n;
         // Each protocol's share of Simple's bandwidth, at a size where
         // bytes count more than steps: over shared memory LL and LL128 move
         // their lines slower than the byte ring moves its bytes.
@@ -1008,16 +1034,16 @@ struct Communicator::Impl {
           for (std::size_t c = 0; c < channels.size(); ++c) {
             threads.emplace_back([&, c] {
               try {
-                std::vector<std::byte> in(kBig), out(kBig);
+                std::vector<std::byte> in(all_bytes), out(all_bytes);
                 auto cc = context(*channels[c]);
-                algo::all_reduce(cc, op_big, in.data(), out.data(), kBig / 4);
+                algo::all_reduce(cc, op_big, in.data(), out.data(), all_bytes / 4);
                 // The median of three calls (two calls' mean once put two
                 // channels at twice one's bandwidth at 8 ranks on 2 CPUs,
                 // where they run no faster than one).
                 std::vector<double> tries;
                 for (int t = 0; t < 3; ++t) {
                   tries.push_back(
-                      batch_from_here([&] { algo::all_reduce(cc, op_big, in.data(), out.data(), kBig / 4); }, 1));
+                      batch_from_here([&] { algo::all_reduce(cc, op_big, in.data(), out.data(), all_bytes / 4); }, 1));
                 }
                 times[c] = median_of(std::move(tries));
                 // What this channel sent last must leave before its thread
