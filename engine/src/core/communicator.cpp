@@ -776,7 +776,7 @@ struct Communicator::Impl {
       // Small calls one by one after a lead-in, the median call: a batch's
       // mean carries every call that waited for a rank the scheduler had
       // parked (4 ranks on 2 CPUs), and the means put the 4-rank hop at
-      // 1.2-1.9x what single calls in a loop take, the time a training
+      // 1.2-1.4x what single calls in a loop take, the time a training
       // loop sees and perf reports.
       auto median_call = [&](const std::function<void()>& f, int calls) {
         algo::all_reduce(ctx, sync, &token, &token, 0);
@@ -864,8 +864,8 @@ struct Communicator::Impl {
             if (tree_depth > 0) tree_times[p].push_back(median_call(small_by_tree, 8));
           }
         }
-        // Simple's ring batch sets the scale; every other batch counts as
-        // its ratio to the Simple ring batch of its own round (the median
+        // Simple's ring figure sets the scale; every other figure counts as
+        // its ratio to the Simple ring figure of its own round (the median
         // of those ratios): a spell of the machine that slows one round
         // slows both sides of its ratios, where medians taken apart could
         // come from different spells (a tree level once measured 1.35
