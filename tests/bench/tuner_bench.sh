@@ -17,8 +17,8 @@
 # pace drifts by the minute, an hour-old calibration says more about that
 # hour than about the model.
 # Prints per size: each candidate's time, the tuner's pick, its measured
-# time over the best candidate's, and its predicted time over its measured
-# one; then how many sizes are within 15% of the best and within 30% of
+# time over the best candidate's, and its predicted time (the median of
+# every round's prediction for it) over its measured one; then how many sizes are within 15% of the best and within 30% of
 # the prediction; then every candidate's predicted over measured time.
 #   tests/bench/tuner_bench.sh [build-dir] [ranks...]   (default: 4 8)
 set -euo pipefail
@@ -88,12 +88,18 @@ for np in ranks:
         name = f"{pick['algorithm']}/{pick['protocol']}"
         t_pick = times[name]
         ratio = t_pick / best
-        pred = pick["predicted_us"] / t_pick
+        # Every round's tuner predicts the picked candidate (its forced
+        # row carries that figure); the auto rows only of the rounds that
+        # picked it, and a median of two rounds is their mean, one bad
+        # calibration's half.
+        forced = measured[name].get(size, (None, None))[1]
+        predicted = forced["predicted_us"] if forced else pick["predicted_us"]
+        pred = predicted / t_pick
         total += 1
         within_best += ratio <= 1.15
         within_pred += 0.7 <= pred <= 1.3
         print(f"{size:>10} " + " ".join(f"{times[c]:>12.1f}" for c in cands) +
-              f" {name:>12} {ratio:>9.2f} {pick['predicted_us']:>10.1f} {pred:>9.2f} {auto[size][0]:>9.1f}")
+              f" {name:>12} {ratio:>9.2f} {predicted:>10.1f} {pred:>9.2f} {auto[size][0]:>9.1f}")
     print(f"# {np} ranks: pick within 15% of the best at {within_best}/{total} sizes "
           f"({100 * within_best / total:.0f}%); predicted within 30% of measured at {within_pred}/{total} "
           f"({100 * within_pred / total:.0f}%)")

@@ -501,7 +501,12 @@ struct Communicator::Impl {
     const Protocol protocol = choice.protocol;
     ring_op.protocol = protocol;
     const std::size_t es = size_of(type);
-    ring_op.slot_bytes = protocol == Protocol::ll ? 0 : std::max(es, (buffsize / 8) / es * es);
+    // LL moves a ring step in one piece. A tree's halves go in slots under
+    // every protocol: a tree level under LL in one piece (megabytes in one
+    // frame to each child) left loopback TCP reordering and retransmitting
+    // for the calls after it.
+    const bool whole = protocol == Protocol::ll && choice.algorithm == Algorithm::ring;
+    ring_op.slot_bytes = whole ? 0 : std::max(es, (buffsize / 8) / es * es);
     // Trees run on channel 0, over its direct connections.
     const int nch = choice.algorithm == Algorithm::tree ? 1 : choice.channels;
     job->impl = this;

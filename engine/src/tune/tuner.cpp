@@ -240,9 +240,11 @@ Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol
   const double reduce_bandwidth = bandwidth * reduce_ratio;
 
   // Latency: hops along the schedule; traffic: the bytes the busiest rank
-  // sends, plus the pipeline's fill for chains and trees under Simple.
+  // sends, plus the pipeline's fill for chains under Simple and for trees.
   const double slot = std::min(b / channels, static_cast<double>(shape_.slot_bytes));
-  const bool pieces = p != Protocol::ll;  // LL moves a step in one piece
+  // LL moves a ring's or chain's step in one piece; trees go in slots
+  // under every protocol (see Impl::start).
+  const bool pieces = p != Protocol::ll;
   double hops = 0, hop_latency = shape_.intra.hop_latency_us[pi], traffic = 0;
   double reduced = 0;  // the share of traffic that is reduced on arrival
   if (a == Algorithm::ring) {
@@ -285,7 +287,7 @@ Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol
     // half the data, and every rank is inner in one of them). The fill is
     // one piece per level and pass; a piece is a slot of a tree's half.
     const double piece = std::min(b / channels / 2, static_cast<double>(shape_.slot_bytes));
-    traffic = n == 1 ? 0 : (pieces ? 2.0 * b + up_down * depth * piece : 2.0 * b * depth);
+    traffic = n == 1 ? 0 : 2.0 * b + up_down * depth * piece;
     reduced = c == Collective::all_reduce ? 0.5 : (c == Collective::reduce ? 1.0 : 0.0);
   }
   // A ring crosses between nodes on (nnodes - 1) of its n - 1 hops per
