@@ -18,8 +18,9 @@
 # hour than about the model.
 # Prints per size: each candidate's time, the tuner's pick, its measured
 # time over the best candidate's, and its predicted time (the median of
-# every round's prediction for it) over its measured one; then how many sizes are within 15% of the best and within 30% of
-# the prediction; then every candidate's predicted over measured time.
+# every round's prediction for it) over its measured one; then how many
+# sizes are within 15% of the best and within 30% of the prediction; then
+# every candidate's predicted over measured time.
 #   tests/bench/tuner_bench.sh [build-dir] [ranks...]   (default: 4 8)
 set -euo pipefail
 build=${1:-build/release}
