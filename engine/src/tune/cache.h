@@ -17,6 +17,7 @@ namespace ringmaster::tune {
 inline constexpr int kCalibrationPoints = 5;
 inline constexpr double kCalibrationSizes[kCalibrationPoints] = {256 << 10, 1 << 20, 2 << 20, 4 << 20, 16 << 20};
 inline constexpr int kReferencePoint = 3;
+static_assert(kCalibrationSizes[kReferencePoint] == 4 << 20, "the reference point is the 4 MiB size");
 
 struct Calibration {
   double hop_us[3] = {};        // per protocol: LL, LL128, Simple
