@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <cmath>
 
@@ -57,9 +56,6 @@ std::optional<Collective> function_named(const std::string& name) {
   if (n == "reduce") return Collective::reduce;
   return std::nullopt;
 }
-
-constexpr std::array<std::string_view, kAlgorithms> kAlgorithmNames = {"ring", "tree"};
-constexpr std::array<std::string_view, kProtocols> kProtocolNames = {"ll", "ll128", "simple"};
 
 bool has_tree(Collective c) {
   return c == Collective::all_reduce || c == Collective::broadcast || c == Collective::reduce;
@@ -122,13 +118,12 @@ Selection Selection::parse(Kind kind, std::string_view variable, std::string_vie
     if (exclude) list.erase(0, 1);
     std::uint8_t mask = 0;
     for (const auto& item : split(list, ',')) {
-      const std::string name = lower(item);
-      if (name.empty()) fail(fmt::format("empty name in '{}'", section));
+      if (item.empty()) fail(fmt::format("empty name in '{}'", section));
       int found = -1;
-      for (int i = 0; i < entries; ++i) {
-        const auto known = kind == Kind::algorithm ? kAlgorithmNames[static_cast<std::size_t>(i)]
-                                                   : kProtocolNames[static_cast<std::size_t>(i)];
-        if (name == known) found = i;
+      if (kind == Kind::algorithm) {
+        if (const auto a = parse_algorithm(item)) found = static_cast<int>(*a);
+      } else if (const auto p = parse_protocol(item)) {
+        found = static_cast<int>(*p);
       }
       if (found < 0) {
         fail(kind == Kind::algorithm ? fmt::format("unknown algorithm '{}' (Ring, Tree)", item)
