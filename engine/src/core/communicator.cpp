@@ -1179,6 +1179,15 @@ struct Communicator::Impl {
       throw StageError(f);
     }
     const bool yield_while_spinning = yield == "auto" ? ranks_here > usable_cpus() : yield == "1";
+    // A rank that yields while it spins gives its CPU to whoever can use
+    // it, so it may spin for longer before it sleeps: a step that waits on
+    // two ranks sharing a CPU often takes over 50 us, and each sleep costs
+    // a wake-up of 20 us or more. With 4 ranks on 2 CPUs, 8 B all_reduce
+    // single calls fell into modes 20 us apart (25, 33, 47, 67 us) and
+    // their median jumped between them from one run to the next; spinning
+    // for 1 ms, they sit at 31-33 us.
+    const std::chrono::microseconds link_spin =
+        yield_while_spinning && !param_env(Param::SocketSpin) ? std::chrono::microseconds(1000) : spin;
     // Nor is a CPU free for a progress thread to overlap a collective
     // with the caller's work: waking one only makes it wait for a CPU (and
     // preempt a rank that has one), so unless RINGMASTER_INLINE_BYTES says
@@ -1191,7 +1200,7 @@ struct Communicator::Impl {
     for (auto& channel : channels) {
       channel->link.rank = rank;
       channel->link.timeout = timeout;
-      channel->link.spin = spin;
+      channel->link.spin = link_spin;
       channel->link.yield_while_spinning = yield_while_spinning;
       channel->link.aborted = &aborted;
       channel->link.counters = &channel->stats;

@@ -64,7 +64,8 @@ namespace ringmaster {
   X(NSocksPerChannel, "RINGMASTER_NSOCKS_PER_CHANNEL", "1",                                                      \
     "TCP sockets per ring connection (1-8); the stream is dealt across them in 128 KiB stripes")                 \
   X(SocketSpin, "RINGMASTER_SOCKET_SPIN_US", "50",                                                               \
-    "Microseconds a waiting transfer retries before it sleeps in poll() (0: sleep at once)")                     \
+    "Microseconds a waiting transfer retries before it sleeps in poll() (0: sleep at once; unset: 50, or 1000 "  \
+    "where spinning yields)")                                                                                    \
   X(SpinYield, "RINGMASTER_SPIN_YIELD", "auto",                                                                  \
     "Whether a spinning rank yields its CPU on each retry: 1, 0, or auto (when this host runs more ranks than "  \
     "CPUs online)")                                                                                              \
