@@ -265,7 +265,7 @@ TEST(CalibrationCache, KeepsPerProtocolFiguresAndDropsOldEntries) {
   c.gbs = 8, c.gbs_all = 9, c.tree_share = 1.2;
   c.bandwidth_factor[0] = 1.6, c.bandwidth_factor[1] = 1.3, c.bandwidth_factor[4] = 0.7;
   c.tree_share_by_size[0] = 2.5, c.tree_share_by_size[1] = 0.9, c.tree_share_by_size[2] = 1.1;
-  c.tree_share_by_size[3] = 1.2, c.tree_share_by_size[4] = 1.4;
+  c.tree_share_by_size[3] = 1.2, c.tree_share_by_size[4] = 1.4, c.tree_share_by_size[5] = 1.3;
   c.measured_at =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   ASSERT_TRUE(tune::store_calibration(path, "shm ranks=2", c));
@@ -307,6 +307,14 @@ TEST(CalibrationCache, KeepsPerProtocolFiguresAndDropsOldEntries) {
     std::ofstream old(path, std::ios::trunc);
     old << R"({"shm ranks=2": {"hop_us": [0.4, 0.5, 0.8], "share": [0.06, 0.3, 1], "tree_hop_us": [1, 1, 1], )"
         << R"("bandwidth_factor": [1.2, 1, 0.8], "tree_share_by_size": [1, 1, 1], )"
+        << R"("gbs": 8, "gbs_all": 8, "tree_share": 1, "measured_at": )" << c.measured_at << "}}\n";
+  }
+  EXPECT_FALSE(tune::load_calibration(path, "shm ranks=2", std::chrono::hours(1)).has_value());
+  {
+    // Five sizes (256 KiB to 16 MiB, before 64 KiB was measured too).
+    std::ofstream old(path, std::ios::trunc);
+    old << R"({"shm ranks=2": {"hop_us": [0.4, 0.5, 0.8], "share": [0.06, 0.3, 1], "tree_hop_us": [1, 1, 1], )"
+        << R"("bandwidth_factor": [1.2, 1.1, 1, 1, 0.8], "tree_share_by_size": [1, 1, 1, 1, 1], )"
         << R"("gbs": 8, "gbs_all": 8, "tree_share": 1, "measured_at": )" << c.measured_at << "}}\n";
   }
   EXPECT_FALSE(tune::load_calibration(path, "shm ranks=2", std::chrono::hours(1)).has_value());

@@ -14,9 +14,10 @@ namespace ringmaster::tune {
 
 // The collective sizes the bandwidth is measured at; gbs is the one at
 // kReferencePoint (4 MiB).
-inline constexpr int kCalibrationPoints = 5;
-inline constexpr double kCalibrationSizes[kCalibrationPoints] = {256 << 10, 1 << 20, 2 << 20, 4 << 20, 16 << 20};
-inline constexpr int kReferencePoint = 3;
+inline constexpr int kCalibrationPoints = 6;
+inline constexpr double kCalibrationSizes[kCalibrationPoints] = {64 << 10, 256 << 10, 1 << 20,
+                                                                 2 << 20,  4 << 20,   16 << 20};
+inline constexpr int kReferencePoint = 4;
 static_assert(kCalibrationSizes[kReferencePoint] == 4 << 20, "the reference point is the 4 MiB size");
 
 struct Calibration {
@@ -28,8 +29,8 @@ struct Calibration {
   double tree_share = 1;        // tree bandwidth over the ring's
   // At kCalibrationSizes: the ring's bandwidth over gbs, and the tree's
   // share (tree_share is the one at gbs's size).
-  double bandwidth_factor[kCalibrationPoints] = {1, 1, 1, 1, 1};
-  double tree_share_by_size[kCalibrationPoints] = {1, 1, 1, 1, 1};
+  double bandwidth_factor[kCalibrationPoints] = {1, 1, 1, 1, 1, 1};
+  double tree_share_by_size[kCalibrationPoints] = {1, 1, 1, 1, 1, 1};
   std::int64_t measured_at = 0;  // Unix seconds
   double took_ms = 0;
 };
