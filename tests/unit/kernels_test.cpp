@@ -5,7 +5,9 @@
 // once to nearest even" with a rounding written here from scratch in double
 // precision. NaN results are compared by NaN-ness only (x86 may pick either
 // input's payload). The level under test is the active one, which ctest
-// forces through RINGMASTER_CPU_KERNEL; a level the CPU lacks is skipped.
+// forces through RINGMASTER_CPU_KERNEL (the test checks that the force
+// took); a level the CPU lacks is skipped. RINGMASTER_TEST_LARGE_COUNT
+// lowers the largest size, for runs under CPU emulation.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include "kernels/half.h"
 #include "kernels/reduce.h"
 #include "kernels/reduce_table.h"
+#include "ringmaster/status.h"
 
 namespace ringmaster::kernels {
 namespace {
@@ -219,6 +222,13 @@ std::vector<Case> all_cases() {
   return cases;
 }
 
+// The largest element count the matrix reduces: 2^20 + 3 unless the
+// environment lowers it (emulated CPUs run a thousand times slower).
+std::size_t large_count() {
+  if (const char* value = std::getenv("RINGMASTER_TEST_LARGE_COUNT")) return std::strtoull(value, nullptr, 10);
+  return (std::size_t{1} << 20) + 3;
+}
+
 class ReduceKernel : public testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
@@ -226,6 +236,9 @@ class ReduceKernel : public testing::TestWithParam<Case> {
       const auto level = parse_isa_level(forced);
       ASSERT_TRUE(level.has_value()) << "unknown RINGMASTER_CPU_KERNEL=" << forced;
       if (!cpu_supports(*level)) GTEST_SKIP() << "this CPU does not support the " << forced << " kernels";
+      // Without this, a broken force would test the best level under every
+      // level's name and pass.
+      ASSERT_EQ(active_level(), *level) << "RINGMASTER_CPU_KERNEL=" << forced << " did not select that level";
     }
   }
 
@@ -258,7 +271,8 @@ class ReduceKernel : public testing::TestWithParam<Case> {
 };
 
 TEST_P(ReduceKernel, MatchesReferenceAtEverySize) {
-  for (std::size_t count : {0u, 1u, 2u, 3u, 7u, 15u, 16u, 17u, 1023u, (1u << 20) + 3})
+  for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{7},
+                            std::size_t{15}, std::size_t{16}, std::size_t{17}, std::size_t{1023}, large_count()})
     run(count, 0, false);
 }
 
@@ -270,7 +284,7 @@ TEST_P(ReduceKernel, UnalignedPointers) {
 TEST_P(ReduceKernel, InPlace) {
   run(17, 0, true);
   run(1023, 1, true);
-  run((1u << 20) + 3, 0, true);
+  run(large_count(), 0, true);
 }
 
 TEST_P(ReduceKernel, StreamingStoresAboveThreshold) {
@@ -284,6 +298,25 @@ TEST_P(ReduceKernel, StreamingStoresAboveThreshold) {
 
 INSTANTIATE_TEST_SUITE_P(AllTypesAndOps, ReduceKernel, testing::ValuesIn(all_cases()), case_name);
 
+// Bit for bit, except NaNs, which agree on NaN-ness (x86 and Arm may keep
+// either input's payload).
+bool same_element(DataType type, const std::uint8_t* x, const std::uint8_t* y, std::size_t i) {
+  const std::size_t width = size_of(type);
+  if (std::memcmp(x + i * width, y + i * width, width) == 0) return true;
+  switch (type) {
+    case DataType::fp16:
+      return std::isnan(half_to_float(get<std::uint16_t>(x, i))) && std::isnan(half_to_float(get<std::uint16_t>(y, i)));
+    case DataType::bf16:
+      return std::isnan(bf16_to_float(get<std::uint16_t>(x, i))) && std::isnan(bf16_to_float(get<std::uint16_t>(y, i)));
+    case DataType::fp32:
+      return std::isnan(get<float>(x, i)) && std::isnan(get<float>(y, i));
+    case DataType::fp64:
+      return std::isnan(get<double>(x, i)) && std::isnan(get<double>(y, i));
+    default:
+      return false;
+  }
+}
+
 TEST(ReduceLevels, EverySupportedLevelAgreesWithScalar) {
   std::mt19937_64 rng(7);
   const std::size_t count = 4099;
@@ -294,24 +327,51 @@ TEST(ReduceLevels, EverySupportedLevelAgreesWithScalar) {
     for (RedOp op : kAllRedOps) {
       reduce(IsaLevel::scalar, scalar_out.data(), a.data(), b.data(), count, type, op);
       for (IsaLevel level : supported_levels()) {
+        std::fill(out.begin(), out.end(), std::uint8_t{0xA5});
         reduce(level, out.data(), a.data(), b.data(), count, type, op);
         for (std::size_t i = 0; i < count; ++i) {
           const std::string why = check_element(type, op, a.data(), b.data(), out.data(), i);
           ASSERT_TRUE(why.empty()) << name_of(level) << " " << name_of(type) << " " << name_of(op) << " element " << i
                                    << ": " << why;
+          ASSERT_TRUE(same_element(type, scalar_out.data(), out.data(), i))
+              << name_of(level) << " " << name_of(type) << " " << name_of(op) << " element " << i
+              << " differs from the scalar level";
         }
       }
     }
   }
 }
 
+TEST(ReduceLevels, UnsupportedLevelIsAConfigErrorAndRunsNothing) {
+  // Every build lacks some level: x86-64 has no neon, AArch64 no avx2.
+  std::vector<std::uint8_t> a(64, 1), b(64, 2), out(64, 0);
+  int unsupported = 0;
+  for (IsaLevel level : {IsaLevel::scalar, IsaLevel::sse2, IsaLevel::avx2, IsaLevel::avx512, IsaLevel::neon}) {
+    if (cpu_supports(level)) continue;
+    ++unsupported;
+    try {
+      reduce(level, out.data(), a.data(), b.data(), 64, DataType::uint8, RedOp::sum);
+      ADD_FAILURE() << name_of(level) << " ran on a CPU that lacks it";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::config);
+      EXPECT_NE(std::string(e.what()).find(std::string(name_of(level))), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(out, std::vector<std::uint8_t>(64, 0));
+  }
+  EXPECT_GT(unsupported, 0);
+}
+
 TEST(ReduceLevels, NamesRoundTrip) {
-  for (IsaLevel level : {IsaLevel::scalar, IsaLevel::sse2, IsaLevel::avx2, IsaLevel::avx512}) {
+  for (IsaLevel level : {IsaLevel::scalar, IsaLevel::sse2, IsaLevel::avx2, IsaLevel::avx512, IsaLevel::neon}) {
     EXPECT_EQ(parse_isa_level(name_of(level)), level);
   }
   EXPECT_FALSE(parse_isa_level("avx1024").has_value());
   EXPECT_TRUE(cpu_supports(IsaLevel::scalar));
   EXPECT_EQ(supported_levels().front(), IsaLevel::scalar);
+  // The default is the best level: the last one supported.
+  if (std::getenv("RINGMASTER_CPU_KERNEL") == nullptr) {
+    EXPECT_EQ(active_level(), supported_levels().back());
+  }
 }
 
 TEST(HalfConversion, RoundsToNearestEven) {

@@ -1675,6 +1675,10 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
   impl->pair_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, param_int(Param::PairBytes)));
   impl->inline_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, param_int(Param::InlineBytes)));
   impl->spin = std::chrono::microseconds(std::max<std::int64_t>(0, param_int(Param::SocketSpin)));
+  // The reduction kernels' level is settled here: a RINGMASTER_CPU_KERNEL
+  // the CPU lacks is a configuration error before anything connects, not a
+  // failure in the middle of init.
+  (void)kernels::active_level();
 
   // NCCL_ALGO / NCCL_PROTO (or the options) are checked before anything
   // connects: a typo or an empty set fails at once, naming the variable.

@@ -19,7 +19,7 @@ namespace ringmaster {
 // X(Id, "ENV_NAME", "default", "help")
 #define RINGMASTER_PARAMS(X)                                                                                     \
   X(CpuKernel, "RINGMASTER_CPU_KERNEL", "",                                                                      \
-    "Force the CPU reduction kernel level: avx512, avx2, sse2 or scalar (default: best the CPU supports)")       \
+    "Force the CPU reduction kernel level: avx512, avx2, sse2, neon or scalar (default: the best supported)")    \
   X(StreamingStoreBytes, "RINGMASTER_STREAMING_STORE_BYTES", "8388608",                                          \
     "Reductions whose output is at least this many bytes bypass the cache with non-temporal stores")             \
   X(StoreTimeout, "RINGMASTER_STORE_TIMEOUT", "300",                                                             \

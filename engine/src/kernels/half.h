@@ -4,12 +4,18 @@
 // vector kernels use hardware conversions where the CPU has them (F16C) and
 // the same bit recipes as below otherwise, so every kernel level rounds
 // identically.
+//
+// The functions have internal linkage (an unnamed namespace) on purpose:
+// reduce_impl.h calls them from units compiled with AVX-512 or AVX2 flags,
+// and an out-of-line copy of an ordinary inline function emitted there
+// could be the one the linker keeps for every caller.
 #pragma once
 
 #include <bit>
 #include <cstdint>
 
 namespace ringmaster::kernels {
+namespace {
 
 inline float half_to_float(std::uint16_t h) noexcept {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
@@ -54,4 +60,5 @@ inline std::uint16_t float_to_bf16(float value) noexcept {
   return static_cast<std::uint16_t>(bits >> 16);
 }
 
+}  // namespace
 }  // namespace ringmaster::kernels

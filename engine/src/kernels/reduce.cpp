@@ -7,6 +7,7 @@
 #include <string>
 #include <type_traits>
 
+#include "core/log.h"
 #include "core/params.h"
 #include "kernels/half.h"
 #include "kernels/reduce_table.h"
@@ -15,17 +16,53 @@
 namespace ringmaster::kernels {
 namespace {
 
-constexpr std::array<std::string_view, 4> kLevelNames = {"scalar", "sse2", "avx2", "avx512"};
+constexpr std::array<std::string_view, 5> kLevelNames = {"scalar", "sse2", "avx2", "avx512", "neon"};
+constexpr IsaLevel kAllLevels[] = {IsaLevel::scalar, IsaLevel::sse2, IsaLevel::avx2, IsaLevel::avx512, IsaLevel::neon};
 
-const ReduceTable& table_for(IsaLevel level) {
+// Only ever called for a level cpu_supports() has accepted; the tables are
+// constant data, so taking one runs none of its level's code.
+const ReduceTable& table_for(IsaLevel level) noexcept {
+  switch (level) {
 #if defined(RINGMASTER_X86_KERNELS)
-  static const std::array<ReduceTable, 4> tables = {scalar::make_table(), sse2::make_table(), avx2::make_table(),
-                                                    avx512::make_table()};
-  return tables[static_cast<std::size_t>(level)];
+    case IsaLevel::sse2:
+      return sse2::table;
+    case IsaLevel::avx2:
+      return avx2::table;
+    case IsaLevel::avx512:
+      return avx512::table;
+#endif
+#if defined(RINGMASTER_NEON_KERNELS)
+    case IsaLevel::neon:
+      return neon::table;
+#endif
+    default:
+      return scalar::table;
+  }
+}
+
+// The features the levels need, as this CPU reports them, for errors.
+std::string cpu_description() {
+#if defined(RINGMASTER_X86_KERNELS)
+  std::string have;
+  std::string lack;
+  auto note = [&](std::string_view name, bool present) {
+    std::string& list = present ? have : lack;
+    if (!list.empty()) list += ' ';
+    list += name;
+  };
+  note("sse2", __builtin_cpu_supports("sse2") != 0);
+  note("avx2", __builtin_cpu_supports("avx2") != 0);
+  note("f16c", __builtin_cpu_supports("f16c") != 0);
+  note("avx512f", __builtin_cpu_supports("avx512f") != 0);
+  note("avx512bw", __builtin_cpu_supports("avx512bw") != 0);
+  note("avx512dq", __builtin_cpu_supports("avx512dq") != 0);
+  note("avx512vl", __builtin_cpu_supports("avx512vl") != 0);
+  return "x86-64 CPU with " + (have.empty() ? std::string("none of") : have) +
+         (lack.empty() ? std::string() : "; without " + lack);
+#elif defined(RINGMASTER_NEON_KERNELS)
+  return "AArch64 CPU: neon and scalar only";
 #else
-  (void)level;
-  static const ReduceTable table = scalar::make_table();
-  return table;
+  return "this build has scalar kernels only";
 #endif
 }
 
@@ -33,12 +70,12 @@ IsaLevel choose_level() {
   if (auto forced = param_env(Param::CpuKernel)) {
     const auto level = parse_isa_level(*forced);
     if (!level) {
-      throw Error(ErrorCategory::config,
-                  "RINGMASTER_CPU_KERNEL=" + *forced + " is not a kernel level; use avx512, avx2, sse2 or scalar");
+      throw Error(ErrorCategory::config, "RINGMASTER_CPU_KERNEL=" + *forced +
+                                             " is not a kernel level; use avx512, avx2, sse2, neon or scalar");
     }
     if (!cpu_supports(*level)) {
-      throw Error(ErrorCategory::config,
-                  "RINGMASTER_CPU_KERNEL=" + *forced + " is not supported by this CPU; unset it to use the best level");
+      throw Error(ErrorCategory::config, "RINGMASTER_CPU_KERNEL=" + *forced + " is not supported by this CPU (" +
+                                             cpu_description() + "); unset it to use the best level");
     }
     return *level;
   }
@@ -105,34 +142,45 @@ bool cpu_supports(IsaLevel level) noexcept {
       return true;
 #if defined(RINGMASTER_X86_KERNELS)
     case IsaLevel::sse2:
-      return __builtin_cpu_supports("sse2");
+      return __builtin_cpu_supports("sse2") != 0;
     case IsaLevel::avx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
     case IsaLevel::avx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-#else
+#endif
+#if defined(RINGMASTER_NEON_KERNELS)
+    case IsaLevel::neon:
+      return true;  // Advanced SIMD is part of the AArch64 baseline
+#endif
     default:
       return false;
-#endif
   }
-  return false;
 }
 
 std::vector<IsaLevel> supported_levels() {
   std::vector<IsaLevel> levels;
-  for (auto level : {IsaLevel::scalar, IsaLevel::sse2, IsaLevel::avx2, IsaLevel::avx512}) {
+  for (auto level : kAllLevels) {
     if (cpu_supports(level)) levels.push_back(level);
   }
   return levels;
 }
 
 IsaLevel active_level() {
-  static const IsaLevel level = choose_level();
+  static const IsaLevel level = [] {
+    const IsaLevel chosen = choose_level();
+    RM_INFO(init, "CPU reduction kernels: {} ({}{})", name_of(chosen),
+            param_env(Param::CpuKernel) ? "forced by RINGMASTER_CPU_KERNEL; " : "best level; ", cpu_description());
+    return chosen;
+  }();
   return level;
 }
 
 void reduce(IsaLevel level, void* dst, const void* a, const void* b, std::size_t count, DataType type, RedOp op) {
+  if (!cpu_supports(level)) {
+    throw Error(ErrorCategory::config, "the " + std::string(name_of(level)) +
+                                           " kernels are not supported by this CPU (" + cpu_description() + ")");
+  }
   if (count == 0) return;
   table_for(level).fn[static_cast<std::size_t>(type)][static_cast<std::size_t>(op)](dst, a, b, count);
 }

@@ -13,8 +13,9 @@
 // precision is lost along the way.
 //
 // The implementation is vectorised per instruction-set level (AVX-512,
-// AVX2, SSE2, scalar) and the level is chosen once, at first use: the best
-// the CPU supports, or the one named by RINGMASTER_CPU_KERNEL. Thread-safe.
+// AVX2, SSE2 and scalar on x86-64; NEON and scalar on AArch64) and the
+// level is chosen once, at first use: the best the CPU supports, or the one
+// named by RINGMASTER_CPU_KERNEL. Thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -26,7 +27,9 @@
 
 namespace ringmaster::kernels {
 
-enum class IsaLevel { scalar, sse2, avx2, avx512 };
+// In order of preference within an architecture: the best supported level
+// is the last one cpu_supports() accepts.
+enum class IsaLevel { scalar, sse2, avx2, avx512, neon };
 
 std::string_view name_of(IsaLevel level) noexcept;
 std::optional<IsaLevel> parse_isa_level(std::string_view name) noexcept;
@@ -40,6 +43,7 @@ std::vector<IsaLevel> supported_levels();
 IsaLevel active_level();
 
 void reduce(void* dst, const void* a, const void* b, std::size_t count, DataType type, RedOp op);
+// With a level the CPU lacks, throws Error(config) and runs nothing.
 void reduce(IsaLevel level, void* dst, const void* a, const void* b, std::size_t count, DataType type, RedOp op);
 
 // Divides every element by nranks, for RedOp::avg. Integers divide with

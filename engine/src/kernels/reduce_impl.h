@@ -1,8 +1,15 @@
 // The reduction loops, written once and compiled once per instruction-set
 // level. Each reduce_<level>.cpp defines RINGMASTER_ISA (the namespace that
-// keeps the copies apart; everything here also has internal linkage so no
-// two copies can be merged by the linker) and RINGMASTER_VEC_BYTES (0 for
-// the scalar level), then includes this file.
+// keeps the copies apart) and RINGMASTER_VEC_BYTES (0 for the scalar
+// level), optionally RINGMASTER_HAVE_F16C (x86 half-precision conversions)
+// or RINGMASTER_HAVE_NEON (AArch64), then includes this file.
+//
+// A unit compiled with a level's flags must not define anything another
+// unit could bind to: the linker keeps one copy of an inline function or a
+// template, and if that copy came from the AVX-512 unit every caller would
+// run AVX-512 code. So everything here is in an unnamed namespace, the
+// helpers from headers (half.h) have internal linkage too, and the one
+// external symbol is the level's `table`, constant data.
 #pragma once
 
 #include <bit>
@@ -13,8 +20,11 @@
 #include "kernels/half.h"
 #include "kernels/reduce_table.h"
 
-#if RINGMASTER_VEC_BYTES > 0
+#if RINGMASTER_VEC_BYTES > 0 && defined(RINGMASTER_HAVE_NEON)
+#include <arm_neon.h>
+#elif RINGMASTER_VEC_BYTES > 0
 #include <immintrin.h>
+#define RINGMASTER_HAVE_STREAMING_STORES 1
 // GCC 12's AVX-512 conversion intrinsics start from an "undefined" register
 // that -Wmaybe-uninitialized reports as a false positive.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -70,6 +80,7 @@ struct VecOf {
 template <class T>
 using Vec = typename VecOf<T, kVecBytes>::type;
 
+#if defined(RINGMASTER_HAVE_STREAMING_STORES)
 // Non-temporal store of one full vector to a kVecBytes-aligned address.
 template <class V>
 void stream(void* p, V v) {
@@ -86,6 +97,7 @@ bool aligned(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % kVecBytes == 0;
 }
 #endif
+#endif
 
 // Native types: the vector lanes are the elements themselves.
 template <class T, RedOp op>
@@ -97,6 +109,7 @@ void reduce_native(void* dst_v, const void* a_v, const void* b_v, std::size_t n)
 #if RINGMASTER_VEC_BYTES > 0
   using V = Vec<T>;
   constexpr std::size_t lanes = kVecBytes / sizeof(T);
+#if defined(RINGMASTER_HAVE_STREAMING_STORES)
   if (n * sizeof(T) >= streaming_store_bytes() && reinterpret_cast<std::uintptr_t>(dst) % sizeof(T) == 0) {
     // Large outputs bypass the cache: no read-for-ownership of dst, and the
     // inputs are not evicted by data nobody reads soon.
@@ -106,7 +119,9 @@ void reduce_native(void* dst_v, const void* a_v, const void* b_v, std::size_t n)
     for (; i + lanes <= n; i += lanes)
       stream(dst + i, apply<op>(load(reinterpret_cast<const V*>(a + i)), load(reinterpret_cast<const V*>(b + i))));
     _mm_sfence();
-  } else {
+  } else
+#endif
+  {
 #pragma GCC unroll 4
     for (; i + lanes <= n; i += lanes) {
       store(reinterpret_cast<V*>(dst + i),
@@ -170,6 +185,21 @@ VU16 narrow_fp16(VF f) {
 #endif
   return std::bit_cast<VU16>(h);
 }
+#elif defined(RINGMASTER_HAVE_NEON)
+// AArch64's FCVTL/FCVTN convert four lanes, rounding to nearest even under
+// the default FPCR, as the scalar recipes in half.h do.
+static_assert(kVecBytes == 16, "NEON registers are 16 bytes");
+#define RINGMASTER_HAVE_F16_VECTOR 1
+VF widen_fp16(VU16 h) {
+  return std::bit_cast<VF>(vcvt_f32_f16(vreinterpret_f16_u16(std::bit_cast<uint16x4_t>(h))));
+}
+
+VU16 narrow_fp16(VF f) {
+  return std::bit_cast<VU16>(vreinterpret_u16_f16(vcvt_f16_f32(std::bit_cast<float32x4_t>(f))));
+}
+#endif
+#if defined(RINGMASTER_HAVE_F16C)
+#define RINGMASTER_HAVE_F16_VECTOR 1
 #endif
 #endif
 
@@ -181,19 +211,19 @@ void reduce_half(void* dst_v, const void* a_v, const void* b_v, std::size_t n) {
   std::size_t i = 0;
 #if RINGMASTER_VEC_BYTES > 0
   constexpr bool vectorised = kind == Half::bf16
-#if defined(RINGMASTER_HAVE_F16C)
+#if defined(RINGMASTER_HAVE_F16_VECTOR)
                               || kind == Half::fp16
 #endif
       ;
   if constexpr (vectorised) {
     auto widen_v = [](VU16 h) {
-#if defined(RINGMASTER_HAVE_F16C)
+#if defined(RINGMASTER_HAVE_F16_VECTOR)
       if constexpr (kind == Half::fp16) return widen_fp16(h);
 #endif
       return widen_bf16(h);
     };
     auto narrow_v = [](VF f) {
-#if defined(RINGMASTER_HAVE_F16C)
+#if defined(RINGMASTER_HAVE_F16_VECTOR)
       if constexpr (kind == Half::fp16) return narrow_fp16(f);
 #endif
       return narrow_bf16(f);
@@ -241,9 +271,7 @@ constexpr ReduceFn select(DataType type) {
   return nullptr;
 }
 
-}  // namespace
-
-ReduceTable make_table() {
+constexpr ReduceTable make_table() {
   ReduceTable table{};
   for (DataType type : kAllDataTypes) {
     auto& row = table.fn[static_cast<std::size_t>(type)];
@@ -255,5 +283,10 @@ ReduceTable make_table() {
   }
   return table;
 }
+
+}  // namespace
+
+// Filled in by the compiler: no initialiser runs at start-up.
+constinit const ReduceTable table = make_table();
 
 }  // namespace ringmaster::kernels::RINGMASTER_ISA
