@@ -79,3 +79,32 @@ else()
     ringmaster_feature_result(RINGMASTER_UI FALSE "Qt 6 Widgets/Charts/Sql/Test not found (qt6-base-dev, qt6-charts-dev)")
   endif()
 endif()
+
+# Portability: the x86-64 build's tests under emulated CPUs without AVX-512
+# and without AVX, and an AArch64 cross build tested under emulation
+# (tests/portability). Needs Debian's qemu-user and g++-aarch64-linux-gnu
+# with the arm64 libraries (scripts/setup-deps installs them).
+ringmaster_feature_option(RINGMASTER_PORTABILITY "emulated-CPU tests and the AArch64 cross build")
+if(RINGMASTER_PORTABILITY STREQUAL "OFF")
+  ringmaster_feature_result(RINGMASTER_PORTABILITY FALSE "")
+elseif(NOT CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" OR CMAKE_CROSSCOMPILING)
+  ringmaster_feature_result(RINGMASTER_PORTABILITY FALSE "runs from an x86-64 build machine only")
+else()
+  find_program(RINGMASTER_QEMU_X86_64 qemu-x86_64)
+  find_program(RINGMASTER_QEMU_AARCH64 qemu-aarch64)
+  find_program(RINGMASTER_AARCH64_CXX aarch64-linux-gnu-g++)
+  set(_missing "")
+  foreach(tool RINGMASTER_QEMU_X86_64 RINGMASTER_QEMU_AARCH64 RINGMASTER_AARCH64_CXX)
+    if(NOT ${tool})
+      string(REGEX REPLACE "^RINGMASTER_" "" _name "${tool}")
+      list(APPEND _missing "${_name}")
+    endif()
+  endforeach()
+  if(_missing)
+    list(JOIN _missing ", " _missing)
+    ringmaster_feature_result(RINGMASTER_PORTABILITY FALSE
+                              "not found: ${_missing} (Debian packages qemu-user, g++-aarch64-linux-gnu)")
+  else()
+    ringmaster_feature_result(RINGMASTER_PORTABILITY TRUE "${RINGMASTER_QEMU_X86_64}, ${RINGMASTER_AARCH64_CXX}")
+  endif()
+endif()
