@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "core/params.h"
+#include "base/params.h"
 #include "ringmaster/status.h"
 #include "ringmaster/types.h"
 

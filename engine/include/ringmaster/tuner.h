@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ringmaster/comm.h"
+#include "ringmaster/types.h"
 
 namespace ringmaster::topo {
 class Topology;

@@ -75,4 +75,34 @@ std::optional<RedOp> parse_red_op(std::string_view name) noexcept;
 std::span<const std::string_view> data_type_names() noexcept;
 std::span<const std::string_view> red_op_names() noexcept;
 
+// What a call does, how its data moves (protocol) and along which
+// schedule (algorithm): the vocabulary of the communicator, the tuner and
+// the transports.
+enum class Collective : std::uint8_t {
+  all_reduce,
+  all_gather,
+  reduce_scatter,
+  broadcast,
+  reduce,
+  barrier,
+  all_to_all,
+  send_recv,  // point-to-point: send, recv, sendrecv
+};
+
+std::string_view name_of(Collective c) noexcept;
+
+// NCCL's protocols. LL128 needs a transport that writes 128-byte lines in
+// order (shared memory, NVLink); sockets carry LL and Simple.
+enum class Protocol : std::uint8_t { ll, ll128, simple };
+std::string_view name_of(Protocol p) noexcept;
+// "LL", "LL128", "Simple" in any case; nullopt for anything else.
+std::optional<Protocol> parse_protocol(std::string_view name) noexcept;
+
+// Ring: reduce-scatter and all-gather (or a chain) around the channel's
+// ring. Tree: NCCL's double binary tree, reduce up and broadcast down.
+enum class Algorithm : std::uint8_t { ring, tree };
+std::string_view name_of(Algorithm a) noexcept;
+// "Ring", "Tree" in any case; nullopt for anything else.
+std::optional<Algorithm> parse_algorithm(std::string_view name) noexcept;
+
 }  // namespace ringmaster

@@ -1,5 +1,5 @@
 #include "algo/pair.h"
-#include "core/bytes.h"
+#include "base/bytes.h"
 
 #include <algorithm>
 #include <cstring>

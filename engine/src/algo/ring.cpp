@@ -1,5 +1,5 @@
 #include "algo/ring.h"
-#include "core/bytes.h"
+#include "base/bytes.h"
 
 #include <algorithm>
 #include <cstring>

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "ringmaster/comm.h"
+#include "ringmaster/types.h"
 #include "transport/link.h"
 
 namespace ringmaster::algo {

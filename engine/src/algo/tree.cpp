@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/bytes.h"
+#include "base/bytes.h"
 #include "kernels/reduce.h"
 #include "ringmaster/topology_search.h"
 

@@ -8,9 +8,9 @@
 #include <cstring>
 #include <thread>
 
+#include "base/log.h"
 #include "bootstrap/bootstrap_impl.h"
 #include "bootstrap/hints.h"
-#include "core/log.h"
 #include "net/interfaces.h"
 #include "ringmaster/status.h"
 

@@ -2,7 +2,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/params.h"
+#include "base/params.h"
 #include "ringmaster/config.h"
 #include "ringmaster/status.h"
 

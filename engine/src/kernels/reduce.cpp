@@ -7,8 +7,8 @@
 #include <string>
 #include <type_traits>
 
-#include "core/log.h"
-#include "core/params.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "kernels/half.h"
 #include "kernels/reduce_table.h"
 #include "ringmaster/status.h"

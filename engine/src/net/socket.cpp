@@ -12,7 +12,7 @@
 #include <cstring>
 #include <thread>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "net/connect_filter.h"
 
 namespace ringmaster::net {

@@ -1,5 +1,5 @@
 #include "ringmaster/perf.h"
-#include "core/bytes.h"
+#include "base/bytes.h"
 
 #include <fmt/format.h>
 

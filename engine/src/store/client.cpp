@@ -3,7 +3,7 @@
 #include <cerrno>
 #include <thread>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "ringmaster/status.h"
 #include "ringmaster/store.h"
 #include "store/protocol.h"

@@ -31,7 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "ringmaster/status.h"
 #include "ringmaster/store.h"
 #include "store/protocol.h"

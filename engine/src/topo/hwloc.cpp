@@ -9,7 +9,7 @@
 #include <memory>
 #include <pugixml.hpp>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "ringmaster/status.h"
 #include "ringmaster/topology.h"
 #include "topo/pci.h"

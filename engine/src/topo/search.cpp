@@ -8,7 +8,7 @@
 #include <numeric>
 #include <tuple>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "ringmaster/status.h"
 #include "ringmaster/topology_search.h"
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "ringmaster/comm.h"
+#include "ringmaster/types.h"
 
 namespace ringmaster::transport {
 

@@ -10,8 +10,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/cycles.h"
-#include "core/log.h"
+#include "base/cycles.h"
+#include "base/log.h"
 #include "ringmaster/status.h"
 
 namespace ringmaster::transport {

@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "core/function_ref.h"
+#include "base/function_ref.h"
 #include "net/socket.h"
-#include "ringmaster/comm.h"
+#include "ringmaster/types.h"
 #include "transport/connection.h"
 
 namespace ringmaster::transport {

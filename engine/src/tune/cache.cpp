@@ -9,7 +9,7 @@
 #include <iterator>
 #include <vector>
 
-#include "core/params.h"
+#include "base/params.h"
 
 namespace ringmaster::tune {
 

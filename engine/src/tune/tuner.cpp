@@ -7,7 +7,7 @@
 #include <cctype>
 #include <cmath>
 
-#include "core/params.h"
+#include "base/params.h"
 #include "ringmaster/status.h"
 #include "ringmaster/topology.h"
 #include "ringmaster/topology_search.h"

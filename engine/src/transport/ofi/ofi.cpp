@@ -13,8 +13,8 @@
 #include <map>
 #include <mutex>
 
-#include "core/log.h"
-#include "core/params.h"
+#include "base/log.h"
+#include "base/params.h"
 
 #if RINGMASTER_HAVE_OFI
 #include <rdma/fabric.h>

@@ -15,7 +15,7 @@
 #include <fstream>
 #include <random>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "ringmaster/status.h"
 
 namespace ringmaster::transport::shm {

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <new>
 
-#include "core/bytes.h"
+#include "base/bytes.h"
 
 namespace ringmaster::transport {
 

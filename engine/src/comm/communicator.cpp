@@ -25,11 +25,11 @@
 #include "algo/pair.h"
 #include "algo/ring.h"
 #include "algo/tree.h"
+#include "base/bytes.h"
+#include "base/cycles.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "bootstrap/bootstrap_impl.h"
-#include "core/bytes.h"
-#include "core/cycles.h"
-#include "core/log.h"
-#include "core/params.h"
 #include "kernels/reduce.h"
 #include "ringmaster/comm.h"
 #include "ringmaster/topology.h"
@@ -44,66 +44,6 @@
 namespace ringmaster {
 
 using Clock = std::chrono::steady_clock;
-
-std::string_view name_of(Collective c) noexcept {
-  switch (c) {
-    case Collective::all_reduce:
-      return "all_reduce";
-    case Collective::all_gather:
-      return "all_gather";
-    case Collective::reduce_scatter:
-      return "reduce_scatter";
-    case Collective::broadcast:
-      return "broadcast";
-    case Collective::reduce:
-      return "reduce";
-    case Collective::barrier:
-      return "barrier";
-    case Collective::all_to_all:
-      return "all_to_all";
-    case Collective::send_recv:
-      return "sendrecv";
-  }
-  return "unknown";
-}
-
-std::string_view name_of(Protocol p) noexcept {
-  switch (p) {
-    case Protocol::ll:
-      return "LL";
-    case Protocol::ll128:
-      return "LL128";
-    case Protocol::simple:
-      return "Simple";
-  }
-  return "unknown";
-}
-
-std::string_view name_of(Algorithm a) noexcept {
-  return a == Algorithm::tree ? "Tree" : "Ring";
-}
-
-namespace {
-bool same_letters(std::string_view a, std::string_view b) noexcept {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
-}  // namespace
-
-std::optional<Protocol> parse_protocol(std::string_view name) noexcept {
-  for (const Protocol p : {Protocol::ll, Protocol::ll128, Protocol::simple}) {
-    if (same_letters(name, name_of(p))) return p;
-  }
-  return std::nullopt;
-}
-
-std::optional<Algorithm> parse_algorithm(std::string_view name) noexcept {
-  for (const Algorithm a : {Algorithm::ring, Algorithm::tree}) {
-    if (same_letters(name, name_of(a))) return a;
-  }
-  return std::nullopt;
-}
 
 struct Request::State {
   std::atomic<int> remaining{0};           // parts (channels) still running

@@ -1,4 +1,4 @@
-#include "core/cycles.h"
+#include "base/cycles.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>

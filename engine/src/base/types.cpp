@@ -119,4 +119,56 @@ std::string Status::to_string() const {
   return out;
 }
 
+std::string_view name_of(Collective c) noexcept {
+  switch (c) {
+    case Collective::all_reduce:
+      return "all_reduce";
+    case Collective::all_gather:
+      return "all_gather";
+    case Collective::reduce_scatter:
+      return "reduce_scatter";
+    case Collective::broadcast:
+      return "broadcast";
+    case Collective::reduce:
+      return "reduce";
+    case Collective::barrier:
+      return "barrier";
+    case Collective::all_to_all:
+      return "all_to_all";
+    case Collective::send_recv:
+      return "sendrecv";
+  }
+  return "unknown";
+}
+
+std::string_view name_of(Protocol p) noexcept {
+  switch (p) {
+    case Protocol::ll:
+      return "LL";
+    case Protocol::ll128:
+      return "LL128";
+    case Protocol::simple:
+      return "Simple";
+  }
+  return "unknown";
+}
+
+std::string_view name_of(Algorithm a) noexcept {
+  return a == Algorithm::tree ? "Tree" : "Ring";
+}
+
+std::optional<Protocol> parse_protocol(std::string_view name) noexcept {
+  for (const Protocol p : {Protocol::ll, Protocol::ll128, Protocol::simple}) {
+    if (iequals(name, name_of(p))) return p;
+  }
+  return std::nullopt;
+}
+
+std::optional<Algorithm> parse_algorithm(std::string_view name) noexcept {
+  for (const Algorithm a : {Algorithm::ring, Algorithm::tree}) {
+    if (iequals(name, name_of(a))) return a;
+  }
+  return std::nullopt;
+}
+
 }  // namespace ringmaster
