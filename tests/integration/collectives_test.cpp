@@ -15,6 +15,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -425,8 +426,10 @@ TEST(Collectives, DifferentProtocolsAreAnErrorNotAHang) {
       CommOptions options;
       options.timeout = 10s;
       options.algorithm = Algorithm::ring;
-      options.protocol = r == 0 ? Protocol::ll : Protocol::simple;
       auto comm = Communicator::create(rank_config(r, 2, port), options);
+      // The ranks agree on their overrides at init; select() changes one
+      // rank's afterwards, so the call itself must catch the mismatch.
+      comm->select(Algorithm::ring, r == 0 ? Protocol::ll : Protocol::simple);
       std::vector<float> data(1000, 1.0f);
       try {
         comm->all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
@@ -707,8 +710,10 @@ TEST(Collectives, DifferentAlgorithmsAreAnErrorNotAHang) {
       threads.emplace_back([&, r] {
         CommOptions options;
         options.timeout = 20s;
-        options.algorithm = r == 0 ? Algorithm::tree : Algorithm::ring;
         auto comm = Communicator::create(rank_config(r, 2, port), with_links(options, links, r));
+        // Overrides are agreed at init (OverridesThatDifferFailAtInit);
+        // select() changes them on one rank afterwards.
+        comm->select(r == 0 ? Algorithm::tree : Algorithm::ring, std::nullopt);
         std::vector<float> data(1000, 1.0f);
         const auto called = std::chrono::steady_clock::now();
         try {
@@ -739,6 +744,149 @@ TEST(Collectives, DifferentAlgorithmsAreAnErrorNotAHang) {
     EXPECT_LT(failed_ms.load(), 5000) << errors[0] << " / " << errors[1];
     EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
   }
+}
+
+// NCCL_MAX_NCHANNELS 1 on one rank and 2 on the other (or the options'
+// equivalents) used to stall both ranks until the bootstrap timeout: each
+// opened its own count of channels. The ranks now take the smaller count,
+// as NCCL does, and the smaller buffer size.
+TEST(Collectives, RanksAgreeOnChannelsAndBufferSize) {
+  const auto port = free_port();
+  std::vector<std::thread> threads;
+  std::vector<int> channels(2, -1);
+  std::vector<std::string> errors(2);
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        CommOptions options;
+        options.timeout = 20s;
+        options.min_channels = 1;
+        options.max_channels = r == 0 ? 1 : 2;
+        options.buffsize = r == 0 ? std::size_t{1} << 20 : std::size_t{256} << 10;
+        auto config = rank_config(r, 2, port);
+        config.bootstrap_timeout = 20s;
+        auto comm = Communicator::create(config, options);
+        channels[static_cast<std::size_t>(r)] = comm->max_channels();
+        std::vector<float> data(300000, static_cast<float>(r + 1));
+        comm->all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
+        for (float v : data) {
+          if (v != 3.0f) throw std::runtime_error("all_reduce gave " + std::to_string(v) + ", expected 3");
+        }
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  EXPECT_EQ(channels[0], 1);
+  EXPECT_EQ(channels[1], 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
+// What cannot be reconciled fails on every rank at init, at once, naming
+// the variable and the ranks.
+TEST(Collectives, OverridesThatDifferFailAtInit) {
+  struct Case {
+    std::function<void(CommOptions&, int)> set;
+    std::string variable;
+    std::string rank0, rank1;
+  };
+  const std::vector<Case> cases = {
+      {[](CommOptions& o, int r) { o.algorithm = r == 0 ? Algorithm::tree : Algorithm::ring; }, "NCCL_ALGO",
+       "--algo=Tree", "--algo=Ring"},
+      {[](CommOptions& o, int r) {
+         if (r == 1) o.protocol = Protocol::simple;
+       },
+       "NCCL_PROTO", "it unset", "--proto=Simple"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.variable);
+    const auto port = free_port();
+    std::vector<std::thread> threads;
+    std::vector<std::string> errors(2);
+    std::vector<std::int64_t> failed_ms(2, -1);
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        CommOptions options;
+        c.set(options, r);
+        const auto begin = std::chrono::steady_clock::now();
+        try {
+          auto comm = Communicator::create(rank_config(r, 2, port), options);
+        } catch (const Error& e) {
+          errors[static_cast<std::size_t>(r)] = e.what();
+          failed_ms[static_cast<std::size_t>(r)] =
+              std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - begin).count();
+          EXPECT_EQ(e.category(), ErrorCategory::config) << e.what();
+        }
+      });
+    }
+    for (auto& t : threads)
+      t.join();
+    for (int r = 0; r < 2; ++r) {
+      const auto& e = errors[static_cast<std::size_t>(r)];
+      ASSERT_FALSE(e.empty()) << "rank " << r << " finished init against a rank with other overrides";
+      EXPECT_NE(e.find(c.variable), std::string::npos) << e;
+      EXPECT_NE(e.find("rank 0 has " + c.rank0), std::string::npos) << e;
+      EXPECT_NE(e.find("rank 1 has " + c.rank1), std::string::npos) << e;
+      EXPECT_LT(failed_ms[static_cast<std::size_t>(r)], 1000) << e;
+    }
+  }
+}
+
+// send/recv to -1 used to succeed and move nothing.
+TEST(Collectives, PointToPointRefusesPeersThatAreNotOtherRanks) {
+  run_ranks(2, [](Communicator& comm) {
+    std::vector<float> data(16, 1.0f);
+    for (const int peer : {-1, 2, 100, comm.rank()}) {
+      for (const int call : {0, 1, 2}) {
+        try {
+          if (call == 0) comm.send(data.data(), data.size(), DataType::fp32, peer).wait();
+          if (call == 1) comm.recv(data.data(), data.size(), DataType::fp32, peer).wait();
+          if (call == 2)
+            comm.sendrecv(data.data(), peer, data.data(), 1 - comm.rank(), data.size(), DataType::fp32).wait();
+          ADD_FAILURE() << "call " << call << " to peer " << peer << " was accepted";
+        } catch (const Error& e) {
+          EXPECT_EQ(e.category(), ErrorCategory::config) << e.what();
+          EXPECT_NE(std::string(e.what()).find("peer " + std::to_string(peer) + " is not another rank"),
+                    std::string::npos)
+              << e.what();
+        }
+      }
+    }
+    // The communicator still works after the refusals.
+    const int other = 1 - comm.rank();
+    std::vector<float> in(16, 0.0f);
+    comm.sendrecv(data.data(), other, in.data(), other, data.size(), DataType::fp32).wait();
+    EXPECT_EQ(in, std::vector<float>(16, 1.0f));
+  });
+}
+
+// An exception from CommOptions::on_collective used to skip the request's
+// completion (or end the process from a progress thread).
+TEST(Collectives, ThrowingCollectiveCallbackDoesNotStopCompletion) {
+  std::atomic<int> calls{0};
+  CommOptions options;
+  options.timeout = 20s;
+  options.on_collective = [&](const CollectiveRecord&) {
+    ++calls;
+    throw std::runtime_error("callback failure");
+  };
+  run_ranks(
+      2,
+      [](Communicator& comm) {
+        for (const std::size_t count : {std::size_t{4}, std::size_t{1} << 20}) {
+          std::vector<float> data(count, 1.0f);
+          comm.all_reduce(data.data(), data.data(), count, DataType::fp32, RedOp::sum).wait();
+          EXPECT_EQ(data.front(), 2.0f);
+          EXPECT_EQ(data.back(), 2.0f);
+        }
+      },
+      options);
+  EXPECT_EQ(calls.load(), 4);
 }
 
 TEST(Collectives, DifferentCollectivesAreAnErrorNotAHang) {

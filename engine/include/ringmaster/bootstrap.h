@@ -84,6 +84,10 @@ struct PeerInfo {
   int pid = 0;
   std::string address;  // bootstrap listener, "ip:port"
   std::string ifname;   // interface it was chosen on
+  // What the layers above must agree on (the communicator's channel
+  // counts, buffer size, overrides), carried along unread: one word of
+  // printable characters without spaces, empty when none.
+  std::string settings;
 };
 
 // The outcome of a successful bootstrap: the store connection (and the
@@ -96,7 +100,10 @@ class Bootstrap {
   // true, READY; throws StageError at the first failing stage, after
   // reporting it. With finish = false the caller adds its own stages
   // (TOPOLOGY, TRANSPORT_CONNECT) with run_stage and then calls finish().
-  static std::unique_ptr<Bootstrap> run(const Config& config, const StageCallback& on_event = {}, bool finish = true);
+  // `settings` travels with this rank's PeerInfo to every rank during
+  // ADDRESS_EXCHANGE (see PeerInfo::settings).
+  static std::unique_ptr<Bootstrap> run(const Config& config, const StageCallback& on_event = {}, bool finish = true,
+                                        std::string settings = {});
   ~Bootstrap();
 
   // Runs and reports one later stage; `body` returns the stage's detail

@@ -138,7 +138,8 @@ class Communicator {
   // gets block q from rank q. Pairwise exchange over direct connections.
   Request all_to_all(const void* send, void* recv, std::size_t count, DataType type);
   // Point-to-point over the direct connection to `peer`. Matched in call
-  // order per pair of ranks; other ranks need not take part.
+  // order per pair of ranks; other ranks need not take part. A peer that is
+  // not another rank of the communicator throws Error(config).
   Request send(const void* buf, std::size_t count, DataType type, int peer);
   Request recv(void* buf, std::size_t count, DataType type, int peer);
   // Both at once (as an NCCL group of one send and one recv), so a ring of
@@ -180,6 +181,7 @@ class Communicator {
 
  private:
   explicit Communicator(std::unique_ptr<Impl> impl);
+  Request point_to_point(const void* send, int to, void* recv, int from, std::size_t count, DataType type);
   std::unique_ptr<Impl> impl_;
 };
 

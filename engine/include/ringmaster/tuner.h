@@ -116,9 +116,15 @@ class Selection {
   // What removed `index` for `c`, e.g. "NCCL_ALGO=^tree"; empty when allowed.
   std::string why_not(Collective c, int index) const;
   bool empty() const { return spec_.empty(); }
+  // What it allows, one hex digit per collective, "" when it allows
+  // everything: equal for selections that choose alike, however spelled.
+  std::string allowed_key() const;
+  // "NCCL_ALGO=ring;allreduce:tree" as given; "" when empty.
+  std::string text() const;
 
  private:
   std::string variable_, spec_;
+  std::uint8_t all_ = 0;  // the mask that allows every entry
   // Per collective (Collective enum order) a bit mask of allowed entries
   // and the section that set it.
   std::vector<std::uint8_t> allowed_;

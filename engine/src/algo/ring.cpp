@@ -23,7 +23,7 @@ Chunk chunk(std::size_t count, int n, int i) {
           count * static_cast<std::size_t>(i + 1) / static_cast<std::size_t>(n)};
 }
 
-transport::StepHeader header(const RingOp& op, int step) {
+transport::StepHeader header(const RingOp& op, std::uint64_t step) {
   return step_header(op, step);
 }
 
@@ -31,7 +31,7 @@ transport::StepHeader header(const RingOp& op, int step) {
 // prev and reduce it with `src` into `dst`, slot by slot as it arrives (dst
 // may be src). Over shared memory the peer's bytes are reduced where they
 // lie in the FIFO; other links copy them into scratch first.
-void reduce_step(RingContext& ctx, const RingOp& op, int step, const std::byte* send, std::size_t send_bytes,
+void reduce_step(RingContext& ctx, const RingOp& op, std::uint64_t step, const std::byte* send, std::size_t send_bytes,
                  const std::byte* src, std::byte* dst, std::size_t bytes) {
   std::byte* tmp = scratch_of(ctx, bytes, dst);
   const std::size_t es = size_of(op.type);
@@ -48,12 +48,12 @@ std::byte* scratch_of(RingContext& ctx, std::size_t bytes, const std::byte* towa
   return ctx.scratch.data() + offset_apart(ctx.scratch.data(), toward);
 }
 
-transport::StepHeader step_header(const RingOp& op, int step) {
+transport::StepHeader step_header(const RingOp& op, std::uint64_t step) {
   transport::StepHeader h;
   h.collective = static_cast<std::uint8_t>(op.collective);
   h.protocol = static_cast<std::uint8_t>(op.protocol);
   h.seq = op.seq;
-  h.step = static_cast<std::uint16_t>(step);
+  h.step = static_cast<std::uint16_t>(step & 0xFFFF);
   return h;
 }
 
@@ -115,7 +115,7 @@ void broadcast(RingContext& ctx, const RingOp& op, std::byte* buf, std::size_t c
   const std::size_t piece = op.slot_bytes == 0 ? std::max<std::size_t>(bytes, 1) : op.slot_bytes;
   // The chain root -> root+1 -> ... is pipelined by pieces: a rank forwards
   // piece k while its predecessor already sends piece k+1.
-  int step = 0;
+  std::uint64_t step = 0;
   for (std::size_t offset = 0; offset < bytes || step == 0; offset += piece, ++step) {
     const std::size_t length = std::min(piece, bytes - offset);
     std::byte* p = buf + offset;
@@ -131,7 +131,7 @@ void reduce(RingContext& ctx, const RingOp& op, std::byte* buf, std::size_t coun
   const std::size_t es = size_of(op.type);
   const std::size_t bytes = count * es;
   const std::size_t piece = op.slot_bytes == 0 ? std::max<std::size_t>(bytes, 1) : op.slot_bytes;
-  int step = 0;
+  std::uint64_t step = 0;
   for (std::size_t offset = 0; offset < bytes || step == 0; offset += piece, ++step) {
     const std::size_t length = std::min(piece, bytes - offset);
     std::byte* p = buf + offset;

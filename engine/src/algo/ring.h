@@ -31,7 +31,10 @@ struct RingContext {
 };
 
 // The header of step `step` of op: what the peer's must match.
-transport::StepHeader step_header(const RingOp& op, int step);
+// The header of step `step` of `op`. Steps count in 64 bits (a broadcast
+// of many slots has more than 2^31); the header carries the low 16 bits,
+// enough to tell consecutive steps apart.
+transport::StepHeader step_header(const RingOp& op, std::uint64_t step);
 
 // `bytes` of the context's scratch for a step whose bytes are reduced into
 // `toward`: placed half a page from it (core/bytes.h, offset_apart), as

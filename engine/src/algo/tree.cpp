@@ -34,7 +34,7 @@ std::array<Half, 2> halves(const RingOp& op, std::size_t count) {
 
 transport::StepHeader header(const RingOp& op, std::size_t piece, int tree, int phase) {
   return step_header(
-      op, static_cast<int>(piece * 8 + static_cast<std::size_t>(tree) * 4 + static_cast<std::size_t>(phase)));
+      op, std::uint64_t{piece} * 8 + static_cast<std::uint64_t>(tree) * 4 + static_cast<std::uint64_t>(phase));
 }
 
 enum Phase { kUp = 0, kDown = 1, kHandOff = 2 };

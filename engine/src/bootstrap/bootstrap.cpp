@@ -122,19 +122,26 @@ int recv_blob(const net::Socket& s, std::string& blob, Clock::time_point deadlin
   return s.recv_all(blob.data(), size, deadline);
 }
 
+// "rank host pid address ifname settings"; settings "-" when empty.
 std::string encode(const PeerInfo& p) {
-  return fmt::format("{} {} {} {} {}", p.rank, p.host, p.pid, p.address, p.ifname);
+  return fmt::format("{} {} {} {} {} {}", p.rank, p.host, p.pid, p.address, p.ifname,
+                     p.settings.empty() ? std::string("-") : p.settings);
 }
 
 std::optional<PeerInfo> decode(const std::string& text) {
   PeerInfo p;
   char host[256] = {}, address[128] = {}, ifname[64] = {};
-  if (std::sscanf(text.c_str(), "%d %255s %d %127s %63s", &p.rank, host, &p.pid, address, ifname) != 5) {
+  int used = 0;
+  if (std::sscanf(text.c_str(), "%d %255s %d %127s %63s %n", &p.rank, host, &p.pid, address, ifname, &used) != 5 ||
+      used == 0) {
     return std::nullopt;
   }
   p.host = host;
   p.address = address;
   p.ifname = ifname;
+  const std::string_view rest = std::string_view(text).substr(static_cast<std::size_t>(used));
+  if (rest.empty() || rest.find_first_of(" \t\n") != std::string_view::npos) return std::nullopt;
+  if (rest != "-") p.settings = std::string(rest);
   return p;
 }
 
@@ -164,8 +171,12 @@ const std::vector<StageEvent>& Bootstrap::events() const noexcept {
   return impl_->events;
 }
 
-std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallback& on_event, bool finish) {
+std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallback& on_event, bool finish,
+                                          std::string settings) {
   config.validate();
+  if (settings.find_first_of(" \t\n") != std::string::npos) {
+    throw Error(ErrorCategory::internal, "bootstrap settings must be one word: '" + settings + "'");
+  }
   auto state = std::make_unique<Impl>();
   state->config = config;
   state->on_event = on_event;
@@ -334,7 +345,7 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
       throw StageError(f);
     }
     const auto local = s.listener.local_address();
-    PeerInfo me{c.rank, hostname(), static_cast<int>(getpid()), local.to_string(), choice.name};
+    PeerInfo me{c.rank, hostname(), static_cast<int>(getpid()), local.to_string(), choice.name, settings};
     s.store->set(key(c, "addr/" + std::to_string(c.rank)), encode(me));
     s.peers.assign(c.world_size, PeerInfo{});
     s.peers[c.rank] = me;

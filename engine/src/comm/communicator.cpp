@@ -30,6 +30,7 @@
 #include "base/log.h"
 #include "base/params.h"
 #include "bootstrap/bootstrap_impl.h"
+#include "comm/settings.h"
 #include "kernels/reduce.h"
 #include "ringmaster/comm.h"
 #include "ringmaster/topology.h"
@@ -72,7 +73,17 @@ struct Request::State {
     // of several, the acquire load sees the others' statuses when it reads 1.
     if (remaining.load(std::memory_order_acquire) > 1 && remaining.fetch_sub(1, std::memory_order_acq_rel) > 1)
       return false;
-    if (on_done) std::exchange(on_done, nullptr)(status);
+    if (on_done) {
+      // A user callback (CommOptions::on_collective) must not keep the
+      // request from completing: its waiters would wait for ever.
+      try {
+        std::exchange(on_done, nullptr)(status);
+      } catch (const std::exception& e) {
+        RM_WARN(coll, "the on_collective callback threw ({}); the collective completed regardless", e.what());
+      } catch (...) {
+        RM_WARN(coll, "the on_collective callback threw; the collective completed regardless");
+      }
+    }
     finished.store(1, std::memory_order_seq_cst);
     // A waiter sets `sleeping` before it checks `finished` (both seq_cst):
     // either it saw `finished`, or this sees `sleeping` and wakes it (its
@@ -1585,24 +1596,9 @@ Communicator::~Communicator() = default;
 std::unique_ptr<Communicator> Communicator::create(const Config& config, const CommOptions& options) {
   transport::set_before_sleep(start_waiting_work);
   auto impl = std::make_unique<Impl>();
-  impl->min_channels = static_cast<int>(options.min_channels.value_or(param_int(Param::MinChannels)));
-  // Every channel is a progress thread, so by default there are no more
-  // channels than half the cores (raised to two over the network, below).
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  const int default_max = std::clamp(cores / 2, 1, 4);
-  const bool channels_given = options.max_channels || param_env(Param::MaxChannels);
-  impl->max_channels = static_cast<int>(
-      options.max_channels.value_or(param_env(Param::MaxChannels) ? param_int(Param::MaxChannels) : default_max));
-  if (!options.min_channels && !param_env(Param::MinChannels)) {
-    impl->min_channels = std::min(impl->min_channels, impl->max_channels);
-  }
-  if (impl->min_channels < 1 || impl->max_channels < impl->min_channels || impl->max_channels > 64) {
-    throw Error(ErrorCategory::config, fmt::format("NCCL_MIN_NCHANNELS={} / NCCL_MAX_NCHANNELS={}: need 1 <= min <= "
-                                                   "max <= 64",
-                                                   impl->min_channels, impl->max_channels));
-  }
-  impl->buffsize = options.buffsize.value_or(static_cast<std::size_t>(param_int(Param::BuffSize)));
-  if (impl->buffsize < 8) throw Error(ErrorCategory::config, "NCCL_BUFFSIZE must be at least 8 bytes");
+  // Checked before anything connects; the ranks agree on them once every
+  // rank's are known (comm/settings.h).
+  const auto settings = comm::LocalSettings::resolve(options);
   impl->timeout = options.timeout.value_or(std::chrono::milliseconds(param_int(Param::CollTimeout) * 1000));
   impl->on_collective = options.on_collective;
   impl->shared_memory = options.shared_memory;
@@ -1612,7 +1608,6 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
   if (!impl->net.empty() && impl->net != "socket" && impl->net != "ofi") {
     throw Error(ErrorCategory::config, "NCCL_NET=" + impl->net + ": must be Socket or OFI");
   }
-  impl->pair_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, param_int(Param::PairBytes)));
   impl->inline_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, param_int(Param::InlineBytes)));
   impl->spin = std::chrono::microseconds(std::max<std::int64_t>(0, param_int(Param::SocketSpin)));
   // The reduction kernels' level is settled here: a RINGMASTER_CPU_KERNEL
@@ -1620,45 +1615,28 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
   // failure in the middle of init.
   (void)kernels::active_level();
 
-  // NCCL_ALGO / NCCL_PROTO (or the options) are checked before anything
-  // connects: a typo or an empty set fails at once, naming the variable.
-  auto algorithms = options.algorithm ? tune::Selection::parse(tune::Selection::Kind::algorithm, "--algo",
-                                                               name_of(*options.algorithm))
-                    : param_env(Param::Algo)
-                        ? tune::Selection::parse(tune::Selection::Kind::algorithm, "NCCL_ALGO", *param_env(Param::Algo))
-                        : tune::Selection{};
-  auto protocols = options.protocol
-                       ? tune::Selection::parse(tune::Selection::Kind::protocol, "--proto", name_of(*options.protocol))
-                   : param_env(Param::Proto)
-                       ? tune::Selection::parse(tune::Selection::Kind::protocol, "NCCL_PROTO", *param_env(Param::Proto))
-                       : tune::Selection{};
   {
     // The links are not known yet: only what the overrides leave is
     // checked here (LL128 counts as possible until calibration says).
     tune::Shape any;
     any.intra.ll128 = any.inter.ll128 = true;
-    (void)tune::Tuner(any, algorithms, protocols);
+    (void)tune::Tuner(any, settings.algorithms, settings.protocols);
   }
 
-  impl->bootstrap = Bootstrap::run(config, options.on_stage, /*finish=*/false);
+  impl->bootstrap = Bootstrap::run(config, options.on_stage, /*finish=*/false, settings.encode());
   impl->rank = config.rank;
   impl->nranks = config.world_size;
   impl->p2p_sent.assign(static_cast<std::size_t>(config.world_size), 0);
   impl->p2p_received.assign(static_cast<std::size_t>(config.world_size), 0);
-  if (!channels_given && cores >= 2) {
-    // Over sockets the kernel does the copying, inside the channel's
-    // system calls: a second channel keeps a CPU busy while the first
-    // waits on its peer, and runs 1.3-1.6x faster from 1 MiB even on 2
-    // cores (docs/performance.md). Ranks that copy through shared memory
-    // themselves keep one channel per two cores. Every rank must count
-    // alike, so this looks at what all share: the hosts, and the job's
-    // NCCL_SHM_DISABLE (a rank that turns shared memory off in its own
-    // CommOptions still counts as the job does).
-    const auto& peers = impl->bootstrap->peers();
-    const bool network =
-        param_int(Param::ShmDisable) != 0 ||
-        std::any_of(peers.begin(), peers.end(), [&](const auto& p) { return p.host != peers.front().host; });
-    if (network && impl->nranks > 1) impl->max_channels = std::max(impl->max_channels, 2);
+  // Every rank computes the same agreement from what all of them asked.
+  const auto agreed = comm::agree(impl->bootstrap->peers());
+  {
+    impl->min_channels = agreed.min_channels;
+    impl->max_channels = agreed.max_channels;
+    impl->buffsize = agreed.buffsize;
+    impl->pair_bytes = agreed.pair_bytes;
+    for (const auto& line : agreed.reconciled)
+      RM_INFO(init, "Settings agreed: {}", line);
   }
   for (int c = 0; c < impl->max_channels; ++c) {
     auto channel = std::make_unique<Channel>();
@@ -1667,10 +1645,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
     impl->channels.push_back(std::move(channel));
   }
   // The trees span ranks, or hosts with their ranks chained.
-  const std::string tree_nodes = param_string(Param::TreeNodes);
-  if (tree_nodes != "rank" && tree_nodes != "host") {
-    throw Error(ErrorCategory::config, "RINGMASTER_TREE_NODES=" + tree_nodes + ": expected rank or host");
-  }
+  const std::string& tree_nodes = settings.tree_nodes;
   impl->describe_topology();
   {
     const auto& peers = impl->bootstrap->peers();
@@ -1683,7 +1658,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
     }
   }
   impl->connect_channels();
-  if (impl->nranks == 2 && !param_env(Param::PairBytes) &&
+  if (impl->nranks == 2 && !agreed.pair_bytes_given &&
       impl->channels[0]->link.next.connection->kind() != transport::TransportKind::shm) {
     // Over the network the kernel's copies, not the reduction, bound a
     // 2-rank all_reduce, and one step costs a wake-up less than two: whole
@@ -1733,9 +1708,9 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
       }
       return "tuner: " + shape.source;
     });
-    impl->algorithms = algorithms;
-    impl->protocols = protocols;
-    impl->tuner.emplace(std::move(shape), std::move(algorithms), std::move(protocols));
+    impl->algorithms = settings.algorithms;
+    impl->protocols = settings.protocols;
+    impl->tuner.emplace(std::move(shape), settings.algorithms, settings.protocols);
     if (impl->rank == 0) RM_INFO(tuning, "Tuner: {}", impl->tuner->describe());
   }
   impl->on_decision = options.on_decision;
@@ -1977,23 +1952,35 @@ Request Communicator::all_to_all(const void* send, void* recv, std::size_t count
                               });
 }
 
+namespace {
+// A point-to-point peer: another rank of the communicator.
+void check_peer(const char* call, int peer, int rank, int n) {
+  if (peer < 0 || peer >= n || peer == rank) {
+    throw Error(
+        ErrorCategory::config,
+        fmt::format("{}: peer {} is not another rank of this communicator (rank {}, size {})", call, peer, rank, n));
+  }
+}
+}  // namespace
+
 Request Communicator::send(const void* buf, std::size_t count, DataType type, int peer) {
-  return sendrecv(buf, peer, nullptr, -1, count, type);
+  check_peer("send", peer, impl_->rank, impl_->nranks);
+  return point_to_point(buf, peer, nullptr, -1, count, type);
 }
 
 Request Communicator::recv(void* buf, std::size_t count, DataType type, int peer) {
-  return sendrecv(nullptr, -1, buf, peer, count, type);
+  check_peer("recv", peer, impl_->rank, impl_->nranks);
+  return point_to_point(nullptr, -1, buf, peer, count, type);
 }
 
 Request Communicator::sendrecv(const void* send, int to, void* recv, int from, std::size_t count, DataType type) {
-  const int n = impl_->nranks;
-  for (int peer : {to, from}) {
-    if (peer >= n || peer == impl_->rank || peer < -1) {
-      throw Error(
-          ErrorCategory::config,
-          fmt::format("peer {} is not another rank of this communicator (rank {}, size {})", peer, impl_->rank, n));
-    }
-  }
+  check_peer("sendrecv", to, impl_->rank, impl_->nranks);
+  check_peer("sendrecv", from, impl_->rank, impl_->nranks);
+  return point_to_point(send, to, recv, from, count, type);
+}
+
+// to or from is -1 when that direction is not used.
+Request Communicator::point_to_point(const void* send, int to, void* recv, int from, std::size_t count, DataType type) {
   const std::size_t bytes = count * size_of(type);
   transport::StepHeader out, in;
   out.collective = in.collective = static_cast<std::uint8_t>(Collective::send_recv);

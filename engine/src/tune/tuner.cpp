@@ -87,6 +87,7 @@ Selection Selection::parse(Kind kind, std::string_view variable, std::string_vie
   s.spec_ = trim(spec);
   const int entries = kind == Kind::algorithm ? kAlgorithms : kProtocols;
   const std::uint8_t all = static_cast<std::uint8_t>((1u << entries) - 1);
+  s.all_ = all;
   s.allowed_.assign(kCollectiveCount, all);
   s.origin_.assign(kCollectiveCount, "");
   if (s.spec_.empty()) {
@@ -138,6 +139,18 @@ Selection Selection::parse(Kind kind, std::string_view variable, std::string_vie
     }
   }
   return s;
+}
+
+std::string Selection::allowed_key() const {
+  if (std::all_of(allowed_.begin(), allowed_.end(), [&](std::uint8_t m) { return m == all_; })) return {};
+  std::string key;
+  for (const std::uint8_t mask : allowed_)
+    key += "0123456789abcdef"[mask & 0xF];
+  return key;
+}
+
+std::string Selection::text() const {
+  return spec_.empty() ? std::string() : variable_ + "=" + spec_;
 }
 
 bool Selection::allows(Collective c, int index) const {

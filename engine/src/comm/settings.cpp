@@ -1,0 +1,218 @@
+#include "comm/settings.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <string_view>
+#include <thread>
+
+#include "base/params.h"
+#include "ringmaster/status.h"
+
+namespace ringmaster::comm {
+namespace {
+
+std::string hex(std::string_view text) {
+  std::string out;
+  for (const unsigned char c : text) {
+    out += "0123456789abcdef"[c >> 4];
+    out += "0123456789abcdef"[c & 0xF];
+  }
+  return out;
+}
+
+std::optional<std::string> unhex(std::string_view text) {
+  if (text.size() % 2 != 0) return std::nullopt;
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); i += 2) {
+    unsigned value = 0;
+    const auto [end, ec] = std::from_chars(text.data() + i, text.data() + i + 2, value, 16);
+    if (ec != std::errc() || end != text.data() + i + 2) return std::nullopt;
+    out += static_cast<char>(value);
+  }
+  return out;
+}
+
+template <class T>
+std::optional<T> number(const std::string& text) {
+  T value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+bool is_hex_key(const std::string& key) {
+  return std::all_of(key.begin(), key.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// "rank 0 has NCCL_ALGO=tree, rank 2 has it unset"
+std::string has(int rank, const std::string& text) {
+  return fmt::format("rank {} has {}", rank, text.empty() ? std::string("it unset") : text);
+}
+
+}  // namespace
+
+LocalSettings LocalSettings::resolve(const CommOptions& options) {
+  LocalSettings s;
+  s.min_channels = static_cast<int>(options.min_channels.value_or(param_int(Param::MinChannels)));
+  // Every channel is a progress thread, so by default there are no more
+  // channels than half the cores (raised to two over the network, in agree).
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const int default_max = std::clamp(cores / 2, 1, 4);
+  const bool channels_given = options.max_channels || param_env(Param::MaxChannels);
+  s.max_channels = static_cast<int>(
+      options.max_channels.value_or(param_env(Param::MaxChannels) ? param_int(Param::MaxChannels) : default_max));
+  s.may_raise_channels = !channels_given && cores >= 2;
+  if (!options.min_channels && !param_env(Param::MinChannels))
+    s.min_channels = std::min(s.min_channels, s.max_channels);
+  if (s.min_channels < 1 || s.max_channels < s.min_channels || s.max_channels > 64) {
+    throw Error(ErrorCategory::config, fmt::format("NCCL_MIN_NCHANNELS={} / NCCL_MAX_NCHANNELS={}: need 1 <= min <= "
+                                                   "max <= 64",
+                                                   s.min_channels, s.max_channels));
+  }
+  s.buffsize = options.buffsize.value_or(static_cast<std::size_t>(param_int(Param::BuffSize)));
+  if (s.buffsize < 8) throw Error(ErrorCategory::config, "NCCL_BUFFSIZE must be at least 8 bytes");
+  s.pair_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, param_int(Param::PairBytes)));
+  s.pair_bytes_given = param_env(Param::PairBytes).has_value();
+  s.shm_disabled = param_int(Param::ShmDisable) != 0;
+  s.tree_nodes = param_string(Param::TreeNodes);
+  if (s.tree_nodes != "rank" && s.tree_nodes != "host") {
+    throw Error(ErrorCategory::config, "RINGMASTER_TREE_NODES=" + s.tree_nodes + ": expected rank or host");
+  }
+  // NCCL_ALGO / NCCL_PROTO (or the options): a typo or an empty set fails
+  // here, before anything connects, naming the variable.
+  using Kind = tune::Selection::Kind;
+  s.algorithms = options.algorithm ? tune::Selection::parse(Kind::algorithm, "--algo", name_of(*options.algorithm))
+                 : param_env(Param::Algo)
+                     ? tune::Selection::parse(Kind::algorithm, "NCCL_ALGO", *param_env(Param::Algo))
+                     : tune::Selection{};
+  s.protocols = options.protocol ? tune::Selection::parse(Kind::protocol, "--proto", name_of(*options.protocol))
+                : param_env(Param::Proto)
+                    ? tune::Selection::parse(Kind::protocol, "NCCL_PROTO", *param_env(Param::Proto))
+                    : tune::Selection{};
+  return s;
+}
+
+std::string LocalSettings::encode() const {
+  return fmt::format("v1;minch={};maxch={};raise={};buf={};pair={};pairset={};shmoff={};tree={};algo={}/{};proto={}/{}",
+                     min_channels, max_channels, may_raise_channels ? 1 : 0, buffsize, pair_bytes,
+                     pair_bytes_given ? 1 : 0, shm_disabled ? 1 : 0, tree_nodes, algorithms.allowed_key(),
+                     hex(algorithms.text()), protocols.allowed_key(), hex(protocols.text()));
+}
+
+std::optional<LocalSettings::Wire> LocalSettings::decode(const std::string& word) {
+  std::map<std::string, std::string> fields;
+  std::size_t start = 0;
+  while (start <= word.size()) {
+    const std::size_t end = std::min(word.find(';', start), word.size());
+    const std::string item = word.substr(start, end - start);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos) {
+      if (item != "v1") return std::nullopt;
+    } else {
+      fields[item.substr(0, eq)] = item.substr(eq + 1);
+    }
+    start = end + 1;
+  }
+  Wire w;
+  const auto min = number<int>(fields["minch"]);
+  const auto max = number<int>(fields["maxch"]);
+  const auto raise = number<int>(fields["raise"]);
+  const auto buf = number<std::size_t>(fields["buf"]);
+  const auto pair = number<std::size_t>(fields["pair"]);
+  const auto pairset = number<int>(fields["pairset"]);
+  const auto shmoff = number<int>(fields["shmoff"]);
+  if (!min || !max || !raise || !buf || !pair || !pairset || !shmoff) return std::nullopt;
+  w.min_channels = *min;
+  w.max_channels = *max;
+  w.may_raise_channels = *raise != 0;
+  w.buffsize = *buf;
+  w.pair_bytes = *pair;
+  w.pair_bytes_given = *pairset != 0;
+  w.shm_disabled = *shmoff != 0;
+  w.tree_nodes = fields["tree"];
+  for (auto [name, key, text] : {std::tuple{"algo", &w.algorithms_key, &w.algorithms_text},
+                                 std::tuple{"proto", &w.protocols_key, &w.protocols_text}}) {
+    const std::string& value = fields[name];
+    const std::size_t slash = value.find('/');
+    if (slash == std::string::npos) return std::nullopt;
+    *key = value.substr(0, slash);
+    const auto decoded = unhex(std::string_view(value).substr(slash + 1));
+    if (!decoded || !is_hex_key(*key)) return std::nullopt;
+    *text = *decoded;
+  }
+  return w;
+}
+
+AgreedSettings agree(const std::vector<PeerInfo>& peers) {
+  std::vector<LocalSettings::Wire> all;
+  for (const auto& p : peers) {
+    auto w = LocalSettings::decode(p.settings);
+    if (!w) {
+      throw Error(ErrorCategory::config, fmt::format("rank {} ({}, pid {}) sent settings this rank cannot read: '{}' "
+                                                     "(are all ranks running the same Ringmaster?)",
+                                                     p.rank, p.host, p.pid, p.settings));
+    }
+    all.push_back(std::move(*w));
+  }
+
+  // What cannot be reconciled: the first rank that differs from rank 0.
+  auto same = [&](auto field, const char* what, auto text_of) {
+    for (std::size_t r = 1; r < all.size(); ++r) {
+      if (field(all[r]) == field(all[0])) continue;
+      throw Error(ErrorCategory::config,
+                  fmt::format("ranks disagree on {}: {}, {}; every rank must set the same", what,
+                              has(0, text_of(all[0])), has(static_cast<int>(r), text_of(all[r]))));
+    }
+  };
+  same([](const auto& w) { return w.algorithms_key; }, "the algorithms (NCCL_ALGO)",
+       [](const auto& w) { return w.algorithms_text; });
+  same([](const auto& w) { return w.protocols_key; }, "the protocols (NCCL_PROTO)",
+       [](const auto& w) { return w.protocols_text; });
+  same([](const auto& w) { return w.tree_nodes; }, "RINGMASTER_TREE_NODES",
+       [](const auto& w) { return "RINGMASTER_TREE_NODES=" + w.tree_nodes; });
+
+  AgreedSettings agreed;
+  // Over the network the kernel does the copying, inside the channel's
+  // system calls: a second channel keeps a CPU busy while the first waits
+  // on its peer, and runs 1.3-1.6x faster from 1 MiB even on 2 cores
+  // (docs/performance.md). Ranks that copy through shared memory
+  // themselves keep one channel per two cores.
+  const bool network = std::any_of(all.begin(), all.end(), [](const auto& w) { return w.shm_disabled; }) ||
+                       std::any_of(peers.begin(), peers.end(), [&](const auto& p) { return p.host != peers[0].host; });
+  auto channels_asked = [&](const LocalSettings::Wire& w) {
+    return w.may_raise_channels && network && peers.size() > 1 ? std::max(w.max_channels, 2) : w.max_channels;
+  };
+  // The smallest wins; `reconciled` says so when ranks differed.
+  auto smallest = [&](auto field, const char* variable) {
+    auto lo = field(all[0]);
+    auto hi = lo;
+    std::size_t lo_rank = 0;
+    for (std::size_t r = 1; r < all.size(); ++r) {
+      const auto v = field(all[r]);
+      if (v < lo) {
+        lo = v;
+        lo_rank = r;
+      }
+      hi = std::max(hi, v);
+    }
+    if (lo != hi) {
+      agreed.reconciled.push_back(
+          fmt::format("{}: ranks asked for {} to {}; all use rank {}'s {}", variable, lo, hi, lo_rank, lo));
+    }
+    return lo;
+  };
+  agreed.max_channels = smallest(channels_asked, "channels (NCCL_MAX_NCHANNELS)");
+  agreed.buffsize = smallest([](const auto& w) { return w.buffsize; }, "NCCL_BUFFSIZE");
+  agreed.pair_bytes = smallest([](const auto& w) { return w.pair_bytes; }, "RINGMASTER_PAIR_BYTES");
+  agreed.pair_bytes_given = std::any_of(all.begin(), all.end(), [](const auto& w) { return w.pair_bytes_given; });
+  int floor = 1;
+  for (const auto& w : all)
+    floor = std::max(floor, w.min_channels);
+  agreed.min_channels = std::min(floor, agreed.max_channels);
+  return agreed;
+}
+
+}  // namespace ringmaster::comm

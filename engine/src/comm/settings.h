@@ -1,0 +1,90 @@
+// Internal: the settings every rank of a communicator must share, and how
+// the ranks agree on them.
+//
+// Each rank resolves its own from CommOptions and the environment before
+// the bootstrap (LocalSettings::resolve, which throws Error(config) naming
+// the variable), sends them with its address during ADDRESS_EXCHANGE
+// (PeerInfo::settings), and every rank then computes the same agreement
+// from all of them (agree):
+//
+// - channels: the smallest maximum wins, as NCCL takes the minimum channel
+//   count; the floor is the largest minimum, capped by that;
+// - NCCL_BUFFSIZE and RINGMASTER_PAIR_BYTES: the smallest wins;
+// - NCCL_ALGO, NCCL_PROTO (or --algo, --proto) and RINGMASTER_TREE_NODES
+//   cannot be reconciled: ranks that differ fail at init, naming the
+//   variable and two ranks that differ.
+//
+// Without this, a rank with NCCL_MAX_NCHANNELS=1 and one with 2 waited for
+// each other's channels until the bootstrap timeout.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ringmaster/bootstrap.h"
+#include "ringmaster/comm.h"
+#include "ringmaster/tuner.h"
+
+namespace ringmaster::comm {
+
+// What one rank asks for.
+struct LocalSettings {
+  int min_channels = 1;
+  int max_channels = 1;
+  // Neither NCCL_MAX_NCHANNELS nor the option set the maximum and the host
+  // has two cores or more: over the network it may be raised to 2.
+  bool may_raise_channels = false;
+  std::size_t buffsize = 4 << 20;
+  std::size_t pair_bytes = 16384;
+  bool pair_bytes_given = false;  // RINGMASTER_PAIR_BYTES is set
+  bool shm_disabled = false;      // the job's NCCL_SHM_DISABLE
+  std::string tree_nodes = "rank";
+  tune::Selection algorithms;
+  tune::Selection protocols;
+
+  // From the options, falling back on the environment; throws
+  // Error(config) naming the variable for a value out of range.
+  static LocalSettings resolve(const CommOptions& options);
+
+  // One word of printable characters (PeerInfo::settings) and back;
+  // decode returns nothing for a malformed word.
+  std::string encode() const;
+  struct Wire;
+  static std::optional<Wire> decode(const std::string& word);
+};
+
+// What a rank sent: numbers as they were, the selections as their
+// allowed_key() and their text.
+struct LocalSettings::Wire {
+  int min_channels = 1;
+  int max_channels = 1;
+  bool may_raise_channels = false;
+  std::size_t buffsize = 0;
+  std::size_t pair_bytes = 0;
+  bool pair_bytes_given = false;
+  bool shm_disabled = false;
+  std::string tree_nodes;
+  std::string algorithms_key, algorithms_text;
+  std::string protocols_key, protocols_text;
+};
+
+// What every rank uses.
+struct AgreedSettings {
+  int min_channels = 1;
+  int max_channels = 1;
+  std::size_t buffsize = 0;
+  std::size_t pair_bytes = 0;
+  bool pair_bytes_given = false;  // by any rank: then it is not raised for 2-rank sockets
+  // Where ranks asked for different values and which won, for the log;
+  // empty when they all asked alike.
+  std::vector<std::string> reconciled;
+};
+
+// The agreement from every rank's PeerInfo::settings (peers in rank
+// order). Throws Error(config) when ranks differ on what cannot be
+// reconciled, or a rank's settings cannot be read.
+AgreedSettings agree(const std::vector<PeerInfo>& peers);
+
+}  // namespace ringmaster::comm
