@@ -6,6 +6,7 @@
 // input (run_perf's #wrong). The representative subset runs under the
 // `integration` label; the full matrix (every dtype x op x size x ranks)
 // under `slow`, selected with --gtest_filter=FullMatrix*.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -887,6 +888,123 @@ TEST(Collectives, ThrowingCollectiveCallbackDoesNotStopCompletion) {
       },
       options);
   EXPECT_EQ(calls.load(), 4);
+}
+
+// After an abort every queued call used to log a WARN of its own: millions
+// of lines and a slow exit. Now the first failure is logged, the rest are
+// counted in one line when the communicator goes.
+TEST(Collectives, FailuresAfterAnAbortAreCountedNotLoggedOneByOne) {
+  const std::string path = "/tmp/ringmaster-abort-log-" + std::to_string(::getpid());
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  ::dup2(fd, 2);
+  constexpr int kCalls = 2000;
+  std::atomic<int> failed{0};
+  CommOptions options;
+  options.timeout = 10s;
+  const auto start = std::chrono::steady_clock::now();
+  run_ranks(
+      2,
+      [&](Communicator& comm) {
+        std::vector<float> data(4, 1.0f);
+        comm.all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
+        if (comm.rank() == 0) comm.abort();
+        std::vector<Request> requests;
+        for (int i = 0; i < kCalls; ++i)
+          requests.push_back(comm.all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum));
+        for (auto& r : requests) {
+          try {
+            r.wait();
+          } catch (const Error&) {
+            ++failed;
+          }
+        }
+      },
+      options);
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  ::close(fd);
+  std::ifstream in(path);
+  std::string line;
+  int failure_lines = 0, summary_lines = 0;
+  while (std::getline(in, line)) {
+    if (line.find("WARN COLL") == std::string::npos) continue;
+    if (line.find("more collective part(s) failed") != std::string::npos) {
+      ++summary_lines;
+    } else if (line.find(" failed: ") != std::string::npos) {
+      ++failure_lines;
+    }
+  }
+  std::filesystem::remove(path);
+  EXPECT_EQ(failed.load(), 2 * kCalls);
+  EXPECT_LE(failure_lines, 2) << "one per communicator";
+  EXPECT_GE(failure_lines, 1);
+  EXPECT_GE(summary_lines, 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
+// Connections to a rank's bootstrap port that are not a rank's (a port
+// scanner, a health check, a stale rank of an earlier job) used to fail
+// init ("unexpected hello") or block it until the deadline. They are
+// dropped now: here one stranger sends garbage before the ring forms, and
+// before the channels connect another sends garbage and a third nothing.
+TEST(Collectives, StrayConnectionsOnTheBootstrapPortAreDropped) {
+  const auto port = free_port();
+  std::mutex strays_mutex;
+  std::vector<net::Socket> strays;
+  std::string rank1_listener;
+  auto stray = [&](bool garbage) {
+    auto address = net::SocketAddress::parse(rank1_listener);
+    ASSERT_TRUE(address.has_value()) << rank1_listener;
+    net::Socket s;
+    ASSERT_EQ(net::Socket::connect(*address, std::chrono::steady_clock::now() + 2s, s), 0);
+    if (garbage) {
+      const char junk[] = "GET / HTTP/1.0\r\n\r\n-------------";
+      ASSERT_EQ(s.send_all(junk, sizeof(junk), std::chrono::steady_clock::now() + 2s), 0);
+    }
+    std::lock_guard lock(strays_mutex);
+    strays.push_back(std::move(s));
+  };
+  std::vector<std::string> errors(2);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      CommOptions options;
+      options.on_stage = [&, r](const StageEvent& e) {
+        if (r == 1 && e.stage == Stage::bootstrap_listen) {
+          rank1_listener = e.detail.substr(0, e.detail.find(' '));
+          stray(true);
+        }
+        if (r == 1 && e.stage == Stage::address_exchange) {
+          stray(true);
+          stray(false);
+        }
+        // Rank 0 lets the strangers come first.
+        if (r == 0 && (e.stage == Stage::bootstrap_listen || e.stage == Stage::address_exchange)) {
+          std::this_thread::sleep_for(300ms);
+        }
+      };
+      try {
+        auto comm = Communicator::create(rank_config(r, 2, port), options);
+        std::vector<float> data(1000, 1.0f);
+        comm->all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
+        if (data.front() != 2.0f) throw std::runtime_error("all_reduce gave " + std::to_string(data.front()));
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  EXPECT_EQ(strays.size(), 3u);
+  // The silent stranger costs its hello wait (5 s), not the 30 s deadline.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
 }
 
 TEST(Collectives, DifferentCollectivesAreAnErrorNotAHang) {

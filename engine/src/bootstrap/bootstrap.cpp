@@ -393,16 +393,37 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
     }
     out.set_nodelay();
     s.ring_next = std::move(out);
-    std::uint32_t got[2] = {};
-    net::Socket in = s.listener.accept(deadline, err);
-    if (err == 0) err = in.recv_all(got, sizeof(got), deadline);
-    if (err == 0 && (got[0] != kRingHelloMagic || static_cast<int>(got[1]) != prev)) err = EPROTO;
+    // A connection that does not say prev's ring hello at once (a port
+    // scanner, a health check, a stale rank of an earlier job) is dropped,
+    // and the listener keeps accepting until the deadline.
+    net::Socket in;
+    int dropped = 0;
+    std::string last_dropped;
+    while (!in.valid()) {
+      net::Socket candidate = s.listener.accept(deadline, err);
+      if (err != 0) break;
+      std::uint32_t got[2] = {};
+      const int hello_err = candidate.recv_all(got, sizeof(got), std::min(deadline, Clock::now() + kHelloWait));
+      if (hello_err == 0 && got[0] == kRingHelloMagic && static_cast<int>(got[1]) == prev) {
+        in = std::move(candidate);
+        break;
+      }
+      ++dropped;
+      last_dropped = fmt::format("{} ({})", candidate.peer_address().to_string(),
+                                 hello_err != 0 ? net::errno_text(hello_err)
+                                                : std::string("not rank ") + std::to_string(prev) + "'s ring hello");
+      RM_INFO(bootstrap, "dropped a connection on the bootstrap port from {}", last_dropped);
+    }
     if (err != 0) {
       auto f = stages.failure(fmt::format("rank {} did not connect to this rank", prev));
       f.category = err == ETIMEDOUT ? ErrorCategory::timeout : ErrorCategory::network;
       f.peer_rank = prev;
       f.local_address = s.listener.local_address().to_string() + " on " + s.ifname;
-      f.errno_text = err == EPROTO ? "unexpected hello on the bootstrap port" : net::errno_text(err);
+      f.errno_text = net::errno_text(err);
+      if (dropped > 0) {
+        f.errno_text +=
+            fmt::format("; {} other connection(s) dropped for a wrong hello, the last from {}", dropped, last_dropped);
+      }
       f.timeout = c.bootstrap_timeout;
       f.hint = hint_ring_accept(prev);
       throw StageError(f);

@@ -2,6 +2,7 @@
 // (topology, transports) inside the engine.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -12,6 +13,11 @@
 #include "store/client.h"
 
 namespace ringmaster {
+
+// How long a connection accepted on the bootstrap port has to say its
+// hello before it is dropped: ranks send theirs right after connecting, so
+// only strangers (scanners, health checks, stale ranks) take longer.
+inline constexpr std::chrono::seconds kHelloWait{5};
 
 struct Bootstrap::Impl {
   Config config;

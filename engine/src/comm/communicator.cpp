@@ -320,6 +320,12 @@ struct Communicator::Impl {
   std::optional<bool> shared_memory;  // CommOptions' override of NCCL_SHM_DISABLE
   std::string net;                    // NCCL_NET, lower case: "", "socket" or "ofi"
   std::atomic<bool> aborted{false};
+  // The first failed collective part is logged; once it has been, every
+  // later one (after an abort: each queued call) is only counted, and the
+  // count logged once at the end. Millions of queued calls made millions
+  // of lines and a slow exit.
+  std::atomic<bool> failure_logged{false};
+  std::atomic<std::uint64_t> failures_unlogged{0};
   std::uint64_t next_seq = 0;
   // Point-to-point messages are numbered per pair and direction, so they
   // are checked without involving the other ranks' sequence.
@@ -337,6 +343,9 @@ struct Communicator::Impl {
     }
     for (auto& c : channels) {
       if (c->thread.joinable()) c->thread.join();
+    }
+    if (const auto n = failures_unlogged.load(); n > 0) {
+      RM_WARN(coll, "{} more collective part(s) failed after the first failure (not logged one by one)", n);
     }
   }
 
@@ -396,7 +405,11 @@ struct Communicator::Impl {
         channel.link.flush();
       } catch (const Error& e) {
         status = e.status();
-        RM_WARN(coll, "channel {}: {} #{} failed: {}", c, name_of(op.collective), op.seq, e.what());
+        if (!impl->failure_logged.exchange(true, std::memory_order_relaxed)) {
+          RM_WARN(coll, "channel {}: {} #{} failed: {}", c, name_of(op.collective), op.seq, e.what());
+        } else {
+          impl->failures_unlogged.fetch_add(1, std::memory_order_relaxed);
+        }
         impl->abort();
       } catch (const std::exception& e) {
         status = Status(ErrorCategory::internal, e.what());
@@ -1309,13 +1322,30 @@ struct Communicator::Impl {
         return fmt::format("p2p : {} -> {} connected to {}", where(rank), where(peer), b.peers[peer].address);
       });
     }
-    // What failed while accepting this rank's connections: err, or EPROTO
-    // for a hello that does not fit.
+    // Connections on the bootstrap port that are not a rank's (no hello in
+    // time, or one that does not fit): dropped and counted, so a port
+    // scanner or a stale rank of an earlier job cannot stop init.
+    struct StrayConnections {
+      int count = 0;
+      std::string last;
+      void drop(net::Socket& socket, int err) {
+        ++count;
+        last = fmt::format("{} ({})", socket.peer_address().to_string(),
+                           err == EPROTO ? std::string("not a channel hello of this job") : net::errno_text(err));
+        RM_INFO(init, "dropped a connection on the bootstrap port from {}", last);
+        socket = net::Socket();
+      }
+      std::string note() const {
+        return count == 0 ? std::string()
+                          : fmt::format(" ({} stray connection(s) dropped, the last from {})", count, last);
+      }
+    } stray;
+    // What failed while accepting this rank's connections.
     auto accept_failed = [&](const std::string& what, int err) {
       auto f = bootstrap->failure(Stage::transport_connect, what);
       f.peer_rank = prev;
       f.local_address = b.listener.local_address().to_string();
-      f.errno_text = err == EPROTO ? "unexpected hello on the bootstrap port" : net::errno_text(err);
+      f.errno_text = net::errno_text(err);
       f.timeout = b.config.bootstrap_timeout;
       f.hint = "Rank " + std::to_string(prev) + " failed while opening its channels; check its log.";
       throw StageError(f);
@@ -1342,21 +1372,30 @@ struct Communicator::Impl {
       for (std::size_t got = 0; got < expected; ++got) {
         int err = 0;
         net::Socket in = b.listener.accept(deadline, err);
+        if (err != 0) {
+          accept_failed(
+              fmt::format("rank {} did not open all {} channels to this rank{}", prev, channels.size(), stray.note()),
+              err);
+        }
+        // A connection that does not say a hello and an offer at once is
+        // dropped (stray.drop), and the listener keeps accepting.
+        const auto hello_deadline = std::min(deadline, net::Clock::now() + kHelloWait);
         std::uint32_t hello[3] = {};
         transport::Offer offer;
-        if (err == 0) err = in.recv_all(hello, sizeof(hello), deadline);
+        err = in.recv_all(hello, sizeof(hello), hello_deadline);
         if (err == 0 && hello[0] == kExtraSocketHelloMagic) {
           // A further socket of a connection answered already, come before
           // another rank's first one: kept for the stage below.
           std::uint32_t index = 0;
-          err = in.recv_all(&index, sizeof(index), deadline);
+          err = in.recv_all(&index, sizeof(index), hello_deadline);
           if (err == 0) {
             early_sockets.push_back({{hello[0], hello[1], hello[2], index}, std::move(in)});
             --got;
             continue;
           }
         }
-        if (err == 0) err = in.recv_all(&offer, sizeof(offer), deadline);
+        if (err == 0 && hello[0] != kChannelHelloMagic) err = EPROTO;  // before waiting for an offer
+        if (err == 0) err = in.recv_all(&offer, sizeof(offer), hello_deadline);
         const bool direct = hello[2] == kMeshConnection;
         if (err == 0 && offer.magic != transport::kOfferMagic) err = EPROTO;
         if (err == 0 && direct &&
@@ -1369,7 +1408,9 @@ struct Communicator::Impl {
           err = EPROTO;
         }
         if (err != 0) {
-          accept_failed(fmt::format("rank {} did not open all {} channels to this rank", prev, channels.size()), err);
+          stray.drop(in, err);
+          --got;
+          continue;
         }
         in.set_nodelay();
         const int peer = static_cast<int>(hello[1]);
@@ -1562,7 +1603,12 @@ struct Communicator::Impl {
           in = std::move(early_sockets[got].socket);
         } else {
           in = b.listener.accept(deadline, err);
-          if (err == 0) err = in.recv_all(hello.data(), sizeof(hello), deadline);
+          if (err != 0) {
+            accept_failed(fmt::format("rank {} did not open all {} sockets of its channels to this rank{}", prev,
+                                      striped.front().sockets, stray.note()),
+                          err);
+          }
+          err = in.recv_all(hello.data(), sizeof(hello), std::min(deadline, net::Clock::now() + kHelloWait));
         }
         std::size_t which = striped.size();
         for (std::size_t i = 0; err == 0 && i < striped.size(); ++i) {
@@ -1573,9 +1619,9 @@ struct Communicator::Impl {
           err = EPROTO;
         }
         if (err != 0) {
-          accept_failed(fmt::format("rank {} did not open all {} sockets of its channels to this rank", prev,
-                                    striped.front().sockets),
-                        err);
+          stray.drop(in, err);
+          --got;
+          continue;
         }
         in.set_nodelay();
         in.set_buffer_sizes(4 << 20);
