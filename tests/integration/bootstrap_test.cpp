@@ -270,15 +270,18 @@ TEST(InitFails, BootstrapRingBlockedWhileStoreWorks) {
 }
 
 TEST(InitFails, BadEnvironmentNamesTheVariable) {
-  auto run = [](std::map<std::string, std::string> env) {
-    auto child = testing_support::spawn({RINGMASTER_CLI, "probe"}, env);
+  // Fails before any stage, with a configuration error that names the
+  // variable and its value.
+  auto check = [](std::map<std::string, std::string> env, const std::string& named) {
+    auto child = testing_support::spawn({RINGMASTER_CLI, "probe"}, env, /*with_stderr=*/true);
     child.finish();
-    return child.exit_code();
+    EXPECT_NE(child.exit_code(), 0) << child.output;
+    EXPECT_NE(child.output.find("config error: " + named), std::string::npos) << child.output;
+    EXPECT_EQ(child.output.find("RESOLVE_MASTER"), std::string::npos) << "a stage ran: " << child.output;
   };
-  // The message goes to stderr; the exit code says it failed before any stage.
-  EXPECT_NE(run({{"RANK", "abc"}, {"WORLD_SIZE", "2"}}), 0);
-  EXPECT_NE(run({{"RANK", "2"}, {"WORLD_SIZE", "2"}}), 0);
-  EXPECT_NE(run({{"MASTER_PORT", "70000"}}), 0);
+  check({{"RANK", "abc"}, {"WORLD_SIZE", "2"}}, "RANK=abc is not an integer");
+  check({{"RANK", "2"}, {"WORLD_SIZE", "2"}}, "RANK=2 must be in [0, WORLD_SIZE=2)");
+  check({{"MASTER_PORT", "70000"}}, "MASTER_PORT=70000 is out of range");
 }
 
 std::string run_cli(const std::vector<std::string>& args, int* exit_code = nullptr) {

@@ -64,8 +64,10 @@ struct ChildProcess {
 };
 
 // Starts `argv` with the current environment plus `env` (which wins);
-// stdout is captured, stderr goes to the test's stderr.
-inline ChildProcess spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
+// stdout is captured, stderr goes to the test's stderr unless
+// `with_stderr` captures it too (interleaved with stdout).
+inline ChildProcess spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                          bool with_stderr = false) {
   std::map<std::string, std::string> merged;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry(*e);
@@ -91,6 +93,7 @@ inline ChildProcess spawn(const std::vector<std::string>& argv, const std::map<s
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, pipefd[1], 1);
+  if (with_stderr) posix_spawn_file_actions_adddup2(&actions, pipefd[1], 2);
   ChildProcess child;
   const int rc = posix_spawn(&child.pid, args[0], &actions, nullptr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);

@@ -84,6 +84,10 @@ TEST(TopoCli, BadFileIsNamed) {
   const auto run = cli({"topo", "show", "--file", bad});
   EXPECT_EQ(run.code, 1);  // the message goes to stderr; stdout stays empty
   EXPECT_TRUE(run.out.empty()) << run.out;
+  // The message names the file, the line and what was wrong there.
+  auto child = testing_support::spawn({RINGMASTER_CLI, "topo", "show", "--file", bad}, {}, /*with_stderr=*/true);
+  child.finish();
+  EXPECT_NE(child.output.find(bad + ":3: unknown element <pcie> inside <cpu>"), std::string::npos) << child.output;
 }
 
 }  // namespace
