@@ -1342,6 +1342,55 @@ TEST(Collectives, UnwaitedSmallCollectiveProgressesWhileTheCallerBlocksElsewhere
   EXPECT_EQ(done.load(), 2);
 }
 
+// A small collective is parked for its caller to run when it waits. A
+// caller that blocks outside the engine after submitting (a pipe, another
+// library's barrier, here a sleep) used to hold its peers until it came
+// back; the parked work is now taken over by the progress thread within
+// milliseconds. Ranks are processes here: in one process a waiting rank's
+// thread hands every parked collective of the process over, which hid the
+// stall.
+TEST(Collectives, SubmittedCollectiveCompletesWhileItsCallerSleepsElsewhere) {
+  for (const int n : {2, 3}) {
+    for (const std::size_t count : {std::size_t{2}, std::size_t{16384}}) {  // 8 B and 64 KiB of floats
+      SCOPED_TRACE(std::to_string(n) + " ranks, " + std::to_string(count * 4) + " bytes");
+      const auto port = free_port();
+      std::vector<pid_t> children;
+      for (int r = 0; r < n; ++r) {
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+          // Exit codes: 0 done in time, 1 a wrong result, 2 waited for rank
+          // 0's caller, 3 an error.
+          int code = 0;
+          try {
+            auto comm = Communicator::create(rank_config(r, n, port));
+            std::vector<float> data(count, 1.0f);
+            comm->barrier().wait();
+            const auto start = std::chrono::steady_clock::now();
+            auto request = comm->all_reduce(data.data(), data.data(), count, DataType::fp32, RedOp::sum);
+            if (r == 0) std::this_thread::sleep_for(1500ms);  // busy elsewhere, not in the engine
+            request.wait();
+            if (r != 0 && std::chrono::steady_clock::now() - start > 750ms) code = 2;
+            if (data[count - 1] != static_cast<float>(n)) code = 1;
+            comm->barrier().wait();
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "rank %d: %s\n", r, e.what());
+            code = 3;
+          }
+          std::fflush(nullptr);
+          ::_exit(code);
+        }
+        children.push_back(pid);
+      }
+      for (int r = 0; r < n; ++r) {
+        int status = 0;
+        ::waitpid(children[static_cast<std::size_t>(r)], &status, 0);
+        ASSERT_TRUE(WIFEXITED(status)) << "rank " << r;
+        EXPECT_EQ(WEXITSTATUS(status), 0) << "rank " << r << " (2: it waited for rank 0's caller)";
+      }
+    }
+  }
+}
+
 TEST(Collectives, CountersAndRecordsReportTraffic) {
   std::atomic<int> records{0};
   CommOptions options;
