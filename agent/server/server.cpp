@@ -23,6 +23,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include <cctype>
 #include <cstdio>
 #include <deque>
 #include <set>
@@ -31,6 +32,7 @@
 #include "metrics.h"
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/agent/server.h"
+#include "ringmaster/comm.h"
 #include "ringmaster/status.h"
 #include "ringmaster/topology.h"
 #include "runs.h"
@@ -50,6 +52,30 @@ namespace {
 template <class... Args>
 void agent_log(fmt::format_string<Args...> format, Args&&... args) {
   std::fprintf(stderr, "ringmaster-agent: %s\n", fmt::format(format, std::forward<Args>(args)...).c_str());
+}
+
+// What this host's ranks can use, from the engine's own checks, in the
+// order the engine prefers them: "shm", "ofi", "socket".
+std::string lower(std::string text) {
+  for (char& c : text)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+json usable_transports() {
+  json out = json::array();
+  for (const auto& t : transport_availability()) {
+    if (t.usable) out.push_back(lower(t.name));
+  }
+  return out;
+}
+
+json unusable_transports() {
+  json out = json::array();
+  for (const auto& t : transport_availability()) {
+    if (!t.usable) out.push_back({{"name", lower(t.name)}, {"why", t.why}});
+  }
+  return out;
 }
 
 json interfaces() {
@@ -326,7 +352,8 @@ json AgentServer::Impl::inventory() const {
           {"topology", topology},
           {"topology_summary", topology_summary},
           {"interfaces", interfaces()},
-          {"transports", json::array({"socket"})},
+          {"transports", usable_transports()},
+          {"transports_unusable", unusable_transports()},
           {"clock_us", wall_us()},
           {"uptime_s", std::chrono::duration<double>(Clock::now() - started).count()},
           {"runs", runs->active()},

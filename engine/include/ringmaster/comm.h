@@ -93,6 +93,17 @@ struct ConnectionInfo {
   int sockets = 1;        // over SOCKET: how many carry it (RINGMASTER_NSOCKS_PER_CHANNEL)
 };
 
+// Whether a transport can carry connections from this host, as far as can
+// be told without a peer: shared memory needs a writable /dev/shm with room
+// for a segment and NCCL_SHM_DISABLE unset; libfabric a provider on
+// `interface` (empty: any); sockets are always there. In priority order.
+struct TransportAvailability {
+  std::string name;  // "SHM", "OFI", "SOCKET"
+  bool usable = false;
+  std::string why;  // when not usable
+};
+std::vector<TransportAvailability> transport_availability(const std::string& interface = {});
+
 struct CommOptions {
   // Overrides of NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS / NCCL_ALGO /
   // NCCL_PROTO / NCCL_BUFFSIZE / RINGMASTER_COLL_TIMEOUT. A forced
