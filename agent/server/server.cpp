@@ -62,20 +62,19 @@ std::string lower(std::string text) {
   return text;
 }
 
-json usable_transports() {
-  json out = json::array();
+// {"transports": [usable names], "transports_unusable": [{name, why}]},
+// from one look at the host.
+json transports() {
+  json usable = json::array();
+  json unusable = json::array();
   for (const auto& t : transport_availability()) {
-    if (t.usable) out.push_back(lower(t.name));
+    if (t.usable) {
+      usable.push_back(lower(t.name));
+    } else {
+      unusable.push_back({{"name", lower(t.name)}, {"why", t.why}});
+    }
   }
-  return out;
-}
-
-json unusable_transports() {
-  json out = json::array();
-  for (const auto& t : transport_availability()) {
-    if (!t.usable) out.push_back({{"name", lower(t.name)}, {"why", t.why}});
-  }
-  return out;
+  return {{"transports", std::move(usable)}, {"transports_unusable", std::move(unusable)}};
 }
 
 json interfaces() {
@@ -346,22 +345,22 @@ class Session : public std::enable_shared_from_this<Session> {
 };
 
 json AgentServer::Impl::inventory() const {
-  return {{"hostname", hostname},
-          {"agent_version", kAgentVersion},
-          {"protocol", kProtocolVersion},
-          {"topology", topology},
-          {"topology_summary", topology_summary},
-          {"interfaces", interfaces()},
-          {"transports", usable_transports()},
-          {"transports_unusable", unusable_transports()},
-          {"clock_us", wall_us()},
-          {"uptime_s", std::chrono::duration<double>(Clock::now() - started).count()},
-          {"runs", runs->active()},
-          {"runs_started", runs->runs_started()},
-          {"runs_failed", runs->runs_failed()},
-          {"faults", faults->active()},
-          {"fault_injection", options.allow_fault_injection},
-          {"pid", ::getpid()}};
+  json out = {{"hostname", hostname},
+              {"agent_version", kAgentVersion},
+              {"protocol", kProtocolVersion},
+              {"topology", topology},
+              {"topology_summary", topology_summary},
+              {"interfaces", interfaces()},
+              {"clock_us", wall_us()},
+              {"uptime_s", std::chrono::duration<double>(Clock::now() - started).count()},
+              {"runs", runs->active()},
+              {"runs_started", runs->runs_started()},
+              {"runs_failed", runs->runs_failed()},
+              {"faults", faults->active()},
+              {"fault_injection", options.allow_fault_injection},
+              {"pid", ::getpid()}};
+  out.update(transports());
+  return out;
 }
 
 void AgentServer::Impl::broadcast(const json& event) {
