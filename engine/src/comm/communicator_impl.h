@@ -1,0 +1,168 @@
+// Internal: what a communicator holds (Communicator::Impl) and the pieces
+// that work on it, one file each:
+//
+//   communicator.cpp     the facade: create() runs init in order, accessors
+//   settings.cpp         settings resolved per rank and agreed by all
+//   topology_stage.cpp   the TOPOLOGY stage: hosts, hardware, ring order
+//   transport/setup.cpp  TRANSPORT_CONNECT: every connection and its transport
+//   tune/calibrate.cpp   the links measured for the tuner
+//   enqueue.cpp          choosing, splitting and queueing a call (submit)
+//   channel.cpp          channels' progress threads and parked work
+//   request.cpp          waiting for a call
+//   collectives.cpp      every collective's and point-to-point call's work
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "algo/ring.h"
+#include "algo/tree.h"
+#include "comm/channel.h"
+#include "comm/request.h"
+#include "ringmaster/comm.h"
+#include "ringmaster/tuner.h"
+
+namespace ringmaster {
+
+using comm::Channel;
+
+struct Communicator::Impl {
+  std::unique_ptr<Bootstrap> bootstrap;
+  int rank = 0;
+  int nranks = 1;
+  int min_channels = 1;
+  int max_channels = 2;
+  std::optional<tune::Tuner> tuner;
+  // What the tuner picked per (collective, bytes); asked once per size.
+  struct Choice {
+    Algorithm algorithm = Algorithm::ring;
+    Protocol protocol = Protocol::simple;
+    int channels = 1;
+  };
+  using Choices = std::map<std::pair<Collective, std::size_t>, Choice>;
+  Choices choices;
+  // What NCCL_ALGO / NCCL_PROTO (or the options) allow, and per select()
+  // (algorithm and protocol index + 1, 0 for none) the tuner narrowed
+  // further and its picks: perf --candidates switches between them call
+  // by call, and each decides a size once.
+  tune::Selection algorithms, protocols;
+  struct Narrowed {
+    std::optional<tune::Tuner> tuner;
+    Choices choices;
+  };
+  std::map<std::pair<int, int>, Narrowed> narrowed;
+  Narrowed* selected = nullptr;  // none: the tuner as init made it
+  std::optional<std::pair<std::pair<Collective, std::size_t>, Choice>> last_choice;
+  std::function<void(const tune::Decision&)> on_decision;
+  // The double binary trees: what they span (node_of), and per root.
+  std::vector<int> tree_node_of;
+  std::map<int, algo::DoubleTree> trees;
+  std::size_t buffsize = 4 << 20;
+  std::chrono::milliseconds timeout{60000};
+  std::chrono::microseconds spin{50};
+  std::size_t inline_bytes = 65536;  // collectives up to this size may run on the calling thread
+  std::size_t pair_bytes = 16384;    // 2-rank all_reduce up to this size: one whole-input exchange
+  std::function<void(const CollectiveRecord&)> on_collective;
+  std::vector<std::unique_ptr<Channel>> channels;
+  std::vector<ConnectionInfo> connection_infos;
+  std::optional<bool> shared_memory;  // CommOptions' override of NCCL_SHM_DISABLE
+  std::string net;                    // NCCL_NET, lower case: "", "socket" or "ofi"
+  std::atomic<bool> aborted{false};
+  // The first failed collective part is logged; once it has been, every
+  // later one (after an abort: each queued call) is only counted, and the
+  // count logged once at the end. Millions of queued calls made millions
+  // of lines and a slow exit.
+  std::atomic<bool> failure_logged{false};
+  std::atomic<std::uint64_t> failures_unlogged{0};
+  std::uint64_t next_seq = 0;
+  // Point-to-point messages are numbered per pair and direction, so they
+  // are checked without involving the other ranks' sequence.
+  std::vector<std::uint64_t> p2p_sent, p2p_received;
+
+  ~Impl();
+
+  // Fails every pending and future call; returns at once.
+  void abort();
+
+  // The tuner's pick for a call, remembered per (collective, bytes).
+  Choice choose(Collective collective, std::size_t bytes);
+
+  // The double binary tree with `root` first (-1: rank 0).
+  const algo::DoubleTree& tree_for(int root);
+
+  // The TOPOLOGY stage (topology_stage.cpp).
+  void describe_topology();
+
+  // TRANSPORT_CONNECT's connections (transport/setup.cpp does the work).
+  void connect_channels();
+
+  // The links measured for the tuner (tune/calibrate.cpp).
+  tune::LinkModel calibrate(tune::Shape& shape);
+
+  // A collective's request state and its bookkeeping; JobOf adds its work
+  // in the same allocation. Its queued parts hold it by a plain pointer (a
+  // closure small enough for std::function to keep without allocating):
+  // the job keeps itself alive until its last part has finished.
+  struct Job : Request::State {
+    Impl* impl = nullptr;
+    algo::RingOp op;
+    int nch = 1;
+    std::shared_ptr<Job> self;
+
+    // A parked job (see submit) is a small collective: channel 0 alone.
+    static void run_parked(void* job);
+
+    // Part c on `channel`; completes the request when it is the last part.
+    void run(Channel& channel, int c);
+
+   protected:
+    Job() = default;
+    ~Job() = default;
+    // Part c of nch of the collective, on `channel`.
+    virtual void execute(Channel& channel, int c) = 0;
+  };
+
+  // Work is called as work(channel, index, nchannels, op).
+  template <class Work>
+  struct JobOf final : Job {
+    explicit JobOf(Work&& w) : work(std::move(w)) {}
+    Work work;
+    void execute(Channel& channel, int c) override { work(channel, c, nch, op); }
+  };
+
+  // Splits a collective of `bytes` across channels and queues
+  // work(channel, index, nchannels, op) on each: one allocation a call.
+  template <class Work>
+  Request submit(Collective collective, std::size_t bytes, DataType type, RedOp op, int root, Work work,
+                 int forced_channels = 0) {
+    return start(std::make_shared<JobOf<Work>>(std::move(work)), collective, bytes, type, op, root, forced_channels);
+  }
+
+  Request start(std::shared_ptr<Job> job, Collective collective, std::size_t bytes, DataType type, RedOp op, int root,
+                int forced_channels);
+
+  // Work that runs whole on channel 0 (direct connections). Point-to-point
+  // calls do not take a collective sequence number: other ranks need not
+  // make them.
+  template <class Work>
+  Request submit_single(Collective collective, std::size_t bytes, DataType type, Work work, bool numbered = true) {
+    auto request = submit(
+        collective, bytes, type, RedOp::sum, 0,
+        [work = std::move(work)](Channel& ch, int, int, const algo::RingOp& op) { work(ch, op); },
+        /*channels=*/1);
+    if (!numbered) --next_seq;  // give back the number submit() took
+    return request;
+  }
+
+  algo::RingContext context(Channel& c) { return algo::RingContext{c.link, rank, nranks, c.scratch}; }
+};
+
+}  // namespace ringmaster
