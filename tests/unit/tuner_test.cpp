@@ -14,6 +14,7 @@
 #include "ringmaster/topology.h"
 #include "ringmaster/tuner.h"
 #include "tune/cache.h"
+#include "tune/calibrate.h"
 
 namespace ringmaster {
 namespace {
@@ -255,6 +256,46 @@ TEST(DoubleTree, SpansEveryRankConsistently) {
 // The calibration cache keeps one hop latency, one tree level and one
 // bandwidth share per protocol, and the bandwidth by size; entries in older
 // shapes (one hop for all, no tree levels, one bandwidth) are measured anew.
+// Ranks pass calibrations to each other packed: every field must come back
+// where it was (distinct values, so two swapped fields fail).
+TEST(CalibrationPacking, EveryFieldRoundTrips) {
+  tune::Calibration c;
+  double v = 1;
+  auto fill = [&](double* f, int n) {
+    for (int i = 0; i < n; ++i)
+      f[i] = v++;
+  };
+  fill(c.hop_us, 3);
+  fill(c.share, 3);
+  fill(c.tree_hop_us, 3);
+  c.gbs = v++;
+  c.gbs_all = v++;
+  c.tree_share = v++;
+  fill(c.bandwidth_factor, tune::kCalibrationPoints);
+  fill(c.tree_share_by_size, tune::kCalibrationPoints);
+  c.measured_at = 1'800'000'000;
+  c.took_ms = v++;
+  const tune::Packed packed = tune::pack(c);
+  std::set<double> distinct(packed.begin(), packed.end());
+  EXPECT_EQ(distinct.size(), packed.size()) << "a field packed twice or not at all";
+  const tune::Calibration back = tune::unpack(packed);
+  EXPECT_EQ(tune::pack(back), packed);
+  for (int p = 0; p < 3; ++p) {
+    EXPECT_EQ(back.hop_us[p], c.hop_us[p]);
+    EXPECT_EQ(back.share[p], c.share[p]);
+    EXPECT_EQ(back.tree_hop_us[p], c.tree_hop_us[p]);
+  }
+  EXPECT_EQ(back.gbs, c.gbs);
+  EXPECT_EQ(back.gbs_all, c.gbs_all);
+  EXPECT_EQ(back.tree_share, c.tree_share);
+  for (int i = 0; i < tune::kCalibrationPoints; ++i) {
+    EXPECT_EQ(back.bandwidth_factor[i], c.bandwidth_factor[i]);
+    EXPECT_EQ(back.tree_share_by_size[i], c.tree_share_by_size[i]);
+  }
+  EXPECT_EQ(back.measured_at, c.measured_at);
+  EXPECT_EQ(back.took_ms, c.took_ms);
+}
+
 TEST(CalibrationCache, KeepsPerProtocolFiguresAndDropsOldEntries) {
   const std::string path =
       (std::filesystem::temp_directory_path() / ("ringmaster-cache-" + std::to_string(::getpid()) + ".json")).string();

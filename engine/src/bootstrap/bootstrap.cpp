@@ -223,8 +223,8 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
       }
     }
     net::Socket socket;
-    store::ConnectAttempts report;
-    const int err = store::connect_with_backoff(master_addresses, deadline, socket, report);
+    net::ConnectAttempts report;
+    const int err = net::connect_with_backoff(master_addresses, deadline, socket, report);
     if (err != 0) {
       auto f =
           stages.failure(fmt::format("cannot connect to the store at {} ({} attempt(s))", master, report.attempts));
@@ -375,8 +375,8 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
       throw StageError(f);
     }
     net::Socket out;
-    store::ConnectAttempts report;
-    int err = store::connect_with_backoff({*next_address}, deadline, out, report);
+    net::ConnectAttempts report;
+    int err = net::connect_with_backoff({*next_address}, deadline, out, report);
     const std::uint32_t hello[2] = {kRingHelloMagic, static_cast<std::uint32_t>(c.rank)};
     if (err == 0) err = out.send_all(hello, sizeof(hello), deadline);
     if (err != 0) {

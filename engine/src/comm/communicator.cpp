@@ -25,8 +25,46 @@
 #include "kernels/reduce.h"
 #include "ringmaster/tuner.h"
 #include "transport/link.h"
+#include "tune/calibrate.h"
 
 namespace ringmaster {
+
+tune::LinkModel Communicator::Impl::calibrate(tune::Shape& shape) {
+  tune::CalibrationRun run;
+  run.rank = rank;
+  run.nranks = nranks;
+  for (auto& c : channels)
+    run.rings.push_back(context(*c));
+  run.tree = &tree_for(-1);
+  // What carries this rank's links ("shm", "ofi", "socket" or a mix).
+  for (const char* kind : {"SHM", "OFI", "SOCKET"}) {
+    const bool used = std::any_of(connection_infos.begin(), connection_infos.end(),
+                                  [&](const auto& c) { return c.transport == kind; });
+    if (!used) continue;
+    if (!run.transport.empty()) run.transport += '+';
+    for (const char* k = kind; *k != '\0'; ++k)
+      run.transport += static_cast<char>(std::tolower(*k));
+  }
+  for (const auto& p : bootstrap->peers())
+    run.hosts.push_back(p.host);
+  run.buffsize = buffsize;
+  run.tree_nodes = param_string(Param::TreeNodes);
+  auto link = tune::calibrate(run, shape);
+  // Counters show the application's traffic, not calibration's.
+  for (auto& c : channels) {
+    c->stats.bytes_sent = 0;
+    c->stats.bytes_received = 0;
+    c->stats.busy_ns = 0;
+    c->stats.steps = 0;
+    for (int p = 0; p < c->stats.peers; ++p) {
+      auto& from = c->stats.from_peer[static_cast<std::size_t>(p)];
+      from.bytes = 0;
+      from.active_ns = 0;
+      from.total = 0;
+    }
+  }
+  return link;
+}
 
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Communicator::~Communicator() = default;
@@ -37,17 +75,8 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
   // Checked before anything connects; the ranks agree on them once every
   // rank's are known (comm/settings.h).
   const auto settings = comm::LocalSettings::resolve(options);
-  impl->timeout = options.timeout.value_or(std::chrono::milliseconds(param_int(Param::CollTimeout) * 1000));
+  impl->timeout = settings.timeout;
   impl->on_collective = options.on_collective;
-  impl->shared_memory = options.shared_memory;
-  impl->net = options.net.value_or(param_string(Param::Net));
-  std::transform(impl->net.begin(), impl->net.end(), impl->net.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (!impl->net.empty() && impl->net != "socket" && impl->net != "ofi") {
-    throw Error(ErrorCategory::config, "NCCL_NET=" + impl->net + ": must be Socket or OFI");
-  }
-  impl->inline_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, param_int(Param::InlineBytes)));
-  impl->spin = std::chrono::microseconds(std::max<std::int64_t>(0, param_int(Param::SocketSpin)));
   // The reduction kernels' level is settled here: a RINGMASTER_CPU_KERNEL
   // the CPU lacks is a configuration error before anything connects, not a
   // failure in the middle of init.
@@ -95,7 +124,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
       impl->tree_node_of.push_back(tree_nodes == "host" ? static_cast<int>(it - hosts.begin()) : r);
     }
   }
-  impl->connect_channels();
+  impl->connect_channels(settings);
   if (impl->nranks == 2 && !agreed.pair_bytes_given &&
       impl->channels[0]->link.next.connection->kind() != transport::TransportKind::shm) {
     // Over the network the kernel's copies, not the reduction, bound a

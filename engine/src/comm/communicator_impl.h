@@ -27,6 +27,7 @@
 #include "algo/tree.h"
 #include "comm/channel.h"
 #include "comm/request.h"
+#include "comm/settings.h"
 #include "ringmaster/comm.h"
 #include "ringmaster/tuner.h"
 
@@ -67,14 +68,11 @@ struct Communicator::Impl {
   std::map<int, algo::DoubleTree> trees;
   std::size_t buffsize = 4 << 20;
   std::chrono::milliseconds timeout{60000};
-  std::chrono::microseconds spin{50};
   std::size_t inline_bytes = 65536;  // collectives up to this size may run on the calling thread
   std::size_t pair_bytes = 16384;    // 2-rank all_reduce up to this size: one whole-input exchange
   std::function<void(const CollectiveRecord&)> on_collective;
   std::vector<std::unique_ptr<Channel>> channels;
   std::vector<ConnectionInfo> connection_infos;
-  std::optional<bool> shared_memory;  // CommOptions' override of NCCL_SHM_DISABLE
-  std::string net;                    // NCCL_NET, lower case: "", "socket" or "ofi"
   std::atomic<bool> aborted{false};
   // The first failed collective part is logged; once it has been, every
   // later one (after an abort: each queued call) is only counted, and the
@@ -101,10 +99,12 @@ struct Communicator::Impl {
   // The TOPOLOGY stage (topology_stage.cpp).
   void describe_topology();
 
-  // TRANSPORT_CONNECT's connections (transport/setup.cpp does the work).
-  void connect_channels();
+  // TRANSPORT_CONNECT: how the channels wait, and their connections
+  // (transport/setup.cpp makes them).
+  void connect_channels(const comm::LocalSettings& settings);
 
-  // The links measured for the tuner (tune/calibrate.cpp).
+  // The links measured for the tuner (tune/calibrate.cpp does the work);
+  // the channels' counters start from zero afterwards.
   tune::LinkModel calibrate(tune::Shape& shape);
 
   // A collective's request state and its bookkeeping; JobOf adds its work

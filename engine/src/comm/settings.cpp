@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <map>
 #include <string_view>
@@ -92,6 +93,28 @@ LocalSettings LocalSettings::resolve(const CommOptions& options) {
                 : param_env(Param::Proto)
                     ? tune::Selection::parse(Kind::protocol, "NCCL_PROTO", *param_env(Param::Proto))
                     : tune::Selection{};
+  s.shared_memory = options.shared_memory.value_or(!s.shm_disabled);
+  s.net = options.net.value_or(param_string(Param::Net));
+  std::transform(s.net.begin(), s.net.end(), s.net.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (!s.net.empty() && s.net != "socket" && s.net != "ofi") {
+    throw Error(ErrorCategory::config, "NCCL_NET=" + s.net + ": must be Socket or OFI");
+  }
+  s.spin_yield = param_string(Param::SpinYield);
+  if (s.spin_yield != "auto" && s.spin_yield != "0" && s.spin_yield != "1") {
+    throw Error(ErrorCategory::config, fmt::format("RINGMASTER_SPIN_YIELD={}: need auto, 0 or 1", s.spin_yield));
+  }
+  s.spin = std::chrono::microseconds(std::max<std::int64_t>(0, param_int(Param::SocketSpin)));
+  s.spin_given = param_env(Param::SocketSpin).has_value();
+  s.inline_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, param_int(Param::InlineBytes)));
+  s.inline_bytes_given = param_env(Param::InlineBytes).has_value();
+  const std::int64_t sockets = param_int(Param::NSocksPerChannel);
+  if (sockets < 1 || sockets > 8) {
+    throw Error(ErrorCategory::config, fmt::format("RINGMASTER_NSOCKS_PER_CHANNEL={}: need 1 to 8", sockets));
+  }
+  s.sockets_per_channel = static_cast<std::uint32_t>(sockets);
+  s.shm_fifo_bytes = static_cast<std::size_t>(std::max<std::int64_t>(4096, param_int(Param::ShmFifoBytes)));
+  s.timeout = options.timeout.value_or(std::chrono::milliseconds(param_int(Param::CollTimeout) * 1000));
   return s;
 }
 

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <random>
 #include <thread>
 
 #include "base/log.h"
@@ -293,6 +294,32 @@ void Socket::set_nodelay() const noexcept {
 void Socket::set_buffer_sizes(int bytes) const noexcept {
   ::setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
   ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+}
+
+int connect_with_backoff(const std::vector<SocketAddress>& addresses, Clock::time_point deadline, Socket& out,
+                         ConnectAttempts& report) {
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<double> jitter(0.75, 1.25);
+  auto backoff = std::chrono::milliseconds(10);
+  for (;;) {
+    for (const auto& address : addresses) {
+      ++report.attempts;
+      report.last_address = address;
+      const int err = Socket::connect(address, deadline, out);
+      if (err == 0) return 0;
+      report.last_error = err;
+      RM_INFO(net, "connect to {} returned {}, retrying ({} attempts so far)", address.to_string(), errno_text(err),
+              report.attempts);
+      if (Clock::now() >= deadline) return err;
+    }
+    const auto pause = std::chrono::duration_cast<Clock::duration>(backoff * jitter(rng));
+    if (Clock::now() + pause >= deadline) {
+      std::this_thread::sleep_until(deadline);
+      return report.last_error != 0 ? report.last_error : ETIMEDOUT;
+    }
+    std::this_thread::sleep_for(pause);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+  }
 }
 
 }  // namespace ringmaster::net

@@ -96,4 +96,18 @@ class Socket {
   int fd_ = -1;
 };
 
+struct ConnectAttempts {
+  int attempts = 0;
+  int last_error = 0;  // errno of the last failed attempt
+  SocketAddress last_address;
+};
+
+// Connects to one of `addresses` (tried in order each round), retrying with
+// exponential backoff (from 10 ms, doubling, at most 1 s) and +-25% jitter
+// until the deadline. Each failed attempt is logged at INFO with its errno
+// text and number. Returns 0 or the last errno (ETIMEDOUT when time ran out
+// without any other answer).
+int connect_with_backoff(const std::vector<SocketAddress>& addresses, Clock::time_point deadline, Socket& out,
+                         ConnectAttempts& report);
+
 }  // namespace ringmaster::net

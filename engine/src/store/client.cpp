@@ -22,32 +22,6 @@ Encoder key_list(Command command, const std::vector<std::string>& keys) {
 
 }  // namespace
 
-int connect_with_backoff(const std::vector<net::SocketAddress>& addresses, net::Clock::time_point deadline,
-                         net::Socket& out, ConnectAttempts& report) {
-  std::mt19937 rng(std::random_device{}());
-  std::uniform_real_distribution<double> jitter(0.75, 1.25);
-  auto backoff = std::chrono::milliseconds(10);
-  for (;;) {
-    for (const auto& address : addresses) {
-      ++report.attempts;
-      report.last_address = address;
-      const int err = net::Socket::connect(address, deadline, out);
-      if (err == 0) return 0;
-      report.last_error = err;
-      RM_INFO(store, "connect to {} returned {}, retrying ({} attempts so far)", address.to_string(),
-              net::errno_text(err), report.attempts);
-      if (net::Clock::now() >= deadline) return err;
-    }
-    const auto pause = std::chrono::duration_cast<net::Clock::duration>(backoff * jitter(rng));
-    if (net::Clock::now() + pause >= deadline) {
-      std::this_thread::sleep_until(deadline);
-      return report.last_error != 0 ? report.last_error : ETIMEDOUT;
-    }
-    std::this_thread::sleep_for(pause);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
-  }
-}
-
 Client::Client(net::Socket socket, std::chrono::milliseconds timeout)
     : socket_(std::move(socket)), timeout_(timeout), peer_(socket_.peer_address().to_string()) {
   socket_.set_nodelay();
@@ -219,8 +193,8 @@ TcpStoreClient::TcpStoreClient(const std::string& host, std::uint16_t port, std:
     throw Error(ErrorCategory::network, "cannot resolve store host '" + host + "': " + resolved.error);
   }
   net::Socket socket;
-  store::ConnectAttempts report;
-  if (const int err = store::connect_with_backoff(resolved.addresses, deadline, socket, report); err != 0) {
+  net::ConnectAttempts report;
+  if (const int err = net::connect_with_backoff(resolved.addresses, deadline, socket, report); err != 0) {
     throw Error(err == ETIMEDOUT ? ErrorCategory::timeout : ErrorCategory::network,
                 "connect to store " + report.last_address.to_string() + " failed after " +
                     std::to_string(report.attempts) + " attempts: " + net::errno_text(err));

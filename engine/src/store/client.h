@@ -16,20 +16,6 @@
 
 namespace ringmaster::store {
 
-struct ConnectAttempts {
-  int attempts = 0;
-  int last_error = 0;  // errno of the last failed attempt
-  net::SocketAddress last_address;
-};
-
-// Connects to one of `addresses` (tried in order each round), retrying with
-// exponential backoff (from 10 ms, doubling, at most 1 s) and +-25% jitter
-// until the deadline. Each failed attempt is logged at INFO with its errno
-// text and number. Returns 0 or the last errno (ETIMEDOUT when time ran out
-// without any other answer).
-int connect_with_backoff(const std::vector<net::SocketAddress>& addresses, net::Clock::time_point deadline,
-                         net::Socket& out, ConnectAttempts& report);
-
 class Client {
  public:
   Client(net::Socket socket, std::chrono::milliseconds timeout);

@@ -1,12 +1,27 @@
 // What two ranks say on a new connection's socket to pick its transport
-// (docs/transports.md): the opening rank's offer after its hello, the
-// accepting rank's answer once it has accepted all of its connections.
-// Both fixed size, sent raw (the ranks run the same build).
+// (docs/transports.md): the opening rank's Hello and Offer, the accepting
+// rank's Answer once it has accepted all of its connections. All fixed
+// size, sent raw (the ranks run the same build).
 #pragma once
 
 #include <cstdint>
 
+#include "transport/connection.h"
+
 namespace ringmaster::transport {
+
+inline constexpr std::uint32_t kChannelHello = 0x4348414E;      // "CHAN": an Offer follows
+inline constexpr std::uint32_t kExtraSocketHello = 0x534F434B;  // "SOCK": a further socket of an answered connection
+inline constexpr std::uint32_t kDirectConnection = 0xFFFF;      // Hello::connection of a direct connection
+
+// The first bytes on every new connection: who opens it and for what.
+struct Hello {
+  std::uint32_t magic = 0;       // kChannelHello or kExtraSocketHello
+  std::uint32_t rank = 0;        // the opening rank
+  std::uint32_t connection = 0;  // the ring channel, or kDirectConnection
+  std::uint32_t socket = 0;      // kExtraSocketHello: which of the connection's sockets (from 1)
+};
+static_assert(sizeof(Hello) == 16);
 
 struct Offer {
   std::uint32_t magic = 0;
@@ -30,12 +45,12 @@ enum class Refusal : std::uint32_t {
 
 struct Answer {
   std::uint32_t magic = 0;
-  std::uint32_t use_shm = 0;
-  Refusal refusal = Refusal::none;
-  std::uint32_t use_ofi = 0;
+  TransportKind transport = TransportKind::socket;  // what carries the connection
+  std::uint8_t unused[3] = {};
+  Refusal refusal = Refusal::none;  // why not shared memory
   std::uint32_t ofi_name_length = 0;
-  char ofi_name[64] = {};     // the accepting rank's endpoint, when use_ofi
-  char reason[200] = {};      // why not shared memory, when the ranks share a host and use_shm is 0
+  char ofi_name[64] = {};     // the accepting rank's endpoint, over libfabric
+  char reason[200] = {};      // why not shared memory, when the ranks share a host and it is not used
   std::uint32_t sockets = 1;  // over sockets: how many the connection has (the opener connects the others)
 };
 

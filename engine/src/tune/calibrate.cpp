@@ -1,72 +1,124 @@
-// Calibration (moving to tune/).
+// Calibration of a communicator's links (tune/calibrate.h).
+#include "tune/calibrate.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
+#include <chrono>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "algo/ring.h"
-#include "algo/tree.h"
 #include "base/log.h"
 #include "base/params.h"
-#include "bootstrap/bootstrap_impl.h"
-#include "comm/communicator_impl.h"
-#include "tune/cache.h"
 
-namespace ringmaster {
+namespace ringmaster::tune {
+
+namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Hop latency and bandwidth of this communicator's links, measured
-// by every rank at once on channel 0's ring (a step as the ring takes
-// it: all ranks sending and receiving), then agreed on with an
-// all_reduce(max) so every rank builds the same model and picks the same
-// candidates. Without calibration the RINGMASTER_TUNE_* values are used.
-tune::LinkModel Communicator::Impl::calibrate(tune::Shape& shape) {
+// Sequence numbers of calibration's own collectives: far above any call's
+// (which count from 0), one per purpose, so a rank that runs another step
+// fails naming which.
+enum : std::uint64_t {
+  kSeqSync = ~std::uint64_t{0} - 2,        // a zero-byte all_reduce that lines the ranks up
+  kSeqSmall = ~std::uint64_t{0} - 3,       // the timed calls and the ranks' go/stop votes
+  kSeqOffer = ~std::uint64_t{0} - 4,       // rank 0's cached calibration
+  kSeqAgreeLines = ~std::uint64_t{0} - 5,  // whether every rank's links carry LL128's lines
+};
+
+// What rank 0 offers from its cache: present 1 and the figures, or 0.
+struct CacheOffer {
+  double present = 0;
+  Packed figures{};
+};
+static_assert(sizeof(CacheOffer) == (kPackedFigures + 1) * sizeof(double), "sent as doubles");
+
+}  // namespace
+
+Packed pack(const Calibration& c) {
+  Packed p{};
+  auto* out = p.data();
+  auto put = [&](const double* v, std::size_t n) { out = std::copy(v, v + n, out); };
+  put(c.hop_us, 3);
+  put(c.share, 3);
+  put(c.tree_hop_us, 3);
+  *out++ = c.gbs;
+  *out++ = c.gbs_all;
+  *out++ = c.tree_share;
+  put(c.bandwidth_factor, kCalibrationPoints);
+  put(c.tree_share_by_size, kCalibrationPoints);
+  *out++ = static_cast<double>(c.measured_at);
+  *out++ = c.took_ms;
+  return p;
+}
+
+Calibration unpack(const Packed& p) {
+  Calibration c;
+  const double* in = p.data();
+  auto take = [&](double* v, std::size_t n) {
+    std::copy(in, in + n, v);
+    in += n;
+  };
+  take(c.hop_us, 3);
+  take(c.share, 3);
+  take(c.tree_hop_us, 3);
+  c.gbs = *in++;
+  c.gbs_all = *in++;
+  c.tree_share = *in++;
+  take(c.bandwidth_factor, kCalibrationPoints);
+  take(c.tree_share_by_size, kCalibrationPoints);
+  c.measured_at = static_cast<std::int64_t>(*in++);
+  c.took_ms = *in++;
+  return c;
+}
+
+LinkModel calibrate(const CalibrationRun& run, Shape& shape) {
+  const int rank = run.rank;
+  const int nranks = run.nranks;
+  const std::size_t buffsize = run.buffsize;
+  const auto& rings = run.rings;
   std::string& source = shape.source;
-  tune::LinkModel link = shape.intra;  // socket_shape's, with the RINGMASTER_TUNE_* figures
-  // Per protocol (LL, LL128, Simple): shared memory lays each out its own way.
-  double hop[3] = {link.hop_latency_us[0], link.hop_latency_us[1], link.hop_latency_us[2]};
-  double share[3] = {link.protocol_efficiency[0], link.protocol_efficiency[1], link.protocol_efficiency[2]};
-  double tree_hop[3] = {0, 0, 0};  // not measured: the tree's factor times a hop
-  double gbs = link.bandwidth_gbs;
-  double gbs_all = link.max_bandwidth_gbs;
-  double tree_share = shape.tree_efficiency;
+  LinkModel link = shape.intra;  // socket_shape's, with the RINGMASTER_TUNE_* figures
+  // The figures, starting from the model's. Per protocol (LL, LL128,
+  // Simple): shared memory lays each out its own way.
+  Calibration m;
+  std::copy(link.hop_latency_us, link.hop_latency_us + 3, m.hop_us);
+  std::copy(link.protocol_efficiency, link.protocol_efficiency + 3, m.share);
+  m.gbs = link.bandwidth_gbs;
+  m.gbs_all = link.max_bandwidth_gbs;
+  m.tree_share = shape.tree_efficiency;
+  double(&hop)[3] = m.hop_us;
+  double(&share)[3] = m.share;
+  double(&tree_hop)[3] = m.tree_hop_us;  // not measured: the tree's factor times a hop
+  double& gbs = m.gbs;
+  double& gbs_all = m.gbs_all;
+  double& tree_share = m.tree_share;
   // The ring's bandwidth over gbs and the tree's share at each of
-  // tune::kCalibrationSizes; empty curves unless measured.
-  constexpr int kPoints = tune::kCalibrationPoints;
-  double factor[kPoints] = {};
-  double tree_share_at[kPoints] = {};
+  // kCalibrationSizes; used only when measured (by_size).
+  constexpr int kPoints = kCalibrationPoints;
+  double(&factor)[kPoints] = m.bandwidth_factor;
+  double(&tree_share_at)[kPoints] = m.tree_share_by_size;
   bool by_size = false;
   source = "defaults (RINGMASTER_TUNE_HOP_US, RINGMASTER_TUNE_GBS)";
-  // What carries this rank's links ("shm", "ofi", "socket" or a mix such
-  // as "shm+socket"): the figures below are measured over them, so the
-  // cache keeps them apart.
-  link.transport.clear();
-  for (const char* kind : {"SHM", "OFI", "SOCKET"}) {
-    const bool used = std::any_of(connection_infos.begin(), connection_infos.end(),
-                                  [&](const auto& c) { return c.transport == kind; });
-    if (!used) continue;
-    if (!link.transport.empty()) link.transport += '+';
-    for (const char* k = kind; *k != '\0'; ++k)
-      link.transport += static_cast<char>(std::tolower(*k));
-  }
-  if (link.transport.empty()) link.transport = "socket";
+  // The figures below are measured over what carries the links, so the
+  // cache keeps transports apart.
+  link.transport = run.transport.empty() ? "socket" : run.transport;
   // LL128's lines need every link to be shared memory; sockets and
   // libfabric carry a byte stream.
-  link.ll128 = link.transport == "shm" || connection_infos.empty();
+  link.ll128 = run.transport == "shm" || run.transport.empty();
   constexpr int kSimple = static_cast<int>(Protocol::simple);
   if (nranks > 1) {
     // Every rank must offer LL128 alike, or they would pick different
     // protocols: only when every rank's links are all shared memory.
-    auto ctx = context(*channels[0]);
+    auto ctx = rings[0];
     algo::RingOp agree;
     agree.collective = Collective::barrier;
-    agree.seq = ~std::uint64_t{0} - 5;
+    agree.seq = kSeqAgreeLines;
     agree.type = DataType::int32;
     agree.op = RedOp::min;
     std::int32_t lines = link.ll128 ? 1 : 0;
@@ -75,47 +127,38 @@ tune::LinkModel Communicator::Impl::calibrate(tune::Shape& shape) {
   }
   if (param_int(Param::Calibrate) != 0 && nranks > 1) {
     const auto started = Clock::now();
-    auto ctx = context(*channels[0]);
+    auto ctx = rings[0];
     algo::RingOp sync;
     sync.collective = Collective::barrier;
-    sync.seq = ~std::uint64_t{0} - 2;
+    sync.seq = kSeqSync;
     std::byte token{};
     // Everyone here first (a zero-byte all_reduce), so no rank times its
     // neighbours' start-up.
     algo::all_reduce(ctx, sync, &token, &token, 0);
     // Rank 0 offers a calibration of this very shape from the cache;
     // everyone takes it, or everyone measures.
-    const std::string cache = tune::calibration_cache_path();
-    std::vector<std::string> hosts;
-    for (const auto& p : bootstrap->peers())
-      hosts.push_back(p.host);
-    const std::string key =
-        fmt::format("{} ranks={} hosts={} channels={} buffsize={} trees={}", link.transport, nranks,
-                    fmt::join(hosts, ","), channels.size(), buffsize, param_string(Param::TreeNodes));
-    double offer[14 + 2 * kPoints] = {};
+    const std::string cache = calibration_cache_path();
+    const std::string key = fmt::format("{} ranks={} hosts={} channels={} buffsize={} trees={}", link.transport, nranks,
+                                        fmt::join(run.hosts, ","), rings.size(), buffsize, run.tree_nodes);
+    CacheOffer offer;
     if (rank == 0) {
-      if (const auto c = tune::load_calibration(cache, key, std::chrono::hours(1))) {
-        offer[0] = 1, offer[1] = c->hop_us[0], offer[2] = c->hop_us[1], offer[3] = c->hop_us[2];
-        offer[4] = c->gbs, offer[5] = c->gbs_all, offer[6] = c->tree_share;
-        offer[7] = static_cast<double>(c->measured_at);
-        offer[8] = c->share[0], offer[9] = c->share[1], offer[10] = c->share[2];
-        offer[11] = c->tree_hop_us[0], offer[12] = c->tree_hop_us[1], offer[13] = c->tree_hop_us[2];
-        std::copy(c->bandwidth_factor, c->bandwidth_factor + kPoints, offer + 14);
-        std::copy(c->tree_share_by_size, c->tree_share_by_size + kPoints, offer + 14 + kPoints);
+      if (const auto c = load_calibration(cache, key, std::chrono::hours(1))) {
+        offer.present = 1;
+        offer.figures = pack(*c);
       }
     }
     algo::RingOp offer_op = sync;
-    offer_op.seq = ~std::uint64_t{0} - 4;
+    offer_op.seq = kSeqOffer;
     offer_op.type = DataType::fp64;
     offer_op.root = 0;
-    algo::broadcast(ctx, offer_op, reinterpret_cast<std::byte*>(offer), std::size(offer));
+    algo::broadcast(ctx, offer_op, reinterpret_cast<std::byte*>(&offer), sizeof(offer) / sizeof(double));
     // The collective itself, timed in batches (ranks run in lock step,
     // so a batch amortises when each started): small all_reduces give
     // the hop latency (2(n-1) steps each), 2 MiB ones the bandwidth of
     // a step beyond that latency.
     const double n = nranks;
     algo::RingOp op_small = sync;
-    op_small.seq = ~std::uint64_t{0} - 3;
+    op_small.seq = kSeqSmall;
     op_small.type = DataType::fp32;
     float value[2] = {1, 2};
     auto small = [&] {
@@ -193,14 +236,15 @@ tune::LinkModel Communicator::Impl::calibrate(tune::Shape& shape) {
     // (Measuring anew also when the cached hop was 1.5x faster made a
     // busy machine measure at most inits: the shared-memory test matrix
     // of 1-3 ranks took 647 s instead of 160.)
-    bool cached = offer[0] == 1;
+    bool cached = offer.present == 1;
+    const Calibration offered = unpack(offer.figures);
     if (cached) {
       op_small.protocol = Protocol::simple;
       const double hop_now = typical(small, 8, 5) / (2 * (n - 1));
       algo::RingOp stale_op = op_small;
       stale_op.type = DataType::int32;
       stale_op.op = RedOp::max;
-      std::int32_t stale = rank == 0 && offer[3] > 2 * hop_now ? 1 : 0;
+      std::int32_t stale = rank == 0 && offered.hop_us[kSimple] > 2 * hop_now ? 1 : 0;
       algo::all_reduce(ctx, stale_op, reinterpret_cast<std::byte*>(&stale), reinterpret_cast<std::byte*>(&stale), 1);
       if (stale != 0) {
         cached = false;
@@ -208,28 +252,22 @@ tune::LinkModel Communicator::Impl::calibrate(tune::Shape& shape) {
           RM_INFO(tuning,
                   "cached calibration ({:.1f} us a hop) is over twice what the links take now ({:.1f} us): "
                   "measuring anew",
-                  offer[3], hop_now);
+                  offered.hop_us[kSimple], hop_now);
         }
       }
     }
     if (cached) {
-      channels[0]->link.flush();
-      hop[0] = offer[1], hop[1] = offer[2], hop[2] = offer[3];
-      gbs = offer[4], gbs_all = offer[5], tree_share = offer[6];
-      share[0] = offer[8], share[1] = offer[9], share[2] = offer[10];
-      tree_hop[0] = offer[11], tree_hop[1] = offer[12], tree_hop[2] = offer[13];
-      std::copy(offer + 14, offer + 14 + kPoints, factor);
-      std::copy(offer + 14 + kPoints, offer + 14 + 2 * kPoints, tree_share_at);
+      rings[0].link.flush();
+      m = offered;
       by_size = true;
       const auto now =
           std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-      source = fmt::format("calibration of this shape measured {} s ago, kept in {}",
-                           now - static_cast<std::int64_t>(offer[7]), cache);
+      source = fmt::format("calibration of this shape measured {} s ago, kept in {}", now - offered.measured_at, cache);
     } else {
       // A small tree all_reduce per protocol too: its levels cost what
       // the ring's hops do not tell (a rank waits on two children, and
       // the two trees' steps interleave).
-      const auto& small_tree = tree_for(-1);
+      const auto& small_tree = *run.tree;
       const int tree_depth = small_tree.depth_intra + small_tree.depth_inter;
       algo::RingOp op_small_tree = op_small;
       op_small_tree.algorithm = Algorithm::tree;
@@ -280,7 +318,7 @@ tune::LinkModel Communicator::Impl::calibrate(tune::Shape& shape) {
         tree_hop[1] = tree_hop[kSimple];
       }
       op_small.protocol = Protocol::simple;
-      // Ring and tree at tune::kCalibrationSizes (64 KiB to 16 MiB),
+      // Ring and tree at kCalibrationSizes (64 KiB to 16 MiB),
       // taking turns, medians of several tries (the faster of two at 16
       // MiB put the ring there at 0.77-0.85 of its time in runs, and the
       // tuner took it over trees 1.2-1.4x faster): the bandwidth by size
@@ -296,12 +334,12 @@ tune::LinkModel Communicator::Impl::calibrate(tune::Shape& shape) {
       // ranks the trees, all latency up to 64 KiB (95-120 us from 8 B),
       // were predicted at 1.35-1.7x their time from 16 to 256 KiB.
       constexpr std::size_t kBig = 4 << 20;
-      constexpr std::size_t kLargest = static_cast<std::size_t>(tune::kCalibrationSizes[kPoints - 1]);
+      constexpr std::size_t kLargest = static_cast<std::size_t>(kCalibrationSizes[kPoints - 1]);
       std::vector<std::byte> big(kLargest), big_out(kLargest);
       algo::RingOp op_big = op_small;
       op_big.slot_bytes = buffsize / 8 / 4 * 4;
       const double steps = 2 * (n - 1) * hop[kSimple];
-      const auto& tree = tree_for(-1);
+      const auto& tree = *run.tree;
       algo::RingOp op_tree = op_big;
       op_tree.algorithm = Algorithm::tree;
       const double depth = tree.depth_intra + tree.depth_inter;
@@ -318,9 +356,9 @@ tune::LinkModel Communicator::Impl::calibrate(tune::Shape& shape) {
       double ring_gbs[kPoints] = {};
       int measured_points = 0;
       for (int i = 0; i < kPoints; ++i) {
-        const auto bytes = static_cast<std::size_t>(tune::kCalibrationSizes[i]);
+        const auto bytes = static_cast<std::size_t>(kCalibrationSizes[i]);
         if (i > 0) {
-          const double b = tune::kCalibrationSizes[i];
+          const double b = kCalibrationSizes[i];
           const double ring_us = b * 2 * (n - 1) / n / (ring_gbs[i - 1] * 1e3) + steps;
           const double tree_us = ring_us / std::max(tree_share_at[i - 1], 0.1);
           std::int32_t go = std::max(ring_us, tree_us) <= kCallBudgetUs ? 1 : 0;
@@ -379,16 +417,15 @@ tune::LinkModel Communicator::Impl::calibrate(tune::Shape& shape) {
       }
       if (measured_points < kPoints && rank == 0) {
         RM_INFO(tuning, "calibration stopped after {} bytes: larger calls would take over {:.0f} ms each",
-                tune::kCalibrationSizes[measured_points - 1], kCallBudgetUs / 1e3);
+                kCalibrationSizes[measured_points - 1], kCallBudgetUs / 1e3);
       }
-      gbs = ring_gbs[tune::kReferencePoint];
-      tree_share = tree_share_at[tune::kReferencePoint];
+      gbs = ring_gbs[kReferencePoint];
+      tree_share = tree_share_at[kReferencePoint];
       for (int i = 0; i < kPoints; ++i)
         factor[i] = ring_gbs[i] / gbs;
       by_size = true;
       // All channels at once at 4 MiB, or at the largest size measured.
-      const std::size_t all_bytes =
-          std::min(kBig, static_cast<std::size_t>(tune::kCalibrationSizes[measured_points - 1]));
+      const std::size_t all_bytes = std::min(kBig, static_cast<std::size_t>(kCalibrationSizes[measured_points - 1]));
       const double moved = static_cast<double>(all_bytes) * 2 * (n - 1) / n;
       // Each protocol's share of Simple's bandwidth, at a size where
       // bytes count more than steps: over shared memory LL and LL128 move
@@ -435,16 +472,16 @@ tune::LinkModel Communicator::Impl::calibrate(tune::Shape& shape) {
         share[kSimple] = 1;
       }
       gbs_all = gbs;
-      if (channels.size() > 1) {
+      if (rings.size() > 1) {
         // Every channel at once, each on its own buffers.
-        std::vector<double> times(channels.size());
-        std::vector<std::exception_ptr> failed(channels.size());
+        std::vector<double> times(rings.size());
+        std::vector<std::exception_ptr> failed(rings.size());
         std::vector<std::thread> threads;
-        for (std::size_t c = 0; c < channels.size(); ++c) {
+        for (std::size_t c = 0; c < rings.size(); ++c) {
           threads.emplace_back([&, c] {
             try {
               std::vector<std::byte> in(all_bytes), out(all_bytes);
-              auto cc = context(*channels[c]);
+              auto cc = rings[c];
               algo::all_reduce(cc, op_big, in.data(), out.data(), all_bytes / 4);
               // The median of three calls (two calls' mean once put two
               // channels at twice one's bandwidth at 8 ranks on 2 CPUs,
@@ -457,7 +494,7 @@ tune::LinkModel Communicator::Impl::calibrate(tune::Shape& shape) {
               times[c] = median_of(std::move(tries));
               // What this channel sent last must leave before its thread
               // does: nothing else drives this channel until init is over.
-              channels[c]->link.flush();
+              rings[c].link.flush();
             } catch (...) {
               failed[c] = std::current_exception();
             }
@@ -469,7 +506,7 @@ tune::LinkModel Communicator::Impl::calibrate(tune::Shape& shape) {
           if (f) std::rethrow_exception(f);
         }
         const double slowest = *std::max_element(times.begin(), times.end());
-        gbs_all = moved * static_cast<double>(channels.size()) / std::max(slowest - steps, slowest / 2) / 1e3;
+        gbs_all = moved * static_cast<double>(rings.size()) / std::max(slowest - steps, slowest / 2) / 1e3;
       }
       RM_INFO(
           tuning,
@@ -480,68 +517,36 @@ tune::LinkModel Communicator::Impl::calibrate(tune::Shape& shape) {
           fmt::join(factor, "/x"), gbs_all, fmt::join(tree_share_at, "/"));
       // Every rank takes the median of all ranks' figures: the same
       // numbers everywhere, and one rank's scheduling hiccup does not count.
-      constexpr int kFigures = 11 + 2 * kPoints;
-      std::vector<double> all(kFigures * static_cast<std::size_t>(nranks));
-      double* mine = all.data() + kFigures * rank;
-      mine[0] = hop[0], mine[1] = hop[1], mine[2] = hop[2], mine[3] = gbs, mine[4] = gbs_all, mine[5] = tree_share;
-      mine[6] = share[0], mine[7] = share[1];
-      mine[8] = tree_hop[0], mine[9] = tree_hop[1], mine[10] = tree_hop[2];
-      std::copy(factor, factor + kPoints, mine + 11);
-      std::copy(tree_share_at, tree_share_at + kPoints, mine + 11 + kPoints);
+      std::vector<Packed> all(static_cast<std::size_t>(nranks));
+      all[static_cast<std::size_t>(rank)] = pack(m);
       algo::RingOp gather_op = op_small;
       gather_op.type = DataType::fp64;
       gather_op.slot_bytes = 0;
-      algo::all_gather(ctx, gather_op, reinterpret_cast<std::byte*>(all.data()), kFigures, kFigures * sizeof(double));
-      auto median = [&](int field) {
-        std::vector<double> v;
-        for (int r = 0; r < nranks; ++r)
-          v.push_back(all[static_cast<std::size_t>(kFigures * r + field)]);
-        return median_of(std::move(v));
-      };
-      hop[0] = median(0), hop[1] = median(1), hop[2] = median(2);
+      algo::all_gather(ctx, gather_op, reinterpret_cast<std::byte*>(all.data()), kPackedFigures, sizeof(Packed));
       // The tree's share too: each rank times its call after a lead-in
       // call, as a loop runs them, so the ranks read one pace, a root
       // that left the lead-in early a little more of it, a leaf that
       // left late a little less. (The slowest rank's share fitted calls
       // timed from a common start; after a lead-in it put Tree/Simple
       // at 8 ranks at 1.2-1.5x its time from 1 MiB up.)
-      gbs = median(3), gbs_all = median(4), tree_share = median(5);
-      share[0] = median(6), share[1] = median(7);
-      tree_hop[0] = median(8), tree_hop[1] = median(9), tree_hop[2] = median(10);
-      for (int i = 0; i < kPoints; ++i) {
-        factor[i] = median(11 + i);
-        tree_share_at[i] = median(11 + kPoints + i);
+      Packed agreed{};
+      for (std::size_t field = 0; field < kPackedFigures; ++field) {
+        std::vector<double> v;
+        for (const auto& figures : all)
+          v.push_back(figures[field]);
+        agreed[field] = median_of(std::move(v));
       }
-      channels[0]->link.flush();
+      m = unpack(agreed);
+      rings[0].link.flush();
       const double took = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
       source = fmt::format("calibrated at init in {:.1f} ms (median of the ranks' figures)", took);
       if (rank == 0) {
-        tune::Calibration c{
-            {hop[0], hop[1], hop[2]},
-            {share[0], share[1], share[2]},
-            {tree_hop[0], tree_hop[1], tree_hop[2]},
-            gbs,
-            gbs_all,
-            tree_share,
-            {},
-            {},
+        Calibration c = m;
+        c.measured_at =
             std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-                .count(),
-            took};
-        std::copy(factor, factor + kPoints, c.bandwidth_factor);
-        std::copy(tree_share_at, tree_share_at + kPoints, c.tree_share_by_size);
-        if (tune::store_calibration(cache, key, c)) source += "; kept in " + cache + " for an hour";
-      }
-    }
-    for (auto& c : channels) {
-      c->stats.bytes_sent = 0;
-      c->stats.bytes_received = 0;
-      c->stats.busy_ns = 0;
-      c->stats.steps = 0;
-      for (int p = 0; p < c->stats.peers; ++p) {
-        c->stats.from_peer[static_cast<std::size_t>(p)].bytes = 0;
-        c->stats.from_peer[static_cast<std::size_t>(p)].active_ns = 0;
-        c->stats.from_peer[static_cast<std::size_t>(p)].total = 0;
+                .count();
+        c.took_ms = took;
+        if (store_calibration(cache, key, c)) source += "; kept in " + cache + " for an hour";
       }
     }
   }
@@ -553,11 +558,11 @@ tune::LinkModel Communicator::Impl::calibrate(tune::Shape& shape) {
   shape.tree_efficiency = tree_share;
   if (by_size) {
     for (int i = 0; i < kPoints; ++i) {
-      link.bandwidth_by_size.push_back({tune::kCalibrationSizes[i], factor[i]});
-      shape.tree_efficiency_by_size.push_back({tune::kCalibrationSizes[i], tree_share_at[i]});
+      link.bandwidth_by_size.push_back({kCalibrationSizes[i], factor[i]});
+      shape.tree_efficiency_by_size.push_back({kCalibrationSizes[i], tree_share_at[i]});
     }
   }
   return link;
 }
 
-}  // namespace ringmaster
+}  // namespace ringmaster::tune

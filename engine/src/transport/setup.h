@@ -1,0 +1,52 @@
+// Connection set-up (the TRANSPORT_CONNECT stage): every connection of a
+// communicator's channels and what carries it.
+//
+// Every connection starts as a socket through the peer's bootstrap
+// listener. The opening rank says a Hello and an Offer: each transport in
+// the table (setup.cpp, in priority order: shared memory, libfabric,
+// sockets) adds what it can offer to this peer. The accepting rank asks
+// each transport in the same order whether it takes the offer; the first
+// that does makes the connection, and the Answer says which (and, on one
+// host, why shared memory was not used). Answers go back only after a
+// rank has accepted all of its connections, so no rank waits on another
+// that is itself still connecting. docs/transports.md describes the
+// exchange.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ringmaster/bootstrap.h"
+#include "transport/link.h"
+
+namespace ringmaster::transport {
+
+// What this rank allows; resolved and checked before the bootstrap.
+struct SetupOptions {
+  bool shared_memory = true;              // NCCL_SHM_DISABLE unset (or CommOptions::shared_memory)
+  std::string net;                        // NCCL_NET in lower case: "", "socket" or "ofi"
+  std::uint32_t sockets_per_channel = 1;  // RINGMASTER_NSOCKS_PER_CHANNEL, 1 to 8
+  std::size_t fifo_bytes = 1 << 20;       // a shared-memory segment's FIFO
+};
+
+// One connection of this rank.
+struct Connected {
+  int channel = -1;      // ring channel; -1: the direct connection
+  int peer = -1;         // the rank at the other end
+  bool outgoing = true;  // this rank opened it
+  TransportKind kind = TransportKind::socket;
+  std::string address;   // the peer's bootstrap address
+  std::string fallback;  // why not shared memory, when both ranks are on one host and it was not used
+  int sockets = 1;       // over sockets: how many carry it
+};
+
+// Connects channel c's ring (channels[c]->next to rank + 1, prev from
+// rank - 1) and the direct connections on channels[0]->mesh (each rank
+// opens those to every higher rank), each step on the bootstrap's
+// timeline. Throws StageError naming the peer and what failed.
+std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<RingLink*>& channels,
+                               const SetupOptions& options);
+
+}  // namespace ringmaster::transport
