@@ -34,7 +34,7 @@
 #include "ringmaster/agent/server.h"
 #include "ringmaster/comm.h"
 #include "ringmaster/status.h"
-#include "ringmaster/topology.h"
+#include "ringmaster/tools/topology.h"
 #include "runs.h"
 
 namespace ringmaster::agent {

@@ -23,7 +23,7 @@
 #include "perf_options.h"
 #include "ringmaster/agent/telemetry.h"
 #include "ringmaster/comm.h"
-#include "ringmaster/perf.h"
+#include "ringmaster/tools/perf.h"
 
 namespace ringmaster::cli {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "ringmaster/comm.h"
-#include "ringmaster/perf.h"
+#include "ringmaster/tools/perf.h"
 
 namespace ringmaster::cli {
 

@@ -11,8 +11,8 @@
 
 #include "commands.h"
 #include "ringmaster/agent/telemetry.h"
-#include "ringmaster/bootstrap.h"
-#include "ringmaster/params.h"
+#include "ringmaster/tools/bootstrap.h"
+#include "ringmaster/tools/params.h"
 
 namespace ringmaster::cli {
 namespace {

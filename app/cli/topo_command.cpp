@@ -7,8 +7,8 @@
 
 #include "commands.h"
 #include "ringmaster/status.h"
-#include "ringmaster/topology.h"
-#include "ringmaster/topology_search.h"
+#include "ringmaster/tools/topology.h"
+#include "ringmaster/tools/topology_search.h"
 
 namespace ringmaster::cli {
 namespace {

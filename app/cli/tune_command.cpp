@@ -10,10 +10,10 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "ringmaster/perf.h"
+#include "ringmaster/tools/perf.h"
 #include "ringmaster/status.h"
-#include "ringmaster/topology.h"
-#include "ringmaster/tuner.h"
+#include "ringmaster/tools/topology.h"
+#include "ringmaster/tools/tuner.h"
 
 namespace ringmaster::cli {
 namespace {

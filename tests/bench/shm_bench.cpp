@@ -1,6 +1,6 @@
 // The cost of one step over shared memory, per protocol, between two
 // threads pinned to two cores: the FIFO alone (send_some/recv_some of a
-// step's header and data) and a whole RingLink exchange (headers checked,
+// step's header and data) and a whole ChannelLink exchange (headers checked,
 // counters kept). Both sides send and receive at once, as in a ring step, so
 // a round is one one-way transfer plus the software on each side. A
 // cache-line ping-pong between the same cores is printed beside it: the
@@ -110,12 +110,12 @@ double fifo_round_ns(Protocol protocol, long rounds, std::size_t bytes) {
   return std::max(a, b);
 }
 
-// The same through RingLink::exchange, headers and counters included.
+// The same through ChannelLink::exchange, headers and counters included.
 double link_round_ns(Protocol protocol, long rounds, std::size_t bytes) {
   auto [c0, c1] = connected_pair();
   auto side = [&, protocol](std::unique_ptr<transport::Connection> c, int rank, double* out) {
     pin(rank);
-    transport::RingLink link;
+    transport::ChannelLink link;
     link.rank = rank;
     link.spin = std::chrono::microseconds(1'000'000);
     transport::ChannelStats stats;
@@ -140,7 +140,7 @@ double link_round_ns(Protocol protocol, long rounds, std::size_t bytes) {
       void shutdown() noexcept override { c->shutdown(); }
     };
     link.prev.connection = std::make_unique<Borrowed>(raw);
-    algo::RingOp op;
+    algo::Task op;
     op.protocol = protocol;
     std::vector<std::byte> in(bytes), data(bytes, std::byte{1});
     const auto t0 = Clock::now();

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "ringmaster/topology.h"
-#include "ringmaster/topology_search.h"
+#include "ringmaster/tools/topology.h"
+#include "ringmaster/tools/topology_search.h"
 
 namespace {
 

@@ -7,6 +7,7 @@
 // `integration` label; the full matrix (every dtype x op x size x ranks)
 // under `slow`, selected with --gtest_filter=FullMatrix*.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -14,6 +15,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -23,12 +26,14 @@
 #include <thread>
 
 #include "base/log.h"
+#include "kernels/half.h"
 #include "net/socket.h"
 #include "process.h"
 #include "ringmaster/comm.h"
-#include "ringmaster/perf.h"
-#include "ringmaster/topology.h"
-#include "ringmaster/tuner.h"
+#include "ringmaster/tools/perf.h"
+#include "ringmaster/tools/topology.h"
+#include "ringmaster/tools/topology_search.h"
+#include "ringmaster/tools/tuner.h"
 #include "transport/ofi/ofi.h"
 
 namespace ringmaster {
@@ -283,6 +288,80 @@ TEST(Collectives, ReductionsOverSocketsReadFromTheLendingBuffer) {
   ::unsetenv("RINGMASTER_NSOCKS_PER_CHANNEL");
 }
 
+// avg of floating types multiplies each rank's input by 1/n before the sum,
+// as NCCL does: the largest fp16 (65504) averaged on 3 ranks gave +inf
+// when the sum came first; bf16 and fp32 near their largest alike. Every
+// schedule that reduces: ring, tree, the 2-rank pair, reduce_scatter and
+// reduce.
+TEST(Collectives, AvgOfTheLargestFloatsStaysFinite) {
+  using kernels::bf16_to_float;
+  using kernels::half_to_float;
+  struct Case {
+    DataType type;
+    std::uint32_t bits;  // the element's bit pattern, as wide as the type
+    double value;
+  };
+  const Case cases[] = {{DataType::fp16, 0x7BFF, 65504.0},
+                        {DataType::bf16, 0x7F7F, 3.3895313892515355e38},
+                        {DataType::fp32, 0x7F7FFFFF, 3.4028234663852886e38}};
+  for (int n : {2, 3}) {
+    for (const auto& k : cases) {
+      for (Collective c : {Collective::all_reduce, Collective::reduce_scatter, Collective::reduce}) {
+        for (Algorithm a : {Algorithm::ring, Algorithm::tree}) {
+          if (a == Algorithm::tree && c == Collective::reduce_scatter) continue;
+          SCOPED_TRACE(fmt::format("{} {} {} on {} ranks", name_of(c), name_of(k.type), name_of(a), n));
+          const std::size_t count = 1000;
+          const std::size_t es = size_of(k.type);
+          const auto port = free_port();
+          std::vector<std::vector<std::byte>> results(static_cast<std::size_t>(n));
+          std::vector<std::string> errors(static_cast<std::size_t>(n));
+          std::vector<std::thread> threads;
+          for (int r = 0; r < n; ++r) {
+            threads.emplace_back([&, r] {
+              try {
+                auto comm = Communicator::create(rank_config(r, n, port));
+                comm->select(a, std::nullopt);
+                const std::size_t in_count =
+                    c == Collective::reduce_scatter ? count * static_cast<std::size_t>(n) : count;
+                std::vector<std::byte> in(in_count * es), out(count * es);
+                for (std::size_t i = 0; i < in_count; ++i)
+                  std::memcpy(in.data() + i * es, &k.bits, es);
+                if (c == Collective::all_reduce) {
+                  comm->all_reduce(in.data(), out.data(), count, k.type, RedOp::avg).wait();
+                } else if (c == Collective::reduce_scatter) {
+                  comm->reduce_scatter(in.data(), out.data(), count, k.type, RedOp::avg).wait();
+                } else {
+                  comm->reduce(in.data(), out.data(), count, k.type, RedOp::avg, n - 1).wait();
+                }
+                if (c != Collective::reduce || r == n - 1) results[static_cast<std::size_t>(r)] = out;
+              } catch (const std::exception& e) {
+                errors[static_cast<std::size_t>(r)] = e.what();
+              }
+            });
+          }
+          for (auto& t : threads)
+            t.join();
+          for (int r = 0; r < n; ++r) {
+            ASSERT_EQ(errors[static_cast<std::size_t>(r)], "") << "rank " << r;
+            const auto& out = results[static_cast<std::size_t>(r)];
+            for (std::size_t i = 0; i < out.size() / es; ++i) {
+              std::uint32_t bits = 0;
+              std::memcpy(&bits, out.data() + i * es, es);
+              float f = 0;
+              if (k.type == DataType::fp32) std::memcpy(&f, &bits, 4);
+              const double v = k.type == DataType::fp16   ? half_to_float(static_cast<std::uint16_t>(bits))
+                               : k.type == DataType::bf16 ? bf16_to_float(static_cast<std::uint16_t>(bits))
+                                                          : f;
+              ASSERT_TRUE(std::isfinite(v)) << "rank " << r << " element " << i << " is " << v;
+              ASSERT_NEAR(v / k.value, 1.0, 0.01) << "rank " << r << " element " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // A calibration cached while the machine was busy is not kept for its hour:
 // a cached hop over twice what the links take now is measured anew.
 TEST(Collectives, CachedCalibrationFarSlowerThanTheLinksIsMeasuredAnew) {
@@ -451,8 +530,9 @@ TEST(Collectives, DifferentProtocolsAreAnErrorNotAHang) {
       named = true;
       EXPECT_NE(e.find("rank 0"), std::string::npos) << e;
       EXPECT_NE(e.find("rank 1"), std::string::npos) << e;
-      EXPECT_NE(e.find(", LL)"), std::string::npos) << e;
-      EXPECT_NE(e.find(", Simple)"), std::string::npos) << e;
+      // LL, not LL128: followed by " but" or ";".
+      EXPECT_TRUE(e.find("protocol=LL ") != std::string::npos || e.find("protocol=LL;") != std::string::npos) << e;
+      EXPECT_NE(e.find("protocol=Simple"), std::string::npos) << e;
       EXPECT_NE(e.find("NCCL_PROTO"), std::string::npos) << e;
     }
   }
@@ -1069,6 +1149,135 @@ TEST(Collectives, DifferentCollectivesAreAnErrorNotAHang) {
   EXPECT_TRUE(named) << (messages.empty() ? std::string() : messages.front());
 }
 
+// Every call carries its signature (collective, datatype, op, root, count,
+// algorithm, protocol, channels). Ranks that make the same collective with
+// another argument fail at that call, each naming both ranks and the
+// field. Before, an op mismatch left the ranks with different results (3
+// and 2), a datatype mismatch of equal bytes passed, a broadcast root
+// mismatch returned stale data and a reduce root mismatch hung for the
+// whole timeout.
+struct Mismatch {
+  const char* name;
+  // What rank r calls; the ranks differ in exactly one argument.
+  std::function<Request(Communicator&, int r, std::vector<std::int32_t>& in, std::vector<std::int32_t>& out)> call;
+  const char* field;  // as the error names it, both sides: "op=sum" / "op=max"
+  const char* rank0;
+  const char* rank1;
+  bool call_is_send_recv = false;
+};
+
+TEST(Collectives, MismatchedArgumentsFailOnEveryRankNamingTheField) {
+  const std::vector<Mismatch> cases = {
+      {"op",
+       [](Communicator& c, int r, auto& in, auto& out) {
+         return c.all_reduce(in.data(), out.data(), 256, DataType::int32, r == 0 ? RedOp::sum : RedOp::max);
+       },
+       "op", "op=sum", "op=max"},
+      {"datatype of equal bytes",
+       [](Communicator& c, int r, auto& in, auto& out) {
+         return c.all_reduce(in.data(), out.data(), 256, r == 0 ? DataType::int32 : DataType::fp32, RedOp::sum);
+       },
+       "datatype", "datatype=int32", "datatype=float"},
+      {"broadcast root",
+       [](Communicator& c, int r, auto& in, auto& out) {
+         return c.broadcast(in.data(), out.data(), 256, DataType::int32, r == 0 ? 0 : 1);
+       },
+       "root", "root=0", "root=1"},
+      {"reduce root",
+       [](Communicator& c, int r, auto& in, auto& out) {
+         return c.reduce(in.data(), out.data(), 256, DataType::int32, RedOp::sum, r == 0 ? 0 : 1);
+       },
+       "root", "root=0", "root=1"},
+      {"count",
+       [](Communicator& c, int r, auto& in, auto& out) {
+         return c.all_reduce(in.data(), out.data(), r == 0 ? 256 : 255, DataType::int32, RedOp::sum);
+       },
+       "count", "count=256", "count=255"},
+      {"send and recv types",
+       [](Communicator& c, int r, auto& in, auto& out) {
+         return r == 0 ? c.send(in.data(), 256, DataType::int32, 1) : c.recv(out.data(), 256, DataType::fp32, 0);
+       },
+       "datatype", "datatype=int32", "datatype=float", true},
+  };
+  for (Links links : {Links::shm, Links::socket}) {
+    for (const auto& m : cases) {
+      SCOPED_TRACE(std::string(m.name) + (links == Links::shm ? " over shared memory" : " over sockets"));
+      std::vector<std::string> errors(2);
+      const auto port = free_port();
+      const auto start = std::chrono::steady_clock::now();
+      std::vector<std::thread> threads;
+      for (int r = 0; r < 2; ++r) {
+        threads.emplace_back([&, r] {
+          CommOptions options;
+          options.timeout = 20s;
+          auto comm = Communicator::create(rank_config(r, 2, port), with_links(options, links, r));
+          std::vector<std::int32_t> in(256, r + 1), out(256, -1);
+          try {
+            m.call(*comm, r, in, out).wait();
+          } catch (const Error& e) {
+            errors[static_cast<std::size_t>(r)] = e.what();
+          }
+        });
+      }
+      for (auto& t : threads)
+        t.join();
+      // At that call, far from the 20 s timeout.
+      EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+      for (int r = 0; r < 2; ++r) {
+        const std::string& e = errors[static_cast<std::size_t>(r)];
+        // A send completes once its data is handed over (as NCCL's does):
+        // only the receiving rank hears of the mismatch.
+        if (m.call_is_send_recv && r == 0) continue;
+        EXPECT_NE(e.find("collective mismatch"), std::string::npos) << "rank " << r << ": " << e;
+        EXPECT_NE(e.find("rank 0"), std::string::npos) << e;
+        EXPECT_NE(e.find("rank 1"), std::string::npos) << e;
+        EXPECT_NE(e.find(std::string("rank 0 ") + (r == 0 ? "with " : "called it with ") + m.rank0), std::string::npos)
+            << e;
+        EXPECT_NE(e.find(std::string("rank 1 ") + (r == 1 ? "with " : "called it with ") + m.rank1), std::string::npos)
+            << e;
+      }
+    }
+  }
+}
+
+// Of three ranks only rank 1 passes another op: its neighbours catch it in
+// their first step; rank 0, whose own neighbour agrees with it, learns it
+// from the store (ErrorsNameTheRankThatFailedFirst). Every rank names the
+// field and both values.
+TEST(Collectives, AMismatchOnOneRankOfThreeFailsEveryRankNamingIt) {
+  std::vector<std::string> errors(3);
+  const auto port = free_port();
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      CommOptions options;
+      options.timeout = 20s;
+      auto comm = Communicator::create(rank_config(r, 3, port), options);
+      std::vector<std::int32_t> data(4096, r + 1);
+      try {
+        comm->all_reduce(data.data(), data.data(), data.size(), DataType::int32, r == 1 ? RedOp::max : RedOp::sum)
+            .wait();
+      } catch (const Error& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  for (int r = 0; r < 3; ++r) {
+    const std::string& e = errors[static_cast<std::size_t>(r)];
+    EXPECT_NE(e.find("collective mismatch"), std::string::npos) << "rank " << r << ": " << e;
+    // "rank 1 called it with op=max but rank 2 with op=sum", or seen from
+    // rank 1: "rank 0 called it with op=sum but rank 1 with op=max".
+    const bool named = e.find("rank 1 called it with op=max") != std::string::npos ||
+                       e.find("rank 1 with op=max") != std::string::npos;
+    EXPECT_TRUE(named) << "rank " << r << ": " << e;
+    EXPECT_NE(e.find("op=sum"), std::string::npos) << "rank " << r << ": " << e;
+  }
+}
+
 TEST(Collectives, AllToAllAgainstARingCollectiveIsCaughtByName) {
   // all_to_all moves its data over direct connections; its header-only
   // ring step still catches a neighbour that called something else.
@@ -1389,6 +1598,122 @@ TEST(Collectives, SubmittedCollectiveCompletesWhileItsCallerSleepsElsewhere) {
       }
     }
   }
+}
+
+// When a rank dies, the ranks that lose it abort, and their neighbours then
+// lose them: each used to blame the live neighbour it lost ("the peer
+// probably died"). The first rank to fail puts its reason in the store
+// before it aborts, and every rank reports that: here every survivor's
+// error names the rank that died, not a live one. Ranks are processes so
+// that one can die.
+TEST(Collectives, ErrorsNameTheRankThatFailedFirst) {
+  constexpr int n = 5;
+  constexpr int dead = 3;
+  const auto port = free_port();
+  const auto dir = std::filesystem::temp_directory_path() / ("ringmaster-first-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::vector<pid_t> children;
+  for (int r = 0; r < n; ++r) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      std::string what = "completed";
+      try {
+        CommOptions options;
+        options.timeout = 20s;
+        auto comm = Communicator::create(rank_config(r, n, port), options);
+        std::vector<float> data(16384, 1.0f);
+        comm->all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
+        if (r == dead) ::_exit(0);  // gone without a word
+        comm->all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
+      } catch (const std::exception& e) {
+        what = e.what();
+      }
+      std::ofstream(dir / (std::to_string(r) + ".tmp")) << what;
+      std::filesystem::rename(dir / (std::to_string(r) + ".tmp"), dir / std::to_string(r));
+      // The store lives in rank 0's process: it stays until every survivor
+      // has its answer, as a launcher keeps a job's processes until all
+      // have failed. (A rank whose store host has gone reports its own
+      // error.)
+      for (int i = 0; i < 500; ++i) {
+        int done = 0;
+        for (int q = 0; q < n; ++q)
+          done += q != dead && std::filesystem::exists(dir / std::to_string(q)) ? 1 : 0;
+        if (done == n - 1) break;
+        std::this_thread::sleep_for(10ms);
+      }
+      std::fflush(nullptr);
+      ::_exit(0);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+  }
+  const std::string lost = fmt::format("rank {} at ", dead);
+  for (int r = 0; r < n; ++r) {
+    if (r == dead) continue;
+    std::ifstream in(dir / std::to_string(r));
+    const std::string what((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    SCOPED_TRACE("rank " + std::to_string(r) + ": " + what);
+    ASSERT_NE(what, "completed");
+    // The reason first: this rank's own, or the first rank's.
+    const std::string first = what.substr(0, what.find(" (on rank "));
+    EXPECT_NE(first.find(lost), std::string::npos) << "the first failure does not name rank " << dead;
+    for (int live = 0; live < n; ++live) {
+      if (live == dead) continue;
+      EXPECT_EQ(first.find(fmt::format("rank {} at ", live)), std::string::npos) << "blames live rank " << live;
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// With a topology every rank shares (NCCL_TOPO_FILE), each channel's ring
+// follows the topology search: on a p4d.24xlarge node the ranks, as GPUs
+// 0.., start each channel at another GPU and go on to the nearest, so
+// channel 1's ring is 1 0 2 3, not the rank order; without the file the
+// rings are the rank order. Every collective is checked over the
+// reordered rings, over shared memory and sockets.
+TEST(Collectives, RingsFollowTheTopologySearch) {
+  const std::string file = std::string(RINGMASTER_TOPOLOGY_DIR) + "/p4d-24xl-topo.xml";
+  constexpr int n = 4;
+  ::setenv("NCCL_MAX_NCHANNELS", "2", 1);
+  ::setenv("NCCL_MIN_NCHANNELS", "2", 1);
+  // What the search plans for one such node running 4 ranks.
+  const auto topology = topo::Topology::load_file(file, topo::LoadOptions{"/sys"});
+  const topo::NodeRanks node{&topology, n};
+  const auto plan = topo::search_channels(std::span(&node, 1), 2);
+  ASSERT_EQ(plan.rings.size(), 2u);
+  for (const bool with_file : {false, true}) {
+    if (with_file) ::setenv("NCCL_TOPO_FILE", file.c_str(), 1);
+    std::vector<std::vector<std::vector<int>>> rings(n);
+    run_ranks(n, [&](Communicator& comm) { rings[static_cast<std::size_t>(comm.rank())] = comm.rings(); });
+    for (int r = 0; r < n; ++r) {
+      const auto& mine = rings[static_cast<std::size_t>(r)];
+      ASSERT_EQ(mine.size(), 2u) << "rank " << r;
+      for (std::size_t c = 0; c < mine.size(); ++c) {
+        const std::vector<int> expected = with_file ? plan.rings[c].ranks : std::vector<int>{0, 1, 2, 3};
+        EXPECT_EQ(mine[c], expected) << "rank " << r << " channel " << c << (with_file ? " with" : " without")
+                                     << " the topology";
+      }
+    }
+  }
+  // The search does reorder: some channel's ring is not a rotation of the rank order.
+  bool reordered = false;
+  for (const auto& ring : plan.rings) {
+    for (int p = 0; p < n; ++p)
+      reordered = reordered || ring.ranks[static_cast<std::size_t>((p + 1) % n)] !=
+                                   (ring.ranks[static_cast<std::size_t>(p)] + 1) % n;
+  }
+  EXPECT_TRUE(reordered) << plan.lines.front() << " / " << plan.lines.back();
+  for (Links links : {Links::shm, Links::socket}) {
+    for (Collective c : kCollectives)
+      check({c, DataType::fp32, RedOp::sum}, n, {1, 1023, 65537}, links);
+    check({Collective::broadcast, DataType::int32, RedOp::sum}, n, {4097}, links, {Protocol::simple});
+  }
+  ::unsetenv("NCCL_TOPO_FILE");
+  ::unsetenv("NCCL_MAX_NCHANNELS");
+  ::unsetenv("NCCL_MIN_NCHANNELS");
 }
 
 TEST(Collectives, CountersAndRecordsReportTraffic) {

@@ -29,7 +29,7 @@
 #include "panels/timeline_view.h"
 #include "panels/topology_drawing.h"
 #include "panels/topology_view.h"
-#include "ringmaster/topology.h"
+#include "ringmaster/tools/topology.h"
 
 using namespace ringmaster::ui;
 

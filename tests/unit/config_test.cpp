@@ -6,7 +6,7 @@
 
 #include "net/connect_filter.h"
 #include "net/interfaces.h"
-#include "ringmaster/bootstrap.h"
+#include "ringmaster/tools/bootstrap.h"
 #include "ringmaster/config.h"
 
 namespace ringmaster {

@@ -11,8 +11,8 @@
 #include <sstream>
 
 #include "ringmaster/status.h"
-#include "ringmaster/topology.h"
-#include "ringmaster/topology_search.h"
+#include "ringmaster/tools/topology.h"
+#include "ringmaster/tools/topology_search.h"
 
 namespace ringmaster::topo {
 namespace {

@@ -11,8 +11,8 @@
 
 #include "algo/tree.h"
 #include "ringmaster/status.h"
-#include "ringmaster/topology.h"
-#include "ringmaster/tuner.h"
+#include "ringmaster/tools/topology.h"
+#include "ringmaster/tools/tuner.h"
 #include "tune/cache.h"
 #include "tune/calibrate.h"
 

@@ -20,8 +20,8 @@
 #include <string_view>
 #include <vector>
 
-#include "ringmaster/bootstrap.h"
 #include "ringmaster/config.h"
+#include "ringmaster/stage.h"
 #include "ringmaster/status.h"
 #include "ringmaster/types.h"
 
@@ -184,6 +184,11 @@ class Communicator {
 
   // Every connection this rank has, with its transport.
   std::vector<ConnectionInfo> connections() const;
+
+  // Each channel's ring, its ranks in ring order: rank order, or the
+  // topology search's (GPU-NIC affinity) when every rank read the same
+  // NCCL_TOPO_FILE.
+  std::vector<std::vector<int>> rings() const;
 
   // A snapshot of channel c's counters.
   ChannelCounters counters(int channel) const;

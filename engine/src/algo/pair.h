@@ -14,6 +14,6 @@
 
 namespace ringmaster::algo {
 
-void pair_all_reduce(RingContext& ctx, const RingOp& op, const std::byte* send, std::byte* recv, std::size_t count);
+void pair_all_reduce(Context& ctx, const Task& task, const std::byte* send, std::byte* recv, std::size_t count);
 
 }  // namespace ringmaster::algo

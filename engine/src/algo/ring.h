@@ -1,4 +1,4 @@
-// Ring schedules on one channel, over a RingLink. Each works on the
+// Ring schedules on one channel, over a ChannelLink. Each works on the
 // channel's share of the buffers (byte offsets already applied) and keeps
 // the schedule in plain sight: which chunk goes to the next rank and which
 // comes from the previous one at every step.
@@ -7,53 +7,38 @@
 #include <cstddef>
 #include <vector>
 
+#include "algo/task.h"
 #include "ringmaster/types.h"
-#include "transport/link.h"
 
 namespace ringmaster::algo {
 
-struct RingOp {
-  Collective collective = Collective::all_reduce;
-  std::uint64_t seq = 0;
-  DataType type = DataType::fp32;
-  RedOp op = RedOp::sum;
-  int root = 0;
-  std::size_t slot_bytes = 0;            // Simple: BUFFSIZE/8; LL: 0 (whole step)
-  Protocol protocol = Protocol::simple;  // how the bytes are laid out (shared memory)
-  Algorithm algorithm = Algorithm::ring;
-};
-
-struct RingContext {
-  transport::RingLink& link;
-  int rank;
-  int nranks;
-  std::vector<std::byte>& scratch;
-};
-
-// The header of step `step` of op: what the peer's must match.
-// The header of step `step` of `op`. Steps count in 64 bits (a broadcast
-// of many slots has more than 2^31); the header carries the low 16 bits,
-// enough to tell consecutive steps apart.
-transport::StepHeader step_header(const RingOp& op, std::uint64_t step);
-
-// `bytes` of the context's scratch for a step whose bytes are reduced into
-// `toward`: placed half a page from it (core/bytes.h, offset_apart), as
-// the reduction reads one while writing the other.
-std::byte* scratch_of(RingContext& ctx, std::size_t bytes, const std::byte* toward);
+// Rooted collectives move data one way round: a broadcast never reads
+// from the rank before its root, a reduce never writes to the rank after
+// it. With roots that differ between ranks, every rank of a broadcast only
+// sent (returning stale data, blamed on the next call) and every rank of
+// a reduce only waited (until the timeout). A header-only step closes the
+// ring: the rank at position `sender` sends it to its next rank at the
+// start, which reads it at its end, so a rank that made another call is named at this one. Sent
+// long before it is read, it costs no wait. Trees close the channel's
+// ring the same way.
+void close_ring_start(Context& ctx, const Task& task, int sender);
+void close_ring_end(Context& ctx, const Task& task, int sender);
 
 // recv receives the sum of every rank's send (count elements); in place
 // when send == recv.
-void all_reduce(RingContext& ctx, const RingOp& op, const std::byte* send, std::byte* recv, std::size_t count);
+void all_reduce(Context& ctx, const Task& task, const std::byte* send, std::byte* recv, std::size_t count);
 // out holds nranks blocks of `count` elements, `stride` bytes apart; this
 // rank's block is filled, the others are received.
-void all_gather(RingContext& ctx, const RingOp& op, std::byte* out, std::size_t count, std::size_t stride);
-// work holds nranks blocks of `count` elements, `stride` bytes apart (a
-// copy of the input; it is overwritten); this rank's reduced block ends in
-// work at block `rank`.
-void reduce_scatter(RingContext& ctx, const RingOp& op, std::byte* work, std::size_t count, std::size_t stride);
+void all_gather(Context& ctx, const Task& task, std::byte* out, std::size_t count, std::size_t stride);
+// send holds nranks blocks of `count` elements, `stride` bytes apart (read
+// only); recv receives the reduction of every rank's block `rank`. The
+// partial sums live in the channel's scratch for one step each, so the
+// input is read where it is, once (recv may be send's block `rank`).
+void reduce_scatter(Context& ctx, const Task& task, const std::byte* send, std::size_t stride, std::byte* recv,
+                    std::size_t count);
 // buf: the root's data, received by everyone else; pipelined down the ring.
-void broadcast(RingContext& ctx, const RingOp& op, std::byte* buf, std::size_t count);
+void broadcast(Context& ctx, const Task& task, std::byte* buf, std::size_t count);
 // buf holds this rank's input; the root's buf receives the result.
-void reduce(RingContext& ctx, const RingOp& op, std::byte* buf, std::size_t count);
+void reduce(Context& ctx, const Task& task, std::byte* buf, std::size_t count);
 
 }  // namespace ringmaster::algo

@@ -1,5 +1,5 @@
 // Double binary tree schedules (NCCL's tree algorithm) over a channel's
-// direct connections (RingLink::mesh).
+// direct connections (ChannelLink::mesh).
 //
 // Two complementary binary trees span the nodes; within a node the ranks
 // form a chain from the node's first rank. Each tree carries half of the
@@ -30,11 +30,11 @@ struct DoubleTree {
 // first tree (broadcast and reduce roots); -1 for rank 0.
 DoubleTree build_double_tree(int rank, const std::vector<int>& node_of, int first = -1);
 
-void tree_all_reduce(RingContext& ctx, const DoubleTree& tree, const RingOp& op, const std::byte* send, std::byte* recv,
+void tree_all_reduce(Context& ctx, const DoubleTree& tree, const Task& task, const std::byte* send, std::byte* recv,
                      std::size_t count);
-// op.root's buf goes to every rank.
-void tree_broadcast(RingContext& ctx, const DoubleTree& tree, const RingOp& op, std::byte* buf, std::size_t count);
-// buf holds this rank's input (overwritten); op.root's buf receives the result.
-void tree_reduce(RingContext& ctx, const DoubleTree& tree, const RingOp& op, std::byte* buf, std::size_t count);
+// task.root's buf goes to every rank.
+void tree_broadcast(Context& ctx, const DoubleTree& tree, const Task& task, std::byte* buf, std::size_t count);
+// buf holds this rank's input (overwritten); task.root's buf receives the result.
+void tree_reduce(Context& ctx, const DoubleTree& tree, const Task& task, std::byte* buf, std::size_t count);
 
 }  // namespace ringmaster::algo

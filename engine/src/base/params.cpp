@@ -49,7 +49,7 @@ std::int64_t param_int(Param p) {
 
 }  // namespace ringmaster
 
-#include "ringmaster/params.h"
+#include "ringmaster/tools/params.h"
 
 namespace ringmaster {
 

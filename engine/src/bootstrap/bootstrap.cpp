@@ -104,7 +104,7 @@ class StageRunner {
 };
 
 std::string key(const Config& c, const std::string& name) {
-  return "ringmaster/" + c.run_id + "/" + name;
+  return store_key(c, name);
 }
 
 // Length-prefixed blobs on the bootstrap ring.
@@ -501,6 +501,10 @@ void Bootstrap::finish() {
   RM_INFO(init, "Init timings - total {:.2f} ms ({}) ms; {} ranks, store on {}",
           duration_cast<std::chrono::microseconds>(Clock::now() - s.init_begin).count() / 1e3, timings,
           s.config.world_size, s.master);
+}
+
+std::string store_key(const Config& c, const std::string& name) {
+  return "ringmaster/" + c.run_id + "/" + name;
 }
 
 }  // namespace ringmaster

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "net/socket.h"
-#include "ringmaster/bootstrap.h"
+#include "ringmaster/tools/bootstrap.h"
 #include "ringmaster/store.h"
 #include "store/client.h"
 
@@ -18,6 +18,9 @@ namespace ringmaster {
 // hello before it is dropped: ranks send theirs right after connecting, so
 // only strangers (scanners, health checks, stale ranks) take longer.
 inline constexpr std::chrono::seconds kHelloWait{5};
+
+// The store key of `name` for this job's ranks (run_id keeps jobs apart).
+std::string store_key(const Config& c, const std::string& name);
 
 struct Bootstrap::Impl {
   Config config;

@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "ringmaster/bootstrap.h"
+#include "ringmaster/tools/bootstrap.h"
 
 namespace ringmaster {
 

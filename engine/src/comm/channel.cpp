@@ -62,9 +62,10 @@ bool Channel::run_next_here() {
 namespace {
 
 // Channels holding a small collective that waits for its caller (see
-// submit). Before any thread of ours sleeps they are handed to their
-// progress threads: the caller may be the one about to sleep, on another
-// communicator, and its peers would wait for that collective meanwhile.
+// Channel::park). Before a caller sleeps in Request::wait they are handed
+// to their progress threads: the caller may be the one about to sleep, on
+// another communicator, and its peers would wait for that collective
+// meanwhile. A caller that sleeps anywhere else is covered by the watcher.
 std::mutex waiting_mutex;
 std::vector<Channel*> waiting_channels;  // a channel may be listed twice; each entry is looked at
 std::atomic<int> waiting_count{0};

@@ -2,10 +2,11 @@
 // and the progress thread that works it off; a small collective may
 // instead be parked on the channel for its caller to run (see park).
 //
-// Parked work never waits for its caller for long: before any thread of
-// ours sleeps, and after kParkedTakeover at the latest (a caller blocked
-// on a pipe or another library's barrier), a watcher hands it to the
-// progress thread, so a submitted collective always completes.
+// Parked work never waits for its caller for long: when a caller is about
+// to sleep in Request::wait, and after kParkedTakeover at the latest (a
+// caller blocked on a pipe, another library's barrier or a step of
+// another communicator), a watcher hands it to the progress thread, so a
+// submitted collective always completes.
 #pragma once
 
 #include <atomic>
@@ -26,7 +27,7 @@ int usable_cpus();
 
 struct Channel {
   int index = 0;
-  transport::RingLink link;
+  transport::ChannelLink link;
   transport::ChannelStats stats;
   std::vector<std::byte> scratch;
   std::mutex mutex;
@@ -103,8 +104,8 @@ struct Channel {
 };
 
 // Hands every parked collective to its progress thread: called before a
-// thread of ours sleeps (Request::wait, a transfer about to poll), since
-// the parked work's caller may be the one about to sleep.
+// caller sleeps in Request::wait, since the parked work's caller may be
+// the one about to sleep.
 void start_waiting_work();
 
 // A channel about to be destroyed leaves the watcher's list.

@@ -23,7 +23,7 @@
 #include "comm/communicator_impl.h"
 #include "comm/settings.h"
 #include "kernels/reduce.h"
-#include "ringmaster/tuner.h"
+#include "ringmaster/tools/tuner.h"
 #include "transport/link.h"
 #include "tune/calibrate.h"
 
@@ -70,7 +70,6 @@ Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 Communicator::~Communicator() = default;
 
 std::unique_ptr<Communicator> Communicator::create(const Config& config, const CommOptions& options) {
-  transport::set_before_sleep(comm::start_waiting_work);
   auto impl = std::make_unique<Impl>();
   // Checked before anything connects; the ranks agree on them once every
   // rank's are known (comm/settings.h).
@@ -110,10 +109,11 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
     channel->index = c;
     channel->run_parked = &Impl::Job::run_parked;
     impl->channels.push_back(std::move(channel));
+    impl->ring_orders.push_back(algo::RingOrder::identity(impl->nranks));
   }
   // The trees span ranks, or hosts with their ranks chained.
   const std::string& tree_nodes = settings.tree_nodes;
-  impl->describe_topology();
+  impl->describe_topology(agreed.same_topology);
   {
     const auto& peers = impl->bootstrap->peers();
     std::vector<std::string> hosts;
@@ -252,6 +252,13 @@ std::vector<PeerLinkCounters> Communicator::peer_links() const {
     }
     if (l.total_bytes > 0) out.push_back(l);
   }
+  return out;
+}
+
+std::vector<std::vector<int>> Communicator::rings() const {
+  std::vector<std::vector<int>> out;
+  for (const auto& order : impl_->ring_orders)
+    out.push_back(order.rank_at);
   return out;
 }
 

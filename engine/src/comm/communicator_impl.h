@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -29,9 +30,13 @@
 #include "comm/request.h"
 #include "comm/settings.h"
 #include "ringmaster/comm.h"
-#include "ringmaster/tuner.h"
+#include "ringmaster/tools/tuner.h"
 
 namespace ringmaster {
+
+namespace topo {
+class Topology;
+}  // namespace topo
 
 using comm::Channel;
 
@@ -72,6 +77,7 @@ struct Communicator::Impl {
   std::size_t pair_bytes = 16384;    // 2-rank all_reduce up to this size: one whole-input exchange
   std::function<void(const CollectiveRecord&)> on_collective;
   std::vector<std::unique_ptr<Channel>> channels;
+  std::vector<algo::RingOrder> ring_orders;  // per channel: rank order, or the topology search's
   std::vector<ConnectionInfo> connection_infos;
   std::atomic<bool> aborted{false};
   // The first failed collective part is logged; once it has been, every
@@ -80,6 +86,9 @@ struct Communicator::Impl {
   // of lines and a slow exit.
   std::atomic<bool> failure_logged{false};
   std::atomic<std::uint64_t> failures_unlogged{0};
+  // The communicator's failure as every part reports it (failure.cpp).
+  std::mutex failure_mutex;
+  std::optional<Status> failure;
   std::uint64_t next_seq = 0;
   // Point-to-point messages are numbered per pair and direction, so they
   // are checked without involving the other ranks' sequence.
@@ -90,14 +99,22 @@ struct Communicator::Impl {
   // Fails every pending and future call; returns at once.
   void abort();
 
+  // The status a failed part reports, given its own error: the first
+  // failure of any rank, learnt through the store (failure.cpp). Call
+  // before abort(): a rank that fails on its own account is on record
+  // before its peers see its connections close.
+  Status attribute(const Status& own);
+
   // The tuner's pick for a call, remembered per (collective, bytes).
   Choice choose(Collective collective, std::size_t bytes);
 
   // The double binary tree with `root` first (-1: rank 0).
   const algo::DoubleTree& tree_for(int root);
 
-  // The TOPOLOGY stage (topology_stage.cpp).
-  void describe_topology();
+  // The TOPOLOGY stage (topology_stage.cpp): with a topology every rank
+  // shares, the rings follow the topology search.
+  void describe_topology(bool same_topology);
+  std::string order_rings(const topo::Topology& t, const std::vector<std::string>& hosts);
 
   // TRANSPORT_CONNECT: how the channels wait, and their connections
   // (transport/setup.cpp makes them).
@@ -113,7 +130,7 @@ struct Communicator::Impl {
   // the job keeps itself alive until its last part has finished.
   struct Job : Request::State {
     Impl* impl = nullptr;
-    algo::RingOp op;
+    algo::Task task;
     int nch = 1;
     std::shared_ptr<Job> self;
 
@@ -130,39 +147,49 @@ struct Communicator::Impl {
     virtual void execute(Channel& channel, int c) = 0;
   };
 
-  // Work is called as work(channel, index, nchannels, op).
+  // Work is called as work(channel, index, nchannels, task).
   template <class Work>
   struct JobOf final : Job {
     explicit JobOf(Work&& w) : work(std::move(w)) {}
     Work work;
-    void execute(Channel& channel, int c) override { work(channel, c, nch, op); }
+    void execute(Channel& channel, int c) override { work(channel, c, nch, task); }
   };
 
-  // Splits a collective of `bytes` across channels and queues
-  // work(channel, index, nchannels, op) on each: one allocation a call.
+  // A call as the caller made it: its signature (which every rank's must
+  // match, StepHeader) and the bytes the tuner decides by.
+  struct Call {
+    Collective collective = Collective::all_reduce;
+    std::size_t bytes = 0;
+    std::uint64_t count = 0;
+    DataType type = DataType::uint8;
+    RedOp op = RedOp::sum;
+    int root = 0;
+  };
+
+  // Splits a call across channels and queues work(channel, index,
+  // nchannels, task) on each: one allocation a call.
   template <class Work>
-  Request submit(Collective collective, std::size_t bytes, DataType type, RedOp op, int root, Work work,
-                 int forced_channels = 0) {
-    return start(std::make_shared<JobOf<Work>>(std::move(work)), collective, bytes, type, op, root, forced_channels);
+  Request submit(const Call& call, Work work, int forced_channels = 0) {
+    return start(std::make_shared<JobOf<Work>>(std::move(work)), call, forced_channels);
   }
 
-  Request start(std::shared_ptr<Job> job, Collective collective, std::size_t bytes, DataType type, RedOp op, int root,
-                int forced_channels);
+  Request start(std::shared_ptr<Job> job, const Call& call, int forced_channels);
 
   // Work that runs whole on channel 0 (direct connections). Point-to-point
   // calls do not take a collective sequence number: other ranks need not
   // make them.
   template <class Work>
-  Request submit_single(Collective collective, std::size_t bytes, DataType type, Work work, bool numbered = true) {
+  Request submit_single(const Call& call, Work work, bool numbered = true) {
     auto request = submit(
-        collective, bytes, type, RedOp::sum, 0,
-        [work = std::move(work)](Channel& ch, int, int, const algo::RingOp& op) { work(ch, op); },
+        call, [work = std::move(work)](Channel& ch, int, int, const algo::Task& task) { work(ch, task); },
         /*channels=*/1);
     if (!numbered) --next_seq;  // give back the number submit() took
     return request;
   }
 
-  algo::RingContext context(Channel& c) { return algo::RingContext{c.link, rank, nranks, c.scratch}; }
+  algo::Context context(Channel& c) {
+    return algo::Context{c.link, rank, nranks, c.scratch, &ring_orders[static_cast<std::size_t>(c.index)]};
+  }
 };
 
 }  // namespace ringmaster

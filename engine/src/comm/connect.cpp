@@ -40,7 +40,7 @@ void Communicator::Impl::connect_channels(const comm::LocalSettings& settings) {
   inline_bytes =
       crowded && !settings.inline_bytes_given ? std::numeric_limits<std::size_t>::max() : settings.inline_bytes;
   (void)cycles::ns_per_tick();  // the steps' timer, measured now rather than in the first step
-  std::vector<transport::RingLink*> links;
+  std::vector<transport::ChannelLink*> links;
   for (auto& channel : channels) {
     channel->link.rank = rank;
     channel->link.timeout = timeout;
@@ -58,7 +58,13 @@ void Communicator::Impl::connect_channels(const comm::LocalSettings& settings) {
   options.net = settings.net;
   options.sockets_per_channel = settings.sockets_per_channel;
   options.fifo_bytes = settings.shm_fifo_bytes;
-  for (const auto& c : transport::connect(*bootstrap, links, options)) {
+  std::vector<transport::RingNeighbours> neighbours;
+  for (const auto& order : ring_orders) {
+    const int p = order.position_of[static_cast<std::size_t>(rank)];
+    neighbours.push_back({order.rank_at[static_cast<std::size_t>((p + 1) % nranks)],
+                          order.rank_at[static_cast<std::size_t>((p + nranks - 1) % nranks)]});
+  }
+  for (const auto& c : transport::connect(*bootstrap, links, neighbours, options)) {
     connection_infos.push_back(
         {c.channel, c.peer, c.outgoing, std::string(transport::name_of(c.kind)), c.address, c.fallback, c.sockets});
   }

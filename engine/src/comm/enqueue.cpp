@@ -75,15 +75,15 @@ void Communicator::Impl::Job::run(Channel& channel, int c) {
     execute(channel, c);
     channel.link.flush();
   } catch (const Error& e) {
-    status = e.status();
+    status = impl->attribute(e.status());
     if (!impl->failure_logged.exchange(true, std::memory_order_relaxed)) {
-      RM_WARN(coll, "channel {}: {} #{} failed: {}", c, name_of(op.collective), op.seq, e.what());
+      RM_WARN(coll, "channel {}: {} #{} failed: {}", c, name_of(task.collective), task.seq, status.to_string());
     } else {
       impl->failures_unlogged.fetch_add(1, std::memory_order_relaxed);
     }
     impl->abort();
   } catch (const std::exception& e) {
-    status = Status(ErrorCategory::internal, e.what());
+    status = impl->attribute(Status(ErrorCategory::internal, e.what()));
     impl->abort();
   }
   // The channel is free before the waiter wakes: a caller that wakes
@@ -99,28 +99,31 @@ void Communicator::Impl::Job::run(Channel& channel, int c) {
   if (finish_part(status)) last = std::move(self);
 }
 
-Request Communicator::Impl::start(std::shared_ptr<Job> job, Collective collective, std::size_t bytes, DataType type,
-                                  RedOp op, int root, int forced_channels) {
-  algo::RingOp& ring_op = job->op;
-  ring_op.collective = collective;
-  ring_op.seq = next_seq++;
-  ring_op.type = type;
-  ring_op.op = op;
-  ring_op.root = root;
+Request Communicator::Impl::start(std::shared_ptr<Job> job, const Call& call, int forced_channels) {
+  const Collective collective = call.collective;
+  const std::size_t bytes = call.bytes;
+  algo::Task& task = job->task;
+  task.collective = collective;
+  task.seq = next_seq++;
+  task.type = call.type;
+  task.op = call.op;
+  task.root = call.root;
+  task.count = call.count;
   Choice choice = choose(collective, bytes);
   if (forced_channels > 0) choice.channels = forced_channels;
-  ring_op.algorithm = choice.algorithm;
+  task.algorithm = choice.algorithm;
   const Protocol protocol = choice.protocol;
-  ring_op.protocol = protocol;
-  const std::size_t es = size_of(type);
+  task.protocol = protocol;
+  const std::size_t es = size_of(call.type);
   // LL moves a ring step in one piece. A tree's halves go in slots under
   // every protocol: a tree level under LL in one piece (megabytes in one
   // frame to each child) left loopback TCP reordering and retransmitting
   // for the calls after it.
   const bool whole = protocol == Protocol::ll && choice.algorithm == Algorithm::ring;
-  ring_op.slot_bytes = whole ? 0 : std::max(es, (buffsize / 8) / es * es);
+  task.slot_bytes = whole ? 0 : std::max(es, (buffsize / 8) / es * es);
   // Trees run on channel 0, over its direct connections.
   const int nch = choice.algorithm == Algorithm::tree ? 1 : choice.channels;
+  task.channels = nch;
   job->impl = this;
   job->nch = nch;
   job->remaining = nch;
@@ -129,9 +132,9 @@ Request Communicator::Impl::start(std::shared_ptr<Job> job, Collective collectiv
   // closure less per call otherwise).
   if (on_collective) {
     const auto start = Clock::now();
-    job->on_done = [this, ring_op, bytes, protocol, nch, start](const Status& status) {
+    job->on_done = [this, task, bytes, protocol, nch, start](const Status& status) {
       if (status.ok()) {
-        on_collective({ring_op.seq, ring_op.collective, bytes, ring_op.algorithm, protocol, nch, Clock::now() - start});
+        on_collective({task.seq, task.collective, bytes, task.algorithm, protocol, nch, Clock::now() - start});
       }
     };
   }

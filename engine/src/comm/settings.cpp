@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <fstream>
+#include <functional>
+#include <iterator>
 #include <map>
 #include <string_view>
 #include <thread>
@@ -79,6 +82,12 @@ LocalSettings LocalSettings::resolve(const CommOptions& options) {
   s.pair_bytes_given = param_env(Param::PairBytes).has_value();
   s.shm_disabled = param_int(Param::ShmDisable) != 0;
   s.tree_nodes = param_string(Param::TreeNodes);
+  if (const auto file = param_env(Param::TopoFile)) {
+    std::ifstream in(*file, std::ios::binary);
+    const std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Unreadable: the TOPOLOGY stage says why; no two ranks agree on it.
+    s.topology_key = in ? fmt::format("{:016x}", std::hash<std::string>{}(content)) : "unreadable";
+  }
   if (s.tree_nodes != "rank" && s.tree_nodes != "host") {
     throw Error(ErrorCategory::config, "RINGMASTER_TREE_NODES=" + s.tree_nodes + ": expected rank or host");
   }
@@ -119,10 +128,11 @@ LocalSettings LocalSettings::resolve(const CommOptions& options) {
 }
 
 std::string LocalSettings::encode() const {
-  return fmt::format("v1;minch={};maxch={};raise={};buf={};pair={};pairset={};shmoff={};tree={};algo={}/{};proto={}/{}",
-                     min_channels, max_channels, may_raise_channels ? 1 : 0, buffsize, pair_bytes,
-                     pair_bytes_given ? 1 : 0, shm_disabled ? 1 : 0, tree_nodes, algorithms.allowed_key(),
-                     hex(algorithms.text()), protocols.allowed_key(), hex(protocols.text()));
+  return fmt::format(
+      "v1;minch={};maxch={};raise={};buf={};pair={};pairset={};shmoff={};tree={};topo={};algo={}/{};proto={}/{}",
+      min_channels, max_channels, may_raise_channels ? 1 : 0, buffsize, pair_bytes, pair_bytes_given ? 1 : 0,
+      shm_disabled ? 1 : 0, tree_nodes, topology_key, algorithms.allowed_key(), hex(algorithms.text()),
+      protocols.allowed_key(), hex(protocols.text()));
 }
 
 std::optional<LocalSettings::Wire> LocalSettings::decode(const std::string& word) {
@@ -156,6 +166,7 @@ std::optional<LocalSettings::Wire> LocalSettings::decode(const std::string& word
   w.pair_bytes_given = *pairset != 0;
   w.shm_disabled = *shmoff != 0;
   w.tree_nodes = fields["tree"];
+  w.topology_key = fields["topo"];
   for (auto [name, key, text] : {std::tuple{"algo", &w.algorithms_key, &w.algorithms_text},
                                  std::tuple{"proto", &w.protocols_key, &w.protocols_text}}) {
     const std::string& value = fields[name];
@@ -228,6 +239,12 @@ AgreedSettings agree(const std::vector<PeerInfo>& peers) {
     return lo;
   };
   agreed.max_channels = smallest(channels_asked, "channels (NCCL_MAX_NCHANNELS)");
+  agreed.same_topology =
+      !all[0].topology_key.empty() && all[0].topology_key != "unreadable" &&
+      std::all_of(all.begin(), all.end(), [&](const auto& w) { return w.topology_key == all[0].topology_key; });
+  if (!all[0].topology_key.empty() && !agreed.same_topology) {
+    agreed.reconciled.push_back("NCCL_TOPO_FILE: the ranks read different topologies; rings follow rank order");
+  }
   agreed.buffsize = smallest([](const auto& w) { return w.buffsize; }, "NCCL_BUFFSIZE");
   agreed.pair_bytes = smallest([](const auto& w) { return w.pair_bytes; }, "RINGMASTER_PAIR_BYTES");
   agreed.pair_bytes_given = std::any_of(all.begin(), all.end(), [](const auto& w) { return w.pair_bytes_given; });

@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "ringmaster/bootstrap.h"
 #include "ringmaster/comm.h"
-#include "ringmaster/tuner.h"
+#include "ringmaster/tools/bootstrap.h"
+#include "ringmaster/tools/tuner.h"
 
 namespace ringmaster::comm {
 
@@ -43,6 +43,10 @@ struct LocalSettings {
   bool pair_bytes_given = false;  // RINGMASTER_PAIR_BYTES is set
   bool shm_disabled = false;      // the job's NCCL_SHM_DISABLE
   std::string tree_nodes = "rank";
+  // A fingerprint of the NCCL_TOPO_FILE this rank reads, empty without
+  // one: rings follow the topology search only when every rank has the
+  // same (comm/topology_stage.cpp).
+  std::string topology_key;
   tune::Selection algorithms;
   tune::Selection protocols;
 
@@ -80,6 +84,7 @@ struct LocalSettings::Wire {
   bool pair_bytes_given = false;
   bool shm_disabled = false;
   std::string tree_nodes;
+  std::string topology_key;
   std::string algorithms_key, algorithms_text;
   std::string protocols_key, protocols_text;
 };
@@ -91,6 +96,7 @@ struct AgreedSettings {
   std::size_t buffsize = 0;
   std::size_t pair_bytes = 0;
   bool pair_bytes_given = false;  // by any rank: then it is not raised for 2-rank sockets
+  bool same_topology = false;     // every rank read the same NCCL_TOPO_FILE
   // Where ranks asked for different values and which won, for the log;
   // empty when they all asked alike.
   std::vector<std::string> reconciled;

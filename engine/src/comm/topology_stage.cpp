@@ -1,6 +1,7 @@
 // The TOPOLOGY stage: which hosts the ranks are on, the node's hardware
 // when asked for, and the order of each channel's ring.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,14 +15,15 @@
 #include "base/params.h"
 #include "bootstrap/bootstrap_impl.h"
 #include "comm/communicator_impl.h"
-#include "ringmaster/topology.h"
+#include "ringmaster/tools/topology.h"
+#include "ringmaster/tools/topology_search.h"
 
 namespace ringmaster {
 
 // TOPOLOGY: which hosts the ranks are on, the node's hardware when a
 // topology file is given (NCCL_TOPO_FILE) or a dump is asked for
 // (RINGMASTER_TOPO_DUMP_FILE, written by rank 0), and the channel rings.
-void Communicator::Impl::describe_topology() {
+void Communicator::Impl::describe_topology(bool same_topology) {
   bootstrap->run_stage(Stage::topology, [&] {
     const auto& peers = bootstrap->peers();
     std::vector<std::string> hosts;
@@ -46,6 +48,7 @@ void Communicator::Impl::describe_topology() {
       }
       detail += "; " + t->summary();
       RM_INFO(graph, "Topology {}", t->summary());
+      if (file && same_topology) detail += "; " + order_rings(*t, hosts);
       if (dump && rank == 0) {
         std::FILE* out = std::fopen(dump->c_str(), "w");
         const std::string xml = t->to_nccl_xml();
@@ -58,14 +61,48 @@ void Communicator::Impl::describe_topology() {
         detail += "; written to " + *dump;
       }
     }
-    // CPU ranks: every channel's ring is the rank order.
-    std::string ring;
-    for (int r = 0; r < nranks; ++r)
-      ring += fmt::format("{}{}", r ? " " : "", r);
-    for (const auto& c : channels)
-      RM_INFO(graph, "Channel {:02d} : {}", c->index, ring);
+    for (const auto& c : channels) {
+      const auto& order = ring_orders[static_cast<std::size_t>(c->index)].rank_at;
+      RM_INFO(graph, "Channel {:02d} : {}", c->index, fmt::join(order, " "));
+    }
     return detail;
   });
+}
+
+// Every host is taken to be the node `t` describes (every rank read the
+// same NCCL_TOPO_FILE), running its ranks as GPUs 0, 1, ... in rank order
+// (as LOCAL_RANK numbers them). The search's rings leave and enter each
+// node through one NIC, by the GPUs nearest it; channels take the NICs in
+// turn. A node with more ranks than GPUs keeps rank order.
+std::string Communicator::Impl::order_rings(const topo::Topology& t, const std::vector<std::string>& hosts) {
+  const auto& peers = bootstrap->peers();
+  std::vector<int> rank_of_index;  // the search numbers ranks node by node
+  std::vector<topo::NodeRanks> nodes;
+  for (const auto& host : hosts) {
+    int here = 0;
+    for (int r = 0; r < nranks; ++r) {
+      if (peers[static_cast<std::size_t>(r)].host != host) continue;
+      rank_of_index.push_back(r);
+      ++here;
+    }
+    nodes.push_back({&t, here});
+  }
+  topo::ChannelPlan plan;
+  try {
+    plan = topo::search_channels(nodes, static_cast<int>(channels.size()));
+  } catch (const Error& e) {
+    RM_INFO(graph, "rings follow rank order: {}", e.status().message());
+    return "rings in rank order (" + e.status().message() + ")";
+  }
+  for (std::size_t c = 0; c < channels.size(); ++c) {
+    std::vector<int> order;
+    for (int index : plan.rings[c].ranks)
+      order.push_back(rank_of_index[static_cast<std::size_t>(index)]);
+    ring_orders[c] = algo::RingOrder::of(std::move(order));
+  }
+  for (const auto& line : plan.lines)
+    RM_INFO(graph, "search: {}", line);
+  return "rings from the topology search";
 }
 
 }  // namespace ringmaster

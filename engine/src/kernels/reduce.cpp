@@ -111,7 +111,49 @@ void divide_half(void* buffer, std::size_t count, int nranks) {
   }
 }
 
+template <class T>
+void scale_all(void* dst, const void* src, std::size_t count, T s) {
+  auto* out = static_cast<T*>(dst);
+  const auto* in = static_cast<const T*>(src);
+  for (std::size_t i = 0; i < count; ++i) {
+    T v;
+    std::memcpy(&v, in + i, sizeof(T));
+    v *= s;
+    std::memcpy(out + i, &v, sizeof(T));
+  }
+}
+
+template <float (*widen)(std::uint16_t), std::uint16_t (*narrow)(float)>
+void scale_half(void* dst, const void* src, std::size_t count, int nranks) {
+  auto* out = static_cast<std::uint16_t*>(dst);
+  const auto* in = static_cast<const std::uint16_t*>(src);
+  const float s = widen(narrow(1.0f / static_cast<float>(nranks)));  // the scalar as the type holds it
+  for (std::size_t i = 0; i < count; ++i) {
+    std::uint16_t v;
+    std::memcpy(&v, in + i, sizeof(v));
+    v = narrow(widen(v) * s);
+    std::memcpy(out + i, &v, sizeof(v));
+  }
+}
+
 }  // namespace
+
+void premultiply_avg(void* dst, const void* src, std::size_t count, DataType type, int nranks) {
+  if (nranks <= 0) throw Error(ErrorCategory::internal, "premultiply_avg called with nranks=" + std::to_string(nranks));
+  switch (type) {
+    case DataType::fp16:
+      return scale_half<half_to_float, float_to_half>(dst, src, count, nranks);
+    case DataType::bf16:
+      return scale_half<bf16_to_float, float_to_bf16>(dst, src, count, nranks);
+    case DataType::fp32:
+      return scale_all<float>(dst, src, count, 1.0f / static_cast<float>(nranks));
+    case DataType::fp64:
+      return scale_all<double>(dst, src, count, 1.0 / nranks);
+    default:
+      throw Error(ErrorCategory::internal,
+                  "premultiply_avg called for " + std::string(ringmaster::name_of(type)) + ", an integer type");
+  }
+}
 
 std::size_t streaming_store_bytes() noexcept {
   static const std::size_t bytes = [] {

@@ -8,9 +8,11 @@
 // result is NaN, as torch.maximum does), so a NaN produced on one rank is
 // never hidden by a reduction.
 //
-// `avg` reduces as a sum; the division by the number of ranks is a separate
-// step, `finish_avg`, applied once at the end of a collective so that no
-// precision is lost along the way.
+// `avg` reduces as a sum, as NCCL's does. For floating types each rank's
+// input is first multiplied by 1/nranks (`premultiply_avg`), so the sums
+// along the way cannot overflow (65504 in fp16 averaged on 3 ranks gave
+// +inf when divided at the end). Integers are summed, wrapping on
+// overflow as NCCL's do, and divided once at the end (`finish_avg`).
 //
 // The implementation is vectorised per instruction-set level (AVX-512,
 // AVX2, SSE2 and scalar on x86-64; NEON and scalar on AArch64) and the
@@ -46,8 +48,20 @@ void reduce(void* dst, const void* a, const void* b, std::size_t count, DataType
 // With a level the CPU lacks, throws Error(config) and runs nothing.
 void reduce(IsaLevel level, void* dst, const void* a, const void* b, std::size_t count, DataType type, RedOp op);
 
-// Divides every element by nranks, for RedOp::avg. Integers divide with
-// truncation toward zero; 16-bit floats divide in fp32 and round once.
+// Whether avg of `type` is premultiplied (floating types) rather than
+// divided at the end (integers).
+constexpr bool avg_premultiplies(DataType type) noexcept {
+  return is_floating(type);
+}
+
+// dst[i] = src[i] * s, with s = 1/nranks rounded to `type` and the product
+// rounded once (16-bit floats multiply in fp32): NCCL's avg for floating
+// types. dst may equal src. Throws Error(internal) for integer types.
+void premultiply_avg(void* dst, const void* src, std::size_t count, DataType type, int nranks);
+
+// Divides every element by nranks, for RedOp::avg of integers (and of
+// floats summed without premultiply_avg). Integers divide with truncation
+// toward zero; 16-bit floats divide in fp32 and round once.
 void finish_avg(void* buffer, std::size_t count, DataType type, int nranks);
 
 }  // namespace ringmaster::kernels

@@ -1,4 +1,4 @@
-#include "ringmaster/perf.h"
+#include "ringmaster/tools/perf.h"
 #include "base/bytes.h"
 
 #include <fmt/format.h>
@@ -163,15 +163,19 @@ double wrap(double exact, DataType type) {
 // The reduction of every rank's input, element by element, in double:
 // exact for the inputs fill() makes (small integers; products of +-1 and
 // +-2), integers wrapped to their type, avg divided once at the end
-// (integers truncating toward zero).
-std::vector<double> reference_reduction(DataType type, RedOp op, int n, std::size_t count, std::size_t total) {
+// (integers truncating toward zero). `largest` gets each element's largest
+// input magnitude (what bounds a floating avg's rounding, see matches).
+std::vector<double> reference_reduction(DataType type, RedOp op, int n, std::size_t count, std::size_t total,
+                                        std::vector<double>& largest) {
   std::vector<double> acc(count);
+  largest.assign(count, 0.0);
   std::vector<std::byte> input;
   const std::size_t es = size_of(type);
   for (int q = 0; q < n; ++q) {
     fill(input, count, type, op, q, total);
     for (std::size_t i = 0; i < count; ++i) {
       const double v = decode(input.data() + i * es, type);
+      largest[i] = std::max(largest[i], std::fabs(v));
       double& a = acc[i];
       if (q == 0) {
         a = v;
@@ -194,17 +198,20 @@ std::vector<double> reference_reduction(DataType type, RedOp op, int n, std::siz
 }
 
 // Whether a reduced element matches the reference: exactly, except a
-// floating avg, which may differ by one unit in the last place (divided
-// once at the end or scaled before the sum, as NCCL does, both round).
-bool matches(const std::byte* got, double expected, DataType type, RedOp op) {
+// floating avg. As NCCL does, each of the n inputs is multiplied by 1/n
+// (itself rounded to the type) and the products summed, every step rounded
+// in the type: at most n units in the last place of the largest input
+// (`largest`) apart from the exact average.
+bool matches(const std::byte* got, double expected, DataType type, RedOp op, int n, double largest) {
   const double v = decode(got, type);
   if (op != RedOp::avg || !is_floating(type)) return v == expected;
   int mantissa_bits = 52, min_exponent = -1022;
   if (type == DataType::fp16) mantissa_bits = 10, min_exponent = -14;
   if (type == DataType::bf16) mantissa_bits = 7, min_exponent = -126;
   if (type == DataType::fp32) mantissa_bits = 23, min_exponent = -126;
-  const int exponent = expected == 0 ? min_exponent : std::max(std::ilogb(expected), min_exponent);
-  return std::fabs(v - expected) <= std::ldexp(1.0, exponent - mantissa_bits);
+  const double scale = std::max(std::fabs(expected), largest);
+  const int exponent = scale == 0 ? min_exponent : std::max(std::ilogb(scale), min_exponent);
+  return std::fabs(v - expected) <= n * std::ldexp(1.0, exponent - mantissa_bits);
 }
 
 }  // namespace
@@ -333,7 +340,7 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
     // What this rank must hold afterwards: the bytes of a moved input, or
     // for a reduction the values (reference_reduction).
     std::vector<std::byte> expected;
-    std::vector<double> expected_values;
+    std::vector<double> expected_values, expected_largest;
     if (spec.check) {
       // What this rank must hold afterwards, from every rank's input.
       std::vector<std::byte> other;
@@ -341,11 +348,14 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
         case Collective::all_reduce:
         case Collective::reduce:
         case Collective::reduce_scatter: {
-          expected_values = reference_reduction(spec.type, spec.op, n, in_count, total);
+          expected_values = reference_reduction(spec.type, spec.op, n, in_count, total, expected_largest);
           if (scatters) {
             expected_values.erase(expected_values.begin(),
                                   expected_values.begin() + static_cast<std::ptrdiff_t>(r * count));
             expected_values.resize(count);
+            expected_largest.erase(expected_largest.begin(),
+                                   expected_largest.begin() + static_cast<std::ptrdiff_t>(r * count));
+            expected_largest.resize(count);
           }
           break;
         }
@@ -522,7 +532,7 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
             if (std::memcmp(recv + i * es, expected.data() + i * es, es) != 0) ++result.wrong;
           }
           for (std::size_t i = 0; i < expected_values.size(); ++i) {
-            if (!matches(recv + i * es, expected_values[i], spec.type, spec.op)) ++result.wrong;
+            if (!matches(recv + i * es, expected_values[i], spec.type, spec.op, n, expected_largest[i])) ++result.wrong;
           }
         }
         (in_place != 0 ? size_rows[c].in_place : size_rows[c].out_of_place) = result;

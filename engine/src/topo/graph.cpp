@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <limits>
 
-#include "ringmaster/topology.h"
+#include "ringmaster/tools/topology.h"
 #include "topo/pci.h"
 
 namespace ringmaster::topo {

@@ -11,7 +11,7 @@
 
 #include "base/log.h"
 #include "ringmaster/status.h"
-#include "ringmaster/topology.h"
+#include "ringmaster/tools/topology.h"
 #include "topo/pci.h"
 #include "topo/xml.h"
 

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "ringmaster/status.h"
-#include "ringmaster/topology.h"
+#include "ringmaster/tools/topology.h"
 #include "topo/pci.h"
 #include "topo/xml.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "ringmaster/topology.h"
+#include "ringmaster/tools/topology.h"
 
 namespace ringmaster::topo {
 

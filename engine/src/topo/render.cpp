@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "ringmaster/topology.h"
+#include "ringmaster/tools/topology.h"
 #include "topo/pci.h"
 
 namespace ringmaster::topo {

@@ -10,7 +10,7 @@
 
 #include "base/log.h"
 #include "ringmaster/status.h"
-#include "ringmaster/topology_search.h"
+#include "ringmaster/tools/topology_search.h"
 
 namespace ringmaster::topo {
 namespace {

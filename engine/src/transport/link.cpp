@@ -9,6 +9,9 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
+#include <optional>
+#include <string>
 
 #include "base/cycles.h"
 #include "base/log.h"
@@ -36,7 +39,45 @@ std::string describe_op(const StepHeader& h) {
   return fmt::format("{} #{} (step {})", name_of(static_cast<Collective>(h.collective)), h.seq, h.step);
 }
 
-std::atomic<void (*)()> before_sleep{nullptr};
+// The first field of the call's signature (StepHeader) where a peer's
+// step differs from this rank's, as "op=max" on each side.
+struct FieldMismatch {
+  std::string theirs, mine;
+  std::string message(const StepHeader& call, int from, int rank) const {
+    return fmt::format(
+        "collective mismatch at {} #{}: rank {} called it with {} but rank {} with {}; every rank must make the same "
+        "calls in the same order with the same arguments (and the same NCCL_ALGO and NCCL_PROTO)",
+        name_of(static_cast<Collective>(call.collective)), call.seq, from, theirs, rank, mine);
+  }
+};
+std::optional<FieldMismatch> signature_mismatch(const StepHeader& theirs, const StepHeader& mine) {
+  auto named = [](const char* field, auto a, auto b) {
+    return FieldMismatch{fmt::format("{}={}", field, a), fmt::format("{}={}", field, b)};
+  };
+  auto type_name = [](std::uint8_t t) {
+    return t < std::size(kAllDataTypes) ? std::string(name_of(static_cast<DataType>(t))) : fmt::format("#{}", t);
+  };
+  auto op_name = [](std::uint8_t o) {
+    return o < std::size(kAllRedOps) ? std::string(name_of(static_cast<RedOp>(o))) : fmt::format("#{}", o);
+  };
+  auto algorithm_name = [](std::uint8_t a) {
+    return a <= static_cast<std::uint8_t>(Algorithm::tree) ? std::string(name_of(static_cast<Algorithm>(a)))
+                                                           : fmt::format("#{}", a);
+  };
+  if (theirs.count != mine.count) return named("count", theirs.count, mine.count);
+  if (theirs.type != mine.type) return named("datatype", type_name(theirs.type), type_name(mine.type));
+  if (theirs.op != mine.op) return named("op", op_name(theirs.op), op_name(mine.op));
+  if (theirs.root != mine.root) return named("root", theirs.root, mine.root);
+  if (theirs.algorithm != mine.algorithm) {
+    return named("algorithm", algorithm_name(theirs.algorithm), algorithm_name(mine.algorithm));
+  }
+  if (theirs.protocol != mine.protocol) {
+    return named("protocol", name_of(static_cast<Protocol>(theirs.protocol % 3)),
+                 name_of(static_cast<Protocol>(mine.protocol % 3)));
+  }
+  if (theirs.channels != mine.channels) return named("channels", int{theirs.channels}, int{mine.channels});
+  return std::nullopt;
+}
 
 // A channel's counters have one writer at a time (the thread running the
 // channel's task), so they add without a locked instruction.
@@ -51,13 +92,9 @@ int sleep_poll(pollfd* fds, int nfds, int sleep_us) {
 
 }  // namespace
 
-void set_before_sleep(void (*hook)()) noexcept {
-  before_sleep.store(hook);
-}
-
-void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, const Peer* to, const void* send,
-                        std::size_t send_bytes, const Peer* from, void* recv, std::size_t recv_bytes, std::size_t slot,
-                        std::size_t unit, const SlotRead* on_read, const std::byte* toward) {
+void ChannelLink::transfer(const StepHeader& header_out, const StepHeader& expect, const Peer* to, const void* send,
+                           std::size_t send_bytes, const Peer* from, void* recv, std::size_t recv_bytes,
+                           std::size_t slot, std::size_t unit, const SlotRead* on_read, const std::byte* toward) {
   const std::uint64_t started = cycles::now();  // for the busy counter
   const bool do_send = to != nullptr, do_recv = from != nullptr;
   const Peer& next = do_send ? *to : *from;
@@ -122,6 +159,11 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
       throw Error(ErrorCategory::protocol, fmt::format("rank {}: rank {} at {} sent data that is not a collective step",
                                                        rank, from->rank, from->address));
     }
+    if (in_header.collective == expect.collective && in_header.seq == expect.seq) {
+      if (const auto field = signature_mismatch(in_header, expect)) {
+        throw Error(ErrorCategory::peer, field->message(expect, from->rank, rank));
+      }
+    }
     if (in_header.collective != expect.collective || in_header.seq != expect.seq || in_header.bytes != recv_bytes ||
         in_header.step != expect.step || in_header.protocol != expect.protocol) {
       StepHeader mine = expect;
@@ -156,6 +198,13 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
       StepHeader there{};
       if (!other->connection->look_ahead(&there, sizeof there)) continue;
       if (there.magic != kStepMagic || there.seq != expect.seq || there.collective != expect.collective) continue;
+      // The same call by the same algorithm is this rank's own traffic on
+      // that connection (a rooted call's closing step on the ring).
+      const auto field = signature_mismatch(there, expect);
+      if (!field) continue;
+      if (!field->theirs.starts_with("algorithm=")) {
+        throw Error(ErrorCategory::peer, field->message(expect, from->rank, rank));
+      }
       StepHeader mine = expect;
       mine.bytes = recv_bytes;
       throw Error(ErrorCategory::peer,
@@ -306,6 +355,13 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
       look_elsewhere_at = tick + cycles::ticks_in(kLookElsewhereAfter);
       look_elsewhere();
     }
+    // libfabric moves only when asked: a connection's first message (its
+    // set-up) or a rendezvous waits for the peer to progress its end. A
+    // rank about to sleep here keeps its other libfabric connections
+    // going, so a peer blocked on one of them gets through and can then
+    // serve this step. (A broadcast's closing step once waited on a fresh
+    // connection whose other end was busy sending data to this rank.)
+    progress_idle_connections(next, prev);
     // Shared memory: ask the peers to ring, unless data moved meanwhile.
     const bool same = sending && receiving && next.connection == prev.connection;
     if (sending && !next.connection->data_pollable() && next.connection->arm_wait(true, same)) continue;
@@ -332,7 +388,6 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
     if (receiving) watch(prev, POLLIN);
     for (const Peer* p : unflushed_)
       watch(*p, POLLIN);
-    if (auto hook = before_sleep.load(std::memory_order_relaxed)) hook();
     int sleep_us = 100'000;
     for (int i = 0; i < nfds; ++i)
       sleep_us = std::min(sleep_us, polled[i]->connection->max_sleep_us());
@@ -371,7 +426,7 @@ void RingLink::transfer(const StepHeader& header_out, const StepHeader& expect, 
   }
 }
 
-void RingLink::progress_unflushed(bool peers_may_leave) {
+void ChannelLink::progress_unflushed(bool peers_may_leave) {
   for (std::size_t i = 0; i < unflushed_.size();) {
     const Peer& p = *unflushed_[i];
     const std::int64_t rc = p.connection->send_some(nullptr, 0);
@@ -389,20 +444,32 @@ void RingLink::progress_unflushed(bool peers_may_leave) {
   }
 }
 
-void RingLink::keep_flushing(const Peer& peer) {
+void ChannelLink::progress_idle_connections(const Peer& busy_next, const Peer& busy_prev) {
+  auto nudge = [&](const Peer& p) {
+    if (p.valid() && &p != &busy_next && &p != &busy_prev && p.connection->kind() == TransportKind::ofi) {
+      p.connection->progress();
+    }
+  };
+  nudge(next);
+  nudge(prev);
+  for (const auto& p : mesh)
+    nudge(p);
+}
+
+void ChannelLink::keep_flushing(const Peer& peer) {
   if (!peer.connection->flushed() && std::find(unflushed_.begin(), unflushed_.end(), &peer) == unflushed_.end()) {
     unflushed_.push_back(&peer);
   }
 }
 
-bool RingLink::arm_unflushed() {
+bool ChannelLink::arm_unflushed() {
   for (const Peer* p : unflushed_) {
     if (!p->connection->data_pollable() && p->connection->arm_wait(true, false)) return true;
   }
   return false;
 }
 
-void RingLink::flush() {
+void ChannelLink::flush() {
   if (unflushed_.empty()) return;
   const auto deadline = Clock::now() + timeout;
   auto spin_until = Clock::now() + spin;
@@ -444,7 +511,6 @@ void RingLink::flush() {
       fds[nfds++] = {p->connection->fd(), POLLIN, 0};
       sleep_us = std::min(sleep_us, p->connection->max_sleep_us());
     }
-    if (auto hook = before_sleep.load(std::memory_order_relaxed)) hook();
     if (sleep_poll(fds, nfds, sleep_us) < 0 && errno != EINTR) {
       throw Error(ErrorCategory::internal, "poll failed: " + net::errno_text(errno));
     }
@@ -462,7 +528,7 @@ void RingLink::flush() {
   }
 }
 
-void RingLink::shutdown() noexcept {
+void ChannelLink::shutdown() noexcept {
   if (next.valid()) next.connection->shutdown();
   if (prev.valid()) prev.connection->shutdown();
   for (auto& peer : mesh) {

@@ -38,9 +38,17 @@ struct StepHeader {
   std::uint8_t protocol = static_cast<std::uint8_t>(Protocol::simple);
   std::uint16_t step = 0;
   std::uint64_t seq = 0;
-  std::uint64_t bytes = 0;
+  std::uint64_t bytes = 0;  // this step's
+  // The call's signature: what every rank must have called alike. A step
+  // whose signature differs from the receiver's fails naming the field.
+  std::uint8_t type = 0;  // DataType
+  std::uint8_t op = 0;    // RedOp
+  std::uint8_t algorithm = 0;
+  std::uint8_t channels = 1;  // the call's parts
+  std::int32_t root = 0;
+  std::uint64_t count = 0;  // elements, as the call was given
 };
-static_assert(sizeof(StepHeader) == 24);
+static_assert(sizeof(StepHeader) == 40);
 
 inline constexpr std::uint16_t kStepMagic = 0x5253;  // "RS"
 
@@ -74,12 +82,7 @@ struct Peer {
   TransportKind kind() const { return connection ? connection->kind() : TransportKind::socket; }
 };
 
-// Called by a transfer about to sleep in poll() (set once by the
-// communicator): work that waits for its caller must not wait for a
-// thread that is about to block on something else.
-void set_before_sleep(void (*hook)()) noexcept;
-
-class RingLink {
+class ChannelLink {
  public:
   Peer next;  // we send to it
   Peer prev;  // we receive from it
@@ -159,6 +162,9 @@ class RingLink {
   static constexpr int kMaxWatched = 8;  // descriptors one wait polls
   void progress_unflushed(bool peers_may_leave = false);
   void keep_flushing(const Peer& peer);
+  // Progress for this link's libfabric connections other than the two a
+  // stalled step uses (transfer, before it sleeps).
+  void progress_idle_connections(const Peer& busy_next, const Peer& busy_prev);
   // arm_wait on every unflushed connection: true when one moved meanwhile.
   bool arm_unflushed();
   void transfer(const StepHeader& header_out, const StepHeader& expect, const Peer* to, const void* send,

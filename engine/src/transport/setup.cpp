@@ -9,6 +9,7 @@
 #include "transport/setup.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -282,13 +283,20 @@ struct StrayConnections {
 
 }  // namespace
 
-std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<RingLink*>& channels,
-                               const SetupOptions& options) {
+std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<ChannelLink*>& channels,
+                               const std::vector<RingNeighbours>& rings, const SetupOptions& options) {
   auto& b = bootstrap.impl();
   const int rank = b.config.rank;
   const int nranks = static_cast<int>(b.peers.size());
-  const int next = (rank + 1) % nranks;
-  const int prev = (rank + nranks - 1) % nranks;
+  // The ranks that open this rank's ring connections: one per channel,
+  // the same one unless the rings follow the topology.
+  std::vector<int> prevs;
+  for (const auto& r : rings) {
+    if (std::find(prevs.begin(), prevs.end(), r.prev) == prevs.end()) prevs.push_back(r.prev);
+  }
+  const int prev = prevs.front();
+  const std::string prev_text =
+      prevs.size() == 1 ? fmt::format("rank {}", prev) : fmt::format("ranks {}", fmt::join(prevs, ", "));
   Setup s{bootstrap, b, options, rank, net::Clock::now() + b.config.bootstrap_timeout};
   // libfabric is loaded (tens of ms) only when it may be used: asked for,
   // or by default when some peer is on another host.
@@ -348,6 +356,7 @@ std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<RingLink*
   };
   for (std::uint32_t index = 0; index < channels.size(); ++index) {
     bootstrap.run_stage(Stage::transport_connect, [&] {
+      const int next = rings[index].next;
       open_to(next, index, &channels[index]->next);
       return fmt::format("channel {:02d} : {} -> {} connected to {}", index, s.where(rank), s.where(next),
                          s.peer(next).address);
@@ -375,6 +384,7 @@ std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<RingLink*
     f.errno_text = net::errno_text(err);
     f.timeout = b.config.bootstrap_timeout;
     f.hint = "Rank " + std::to_string(prev) + " failed while opening its channels; check its log.";
+    if (prevs.size() > 1) f.hint = "The " + prev_text + " open this rank's channels; one failed, check their logs.";
     throw StageError(f);
   };
   std::vector<std::string> accepted;
@@ -396,7 +406,7 @@ std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<RingLink*
       in.socket = b.listener.accept(s.deadline, err);
       if (err != 0) {
         accept_failed(
-            fmt::format("rank {} did not open all {} channels to this rank{}", prev, channels.size(), stray.note()),
+            fmt::format("{} did not open all {} channels to this rank{}", prev_text, channels.size(), stray.note()),
             err);
       }
       // A connection that does not say a hello and an offer at once is
@@ -414,7 +424,7 @@ std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<RingLink*
       if (err == 0 && in.offer.magic != kOfferMagic) err = EPROTO;
       if (err == 0 && in.direct && (static_cast<int>(hello.rank) >= rank || mesh[hello.rank].valid())) err = EPROTO;
       if (err == 0 && !in.direct &&
-          (static_cast<int>(hello.rank) != prev || hello.connection >= channels.size() ||
+          (hello.connection >= channels.size() || static_cast<int>(hello.rank) != rings[hello.connection].prev ||
            channels[hello.connection]->prev.valid())) {
         err = EPROTO;
       }
@@ -460,7 +470,7 @@ std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<RingLink*
       accepted.push_back(fmt::format("{} : {} <- {} via {}", Setup::connection_name(hello.connection), s.where(rank),
                                      s.where(peer), name_of(answer.transport)));
     }
-    return fmt::format("{} channel(s) from rank {}, direct connections from {} lower rank(s)", channels.size(), prev,
+    return fmt::format("{} channel(s) from {}, direct connections from {} lower rank(s)", channels.size(), prev_text,
                        rank);
   });
 
@@ -534,7 +544,7 @@ std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<RingLink*
       } else {
         in = b.listener.accept(s.deadline, err);
         if (err != 0) {
-          accept_failed(fmt::format("rank {} did not open all {} sockets of its channels to this rank{}", prev,
+          accept_failed(fmt::format("{} did not open all {} sockets of its channels to this rank{}", prev_text,
                                     striped.front().sockets, stray.note()),
                         err);
         }
@@ -561,7 +571,7 @@ std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<RingLink*
       for (std::uint32_t k = 1; k < striped[i].sockets; ++k)
         striped[i].socket->add_socket(std::move(sockets[i][k]));
     }
-    return fmt::format("{} further socket(s) from rank {} (RINGMASTER_NSOCKS_PER_CHANNEL={})", extra, prev,
+    return fmt::format("{} further socket(s) from {} (RINGMASTER_NSOCKS_PER_CHANNEL={})", extra, prev_text,
                        options.sockets_per_channel);
   });
   return made;

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "ringmaster/bootstrap.h"
+#include "ringmaster/tools/bootstrap.h"
 #include "transport/link.h"
 
 namespace ringmaster::transport {
@@ -42,11 +42,18 @@ struct Connected {
   int sockets = 1;       // over sockets: how many carry it
 };
 
-// Connects channel c's ring (channels[c]->next to rank + 1, prev from
-// rank - 1) and the direct connections on channels[0]->mesh (each rank
-// opens those to every higher rank), each step on the bootstrap's
-// timeline. Throws StageError naming the peer and what failed.
-std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<RingLink*>& channels,
-                               const SetupOptions& options);
+// A channel's ring neighbours of this rank: it sends to next and
+// receives from prev.
+struct RingNeighbours {
+  int next = 0;
+  int prev = 0;
+};
+
+// Connects channel c's ring (channels[c]->next to rings[c].next, prev
+// from rings[c].prev) and the direct connections on channels[0]->mesh
+// (each rank opens those to every higher rank), each step on the
+// bootstrap's timeline. Throws StageError naming the peer and what failed.
+std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<ChannelLink*>& channels,
+                               const std::vector<RingNeighbours>& rings, const SetupOptions& options);
 
 }  // namespace ringmaster::transport

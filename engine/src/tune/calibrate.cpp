@@ -116,7 +116,7 @@ LinkModel calibrate(const CalibrationRun& run, Shape& shape) {
     // Every rank must offer LL128 alike, or they would pick different
     // protocols: only when every rank's links are all shared memory.
     auto ctx = rings[0];
-    algo::RingOp agree;
+    algo::Task agree;
     agree.collective = Collective::barrier;
     agree.seq = kSeqAgreeLines;
     agree.type = DataType::int32;
@@ -128,7 +128,7 @@ LinkModel calibrate(const CalibrationRun& run, Shape& shape) {
   if (param_int(Param::Calibrate) != 0 && nranks > 1) {
     const auto started = Clock::now();
     auto ctx = rings[0];
-    algo::RingOp sync;
+    algo::Task sync;
     sync.collective = Collective::barrier;
     sync.seq = kSeqSync;
     std::byte token{};
@@ -147,7 +147,7 @@ LinkModel calibrate(const CalibrationRun& run, Shape& shape) {
         offer.figures = pack(*c);
       }
     }
-    algo::RingOp offer_op = sync;
+    algo::Task offer_op = sync;
     offer_op.seq = kSeqOffer;
     offer_op.type = DataType::fp64;
     offer_op.root = 0;
@@ -157,7 +157,7 @@ LinkModel calibrate(const CalibrationRun& run, Shape& shape) {
     // the hop latency (2(n-1) steps each), 2 MiB ones the bandwidth of
     // a step beyond that latency.
     const double n = nranks;
-    algo::RingOp op_small = sync;
+    algo::Task op_small = sync;
     op_small.seq = kSeqSmall;
     op_small.type = DataType::fp32;
     float value[2] = {1, 2};
@@ -170,7 +170,7 @@ LinkModel calibrate(const CalibrationRun& run, Shape& shape) {
     // the figures below would carry that.
     constexpr auto kWarmUp = std::chrono::milliseconds(30);
     {
-      algo::RingOp go_op = op_small;
+      algo::Task go_op = op_small;
       go_op.type = DataType::int32;
       go_op.op = RedOp::max;
       for (std::int32_t go = 1; go != 0;) {
@@ -241,7 +241,7 @@ LinkModel calibrate(const CalibrationRun& run, Shape& shape) {
     if (cached) {
       op_small.protocol = Protocol::simple;
       const double hop_now = typical(small, 8, 5) / (2 * (n - 1));
-      algo::RingOp stale_op = op_small;
+      algo::Task stale_op = op_small;
       stale_op.type = DataType::int32;
       stale_op.op = RedOp::max;
       std::int32_t stale = rank == 0 && offered.hop_us[kSimple] > 2 * hop_now ? 1 : 0;
@@ -269,7 +269,7 @@ LinkModel calibrate(const CalibrationRun& run, Shape& shape) {
       // the two trees' steps interleave).
       const auto& small_tree = *run.tree;
       const int tree_depth = small_tree.depth_intra + small_tree.depth_inter;
-      algo::RingOp op_small_tree = op_small;
+      algo::Task op_small_tree = op_small;
       op_small_tree.algorithm = Algorithm::tree;
       auto small_by_tree = [&] {
         algo::tree_all_reduce(ctx, small_tree, op_small_tree, reinterpret_cast<std::byte*>(value),
@@ -336,11 +336,11 @@ LinkModel calibrate(const CalibrationRun& run, Shape& shape) {
       constexpr std::size_t kBig = 4 << 20;
       constexpr std::size_t kLargest = static_cast<std::size_t>(kCalibrationSizes[kPoints - 1]);
       std::vector<std::byte> big(kLargest), big_out(kLargest);
-      algo::RingOp op_big = op_small;
+      algo::Task op_big = op_small;
       op_big.slot_bytes = buffsize / 8 / 4 * 4;
       const double steps = 2 * (n - 1) * hop[kSimple];
       const auto& tree = *run.tree;
-      algo::RingOp op_tree = op_big;
+      algo::Task op_tree = op_big;
       op_tree.algorithm = Algorithm::tree;
       const double depth = tree.depth_intra + tree.depth_inter;
       auto ring_at = [&](std::size_t bytes) { algo::all_reduce(ctx, op_big, big.data(), big_out.data(), bytes / 4); };
@@ -362,7 +362,7 @@ LinkModel calibrate(const CalibrationRun& run, Shape& shape) {
           const double ring_us = b * 2 * (n - 1) / n / (ring_gbs[i - 1] * 1e3) + steps;
           const double tree_us = ring_us / std::max(tree_share_at[i - 1], 0.1);
           std::int32_t go = std::max(ring_us, tree_us) <= kCallBudgetUs ? 1 : 0;
-          algo::RingOp go_op = op_small;
+          algo::Task go_op = op_small;
           go_op.type = DataType::int32;
           go_op.op = RedOp::min;
           algo::all_reduce(ctx, go_op, reinterpret_cast<std::byte*>(&go), reinterpret_cast<std::byte*>(&go), 1);
@@ -437,7 +437,7 @@ LinkModel calibrate(const CalibrationRun& run, Shape& shape) {
         constexpr std::size_t kMid = 256 << 10;
         constexpr int kRounds = 5;
         auto run_mid = [&](int p) {
-          algo::RingOp op_mid = op_big;
+          algo::Task op_mid = op_big;
           op_mid.protocol = static_cast<Protocol>(p);
           if (op_mid.protocol == Protocol::ll) op_mid.slot_bytes = 0;
           algo::all_reduce(ctx, op_mid, big.data(), big_out.data(), kMid / 4);
@@ -519,7 +519,7 @@ LinkModel calibrate(const CalibrationRun& run, Shape& shape) {
       // numbers everywhere, and one rank's scheduling hiccup does not count.
       std::vector<Packed> all(static_cast<std::size_t>(nranks));
       all[static_cast<std::size_t>(rank)] = pack(m);
-      algo::RingOp gather_op = op_small;
+      algo::Task gather_op = op_small;
       gather_op.type = DataType::fp64;
       gather_op.slot_bytes = 0;
       algo::all_gather(ctx, gather_op, reinterpret_cast<std::byte*>(all.data()), kPackedFigures, sizeof(Packed));

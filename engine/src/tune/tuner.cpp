@@ -1,5 +1,5 @@
 // The tuner's cost model and NCCL_ALGO / NCCL_PROTO selections.
-#include "ringmaster/tuner.h"
+#include "ringmaster/tools/tuner.h"
 
 #include <fmt/format.h>
 
@@ -9,8 +9,8 @@
 
 #include "base/params.h"
 #include "ringmaster/status.h"
-#include "ringmaster/topology.h"
-#include "ringmaster/topology_search.h"
+#include "ringmaster/tools/topology.h"
+#include "ringmaster/tools/topology_search.h"
 
 namespace ringmaster::tune {
 namespace {

@@ -11,10 +11,10 @@
 #include <utility>
 #include <vector>
 
-#include "ringmaster/bootstrap.h"
+#include "ringmaster/tools/bootstrap.h"
 #include "ringmaster/comm.h"
-#include "ringmaster/perf.h"
-#include "ringmaster/tuner.h"
+#include "ringmaster/tools/perf.h"
+#include "ringmaster/tools/tuner.h"
 
 namespace ringmaster::agent {
 

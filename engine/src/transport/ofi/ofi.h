@@ -11,7 +11,7 @@
 // (FI_WAIT_FD) or the liveness socket, only after fi_trywait allows it and
 // for at most RINGMASTER_OFI_POLL_US: tcp;ofi_rxm's descriptor does not
 // wake for data waiting in its sockets. Sends count as done only once
-// completed (flushed()); until then RingLink keeps progressing them.
+// completed (flushed()); until then ChannelLink keeps progressing them.
 //
 // Which provider: FI_PROVIDER if set (libfabric itself honours it), else
 // the first of efa, verbs;ofi_rxm, tcp;ofi_rxm, sockets that offers RDM

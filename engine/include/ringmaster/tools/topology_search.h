@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "ringmaster/topology.h"
+#include "ringmaster/tools/topology.h"
 
 namespace ringmaster::topo {
 

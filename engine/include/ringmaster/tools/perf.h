@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "ringmaster/comm.h"
-#include "ringmaster/tuner.h"
+#include "ringmaster/tools/tuner.h"
 
 namespace ringmaster {
 

@@ -1,82 +1,17 @@
-// Staged initialisation: from MASTER_ADDR to a ring of connected ranks.
-//
-// Every rank walks the same named stages and reports each one (begin,
-// duration, outcome, detail) to a callback, in order. A stage that fails
-// throws StageError, which says which stage, which rank, against which
-// peer and address, the errno text, how long it waited of how long it was
-// allowed, which ranks had joined, and a hint naming the likely cause and
-// the next thing to check.
+// Staged initialisation, the tool behind a communicator's init: from
+// MASTER_ADDR to a ring of connected ranks (ringmaster-cli probe runs it
+// alone). Every rank walks the stages of ringmaster/stage.h and reports
+// each one to a callback, in order; a stage that fails throws StageError.
 #pragma once
 
-#include <chrono>
-#include <functional>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "ringmaster/config.h"
-#include "ringmaster/status.h"
+#include "ringmaster/stage.h"
 
 namespace ringmaster {
-
-enum class Stage : std::uint8_t {
-  resolve_master,
-  store_connect,
-  store_handshake,
-  store_barrier,
-  bootstrap_listen,
-  bootstrap_ring,
-  address_exchange,
-  topology,
-  transport_connect,
-  ready,
-};
-
-// "RESOLVE_MASTER", "STORE_CONNECT", ...
-std::string_view name_of(Stage stage) noexcept;
-
-struct StageEvent {
-  Stage stage = Stage::resolve_master;
-  int rank = 0;
-  std::chrono::system_clock::time_point begin;
-  std::chrono::nanoseconds duration{0};
-  bool ok = true;
-  std::string detail;  // what happened, or the failure's summary and hint
-};
-
-using StageCallback = std::function<void(const StageEvent&)>;
-
-struct StageFailure {
-  Stage stage = Stage::resolve_master;
-  ErrorCategory category = ErrorCategory::network;
-  int rank = 0;
-  int peer_rank = -1;  // -1: not about one peer (e.g. the store)
-  std::string local_address;
-  std::string remote_address;
-  std::string errno_text;
-  std::chrono::milliseconds elapsed{0};
-  std::chrono::milliseconds timeout{0};
-  int world_size = 0;
-  int joined = -1;           // ranks that reached the store barrier; -1 when unknown
-  std::vector<int> missing;  // ranks that did not
-  std::string summary;       // one line: what failed
-  std::string hint;          // likely cause and next step
-
-  // "3/4 joined; missing: 2"
-  std::string joined_text() const;
-  // Multi-line report with every known field.
-  std::string to_string() const;
-};
-
-class StageError : public Error {
- public:
-  explicit StageError(StageFailure failure);
-  const StageFailure& failure() const noexcept { return failure_; }
-
- private:
-  StageFailure failure_;
-};
 
 struct PeerInfo {
   int rank = 0;
