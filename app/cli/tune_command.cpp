@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "ringmaster/tools/perf.h"
 #include "ringmaster/status.h"
+#include "ringmaster/tools/perf.h"
 #include "ringmaster/tools/topology.h"
 #include "ringmaster/tools/tuner.h"
 

@@ -6,8 +6,8 @@
 
 #include "net/connect_filter.h"
 #include "net/interfaces.h"
-#include "ringmaster/tools/bootstrap.h"
 #include "ringmaster/config.h"
+#include "ringmaster/tools/bootstrap.h"
 
 namespace ringmaster {
 namespace {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "net/socket.h"
-#include "ringmaster/tools/bootstrap.h"
 #include "ringmaster/store.h"
+#include "ringmaster/tools/bootstrap.h"
 #include "store/client.h"
 
 namespace ringmaster {

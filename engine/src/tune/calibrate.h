@@ -25,7 +25,7 @@ namespace ringmaster::tune {
 struct CalibrationRun {
   int rank = 0;
   int nranks = 1;
-  std::vector<algo::Context> rings;    // per channel; the small calls go on the first
+  std::vector<algo::Context> rings;        // per channel; the small calls go on the first
   const algo::DoubleTree* tree = nullptr;  // the all_reduce tree (rank 0 first)
   // What carries this rank's links: "shm", "ofi", "socket" or a mix such
   // as "shm+socket"; empty without links (one rank).

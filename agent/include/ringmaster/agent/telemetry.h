@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "ringmaster/tools/bootstrap.h"
 #include "ringmaster/comm.h"
+#include "ringmaster/tools/bootstrap.h"
 #include "ringmaster/tools/perf.h"
 #include "ringmaster/tools/tuner.h"
 
