@@ -212,7 +212,7 @@ AgreedSettings agree(const std::vector<PeerInfo>& peers) {
   // Over the network the kernel does the copying, inside the channel's
   // system calls: a second channel keeps a CPU busy while the first waits
   // on its peer, and runs 1.3-1.6x faster from 1 MiB even on 2 cores
-  // (docs/performance.md). Ranks that copy through shared memory
+  // (docs/performance-history.md). Ranks that copy through shared memory
   // themselves keep one channel per two cores.
   const bool network = std::any_of(all.begin(), all.end(), [](const auto& w) { return w.shm_disabled; }) ||
                        std::any_of(peers.begin(), peers.end(), [&](const auto& p) { return p.host != peers[0].host; });
