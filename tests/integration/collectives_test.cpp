@@ -1156,6 +1156,30 @@ TEST(Collectives, DifferentCollectivesAreAnErrorNotAHang) {
 // and 2), a datatype mismatch of equal bytes passed, a broadcast root
 // mismatch returned stale data and a reduce root mismatch hung for the
 // whole timeout.
+// Runs `call` on n ranks (threads, a 20 s collective timeout) and returns
+// each rank's error text, empty where the call succeeded.
+std::vector<std::string> errors_of(int n, const std::function<void(Communicator&, int r)>& call,
+                                   Links links = Links::shm) {
+  std::vector<std::string> errors(static_cast<std::size_t>(n));
+  const auto port = free_port();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      CommOptions options;
+      options.timeout = 20s;
+      auto comm = Communicator::create(rank_config(r, n, port), with_links(options, links, r));
+      try {
+        call(*comm, r);
+      } catch (const Error& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  return errors;
+}
+
 struct Mismatch {
   const char* name;
   // What rank r calls; the ranks differ in exactly one argument.
@@ -1202,25 +1226,14 @@ TEST(Collectives, MismatchedArgumentsFailOnEveryRankNamingTheField) {
   for (Links links : {Links::shm, Links::socket}) {
     for (const auto& m : cases) {
       SCOPED_TRACE(std::string(m.name) + (links == Links::shm ? " over shared memory" : " over sockets"));
-      std::vector<std::string> errors(2);
-      const auto port = free_port();
       const auto start = std::chrono::steady_clock::now();
-      std::vector<std::thread> threads;
-      for (int r = 0; r < 2; ++r) {
-        threads.emplace_back([&, r] {
-          CommOptions options;
-          options.timeout = 20s;
-          auto comm = Communicator::create(rank_config(r, 2, port), with_links(options, links, r));
-          std::vector<std::int32_t> in(256, r + 1), out(256, -1);
-          try {
-            m.call(*comm, r, in, out).wait();
-          } catch (const Error& e) {
-            errors[static_cast<std::size_t>(r)] = e.what();
-          }
-        });
-      }
-      for (auto& t : threads)
-        t.join();
+      const auto errors = errors_of(
+          2,
+          [&](Communicator& comm, int r) {
+            std::vector<std::int32_t> in(256, r + 1), out(256, -1);
+            m.call(comm, r, in, out).wait();
+          },
+          links);
       // At that call, far from the 20 s timeout.
       EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
       for (int r = 0; r < 2; ++r) {
@@ -1251,26 +1264,11 @@ TEST(Collectives, MismatchedArgumentsFailOnEveryRankNamingTheField) {
 // from the store (ErrorsNameTheRankThatFailedFirst). Every rank names the
 // field and both values.
 TEST(Collectives, AMismatchOnOneRankOfThreeFailsEveryRankNamingIt) {
-  std::vector<std::string> errors(3);
-  const auto port = free_port();
   const auto start = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 3; ++r) {
-    threads.emplace_back([&, r] {
-      CommOptions options;
-      options.timeout = 20s;
-      auto comm = Communicator::create(rank_config(r, 3, port), options);
-      std::vector<std::int32_t> data(4096, r + 1);
-      try {
-        comm->all_reduce(data.data(), data.data(), data.size(), DataType::int32, r == 1 ? RedOp::max : RedOp::sum)
-            .wait();
-      } catch (const Error& e) {
-        errors[static_cast<std::size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads)
-    t.join();
+  const auto errors = errors_of(3, [](Communicator& comm, int r) {
+    std::vector<std::int32_t> data(4096, r + 1);
+    comm.all_reduce(data.data(), data.data(), data.size(), DataType::int32, r == 1 ? RedOp::max : RedOp::sum).wait();
+  });
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
   for (int r = 0; r < 3; ++r) {
     const std::string& e = errors[static_cast<std::size_t>(r)];
