@@ -80,9 +80,9 @@ json to_json(const tune::Decision& d) {
 json links_json(const std::vector<PeerLinkCounters>& links, const std::vector<ConnectionInfo>& connections) {
   json out = json::array();
   for (const auto& l : links) {
-    if (l.bytes == 0) continue;
-    const double gbs = l.active_ns > 0 ? static_cast<double>(l.bytes) / static_cast<double>(l.active_ns) : 0;
-    json j = {{"from", l.peer}, {"bytes", l.bytes}, {"active_us", l.active_ns / 1000}, {"gbs", gbs}};
+    if (l.bytes == 0 && l.ahead == 0) continue;
+    json j = {{"from", l.peer}, {"bytes", l.bytes}, {"active_us", l.active_ns / 1000}, {"ahead", l.ahead}};
+    if (l.bytes > 0 && l.active_ns > 0) j["gbs"] = static_cast<double>(l.bytes) / static_cast<double>(l.active_ns);
     for (const auto& c : connections) {
       if (c.peer == l.peer) j["transport"] = c.transport;
     }
@@ -118,24 +118,35 @@ std::string SlowLink::describe() const {
 
 std::vector<SlowLink> find_slow_links(const std::vector<std::pair<int, json>>& links_events) {
   // Per transport: a socket link next to shared memory is not slow.
+  // A link whose every large transfer was waiting for its reader set no
+  // pace: it counts at the fastest measured rate of its transport (gbs 0
+  // marks it here).
   std::map<std::string, std::vector<SlowLink>> by_transport;
   for (const auto& [rank, e] : links_events) {
     for (const auto& l : e.value("links", json::array())) {
       const double gbs = l.value("gbs", 0.0);
       const std::string transport = l.value("transport", std::string());
-      if (gbs > 0) by_transport[transport].push_back({l.value("from", -1), rank, gbs, 0, transport});
+      if (gbs > 0) {
+        by_transport[transport].push_back({l.value("from", -1), rank, gbs, 0, transport});
+      } else if (l.value("ahead", std::uint64_t{0}) > 0) {
+        by_transport[transport].push_back({l.value("from", -1), rank, 0, 0, transport});
+      }
     }
   }
   std::vector<SlowLink> slow;
   for (const auto& [transport, all] : by_transport) {
     if (all.size() < 3) continue;
+    double fastest = 0;
+    for (const auto& l : all)
+      fastest = std::max(fastest, l.gbs);
+    if (fastest == 0) continue;
     std::vector<double> rates;
     for (const auto& l : all)
-      rates.push_back(l.gbs);
+      rates.push_back(l.gbs > 0 ? l.gbs : fastest);
     std::sort(rates.begin(), rates.end());
     const double median = rates[rates.size() / 2];
     for (auto l : all) {
-      if (l.gbs >= median / 5) continue;
+      if (l.gbs == 0 || l.gbs >= median / 5) continue;
       l.median_gbs = median;
       slow.push_back(l);
     }

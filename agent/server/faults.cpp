@@ -215,28 +215,51 @@ json FaultManager::add(const json& spec) {
   } else if (kind == "delay" || kind == "rate") {
     const std::string dev = interface_of(spec);
     for (const auto& [id, other] : faults_) {
-      if ((other.mechanism == "netem" || other.mechanism == "tbf") && other.spec.value("interface", "") == dev) {
+      if ((other.mechanism == "netem" || other.mechanism == "htb") && other.spec.value("interface", "") == dev) {
         throw Error(ErrorCategory::config,
                     fmt::format("{} already has fault {} ({}); clear it first", dev, id, other.spec["kind"].dump()));
       }
     }
-    std::vector<std::string> argv = {"tc", "qdisc", "add", "dev", dev, "root"};
+    std::vector<std::vector<std::string>> commands;
     if (kind == "delay") {
       const double ms = spec.value("ms", 0.0);
       if (ms <= 0) throw Error(ErrorCategory::config, "delay needs 'ms' > 0");
-      argv.insert(argv.end(), {"netem", "delay", fmt::format("{}ms", ms)});
+      commands.push_back({"tc", "qdisc", "add", "dev", dev, "root", "netem", "delay", fmt::format("{}ms", ms)});
       f.mechanism = "netem";
     } else {
       const double mbit = spec.value("mbit", 0.0);
       if (mbit <= 0) throw Error(ErrorCategory::config, "rate needs 'mbit' > 0");
-      argv.insert(argv.end(), {"tbf", "rate", fmt::format("{}mbit", mbit), "burst", "64kb", "latency", "400ms"});
-      f.mechanism = "tbf";
+      // Only the data crawls: packets under 128 bytes (the TCP ACKs of
+      // what this host receives) take an unshaped class. Queued behind
+      // our own sends they would throttle every flow into this host too,
+      // and the slow link would no longer be the only one slow.
+      const std::string rate = fmt::format("{}mbit", mbit);
+      const std::vector<std::string> filter = {"tc", "filter", "add", "dev", dev, "parent", "1:"};
+      auto with = [](std::vector<std::string> head, std::initializer_list<std::string> tail) {
+        head.insert(head.end(), tail);
+        return head;
+      };
+      commands = {
+          {"tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "20"},
+          {"tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:10", "htb", "rate", "100gbit", "quantum",
+           "60000"},
+          {"tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:20", "htb", "rate", rate, "ceil", rate,
+           "quantum", "60000"},
+          with(filter,
+               {"protocol", "ip", "prio", "1", "u32", "match", "u16", "0", "0xff80", "at", "2", "flowid", "1:10"}),
+          with(filter,
+               {"protocol", "ipv6", "prio", "2", "u32", "match", "u16", "0", "0xff80", "at", "4", "flowid", "1:10"}),
+      };
+      f.mechanism = "htb";
     }
-    const auto [code, out] = run_command(argv);
-    if (code != 0) {
-      throw Error(ErrorCategory::config,
-                  fmt::format("cannot {} {}: `{}` failed: {}", kind == "delay" ? "delay" : "rate-limit", dev,
-                              fmt::join(argv, " "), trim(out)));
+    for (const auto& argv : commands) {
+      const auto [code, out] = run_command(argv);
+      if (code != 0) {
+        run_command({"tc", "qdisc", "del", "dev", dev, "root"});
+        throw Error(ErrorCategory::config,
+                    fmt::format("cannot {} {}: `{}` failed: {}", kind == "delay" ? "delay" : "rate-limit", dev,
+                                fmt::join(argv, " "), trim(out)));
+      }
     }
     note = fmt::format("tc {} on {}", f.mechanism, dev);
   } else if (kind == "shm_size") {
@@ -282,7 +305,7 @@ json FaultManager::add(const json& spec) {
 }
 
 void FaultManager::revert(const Fault& f) {
-  if (f.mechanism == "netem" || f.mechanism == "tbf") {
+  if (f.mechanism == "netem" || f.mechanism == "htb") {
     run_command({"tc", "qdisc", "del", "dev", f.spec.value("interface", ""), "root"});
   } else if (f.mechanism == "tmpfs") {
     ::umount2("/dev/shm", MNT_DETACH);

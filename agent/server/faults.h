@@ -4,7 +4,7 @@
 //   drop_ports    {ports: "1025-65535", direction: in|out|both}   nftables
 //   drop_address  {address: "198.18.0.3", direction: in|out|both} nftables
 //   delay         {interface: "eth0", ms: 50}                     tc netem
-//   rate          {interface: "eth0", mbit: 100}                  tc tbf
+//   rate          {interface: "eth0", mbit: 100}                  tc htb (what it sends; ACKs pass)
 //   shm_size      {bytes: 65536}                                  tmpfs over /dev/shm
 //
 // shm_size shrinks /dev/shm as a container runtime's default does
@@ -58,7 +58,7 @@ class FaultManager {
   struct Fault {
     int id = 0;
     nlohmann::json spec;
-    std::string mechanism;  // nftables, netem, tbf, connect_filter, tmpfs
+    std::string mechanism;  // nftables, netem, htb, connect_filter, tmpfs
     std::vector<std::string> runs;
   };
   void apply_nft();

@@ -167,6 +167,33 @@ TEST(SlowLinks, SocketsAreNotComparedWithSharedMemory) {
   EXPECT_NE(slow[0].describe().find("of the median SOCKET link"), std::string::npos) << slow[0].describe();
 }
 
+// Links whose data was waiting for their reader set no pace; they still
+// count as healthy links, so one measured link beside them and a crawling
+// one is enough to name the crawling one (a six-rank ring whose fast links
+// all outran their readers measured only two links and named none).
+TEST(SlowLinks, LinksAheadOfTheirReaderCountAsFast) {
+  auto measured = [](int from, double gbs) {
+    return nlohmann::json{
+        {"type", "links"},
+        {"links", {{{"from", from}, {"bytes", 1 << 22}, {"gbs", gbs}, {"ahead", 0}, {"transport", "SOCKET"}}}}};
+  };
+  auto ahead = [](int from) {
+    return nlohmann::json{{"type", "links"},
+                          {"links", {{{"from", from}, {"bytes", 0}, {"ahead", 12}, {"transport", "SOCKET"}}}}};
+  };
+  std::vector<std::pair<int, nlohmann::json>> ring = {
+      {1, ahead(0)}, {2, ahead(1)}, {3, measured(2, 3.2)}, {4, measured(3, 0.0022)}, {5, ahead(4)}, {0, ahead(5)}};
+  const auto slow = agent::find_slow_links(ring);
+  ASSERT_EQ(slow.size(), 1u);
+  EXPECT_EQ(slow[0].from, 3);
+  EXPECT_EQ(slow[0].to, 4);
+  EXPECT_NE(slow[0].describe().find("of the median SOCKET link (3.20 GB/s)"), std::string::npos) << slow[0].describe();
+  // Nothing measured at all: nothing to compare.
+  ring[2].second = ahead(2);
+  ring[3].second = ahead(3);
+  EXPECT_TRUE(agent::find_slow_links(ring).empty());
+}
+
 // The inventory's transports come from what the host can use: an agent
 // whose ranks may not share memory says so and why.
 TEST(Agent, InventoryNamesTransportsThatCannotBeUsed) {

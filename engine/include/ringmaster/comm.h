@@ -78,6 +78,9 @@ struct PeerLinkCounters {
   int peer = -1;
   std::uint64_t bytes = 0;
   std::uint64_t active_ns = 0;
+  // Transfers of 64 KiB and more that had (nearly) all arrived before this
+  // rank read them: the link outran its reader and set no pace to measure.
+  std::uint64_t ahead = 0;
   std::uint64_t total_bytes = 0;  // every byte received from the peer (for live per-peer bandwidth)
 };
 

@@ -60,6 +60,7 @@ tune::LinkModel Communicator::Impl::calibrate(tune::Shape& shape) {
       auto& from = c->stats.from_peer[static_cast<std::size_t>(p)];
       from.bytes = 0;
       from.active_ns = 0;
+      from.ahead = 0;
       from.total = 0;
     }
   }
@@ -248,6 +249,7 @@ std::vector<PeerLinkCounters> Communicator::peer_links() const {
       if (p >= c->stats.peers) continue;
       l.bytes += c->stats.from_peer[static_cast<std::size_t>(p)].bytes.load(std::memory_order_relaxed);
       l.active_ns += c->stats.from_peer[static_cast<std::size_t>(p)].active_ns.load(std::memory_order_relaxed);
+      l.ahead += c->stats.from_peer[static_cast<std::size_t>(p)].ahead.load(std::memory_order_relaxed);
       l.total_bytes += c->stats.from_peer[static_cast<std::size_t>(p)].total.load(std::memory_order_relaxed);
     }
     if (l.total_bytes > 0) out.push_back(l);

@@ -419,6 +419,9 @@ void ChannelLink::transfer(const StepHeader& header_out, const StepHeader& expec
     bump(p.bytes, recv_bytes - first_read);
     bump(p.active_ns, static_cast<std::uint64_t>(
                           std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - first_data).count()));
+  } else if (counters != nullptr && do_recv && recv_bytes >= ChannelStats::kRateBytes && from->rank >= 0 &&
+             from->rank < counters->peers) {
+    bump(counters->from_peer[static_cast<std::size_t>(from->rank)].ahead, 1);
   }
   if (counters != nullptr) {
     bump(counters->steps, 1);

@@ -63,10 +63,12 @@ struct ChannelStats {
   // least kRateBytes of it): those bytes and the time from that read to
   // the last byte. That is the link's own pace: neither waiting for a late
   // sender nor data that piled up while this rank was busy counts, so a
-  // slow link shows at its receiver.
+  // slow link shows at its receiver. A transfer that had (nearly) all
+  // arrived by its first read counts in `ahead`: the link outran this rank.
   struct FromPeer {
     std::atomic<std::uint64_t> bytes{0};
     std::atomic<std::uint64_t> active_ns{0};
+    std::atomic<std::uint64_t> ahead{0};
     std::atomic<std::uint64_t> total{0};  // every data byte from this peer, any size
   };
   std::unique_ptr<FromPeer[]> from_peer;

@@ -29,8 +29,9 @@ nlohmann::json to_json(const CollectiveRecord& record);
 // the chosen one's index.
 nlohmann::json to_json(const tune::Decision& decision);
 // {"type":"links"}: what this rank received from each peer in large
-// transfers (bytes, active time, GB/s) and over which transport, sent once
-// at the end of a run.
+// transfers (bytes, active time, GB/s; "ahead": how many arrived before
+// this rank read them, which set no pace) and over which transport, sent
+// once at the end of a run. "gbs" is absent when no transfer was paced.
 nlohmann::json links_json(const std::vector<PeerLinkCounters>& links,
                           const std::vector<ConnectionInfo>& connections = {});
 // {"type":"connections"}: each connection of this rank (channel, peer,
@@ -49,8 +50,9 @@ struct SlowLink {
 };
 // From every rank's "links" event (rank, event): the links below a fifth
 // of the median rate of the links of their transport (shared memory is
-// not compared with sockets; at least three links of a transport
-// measured), slowest first.
+// not compared with sockets; at least three links of a transport, one
+// measured; a link that was always ahead of its reader counts at the
+// fastest measured rate), slowest first.
 std::vector<SlowLink> find_slow_links(const std::vector<std::pair<int, nlohmann::json>>& links_events);
 
 // Stage enum from "STORE_CONNECT"; nothing for an unknown name.
