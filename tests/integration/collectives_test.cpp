@@ -1678,8 +1678,9 @@ TEST(Collectives, ErrorsNameTheRankThatFailedFirst) {
 // follows the topology search: on a p4d.24xlarge node the ranks, as GPUs
 // 0.., start each channel at another GPU and go on to the nearest, so
 // channel 1's ring is 1 0 2 3, not the rank order; without the file the
-// rings are the rank order. Every collective is checked over the
-// reordered rings, over shared memory and sockets.
+// rings are the rank order. The first tree is the search's too (the host's
+// ranks chained) where without the file it spans ranks. Every collective
+// is checked over the reordered rings, over shared memory and sockets.
 TEST(Collectives, RingsFollowTheTopologySearch) {
   const std::string file = std::string(RINGMASTER_TOPOLOGY_DIR) + "/p4d-24xl-topo.xml";
   constexpr int n = 4;
@@ -1693,8 +1694,17 @@ TEST(Collectives, RingsFollowTheTopologySearch) {
   for (const bool with_file : {false, true}) {
     if (with_file) ::setenv("NCCL_TOPO_FILE", file.c_str(), 1);
     std::vector<std::vector<std::vector<int>>> rings(n);
-    run_ranks(n, [&](Communicator& comm) { rings[static_cast<std::size_t>(comm.rank())] = comm.rings(); });
+    std::vector<std::vector<int>> trees(n);
+    run_ranks(n, [&](Communicator& comm) {
+      rings[static_cast<std::size_t>(comm.rank())] = comm.rings();
+      trees[static_cast<std::size_t>(comm.rank())] = comm.tree_parents(0);
+    });
     for (int r = 0; r < n; ++r) {
+      // With the topology the tree is the search's first (one host: its
+      // ranks chained); without it a binary tree over the ranks.
+      const std::vector<int> chain = with_file ? plan.trees[0].parent : topo::binary_tree_parents(n, 0);
+      EXPECT_EQ(trees[static_cast<std::size_t>(r)], chain)
+          << "rank " << r << (with_file ? " with" : " without") << " the topology";
       const auto& mine = rings[static_cast<std::size_t>(r)];
       ASSERT_EQ(mine.size(), 2u) << "rank " << r;
       for (std::size_t c = 0; c < mine.size(); ++c) {

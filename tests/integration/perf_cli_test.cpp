@@ -11,8 +11,13 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "net/socket.h"
 #include "process.h"
+#include "ringmaster/tools/topology.h"
+#include "ringmaster/tools/topology_search.h"
 
 namespace ringmaster {
 namespace {
@@ -51,6 +56,63 @@ TEST(PerfCli, TorchrunStyleProcesses) {
     EXPECT_EQ(row["in_place"]["wrong"], 0);
     EXPECT_GT(row["out_of_place"]["busbw"].get<double>(), 0.0);
   }
+}
+
+// Two hosts of a p4d.24xlarge (NCCL_TOPO_FILE), four ranks each, each host
+// a UTS namespace of its own: every rank's rings and trees are the
+// topology search's, so each node is left and entered by the GPUs nearest
+// its NIC (ring 0 2 3 1 on each node, not rank order) and the trees chain
+// a node's ranks in that order. Needs root for the namespaces.
+TEST(PerfCli, RanksOnTwoHostsFollowTheSearchAcrossNodes) {
+  const std::string unshare = "/usr/bin/unshare";
+  {
+    auto probe = testing_support::spawn({unshare, "--uts", "true"}, {}, true);
+    probe.finish();
+    if (probe.exit_code() != 0) GTEST_SKIP() << "cannot make a UTS namespace: " << probe.output;
+  }
+  const std::string file = std::string(RINGMASTER_TOPOLOGY_DIR) + "/p4d-24xl-topo.xml";
+  const auto topology = topo::Topology::load_file(file, topo::LoadOptions{"/sys"});
+  const std::vector<topo::NodeRanks> nodes(2, topo::NodeRanks{&topology, 4});
+  const auto plan = topo::search_channels(nodes, 2);
+  constexpr int n = 8;
+  const std::string port = std::to_string(free_port());
+  std::vector<testing_support::ChildProcess> ranks;
+  for (int r = 0; r < n; ++r) {
+    const std::string host = "p4d-node-" + std::to_string(r / 4);
+    ranks.push_back(testing_support::spawn(
+        {unshare, "--uts", "/bin/sh", "-c", "echo \"$0\" > /proc/sys/kernel/hostname && exec \"$@\"", host,
+         RINGMASTER_CLI, "perf", "all_reduce", "-b", "4K", "-e", "4K", "-n", "2", "-w", "1", "--no-stages"},
+        {{"RANK", std::to_string(r)},
+         {"WORLD_SIZE", std::to_string(n)},
+         {"LOCAL_RANK", std::to_string(r % 4)},
+         {"LOCAL_WORLD_SIZE", "4"},
+         {"RINGMASTER_STORE_TIMEOUT", "60"},
+         {"RINGMASTER_BOOTSTRAP_TIMEOUT", "60"},
+         {"MASTER_ADDR", "127.0.0.1"},
+         {"MASTER_PORT", port},
+         {"NCCL_TOPO_FILE", file},
+         {"NCCL_MIN_NCHANNELS", "2"},
+         {"NCCL_MAX_NCHANNELS", "2"},
+         {"RINGMASTER_TUNE_CALIBRATE", "0"},
+         {"NCCL_DEBUG", "INFO"},
+         {"NCCL_DEBUG_SUBSYS", "GRAPH"}},
+        true));
+  }
+  for (auto& r : ranks)
+    r.finish();
+  for (int r = 0; r < n; ++r) {
+    const std::string& out = ranks[static_cast<std::size_t>(r)].output;
+    ASSERT_EQ(ranks[static_cast<std::size_t>(r)].exit_code(), 0) << "rank " << r << ": " << out;
+    for (const auto& ring : plan.rings) {
+      std::string line = fmt::format("Channel {:02d} : {}", ring.channel, fmt::join(ring.ranks, " "));
+      EXPECT_NE(out.find(line + "\n"), std::string::npos) << "rank " << r << " lacks '" << line << "': " << out;
+    }
+    // This rank's parent in the first tree is the search's.
+    const int parent = plan.trees[0].parent[static_cast<std::size_t>(r)];
+    const std::string tree = fmt::format("->{}->{} [1]", r, parent);
+    EXPECT_NE(out.find(tree), std::string::npos) << "rank " << r << " lacks '" << tree << "': " << out;
+  }
+  EXPECT_EQ(plan.rings[0].ranks, (std::vector<int>{0, 2, 3, 1, 4, 6, 7, 5})) << plan.lines.front();
 }
 
 TEST(PerfCli, LocalRanksWithNp) {

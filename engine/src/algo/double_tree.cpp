@@ -6,9 +6,11 @@
 
 namespace ringmaster::algo {
 
-DoubleTree build_double_tree(int rank, const std::vector<int>& node_of, int first) {
+DoubleTree build_double_tree(int rank, const std::vector<int>& node_of, int first, const std::vector<int>& chain_key) {
   const int n = static_cast<int>(node_of.size());
+  const bool rotate = first >= 0;
   if (first < 0) first = 0;
+  auto key = [&](int r) { return chain_key.empty() ? r : chain_key[static_cast<std::size_t>(r)]; };
   // Nodes in order of first appearance, starting from `first`'s node; the
   // ranks of each node in rank order starting from `first` on its node.
   std::vector<int> nodes;
@@ -26,9 +28,9 @@ DoubleTree build_double_tree(int rank, const std::vector<int>& node_of, int firs
   }
   for (std::size_t i = 0; i < members.size(); ++i) {
     auto& m = members[i];
-    // Rank order within a node, rotated so the chain starts at `first` on its node.
-    std::sort(m.begin(), m.end());
-    if (i == 0) std::rotate(m.begin(), std::find(m.begin(), m.end(), first), m.end());
+    // Chain order within a node, rotated so the chain starts at `first` on its node.
+    std::sort(m.begin(), m.end(), [&](int a, int b) { return key(a) < key(b); });
+    if (i == 0 && rotate) std::rotate(m.begin(), std::find(m.begin(), m.end(), first), m.end());
   }
   DoubleTree out;
   const int nnodes = static_cast<int>(nodes.size());

@@ -26,9 +26,12 @@ struct DoubleTree {
 };
 
 // node_of[r]: the node (host) of rank r; give every rank its own node for
-// trees over ranks. `first`: the rank that heads its node's chain and the
-// first tree (broadcast and reduce roots); -1 for rank 0.
-DoubleTree build_double_tree(int rank, const std::vector<int>& node_of, int first = -1);
+// trees over ranks. chain_key[r]: where rank r stands in its node's chain
+// (the topology search's: from the GPU nearest the NIC); empty for rank
+// order. `first`: the rank that heads its node's chain and the first tree
+// (broadcast and reduce roots); -1 for the head of rank 0's node.
+DoubleTree build_double_tree(int rank, const std::vector<int>& node_of, int first = -1,
+                             const std::vector<int>& chain_key = {});
 
 void tree_all_reduce(Context& ctx, const DoubleTree& tree, const Task& task, const std::byte* send, std::byte* recv,
                      std::size_t count);

@@ -43,9 +43,10 @@ namespace ringmaster {
     "(default: the tuner picks)")                                                                                \
   X(Proto, "NCCL_PROTO", "",                                                                                     \
     "Protocols allowed: LL, LL128, Simple; same syntax as NCCL_ALGO (default: the tuner picks)")                 \
-  X(TreeNodes, "RINGMASTER_TREE_NODES", "rank",                                                                  \
-    "What the double binary trees span: rank (every rank a node, as sockets reach every rank alike) or host "    \
-    "(a host's ranks chained, the trees across hosts, as NCCL does)")                                            \
+  X(TreeNodes, "RINGMASTER_TREE_NODES", "auto",                                                                  \
+    "What the double binary trees span: rank (every rank a node, as sockets reach every rank alike), host "      \
+    "(a host's ranks chained, the trees across hosts, as NCCL does) or auto (host when every rank reads the "    \
+    "same NCCL_TOPO_FILE, rank otherwise)")                                                                      \
   X(Calibrate, "RINGMASTER_TUNE_CALIBRATE", "1",                                                                 \
     "Measure hop latency and bandwidth at init for the tuner (0: use RINGMASTER_TUNE_HOP_US and _GBS)")          \
   X(TuneCache, "RINGMASTER_TUNE_CACHE", "",                                                                      \

@@ -48,7 +48,7 @@ tune::LinkModel Communicator::Impl::calibrate(tune::Shape& shape) {
   for (const auto& p : bootstrap->peers())
     run.hosts.push_back(p.host);
   run.buffsize = buffsize;
-  run.tree_nodes = param_string(Param::TreeNodes);
+  run.tree_nodes = tree_nodes;
   auto link = tune::calibrate(run, shape);
   // Counters show the application's traffic, not calibration's.
   for (auto& c : channels) {
@@ -112,8 +112,11 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
     impl->channels.push_back(std::move(channel));
     impl->ring_orders.push_back(algo::RingOrder::identity(impl->nranks));
   }
-  // The trees span ranks, or hosts with their ranks chained.
-  const std::string& tree_nodes = settings.tree_nodes;
+  // The trees span ranks, or hosts with their ranks chained: by default
+  // hosts when the topology is known (the search chains each host's GPUs
+  // from its NIC), ranks otherwise.
+  impl->tree_nodes = settings.tree_nodes != "auto" ? settings.tree_nodes : agreed.same_topology ? "host" : "rank";
+  const std::string& tree_nodes = impl->tree_nodes;
   impl->describe_topology(agreed.same_topology);
   {
     const auto& peers = impl->bootstrap->peers();
@@ -124,6 +127,15 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
       if (it == hosts.end()) it = hosts.insert(hosts.end(), host);
       impl->tree_node_of.push_back(tree_nodes == "host" ? static_cast<int>(it - hosts.begin()) : r);
     }
+    // NCCL's line: per tree, the children (three, -1 for none), this rank, its parent.
+    const auto& tree = impl->tree_for(-1);
+    std::string line;
+    for (std::size_t t = 0; t < 2; ++t) {
+      std::vector<int> down = tree.children[t];
+      down.resize(std::max<std::size_t>(down.size(), 3), -1);
+      line += fmt::format(" [{}] {}->{}->{}", t, fmt::join(down, "/"), impl->rank, tree.parent[t]);
+    }
+    RM_INFO(graph, "Trees{}", line);
   }
   impl->connect_channels(settings);
   if (impl->nranks == 2 && !agreed.pair_bytes_given &&
@@ -202,7 +214,8 @@ std::vector<int> Communicator::tree_parents(int tree) const {
   if (tree < 0 || tree > 1) throw Error(ErrorCategory::config, fmt::format("tree {}: 0 or 1", tree));
   std::vector<int> parents;
   for (int r = 0; r < impl_->nranks; ++r)
-    parents.push_back(algo::build_double_tree(r, impl_->tree_node_of).parent[static_cast<std::size_t>(tree)]);
+    parents.push_back(algo::build_double_tree(r, impl_->tree_node_of, -1, impl_->tree_chain_key)
+                          .parent[static_cast<std::size_t>(tree)]);
   return parents;
 }
 

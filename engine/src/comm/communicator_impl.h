@@ -69,7 +69,9 @@ struct Communicator::Impl {
   std::optional<std::pair<std::pair<Collective, std::size_t>, Choice>> last_choice;
   std::function<void(const tune::Decision&)> on_decision;
   // The double binary trees: what they span (node_of), and per root.
+  std::string tree_nodes;  // "rank" or "host" (RINGMASTER_TREE_NODES resolved)
   std::vector<int> tree_node_of;
+  std::vector<int> tree_chain_key;  // per rank: its place in its node's chain; empty: rank order
   std::map<int, algo::DoubleTree> trees;
   std::size_t buffsize = 4 << 20;
   std::chrono::milliseconds timeout{60000};

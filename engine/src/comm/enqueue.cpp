@@ -59,7 +59,8 @@ Communicator::Impl::Choice Communicator::Impl::choose(Collective collective, std
 
 const algo::DoubleTree& Communicator::Impl::tree_for(int root) {
   auto it = trees.find(root);
-  if (it == trees.end()) it = trees.emplace(root, algo::build_double_tree(rank, tree_node_of, root)).first;
+  if (it == trees.end())
+    it = trees.emplace(root, algo::build_double_tree(rank, tree_node_of, root, tree_chain_key)).first;
   return it->second;
 }
 

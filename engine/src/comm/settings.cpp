@@ -88,8 +88,8 @@ LocalSettings LocalSettings::resolve(const CommOptions& options) {
     // Unreadable: the TOPOLOGY stage says why; no two ranks agree on it.
     s.topology_key = in ? fmt::format("{:016x}", std::hash<std::string>{}(content)) : "unreadable";
   }
-  if (s.tree_nodes != "rank" && s.tree_nodes != "host") {
-    throw Error(ErrorCategory::config, "RINGMASTER_TREE_NODES=" + s.tree_nodes + ": expected rank or host");
+  if (s.tree_nodes != "rank" && s.tree_nodes != "host" && s.tree_nodes != "auto") {
+    throw Error(ErrorCategory::config, "RINGMASTER_TREE_NODES=" + s.tree_nodes + ": expected rank, host or auto");
   }
   // NCCL_ALGO / NCCL_PROTO (or the options): a typo or an empty set fails
   // here, before anything connects, naming the variable.

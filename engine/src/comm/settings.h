@@ -42,7 +42,7 @@ struct LocalSettings {
   std::size_t pair_bytes = 16384;
   bool pair_bytes_given = false;  // RINGMASTER_PAIR_BYTES is set
   bool shm_disabled = false;      // the job's NCCL_SHM_DISABLE
-  std::string tree_nodes = "rank";
+  std::string tree_nodes = "auto";
   // A fingerprint of the NCCL_TOPO_FILE this rank reads, empty without
   // one: rings follow the topology search only when every rank has the
   // same (comm/topology_stage.cpp).

@@ -92,7 +92,7 @@ std::string Communicator::Impl::order_rings(const topo::Topology& t, const std::
     plan = topo::search_channels(nodes, static_cast<int>(channels.size()));
   } catch (const Error& e) {
     RM_INFO(graph, "rings follow rank order: {}", e.status().message());
-    return "rings in rank order (" + e.status().message() + ")";
+    return "rings and trees in rank order (" + e.status().message() + ")";
   }
   for (std::size_t c = 0; c < channels.size(); ++c) {
     std::vector<int> order;
@@ -100,9 +100,24 @@ std::string Communicator::Impl::order_rings(const topo::Topology& t, const std::
       order.push_back(rank_of_index[static_cast<std::size_t>(index)]);
     ring_orders[c] = algo::RingOrder::of(std::move(order));
   }
+  // The trees chain each node's ranks as the search's first tree does:
+  // from the GPU nearest the NIC, in its ring's order.
+  tree_chain_key.assign(static_cast<std::size_t>(nranks), 0);
+  if (!plan.trees.empty()) {
+    const auto& parent = plan.trees.front().parent;
+    for (int index = 0; index < nranks; ++index) {
+      int depth = 0;
+      for (int at = index; parent[static_cast<std::size_t>(at)] >= 0 &&
+                           plan.node_of[static_cast<std::size_t>(parent[static_cast<std::size_t>(at)])] ==
+                               plan.node_of[static_cast<std::size_t>(index)];
+           at = parent[static_cast<std::size_t>(at)])
+        ++depth;
+      tree_chain_key[static_cast<std::size_t>(rank_of_index[static_cast<std::size_t>(index)])] = depth;
+    }
+  }
   for (const auto& line : plan.lines)
     RM_INFO(graph, "search: {}", line);
-  return "rings from the topology search";
+  return "rings and trees from the topology search";
 }
 
 }  // namespace ringmaster
