@@ -5,6 +5,8 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -50,9 +52,12 @@ std::optional<json> FrameDecoder::next() {
   if (pending() < 4) return std::nullopt;
   const auto* h = reinterpret_cast<const unsigned char*>(buffer_.data() + offset_);
   const std::uint32_t n = frame_length(h);
-  if (n > kMaxFrameBytes) {
-    throw Error(ErrorCategory::protocol,
-                fmt::format("frame length {} is over the limit of {} bytes (16 MiB)", n, kMaxFrameBytes));
+  if (n > max_frame_) {
+    throw Error(
+        ErrorCategory::protocol,
+        max_frame_ == kMaxFrameBytes
+            ? fmt::format("frame length {} is over the limit of {} bytes (16 MiB)", n, kMaxFrameBytes)
+            : fmt::format("frame length {} is over the limit of {} bytes before authentication", n, max_frame_));
   }
   if (pending() < 4 + std::size_t{n}) return std::nullopt;
   const std::string_view body(buffer_.data() + offset_ + 4, n);
@@ -60,6 +65,10 @@ std::optional<json> FrameDecoder::next() {
   if (offset_ > (1u << 20) && offset_ * 2 > buffer_.size()) {
     buffer_.erase(0, offset_);
     offset_ = 0;
+  }
+  if (json_depth(body, kMaxJsonDepth) > kMaxJsonDepth) {
+    throw Error(ErrorCategory::protocol,
+                fmt::format("frame of {} bytes nests objects or arrays deeper than {} levels", n, kMaxJsonDepth));
   }
   json message = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (message.is_discarded()) {
@@ -71,6 +80,32 @@ std::optional<json> FrameDecoder::next() {
   return message;
 }
 
+int json_depth(std::string_view text, int limit) noexcept {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) return deepest;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 std::string FrameDecoder::truncation() const {
   if (pending() < 4) return fmt::format("{} of the 4 header bytes", pending());
   const auto* h = reinterpret_cast<const unsigned char*>(buffer_.data() + offset_);
@@ -78,6 +113,15 @@ std::string FrameDecoder::truncation() const {
 }
 
 namespace {
+
+// A name from the client, shown only when it is short and plain; error
+// messages never echo what a client sent otherwise (types and lengths only).
+std::string shown(std::string_view name) {
+  const bool plain = !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+  });
+  return plain ? std::string(name) : fmt::format("(a name of {} bytes)", name.size());
+}
 
 enum class Kind { string, integer, number, boolean, object, array, size };
 
@@ -185,11 +229,11 @@ std::optional<std::string> check_client_message(const json& m) {
   if (type == m.end() || !type->is_string()) return "message has no 'type' string";
   const auto id = m.find("id");
   if (id == m.end() || !id->is_number_integer()) {
-    return fmt::format("{} message has no integer 'id'", type->get<std::string>());
+    return fmt::format("{} message has no integer 'id'", shown(type->get_ref<const std::string&>()));
   }
   const auto v = m.find("v");
   if (v == m.end() || !v->is_number_integer()) {
-    return fmt::format("{} message has no integer 'v' (protocol version)", type->get<std::string>());
+    return fmt::format("{} message has no integer 'v' (protocol version)", shown(type->get_ref<const std::string&>()));
   }
   if (v->get<long long>() != kProtocolVersion) {
     return fmt::format("protocol version {} is not supported; this agent speaks version {}", v->get<long long>(),
@@ -202,7 +246,7 @@ std::optional<std::string> check_client_message(const json& m) {
     std::string known;
     for (const auto& [k, _] : s)
       known += (known.empty() ? "" : ", ") + k;
-    return fmt::format("unknown message type '{}' (known: {})", name, known);
+    return fmt::format("unknown message type '{}' (known: {})", shown(name), known);
   }
   if (auto problem = check_fields(m, name, entry->second)) return problem;
   if (name == "run") {
@@ -212,7 +256,9 @@ std::optional<std::string> check_client_message(const json& m) {
     if (m["ranks"].empty()) return "run.ranks is empty: give the global ranks this agent runs";
     for (const auto& r : m["ranks"]) {
       if (!r.is_number_integer() || r.get<long long>() < 0 || r.get<long long>() >= world) {
-        return fmt::format("run.ranks holds {}, not a rank in [0, {})", r.dump(), world);
+        return fmt::format("run.ranks holds {}, not a rank in [0, {})",
+                           r.is_number_integer() ? std::to_string(r.get<long long>()) : std::string(r.type_name()),
+                           world);
       }
     }
     const auto port = m["master_port"].get<long long>();
@@ -220,16 +266,16 @@ std::optional<std::string> check_client_message(const json& m) {
     if (m["run_id"].get_ref<const std::string&>().empty()) return "run.run_id is empty";
     if (m.contains("env")) {
       for (const auto& [k, value] : m["env"].items()) {
-        if (!value.is_string()) return fmt::format("run.env.{} must be a string, got {}", k, value.type_name());
+        if (!value.is_string()) return fmt::format("run.env.{} must be a string, got {}", shown(k), value.type_name());
       }
     }
     if (m.contains("timeouts")) {
       for (const auto& [k, value] : m["timeouts"].items()) {
         if (k != "store_s" && k != "bootstrap_s" && k != "coll_s") {
-          return fmt::format("run.timeouts.{} is not one of store_s, bootstrap_s, coll_s", k);
+          return fmt::format("run.timeouts.{} is not one of store_s, bootstrap_s, coll_s", shown(k));
         }
         if (!value.is_number() || value.get<double>() <= 0) {
-          return fmt::format("run.timeouts.{} must be a positive number of seconds", k);
+          return fmt::format("run.timeouts.{} must be a positive number of seconds", shown(k));
         }
       }
     }

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mount.h>
@@ -103,6 +104,16 @@ std::vector<long> except_ports(const json& spec) {
 FaultManager::FaultManager(bool enabled, std::vector<std::uint16_t> exempt_ports)
     : enabled_(enabled), table_(fmt::format("{}{}", kTablePrefix, ::getpid())), exempt_(std::move(exempt_ports)) {
   if (!enabled_) return;
+  // A mount namespace of the agent's own (a slave of the host's: mounts
+  // made there still reach it), so a tmpfs over /dev/shm is this agent's
+  // and its ranks' alone. Made here, before the agent starts any thread.
+  if (::unshare(CLONE_NEWNS) != 0) {
+    mount_problem_ = fmt::format("cannot make a mount namespace: {}", std::strerror(errno));
+  } else if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) {
+    mount_problem_ = fmt::format("cannot make the agent's mounts its own: {}", std::strerror(errno));
+  } else {
+    own_mounts_ = true;
+  }
   const auto [code, output] = run_command({"nft", "list", "tables"});
   if (code != 0) {
     nft_problem_ = code == 127 ? "nft (Debian package nftables) is not installed"
@@ -269,16 +280,12 @@ json FaultManager::add(const json& spec) {
       if (other.mechanism == "tmpfs")
         throw Error(ErrorCategory::config, fmt::format("/dev/shm already has fault {}", id));
     }
-    // Only inside a mount namespace of the agent's own: on a real node a
-    // tmpfs over /dev/shm would shrink it for every process.
-    // (PID 1's namespace is unreadable from a namespace of another owner
-    // such as ip netns exec's, which is then one of the agent's own.)
-    struct stat mine = {}, init = {};
-    if (::stat("/proc/self/ns/mnt", &mine) != 0 ||
-        (::stat("/proc/1/ns/mnt", &init) == 0 && mine.st_ino == init.st_ino)) {
+    // Only inside the mount namespace the agent made for itself: on a
+    // real node a tmpfs over /dev/shm would shrink it for every process.
+    if (!own_mounts_) {
       throw Error(ErrorCategory::config,
-                  "shm_size needs the agent in a mount namespace of its own (ip netns exec, a container); here it "
-                  "would shrink /dev/shm for the whole machine");
+                  "shm_size needs a mount namespace of the agent's own, and it could not make one (" + mount_problem_ +
+                      "); here the tmpfs would shrink /dev/shm for the whole machine");
     }
     const std::string options = fmt::format("size={},mode=1777", bytes);
     if (::mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) != 0) {

@@ -8,8 +8,9 @@
 //   shm_size      {bytes: 65536}                                  tmpfs over /dev/shm
 //
 // shm_size shrinks /dev/shm as a container runtime's default does
-// (Docker's 64 MiB): only where the agent has a mount namespace of its own
-// (ip netns exec, a container), never for a whole machine.
+// (Docker's 64 MiB): only inside the mount namespace the agent makes for
+// itself when fault injection is allowed (fails closed when it cannot),
+// never for a whole machine.
 //
 // nftables rules live in a table of this agent's own
 // (inet ringmaster_agent_<pid>); the agent's control and metrics ports are
@@ -65,6 +66,8 @@ class FaultManager {
   void revert(const Fault& f);
 
   bool enabled_ = false;
+  bool own_mounts_ = false;  // the agent made a mount namespace of its own
+  std::string mount_problem_;
   bool nft_ = false;
   std::string nft_problem_;
   std::string table_;

@@ -14,15 +14,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/streambuf.hpp>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <vector>
 
+#include "ringmaster/agent/protocol.h"
 #include "ringmaster/status.h"
+#include "run_env.h"
 
 extern char** environ;
 
@@ -113,6 +118,13 @@ std::vector<std::string> perf_argv(const std::string& cli, const json& perf) {
 
 }  // namespace
 
+// The run's process group (its first rank's pid), while one of its ranks
+// is unreaped and so keeps the group's id from being reused.
+void RunManager::signal_group(const Run& run, int sig) {
+  const bool alive = std::any_of(run.children.begin(), run.children.end(), [](const auto& c) { return !c->exited; });
+  if (alive && !run.children.empty() && run.children.front()->pid > 0) ::kill(-run.children.front()->pid, sig);
+}
+
 RunManager::RunManager(asio::io_context& io, const AgentOptions& options, std::function<void(json)> emit,
                        FaultManager* faults)
     : io_(io), options_(options), emit_(std::move(emit)), faults_(faults), signals_(std::make_unique<Signals>(io)) {
@@ -186,12 +198,39 @@ void RunManager::finish_if_done(Child& child) {
 
 json RunManager::start(const json& m) {
   const std::string id = m["run_id"].get<std::string>();
+  check_run_id(id);
   if (runs_.count(id)) throw Error(ErrorCategory::config, fmt::format("run {} is already running here", id));
+  if (static_cast<int>(runs_.size()) >= options_.max_runs) {
+    throw Error(ErrorCategory::config, fmt::format("this agent runs {} runs already (its cap)", runs_.size()));
+  }
   if (access(options_.cli_path.c_str(), X_OK) != 0) {
     throw Error(ErrorCategory::config,
                 fmt::format("cannot run ranks: {} is not executable ({})", options_.cli_path, strerror(errno)));
   }
   const auto ranks = m["ranks"].get<std::vector<int>>();
+  {
+    auto sorted = ranks;
+    std::sort(sorted.begin(), sorted.end());
+    if (const auto twice = std::adjacent_find(sorted.begin(), sorted.end()); twice != sorted.end()) {
+      throw Error(ErrorCategory::config, fmt::format("run.ranks names rank {} twice", *twice));
+    }
+    std::size_t running = 0;
+    for (const auto& [_, other] : runs_)
+      running += other->children.size();
+    if (running + ranks.size() > static_cast<std::size_t>(options_.max_ranks)) {
+      throw Error(ErrorCategory::config, fmt::format("{} more ranks would pass this agent's cap of {} ({} running)",
+                                                     ranks.size(), options_.max_ranks, running));
+    }
+  }
+  // The run's own directory: what its file-naming variables name lives here.
+  const std::string run_dir = options_.state_dir + "/runs/" + id;
+  const auto client_env = checked_run_env(m.contains("env") ? m["env"] : json(), run_dir);
+  {
+    std::error_code ec;
+    std::filesystem::create_directories(run_dir, ec);
+    if (ec) throw Error(ErrorCategory::config, fmt::format("cannot create {}: {}", run_dir, ec.message()));
+    std::filesystem::permissions(run_dir, std::filesystem::perms::owner_all, ec);
+  }
   int port = m["master_port"].get<int>();
   const bool has_rank0 = std::find(ranks.begin(), ranks.end(), 0) != ranks.end();
   if (port == 0) {
@@ -230,10 +269,8 @@ json RunManager::start(const json& m) {
       if (t.contains("bootstrap_s")) env["RINGMASTER_BOOTSTRAP_TIMEOUT"] = seconds(t["bootstrap_s"]);
       if (t.contains("coll_s")) env["RINGMASTER_COLL_TIMEOUT"] = seconds(t["coll_s"]);
     }
-    if (m.contains("env")) {
-      for (const auto& [k, v] : m["env"].items())
-        env[k] = v.get<std::string>();
-    }
+    for (const auto& [k, v] : client_env)
+      env[k] = v;
     std::vector<std::string> env_strings;
     for (const auto& [k, v] : env)
       env_strings.push_back(k + "=" + v);
@@ -246,28 +283,46 @@ json RunManager::start(const json& m) {
       args.push_back(s.data());
     args.push_back(nullptr);
 
-    int out_pipe[2], err_pipe[2];
+    // A failure part-way leaves nothing behind: the ranks started so far
+    // are killed and reaped.
+    auto abandon = [&](const std::string& why) {
+      for (auto& c : run->children) {
+        ::kill(c->pid, SIGKILL);
+        int status = 0;
+        ::waitpid(c->pid, &status, 0);
+      }
+      return Error(ErrorCategory::config, why);
+    };
+    int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
     if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
-      throw Error(ErrorCategory::internal, fmt::format("pipe: {}", strerror(errno)));
+      const int err = errno;
+      for (int fd : {out_pipe[0], out_pipe[1]})
+        if (fd >= 0) ::close(fd);
+      throw abandon(fmt::format("cannot start rank {}: pipe: {}", ranks[local], strerror(err)));
     }
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
     posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+    // The run is one process group (its first rank's): cancel and shutdown
+    // reach whatever the ranks start too.
+    posix_spawnattr_t attributes;
+    posix_spawnattr_init(&attributes);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attributes, run->children.empty() ? 0 : run->children.front()->pid);
     auto child = std::make_unique<Child>();
     child->rank = ranks[local];
     child->local_rank = static_cast<int>(local);
     child->run = run;
-    const int rc = posix_spawn(&child->pid, args[0], &actions, nullptr, args.data(), envp.data());
+    const int rc = posix_spawn(&child->pid, args[0], &actions, &attributes, args.data(), envp.data());
+    posix_spawnattr_destroy(&attributes);
     posix_spawn_file_actions_destroy(&actions);
     ::close(out_pipe[1]);
     ::close(err_pipe[1]);
     if (rc != 0) {
       ::close(out_pipe[0]);
       ::close(err_pipe[0]);
-      for (auto& c : run->children)
-        ::kill(c->pid, SIGKILL);
-      throw Error(ErrorCategory::config, fmt::format("cannot start {}: {}", options_.cli_path, strerror(rc)));
+      throw abandon(fmt::format("cannot start {}: {}", options_.cli_path, strerror(rc)));
     }
     child->out = std::make_unique<asio::posix::stream_descriptor>(io_, out_pipe[0]);
     child->err = std::make_unique<asio::posix::stream_descriptor>(io_, err_pipe[0]);
@@ -283,25 +338,32 @@ json RunManager::start(const json& m) {
     // stdout: one JSON object per line, relayed as an event.
     auto read_line = std::make_shared<std::function<void()>>();
     *read_line = [this, child, run, read_line] {
-      asio::async_read_until(*child->out, child->out_buffer, '\n',
-                             [this, child, run, read_line](boost::system::error_code ec, std::size_t n) {
-                               if (ec) {
-                                 child->out_done = true;
-                                 *read_line = nullptr;  // ends the handler's self-reference
-                                 finish_if_done(*child);
-                                 return;
-                               }
-                               std::string line(
-                                   asio::buffers_begin(child->out_buffer.data()),
-                                   asio::buffers_begin(child->out_buffer.data()) + static_cast<std::ptrdiff_t>(n) - 1);
-                               child->out_buffer.consume(n);
-                               json event = json::parse(line, nullptr, false);
-                               if (event.is_discarded() || !event.is_object()) {
-                                 event = {{"type", "output"}, {"text", line}};
-                               }
-                               emit_(json{{"run_id", run->id}, {"rank", child->rank}, {"event", std::move(event)}});
-                               (*read_line)();
-                             });
+      asio::async_read_until(
+          *child->out, child->out_buffer, '\n',
+          [this, child, run, read_line](boost::system::error_code ec, std::size_t n) {
+            if (ec) {
+              child->out_done = true;
+              *read_line = nullptr;  // ends the handler's self-reference
+              finish_if_done(*child);
+              return;
+            }
+            std::string line(asio::buffers_begin(child->out_buffer.data()),
+                             asio::buffers_begin(child->out_buffer.data()) + static_cast<std::ptrdiff_t>(n) - 1);
+            child->out_buffer.consume(n);
+            // A line that is not an event of ours is
+            // output, whatever it looks like.
+            json event = json::parse(line, nullptr, false);
+            if (event.is_discarded() || !event.is_object() || !event.contains("type") || !event["type"].is_string() ||
+                event["type"] == "output" || json_depth(line, kMaxJsonDepth) > kMaxJsonDepth) {
+              event = {{"type", "output"}, {"text", line}};
+            }
+            try {
+              emit_(json{{"run_id", run->id}, {"rank", child->rank}, {"event", std::move(event)}});
+            } catch (const std::exception& e) {
+              std::fprintf(stderr, "ringmaster-agent: rank %d's output skipped: %s\n", child->rank, e.what());
+            }
+            (*read_line)();
+          });
     };
     (*read_line)();
     // stderr: keep the tail for rank_failed.
@@ -334,6 +396,7 @@ void RunManager::cancel(const std::string& run_id) {
   if (it == runs_.end()) throw Error(ErrorCategory::config, fmt::format("no run {} on this agent", run_id));
   auto run = it->second;
   run->cancelled = true;
+  signal_group(*run, SIGTERM);
   for (auto& c : run->children) {
     if (!c->exited) ::kill(c->pid, SIGTERM);
   }
@@ -341,6 +404,7 @@ void RunManager::cancel(const std::string& run_id) {
   run->kill_timer->async_wait([weak = std::weak_ptr<Run>(run)](boost::system::error_code ec) {
     auto r = weak.lock();
     if (ec || !r) return;
+    signal_group(*r, SIGKILL);
     for (auto& c : r->children) {
       if (!c->exited) ::kill(c->pid, SIGKILL);
     }
@@ -349,6 +413,7 @@ void RunManager::cancel(const std::string& run_id) {
 
 void RunManager::kill_all() {
   for (auto& [id, run] : runs_) {
+    signal_group(*run, SIGKILL);
     for (auto& c : run->children) {
       if (!c->exited && c->pid > 0) {
         ::kill(c->pid, SIGKILL);

@@ -24,10 +24,14 @@ class RunManager {
              FaultManager* faults);
   ~RunManager();
 
-  // Starts this agent's ranks of a run (a checked `run` message). Returns
-  // the reply's fields: run_id, ranks with their pids, master_port (chosen
-  // here when the message says 0). Throws Error(config) when the run id is
-  // in use, master_port 0 without rank 0 here, or a child cannot start.
+  // Starts this agent's ranks of a run (a checked `run` message), as one
+  // process group, in the run's directory's environment (run_env.h).
+  // Returns the reply's fields: run_id, ranks with their pids, master_port
+  // (chosen here when the message says 0). Throws Error(config) when the
+  // run id is in use or not a plain name, a rank is named twice, the caps
+  // on runs or ranks would be passed, the environment names a variable
+  // not allowed, master_port 0 without rank 0 here, or a child cannot
+  // start (those started are killed and reaped first).
   nlohmann::json start(const nlohmann::json& run);
   // SIGTERM to every rank of the run, SIGKILL after the grace period.
   // Throws Error(config) for an unknown run.
@@ -46,6 +50,7 @@ class RunManager {
   void watch_children();
   void reap();
   void finish_if_done(Child& child);
+  static void signal_group(const Run& run, int sig);
 
   boost::asio::io_context& io_;
   const AgentOptions& options_;

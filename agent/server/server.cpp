@@ -23,9 +23,13 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include <sys/stat.h>
+
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
+#include <filesystem>
 #include <set>
 
 #include "faults.h"
@@ -150,7 +154,7 @@ class Session : public std::enable_shared_from_this<Session> {
     socket_.set_option(tcp::no_delay(true), ec);
     if (server_.tls) tls_ = std::make_unique<asio::ssl::stream<tcp::socket&>>(socket_, *server_.tls);
     authed_ = server_.options.token.empty();
-    last_heard_us_ = steady_us();
+    last_heard_us_ = connected_us_ = steady_us();
   }
 
   awaitable<void> run(std::shared_ptr<Session> self) {
@@ -172,7 +176,8 @@ class Session : public std::enable_shared_from_this<Session> {
           {"host", server_.hostname},
           {"nonce", nonce_},
           {"auth", server_.options.token.empty() ? "none" : "hmac-sha256"}});
-    FrameDecoder decoder;
+    // Until it authenticates a client may send `auth` only, in small frames.
+    FrameDecoder decoder(authed_ ? kMaxFrameBytes : kMaxPreAuthFrameBytes);
     std::array<char, 64 * 1024> buffer;
     try {
       for (;;) {
@@ -190,6 +195,7 @@ class Session : public std::enable_shared_from_this<Session> {
         decoder.feed(buffer.data(), n);
         while (auto message = decoder.next()) {
           handle(std::move(*message));
+          if (authed_) decoder.set_max_frame_bytes(kMaxFrameBytes);
           if (closing_) break;
         }
         if (closing_) break;
@@ -211,6 +217,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool subscribed() const noexcept { return authed_ && subscribed_; }
   bool authed() const noexcept { return authed_; }
   long long last_heard_us() const noexcept { return last_heard_us_; }
+  long long connected_us() const noexcept { return connected_us_; }
   const std::string& peer() const noexcept { return peer_; }
 
   void drop(const std::string& why) {
@@ -261,10 +268,16 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     if (!authed_) {
+      if (++refused_before_auth_ > 3) {
+        fatal(re, "too many messages before authentication");
+        return;
+      }
       refuse(m, fmt::format("{} refused: not authenticated; answer hello with auth {{hmac: HMAC-SHA256(token, nonce)}}",
                             type));
       return;
     }
+    // Whatever a request holds, one bad message costs its sender a refusal,
+    // never the agent.
     try {
       if (type == "ping") {
         json fields = {{"time_us", wall_us()}};
@@ -294,6 +307,11 @@ class Session : public std::enable_shared_from_this<Session> {
       }
     } catch (const Error& e) {
       refuse(m, e.status().message());
+    } catch (const nlohmann::json::exception& e) {
+      refuse(m, fmt::format("{} refused: a field has the wrong type or value (JSON error {})", type, e.id));
+    } catch (const std::exception& e) {
+      agent_log("{} from {} failed: {}", type, peer_, e.what());
+      refuse(m, fmt::format("{} failed inside the agent: {}", type, e.what()));
     }
   }
 
@@ -342,6 +360,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::deque<std::string> writes_;
   long long next_id_ = 1;
   long long last_heard_us_ = 0;
+  long long connected_us_ = 0;
+  int refused_before_auth_ = 0;
 };
 
 json AgentServer::Impl::inventory() const {
@@ -364,7 +384,11 @@ json AgentServer::Impl::inventory() const {
 }
 
 void AgentServer::Impl::broadcast(const json& event) {
-  metrics.observe(event);
+  try {
+    metrics.observe(event);
+  } catch (const std::exception& e) {
+    agent_log("metrics skipped an event they could not read: {}", e.what());
+  }
   json message = event;
   message["type"] = "event";
   for (const auto& s : sessions) {
@@ -394,6 +418,10 @@ awaitable<void> AgentServer::Impl::heartbeat_loop() {
     if (ec) co_return;
     const long long now = steady_us();
     for (const auto& s : std::set<std::shared_ptr<Session>>(sessions)) {
+      if (!s->authed() && now - s->connected_us() > options.auth_deadline.count() * 1000) {
+        s->drop(fmt::format("not authenticated within {} ms", options.auth_deadline.count()));
+        continue;
+      }
       if (now - s->last_heard_us() > options.client_silence_limit.count() * 1000) {
         s->drop(fmt::format("silent for {} ms", options.client_silence_limit.count()));
         continue;
@@ -445,9 +473,33 @@ void AgentServer::Impl::shutdown() {
   io.stop();
 }
 
+std::string default_state_dir() {
+  if (::geteuid() == 0) return "/var/lib/ringmaster";
+  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg == '/') return std::string(xdg) + "/ringmaster";
+  if (const char* home = std::getenv("HOME"); home && *home == '/')
+    return std::string(home) + "/.local/state/ringmaster";
+  return "/tmp/ringmaster-" + std::to_string(::geteuid());
+}
+
 AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>()) {
   auto& s = *impl_;
   s.options = std::move(options);
+  if (s.options.state_dir.empty()) s.options.state_dir = default_state_dir();
+  {
+    // Private to the agent's user: runs' files and, later, its token.
+    std::error_code ec;
+    std::filesystem::create_directories(s.options.state_dir + "/runs", ec);
+    struct stat st = {};
+    if (ec || ::stat(s.options.state_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      throw Error(ErrorCategory::config, fmt::format("state directory {}: cannot create it{}", s.options.state_dir,
+                                                     ec ? ": " + ec.message() : std::string()));
+    }
+    if (st.st_uid != ::geteuid()) {
+      throw Error(ErrorCategory::config, fmt::format("state directory {} belongs to uid {}, not this agent's {}",
+                                                     s.options.state_dir, st.st_uid, ::geteuid()));
+    }
+    ::chmod(s.options.state_dir.c_str(), 0700);
+  }
   const auto [host, port] = split_listen(s.options.listen);
   boost::system::error_code ec;
   const auto address = asio::ip::make_address(host, ec);

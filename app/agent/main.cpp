@@ -25,6 +25,11 @@ int main(int argc, char** argv) {
   app.add_option("--tls-cert", options.tls_cert, "PEM certificate (chain): serve the control port over TLS");
   app.add_option("--tls-key", options.tls_key, "PEM private key of --tls-cert");
   app.add_option("--metrics", options.metrics_listen, "ADDR:PORT serving Prometheus GET /metrics (default: off)");
+  app.add_option("--state-dir", options.state_dir,
+                 "Directory of the agent's state, made private to its user; runs/<run_id>/ holds the files a run's "
+                 "variables name (default: /var/lib/ringmaster for root, else ~/.local/state/ringmaster)");
+  app.add_option("--max-ranks", options.max_ranks, "Ranks running at once, over all runs")->capture_default_str();
+  app.add_option("--max-runs", options.max_runs, "Runs at once")->capture_default_str();
   app.add_flag("--print-port", print_port,
                "Print the bound control port on stdout once listening (and then the metrics port, if any)");
   CLI11_PARSE(app, argc, argv);

@@ -11,15 +11,19 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
+#include <tuple>
 
 #include "process.h"
 #include "ringmaster/agent/client.h"
@@ -40,9 +44,12 @@ struct Agent {
 
   // `prefix` runs the agent through another command (ip netns exec NS).
   explicit Agent(std::vector<std::string> extra = {}, std::vector<std::string> prefix = {}) {
+    static int serial = 0;
+    state_dir = ::testing::TempDir() + "agent-state-" + std::to_string(::getpid()) + "-" + std::to_string(serial++);
     std::vector<std::string> argv = prefix;
     for (const char* a : {RINGMASTER_AGENT, "--listen", "127.0.0.1:0", "--print-port"})
       argv.push_back(a);
+    argv.insert(argv.end(), {"--state-dir", state_dir});
     argv.insert(argv.end(), extra.begin(), extra.end());
     child = testing_support::spawn(argv, {});
     std::string line;
@@ -64,14 +71,24 @@ struct Agent {
     }
   }
   std::uint16_t metrics_port = 0;
+  std::string state_dir;
+  // The agent still answers (it did not crash).
+  bool alive() const {
+    try {
+      return agent::AgentClient::connect(options(token))->call({{"type", "ping"}})["type"] == "reply";
+    } catch (const Error&) {
+      return false;
+    }
+  }
+  std::string token;
   ~Agent() {
     ::kill(child.pid, SIGTERM);
     child.finish();
   }
-  agent::ClientOptions options(std::string token = {}) const {
+  agent::ClientOptions options(std::string with_token = {}) const {
     agent::ClientOptions o;
     o.port = port;
-    o.token = std::move(token);
+    o.token = std::move(with_token);
     return o;
   }
 };
@@ -798,6 +815,198 @@ TEST(AgentFaults, RefusedUnlessAllowed) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--allow-fault-injection"), std::string::npos) << e.what();
   }
+}
+
+// A run's environment: the loader's variables are refused (an LD_PRELOAD
+// ran the client's code as the agent's user), a file-naming variable may
+// not leave the run's directory, and one inside it lands under the agent's
+// state directory.
+TEST(AgentHardening, RunEnvironmentIsAllowlistedAndConfined) {
+  Agent a;
+  auto client = agent::AgentClient::connect(a.options());
+  auto run = [&](const std::string& id, json env) {
+    return json{{"type", "run"},
+                {"run_id", id},
+                {"world_size", 1},
+                {"ranks", {0}},
+                {"master_addr", "127.0.0.1"},
+                {"master_port", 0},
+                {"env", env},
+                {"perf", perf_spec("8", "8", 1)}};
+  };
+  const std::string outside = ::testing::TempDir() + "ringmaster-owned-" + std::to_string(::getpid());
+  for (const auto& [name, value, expect] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"LD_PRELOAD", "/tmp/evil.so", "run.env.LD_PRELOAD is not allowed"},
+           {"PATH", "/tmp", "run.env.PATH is not allowed"},
+           {"FI_PROVIDER_PATH", "/tmp", "run.env.FI_PROVIDER_PATH is not allowed"},
+           {"NCCL_DEBUG_FILE", outside, "names a file"},
+           {"NCCL_DEBUG_FILE", "../../escape.log", "names a file"}}) {
+    try {
+      client->call(run("refused-" + name, {{name, value}}));
+      ADD_FAILURE() << name << "=" << value << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find(value), std::string::npos) << "the value is echoed: " << e.what();
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(outside));
+  Inbox inbox;
+  auto watcher = agent::AgentClient::connect(a.options(), inbox.handler());
+  watcher->call({{"type", "subscribe"}});
+  client->call(run("debug-file", {{"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_FILE", "debug.log"}}));
+  const auto events = inbox.run_events("debug-file", 1, 60s);
+  ASSERT_FALSE(events.empty());
+  EXPECT_TRUE(events.back()["event"].value("ok", false)) << events.back().dump();
+  const std::string log = a.state_dir + "/runs/debug-file/debug.log";
+  EXPECT_TRUE(std::filesystem::exists(log)) << log;
+  EXPECT_EQ(std::filesystem::status(a.state_dir).permissions() & std::filesystem::perms::others_all,
+            std::filesystem::perms::none);
+}
+
+// Nesting: a 160 KB frame of nested arrays before authentication crashed
+// an agent that requires a token, and a nested ping_us after it. Both are
+// refused now, and nothing but auth fits before authentication.
+TEST(AgentHardening, NestedAndOversizedFramesAreRefusedBeforeAndAfterAuth) {
+  const std::string token_file = ::testing::TempDir() + "agent-token-nested";
+  std::ofstream(token_file) << "nested-token-0123456789\n";
+  Agent a({"--token-file", token_file});
+  a.token = "nested-token-0123456789";
+  auto frame_of = [](const std::string& body) {
+    const auto n = static_cast<std::uint32_t>(body.size());
+    return std::string{static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
+                       static_cast<char>(n)} +
+           body;
+  };
+  const std::string deep = std::string(80'000, '[') + std::string(80'000, ']');
+  const std::string shallow_deep = std::string(1'000, '[') + std::string(1'000, ']');
+  const std::vector<std::pair<std::string, std::string>> before_auth = {
+      {frame_of(R"({"type":"run","id":1,"v":1,"run_id":"x","world_size":4,"ranks":[)" + deep +
+                R"(],"master_addr":"127.0.0.1","master_port":1,"perf":{"collective":"all_reduce"}})"),
+       "before authentication"},
+      {frame_of(R"({"type":"auth","id":1,"v":1,"hmac":)" + shallow_deep + "}"), "deeper than 32 levels"},
+  };
+  for (const auto& [bytes, expect] : before_auth) {
+    RawConnection raw(a.port);
+    ASSERT_TRUE(raw.read());  // hello
+    raw.send(bytes);
+    const auto error = raw.read();
+    ASSERT_TRUE(error) << expect;
+    EXPECT_TRUE((*error)["fatal"].get<bool>());
+    EXPECT_NE((*error)["message"].get<std::string>().find(expect), std::string::npos) << error->dump();
+    EXPECT_TRUE(a.alive()) << expect;
+  }
+  {
+    RawConnection raw(a.port);
+    const auto hello = raw.read();
+    ASSERT_TRUE(hello);
+    raw.send(json{{"type", "auth"},
+                  {"id", 1},
+                  {"v", 1},
+                  {"hmac", agent::hmac_sha256_hex(a.token, (*hello)["nonce"].get<std::string>())}});
+    ASSERT_TRUE(raw.read());
+    raw.send(frame_of(R"({"type":"ping","id":2,"v":1,"ping_us":)" + deep + "}"));
+    auto error = raw.read();
+    while (error && (*error)["type"] == "heartbeat")
+      error = raw.read();
+    ASSERT_TRUE(error);
+    EXPECT_NE((*error)["message"].get<std::string>().find("deeper than 32 levels"), std::string::npos) << error->dump();
+  }
+  EXPECT_TRUE(a.alive());
+}
+
+// A client that has not authenticated is dropped after a few seconds, even
+// when it trickles a byte now and then (the silence rule alone kept it).
+TEST(AgentHardening, UnauthenticatedClientsAreDroppedWithinTheDeadline) {
+  const std::string token_file = ::testing::TempDir() + "agent-token-deadline";
+  std::ofstream(token_file) << "deadline-token-0123456789\n";
+  Agent a({"--token-file", token_file});
+  RawConnection raw(a.port);
+  ASSERT_TRUE(raw.read());  // hello
+  const auto start = std::chrono::steady_clock::now();
+  bool closed = false;
+  const std::string header("\x00\x00\x01\x00", 4);
+  for (std::size_t i = 0; i < header.size() * 3 && !closed; ++i) {
+    if (::send(raw.fd, header.data() + i % header.size(), 1, MSG_NOSIGNAL) != 1) closed = true;
+    pollfd p{raw.fd, POLLIN, 0};
+    if (::poll(&p, 1, 1000) > 0) {
+      char c;
+      closed = ::recv(raw.fd, &c, 1, 0) <= 0;
+    }
+  }
+  const auto waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(closed) << "still connected after " << waited << " s of trickling";
+  EXPECT_LT(waited, 8.0);
+}
+
+// Whatever a request or a rank's output holds, the agent answers and goes
+// on: a fault spec with a wrongly typed field, a run naming a rank twice,
+// ranks that print {"type":1} and {"type":"result"}.
+TEST(AgentHardening, MalformedRequestsAndRankOutputNeverStopTheAgent) {
+  const std::string fake_cli = ::testing::TempDir() + "fake-cli.sh";
+  {
+    std::ofstream out(fake_cli);
+    out << "#!/bin/sh\necho '{\"type\":1}'\necho '{\"type\":\"result\"}'\necho '{\"type\":\"links\",\"links\":7}'\n"
+           "echo '{\"type\":\"stage\",\"stage\":[]}'\nexit 0\n";
+  }
+  ::chmod(fake_cli.c_str(), 0755);
+  Agent a({"--cli", fake_cli, "--allow-fault-injection"});
+  auto client = agent::AgentClient::connect(a.options());
+  try {
+    client->call({{"type", "fault"}, {"fault", {{"kind", "delay"}, {"interface", "lo"}, {"ms", "fifty"}}}});
+    ADD_FAILURE() << "a delay of 'fifty' ms was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fault refused"), std::string::npos) << e.what();
+  }
+  try {
+    client->call({{"type", "run"},
+                  {"run_id", "twice"},
+                  {"world_size", 2},
+                  {"ranks", {1, 1}},
+                  {"master_addr", "127.0.0.1"},
+                  {"master_port", 29999},
+                  {"perf", perf_spec("8", "8", 1)}});
+    ADD_FAILURE() << "rank 1 twice was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("names rank 1 twice"), std::string::npos) << e.what();
+  }
+  Inbox inbox;
+  auto watcher = agent::AgentClient::connect(a.options(), inbox.handler());
+  watcher->call({{"type", "subscribe"}});
+  client->call({{"type", "run"},
+                {"run_id", "odd-output"},
+                {"world_size", 1},
+                {"ranks", {0}},
+                {"master_addr", "127.0.0.1"},
+                {"master_port", 0},
+                {"perf", perf_spec("8", "8", 1)}});
+  const auto events = inbox.run_events("odd-output", 1, 30s);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back()["event"]["type"], "run_done");
+  int outputs = 0;
+  for (const auto& e : events)
+    outputs += e["event"]["type"] == "output" ? 1 : 0;
+  EXPECT_EQ(outputs, 1) << "{\"type\":1} is output, not an event";
+  EXPECT_TRUE(a.alive());
+  EXPECT_EQ(client->call({{"type", "ping"}})["type"], "reply");
+}
+
+// shm_size: the tmpfs goes over /dev/shm in the mount namespace the agent
+// made for itself, never the machine's, wherever the agent was started (an
+// agent in a network namespace only, whose guard could not read PID 1's
+// mount namespace, once mounted it over the machine's /dev/shm).
+TEST(AgentHardening, ShmSizeFaultNeverShrinksTheMachinesDevShm) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (mounts)";
+  struct statvfs before = {};
+  ASSERT_EQ(::statvfs("/dev/shm", &before), 0);
+  Agent a({"--allow-fault-injection"});
+  auto client = agent::AgentClient::connect(a.options());
+  const json reply = client->call({{"type", "fault"}, {"fault", {{"kind", "shm_size"}, {"bytes", 1 << 20}}}});
+  EXPECT_EQ(reply["mechanism"], "tmpfs") << reply.dump();
+  struct statvfs after = {};
+  ASSERT_EQ(::statvfs("/dev/shm", &after), 0);
+  EXPECT_EQ(after.f_blocks * after.f_frsize, before.f_blocks * before.f_frsize)
+      << "the machine's /dev/shm changed size";
+  client->call({{"type", "fault_clear"}});
 }
 
 }  // namespace

@@ -18,6 +18,13 @@ namespace ringmaster::agent {
 
 inline constexpr int kProtocolVersion = 1;
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
+// Before a client has authenticated it may send `auth` only, in a frame of
+// at most this many bytes.
+inline constexpr std::uint32_t kMaxPreAuthFrameBytes = 4096;
+// Objects and arrays nested deeper than this are refused before parsing:
+// every message of the protocol needs four levels; printing or freeing a
+// value nested a hundred thousand deep overflows the stack.
+inline constexpr int kMaxJsonDepth = 32;
 inline constexpr std::uint16_t kDefaultPort = 29600;
 inline constexpr std::string_view kAgentVersion = "0.1.0";
 
@@ -25,10 +32,13 @@ inline constexpr std::string_view kAgentVersion = "0.1.0";
 std::string encode_frame(const nlohmann::json& message);
 
 // Splits a byte stream into messages. Throws Error(protocol) naming the
-// problem: a length over kMaxFrameBytes (as soon as the header is in),
-// or a body that is not JSON, or JSON that is not an object.
+// problem: a length over the limit (kMaxFrameBytes unless lowered; as soon
+// as the header is in), a body nested deeper than kMaxJsonDepth, or a body
+// that is not JSON, or JSON that is not an object.
 class FrameDecoder {
  public:
+  explicit FrameDecoder(std::uint32_t max_frame_bytes = kMaxFrameBytes) : max_frame_(max_frame_bytes) {}
+  void set_max_frame_bytes(std::uint32_t bytes) noexcept { max_frame_ = bytes; }
   void feed(const char* data, std::size_t size);
   std::optional<nlohmann::json> next();
   // Bytes of an incomplete frame held back; non-zero at end of stream
@@ -40,7 +50,12 @@ class FrameDecoder {
  private:
   std::string buffer_;
   std::size_t offset_ = 0;
+  std::uint32_t max_frame_;
 };
+
+// The deepest nesting of objects and arrays in JSON text (brackets inside
+// strings do not count); stops counting past `limit`.
+int json_depth(std::string_view text, int limit) noexcept;
 
 // The length announced by a 4-byte header.
 std::uint32_t frame_length(const unsigned char header[4]) noexcept;

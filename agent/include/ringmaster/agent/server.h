@@ -15,12 +15,23 @@ struct AgentOptions {
   std::string topology_file;               // declared topology; empty: hwloc discovery
   std::string cli_path;                    // the ringmaster-cli that runs ranks
   std::string metrics_listen;              // ADDR:PORT for Prometheus GET /metrics; empty: off
-  bool allow_fault_injection = false;      // fault / fault_clear (docs/protocol.md)
-  std::string tls_cert, tls_key;           // PEM files: serve the control port over TLS
+  // Where the agent keeps its state: runs/<run_id>/ holds what a run's
+  // file-naming variables (NCCL_DEBUG_FILE, ...) name. Empty: the default
+  // (default_state_dir()).
+  std::string state_dir;
+  int max_ranks = 256;                 // ranks running on this agent at once, over all runs
+  int max_runs = 16;                   // runs at once
+  bool allow_fault_injection = false;  // fault / fault_clear (docs/protocol.md)
+  std::string tls_cert, tls_key;       // PEM files: serve the control port over TLS
   std::chrono::milliseconds heartbeat{1000};
   std::chrono::milliseconds client_silence_limit{10000};
-  std::chrono::milliseconds cancel_grace{2000};  // SIGTERM, then SIGKILL after this
+  std::chrono::milliseconds auth_deadline{5000};  // a client that has not authenticated by then is dropped
+  std::chrono::milliseconds cancel_grace{2000};   // SIGTERM, then SIGKILL after this
 };
+
+// /var/lib/ringmaster for root, else $XDG_STATE_HOME/ringmaster or
+// ~/.local/state/ringmaster.
+std::string default_state_dir();
 
 class AgentServer {
  public:

@@ -1,0 +1,33 @@
+// What a client may put in a run's environment. The agent may run as root
+// and its ranks inherit what the client asks for, so names come from an
+// allowlist (the engine's, libfabric's, torchrun's and Slurm's), never the
+// loader's or the shell's, and a variable that names a file names one in
+// the run's own directory.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace ringmaster::agent {
+
+// NCCL_*, RINGMASTER_*, FI_* (less the plugin and provider paths that load
+// code), torchrun's and Slurm's names, CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS.
+bool run_env_name_allowed(std::string_view name);
+
+// Variables whose value is a file the rank reads or writes.
+bool run_env_names_file(std::string_view name);
+
+// The run's `env` object, checked: every name allowed, every value a
+// string without NUL; a file name relative, without "..", and made
+// absolute under `run_dir`. Throws Error(config) naming the variable, never
+// echoing its value.
+std::map<std::string, std::string> checked_run_env(const nlohmann::json& env, const std::string& run_dir);
+
+// A run id is a directory name: 1-64 of [A-Za-z0-9._-], not "." or "..".
+// Throws Error(config) otherwise (saying its length, not echoing it).
+void check_run_id(std::string_view id);
+
+}  // namespace ringmaster::agent
