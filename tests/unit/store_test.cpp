@@ -6,6 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
+#include <fstream>
+#include <memory>
 #include <thread>
 
 #include "net/socket.h"
@@ -52,9 +56,9 @@ class RawConnection {
     auto address = net::SocketAddress::parse("127.0.0.1:" + std::to_string(port));
     EXPECT_EQ(net::Socket::connect(*address, net::Clock::now() + 5s, socket_), 0);
   }
-  void send(std::string_view hex_bytes) {
-    const std::string bytes = unhex(hex_bytes);
-    ASSERT_EQ(socket_.send_all(bytes.data(), bytes.size(), net::Clock::now() + 5s), 0);
+  void send(std::string_view hex_bytes) { send_bytes(unhex(hex_bytes)); }
+  void send_bytes(const std::string& bytes) {
+    ASSERT_EQ(socket_.send_all(bytes.data(), bytes.size(), net::Clock::now() + 30s), 0);
   }
   std::string receive(std::size_t n) {
     std::string bytes(n, '\0');
@@ -275,6 +279,86 @@ TEST_F(StoreTest, TruncatedFrameLeavesTheServerHealthy) {
   TcpStoreClient ok("127.0.0.1", port(), 5s);
   ok.set("after", "truncation");
   EXPECT_EQ(ok.get("after"), "truncation");
+}
+
+// Resident memory of this process (the server runs in it), in bytes.
+std::size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// Hostile clients found in review: 40 connections each announcing an
+// 8 MiB value in a 24-byte SET cost 328 MB (the buffer was sized to the
+// announcement); a 225-byte MULTI_GET built a 201 MB reply; one connection
+// parked 100k WAIT keys (+219 MB). Each is now bounded.
+TEST(StoreServerCaps, AnnouncedLengthsCostNothingUntilTheBytesArrive) {
+  TcpStoreServer server{StoreServerOptions{.host = "127.0.0.1", .port = 0}};
+  const std::size_t before = resident_bytes();
+  std::vector<std::unique_ptr<RawConnection>> idle;
+  for (int i = 0; i < 40; ++i) {
+    idle.push_back(std::make_unique<RawConnection>(server.port()));
+    idle.back()->send(kValidate);
+    // SET key "k", value of 8 MiB announced, 1 byte of it sent.
+    idle.back()->send("01 01 00 00 00 00 00 00 00 6b 00 00 80 00 00 00 00 00 78");
+  }
+  for (int i = 0; i < 100 && server.num_connections() < 40; ++i)
+    std::this_thread::sleep_for(10ms);
+  std::this_thread::sleep_for(200ms);
+  const std::size_t grown = resident_bytes() - std::min(before, resident_bytes());
+  EXPECT_LT(grown, 32u << 20) << "40 announced 8 MiB values grew the store by " << (grown >> 20) << " MiB";
+  TcpStoreClient ok("127.0.0.1", server.port(), 5s);
+  EXPECT_LT(ok.ping(), 1s);
+}
+
+TEST(StoreServerCaps, RepliesAndParkedWaitsAreCapped) {
+  TcpStoreServer server{StoreServerOptions{.host = "127.0.0.1", .port = 0}};
+  TcpStoreClient setter("127.0.0.1", server.port(), 5s);
+  setter.set("big", std::string(1 << 20, 'x'));
+  {
+    // MULTI_GET naming the 1 MiB key 100 times: 100 MiB, over the 64 MiB cap.
+    RawConnection c(server.port());
+    c.send(kValidate);
+    std::string request = "0a 64 00 00 00 00 00 00 00";
+    for (int i = 0; i < 100; ++i)
+      request += " 03 00 00 00 00 00 00 00 62 69 67";
+    c.send(request);
+    EXPECT_TRUE(c.closed_by_server());
+  }
+  {
+    // WAIT on 100k missing keys of 200 bytes: 20 MB parked, over 16 MiB.
+    RawConnection c(server.port());
+    c.send(kValidate);
+    std::string request = unhex("06 a0 86 01 00 00 00 00 00");
+    for (int i = 0; i < 100'000; ++i)
+      request += unhex("c8 00 00 00 00 00 00 00") + fmt::format("{:0>200}", i);
+    c.send_bytes(request);
+    EXPECT_TRUE(c.closed_by_server());
+  }
+  EXPECT_EQ(setter.get("big").size(), 1u << 20);
+}
+
+// A connection that never validates is closed at the deadline; one that
+// has validated may stay idle past it. Connections over the cap are
+// closed at accept while the others are served.
+TEST(StoreServerCaps, ValidationDeadlineAndConnectionCap) {
+  StoreServerOptions options{.host = "127.0.0.1", .port = 0};
+  options.validate_timeout = 500ms;
+  options.max_connections = 3;
+  TcpStoreServer server{options};
+  RawConnection silent(server.port());
+  TcpStoreClient validated("127.0.0.1", server.port(), 5s);
+  EXPECT_TRUE(silent.closed_by_server());
+  std::this_thread::sleep_for(600ms);
+  validated.set("idle", "but alive");
+  EXPECT_EQ(validated.get("idle"), "but alive");
+  TcpStoreClient second("127.0.0.1", server.port(), 5s);
+  TcpStoreClient third("127.0.0.1", server.port(), 5s);
+  RawConnection fourth(server.port());
+  fourth.send(kValidate);
+  EXPECT_TRUE(fourth.closed_by_server());
+  EXPECT_EQ(third.get("idle"), "but alive");
 }
 
 TEST_F(StoreTest, ClientKilledDuringWaitLeavesServerServing) {

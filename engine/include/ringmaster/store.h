@@ -22,6 +22,17 @@ struct StoreServerOptions {
   // Clients expected at once; sizes the listen backlog and warns when the
   // kernel's somaxconn would cap it.
   int expected_clients = 0;
+  // Caps a test may raise. Connections at once: one more is closed at
+  // accept (a rank's init then retries until its timeout).
+  std::size_t max_connections = 16384;
+  // A connection that has not sent VALIDATE within this is closed; once
+  // validated a connection may stay idle for ever (torch keeps them for
+  // hours).
+  std::chrono::milliseconds validate_timeout{10000};
+  // Keys (their bytes) one connection may have parked in WAIT at once.
+  std::size_t max_waiting_key_bytes = 16u << 20;
+  // The largest reply (MULTI_GET) the store builds.
+  std::size_t max_reply_bytes = 64u << 20;
 };
 
 class TcpStoreServer {

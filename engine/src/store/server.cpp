@@ -18,6 +18,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
@@ -44,6 +45,7 @@ using asio::awaitable;
 using asio::use_awaitable;
 using asio::ip::tcp;
 using store::Command;
+using namespace std::chrono_literals;
 
 // A client broke the protocol; the message says how.
 struct ProtocolViolation {
@@ -56,10 +58,12 @@ struct Waiter {
   std::weak_ptr<Session> session;
   std::vector<std::string> missing;  // keys this waiter is parked on
   std::size_t remaining = 0;
+  std::size_t bytes = 0;  // counted against its session's cap
   bool done = false;
 };
 
 struct State {
+  StoreServerOptions options;
   std::unordered_map<std::string, std::string> data;
   std::unordered_map<std::string, std::vector<std::shared_ptr<Waiter>>> waiters;
   std::atomic<std::size_t> num_keys{0};
@@ -79,6 +83,16 @@ class Session : public std::enable_shared_from_this<Session> {
   // session alive for as long as it is served.
   awaitable<void> run([[maybe_unused]] std::shared_ptr<Session> self) {
     ++state_.num_connections;
+    // Until it validates, the connection has a deadline; after, none.
+    auto deadline = std::make_shared<asio::steady_timer>(socket_.get_executor(), state_.options.validate_timeout);
+    deadline->async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+      auto session = weak.lock();
+      if (ec || !session) return;
+      RM_WARN(store, "store client {} did not validate within {} ms; closing its connection", session->peer_,
+              session->state_.options.validate_timeout.count());
+      boost::system::error_code ignored;
+      session->socket_.close(ignored);
+    });
     try {
       const auto first = co_await read_u8();
       const auto magic = co_await read_u32();
@@ -88,6 +102,7 @@ class Session : public std::enable_shared_from_this<Session> {
                         "0x{:08X}); not a TCPStore client",
                         store::kValidationMagic, first, magic)};
       }
+      deadline->cancel();
       for (;;)
         co_await serve_one();
     } catch (const ProtocolViolation& violation) {
@@ -161,8 +176,12 @@ class Session : public std::enable_shared_from_this<Session> {
       end_ -= begin_;
       begin_ = 0;
     }
-    if (buffer_.size() < n) buffer_.resize(std::max(n, buffer_.size() * 2));
     while (end_ < n) {
+      // The buffer grows with what arrives, never to what a header
+      // announces: 24 bytes announcing 8 MiB cost nothing until the bytes
+      // come.
+      const std::size_t want = std::min(n, std::max<std::size_t>(end_ + 64 * 1024, end_ * 2));
+      if (buffer_.size() < want) buffer_.resize(want);
       co_await flush();
       serving_ = false;
       const auto got =
@@ -306,12 +325,20 @@ class Session : public std::enable_shared_from_this<Session> {
       }
       case Command::multi_get: {
         const auto keys = co_await read_keys();
-        std::string reply;
+        std::size_t total = 0;
         for (const auto& key : keys) {
           auto it = state_.data.find(key);
           if (it == state_.data.end()) throw ProtocolViolation{fmt::format("MULTI_GET of missing key '{}'", key)};
-          reply += store::Encoder(Command::multi_get).str(it->second).bytes().substr(1);
+          total += 8 + it->second.size();
+          if (total > state_.options.max_reply_bytes) {
+            throw ProtocolViolation{fmt::format("MULTI_GET of {} keys would reply over {} bytes", keys.size(),
+                                                state_.options.max_reply_bytes)};
+          }
         }
+        std::string reply;
+        reply.reserve(total);
+        for (const auto& key : keys)
+          reply += store::Encoder(Command::multi_get).str(state_.data.find(key)->second).bytes().substr(1);
         send(std::move(reply));
         break;
       }
@@ -368,6 +395,7 @@ class Session : public std::enable_shared_from_this<Session> {
       waiter->done = true;
       if (auto session = waiter->session.lock()) {
         std::erase(session->my_waiters_, waiter);
+        session->waiting_key_bytes_ -= std::min(session->waiting_key_bytes_, waiter->bytes);
         session->reply_u8(static_cast<std::uint8_t>(store::WaitResponse::stop_waiting));
       }
     }
@@ -376,9 +404,17 @@ class Session : public std::enable_shared_from_this<Session> {
   void park(std::vector<std::string> keys) {
     auto waiter = std::make_shared<Waiter>();
     waiter->session = weak_from_this();
+    std::size_t bytes = 0;
     for (auto& key : keys) {
-      if (!state_.data.contains(key)) waiter->missing.push_back(std::move(key));
+      if (state_.data.contains(key)) continue;
+      bytes += key.size() + 64;  // the key and its share of the bookkeeping
+      waiter->missing.push_back(std::move(key));
     }
+    if (waiting_key_bytes_ + bytes > state_.options.max_waiting_key_bytes) {
+      throw ProtocolViolation{fmt::format("WAIT would park {} bytes of keys on one connection, over the limit of {}",
+                                          waiting_key_bytes_ + bytes, state_.options.max_waiting_key_bytes)};
+    }
+    waiter->bytes = bytes;
     waiter->remaining = waiter->missing.size();
     if (waiter->remaining == 0) {
       reply_u8(static_cast<std::uint8_t>(store::WaitResponse::stop_waiting));
@@ -386,6 +422,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     for (const auto& key : waiter->missing)
       state_.waiters[key].push_back(waiter);
+    waiting_key_bytes_ += waiter->bytes;
     my_waiters_.push_back(std::move(waiter));
   }
 
@@ -400,6 +437,7 @@ class Session : public std::enable_shared_from_this<Session> {
       }
     }
     my_waiters_.clear();
+    waiting_key_bytes_ = 0;
   }
 
   tcp::socket socket_;
@@ -411,6 +449,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool writing_ = false;
   bool serving_ = true;  // between reads; replies wait for flush()
   std::vector<std::shared_ptr<Waiter>> my_waiters_;
+  std::size_t waiting_key_bytes_ = 0;
 };
 
 int read_somaxconn() {
@@ -428,17 +467,37 @@ struct TcpStoreServer::Impl {
   State state;
   std::thread thread;
   std::uint16_t port = 0;
+  bool warned_full = false;
 
   awaitable<void> accept_loop() {
+    std::chrono::milliseconds pause{0};
     for (;;) {
       boost::system::error_code ec;
       tcp::socket socket = co_await acceptor.async_accept(asio::redirect_error(use_awaitable, ec));
       if (ec) {
-        if (ec == asio::error::operation_aborted) co_return;
-        // Out of file descriptors and the like: say so, keep serving the others.
-        RM_WARN(store, "store accept failed: {}", ec.message());
+        if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+        // Out of file descriptors and the like: say so once, and pause
+        // accepting (10 ms, doubling to 1 s) while it lasts; the clients
+        // already connected are served meanwhile.
+        if (pause.count() == 0) RM_WARN(store, "store accept failed: {}; pausing accepts while it lasts", ec.message());
+        pause = std::min<std::chrono::milliseconds>(std::max<std::chrono::milliseconds>(pause * 2, 10ms), 1000ms);
+        asio::steady_timer wait(io, pause);
+        co_await wait.async_wait(asio::redirect_error(use_awaitable, ec));
         continue;
       }
+      if (pause.count() != 0) RM_INFO(store, "store accepts again");
+      pause = std::chrono::milliseconds{0};
+      if (state.num_connections >= state.options.max_connections) {
+        boost::system::error_code ignored;
+        socket.close(ignored);
+        if (!warned_full) {
+          RM_WARN(store, "store has {} connections, its cap; closing new ones (StoreServerOptions::max_connections)",
+                  state.options.max_connections);
+        }
+        warned_full = true;
+        continue;
+      }
+      warned_full = false;
       auto session = std::make_shared<Session>(std::move(socket), state);
       asio::co_spawn(io, session->run(session), asio::detached);
     }
@@ -446,6 +505,7 @@ struct TcpStoreServer::Impl {
 };
 
 TcpStoreServer::TcpStoreServer(const StoreServerOptions& options) : impl_(std::make_unique<Impl>()) {
+  impl_->state.options = options;
   boost::system::error_code ec;
   tcp::endpoint endpoint;
   if (options.host.empty()) {
