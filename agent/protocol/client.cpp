@@ -283,13 +283,18 @@ std::unique_ptr<AgentClient> AgentClient::connect(const ClientOptions& options, 
           impl->hello = hello;
           const std::string auth = hello.value("auth", "none");
           if (auth == "hmac-sha256") {
-            if (options.token.empty()) {
-              throw Error(ErrorCategory::config, where + " requires a token (--token-file)");
+            // Without a token given, the one an agent of this user on this
+            // machine made in the default state directory.
+            const std::string token = options.token.empty() ? local_agent_token() : options.token;
+            if (token.empty()) {
+              throw Error(ErrorCategory::config,
+                          where + " requires a token (--token-file; an agent started without one keeps its own in " +
+                              token_path(default_state_dir()) + ")");
             }
             json msg = {{"type", "auth"},
                         {"id", 0},
                         {"v", kProtocolVersion},
-                        {"hmac", hmac_sha256_hex(options.token, hello.value("nonce", ""))}};
+                        {"hmac", hmac_sha256_hex(token, hello.value("nonce", ""))}};
             const std::string frame = encode_frame(msg);
             if (impl->tls) {
               co_await asio::async_write(*impl->tls, asio::buffer(frame), use_awaitable);

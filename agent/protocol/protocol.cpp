@@ -1,13 +1,18 @@
 // Frames, message checks and the HMAC handshake of control protocol v1.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <vector>
@@ -320,14 +325,80 @@ long long wall_us() noexcept {
 }
 
 std::string read_token_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(ErrorCategory::config, fmt::format("token file {}: cannot open", path));
-  std::string token;
-  std::getline(in, token);
-  const auto first = token.find_first_not_of(" \t\r\n");
-  const auto last = token.find_last_not_of(" \t\r\n");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    throw Error(ErrorCategory::config, fmt::format("token file {}: cannot open: {}", path, std::strerror(errno)));
+  }
+  struct stat st = {};
+  std::string text;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= 4096) {
+    text.resize(static_cast<std::size_t>(st.st_size));
+    const ssize_t n = ::read(fd, text.data(), text.size());
+    text.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  }
+  ::close(fd);
+  if (!S_ISREG(st.st_mode) || st.st_size > 4096) {
+    throw Error(ErrorCategory::config, fmt::format("token file {} is not a regular file of at most 4 KiB", path));
+  }
+  if ((st.st_mode & 077) != 0) {
+    throw Error(
+        ErrorCategory::config,
+        fmt::format("token file {} is open to group or others (mode {:04o}); chmod 600 it", path, st.st_mode & 07777));
+  }
+  const std::string token = text.substr(0, text.find('\n'));
+  const auto first = token.find_first_not_of(" \t\r");
+  const auto last = token.find_last_not_of(" \t\r");
   if (first == std::string::npos) throw Error(ErrorCategory::config, fmt::format("token file {} is empty", path));
-  return token.substr(first, last - first + 1);
+  std::string trimmed = token.substr(first, last - first + 1);
+  if (trimmed.size() < kMinTokenBytes) {
+    throw Error(ErrorCategory::config, fmt::format("token file {} holds a token of {} bytes; at least {}", path,
+                                                   trimmed.size(), kMinTokenBytes));
+  }
+  return trimmed;
+}
+
+std::string default_state_dir() {
+  if (::geteuid() == 0) return "/var/lib/ringmaster";
+  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg == '/') return std::string(xdg) + "/ringmaster";
+  if (const char* home = std::getenv("HOME"); home && *home == '/')
+    return std::string(home) + "/.local/state/ringmaster";
+  return "/tmp/ringmaster-" + std::to_string(::geteuid());
+}
+
+std::string token_path(const std::string& state_dir) {
+  return state_dir + "/agent.token";
+}
+
+std::string load_or_create_token(const std::string& state_dir) {
+  const std::string path = token_path(state_dir);
+  if (::access(path.c_str(), F_OK) != 0) {
+    // Written whole under another name, then linked into place: two agents
+    // starting at once agree on one token and neither reads half of it.
+    const std::string temporary = fmt::format("{}.{}", path, random_nonce().substr(0, 16));
+    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      throw Error(ErrorCategory::config, fmt::format("cannot make the token file {}: {}", path, std::strerror(errno)));
+    }
+    const std::string line = random_nonce() + "\n";
+    const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+    ::close(fd);
+    const int linked = written ? ::link(temporary.c_str(), path.c_str()) : -1;
+    const int err = errno;
+    ::unlink(temporary.c_str());
+    if (!written || (linked != 0 && err != EEXIST)) {
+      throw Error(ErrorCategory::config,
+                  fmt::format("cannot write the token file {}: {}", path, std::strerror(written ? err : EIO)));
+    }
+  }
+  return read_token_file(path);
+}
+
+std::string local_agent_token() {
+  try {
+    return read_token_file(token_path(default_state_dir()));
+  } catch (const Error&) {
+    return {};
+  }
 }
 
 }  // namespace ringmaster::agent

@@ -25,11 +25,13 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "faults.h"
@@ -135,6 +137,17 @@ struct AgentServer::Impl {
   std::string topology_summary;
   std::string hostname;
   Clock::time_point started = Clock::now();
+  // Per client address after a wrong HMAC: refused until `until`, which
+  // doubles from 100 ms with each failure up to 10 s.
+  struct Backoff {
+    int failures = 0;
+    Clock::time_point until;
+  };
+  std::map<std::string, Backoff> auth_backoff;
+  bool warned_full = false;
+  std::chrono::milliseconds accept_pause{0};
+  void auth_failed(const std::string& ip);
+  bool backing_off(const std::string& ip) const;
 
   json inventory() const;
   void broadcast(const json& event);
@@ -151,9 +164,9 @@ class Session : public std::enable_shared_from_this<Session> {
     boost::system::error_code ec;
     const auto remote = socket_.remote_endpoint(ec);
     peer_ = ec ? std::string("?") : fmt::format("{}:{}", remote.address().to_string(), remote.port());
+    peer_ip_ = ec ? std::string("?") : remote.address().to_string();
     socket_.set_option(tcp::no_delay(true), ec);
     if (server_.tls) tls_ = std::make_unique<asio::ssl::stream<tcp::socket&>>(socket_, *server_.tls);
-    authed_ = server_.options.token.empty();
     last_heard_us_ = connected_us_ = steady_us();
   }
 
@@ -175,7 +188,7 @@ class Session : public std::enable_shared_from_this<Session> {
           {"protocol", kProtocolVersion},
           {"host", server_.hostname},
           {"nonce", nonce_},
-          {"auth", server_.options.token.empty() ? "none" : "hmac-sha256"}});
+          {"auth", "hmac-sha256"}});
     // Until it authenticates a client may send `auth` only, in small frames.
     FrameDecoder decoder(authed_ ? kMaxFrameBytes : kMaxPreAuthFrameBytes);
     std::array<char, 64 * 1024> buffer;
@@ -219,6 +232,7 @@ class Session : public std::enable_shared_from_this<Session> {
   long long last_heard_us() const noexcept { return last_heard_us_; }
   long long connected_us() const noexcept { return connected_us_; }
   const std::string& peer() const noexcept { return peer_; }
+  const std::string& peer_ip() const noexcept { return peer_ip_; }
 
   void drop(const std::string& why) {
     agent_log("closing {}: {}", peer_, why);
@@ -257,12 +271,12 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     const std::string type = m["type"].get<std::string>();
     if (type == "auth") {
-      if (server_.options.token.empty()) {
-        reply(m, {{"message", "this agent needs no token"}});
-      } else if (equal_constant_time(m["hmac"].get<std::string>(), hmac_sha256_hex(server_.options.token, nonce_))) {
+      if (equal_constant_time(m["hmac"].get<std::string>(), hmac_sha256_hex(server_.options.token, nonce_))) {
         authed_ = true;
+        server_.auth_backoff.erase(peer_ip_);
         reply(m);
       } else {
+        server_.auth_failed(peer_ip_);
         fatal(re, "authentication failed: wrong HMAC-SHA256 of the nonce for this agent's token");
       }
       return;
@@ -352,6 +366,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls_;
   AgentServer::Impl& server_;
   std::string peer_;
+  std::string peer_ip_;
   std::string nonce_;
   bool authed_ = false;
   bool subscribed_ = false;
@@ -383,6 +398,23 @@ json AgentServer::Impl::inventory() const {
   return out;
 }
 
+void AgentServer::Impl::auth_failed(const std::string& ip) {
+  const auto now = Clock::now();
+  if (auth_backoff.size() >= 4096) {
+    std::erase_if(auth_backoff, [&](const auto& entry) { return entry.second.until < now; });
+    if (auth_backoff.size() >= 4096) auth_backoff.erase(auth_backoff.begin());
+  }
+  auto& b = auth_backoff[ip];
+  b.failures = std::min(b.failures + 1, 7);
+  b.until = now + std::min<std::chrono::milliseconds>(std::chrono::milliseconds(100L << (b.failures - 1)),
+                                                      std::chrono::milliseconds(10000));
+}
+
+bool AgentServer::Impl::backing_off(const std::string& ip) const {
+  const auto it = auth_backoff.find(ip);
+  return it != auth_backoff.end() && it->second.until > Clock::now();
+}
+
 void AgentServer::Impl::broadcast(const json& event) {
   try {
     metrics.observe(event);
@@ -402,8 +434,35 @@ awaitable<void> AgentServer::Impl::accept_loop() {
     tcp::socket socket = co_await acceptor.async_accept(asio::redirect_error(use_awaitable, ec));
     if (ec) {
       if (!acceptor.is_open()) co_return;
+      // Out of descriptors and the like: say so once and pause accepting
+      // (10 ms, doubling to 1 s) instead of spinning on the error.
+      if (accept_pause.count() == 0) agent_log("accept failed: {}; pausing accepts while it lasts", ec.message());
+      accept_pause = std::min<std::chrono::milliseconds>(
+          std::max<std::chrono::milliseconds>(accept_pause * 2, std::chrono::milliseconds(10)),
+          std::chrono::milliseconds(1000));
+      asio::steady_timer pause(io, accept_pause);
+      co_await pause.async_wait(asio::redirect_error(use_awaitable, ec));
       continue;
     }
+    accept_pause = std::chrono::milliseconds(0);
+    const auto remote = socket.remote_endpoint(ec);
+    const std::string ip = ec ? std::string("?") : remote.address().to_string();
+    if (backing_off(ip)) {
+      socket.close(ec);  // a wrong HMAC from there a moment ago
+      continue;
+    }
+    // Caps on connections, all and per address: a flood of idle or slow
+    // clients costs a bounded amount, and others are still served.
+    const auto from_here = static_cast<std::size_t>(
+        std::count_if(sessions.begin(), sessions.end(), [&](const auto& s) { return s->peer_ip() == ip; }));
+    if (sessions.size() >= options.max_connections || from_here >= options.max_connections_per_address) {
+      if (!warned_full)
+        agent_log("connection cap reached ({} in all, {} from {}); closing new ones", sessions.size(), from_here, ip);
+      warned_full = true;
+      socket.close(ec);
+      continue;
+    }
+    warned_full = false;
     auto session = std::make_shared<Session>(std::move(socket), *this);
     sessions.insert(session);
     asio::co_spawn(io, session->run(session), asio::detached);
@@ -447,6 +506,14 @@ awaitable<void> AgentServer::Impl::metrics_loop() {
 awaitable<void> AgentServer::Impl::serve_metrics(tcp::socket socket) {
   std::string request;
   boost::system::error_code ec;
+  // The whole request within 5 s, as node_exporter's server reads it.
+  auto socket_ptr = &socket;
+  asio::steady_timer deadline(io, std::chrono::seconds(5));
+  deadline.async_wait([socket_ptr](boost::system::error_code timer_ec) {
+    if (timer_ec) return;
+    boost::system::error_code ignored;
+    socket_ptr->close(ignored);
+  });
   co_await asio::async_read_until(socket, asio::dynamic_buffer(request, 8192), "\r\n\r\n",
                                   asio::redirect_error(use_awaitable, ec));
   if (ec) co_return;
@@ -473,14 +540,6 @@ void AgentServer::Impl::shutdown() {
   io.stop();
 }
 
-std::string default_state_dir() {
-  if (::geteuid() == 0) return "/var/lib/ringmaster";
-  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg == '/') return std::string(xdg) + "/ringmaster";
-  if (const char* home = std::getenv("HOME"); home && *home == '/')
-    return std::string(home) + "/.local/state/ringmaster";
-  return "/tmp/ringmaster-" + std::to_string(::geteuid());
-}
-
 AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>()) {
   auto& s = *impl_;
   s.options = std::move(options);
@@ -500,15 +559,18 @@ AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>())
     }
     ::chmod(s.options.state_dir.c_str(), 0700);
   }
+  // Every client authenticates, on loopback too: without --token-file the
+  // agent's own token, which local tools of its user read from there.
+  if (s.options.token.empty()) s.options.token = load_or_create_token(s.options.state_dir);
+  if (s.options.token.size() < kMinTokenBytes) {
+    throw Error(ErrorCategory::config,
+                fmt::format("the token has {} bytes; at least {}", s.options.token.size(), kMinTokenBytes));
+  }
   const auto [host, port] = split_listen(s.options.listen);
   boost::system::error_code ec;
   const auto address = asio::ip::make_address(host, ec);
   if (ec)
     throw Error(ErrorCategory::config, fmt::format("--listen {}: {} is not an IP address", s.options.listen, host));
-  if (!address.is_loopback() && s.options.token.empty()) {
-    throw Error(ErrorCategory::config,
-                fmt::format("--listen {}: listening beyond loopback requires --token-file", s.options.listen));
-  }
   const tcp::endpoint endpoint(address, port);
   s.acceptor.open(endpoint.protocol(), ec);
   if (!ec) s.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
@@ -575,8 +637,10 @@ void AgentServer::run(bool handle_signals) {
   auto& s = *impl_;
   asio::signal_set signals(s.io);
   if (handle_signals) {
-    signals.add(SIGTERM);
-    signals.add(SIGINT);
+    // Each of them ends the agent the same way: runs killed, faults
+    // reverted (an nft table, a qdisc or a tmpfs must not outlive it).
+    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT})
+      signals.add(sig);
     signals.async_wait([&s](boost::system::error_code ec, int) {
       if (!ec) s.shutdown();
     });

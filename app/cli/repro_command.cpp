@@ -6,6 +6,7 @@
 // breaks it the way clouds break (through the agents' fault injection, the
 // ranks' environment, or by killing a rank), launches a run, and checks
 // that what Ringmaster reports is what the scenario expects. Needs root.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +17,8 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -84,8 +87,20 @@ class Cluster {
   Cluster(int hosts, bool keep) : keep_(keep) {
     id_ = std::to_string(::getpid());
     bridge_ = "rmbr" + id_;
-    token_file_ = (fs::temp_directory_path() / ("ringmaster-repro-" + id_ + ".token")).string();
-    std::ofstream(token_file_) << agent::random_nonce() << "\n";
+    // The agents' token and state, in a directory only we can read.
+    std::string dir_template = (fs::temp_directory_path() / "ringmaster-repro-XXXXXX").string();
+    if (::mkdtemp(dir_template.data()) == nullptr) {
+      throw Error(ErrorCategory::internal, fmt::format("mkdtemp: {}", std::strerror(errno)));
+    }
+    private_dir_ = dir_template;
+    token_file_ = private_dir_ + "/token";
+    {
+      const int fd = ::open(token_file_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+      const std::string line = agent::random_nonce() + "\n";
+      const bool written = fd >= 0 && ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+      if (fd >= 0) ::close(fd);
+      if (!written) throw Error(ErrorCategory::internal, "cannot write the agents' token in " + private_dir_);
+    }
     must({"ip", "link", "add", bridge_, "type", "bridge"});
     must({"ip", "addr", "add", "198.18.0.254/24", "dev", bridge_});
     must({"ip", "link", "set", bridge_, "up"});
@@ -128,7 +143,8 @@ class Cluster {
       fs::remove_all(dir, ec);
     }
     agent::run_command({"ip", "link", "del", bridge_});
-    std::remove(token_file_.c_str());
+    std::error_code ec;
+    fs::remove_all(private_dir_, ec);
   }
 
   static std::string address(int host) { return "198.18.0." + std::to_string(host + 1); }
@@ -163,8 +179,9 @@ class Cluster {
         ::dup2(out[1], 1);
         ::close(out[0]);
         ::execlp("ip", "ip", "netns", "exec", namespaces_[i].c_str(), agent_path.c_str(), "--listen",
-                 (address(static_cast<int>(i)) + ":29600").c_str(), "--token-file", token_file_.c_str(),
-                 "--allow-fault-injection", "--print-port", static_cast<char*>(nullptr));
+                 (address(static_cast<int>(i)) + ":29600").c_str(), "--token-file", token_file_.c_str(), "--state-dir",
+                 (private_dir_ + "/host" + std::to_string(i)).c_str(), "--allow-fault-injection", "--print-port",
+                 static_cast<char*>(nullptr));
         _exit(127);
       }
       ::close(out[1]);
@@ -189,7 +206,7 @@ class Cluster {
 
  private:
   bool keep_;
-  std::string id_, bridge_, token_file_;
+  std::string id_, bridge_, token_file_, private_dir_;
   std::vector<std::string> namespaces_;
   std::vector<std::string> etc_dirs_;  // /etc/netns/<namespace>
   std::vector<pid_t> agents_;

@@ -22,7 +22,9 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <thread>
 #include <tuple>
 
 #include "process.h"
@@ -63,6 +65,10 @@ struct Agent {
       child.finish();
       throw std::runtime_error("agent did not print its port within 10 s");
     }
+    // Without --token-file the agent made its own token in its state directory.
+    if (std::find(extra.begin(), extra.end(), "--token-file") == extra.end()) {
+      token = agent::read_token_file(agent::token_path(state_dir));
+    }
     if (std::find(extra.begin(), extra.end(), "--metrics") != extra.end()) {
       line.clear();
       while (::poll(&p, 1, 10000) > 0 && ::read(child.out_fd, &c, 1) == 1 && c != '\n')
@@ -75,7 +81,7 @@ struct Agent {
   // The agent still answers (it did not crash).
   bool alive() const {
     try {
-      return agent::AgentClient::connect(options(token))->call({{"type", "ping"}})["type"] == "reply";
+      return agent::AgentClient::connect(options())->call({{"type", "ping"}})["type"] == "reply";
     } catch (const Error&) {
       return false;
     }
@@ -85,10 +91,11 @@ struct Agent {
     ::kill(child.pid, SIGTERM);
     child.finish();
   }
-  agent::ClientOptions options(std::string with_token = {}) const {
+  // With the agent's token unless told another.
+  agent::ClientOptions options(std::optional<std::string> with_token = std::nullopt) const {
     agent::ClientOptions o;
     o.port = port;
-    o.token = std::move(with_token);
+    o.token = with_token.value_or(token);
     return o;
   }
 };
@@ -126,6 +133,15 @@ struct Inbox {
     return out;
   }
 };
+
+// A token file as the agent wants it: mode 0600.
+std::string write_token(const std::string& name, const std::string& token) {
+  const std::string path = ::testing::TempDir() + name + "-" + std::to_string(::getpid());
+  std::remove(path.c_str());
+  std::ofstream(path) << token << "\n";
+  ::chmod(path.c_str(), 0600);
+  return path;
+}
 
 json perf_spec(std::string min, std::string max, int iters) {
   return {{"collective", "all_reduce"}, {"min_bytes", min}, {"max_bytes", max},
@@ -327,10 +343,30 @@ TEST(Agent, FourRanksAcrossTwoAgentsStreamEverything) {
 }
 
 TEST(Agent, RemoteCliPrintsTheStageAndResultTables) {
-  Agent a, b;
+  // Two nodes' agents sharing the cluster's token, as a deployment gives them.
+  const std::string token_file = write_token("agent-token-remote", "remote-token-0123456789");
+  Agent a({"--token-file", token_file}), b({"--token-file", token_file});
   const std::string agents = "127.0.0.1:" + std::to_string(a.port) + ",127.0.0.1:" + std::to_string(b.port);
-  auto cli = testing_support::spawn({RINGMASTER_CLI, "remote", "--agents", agents, "--np-per-agent", "2", "perf",
-                                     "all_reduce", "-b", "8", "-e", "32K", "-f", "8", "-n", "3", "-w", "1"},
+  auto cli = testing_support::spawn({RINGMASTER_CLI,
+                                     "remote",
+                                     "--agents",
+                                     agents,
+                                     "--token-file",
+                                     token_file,
+                                     "--np-per-agent",
+                                     "2",
+                                     "perf",
+                                     "all_reduce",
+                                     "-b",
+                                     "8",
+                                     "-e",
+                                     "32K",
+                                     "-f",
+                                     "8",
+                                     "-n",
+                                     "3",
+                                     "-w",
+                                     "1"},
                                     {});
   cli.finish();
   EXPECT_EQ(cli.exit_code(), 0) << cli.output;
@@ -373,21 +409,15 @@ struct RawConnection {
 };
 
 TEST(Agent, TokenHandshake) {
-  const std::string token_file = ::testing::TempDir() + "agent-token";
-  std::ofstream(token_file) << "s3cret-token\n";
-  Agent a({"--token-file", token_file});
-  try {
-    agent::AgentClient::connect(a.options());
-    ADD_FAILURE() << "connected without a token";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("requires a token"), std::string::npos) << e.what();
-  }
+  const std::string secret = "s3cret-token-0123456789";
+  Agent a({"--token-file", write_token("agent-token", secret)});
   try {
     agent::AgentClient::connect(a.options("wrong-token"));
     ADD_FAILURE() << "connected with a wrong token";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("wrong HMAC"), std::string::npos) << e.what();
   }
+  std::this_thread::sleep_for(150ms);  // the backoff after a wrong HMAC
   {
     RawConnection raw(a.port);
     const auto hello = raw.read();
@@ -404,7 +434,7 @@ TEST(Agent, TokenHandshake) {
     raw.send(json{{"type", "auth"},
                   {"id", 2},
                   {"v", 1},
-                  {"hmac", agent::hmac_sha256_hex("s3cret-token", (*hello)["nonce"].get<std::string>())}});
+                  {"hmac", agent::hmac_sha256_hex(secret, (*hello)["nonce"].get<std::string>())}});
     const auto ok = raw.read();
     ASSERT_TRUE(ok);
     EXPECT_EQ((*ok)["type"], "reply") << ok->dump();
@@ -416,7 +446,7 @@ TEST(Agent, TokenHandshake) {
     EXPECT_EQ((*inv)["re"], 3);
     EXPECT_TRUE(inv->contains("topology"));
   }
-  auto client = agent::AgentClient::connect(a.options("s3cret-token"));
+  auto client = agent::AgentClient::connect(a.options(secret));
   EXPECT_EQ(client->call({{"type", "ping"}})["type"], "reply");
 }
 
@@ -867,9 +897,7 @@ TEST(AgentHardening, RunEnvironmentIsAllowlistedAndConfined) {
 // an agent that requires a token, and a nested ping_us after it. Both are
 // refused now, and nothing but auth fits before authentication.
 TEST(AgentHardening, NestedAndOversizedFramesAreRefusedBeforeAndAfterAuth) {
-  const std::string token_file = ::testing::TempDir() + "agent-token-nested";
-  std::ofstream(token_file) << "nested-token-0123456789\n";
-  Agent a({"--token-file", token_file});
+  Agent a({"--token-file", write_token("agent-token-nested", "nested-token-0123456789")});
   a.token = "nested-token-0123456789";
   auto frame_of = [](const std::string& body) {
     const auto n = static_cast<std::uint32_t>(body.size());
@@ -917,9 +945,7 @@ TEST(AgentHardening, NestedAndOversizedFramesAreRefusedBeforeAndAfterAuth) {
 // A client that has not authenticated is dropped after a few seconds, even
 // when it trickles a byte now and then (the silence rule alone kept it).
 TEST(AgentHardening, UnauthenticatedClientsAreDroppedWithinTheDeadline) {
-  const std::string token_file = ::testing::TempDir() + "agent-token-deadline";
-  std::ofstream(token_file) << "deadline-token-0123456789\n";
-  Agent a({"--token-file", token_file});
+  Agent a({"--token-file", write_token("agent-token-deadline", "deadline-token-0123456789")});
   RawConnection raw(a.port);
   ASSERT_TRUE(raw.read());  // hello
   const auto start = std::chrono::steady_clock::now();
@@ -1007,6 +1033,72 @@ TEST(AgentHardening, ShmSizeFaultNeverShrinksTheMachinesDevShm) {
   EXPECT_EQ(after.f_blocks * after.f_frsize, before.f_blocks * before.f_frsize)
       << "the machine's /dev/shm changed size";
   client->call({{"type", "fault_clear"}});
+}
+
+// Loopback is no longer trusted: an agent started without a token makes
+// one (0600, in its state directory) and asks every client for it.
+TEST(AgentHardening, EveryClientAuthenticatesOnLoopbackToo) {
+  Agent a;
+  const std::string path = agent::token_path(a.state_dir);
+  struct stat st = {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0) << path;
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(a.token.size(), 64u);
+  RawConnection raw(a.port);
+  const auto hello = raw.read();
+  ASSERT_TRUE(hello);
+  EXPECT_EQ((*hello)["auth"], "hmac-sha256");
+  raw.send(json{{"type", "run"},
+                {"id", 1},
+                {"v", 1},
+                {"run_id", "x"},
+                {"world_size", 1},
+                {"ranks", {0}},
+                {"master_addr", "127.0.0.1"},
+                {"master_port", 0},
+                {"perf", perf_spec("8", "8", 1)}});
+  const auto refused = raw.read();
+  ASSERT_TRUE(refused);
+  EXPECT_NE((*refused)["message"].get<std::string>().find("not authenticated"), std::string::npos) << refused->dump();
+  EXPECT_TRUE(a.alive());
+}
+
+// Token files: one open to group or others, or a short token, keeps the
+// agent from starting, and the reason names the file.
+TEST(AgentHardening, TokenFilesOpenToOthersOrShortAreRefused) {
+  const std::string open_file = write_token("agent-token-open", "long-enough-token-0123456789");
+  ::chmod(open_file.c_str(), 0644);
+  const std::string short_file = write_token("agent-token-short", "short");
+  for (const auto& [file, expect] :
+       std::vector<std::pair<std::string, std::string>>{{open_file, "chmod 600"}, {short_file, "at least 16"}}) {
+    auto child = testing_support::spawn({RINGMASTER_AGENT, "--listen", "127.0.0.1:0", "--token-file", file,
+                                         "--state-dir", ::testing::TempDir() + "agent-state-refused"},
+                                        {}, true);
+    child.finish();
+    EXPECT_NE(child.exit_code(), 0) << file;
+    EXPECT_NE(child.output.find(expect), std::string::npos) << child.output;
+    EXPECT_NE(child.output.find(file), std::string::npos) << child.output;
+  }
+}
+
+// After a wrong HMAC the client's address waits, longer each time: two
+// seconds of guessing get a handful of tries, not thousands.
+TEST(AgentHardening, WrongHmacsAreSlowedDown) {
+  Agent a;
+  int tries = 0;
+  const auto until = std::chrono::steady_clock::now() + 2s;
+  while (std::chrono::steady_clock::now() < until) {
+    RawConnection raw(a.port);
+    const auto hello = raw.read();
+    if (!hello) continue;  // closed at once: backing off
+    raw.send(json{{"type", "auth"}, {"id", 1}, {"v", 1}, {"hmac", std::string(64, '0')}});
+    if (const auto answer = raw.read();
+        answer && (*answer)["message"].get<std::string>().find("wrong HMAC") != std::string::npos) {
+      ++tries;
+    }
+  }
+  EXPECT_GE(tries, 1);
+  EXPECT_LE(tries, 8) << "wrong HMACs tried in 2 s";
 }
 
 }  // namespace

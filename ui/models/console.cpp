@@ -5,11 +5,13 @@
 
 #include <QCoreApplication>
 #include <QDateTime>
+#include <QDir>
 #include <QTextStream>
 #include <cstdio>
 #include <thread>
 
 #include "ringmaster/agent/client.h"
+#include "ringmaster/agent/protocol.h"
 
 namespace ringmaster::ui {
 
@@ -141,11 +143,23 @@ Console::~Console() {
 }
 
 bool Console::start_local_agents(int n, const QString& agent_path, QString* error) {
+  if (!local_dir_) {
+    local_dir_ = std::make_unique<QTemporaryDir>(QDir::tempPath() + "/ringmaster-console-XXXXXX");  // mode 0700
+    local_token_ = QString::fromStdString(agent::random_nonce());
+    QFile token(local_dir_->filePath("token"));
+    if (!local_dir_->isValid() || !token.open(QIODevice::WriteOnly | QIODevice::NewOnly) ||
+        !token.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner) ||
+        token.write(local_token_.toUtf8() + "\n") <= 0) {
+      if (error) *error = "cannot make a private token for the local agents in " + QDir::tempPath();
+      return false;
+    }
+  }
   for (int i = 0; i < n; ++i) {
     auto* p = new QProcess;
     p->setProcessChannelMode(QProcess::SeparateChannels);
     p->setProcessChannelMode(QProcess::ForwardedErrorChannel);
-    p->start(agent_path, {"--listen", "127.0.0.1:0", "--print-port"});
+    p->start(agent_path, {"--listen", "127.0.0.1:0", "--print-port", "--token-file", local_dir_->filePath("token"),
+                          "--state-dir", local_dir_->filePath(QString("agent-%1").arg(local_.size()))});
     local_.append(p);
     QByteArray line;
     if (p->waitForStarted(5000)) {
@@ -157,7 +171,7 @@ bool Console::start_local_agents(int n, const QString& agent_path, QString* erro
       if (error) *error = QString("%1 did not start: %2").arg(agent_path, p->errorString());
       return false;
     }
-    connect_agent("127.0.0.1", static_cast<quint16>(port));
+    connect_agent("127.0.0.1", static_cast<quint16>(port), local_token_);
   }
   return true;
 }

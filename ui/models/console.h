@@ -7,6 +7,7 @@
 #include <QObject>
 #include <QPointer>
 #include <QProcess>
+#include <QTemporaryDir>
 #include <QTimer>
 #include <map>
 #include <memory>
@@ -117,8 +118,9 @@ class Console : public QObject {
   bool keep_run(const QString& kind, const QString& what, QString* error = nullptr);
 
   // Starts n ringmaster-agents on loopback (free ports) and connects to
-  // them; they stop with the console. Returns false, with the reason in
-  // `error`, when one does not start.
+  // them; they stop with the console. They share a token made for them in
+  // a private temporary directory, which also holds their state. Returns
+  // false, with the reason in `error`, when one does not start.
   bool start_local_agents(int n, const QString& agent_path, QString* error = nullptr);
   void connect_agent(const QString& host, quint16 port, const QString& token = {});
   void disconnect_agent(const QString& address);
@@ -151,6 +153,8 @@ class Console : public QObject {
   std::map<QString, Link> links_;
   std::vector<QString> order_;  // connection order: the first agent hosts rank 0
   QList<QProcess*> local_;
+  std::unique_ptr<QTemporaryDir> local_dir_;  // the local agents' token and state
+  QString local_token_;
   QTimer poll_;
   std::unique_ptr<QFile> recording_;
   QString pending_what_;  // the run started here that is not kept yet

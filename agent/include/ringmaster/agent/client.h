@@ -20,7 +20,7 @@ namespace ringmaster::agent {
 struct ClientOptions {
   std::string host = "127.0.0.1";
   std::uint16_t port = kDefaultPort;
-  std::string token;  // empty: the agent must not ask for one
+  std::string token;  // empty: local_agent_token() (an agent of this user on this machine)
   bool tls = false;   // the agent serves TLS (--tls-cert)
   // Verify the agent's certificate and host name against this CA (PEM);
   // empty: encrypt without verifying who answers.

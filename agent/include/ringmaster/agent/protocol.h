@@ -77,8 +77,26 @@ bool equal_constant_time(std::string_view a, std::string_view b) noexcept;
 long long steady_us() noexcept;
 long long wall_us() noexcept;
 
+// Tokens are at least this long (a random token is 64 hex digits).
+inline constexpr std::size_t kMinTokenBytes = 16;
+
 // Reads a token file: its first line, surrounding whitespace removed.
-// Throws Error(config) naming the file when it is missing or empty.
+// Throws Error(config) naming the file when it is missing, not a regular
+// file, readable or writable by group or others, or holds a token shorter
+// than kMinTokenBytes.
 std::string read_token_file(const std::string& path);
+
+// The agent's state directory when none is given: /var/lib/ringmaster for
+// root, else $XDG_STATE_HOME/ringmaster or ~/.local/state/ringmaster.
+std::string default_state_dir();
+// STATE_DIR/agent.token: the token an agent started without --token-file
+// uses, made (64 random hex digits, mode 0600) at its first start.
+std::string token_path(const std::string& state_dir);
+// The agent's token from that file, made first when there is none.
+// Throws Error(config) as read_token_file does, or when it cannot be made.
+std::string load_or_create_token(const std::string& state_dir);
+// The token of an agent on this machine that uses the default state
+// directory, when this user can read it; empty otherwise.
+std::string local_agent_token();
 
 }  // namespace ringmaster::agent

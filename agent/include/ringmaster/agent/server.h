@@ -11,7 +11,7 @@ namespace ringmaster::agent {
 
 struct AgentOptions {
   std::string listen = "127.0.0.1:29600";  // ADDR:PORT; port 0 picks a free one
-  std::string token;                       // empty: no authentication (loopback only)
+  std::string token;                       // empty: STATE_DIR/agent.token, made at first start
   std::string topology_file;               // declared topology; empty: hwloc discovery
   std::string cli_path;                    // the ringmaster-cli that runs ranks
   std::string metrics_listen;              // ADDR:PORT for Prometheus GET /metrics; empty: off
@@ -19,24 +19,23 @@ struct AgentOptions {
   // file-naming variables (NCCL_DEBUG_FILE, ...) name. Empty: the default
   // (default_state_dir()).
   std::string state_dir;
-  int max_ranks = 256;                 // ranks running on this agent at once, over all runs
-  int max_runs = 16;                   // runs at once
-  bool allow_fault_injection = false;  // fault / fault_clear (docs/protocol.md)
-  std::string tls_cert, tls_key;       // PEM files: serve the control port over TLS
+  int max_ranks = 256;                           // ranks running on this agent at once, over all runs
+  int max_runs = 16;                             // runs at once
+  std::size_t max_connections = 1024;            // control connections at once
+  std::size_t max_connections_per_address = 64;  // of them from one client address
+  bool allow_fault_injection = false;            // fault / fault_clear (docs/protocol.md)
+  std::string tls_cert, tls_key;                 // PEM files: serve the control port over TLS
   std::chrono::milliseconds heartbeat{1000};
   std::chrono::milliseconds client_silence_limit{10000};
   std::chrono::milliseconds auth_deadline{5000};  // a client that has not authenticated by then is dropped
   std::chrono::milliseconds cancel_grace{2000};   // SIGTERM, then SIGKILL after this
 };
 
-// /var/lib/ringmaster for root, else $XDG_STATE_HOME/ringmaster or
-// ~/.local/state/ringmaster.
-std::string default_state_dir();
-
 class AgentServer {
  public:
-  // Binds the control port and reads the topology. Throws Error(config)
-  // for a non-loopback address without a token, a bad topology file or a
+  // Makes the state directory (and the token, when none is given), binds
+  // the control port and reads the topology. Throws Error(config) for a
+  // state directory or token file it cannot use, a bad topology file or a
   // missing ringmaster-cli; Error(network) when the port cannot be bound.
   explicit AgentServer(AgentOptions options);
   ~AgentServer();
