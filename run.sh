@@ -36,14 +36,22 @@ fi
 # Four local agents on free ports, stopped when this script ends.
 pids=()
 ports=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+# The agents share a token made for them in a private directory, which
+# also holds their state, as the console does for its local agents.
+private=$(mktemp -d -t ringmaster-run-XXXXXX)
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  rm -rf "$private"
+}
 trap cleanup EXIT
-for _ in 1 2 3 4; do
-  exec {fd}< <("$bin/ringmaster-agent" --listen 127.0.0.1:0 --print-port 2>/dev/null & echo "pid $!"; wait)
+(umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$private/token")
+for i in 1 2 3 4; do
+  exec {fd}< <("$bin/ringmaster-agent" --listen 127.0.0.1:0 --print-port --token-file "$private/token" \
+    --state-dir "$private/agent-$i" 2>/dev/null & echo "pid $!"; wait)
   read -r _ pid <&"$fd"
   read -r port <&"$fd"
   pids+=("$pid")
   ports+=("127.0.0.1:$port")
 done
 agents=$(IFS=,; echo "${ports[*]}")
-"$bin/ringmaster-cli" remote --agents "$agents" --np-per-agent 1 perf all_reduce -b 8 -e 64M -f 2 -n 20 -w 5 "$@"
+"$bin/ringmaster-cli" remote --agents "$agents" --token-file "$private/token" --np-per-agent 1 perf all_reduce -b 8 -e 64M -f 2 -n 20 -w 5 "$@"
