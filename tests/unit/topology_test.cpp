@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -292,6 +293,42 @@ TEST(Topology, BadInputNamesTheFileAndLine) {
   const std::string garbage_hwloc =
       write_temp("garbage-hwloc.xml", "<topology version=\"2.0\">\n  <object type=\"Spaceship\"/>\n</topology>\n");
   EXPECT_NE(error_of([&] { Topology::load_file(garbage_hwloc); }).find(garbage_hwloc + ": hwloc could not read"),
+            std::string::npos);
+}
+
+// Hostile files found in review: 10k nested <pci> elements crashed the
+// reader (recursion), 200k sibling NICs took over 120 s, and nothing
+// bounded the size or refused a device file. Each is refused now, by name.
+TEST(Topology, HostileFilesAreRefusedBeforeTheReaders) {
+  auto error_of = [](auto&& load) {
+    try {
+      load();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(loaded)");
+  };
+  std::string deep = "<system version=\"1\"><cpu numaid=\"0\">";
+  for (int i = 0; i < 10'000; ++i)
+    deep += "<pci busid=\"0000:00:00.0\">";
+  for (int i = 0; i < 10'000; ++i)
+    deep += "</pci>";
+  deep += "</cpu></system>";
+  EXPECT_NE(
+      error_of([&] { Topology::from_nccl_xml(deep, "deep.xml"); }).find("deep.xml:1: elements nested deeper than 64"),
+      std::string::npos);
+  std::string wide = "<system version=\"1\"><cpu numaid=\"0\"><pci busid=\"0000:00:00.0\">";
+  for (int i = 0; i < 200'000; ++i)
+    wide += "<nic><net name=\"eth\" dev=\"0\"/></nic>";
+  wide += "</pci></cpu></system>";
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_NE(error_of([&] { Topology::from_nccl_xml(wide, "wide.xml"); }).find("more than 100000 elements"),
+            std::string::npos);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
+  const std::string huge(17u << 20, ' ');
+  EXPECT_NE(error_of([&] { Topology::from_nccl_xml(huge, "huge.xml"); }).find("at most 16 MiB"), std::string::npos);
+  EXPECT_NE(error_of([&] { Topology::load_file("/dev/zero"); }).find("not a regular file"), std::string::npos);
+  EXPECT_NE(error_of([&] { Topology::from_hwloc_xml(deep, "deep-hwloc.xml"); }).find("nested deeper"),
             std::string::npos);
 }
 

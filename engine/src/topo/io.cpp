@@ -6,6 +6,10 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
+#include <vector>
+
+#include <sys/stat.h>
 
 #include "ringmaster/status.h"
 #include "ringmaster/tools/topology.h"
@@ -20,6 +24,10 @@ int line_of(std::string_view text, std::ptrdiff_t offset) {
 }
 
 pugi::xml_node parse_xml(pugi::xml_document& doc, std::string_view text, std::string_view source) {
+  if (text.size() > kMaxTopologyBytes) {
+    throw Error(ErrorCategory::config, fmt::format("{}: {} bytes; a topology file is at most {} MiB", source,
+                                                   text.size(), kMaxTopologyBytes >> 20));
+  }
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     throw Error(ErrorCategory::config,
                 fmt::format("{}: empty file; expected NCCL topology XML (<system>) or hwloc XML (<topology>)", source));
@@ -31,6 +39,26 @@ pugi::xml_node parse_xml(pugi::xml_document& doc, std::string_view text, std::st
   }
   const pugi::xml_node root = doc.document_element();
   if (!root) throw Error(ErrorCategory::config, fmt::format("{}: no XML element in the file", source));
+  // The readers walk the tree recursively, and a machine has a few
+  // thousand elements: a deeper or larger file is refused before them,
+  // walking it here without recursion.
+  std::size_t elements = 0;
+  std::vector<std::pair<pugi::xml_node, int>> pending = {{root, 1}};
+  while (!pending.empty()) {
+    const auto [node, depth] = pending.back();
+    pending.pop_back();
+    if (depth > kMaxTopologyDepth) {
+      throw Error(ErrorCategory::config, fmt::format("{}:{}: elements nested deeper than {} levels", source,
+                                                     line_of(text, node.offset_debug()), kMaxTopologyDepth));
+    }
+    if (++elements > kMaxTopologyElements) {
+      throw Error(ErrorCategory::config, fmt::format("{}:{}: more than {} elements", source,
+                                                     line_of(text, node.offset_debug()), kMaxTopologyElements));
+    }
+    for (const auto& child : node.children()) {
+      if (child.type() == pugi::node_element) pending.emplace_back(child, depth + 1);
+    }
+  }
   return root;
 }
 
@@ -59,6 +87,17 @@ std::string xml_escape(std::string_view text) {
 }
 
 Topology Topology::load_file(const std::string& path, const LoadOptions& options) {
+  struct stat st = {};
+  if (::stat(path.c_str(), &st) != 0) {
+    throw Error(ErrorCategory::config, fmt::format("{}: cannot open topology file: {}", path, std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    throw Error(ErrorCategory::config, fmt::format("{}: not a regular file (a topology file is)", path));
+  }
+  if (static_cast<std::uint64_t>(st.st_size) > kMaxTopologyBytes) {
+    throw Error(ErrorCategory::config, fmt::format("{}: {} bytes; a topology file is at most {} MiB", path, st.st_size,
+                                                   kMaxTopologyBytes >> 20));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw Error(ErrorCategory::config, fmt::format("{}: cannot open topology file: {}", path, std::strerror(errno)));

@@ -10,12 +10,19 @@
 
 namespace ringmaster::topo {
 
+// What a topology file may hold: a DGX has a few hundred elements and a
+// depth near 10.
+inline constexpr std::size_t kMaxTopologyBytes = 16u << 20;
+inline constexpr int kMaxTopologyDepth = 64;
+inline constexpr std::size_t kMaxTopologyElements = 100'000;
+
 // 1-based line of a byte offset into `text`.
 int line_of(std::string_view text, std::ptrdiff_t offset);
 
 // Parses `text` into `doc` and returns its root element. Throws
-// Error(config) "<source>:<line>: malformed XML: <why>", or "<source>: empty
-// file" when there is no element at all.
+// Error(config) "<source>:<line>: malformed XML: <why>", "<source>: empty
+// file" when there is no element at all, or names the cap a file passes
+// (size, depth, element count).
 pugi::xml_node parse_xml(pugi::xml_document& doc, std::string_view text, std::string_view source);
 
 std::string xml_escape(std::string_view text);
