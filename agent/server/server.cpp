@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <openssl/ssl.h>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -585,6 +586,15 @@ AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>())
     s.tls = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
     s.tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
                        asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
+    // TLS 1.3, or 1.2 with forward secrecy and an AEAD cipher only: no
+    // static RSA key exchange, no CBC, no SHA-1 MACs.
+    if (SSL_CTX_set_min_proto_version(s.tls->native_handle(), TLS1_2_VERSION) != 1 ||
+        SSL_CTX_set_cipher_list(
+            s.tls->native_handle(),
+            "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+            "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305") != 1) {
+      throw Error(ErrorCategory::internal, "OpenSSL refused the agent's TLS settings");
+    }
     s.tls->use_certificate_chain_file(s.options.tls_cert, ec);
     if (ec) throw Error(ErrorCategory::config, fmt::format("--tls-cert {}: {}", s.options.tls_cert, ec.message()));
     s.tls->use_private_key_file(s.options.tls_key, asio::ssl::context::pem, ec);

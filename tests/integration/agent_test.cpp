@@ -488,6 +488,18 @@ TEST(Agent, TlsWithAVerifiedCertificate) {
   }
   // The agent keeps serving the verified client.
   EXPECT_EQ(client->call({{"type", "ping"}})["type"], "reply");
+  // Only TLS 1.3, or 1.2 with ECDHE and an AEAD cipher: a client offering
+  // static RSA or CBC/SHA-1 suites alone, or TLS 1.1, is refused.
+  auto handshake = [&](const std::string& flags) {
+    const std::string command = "echo | timeout 10 openssl s_client -connect 127.0.0.1:" + std::to_string(a.port) +
+                                " " + flags + " >/dev/null 2>&1";
+    return ::system(command.c_str()) == 0;
+  };
+  EXPECT_TRUE(handshake("-tls1_2 -cipher ECDHE-RSA-AES128-GCM-SHA256"));
+  EXPECT_TRUE(handshake("-tls1_3"));
+  EXPECT_FALSE(handshake("-tls1_2 -cipher AES128-SHA")) << "static RSA with CBC and SHA-1 accepted";
+  EXPECT_FALSE(handshake("-tls1_2 -cipher AES128-GCM-SHA256")) << "static RSA key exchange accepted";
+  EXPECT_FALSE(handshake("-tls1_2 -cipher ECDHE-RSA-AES128-SHA")) << "CBC with SHA-1 accepted";
 }
 
 TEST(Agent, CancelDeclaredTopologyAndShutdown) {
