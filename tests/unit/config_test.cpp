@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <thread>
 
+#include "base/cpus.h"
 #include "net/connect_filter.h"
 #include "net/interfaces.h"
 #include "ringmaster/config.h"
@@ -73,6 +75,18 @@ TEST(Config, EveryBadValueNamesItsVariable) {
   EXPECT_NE(config_error({{"RINGMASTER_PORT_RANGE", "6000-5000"}}).find("is empty"), std::string::npos);
   EXPECT_NE(config_error({{"NCCL_SOCKET_FAMILY", "AF_UNIX"}}).find("NCCL_SOCKET_FAMILY=AF_UNIX"), std::string::npos);
   EXPECT_NE(config_error({{"RINGMASTER_HOST_STORE", "maybe"}}).find("RINGMASTER_HOST_STORE=maybe"), std::string::npos);
+}
+
+// A cgroup v2 quota bounds the CPUs the engine sizes its channels and its
+// spinning for (a pod limited to 4 CPUs on a 192-core node has 4).
+TEST(Cpus, CgroupQuotaIsReadFromCpuMax) {
+  EXPECT_EQ(base::cpus_from_cpu_max("max 100000\n"), 0);
+  EXPECT_EQ(base::cpus_from_cpu_max("400000 100000\n"), 4);
+  EXPECT_EQ(base::cpus_from_cpu_max("150000 100000"), 2);  // 1.5 CPUs: two run at once
+  EXPECT_EQ(base::cpus_from_cpu_max("garbage"), 0);
+  EXPECT_EQ(base::cpus_from_cpu_max("-1 100000"), 0);
+  EXPECT_GE(base::host_cpus(), 1);
+  EXPECT_LE(base::host_cpus(), static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 TEST(Interfaces, NcclSocketIfnameSemantics) {

@@ -16,10 +16,6 @@ namespace ringmaster::comm {
 
 using Clock = std::chrono::steady_clock;
 
-int usable_cpus() {
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-}
-
 void Channel::run(int rank) {
   log::set_thread_rank(rank);
   // Named for top -H, gdb and /proc/<pid>/task/*/comm (15 characters at most).

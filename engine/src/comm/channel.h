@@ -21,10 +21,6 @@
 
 namespace ringmaster::comm {
 
-// CPUs online on this host. Not this process's affinity mask: ranks bound
-// one to a CPU each see a single CPU there, yet none waits for another's.
-int usable_cpus();
-
 struct Channel {
   int index = 0;
   transport::ChannelLink link;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cpus.h"
 #include "base/cycles.h"
 #include "bootstrap/bootstrap_impl.h"
 #include "comm/communicator_impl.h"
@@ -21,7 +22,7 @@ void Communicator::Impl::connect_channels(const comm::LocalSettings& settings) {
   const auto& host = peers[static_cast<std::size_t>(rank)].host;
   const int ranks_here =
       static_cast<int>(std::count_if(peers.begin(), peers.end(), [&](const auto& p) { return p.host == host; }));
-  const bool crowded = ranks_here > comm::usable_cpus();
+  const bool crowded = ranks_here > base::host_cpus();
   const bool yield_while_spinning = settings.spin_yield == "auto" ? crowded : settings.spin_yield == "1";
   // A rank that yields while it spins gives its CPU to whoever can use
   // it, so it may spin for longer before it sleeps: a step that waits on

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <thread>
 
+#include "base/cpus.h"
 #include "base/params.h"
 #include "ringmaster/status.h"
 
@@ -63,7 +64,7 @@ LocalSettings LocalSettings::resolve(const CommOptions& options) {
   s.min_channels = static_cast<int>(options.min_channels.value_or(param_int(Param::MinChannels)));
   // Every channel is a progress thread, so by default there are no more
   // channels than half the cores (raised to two over the network, in agree).
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const int cores = base::host_cpus();
   const int default_max = std::clamp(cores / 2, 1, 4);
   const bool channels_given = options.max_channels || param_env(Param::MaxChannels);
   s.max_channels = static_cast<int>(
