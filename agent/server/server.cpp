@@ -33,6 +33,7 @@
 #include <deque>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "faults.h"
@@ -55,10 +56,40 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// The agent's own lines, on stderr: the daemon's log.
+// The agent's own lines, on stderr: the daemon's log. At most 20 lines a
+// second: a flood of broken clients must not fill the disk with their
+// errors; what was held back is counted in the next second's first line.
+void write_log_line(const std::string& text) {
+  static std::mutex mutex;
+  static Clock::time_point second;
+  static int written = 0, held = 0;
+  std::lock_guard lock(mutex);
+  const auto now = Clock::now();
+  if (now - second >= std::chrono::seconds(1)) {
+    if (held > 0) std::fprintf(stderr, "ringmaster-agent: (%d lines held back in the last second)\n", held);
+    second = now;
+    written = held = 0;
+  }
+  if (written >= 20) {
+    ++held;
+    return;
+  }
+  ++written;
+  // Control characters from clients are shown, never written raw.
+  std::string shown;
+  for (const char c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      shown += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    } else {
+      shown += c;
+    }
+  }
+  std::fprintf(stderr, "ringmaster-agent: %s\n", shown.c_str());
+}
+
 template <class... Args>
 void agent_log(fmt::format_string<Args...> format, Args&&... args) {
-  std::fprintf(stderr, "ringmaster-agent: %s\n", fmt::format(format, std::forward<Args>(args)...).c_str());
+  write_log_line(fmt::format(format, std::forward<Args>(args)...));
 }
 
 // What this host's ranks can use, from the engine's own checks, in the
@@ -146,6 +177,9 @@ struct AgentServer::Impl {
   };
   std::map<std::string, Backoff> auth_backoff;
   bool warned_full = false;
+  std::uint64_t evicted = 0;
+  std::uint64_t expired = 0;  // connections past the auth deadline, likewise  // unauthenticated connections closed for
+                              // newer ones, logged once a heartbeat
   std::chrono::milliseconds accept_pause{0};
   void auth_failed(const std::string& ip);
   bool backing_off(const std::string& ip) const;
@@ -234,6 +268,14 @@ class Session : public std::enable_shared_from_this<Session> {
   long long connected_us() const noexcept { return connected_us_; }
   const std::string& peer() const noexcept { return peer_; }
   const std::string& peer_ip() const noexcept { return peer_ip_; }
+
+  bool open() const noexcept { return socket_.is_open(); }
+  // For a flood: no line per connection (the heartbeat logs a count).
+  void close_quietly() {
+    boost::system::error_code ec;
+    socket_.shutdown(tcp::socket::shutdown_both, ec);
+    socket_.close(ec);
+  }
 
   void drop(const std::string& why) {
     agent_log("closing {}: {}", peer_, why);
@@ -453,15 +495,37 @@ awaitable<void> AgentServer::Impl::accept_loop() {
       continue;
     }
     // Caps on connections, all and per address: a flood of idle or slow
-    // clients costs a bounded amount, and others are still served.
-    const auto from_here = static_cast<std::size_t>(
-        std::count_if(sessions.begin(), sessions.end(), [&](const auto& s) { return s->peer_ip() == ip; }));
-    if (sessions.size() >= options.max_connections || from_here >= options.max_connections_per_address) {
-      if (!warned_full)
-        agent_log("connection cap reached ({} in all, {} from {}); closing new ones", sessions.size(), from_here, ip);
-      warned_full = true;
-      socket.close(ec);
-      continue;
+    // clients costs a bounded amount. A connection that has not
+    // authenticated gives way to a new one (the oldest such from this
+    // address, else any), so a flood cannot lock out a client that does
+    // authenticate; only when every connection is authenticated is a new
+    // one refused.
+    std::size_t open = 0, waiting_here = 0;
+    std::shared_ptr<Session> oldest_here, oldest_any;
+    for (const auto& s : sessions) {
+      if (!s->open()) continue;
+      ++open;
+      if (s->authed()) continue;
+      if (!oldest_any || s->connected_us() < oldest_any->connected_us()) oldest_any = s;
+      if (s->peer_ip() != ip) continue;
+      ++waiting_here;
+      if (!oldest_here || s->connected_us() < oldest_here->connected_us()) oldest_here = s;
+    }
+    if (waiting_here >= options.max_connections_per_address && oldest_here) {
+      oldest_here->close_quietly();
+      ++evicted;
+      if (oldest_any == oldest_here) oldest_any.reset();
+      --open;
+    }
+    if (open >= options.max_connections) {
+      if (!oldest_any) {
+        if (!warned_full) agent_log("{} authenticated connections, the cap; refusing new ones", open);
+        warned_full = true;
+        socket.close(ec);
+        continue;
+      }
+      oldest_any->close_quietly();
+      ++evicted;
     }
     warned_full = false;
     auto session = std::make_shared<Session>(std::move(socket), *this);
@@ -476,10 +540,19 @@ awaitable<void> AgentServer::Impl::heartbeat_loop() {
     boost::system::error_code ec;
     co_await heartbeat.async_wait(asio::redirect_error(use_awaitable, ec));
     if (ec) co_return;
+    if (evicted > 0) {
+      agent_log("closed {} unauthenticated connection(s) to make room for newer ones (connection caps)", evicted);
+      evicted = 0;
+    }
+    if (expired > 0) {
+      agent_log("closed {} connection(s) not authenticated within {} ms", expired, options.auth_deadline.count());
+      expired = 0;
+    }
     const long long now = steady_us();
     for (const auto& s : std::set<std::shared_ptr<Session>>(sessions)) {
       if (!s->authed() && now - s->connected_us() > options.auth_deadline.count() * 1000) {
-        s->drop(fmt::format("not authenticated within {} ms", options.auth_deadline.count()));
+        s->close_quietly();
+        ++expired;
         continue;
       }
       if (now - s->last_heard_us() > options.client_silence_limit.count() * 1000) {

@@ -1,5 +1,6 @@
 // ringmaster-agent: the daemon on every node. Serves the control protocol
 // (docs/protocol.md) and runs ranks as child processes.
+#include <sys/resource.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
@@ -33,6 +34,13 @@ int main(int argc, char** argv) {
   app.add_flag("--print-port", print_port,
                "Print the bound control port on stdout once listening (and then the metrics port, if any)");
   CLI11_PARSE(app, argc, argv);
+  // A daemon serving many clients: descriptors up to the hard limit (the
+  // connection caps bound what clients may hold).
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &files);
+  }
   try {
     if (!token_file.empty()) options.token = ringmaster::agent::read_token_file(token_file);
     if (options.cli_path.empty()) {
