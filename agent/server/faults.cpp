@@ -101,9 +101,13 @@ std::vector<long> except_ports(const json& spec) {
 
 }  // namespace
 
-FaultManager::FaultManager(bool enabled, std::vector<std::uint16_t> exempt_ports)
-    : enabled_(enabled), table_(fmt::format("{}{}", kTablePrefix, ::getpid())), exempt_(std::move(exempt_ports)) {
+FaultManager::FaultManager(bool enabled, std::vector<std::uint16_t> exempt_ports, std::string state_dir)
+    : state_dir_(std::move(state_dir)),
+      enabled_(enabled),
+      table_(fmt::format("{}{}", kTablePrefix, ::getpid())),
+      exempt_(std::move(exempt_ports)) {
   if (!enabled_) return;
+  remove_recorded_qdiscs();
   // A mount namespace of the agent's own (a slave of the host's: mounts
   // made there still reach it), so a tmpfs over /dev/shm is this agent's
   // and its ranks' alone. Made here, before the agent starts any thread.
@@ -235,7 +239,8 @@ json FaultManager::add(const json& spec) {
     if (kind == "delay") {
       const double ms = spec.value("ms", 0.0);
       if (ms <= 0) throw Error(ErrorCategory::config, "delay needs 'ms' > 0");
-      commands.push_back({"tc", "qdisc", "add", "dev", dev, "root", "netem", "delay", fmt::format("{}ms", ms)});
+      commands.push_back({"tc", "qdisc", "add", "dev", dev, "root", "handle", kQdiscHandle, "netem", "delay",
+                          fmt::format("{}ms", ms)});
       f.mechanism = "netem";
     } else {
       const double mbit = spec.value("mbit", 0.0);
@@ -245,21 +250,21 @@ json FaultManager::add(const json& spec) {
       // our own sends they would throttle every flow into this host too,
       // and the slow link would no longer be the only one slow.
       const std::string rate = fmt::format("{}mbit", mbit);
-      const std::vector<std::string> filter = {"tc", "filter", "add", "dev", dev, "parent", "1:"};
+      const std::vector<std::string> filter = {"tc", "filter", "add", "dev", dev, "parent", kQdiscHandle};
       auto with = [](std::vector<std::string> head, std::initializer_list<std::string> tail) {
         head.insert(head.end(), tail);
         return head;
       };
       commands = {
-          {"tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "20"},
-          {"tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:10", "htb", "rate", "100gbit", "quantum",
-           "60000"},
-          {"tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:20", "htb", "rate", rate, "ceil", rate,
+          {"tc", "qdisc", "add", "dev", dev, "root", "handle", kQdiscHandle, "htb", "default", "20"},
+          {"tc", "class", "add", "dev", dev, "parent", kQdiscHandle, "classid", "5247:10", "htb", "rate", "100gbit",
            "quantum", "60000"},
+          {"tc", "class", "add", "dev", dev, "parent", kQdiscHandle, "classid", "5247:20", "htb", "rate", rate, "ceil",
+           rate, "quantum", "60000"},
           with(filter,
-               {"protocol", "ip", "prio", "1", "u32", "match", "u16", "0", "0xff80", "at", "2", "flowid", "1:10"}),
+               {"protocol", "ip", "prio", "1", "u32", "match", "u16", "0", "0xff80", "at", "2", "flowid", "5247:10"}),
           with(filter,
-               {"protocol", "ipv6", "prio", "2", "u32", "match", "u16", "0", "0xff80", "at", "4", "flowid", "1:10"}),
+               {"protocol", "ipv6", "prio", "2", "u32", "match", "u16", "0", "0xff80", "at", "4", "flowid", "5247:10"}),
       };
       f.mechanism = "htb";
     }
@@ -300,6 +305,7 @@ json FaultManager::add(const json& spec) {
   }
   ++next_id_;
   faults_[f.id] = f;
+  record_qdiscs();
   if (f.mechanism == "nftables") {
     try {
       apply_nft();
@@ -309,6 +315,56 @@ json FaultManager::add(const json& spec) {
     }
   }
   return {{"fault_id", f.id}, {"mechanism", f.mechanism}, {"note", note}};
+}
+
+void FaultManager::record_qdiscs() const {
+  if (state_dir_.empty()) return;
+  nlohmann::json interfaces = nlohmann::json::array();
+  for (const auto& [id, f] : faults_) {
+    if (f.mechanism == "netem" || f.mechanism == "htb") interfaces.push_back(f.spec.value("interface", ""));
+  }
+  const std::string path = state_dir_ + "/faults.json";
+  if (interfaces.empty()) {
+    std::remove(path.c_str());
+    return;
+  }
+  // Whole or not at all: written aside, then renamed over the old one.
+  const std::string temporary = path + ".new";
+  if (std::FILE* out = std::fopen(temporary.c_str(), "w")) {
+    const std::string text = nlohmann::json{{"qdisc_handle", kQdiscHandle}, {"interfaces", interfaces}}.dump();
+    const bool written = std::fwrite(text.data(), 1, text.size(), out) == text.size();
+    if (std::fclose(out) == 0 && written) std::rename(temporary.c_str(), path.c_str());
+  }
+}
+
+void FaultManager::remove_recorded_qdiscs() {
+  if (state_dir_.empty()) return;
+  const std::string path = state_dir_ + "/faults.json";
+  std::FILE* in = std::fopen(path.c_str(), "r");
+  if (in == nullptr) return;
+  std::string text;
+  char buffer[4096];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof(buffer), in)) > 0 && text.size() < (1u << 20);)
+    text.append(buffer, n);
+  std::fclose(in);
+  const auto recorded = nlohmann::json::parse(text, nullptr, false);
+  if (recorded.is_object() && recorded.contains("interfaces") && recorded["interfaces"].is_array()) {
+    for (const auto& name : recorded["interfaces"]) {
+      if (!name.is_string() || name.get_ref<const std::string&>().empty() ||
+          name.get_ref<const std::string&>().size() >= 16) {
+        continue;
+      }
+      const std::string dev = name.get<std::string>();
+      // Only a root qdisc with our handle: one somebody else put there
+      // since stays.
+      const auto [code, shown] = run_command({"tc", "qdisc", "show", "dev", dev, "root"});
+      if (code == 0 && shown.find(std::string(" ") + kQdiscHandle + " ") != std::string::npos) {
+        run_command({"tc", "qdisc", "del", "dev", dev, "root"});
+        std::fprintf(stderr, "ringmaster-agent: removed the qdisc a previous agent left on %s\n", dev.c_str());
+      }
+    }
+  }
+  std::remove(path.c_str());
 }
 
 void FaultManager::revert(const Fault& f) {
@@ -331,6 +387,7 @@ void FaultManager::clear(std::optional<int> id) {
       revert(f);
     faults_.clear();
   }
+  record_qdiscs();
   if (nft_) apply_nft();
 }
 
@@ -349,6 +406,7 @@ void FaultManager::run_ended(const std::string& run_id) {
     revert(faults_[id]);
     faults_.erase(id);
   }
+  record_qdiscs();
   try {
     if (nft_) apply_nft();
   } catch (const Error& e) {

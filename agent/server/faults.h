@@ -32,10 +32,16 @@
 
 namespace ringmaster::agent {
 
+// The handle of every root qdisc the agent adds ("RG"): at start only
+// qdiscs with it are removed, never one somebody else put there.
+inline constexpr const char* kQdiscHandle = "5247:";
+
 class FaultManager {
  public:
-  // enabled: --allow-fault-injection. Probes nft and removes stale tables.
-  FaultManager(bool enabled, std::vector<std::uint16_t> exempt_ports);
+  // enabled: --allow-fault-injection. Probes nft, removes stale tables,
+  // and removes the qdiscs an agent that died left behind, as recorded in
+  // STATE_DIR/faults.json (only qdiscs with our handle, kQdiscHandle).
+  FaultManager(bool enabled, std::vector<std::uint16_t> exempt_ports, std::string state_dir = {});
   ~FaultManager();
   FaultManager(const FaultManager&) = delete;
   FaultManager& operator=(const FaultManager&) = delete;
@@ -64,7 +70,11 @@ class FaultManager {
   };
   void apply_nft();
   void revert(const Fault& f);
+  // STATE_DIR/faults.json: the interfaces that carry a qdisc of ours now.
+  void record_qdiscs() const;
+  void remove_recorded_qdiscs();
 
+  std::string state_dir_;
   bool enabled_ = false;
   bool own_mounts_ = false;  // the agent made a mount namespace of its own
   std::string mount_problem_;

@@ -695,7 +695,7 @@ AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>())
   s.hostname = name;
   std::vector<std::uint16_t> exempt = {s.acceptor.local_endpoint().port()};
   if (s.metrics_acceptor.is_open()) exempt.push_back(s.metrics_acceptor.local_endpoint().port());
-  s.faults = std::make_unique<FaultManager>(s.options.allow_fault_injection, exempt);
+  s.faults = std::make_unique<FaultManager>(s.options.allow_fault_injection, exempt, s.options.state_dir);
   // Discovery after the fault manager has removed stale drop rules.
   const auto topo =
       s.options.topology_file.empty() ? topo::Topology::discover() : topo::Topology::load_file(s.options.topology_file);

@@ -31,6 +31,7 @@
 
 #include "process.h"
 #include "ringmaster/agent/client.h"
+#include "ringmaster/agent/command.h"
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/agent/telemetry.h"
 #include "ringmaster/status.h"
@@ -53,7 +54,11 @@ struct Agent {
     std::vector<std::string> argv = prefix;
     for (const char* a : {RINGMASTER_AGENT, "--listen", "127.0.0.1:0", "--print-port"})
       argv.push_back(a);
-    argv.insert(argv.end(), {"--state-dir", state_dir});
+    if (const auto given = std::find(extra.begin(), extra.end(), "--state-dir"); given != extra.end()) {
+      state_dir = *(given + 1);
+    } else {
+      argv.insert(argv.end(), {"--state-dir", state_dir});
+    }
     argv.insert(argv.end(), extra.begin(), extra.end());
     child = testing_support::spawn(argv, {});
     std::string line;
@@ -1150,6 +1155,42 @@ TEST(AgentHardening, FloodsAndFullDescriptorTablesLeaveTheAgentServing) {
   const auto start = std::chrono::steady_clock::now();
   EXPECT_TRUE(b.alive());
   EXPECT_LT(std::chrono::steady_clock::now() - start, 1s) << "an authenticating client waited behind the flood";
+}
+
+// tc's qdiscs survived an agent killed with SIGKILL. The agent records the
+// interfaces it shaped in its state directory and the next agent removes
+// them, but only a qdisc that still has the agent's handle: one somebody
+// else put there since stays.
+TEST(AgentHardening, QdiscsOfAKilledAgentAreRemovedByTheNextOne) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (veth, tc)";
+  const std::string suffix = std::to_string(::getpid() % 100000);
+  const std::string ours = "rmqa" + suffix, theirs = "rmqb" + suffix;
+  ASSERT_EQ(agent::run_command({"ip", "link", "add", ours, "type", "veth", "peer", "name", theirs}).first, 0);
+  agent::run_command({"ip", "link", "set", ours, "up"});
+  agent::run_command({"ip", "link", "set", theirs, "up"});
+  auto qdisc_of = [](const std::string& dev) {
+    return agent::run_command({"tc", "qdisc", "show", "dev", dev, "root"}).second;
+  };
+  const std::string state = ::testing::TempDir() + "agent-state-qdisc-" + suffix;
+  {
+    auto first = std::make_unique<Agent>(std::vector<std::string>{"--allow-fault-injection", "--state-dir", state});
+    auto client = agent::AgentClient::connect(first->options());
+    for (const auto& dev : {ours, theirs})
+      client->call({{"type", "fault"}, {"fault", {{"kind", "rate"}, {"interface", dev}, {"mbit", 100}}}});
+    EXPECT_NE(qdisc_of(ours).find(" 5247: "), std::string::npos) << qdisc_of(ours);
+    ::kill(first->child.pid, SIGKILL);
+    client.reset();
+    first.reset();
+  }
+  EXPECT_NE(qdisc_of(ours).find(" 5247: "), std::string::npos) << "SIGKILL leaves the qdisc: " << qdisc_of(ours);
+  // Somebody else's qdisc on the other interface since.
+  agent::run_command({"tc", "qdisc", "replace", "dev", theirs, "root", "handle", "77:", "htb"});
+  {
+    Agent second({"--allow-fault-injection", "--state-dir", state});
+    EXPECT_EQ(qdisc_of(ours).find(" 5247: "), std::string::npos) << qdisc_of(ours);
+    EXPECT_NE(qdisc_of(theirs).find(" 77: "), std::string::npos) << qdisc_of(theirs);
+  }
+  agent::run_command({"ip", "link", "del", ours});
 }
 
 }  // namespace
