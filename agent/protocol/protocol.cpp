@@ -67,10 +67,18 @@ std::optional<json> FrameDecoder::next() {
   if (pending() < 4 + std::size_t{n}) return std::nullopt;
   const std::string_view body(buffer_.data() + offset_ + 4, n);
   offset_ += 4 + std::size_t{n};
-  if (offset_ > (1u << 20) && offset_ * 2 > buffer_.size()) {
-    buffer_.erase(0, offset_);
-    offset_ = 0;
-  }
+  // The consumed bytes are dropped once the frame is parsed: `body` points
+  // into the buffer (dropping them first parsed moved bytes, and a frame
+  // that ended past the first MiB of a burst read as invalid JSON).
+  struct Compact {
+    FrameDecoder& d;
+    ~Compact() {
+      if (d.offset_ > (1u << 20) && d.offset_ * 2 > d.buffer_.size()) {
+        d.buffer_.erase(0, d.offset_);
+        d.offset_ = 0;
+      }
+    }
+  } compact{*this};
   if (json_depth(body, kMaxJsonDepth) > kMaxJsonDepth) {
     throw Error(ErrorCategory::protocol,
                 fmt::format("frame of {} bytes nests objects or arrays deeper than {} levels", n, kMaxJsonDepth));

@@ -256,9 +256,35 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void send(json message) {
+    if (overflowed_) return;
     message["id"] = next_id_++;
     message["v"] = kProtocolVersion;
-    writes_.push_back(encode_frame(message));
+    std::string frame;
+    try {
+      frame = encode_frame(message);
+    } catch (const Error& e) {
+      agent_log("a message to {} was not sent: {}", peer_, e.status().message());
+      return;
+    }
+    // A client that does not read what it is sent holds at most this much
+    // of the agent's memory; past it the connection is closed.
+    if (queued_bytes_ + frame.size() > server_.options.max_client_queue_bytes) {
+      overflowed_ = true;
+      agent_log("closing {}: it reads too slowly ({} bytes waiting to be sent, the cap is {})", peer_, queued_bytes_,
+                server_.options.max_client_queue_bytes);
+      // The frame being written stays until its write ends (with an error,
+      // once the socket is closed).
+      if (writing_ && !writes_.empty()) {
+        writes_.erase(writes_.begin() + 1, writes_.end());
+      } else {
+        writes_.clear();
+      }
+      queued_bytes_ = writes_.empty() ? 0 : writes_.front().size();
+      close_quietly();
+      return;
+    }
+    queued_bytes_ += frame.size();
+    writes_.push_back(std::move(frame));
     if (!writing_) write_next();
   }
 
@@ -380,9 +406,15 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     writing_ = true;
     auto done = [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
+      if (self->writes_.empty()) {
+        self->writing_ = false;
+        return;
+      }
+      self->queued_bytes_ -= std::min(self->queued_bytes_, self->writes_.front().size());
       self->writes_.pop_front();
       if (ec) {
         self->writes_.clear();
+        self->queued_bytes_ = 0;
         self->writing_ = false;
         return;
       }
@@ -420,6 +452,8 @@ class Session : public std::enable_shared_from_this<Session> {
   long long last_heard_us_ = 0;
   long long connected_us_ = 0;
   int refused_before_auth_ = 0;
+  std::size_t queued_bytes_ = 0;
+  bool overflowed_ = false;
 };
 
 json AgentServer::Impl::inventory() const {

@@ -31,6 +31,9 @@ int main(int argc, char** argv) {
                  "variables name (default: /var/lib/ringmaster for root, else ~/.local/state/ringmaster)");
   app.add_option("--max-ranks", options.max_ranks, "Ranks running at once, over all runs")->capture_default_str();
   app.add_option("--max-runs", options.max_runs, "Runs at once")->capture_default_str();
+  app.add_option("--max-client-queue", options.max_client_queue_bytes,
+                 "Bytes waiting to be sent to one client before it is dropped as too slow")
+      ->capture_default_str();
   app.add_flag("--print-port", print_port,
                "Print the bound control port on stdout once listening (and then the metrics port, if any)");
   CLI11_PARSE(app, argc, argv);

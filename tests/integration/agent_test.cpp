@@ -168,6 +168,24 @@ std::set<std::string> keys_of(const json& j, const std::string& prefix = "") {
   return out;
 }
 
+// Frames that arrive together past the first MiB decode whole: the decoder
+// dropped consumed bytes before parsing the frame it had just cut out, and
+// the frame ending past the first MiB read as invalid JSON.
+TEST(FrameDecoder, ABurstOfLargeFramesDecodesWhole) {
+  agent::FrameDecoder decoder;
+  std::string burst;
+  for (int i = 0; i < 3; ++i)
+    burst += agent::encode_frame(json{{"type", "ping"}, {"id", i}, {"v", 1}, {"ping_us", std::string(600'000, 'x')}});
+  decoder.feed(burst.data(), burst.size());
+  for (int i = 0; i < 3; ++i) {
+    const auto m = decoder.next();
+    ASSERT_TRUE(m) << "frame " << i;
+    EXPECT_EQ((*m)["id"], i);
+    EXPECT_EQ((*m)["ping_us"].get<std::string>().size(), 600'000u);
+  }
+  EXPECT_FALSE(decoder.next());
+}
+
 // The slow-link finder: one link a hundred times slower than the others is
 // named, slowest first; uniform links name none; too few links name none.
 TEST(SlowLinks, TheOutlierIsNamedAtItsReceiver) {
@@ -1191,6 +1209,57 @@ TEST(AgentHardening, QdiscsOfAKilledAgentAreRemovedByTheNextOne) {
     EXPECT_NE(qdisc_of(theirs).find(" 77: "), std::string::npos) << qdisc_of(theirs);
   }
   agent::run_command({"ip", "link", "del", ours});
+}
+
+// A client that asks and never reads held the agent's memory without
+// bound (its replies queued for ever); past the cap it is dropped and the
+// agent's memory stays put.
+TEST(AgentHardening, AClientThatNeverReadsIsDroppedAtTheQueueCap) {
+  Agent a({"--max-client-queue", "8388608"});
+  RawConnection raw(a.port);
+  const auto hello = raw.read();
+  ASSERT_TRUE(hello);
+  int small = 1 << 20;
+  ::setsockopt(raw.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  raw.send(json{{"type", "auth"},
+                {"id", 1},
+                {"v", 1},
+                {"hmac", agent::hmac_sha256_hex(a.token, (*hello)["nonce"].get<std::string>())}});
+  const long before = [&] {
+    std::ifstream in("/proc/" + std::to_string(a.child.pid) + "/status");
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+    return 0L;
+  }();
+  // 200 pings echoing 1 MiB each: 200 MiB of replies it never reads.
+  const std::string payload(1 << 20, 'p');
+  bool closed = false;
+  for (int i = 0; i < 200 && !closed; ++i) {
+    const std::string frame =
+        agent::encode_frame(json{{"type", "ping"}, {"id", 2 + i}, {"v", 1}, {"ping_us", payload}});
+    for (std::size_t sent = 0; sent < frame.size();) {
+      pollfd p{raw.fd, POLLOUT, 0};
+      if (::poll(&p, 1, 5000) <= 0 || (p.revents & (POLLERR | POLLHUP)) != 0) {
+        closed = true;
+        break;
+      }
+      const ssize_t n = ::send(raw.fd, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) {
+        closed = true;
+        break;
+      }
+      sent += static_cast<std::size_t>(n);
+    }
+  }
+  const long after = [&] {
+    std::ifstream in("/proc/" + std::to_string(a.child.pid) + "/status");
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+    return 0L;
+  }();
+  EXPECT_TRUE(closed) << "the agent took 200 MiB of requests whose replies were never read";
+  EXPECT_LT(after - before, 64 * 1024) << "agent RSS grew by " << (after - before) / 1024 << " MiB";
+  EXPECT_TRUE(a.alive());
 }
 
 }  // namespace

@@ -19,12 +19,13 @@ struct AgentOptions {
   // file-naming variables (NCCL_DEBUG_FILE, ...) name. Empty: the default
   // (default_state_dir()).
   std::string state_dir;
-  int max_ranks = 256;                           // ranks running on this agent at once, over all runs
-  int max_runs = 16;                             // runs at once
-  std::size_t max_connections = 1024;            // control connections at once
-  std::size_t max_connections_per_address = 64;  // of them from one client address
-  bool allow_fault_injection = false;            // fault / fault_clear (docs/protocol.md)
-  std::string tls_cert, tls_key;                 // PEM files: serve the control port over TLS
+  int max_ranks = 256;                             // ranks running on this agent at once, over all runs
+  int max_runs = 16;                               // runs at once
+  std::size_t max_connections = 1024;              // control connections at once
+  std::size_t max_connections_per_address = 64;    // unauthenticated ones from one client address
+  std::size_t max_client_queue_bytes = 64u << 20;  // unsent to one client; past it the client is dropped
+  bool allow_fault_injection = false;              // fault / fault_clear (docs/protocol.md)
+  std::string tls_cert, tls_key;                   // PEM files: serve the control port over TLS
   std::chrono::milliseconds heartbeat{1000};
   std::chrono::milliseconds client_silence_limit{10000};
   std::chrono::milliseconds auth_deadline{5000};  // a client that has not authenticated by then is dropped
