@@ -1805,7 +1805,17 @@ TEST(Collectives, SleepingStepsDoNotWakeIdleProgressThreads) {
     float value = 1.0f;
     comm.all_reduce(&value, &value, 1, DataType::fp32, RedOp::sum).wait();
     comm.barrier().wait();
-    if (comm.rank() == 0) before = progress_thread_switches(&threads_before);
+    if (comm.rank() == 0) {
+      // Small collectives run on their callers, so on a loaded machine a
+      // progress thread may not have run (and named itself) yet: wait for
+      // both before counting.
+      for (int tries = 0; tries < 200; ++tries) {
+        threads_before = 0;
+        before = progress_thread_switches(&threads_before);
+        if (threads_before >= 2) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
     comm.barrier().wait();
     for (int i = 0; i < 200; ++i) {
       if (comm.rank() == i % 2) std::this_thread::sleep_for(std::chrono::microseconds(200));  // the other waits
