@@ -291,10 +291,16 @@ std::unique_ptr<AgentClient> AgentClient::connect(const ClientOptions& options, 
                           where + " requires a token (--token-file; an agent started without one keeps its own in " +
                               token_path(default_state_dir()) + ")");
             }
+            // Both sides prove the token, over both nonces and the TLS
+            // session: an impostor agent that does not hold it is refused.
+            const std::string agent_nonce = hello.value("nonce", "");
+            const std::string client_nonce = random_nonce();
+            const std::string binding = tls_binding(impl->tls ? impl->tls->native_handle() : nullptr);
             json msg = {{"type", "auth"},
                         {"id", 0},
                         {"v", kProtocolVersion},
-                        {"hmac", hmac_sha256_hex(token, hello.value("nonce", ""))}};
+                        {"nonce", client_nonce},
+                        {"hmac", client_proof(token, agent_nonce, client_nonce, binding)}};
             const std::string frame = encode_frame(msg);
             if (impl->tls) {
               co_await asio::async_write(*impl->tls, asio::buffer(frame), use_awaitable);
@@ -305,6 +311,12 @@ std::unique_ptr<AgentClient> AgentClient::connect(const ClientOptions& options, 
             if (reply.value("type", "") != "reply" || !reply.value("ok", false)) {
               throw Error(ErrorCategory::config,
                           where + " refused the token: " + reply.value("message", std::string("no reason given")));
+            }
+            const json proof = reply.value("hmac", json());
+            if (!proof.is_string() || !equal_constant_time(proof.get<std::string>(),
+                                                           agent_proof(token, agent_nonce, client_nonce, binding))) {
+              throw Error(ErrorCategory::config,
+                          where + " did not prove it holds the token (it may not be the agent you meant to reach)");
             }
           }
           ready.set_value();

@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
+#include <openssl/ssl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -187,7 +188,7 @@ struct Field {
 // The fields each client message carries besides type, id and v.
 const std::map<std::string, std::vector<Field>, std::less<>>& schema() {
   static const std::map<std::string, std::vector<Field>, std::less<>> s = {
-      {"auth", {{"hmac", Kind::string, true}}},
+      {"auth", {{"hmac", Kind::string, true}, {"nonce", Kind::string, true}}},
       {"inventory", {}},
       {"run",
        {{"run_id", Kind::string, true},
@@ -363,6 +364,30 @@ std::string read_token_file(const std::string& path) {
                                                    trimmed.size(), kMinTokenBytes));
   }
   return trimmed;
+}
+
+std::string client_proof(std::string_view token, std::string_view agent_nonce, std::string_view client_nonce,
+                         std::string_view binding) {
+  return hmac_sha256_hex(token, fmt::format("ringmaster client|{}|{}|{}", agent_nonce, client_nonce, binding));
+}
+
+std::string agent_proof(std::string_view token, std::string_view agent_nonce, std::string_view client_nonce,
+                        std::string_view binding) {
+  return hmac_sha256_hex(token, fmt::format("ringmaster agent|{}|{}|{}", agent_nonce, client_nonce, binding));
+}
+
+std::string tls_binding(void* ssl) {
+  if (ssl == nullptr) return {};
+  static constexpr char kLabel[] = "EXPERIMENTAL-ringmaster-auth";
+  unsigned char material[32];
+  if (SSL_export_keying_material(static_cast<SSL*>(ssl), material, sizeof(material), kLabel, sizeof(kLabel) - 1,
+                                 nullptr, 0, 0) != 1) {
+    throw Error(ErrorCategory::internal, "cannot export keying material from the TLS session");
+  }
+  std::string hex;
+  for (unsigned char b : material)
+    hex += fmt::format("{:02x}", b);
+  return hex;
 }
 
 std::string default_state_dir() {

@@ -340,10 +340,14 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     const std::string type = m["type"].get<std::string>();
     if (type == "auth") {
-      if (equal_constant_time(m["hmac"].get<std::string>(), hmac_sha256_hex(server_.options.token, nonce_))) {
+      const std::string& client_nonce = m["nonce"].get_ref<const std::string&>();
+      const std::string binding = tls_binding(tls_ ? tls_->native_handle() : nullptr);
+      if (client_nonce.size() >= 32 && client_nonce.size() <= 128 &&
+          equal_constant_time(m["hmac"].get<std::string>(),
+                              client_proof(server_.options.token, nonce_, client_nonce, binding))) {
         authed_ = true;
         server_.auth_backoff.erase(peer_ip_);
-        reply(m);
+        reply(m, {{"hmac", agent_proof(server_.options.token, nonce_, client_nonce, binding)}});
       } else {
         server_.auth_failed(peer_ip_);
         fatal(re, "authentication failed: wrong HMAC-SHA256 of the nonce for this agent's token");

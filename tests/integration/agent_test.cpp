@@ -150,6 +150,17 @@ std::string write_token(const std::string& name, const std::string& token) {
   return path;
 }
 
+// The client's auth message for a raw connection, as the client library
+// sends it (its own nonce, the proof over both).
+json auth_message(const std::string& token, const json& hello, int id) {
+  const std::string client_nonce = agent::random_nonce();
+  return {{"type", "auth"},
+          {"id", id},
+          {"v", 1},
+          {"nonce", client_nonce},
+          {"hmac", agent::client_proof(token, hello["nonce"].get<std::string>(), client_nonce, "")}};
+}
+
 json perf_spec(std::string min, std::string max, int iters) {
   return {{"collective", "all_reduce"}, {"min_bytes", min}, {"max_bytes", max},
           {"step_factor", 4},           {"iters", iters},   {"warmup", 1},
@@ -456,10 +467,7 @@ TEST(Agent, TokenHandshake) {
     EXPECT_EQ((*refused)["re"], 1);
     EXPECT_FALSE((*refused)["fatal"].get<bool>());
     EXPECT_NE((*refused)["message"].get<std::string>().find("not authenticated"), std::string::npos);
-    raw.send(json{{"type", "auth"},
-                  {"id", 2},
-                  {"v", 1},
-                  {"hmac", agent::hmac_sha256_hex(secret, (*hello)["nonce"].get<std::string>())}});
+    raw.send(auth_message(secret, *hello, 2));
     const auto ok = raw.read();
     ASSERT_TRUE(ok);
     EXPECT_EQ((*ok)["type"], "reply") << ok->dump();
@@ -964,10 +972,7 @@ TEST(AgentHardening, NestedAndOversizedFramesAreRefusedBeforeAndAfterAuth) {
     RawConnection raw(a.port);
     const auto hello = raw.read();
     ASSERT_TRUE(hello);
-    raw.send(json{{"type", "auth"},
-                  {"id", 1},
-                  {"v", 1},
-                  {"hmac", agent::hmac_sha256_hex(a.token, (*hello)["nonce"].get<std::string>())}});
+    raw.send(auth_message(a.token, *hello, 1));
     ASSERT_TRUE(raw.read());
     raw.send(frame_of(R"({"type":"ping","id":2,"v":1,"ping_us":)" + deep + "}"));
     auto error = raw.read();
@@ -1128,7 +1133,8 @@ TEST(AgentHardening, WrongHmacsAreSlowedDown) {
     RawConnection raw(a.port);
     const auto hello = raw.read();
     if (!hello) continue;  // closed at once: backing off
-    raw.send(json{{"type", "auth"}, {"id", 1}, {"v", 1}, {"hmac", std::string(64, '0')}});
+    raw.send(
+        json{{"type", "auth"}, {"id", 1}, {"v", 1}, {"nonce", agent::random_nonce()}, {"hmac", std::string(64, '0')}});
     if (const auto answer = raw.read();
         answer && (*answer)["message"].get<std::string>().find("wrong HMAC") != std::string::npos) {
       ++tries;
@@ -1221,10 +1227,7 @@ TEST(AgentHardening, AClientThatNeverReadsIsDroppedAtTheQueueCap) {
   ASSERT_TRUE(hello);
   int small = 1 << 20;
   ::setsockopt(raw.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-  raw.send(json{{"type", "auth"},
-                {"id", 1},
-                {"v", 1},
-                {"hmac", agent::hmac_sha256_hex(a.token, (*hello)["nonce"].get<std::string>())}});
+  raw.send(auth_message(a.token, *hello, 1));
   const long before = [&] {
     std::ifstream in("/proc/" + std::to_string(a.child.pid) + "/status");
     for (std::string line; std::getline(in, line);)
@@ -1260,6 +1263,62 @@ TEST(AgentHardening, AClientThatNeverReadsIsDroppedAtTheQueueCap) {
   EXPECT_TRUE(closed) << "the agent took 200 MiB of requests whose replies were never read";
   EXPECT_LT(after - before, 64 * 1024) << "agent RSS grew by " << (after - before) / 1024 << " MiB";
   EXPECT_TRUE(a.alive());
+}
+
+// Mutual authentication: an impostor listening where the agent should be,
+// that does not hold the token but says yes to any auth, is refused by the
+// client (it once accepted any "ok" and went on to send runs there).
+TEST(AgentHardening, AnImpostorAgentIsRefusedByTheClient) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  socklen_t length = sizeof(address);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  std::thread impostor([listener] {
+    const int fd = ::accept(listener, nullptr, nullptr);
+    if (fd < 0) return;
+    auto write_frame = [fd](const json& m) {
+      const std::string frame = agent::encode_frame(m);
+      (void)::write(fd, frame.data(), frame.size());
+    };
+    write_frame({{"type", "hello"},
+                 {"id", 1},
+                 {"v", 1},
+                 {"agent", "ringmaster-agent"},
+                 {"version", "0.1.0"},
+                 {"protocol", 1},
+                 {"host", "impostor"},
+                 {"nonce", std::string(64, 'a')},
+                 {"auth", "hmac-sha256"}});
+    agent::FrameDecoder decoder;
+    char buffer[4096];
+    for (;;) {
+      const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+      if (n <= 0) break;
+      decoder.feed(buffer, static_cast<std::size_t>(n));
+      if (auto m = decoder.next()) {
+        write_frame({{"type", "reply"}, {"id", 2}, {"v", 1}, {"re", (*m)["id"]}, {"ok", true}});
+        break;
+      }
+    }
+    pollfd p{fd, POLLIN, 0};
+    ::poll(&p, 1, 2000);
+    ::close(fd);
+  });
+  agent::ClientOptions options;
+  options.port = ntohs(address.sin_port);
+  options.token = "the-real-token-0123456789";
+  try {
+    agent::AgentClient::connect(options);
+    ADD_FAILURE() << "the client accepted an agent that never proved the token";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("did not prove it holds the token"), std::string::npos) << e.what();
+  }
+  impostor.join();
+  ::close(listener);
 }
 
 }  // namespace

@@ -68,6 +68,21 @@ std::optional<std::string> check_client_message(const nlohmann::json& message);
 std::string hmac_sha256_hex(std::string_view key, std::string_view message);
 // 32 random bytes as hex, from OpenSSL's CSPRNG.
 std::string random_nonce();
+
+// The handshake's two proofs of the token, over both nonces and, under
+// TLS, the session's exported keying material (`binding`, hex; empty
+// without TLS), so a proof taken from one session is worth nothing in
+// another and a man in the middle of two TLS sessions cannot relay it:
+//   client: HMAC-SHA256(token, "ringmaster client|" agent_nonce "|" client_nonce "|" binding)
+//   agent:  HMAC-SHA256(token, "ringmaster agent|"  agent_nonce "|" client_nonce "|" binding)
+std::string client_proof(std::string_view token, std::string_view agent_nonce, std::string_view client_nonce,
+                         std::string_view binding);
+std::string agent_proof(std::string_view token, std::string_view agent_nonce, std::string_view client_nonce,
+                        std::string_view binding);
+// 32 bytes of keying material exported from a TLS session (RFC 5705,
+// label "EXPERIMENTAL-ringmaster-auth"), as hex; empty when `ssl` is null.
+// Takes an SSL* (void* keeps OpenSSL out of this header).
+std::string tls_binding(void* ssl);
 // Compares in time independent of where the strings differ.
 bool equal_constant_time(std::string_view a, std::string_view b) noexcept;
 
