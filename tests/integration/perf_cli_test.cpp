@@ -115,6 +115,37 @@ TEST(PerfCli, RanksOnTwoHostsFollowTheSearchAcrossNodes) {
   EXPECT_EQ(plan.rings[0].ranks, (std::vector<int>{0, 2, 3, 1, 4, 6, 7, 5})) << plan.lines.front();
 }
 
+// MASTER_ADDR as an IPv6 literal, as a dual-stack cluster gives it: the
+// store, the bootstrap and the data connections all go over ::1.
+TEST(PerfCli, Ipv6MasterAddr) {
+  {
+    int err = 0;
+    auto loopback6 = net::SocketAddress::parse("[::1]:0");
+    if (!loopback6 || !net::Socket::listen(*loopback6, 1, err).valid()) GTEST_SKIP() << "no IPv6 loopback here";
+  }
+  const std::string port = std::to_string(free_port());
+  std::vector<testing_support::ChildProcess> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.push_back(testing_support::spawn(
+        {RINGMASTER_CLI, "perf", "all_reduce", "-b", "8", "-e", "1M", "-f", "32", "-n", "2", "-w", "1"},
+        {{"RANK", std::to_string(r)},
+         {"WORLD_SIZE", "2"},
+         {"MASTER_ADDR", "::1"},
+         {"MASTER_PORT", port},
+         {"RINGMASTER_STORE_TIMEOUT", "60"},
+         {"NCCL_DEBUG", "INFO"},
+         {"NCCL_DEBUG_SUBSYS", "INIT"}},
+        true));
+  }
+  for (auto& r : ranks)
+    r.finish();
+  for (int r = 0; r < 2; ++r)
+    ASSERT_EQ(ranks[static_cast<std::size_t>(r)].exit_code(), 0) << ranks[static_cast<std::size_t>(r)].output;
+  const std::string& out = ranks[0].output;
+  EXPECT_NE(out.find("# Out of bounds values : 0 OK"), std::string::npos) << out;
+  EXPECT_NE(out.find("[::1]:" + port), std::string::npos) << "the store's address as rank 0 logs it: " << out;
+}
+
 TEST(PerfCli, LocalRanksWithNp) {
   auto child = testing_support::spawn({RINGMASTER_CLI, "perf", "reduce_scatter", "--np", "4", "-b", "64K", "-e", "64K",
                                        "-n", "2", "-w", "0", "-o", "max", "-d", "bfloat16", "--no-stages"},

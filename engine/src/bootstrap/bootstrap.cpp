@@ -186,7 +186,10 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
   log::set_thread_rank(c.rank);
   StageRunner stages(s);
   const int family = family_of(c.socket_family);
-  s.master = c.master_addr + ":" + std::to_string(c.master_port);
+  // "[::1]:29500" for an IPv6 literal, as a URL writes it: "::1:29500"
+  // does not say where the address ends.
+  const bool ipv6_literal = c.master_addr.find(':') != std::string::npos && c.master_addr.front() != '[';
+  s.master = (ipv6_literal ? "[" + c.master_addr + "]" : c.master_addr) + ":" + std::to_string(c.master_port);
   const std::string& master = s.master;
   std::vector<net::SocketAddress> master_addresses;
   bool host_store = false;
