@@ -32,6 +32,7 @@
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <list>
 #include <map>
 #include <mutex>
 #include <set>
@@ -189,7 +190,11 @@ struct AgentServer::Impl {
   awaitable<void> accept_loop();
   awaitable<void> heartbeat_loop();
   awaitable<void> metrics_loop();
-  awaitable<void> serve_metrics(tcp::socket socket);
+  awaitable<void> serve_metrics(std::shared_ptr<tcp::socket> socket);
+  // Metrics connections in the order they came: at the cap the oldest
+  // (still reading its request) gives way to a new one.
+  std::list<std::shared_ptr<tcp::socket>> metrics_clients;
+  static constexpr std::size_t kMaxMetricsClients = 64;
   void shutdown();
 };
 
@@ -608,18 +613,32 @@ awaitable<void> AgentServer::Impl::metrics_loop() {
     tcp::socket socket = co_await metrics_acceptor.async_accept(asio::redirect_error(use_awaitable, ec));
     if (ec) {
       if (!metrics_acceptor.is_open()) co_return;
+      asio::steady_timer pause(io, std::chrono::milliseconds(100));  // out of descriptors: no spinning
+      co_await pause.async_wait(asio::redirect_error(use_awaitable, ec));
       continue;
     }
-    asio::co_spawn(io, serve_metrics(std::move(socket)), asio::detached);
+    if (metrics_clients.size() >= kMaxMetricsClients) {
+      metrics_clients.front()->close(ec);
+      metrics_clients.pop_front();
+    }
+    auto client = std::make_shared<tcp::socket>(std::move(socket));
+    metrics_clients.push_back(client);
+    asio::co_spawn(io, serve_metrics(std::move(client)), asio::detached);
   }
 }
 
 // One request per connection: GET /metrics, or 404.
-awaitable<void> AgentServer::Impl::serve_metrics(tcp::socket socket) {
+awaitable<void> AgentServer::Impl::serve_metrics(std::shared_ptr<tcp::socket> client) {
+  tcp::socket& socket = *client;
+  struct Forget {
+    Impl& impl;
+    const std::shared_ptr<tcp::socket>& client;
+    ~Forget() { impl.metrics_clients.remove(client); }
+  } forget{*this, client};
   std::string request;
   boost::system::error_code ec;
   // The whole request within 5 s, as node_exporter's server reads it.
-  auto socket_ptr = &socket;
+  auto socket_ptr = client;
   asio::steady_timer deadline(io, std::chrono::seconds(5));
   deadline.async_wait([socket_ptr](boost::system::error_code timer_ec) {
     if (timer_ec) return;

@@ -1321,5 +1321,25 @@ TEST(AgentHardening, AnImpostorAgentIsRefusedByTheClient) {
   ::close(listener);
 }
 
+// /metrics had no read timeout and no cap: an idle connection stayed for
+// ever. Now a request must come within 5 s, and a flood of idle
+// connections gives way to a scrape.
+TEST(AgentHardening, MetricsConnectionsAreBoundedInTimeAndNumber) {
+  Agent a({"--metrics", "127.0.0.1:0"});
+  ASSERT_NE(a.metrics_port, 0);
+  std::vector<std::unique_ptr<RawConnection>> idle;
+  for (int i = 0; i < 100; ++i)
+    idle.push_back(std::make_unique<RawConnection>(a.metrics_port));
+  const auto start = std::chrono::steady_clock::now();
+  const std::string scrape = http_get(a.metrics_port, "/metrics");
+  EXPECT_NE(scrape.find("200 OK"), std::string::npos) << scrape.substr(0, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s) << "the scrape waited behind idle connections";
+  // The last idle one is closed by the read deadline.
+  pollfd p{idle.back()->fd, POLLIN, 0};
+  ASSERT_GT(::poll(&p, 1, 8000), 0) << "an idle /metrics connection was still open after 8 s";
+  char c;
+  EXPECT_LE(::recv(idle.back()->fd, &c, 1, 0), 0);
+}
+
 }  // namespace
 }  // namespace ringmaster
