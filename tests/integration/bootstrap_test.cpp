@@ -9,6 +9,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -328,6 +329,35 @@ TEST(Cli, InitTimingsLineAtInfo) {
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("[0] RINGMASTER INFO INIT Init timings - total"), std::string::npos) << text;
   EXPECT_NE(text.find("RINGMASTER INFO BOOTSTRAP STORE_BARRIER done"), std::string::npos) << text;
+}
+
+// NCCL_DEBUG_FILE's %h and %p become the host name and the pid, one file
+// per process as NCCL writes them; NCCL_DEBUG_SUBSYS keeps the named
+// subsystems, and ^ keeps all but them.
+TEST(Cli, DebugFileNamesHostAndPidAndSubsystemsFilter) {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  const std::string dir = ::testing::TempDir() + "ringmaster-debug-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  auto run = [&](const std::string& subsystems) {
+    auto child = testing_support::spawn({RINGMASTER_CLI, "probe", "--master-port", std::to_string(free_port())},
+                                        {{"NCCL_DEBUG", "INFO"},
+                                         {"NCCL_DEBUG_SUBSYS", subsystems},
+                                         {"NCCL_DEBUG_FILE", dir + "/" + subsystems + ".%h.%p.log"}});
+    child.finish();
+    EXPECT_EQ(child.exit_code(), 0);
+    const std::string path = dir + "/" + subsystems + "." + host + "." + std::to_string(child.pid) + ".log";
+    std::ifstream in(path);
+    EXPECT_TRUE(in.good()) << "no " << path;
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string init_only = run("INIT");
+  EXPECT_NE(init_only.find("RINGMASTER INFO INIT Init timings"), std::string::npos) << init_only;
+  EXPECT_EQ(init_only.find("RINGMASTER INFO BOOTSTRAP"), std::string::npos) << init_only;
+  const std::string all_but_init = run("^INIT");
+  EXPECT_EQ(all_but_init.find("RINGMASTER INFO INIT"), std::string::npos) << all_but_init;
+  EXPECT_NE(all_but_init.find("RINGMASTER INFO BOOTSTRAP STORE_BARRIER done"), std::string::npos) << all_but_init;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
