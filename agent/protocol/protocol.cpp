@@ -26,7 +26,8 @@ namespace ringmaster::agent {
 using nlohmann::json;
 
 std::string encode_frame(const json& message) {
-  const std::string body = message.dump();
+  // Invalid UTF-8 (a rank's raw output) is replaced, not thrown on.
+  const std::string body = message.dump(-1, ' ', false, json::error_handler_t::replace);
   if (body.size() > kMaxFrameBytes) {
     throw Error(ErrorCategory::protocol,
                 fmt::format("message of {} bytes is over the {} byte frame limit", body.size(), kMaxFrameBytes));

@@ -41,7 +41,9 @@ struct RunManager::Child {
   int local_rank = 0;
   pid_t pid = -1;
   std::unique_ptr<asio::posix::stream_descriptor> out, err;
-  asio::streambuf out_buffer;
+  // A line longer than this is cut there (a rank printing without newlines
+  // must not grow the agent); the pieces are relayed as output.
+  asio::streambuf out_buffer{1 << 20};
   std::string err_tail;
   bool out_done = false, err_done = false, exited = false, reported = false;
   int status = 0;
@@ -341,6 +343,22 @@ json RunManager::start(const json& m) {
       asio::async_read_until(
           *child->out, child->out_buffer, '\n',
           [this, child, run, read_line](boost::system::error_code ec, std::size_t n) {
+            if (ec == asio::error::not_found) {
+              // The buffer is full without a newline: relay what it holds
+              // as output and read on.
+              std::string piece(asio::buffers_begin(child->out_buffer.data()),
+                                asio::buffers_end(child->out_buffer.data()));
+              child->out_buffer.consume(child->out_buffer.size());
+              try {
+                emit_(json{{"run_id", run->id},
+                           {"rank", child->rank},
+                           {"event", {{"type", "output"}, {"text", std::move(piece)}, {"cut", true}}}});
+              } catch (const std::exception& e) {
+                std::fprintf(stderr, "ringmaster-agent: rank %d's output skipped: %s\n", child->rank, e.what());
+              }
+              (*read_line)();
+              return;
+            }
             if (ec) {
               child->out_done = true;
               *read_line = nullptr;  // ends the handler's self-reference

@@ -270,6 +270,9 @@ class Session : public std::enable_shared_from_this<Session> {
     } catch (const Error& e) {
       agent_log("a message to {} was not sent: {}", peer_, e.status().message());
       return;
+    } catch (const std::exception& e) {
+      agent_log("a message to {} was not sent: {}", peer_, e.what());
+      return;
     }
     // A client that does not read what it is sent holds at most this much
     // of the agent's memory; past it the connection is closed.

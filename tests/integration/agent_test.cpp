@@ -1341,5 +1341,42 @@ TEST(AgentHardening, MetricsConnectionsAreBoundedInTimeAndNumber) {
   EXPECT_LE(::recv(idle.back()->fd, &c, 1, 0), 0);
 }
 
+// A rank that prints megabytes without a newline, or bytes that are not
+// UTF-8, is relayed in pieces as output; the agent neither grows with it
+// nor stops, and the run ends normally.
+TEST(AgentHardening, EndlessOrInvalidRankOutputIsRelayedInPieces) {
+  const std::string fake_cli = ::testing::TempDir() + "fake-cli-endless.sh";
+  {
+    std::ofstream out(fake_cli);
+    out << "#!/bin/sh\nhead -c 3000000 /dev/zero | tr '\\0' x\nprintf '\\n\\377\\376 not utf-8\\n'\nexit 0\n";
+  }
+  ::chmod(fake_cli.c_str(), 0755);
+  Agent a({"--cli", fake_cli});
+  Inbox inbox;
+  auto watcher = agent::AgentClient::connect(a.options(), inbox.handler());
+  watcher->call({{"type", "subscribe"}});
+  auto client = agent::AgentClient::connect(a.options());
+  client->call({{"type", "run"},
+                {"run_id", "endless"},
+                {"world_size", 1},
+                {"ranks", {0}},
+                {"master_addr", "127.0.0.1"},
+                {"master_port", 0},
+                {"perf", perf_spec("8", "8", 1)}});
+  const auto events = inbox.run_events("endless", 1, 30s);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back()["event"]["type"], "run_done");
+  std::size_t relayed = 0;
+  int cut = 0;
+  for (const auto& e : events) {
+    if (e["event"]["type"] != "output") continue;
+    relayed += e["event"]["text"].get<std::string>().size();
+    cut += e["event"].value("cut", false) ? 1 : 0;
+  }
+  EXPECT_GE(relayed, 3'000'000u);
+  EXPECT_GE(cut, 2) << "a 3 MB line comes in pieces of at most 1 MiB";
+  EXPECT_TRUE(a.alive());
+}
+
 }  // namespace
 }  // namespace ringmaster
