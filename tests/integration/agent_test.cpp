@@ -167,6 +167,27 @@ json perf_spec(std::string min, std::string max, int iters) {
           {"dtype", "float"},           {"op", "sum"}};
 }
 
+// A run of one rank (rank 0, the store here) of an 8-byte all_reduce.
+json one_rank_run(const std::string& id, json env = json::object()) {
+  return {{"type", "run"},
+          {"run_id", id},
+          {"world_size", 1},
+          {"ranks", {0}},
+          {"master_addr", "127.0.0.1"},
+          {"master_port", 0},
+          {"env", env},
+          {"perf", perf_spec("8", "8", 1)}};
+}
+
+// Resident memory of a process, KiB.
+long rss_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return 0;
+}
+
 std::set<std::string> keys_of(const json& j, const std::string& prefix = "") {
   std::set<std::string> out;
   for (const auto& [k, v] : j.items()) {
@@ -899,16 +920,6 @@ TEST(AgentFaults, RefusedUnlessAllowed) {
 TEST(AgentHardening, RunEnvironmentIsAllowlistedAndConfined) {
   Agent a;
   auto client = agent::AgentClient::connect(a.options());
-  auto run = [&](const std::string& id, json env) {
-    return json{{"type", "run"},
-                {"run_id", id},
-                {"world_size", 1},
-                {"ranks", {0}},
-                {"master_addr", "127.0.0.1"},
-                {"master_port", 0},
-                {"env", env},
-                {"perf", perf_spec("8", "8", 1)}};
-  };
   const std::string outside = ::testing::TempDir() + "ringmaster-owned-" + std::to_string(::getpid());
   for (const auto& [name, value, expect] : std::vector<std::tuple<std::string, std::string, std::string>>{
            {"LD_PRELOAD", "/tmp/evil.so", "run.env.LD_PRELOAD is not allowed"},
@@ -917,7 +928,7 @@ TEST(AgentHardening, RunEnvironmentIsAllowlistedAndConfined) {
            {"NCCL_DEBUG_FILE", outside, "names a file"},
            {"NCCL_DEBUG_FILE", "../../escape.log", "names a file"}}) {
     try {
-      client->call(run("refused-" + name, {{name, value}}));
+      client->call(one_rank_run("refused-" + name, {{name, value}}));
       ADD_FAILURE() << name << "=" << value << " was accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
@@ -928,7 +939,7 @@ TEST(AgentHardening, RunEnvironmentIsAllowlistedAndConfined) {
   Inbox inbox;
   auto watcher = agent::AgentClient::connect(a.options(), inbox.handler());
   watcher->call({{"type", "subscribe"}});
-  client->call(run("debug-file", {{"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_FILE", "debug.log"}}));
+  client->call(one_rank_run("debug-file", {{"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_FILE", "debug.log"}}));
   const auto events = inbox.run_events("debug-file", 1, 60s);
   ASSERT_FALSE(events.empty());
   EXPECT_TRUE(events.back()["event"].value("ok", false)) << events.back().dump();
@@ -1040,13 +1051,7 @@ TEST(AgentHardening, MalformedRequestsAndRankOutputNeverStopTheAgent) {
   Inbox inbox;
   auto watcher = agent::AgentClient::connect(a.options(), inbox.handler());
   watcher->call({{"type", "subscribe"}});
-  client->call({{"type", "run"},
-                {"run_id", "odd-output"},
-                {"world_size", 1},
-                {"ranks", {0}},
-                {"master_addr", "127.0.0.1"},
-                {"master_port", 0},
-                {"perf", perf_spec("8", "8", 1)}});
+  client->call(one_rank_run("odd-output"));
   const auto events = inbox.run_events("odd-output", 1, 30s);
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back()["event"]["type"], "run_done");
@@ -1228,12 +1233,7 @@ TEST(AgentHardening, AClientThatNeverReadsIsDroppedAtTheQueueCap) {
   int small = 1 << 20;
   ::setsockopt(raw.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
   raw.send(auth_message(a.token, *hello, 1));
-  const long before = [&] {
-    std::ifstream in("/proc/" + std::to_string(a.child.pid) + "/status");
-    for (std::string line; std::getline(in, line);)
-      if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
-    return 0L;
-  }();
+  const long before = rss_kib(a.child.pid);
   // 200 pings echoing 1 MiB each: 200 MiB of replies it never reads.
   const std::string payload(1 << 20, 'p');
   bool closed = false;
@@ -1254,12 +1254,7 @@ TEST(AgentHardening, AClientThatNeverReadsIsDroppedAtTheQueueCap) {
       sent += static_cast<std::size_t>(n);
     }
   }
-  const long after = [&] {
-    std::ifstream in("/proc/" + std::to_string(a.child.pid) + "/status");
-    for (std::string line; std::getline(in, line);)
-      if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
-    return 0L;
-  }();
+  const long after = rss_kib(a.child.pid);
   EXPECT_TRUE(closed) << "the agent took 200 MiB of requests whose replies were never read";
   EXPECT_LT(after - before, 64 * 1024) << "agent RSS grew by " << (after - before) / 1024 << " MiB";
   EXPECT_TRUE(a.alive());
@@ -1356,13 +1351,7 @@ TEST(AgentHardening, EndlessOrInvalidRankOutputIsRelayedInPieces) {
   auto watcher = agent::AgentClient::connect(a.options(), inbox.handler());
   watcher->call({{"type", "subscribe"}});
   auto client = agent::AgentClient::connect(a.options());
-  client->call({{"type", "run"},
-                {"run_id", "endless"},
-                {"world_size", 1},
-                {"ranks", {0}},
-                {"master_addr", "127.0.0.1"},
-                {"master_port", 0},
-                {"perf", perf_spec("8", "8", 1)}});
+  client->call(one_rank_run("endless"));
   const auto events = inbox.run_events("endless", 1, 30s);
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back()["event"]["type"], "run_done");
