@@ -1608,12 +1608,14 @@ TEST(Collectives, SubmittedCollectiveCompletesWhileItsCallerSleepsElsewhere) {
 // When a rank dies, the ranks that lose it abort, and their neighbours then
 // lose them: each used to blame the live neighbour it lost ("the peer
 // probably died"). The first rank to fail puts its reason in the store
-// before it aborts, and every rank reports that: here every survivor's
-// error names the rank that died, not a live one. Ranks are processes so
-// that one can die.
-TEST(Collectives, ErrorsNameTheRankThatFailedFirst) {
+// before it aborts, and every rank reports that. Runs 5 ranks as
+// processes; rank `dead` ends after the first all_reduce without a word;
+// rank `late` waits 500 ms before its second call. With `leave_at_once`
+// every rank ends as soon as it has its error (rank 0's store with it);
+// otherwise the ranks stay until every survivor has its answer. Returns
+// each survivor's error (or "completed").
+static std::vector<std::string> first_failure_reports(int dead, int late, bool leave_at_once) {
   constexpr int n = 5;
-  constexpr int dead = 3;
   const auto port = free_port();
   const auto dir = std::filesystem::temp_directory_path() / ("ringmaster-first-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -1622,8 +1624,6 @@ TEST(Collectives, ErrorsNameTheRankThatFailedFirst) {
     const pid_t pid = ::fork();
     if (pid == 0) {
       std::string what = "completed";
-      // Kept past the failure: rank 0's communicator hosts the store, which
-      // the ranks that fail after it read the first failure from.
       std::unique_ptr<Communicator> comm;
       try {
         CommOptions options;
@@ -1632,22 +1632,21 @@ TEST(Collectives, ErrorsNameTheRankThatFailedFirst) {
         std::vector<float> data(16384, 1.0f);
         comm->all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
         if (r == dead) ::_exit(0);  // gone without a word
+        if (r == late) std::this_thread::sleep_for(500ms);
         comm->all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
       } catch (const std::exception& e) {
         what = e.what();
       }
       std::ofstream(dir / (std::to_string(r) + ".tmp")) << what;
       std::filesystem::rename(dir / (std::to_string(r) + ".tmp"), dir / std::to_string(r));
-      // The store lives in rank 0's communicator: it stays until every
-      // survivor has its answer. (A rank whose store host has gone reports
-      // its own error.)
-      for (int i = 0; i < 500; ++i) {
+      for (int i = 0; i < 500 && !leave_at_once; ++i) {
         int done = 0;
         for (int q = 0; q < n; ++q)
           done += q != dead && std::filesystem::exists(dir / std::to_string(q)) ? 1 : 0;
         if (done == n - 1) break;
         std::this_thread::sleep_for(10ms);
       }
+      comm.reset();  // rank 0's store goes with its communicator
       std::fflush(nullptr);
       ::_exit(0);
     }
@@ -1657,22 +1656,46 @@ TEST(Collectives, ErrorsNameTheRankThatFailedFirst) {
     int status = 0;
     ::waitpid(pid, &status, 0);
   }
-  const std::string lost = fmt::format("rank {} at ", dead);
+  std::vector<std::string> reports(n);
   for (int r = 0; r < n; ++r) {
     if (r == dead) continue;
     std::ifstream in(dir / std::to_string(r));
-    const std::string what((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    reports[static_cast<std::size_t>(r)].assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  std::filesystem::remove_all(dir);
+  return reports;
+}
+
+// Every survivor's first failure names the dead rank and no live one.
+static void expect_first_failure_names(const std::vector<std::string>& reports, int dead) {
+  const std::string lost = fmt::format("rank {} at ", dead);
+  for (std::size_t r = 0; r < reports.size(); ++r) {
+    if (static_cast<int>(r) == dead) continue;
+    const std::string& what = reports[r];
     SCOPED_TRACE("rank " + std::to_string(r) + ": " + what);
     ASSERT_NE(what, "completed");
     // The reason first: this rank's own, or the first rank's.
     const std::string first = what.substr(0, what.find(" (on rank "));
     EXPECT_NE(first.find(lost), std::string::npos) << "the first failure does not name rank " << dead;
-    for (int live = 0; live < n; ++live) {
-      if (live == dead) continue;
+    for (std::size_t live = 0; live < reports.size(); ++live) {
+      if (static_cast<int>(live) == dead) continue;
       EXPECT_EQ(first.find(fmt::format("rank {} at ", live)), std::string::npos) << "blames live rank " << live;
     }
   }
-  std::filesystem::remove_all(dir);
+}
+
+TEST(Collectives, ErrorsNameTheRankThatFailedFirst) {
+  expect_first_failure_names(first_failure_reports(3, -1, false), 3);
+}
+
+// Rank 0 fails soon after rank 3 dies and its program ends at once; rank 1
+// fails 500 ms later, when it next calls. Rank 0's store stays until rank
+// 1 has read the first failure: before, it went with rank 0 and rank 1
+// blamed rank 0 or 2, the neighbours it lost.
+TEST(Collectives, TheFirstFailureOutlivesTheStoreHostsProgram) {
+  const auto started = std::chrono::steady_clock::now();
+  expect_first_failure_names(first_failure_reports(3, 1, true), 3);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 10s);
 }
 
 // With a topology every rank shares (NCCL_TOPO_FILE), each channel's ring

@@ -107,6 +107,11 @@ struct Communicator::Impl {
   // before its peers see its connections close.
   Status attribute(const Status& own);
 
+  // On the rank that hosts the store, after a failure: waits until every
+  // other rank has read the first failure or left (failure.cpp).
+  static constexpr std::chrono::seconds kFailureReadersWait{5};
+  void keep_store_for_failure_readers();
+
   // The tuner's pick for a call, remembered per (collective, bytes).
   Choice choose(Collective collective, std::size_t bytes);
 

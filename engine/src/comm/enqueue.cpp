@@ -29,6 +29,7 @@ Communicator::Impl::~Impl() {
   if (const auto n = failures_unlogged.load(); n > 0) {
     RM_WARN(coll, "{} more collective part(s) failed after the first failure (not logged one by one)", n);
   }
+  keep_store_for_failure_readers();
 }
 
 void Communicator::Impl::abort() {

@@ -10,11 +10,22 @@
 // beside it. A rank that dies without a word is named by the first rank
 // that lost it. When the store is gone (its host died) the rank's own
 // error stands.
+//
+// The store lives in the communicator of the rank that hosts it (rank 0).
+// When rank 0 failed first and its program ended at once, the store went
+// with it and the ranks that failed later could not read the first
+// failure: they blamed the neighbour they lost. So the host's
+// communicator, after a failure, stays until every other rank has read
+// the first failure or has closed its store connection (a rank that died,
+// or ended), for at most kFailureReadersWait.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <exception>
 #include <string>
+#include <thread>
 
 #include "base/log.h"
 #include "bootstrap/bootstrap_impl.h"
@@ -30,6 +41,7 @@ Status Communicator::Impl::attribute(const Status& own) {
   try {
     if (!b.store) throw Error(ErrorCategory::internal, "no store connection");
     first = b.store->compare_set(store_key(b.config, "failed_first"), "", fmt::format("{}\n{}", rank, own.message()));
+    b.store->add(store_key(b.config, "failed_read"), 1);
   } catch (const std::exception& e) {
     RM_INFO(coll, "the store cannot say which rank failed first ({}); reporting this rank's error", e.what());
     failure = own;
@@ -46,6 +58,39 @@ Status Communicator::Impl::attribute(const Status& own) {
                                                  first.substr(newline + 1), rank, own.message()));
   }
   return *failure;
+}
+
+void Communicator::Impl::keep_store_for_failure_readers() {
+  if (!bootstrap) return;
+  auto& b = bootstrap->impl();
+  if (!b.store_server || !b.store) return;
+  try {
+    if (!b.store->check({store_key(b.config, "failed_first")})) return;
+    bool read_here = false;
+    {
+      std::lock_guard lock(failure_mutex);
+      read_here = failure.has_value();
+    }
+    const auto deadline = std::chrono::steady_clock::now() + kFailureReadersWait;
+    for (;;) {
+      const std::int64_t read = b.store->add(store_key(b.config, "failed_read"), 0) - (read_here ? 1 : 0);
+      // Every rank holds one store connection (this one's included); a
+      // rank that has gone holds none. A rank that read and then left
+      // counts twice, so this may end early but never waits for the dead.
+      const auto connected = static_cast<std::int64_t>(b.store_server->num_connections());
+      const std::int64_t gone = std::max<std::int64_t>(0, nranks - connected);
+      if (read + gone >= nranks - 1) return;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        RM_INFO(coll, "closing the store after {} ms with {} rank(s) yet to read the first failure",
+                std::chrono::duration_cast<std::chrono::milliseconds>(kFailureReadersWait).count(),
+                nranks - 1 - read - gone);
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  } catch (const std::exception& e) {
+    RM_INFO(coll, "the store cannot say who has read the first failure ({})", e.what());
+  }
 }
 
 }  // namespace ringmaster
