@@ -37,7 +37,8 @@ fi
 pids=()
 ports=()
 # The agents share a token made for them in a private directory, which
-# also holds their state, as the console does for its local agents.
+# also holds their state, as the console does for its local agents; they
+# run the ranks as this script's user, as a local launch would.
 private=$(mktemp -d -t ringmaster-run-XXXXXX)
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -47,7 +48,7 @@ trap cleanup EXIT
 (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$private/token")
 for i in 1 2 3 4; do
   exec {fd}< <("$bin/ringmaster-agent" --listen 127.0.0.1:0 --print-port --token-file "$private/token" \
-    --state-dir "$private/agent-$i" 2>/dev/null & echo "pid $!"; wait)
+    --state-dir "$private/agent-$i" --rank-user "$(id -un)" 2>/dev/null & echo "pid $!"; wait)
   read -r _ pid <&"$fd"
   read -r port <&"$fd"
   pids+=("$pid")

@@ -1,15 +1,18 @@
 // Frames, message checks and the HMAC handshake of control protocol v1.
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
@@ -334,37 +337,122 @@ long long wall_us() noexcept {
       .count();
 }
 
-std::string read_token_file(const std::string& path) {
+namespace {
+
+// A file only its owner may read or write: its text. Throws Error(config)
+// naming `what` and the file.
+std::string read_private_file(const std::string& path, const char* what, std::size_t max_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
-    throw Error(ErrorCategory::config, fmt::format("token file {}: cannot open: {}", path, std::strerror(errno)));
+    throw Error(ErrorCategory::config, fmt::format("{} {}: cannot open: {}", what, path, std::strerror(errno)));
   }
   struct stat st = {};
   std::string text;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= 4096) {
+  const bool regular =
+      ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::size_t>(st.st_size) <= max_bytes;
+  if (regular) {
     text.resize(static_cast<std::size_t>(st.st_size));
     const ssize_t n = ::read(fd, text.data(), text.size());
     text.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
   }
   ::close(fd);
-  if (!S_ISREG(st.st_mode) || st.st_size > 4096) {
-    throw Error(ErrorCategory::config, fmt::format("token file {} is not a regular file of at most 4 KiB", path));
+  if (!regular) {
+    throw Error(ErrorCategory::config,
+                fmt::format("{} {} is not a regular file of at most {} KiB", what, path, max_bytes / 1024));
   }
   if ((st.st_mode & 077) != 0) {
-    throw Error(
-        ErrorCategory::config,
-        fmt::format("token file {} is open to group or others (mode {:04o}); chmod 600 it", path, st.st_mode & 07777));
+    throw Error(ErrorCategory::config, fmt::format("{} {} is open to group or others (mode {:04o}); chmod 600 it", what,
+                                                   path, st.st_mode & 07777));
   }
-  const std::string token = text.substr(0, text.find('\n'));
-  const auto first = token.find_first_not_of(" \t\r");
-  const auto last = token.find_last_not_of(" \t\r");
-  if (first == std::string::npos) throw Error(ErrorCategory::config, fmt::format("token file {} is empty", path));
-  std::string trimmed = token.substr(first, last - first + 1);
-  if (trimmed.size() < kMinTokenBytes) {
+  return text;
+}
+
+std::string trimmed(std::string_view s) {
+  const auto first = s.find_first_not_of(" \t\r");
+  if (first == std::string_view::npos) return {};
+  const auto last = s.find_last_not_of(" \t\r");
+  return std::string(s.substr(first, last - first + 1));
+}
+
+}  // namespace
+
+std::string read_token_file(const std::string& path) {
+  const std::string text = read_private_file(path, "token file", 4096);
+  std::string token = trimmed(std::string_view(text).substr(0, text.find('\n')));
+  if (token.empty()) throw Error(ErrorCategory::config, fmt::format("token file {} is empty", path));
+  if (token.size() < kMinTokenBytes) {
     throw Error(ErrorCategory::config, fmt::format("token file {} holds a token of {} bytes; at least {}", path,
-                                                   trimmed.size(), kMinTokenBytes));
+                                                   token.size(), kMinTokenBytes));
   }
-  return trimmed;
+  return token;
+}
+
+std::string effective_user_name() {
+  passwd entry{};
+  passwd* found = nullptr;
+  std::array<char, 16384> buffer{};
+  if (::getpwuid_r(::geteuid(), &entry, buffer.data(), buffer.size(), &found) == 0 && found != nullptr) {
+    return entry.pw_name;
+  }
+  return std::to_string(::geteuid());
+}
+
+std::string role_names(unsigned roles) {
+  std::vector<std::string> names;
+  if (roles & kRoleRead) names.emplace_back("read");
+  if (roles & kRoleRun) names.emplace_back("run");
+  if (roles & kRoleFault) names.emplace_back("fault");
+  return names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ","));
+}
+
+unsigned roles_needed(std::string_view type) {
+  if (type == "auth") return 0;
+  if (type == "run" || type == "cancel") return kRoleRun;
+  if (type == "fault" || type == "fault_clear") return kRoleFault;
+  if (type == "shutdown") return kAllRoles;
+  return kRoleRead;
+}
+
+std::vector<RoleToken> read_role_tokens_file(const std::string& path) {
+  const std::string text = read_private_file(path, "role tokens file", 65536);
+  std::vector<RoleToken> out;
+  std::size_t line_number = 0;
+  for (std::size_t begin = 0; begin < text.size();) {
+    auto end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    ++line_number;
+    const std::string line = trimmed(std::string_view(text).substr(begin, end - begin));
+    begin = end + 1;
+    if (line.empty() || line[0] == '#') continue;
+    const auto space = line.find_first_of(" \t");
+    auto bad = [&](const std::string& why) {
+      return Error(ErrorCategory::config, fmt::format("role tokens file {} line {}: {}", path, line_number, why));
+    };
+    if (space == std::string::npos) throw bad("want ROLES TOKEN (ROLES: read, run, fault, comma-separated)");
+    RoleToken entry;
+    const std::string roles = line.substr(0, space);
+    for (std::size_t b = 0; b <= roles.size();) {
+      auto e = roles.find(',', b);
+      if (e == std::string::npos) e = roles.size();
+      const std::string role = roles.substr(b, e - b);
+      if (role == "read") {
+        entry.roles |= kRoleRead;
+      } else if (role == "run") {
+        entry.roles |= kRoleRun;
+      } else if (role == "fault") {
+        entry.roles |= kRoleFault;
+      } else {
+        throw bad(fmt::format("unknown role (of {} characters); the roles are read, run and fault", role.size()));
+      }
+      b = e + 1;
+    }
+    entry.token = trimmed(std::string_view(line).substr(space));
+    if (entry.token.size() < kMinTokenBytes) {
+      throw bad(fmt::format("a token of {} bytes; at least {}", entry.token.size(), kMinTokenBytes));
+    }
+    out.push_back(std::move(entry));
+  }
+  return out;
 }
 
 std::string client_proof(std::string_view token, std::string_view agent_nonce, std::string_view client_nonce,

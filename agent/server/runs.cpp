@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -28,6 +27,7 @@
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/status.h"
 #include "run_env.h"
+#include "spawn.h"
 
 extern char** environ;
 
@@ -129,7 +129,15 @@ void RunManager::signal_group(const Run& run, int sig) {
 
 RunManager::RunManager(asio::io_context& io, const AgentOptions& options, std::function<void(json)> emit,
                        FaultManager* faults)
-    : io_(io), options_(options), emit_(std::move(emit)), faults_(faults), signals_(std::make_unique<Signals>(io)) {
+    : io_(io),
+      options_(options),
+      emit_(std::move(emit)),
+      faults_(faults),
+      signals_(std::make_unique<Signals>(io)),
+      rank_user_(resolve_rank_user(options.rank_user, ::geteuid())) {
+  if (rank_user_.uid == 0) {
+    std::fprintf(stderr, "ringmaster-agent: WARNING: ranks run as root (--rank-user %s)\n", rank_user_.name.c_str());
+  }
   watch_children();
 }
 
@@ -232,6 +240,11 @@ json RunManager::start(const json& m) {
     std::filesystem::create_directories(run_dir, ec);
     if (ec) throw Error(ErrorCategory::config, fmt::format("cannot create {}: {}", run_dir, ec.message()));
     std::filesystem::permissions(run_dir, std::filesystem::perms::owner_all, ec);
+    // The ranks' own: they write what the run's variables name here.
+    if (rank_user_.switch_to && ::chown(run_dir.c_str(), rank_user_.uid, rank_user_.gid) != 0) {
+      throw Error(ErrorCategory::config,
+                  fmt::format("cannot give {} to rank user '{}': {}", run_dir, rank_user_.name, strerror(errno)));
+    }
   }
   int port = m["master_port"].get<int>();
   const bool has_rank0 = std::find(ranks.begin(), ranks.end(), 0) != ranks.end();
@@ -273,17 +286,13 @@ json RunManager::start(const json& m) {
     }
     for (const auto& [k, v] : client_env)
       env[k] = v;
+    if (rank_user_.switch_to) {
+      env["HOME"] = run_dir;
+      env["USER"] = env["LOGNAME"] = rank_user_.name;
+    }
     std::vector<std::string> env_strings;
     for (const auto& [k, v] : env)
       env_strings.push_back(k + "=" + v);
-    std::vector<char*> envp, args;
-    for (auto& s : env_strings)
-      envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> argv_copy = argv_strings;
-    for (auto& s : argv_copy)
-      args.push_back(s.data());
-    args.push_back(nullptr);
 
     // A failure part-way leaves nothing behind: the ranks started so far
     // are killed and reaped.
@@ -302,30 +311,29 @@ json RunManager::start(const json& m) {
         if (fd >= 0) ::close(fd);
       throw abandon(fmt::format("cannot start rank {}: pipe: {}", ranks[local], strerror(err)));
     }
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
-    posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
-    // The run is one process group (its first rank's): cancel and shutdown
-    // reach whatever the ranks start too.
-    posix_spawnattr_t attributes;
-    posix_spawnattr_init(&attributes);
-    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attributes, run->children.empty() ? 0 : run->children.front()->pid);
     auto child = std::make_unique<Child>();
     child->rank = ranks[local];
     child->local_rank = static_cast<int>(local);
     child->run = run;
-    const int rc = posix_spawn(&child->pid, args[0], &actions, &attributes, args.data(), envp.data());
-    posix_spawnattr_destroy(&attributes);
-    posix_spawn_file_actions_destroy(&actions);
+    // The run is one process group (its first rank's): cancel and shutdown
+    // reach whatever the ranks start too.
+    SpawnRequest request;
+    request.argv = argv_strings;
+    request.env = std::move(env_strings);
+    request.directory = run_dir;
+    request.process_group = run->children.empty() ? 0 : run->children.front()->pid;
+    request.stdout_fd = out_pipe[1];
+    request.stderr_fd = err_pipe[1];
+    request.user = &rank_user_;
+    try {
+      child->pid = spawn_rank(request);
+    } catch (const Error& e) {
+      for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]})
+        ::close(fd);
+      throw abandon(e.status().message());
+    }
     ::close(out_pipe[1]);
     ::close(err_pipe[1]);
-    if (rc != 0) {
-      ::close(out_pipe[0]);
-      ::close(err_pipe[0]);
-      throw abandon(fmt::format("cannot start {}: {}", options_.cli_path, strerror(rc)));
-    }
     child->out = std::make_unique<asio::posix::stream_descriptor>(io_, out_pipe[0]);
     child->err = std::make_unique<asio::posix::stream_descriptor>(io_, err_pipe[0]);
     pids.push_back({{"rank", child->rank}, {"pid", child->pid}});

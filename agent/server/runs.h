@@ -12,6 +12,7 @@
 
 #include "faults.h"
 #include "ringmaster/agent/server.h"
+#include "spawn.h"
 
 namespace ringmaster::agent {
 
@@ -42,6 +43,7 @@ class RunManager {
   nlohmann::json active() const;
   std::uint64_t runs_started() const noexcept { return started_; }
   std::uint64_t runs_failed() const noexcept { return failed_; }
+  const RankUser& rank_user() const noexcept { return rank_user_; }
 
   struct Child;
   struct Run;
@@ -59,6 +61,7 @@ class RunManager {
   std::map<std::string, std::shared_ptr<Run>> runs_;
   struct Signals;
   std::unique_ptr<Signals> signals_;
+  RankUser rank_user_;
   std::uint64_t started_ = 0;
   std::uint64_t failed_ = 0;
 };

@@ -45,6 +45,7 @@
 #include "ringmaster/status.h"
 #include "ringmaster/tools/topology.h"
 #include "runs.h"
+#include "spawn.h"
 
 namespace ringmaster::agent {
 
@@ -350,12 +351,28 @@ class Session : public std::enable_shared_from_this<Session> {
     if (type == "auth") {
       const std::string& client_nonce = m["nonce"].get_ref<const std::string&>();
       const std::string binding = tls_binding(tls_ ? tls_->native_handle() : nullptr);
-      if (client_nonce.size() >= 32 && client_nonce.size() <= 128 &&
-          equal_constant_time(m["hmac"].get<std::string>(),
-                              client_proof(server_.options.token, nonce_, client_nonce, binding))) {
+      // The token the proof was made with gives the client its roles:
+      // the agent's own every role, a --role-tokens one its own.
+      const std::string& hmac = m["hmac"].get_ref<const std::string&>();
+      const std::string* token = nullptr;
+      unsigned roles = 0;
+      if (client_nonce.size() >= 32 && client_nonce.size() <= 128) {
+        if (equal_constant_time(hmac, client_proof(server_.options.token, nonce_, client_nonce, binding))) {
+          token = &server_.options.token;
+          roles = kAllRoles;
+        }
+        for (const auto& t : server_.options.role_tokens) {
+          if (token == nullptr && equal_constant_time(hmac, client_proof(t.token, nonce_, client_nonce, binding))) {
+            token = &t.token;
+            roles = t.roles;
+          }
+        }
+      }
+      if (token != nullptr) {
         authed_ = true;
+        roles_ = roles;
         server_.auth_backoff.erase(peer_ip_);
-        reply(m, {{"hmac", agent_proof(server_.options.token, nonce_, client_nonce, binding)}});
+        reply(m, {{"hmac", agent_proof(*token, nonce_, client_nonce, binding)}, {"roles", role_names(roles)}});
       } else {
         server_.auth_failed(peer_ip_);
         fatal(re, "authentication failed: wrong HMAC-SHA256 of the nonce for this agent's token");
@@ -369,6 +386,11 @@ class Session : public std::enable_shared_from_this<Session> {
       }
       refuse(m, fmt::format("{} refused: not authenticated; answer hello with auth {{hmac: HMAC-SHA256(token, nonce)}}",
                             type));
+      return;
+    }
+    if (const unsigned needed = roles_needed(type); (roles_ & needed) != needed) {
+      refuse(m, fmt::format("{} refused: this client's token has the role(s) {}; {} needs {}", type, role_names(roles_),
+                            type, needed == kAllRoles ? "every role" : role_names(needed)));
       return;
     }
     // Whatever a request holds, one bad message costs its sender a refusal,
@@ -456,6 +478,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string peer_ip_;
   std::string nonce_;
   bool authed_ = false;
+  unsigned roles_ = 0;  // what the token it authenticated with allows (protocol.h)
   bool subscribed_ = false;
   bool closing_ = false;
   bool writing_ = false;
@@ -691,7 +714,28 @@ AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>())
       throw Error(ErrorCategory::config, fmt::format("state directory {} belongs to uid {}, not this agent's {}",
                                                      s.options.state_dir, st.st_uid, ::geteuid()));
     }
-    ::chmod(s.options.state_dir.c_str(), 0700);
+    // Ranks that run as another user reach their run's directory through
+    // it: then others may pass through (not list) it and runs/.
+    const RankUser rank_user = resolve_rank_user(s.options.rank_user, ::geteuid());
+    ::chmod(s.options.state_dir.c_str(), rank_user.switch_to ? 0711 : 0700);
+    ::chmod((s.options.state_dir + "/runs").c_str(), rank_user.switch_to ? 0711 : 0700);
+    if (rank_user.switch_to) {
+      if (const auto blocked = blocked_on_the_way(rank_user, s.options.state_dir + "/runs"); !blocked.empty()) {
+        throw Error(ErrorCategory::config,
+                    fmt::format("ranks run as user '{}', who cannot reach {}/runs: {} is in the way; let others "
+                                "pass through it (chmod o+x), or choose another --state-dir or --rank-user",
+                                rank_user.name, s.options.state_dir, blocked));
+      }
+      const std::string cli_dir = std::filesystem::path(s.options.cli_path).parent_path().string();
+      if (!s.options.cli_path.empty()) {
+        if (const auto blocked = blocked_on_the_way(rank_user, cli_dir.empty() ? "." : cli_dir); !blocked.empty()) {
+          throw Error(ErrorCategory::config,
+                      fmt::format("ranks run as user '{}', who cannot reach {}: {} is in the way; install it where "
+                                  "others may run it, or choose another --rank-user",
+                                  rank_user.name, s.options.cli_path, blocked));
+        }
+      }
+    }
   }
   // Every client authenticates, on loopback too: without --token-file the
   // agent's own token, which local tools of its user read from there.

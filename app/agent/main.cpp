@@ -17,6 +17,9 @@ int main(int argc, char** argv) {
   std::string token_file;
   bool print_port = false;
   app.add_option("--listen", options.listen, "ADDR:PORT to serve (port 0: any free port)")->capture_default_str();
+  std::string role_tokens_file;
+  app.add_option("--role-tokens", role_tokens_file,
+                 "File of more tokens, one a line as ROLES TOKEN (ROLES: read, run, fault, comma-separated), mode 600");
   app.add_option("--token-file", token_file, "File whose first line is the shared token (required beyond loopback)");
   app.add_option("--topology-file", options.topology_file,
                  "NCCL or hwloc XML to report instead of discovering this machine (shown as declared)");
@@ -29,6 +32,9 @@ int main(int argc, char** argv) {
   app.add_option("--state-dir", options.state_dir,
                  "Directory of the agent's state, made private to its user; runs/<run_id>/ holds the files a run's "
                  "variables name (default: /var/lib/ringmaster for root, else ~/.local/state/ringmaster)");
+  app.add_option("--rank-user", options.rank_user,
+                 "User the ranks run as when the agent is root, with that user's groups (default: nobody; root "
+                 "must be named); an agent that is not root runs them as its own user");
   app.add_option("--max-ranks", options.max_ranks, "Ranks running at once, over all runs")->capture_default_str();
   app.add_option("--max-runs", options.max_runs, "Runs at once")->capture_default_str();
   app.add_option("--max-client-queue", options.max_client_queue_bytes,
@@ -46,6 +52,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (!token_file.empty()) options.token = ringmaster::agent::read_token_file(token_file);
+    if (!role_tokens_file.empty()) options.role_tokens = ringmaster::agent::read_role_tokens_file(role_tokens_file);
     if (options.cli_path.empty()) {
       options.cli_path = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "ringmaster-cli").string();
     }

@@ -171,6 +171,8 @@ class Cluster {
 
   // Starts each host's agent and connects to it from this namespace.
   void start_agents(const std::string& agent_path, const agent::AgentClient::MessageHandler& on_message) {
+    // The ranks run as whoever runs the scenarios, as they would without agents.
+    const std::string rank_user = agent::effective_user_name();
     for (std::size_t i = 0; i < namespaces_.size(); ++i) {
       int out[2];
       if (::pipe(out) != 0) throw Error(ErrorCategory::internal, "pipe failed");
@@ -181,7 +183,7 @@ class Cluster {
         ::execlp("ip", "ip", "netns", "exec", namespaces_[i].c_str(), agent_path.c_str(), "--listen",
                  (address(static_cast<int>(i)) + ":29600").c_str(), "--token-file", token_file_.c_str(), "--state-dir",
                  (private_dir_ + "/host" + std::to_string(i)).c_str(), "--allow-fault-injection", "--print-port",
-                 static_cast<char*>(nullptr));
+                 "--rank-user", rank_user.c_str(), static_cast<char*>(nullptr));
         _exit(127);
       }
       ::close(out[1]);

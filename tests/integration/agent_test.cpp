@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -945,8 +946,68 @@ TEST(AgentHardening, RunEnvironmentIsAllowlistedAndConfined) {
   EXPECT_TRUE(events.back()["event"].value("ok", false)) << events.back().dump();
   const std::string log = a.state_dir + "/runs/debug-file/debug.log";
   EXPECT_TRUE(std::filesystem::exists(log)) << log;
-  EXPECT_EQ(std::filesystem::status(a.state_dir).permissions() & std::filesystem::perms::others_all,
-            std::filesystem::perms::none);
+  // Others may pass through to a run's directory (ranks run as another
+  // user when the agent is root), never list or write it.
+  using std::filesystem::perms;
+  EXPECT_EQ(std::filesystem::status(a.state_dir).permissions() &
+                (perms::others_read | perms::others_write | perms::group_read | perms::group_write),
+            perms::none);
+}
+
+// The uid that owns the file a run's rank wrote (its NCCL_DEBUG_FILE).
+static uid_t debug_file_owner(Agent& a, const std::string& run_id) {
+  Inbox inbox;
+  auto watcher = agent::AgentClient::connect(a.options(), inbox.handler());
+  watcher->call({{"type", "subscribe"}});
+  auto client = agent::AgentClient::connect(a.options());
+  client->call(one_rank_run(run_id, {{"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_FILE", "debug.log"}}));
+  const auto events = inbox.run_events(run_id, 1, 60s);
+  EXPECT_FALSE(events.empty());
+  if (!events.empty()) {
+    EXPECT_TRUE(events.back()["event"].value("ok", false)) << events.back().dump();
+  }
+  struct stat st = {};
+  const std::string log = a.state_dir + "/runs/" + run_id + "/debug.log";
+  EXPECT_EQ(::stat(log.c_str(), &st), 0) << log;
+  return st.st_uid;
+}
+
+// An agent running as root started its ranks as root: a client's run ran
+// with every privilege the agent has. Ranks now run as `nobody` unless
+// --rank-user names another user (root must be named), with that user's
+// groups, in a run directory that user owns; a user that does not exist
+// stops the agent at start.
+TEST(AgentHardening, RanksRunAsAnUnprivilegedUser) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: the agent switches users only as root";
+  {
+    Agent a;
+    EXPECT_EQ(debug_file_owner(a, "as-nobody"), ::getpwnam("nobody")->pw_uid);
+  }
+  {
+    Agent a({"--rank-user", "root"});
+    EXPECT_EQ(debug_file_owner(a, "as-root"), 0u);
+  }
+  auto refused = testing_support::spawn(
+      {RINGMASTER_AGENT, "--listen", "127.0.0.1:0", "--state-dir",
+       ::testing::TempDir() + "agent-state-nouser-" + std::to_string(::getpid()), "--rank-user", "no-such-user-here"},
+      {}, true);
+  refused.finish();
+  EXPECT_NE(refused.exit_code(), 0);
+  EXPECT_NE(refused.output.find("rank user 'no-such-user-here' does not exist"), std::string::npos) << refused.output;
+  // A state directory the rank user cannot reach stops the agent at start,
+  // naming the directory in the way, rather than failing every run.
+  const std::string closed = ::testing::TempDir() + "agent-closed-" + std::to_string(::getpid());
+  std::filesystem::create_directories(closed);
+  ::chmod(closed.c_str(), 0700);
+  auto blocked =
+      testing_support::spawn({RINGMASTER_AGENT, "--listen", "127.0.0.1:0", "--state-dir", closed + "/state"}, {}, true);
+  blocked.finish();
+  EXPECT_NE(blocked.exit_code(), 0);
+  EXPECT_NE(blocked.output.find("ranks run as user 'nobody', who cannot reach " + closed + "/state/runs: " + closed +
+                                " (mode 0700"),
+            std::string::npos)
+      << blocked.output;
+  std::filesystem::remove_all(closed);
 }
 
 // Nesting: a 160 KB frame of nested arrays before authentication crashed
@@ -1126,6 +1187,70 @@ TEST(AgentHardening, TokenFilesOpenToOthersOrShortAreRefused) {
     EXPECT_NE(child.output.find(expect), std::string::npos) << child.output;
     EXPECT_NE(child.output.find(file), std::string::npos) << child.output;
   }
+}
+
+// Every token could do everything. Tokens now carry roles, as the
+// kubelet splits read from write: --role-tokens gives a dashboard a
+// read-only token and a launcher one that may run but not inject faults;
+// the agent's own token keeps every role. The reply to auth names them.
+TEST(AgentHardening, TokensCarryRoles) {
+  const std::string reader = "reader-token-0123456789abcdef";
+  const std::string runner = "runner-token-0123456789abcdef";
+  const std::string file =
+      write_token("agent-role-tokens", "# a dashboard\nread " + reader + "\n\nread,run " + runner + "\n");
+  Agent a({"--role-tokens", file, "--allow-fault-injection"});
+  auto refused = [](agent::AgentClient& c, const json& m, const std::string& needs) {
+    try {
+      c.call(m);
+      ADD_FAILURE() << m["type"] << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("needs " + needs), std::string::npos) << e.what();
+    }
+  };
+  // A fault the agent refuses for its value, after the role check.
+  const json fault = {{"type", "fault"}, {"fault", {{"kind", "delay"}, {"interface", "lo"}, {"ms", "fifty"}}}};
+  {
+    auto c = agent::AgentClient::connect(a.options(reader));
+    EXPECT_EQ(c->call({{"type", "inventory"}})["type"], "reply");
+    EXPECT_EQ(c->call({{"type", "subscribe"}})["type"], "reply");
+    refused(*c, one_rank_run("by-reader"), "run");
+    refused(*c, {{"type", "cancel"}, {"run_id", "x"}}, "run");
+    refused(*c, fault, "fault");
+    refused(*c, {{"type", "shutdown"}}, "every role");
+  }
+  {
+    Inbox inbox;
+    auto c = agent::AgentClient::connect(a.options(runner), inbox.handler());
+    c->call({{"type", "subscribe"}});
+    c->call(one_rank_run("by-runner"));
+    const auto events = inbox.run_events("by-runner", 1, 60s);
+    ASSERT_FALSE(events.empty());
+    EXPECT_TRUE(events.back()["event"].value("ok", false)) << events.back().dump();
+    refused(*c, fault, "fault");
+    refused(*c, {{"type", "fault_clear"}}, "fault");
+  }
+  {
+    // The agent's own token: every role (the fault is refused for its
+    // value, not its role).
+    auto c = agent::AgentClient::connect(a.options());
+    try {
+      c->call(fault);
+      ADD_FAILURE() << "a delay of 'fifty' ms was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).find("needs"), std::string::npos) << e.what();
+    }
+    c->call({{"type", "fault_clear"}});
+  }
+  EXPECT_TRUE(a.alive());
+  // A bad line stops the agent, naming the file and the line.
+  const std::string bad = write_token("agent-role-tokens-bad", "read " + reader + "\nadmin " + runner + "\n");
+  auto child = testing_support::spawn({RINGMASTER_AGENT, "--listen", "127.0.0.1:0", "--role-tokens", bad, "--state-dir",
+                                       ::testing::TempDir() + "agent-state-bad-roles"},
+                                      {}, true);
+  child.finish();
+  EXPECT_NE(child.exit_code(), 0);
+  EXPECT_NE(child.output.find(bad + " line 2: unknown role"), std::string::npos) << child.output;
+  EXPECT_EQ(child.output.find(runner), std::string::npos) << "the token is echoed: " << child.output;
 }
 
 // After a wrong HMAC the client's address waits, longer each time: two

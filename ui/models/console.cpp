@@ -158,8 +158,10 @@ bool Console::start_local_agents(int n, const QString& agent_path, QString* erro
     auto* p = new QProcess;
     p->setProcessChannelMode(QProcess::SeparateChannels);
     p->setProcessChannelMode(QProcess::ForwardedErrorChannel);
+    // Local agents run the ranks as the console's user, as a local launch would.
     p->start(agent_path, {"--listen", "127.0.0.1:0", "--print-port", "--token-file", local_dir_->filePath("token"),
-                          "--state-dir", local_dir_->filePath(QString("agent-%1").arg(local_.size()))});
+                          "--state-dir", local_dir_->filePath(QString("agent-%1").arg(local_.size())), "--rank-user",
+                          QString::fromStdString(agent::effective_user_name())});
     local_.append(p);
     QByteArray line;
     if (p->waitForStarted(5000)) {

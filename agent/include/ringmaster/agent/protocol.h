@@ -101,6 +101,26 @@ inline constexpr std::size_t kMinTokenBytes = 16;
 // than kMinTokenBytes.
 std::string read_token_file(const std::string& path);
 
+// What a client may do, by the token it authenticated with (the kubelet's
+// split): read (ping, inventory, subscribe), run (run, cancel), fault
+// (fault, fault_clear). The agent's own token (or --token-file's) has all
+// of them, and only all of them may shut the agent down.
+enum Role : unsigned { kRoleRead = 1, kRoleRun = 2, kRoleFault = 4, kAllRoles = 7 };
+struct RoleToken {
+  unsigned roles = 0;
+  std::string token;
+};
+// "read,run"
+std::string role_names(unsigned roles);
+// The roles a message type needs (0 for auth).
+unsigned roles_needed(std::string_view type);
+// Reads a file of tokens with roles, one a line: ROLES TOKEN, ROLES a
+// comma-separated list of read, run and fault; blank lines and lines from
+// '#' are skipped. The file is checked as read_token_file checks (mode
+// 0600, regular, at most 64 KiB) and every token as long. Throws
+// Error(config) naming the file and line.
+std::vector<RoleToken> read_role_tokens_file(const std::string& path);
+
 // The agent's state directory when none is given: /var/lib/ringmaster for
 // root, else $XDG_STATE_HOME/ringmaster or ~/.local/state/ringmaster.
 std::string default_state_dir();
@@ -110,6 +130,10 @@ std::string token_path(const std::string& state_dir);
 // The agent's token from that file, made first when there is none.
 // Throws Error(config) as read_token_file does, or when it cannot be made.
 std::string load_or_create_token(const std::string& state_dir);
+// The name of this process's effective user ("root"; the uid in digits
+// when it has no name). Launchers of local agents run the ranks as the
+// user who launched them: --rank-user with this.
+std::string effective_user_name();
 // The token of an agent on this machine that uses the default state
 // directory, when this user can read it; empty otherwise.
 std::string local_agent_token();

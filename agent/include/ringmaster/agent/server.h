@@ -6,12 +6,16 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include "ringmaster/agent/protocol.h"
 
 namespace ringmaster::agent {
 
 struct AgentOptions {
   std::string listen = "127.0.0.1:29600";  // ADDR:PORT; port 0 picks a free one
-  std::string token;                       // empty: STATE_DIR/agent.token, made at first start
+  std::string token;                       // empty: STATE_DIR/agent.token, made at first start; every role
+  std::vector<RoleToken> role_tokens;      // more tokens, each with its roles (--role-tokens)
   std::string topology_file;               // declared topology; empty: hwloc discovery
   std::string cli_path;                    // the ringmaster-cli that runs ranks
   std::string metrics_listen;              // ADDR:PORT for Prometheus GET /metrics; empty: off
@@ -19,6 +23,9 @@ struct AgentOptions {
   // file-naming variables (NCCL_DEBUG_FILE, ...) name. Empty: the default
   // (default_state_dir()).
   std::string state_dir;
+  // Who ranks run as when the agent is root: empty means `nobody`; "root"
+  // must be said. An agent that is not root runs them as its own user.
+  std::string rank_user;
   int max_ranks = 256;                             // ranks running on this agent at once, over all runs
   int max_runs = 16;                               // runs at once
   std::size_t max_connections = 1024;              // control connections at once
