@@ -6,12 +6,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "net/socket.h"
 #include "process.h"
@@ -147,6 +152,37 @@ TEST(InitSucceeds, BootstrapListensInsideThePortRange) {
     EXPECT_GE(port, 27100) << detail;
     EXPECT_LE(port, 27140) << detail;
   }
+}
+
+// Rank 0's store listened on every address of the host, whatever
+// MASTER_ADDR said: with MASTER_ADDR=127.0.0.1 any machine that reached the
+// host could read and write the job's keys. It now listens on MASTER_ADDR's
+// address: 127.0.0.2 (loopback too, another address) is refused while the
+// job still completes over 127.0.0.1.
+TEST(InitSucceeds, StoreListensOnMasterAddrOnly) {
+  Job job(2);
+  job.start(0);
+  auto connects = [&](const char* ip) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(job.port());
+    ::inet_pton(AF_INET, ip, &a.sin_addr);
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    ::close(fd);
+    return ok;
+  };
+  bool up = false;
+  for (int i = 0; i < 500 && !up; ++i) {
+    up = connects("127.0.0.1");
+    if (!up) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(up) << "rank 0's store did not listen within 5 s";
+  EXPECT_FALSE(connects("127.0.0.2")) << "the store answers on an address other than MASTER_ADDR's";
+  job.start(1);
+  const auto results = job.finish();
+  for (int r = 0; r < 2; ++r)
+    expect_all_stages_in_order(results[r], r);
 }
 
 TEST(InitFails, NothingListensOnMasterPort) {

@@ -214,12 +214,20 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
   stages.run(Stage::store_connect, [&] {
     const auto deadline = stages.stage_begin() + c.store_timeout;
     if (host_store) {
+      // On MASTER_ADDR's own address when it is this host's, where every
+      // rank connects (127.0.0.1 stays on loopback); on every address only
+      // when the store is hosted for an address that is not local (a
+      // forwarded one).
+      const std::string listen_host = is_local_address(master_addresses[0]) ? master_addresses[0].host() : "";
       try {
         s.store_server = std::make_unique<TcpStoreServer>(
-            StoreServerOptions{.host = "", .port = c.master_port, .expected_clients = c.world_size});
+            StoreServerOptions{.host = listen_host, .port = c.master_port, .expected_clients = c.world_size});
       } catch (const Error& e) {
         auto f = stages.failure("rank 0 cannot host the store on MASTER_PORT " + std::to_string(c.master_port));
-        f.local_address = "*:" + std::to_string(c.master_port);
+        f.local_address = (listen_host.empty()                          ? std::string("*")
+                           : listen_host.find(':') != std::string::npos ? "[" + listen_host + "]"
+                                                                        : listen_host) +
+                          ":" + std::to_string(c.master_port);
         f.errno_text = e.status().message();
         f.hint = hint_store_port_in_use(c.master_port);
         throw StageError(f);
