@@ -332,6 +332,36 @@ TEST(Topology, HostileFilesAreRefusedBeforeTheReaders) {
             std::string::npos);
 }
 
+// Three hwloc XML files that fuzz_topology_xml derived from a real
+// machine's file, each one edit away from it. The first two stopped the
+// process inside hwloc 2.9 (a NULL complete_cpuset, an assertion on an
+// empty bitmap word); the third gave the reader an enum value out of its
+// range. Each is now refused with the line and attribute, or read whole.
+TEST(Topology, HwlocXmlThatBrokeHwlocIsRefusedOrRead) {
+  std::ifstream in(kHwloc);
+  const std::string real((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto edited = [&](const std::string& from, const std::string& to) {
+    std::string text = real;
+    const auto at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return at == std::string::npos ? text : text.replace(at, from.size(), to);
+  };
+  auto error_of = [](const std::string& text) {
+    try {
+      Topology::from_hwloc_xml(text, "edited.xml");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(loaded)");
+  };
+  EXPECT_NE(error_of(edited("complete_cpuset=\"0x00001001\"", "complete_cpuste=\"0x00001001\""))
+                .find("has cpuset but not complete_cpuset"),
+            std::string::npos);
+  EXPECT_NE(error_of(edited("cpuset=\"0x00555555\"", "cpuset=\"0x00555555,\"")).find("cpuset is not an hwloc bitmap"),
+            std::string::npos);
+  EXPECT_EQ(error_of(edited("bridge_type=\"1-1\"", "bridge_type=\"2-1\"")), "(loaded)");
+}
+
 TEST(ChannelSearch, BinaryTreesAreTreesAndComplementary) {
   for (int n = 1; n <= 40; ++n) {
     std::vector<std::vector<int>> children[2];

@@ -1,5 +1,9 @@
 #include "kernels/reduce.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -40,6 +44,15 @@ const ReduceTable& table_for(IsaLevel level) noexcept {
   }
 }
 
+#if defined(RINGMASTER_X86_KERNELS)
+// F16C (CPUID.1:ECX[29]) from CPUID itself: not every compiler's
+// __builtin_cpu_supports knows the name.
+bool cpu_has_f16c() noexcept {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+}
+#endif
+
 // The features the levels need, as this CPU reports them, for errors.
 std::string cpu_description() {
 #if defined(RINGMASTER_X86_KERNELS)
@@ -52,7 +65,7 @@ std::string cpu_description() {
   };
   note("sse2", __builtin_cpu_supports("sse2") != 0);
   note("avx2", __builtin_cpu_supports("avx2") != 0);
-  note("f16c", __builtin_cpu_supports("f16c") != 0);
+  note("f16c", cpu_has_f16c());
   note("avx512f", __builtin_cpu_supports("avx512f") != 0);
   note("avx512bw", __builtin_cpu_supports("avx512bw") != 0);
   note("avx512dq", __builtin_cpu_supports("avx512dq") != 0);
@@ -186,7 +199,7 @@ bool cpu_supports(IsaLevel level) noexcept {
     case IsaLevel::sse2:
       return __builtin_cpu_supports("sse2") != 0;
     case IsaLevel::avx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && cpu_has_f16c();
     case IsaLevel::avx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");

@@ -27,7 +27,9 @@
 #define RINGMASTER_HAVE_STREAMING_STORES 1
 // GCC 12's AVX-512 conversion intrinsics start from an "undefined" register
 // that -Wmaybe-uninitialized reports as a false positive.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 
 namespace ringmaster::kernels::RINGMASTER_ISA {

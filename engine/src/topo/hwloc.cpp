@@ -4,10 +4,12 @@
 #include <hwloc.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <memory>
 #include <pugixml.hpp>
+#include <vector>
 
 #include "base/log.h"
 #include "ringmaster/status.h"
@@ -17,6 +19,18 @@
 
 namespace ringmaster::topo {
 namespace {
+
+// An enum field of an hwloc object as the integer it holds. hwloc keeps
+// what an XML file says there (bridge_type="2-1"), in or out of the
+// enum's range, and loading an out-of-range value as the enum is
+// undefined (found by fuzz_topology_xml under UBSan).
+template <class Enum>
+int enum_value(const Enum& field) noexcept {
+  static_assert(sizeof(Enum) == sizeof(int));
+  int value = 0;
+  std::memcpy(&value, &field, sizeof(value));
+  return value;
+}
 
 struct TopologyDeleter {
   void operator()(hwloc_topology* t) const { hwloc_topology_destroy(t); }
@@ -105,7 +119,7 @@ class HwlocReader {
       case HWLOC_OBJ_BRIDGE: {
         const auto& b = obj->attr->bridge;
         int id = -1;
-        if (b.upstream_type == HWLOC_OBJ_BRIDGE_HOST) {
+        if (enum_value(b.upstream_type) == HWLOC_OBJ_BRIDGE_HOST) {
           id = topo_.add_node(NodeKind::host_bridge, parent, "HostBridge");
         } else {
           const auto& p = b.upstream.pci;
@@ -126,7 +140,7 @@ class HwlocReader {
         return;
       }
       case HWLOC_OBJ_OS_DEVICE: {
-        const auto type = obj->attr->osdev.type;
+        const int type = enum_value(obj->attr->osdev.type);
         const std::string name = obj->name ? obj->name : "";
         Node& up = topo_.node(parent);
         if (type == HWLOC_OBJ_OSDEV_NETWORK || type == HWLOC_OBJ_OSDEV_OPENFABRICS) {
@@ -194,6 +208,69 @@ Topology Topology::discover() {
   return topo;
 }
 
+namespace {
+
+// A bitmap as hwloc writes one: "0xf...f" (all), or 0x-hex words of at
+// most 8 digits separated by commas, after an optional "0xf...f,". hwloc
+// 2.9 asserts on anything else (an empty word aborted the process).
+bool is_hwloc_bitmap(std::string_view text) {
+  constexpr std::string_view kAll = "0xf...f";
+  if (text == kAll) return true;
+  if (text.starts_with(kAll)) {
+    if (text.size() == kAll.size() || text[kAll.size()] != ',') return false;
+    text.remove_prefix(kAll.size() + 1);
+  }
+  for (;;) {
+    const auto comma = text.find(',');
+    const std::string_view word = text.substr(0, comma);
+    if (word.size() < 3 || word.size() > 10 || !word.starts_with("0x")) return false;
+    for (const char c : word.substr(2)) {
+      if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+    }
+    if (comma == std::string_view::npos) return true;
+    text.remove_prefix(comma + 1);
+  }
+}
+
+// hwloc 2.9 trusts that an object with a cpuset (nodeset) also has the
+// complete one, as its export always writes: an object with only one of
+// them crashed it inside hwloc_topology_load (found by fuzz_topology_xml).
+// Checked here first, without recursion.
+void check_hwloc_sets(const pugi::xml_node& root, std::string_view text, std::string_view source) {
+  std::vector<pugi::xml_node> pending = {root};
+  while (!pending.empty()) {
+    const pugi::xml_node node = pending.back();
+    pending.pop_back();
+    for (const pugi::xml_node child : node.children())
+      pending.push_back(child);
+    if (std::string_view(node.name()) != "object") continue;
+    for (const pugi::xml_attribute attribute : node.attributes()) {
+      const std::string_view name = attribute.name();
+      if (name.ends_with("cpuset") || name.ends_with("nodeset")) {
+        if (!is_hwloc_bitmap(attribute.value())) {
+          throw Error(ErrorCategory::config,
+                      fmt::format("{}:{}: <object type=\"{}\"> {} is not an hwloc bitmap (0x-hex words separated by "
+                                  "commas)",
+                                  source, line_of(text, node.offset_debug()), node.attribute("type").value(), name));
+        }
+      }
+    }
+    for (const char* set : {"cpuset", "nodeset"}) {
+      const std::string complete = std::string("complete_") + set;
+      const bool has_set = !node.attribute(set).empty();
+      const bool has_complete = !node.attribute(complete.c_str()).empty();
+      if (has_set != has_complete) {
+        throw Error(ErrorCategory::config,
+                    fmt::format("{}:{}: <object type=\"{}\"> has {} but not {}; hwloc writes both", source,
+                                line_of(text, node.offset_debug()), node.attribute("type").value(),
+                                has_set ? set : complete, has_set ? complete : set));
+      }
+    }
+  }
+}
+
+}  // namespace
+
 Topology read_hwloc_xml(std::string_view text, std::string_view source) {
   // hwloc reports problems on stderr without a line; check what we can
   // name first. hwloc 2.x reads its own 2.x files and 1.x ones.
@@ -209,6 +286,7 @@ Topology read_hwloc_xml(std::string_view text, std::string_view source) {
                 fmt::format("{}:{}: hwloc XML version {} is newer than this hwloc reads (versions 1.x and {}.x)",
                             source, line_of(text, root.offset_debug()), version, HWLOC_API_VERSION >> 16));
   }
+  check_hwloc_sets(root, text, source);
   auto hw = make_topology();
   hwloc_topology_set_io_types_filter(hw.get(), HWLOC_TYPE_FILTER_KEEP_ALL);
   const std::string copy(text);  // hwloc wants a NUL-terminated buffer

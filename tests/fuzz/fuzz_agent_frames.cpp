@@ -1,0 +1,44 @@
+// The agent's control-port input as a client can send it: bytes cut into
+// frames by the frame decoder (fed in two pieces, as TCP may deliver them),
+// each frame's JSON checked for depth and against the message schema, as
+// the agent does before it acts on a message. Nothing may crash, hang or
+// leak; every frame is either a message or a clear refusal.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "ringmaster/agent/protocol.h"
+#include "ringmaster/status.h"
+#include "run_env.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace ringmaster::agent;
+  const char* bytes = reinterpret_cast<const char*>(data);
+  const std::size_t cut = size == 0 ? 0 : data[0] % (size + 1);
+  for (const std::uint32_t limit : {std::uint32_t{4096}, kMaxFrameBytes}) {  // before and after auth
+    FrameDecoder decoder(limit);
+    try {
+      decoder.feed(bytes, cut);
+      decoder.feed(bytes + cut, size - cut);
+      for (int frames = 0; frames < 1024; ++frames) {
+        auto message = decoder.next();
+        if (!message) break;
+        if (check_client_message(*message)) continue;
+        // A run's id and environment, as the agent checks them next.
+        if ((*message)["type"] == "run") {
+          try {
+            check_run_id((*message)["run_id"].get<std::string>());
+            if (message->contains("env")) (void)checked_run_env((*message)["env"], "/nonexistent/runs/fuzz");
+          } catch (const ringmaster::Error&) {
+          }
+        }
+      }
+      if (decoder.pending() > 0) (void)decoder.truncation();
+    } catch (const ringmaster::Error&) {
+      // A refused frame: the agent answers and closes this connection.
+    }
+  }
+  (void)json_depth(std::string_view(bytes, size), kMaxJsonDepth);
+  return 0;
+}
