@@ -8,6 +8,20 @@
 namespace ringmaster::agent {
 namespace {
 
+// `object[key]` as a T, or `fallback` when object is not an object, has no
+// such key, or holds another type there.
+template <class T>
+T field(const nlohmann::json& object, const char* key, T fallback) {
+  if (!object.is_object()) return fallback;
+  const auto it = object.find(key);
+  if (it == object.end()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const nlohmann::json::exception&) {
+    return fallback;
+  }
+}
+
 constexpr std::size_t kRunsKept = 16;  // series of older runs are dropped
 
 std::string label(const std::string& value) {
@@ -42,26 +56,35 @@ void Metrics::remember_run(const std::string& run) {
 }
 
 void Metrics::observe(const nlohmann::json& tagged) {
-  const std::string run = tagged.value("run_id", "");
-  const int rank = tagged.value("rank", -1);
-  const auto& e = tagged["event"];
-  const std::string type = e.value("type", "");
-  if (run.empty()) return;
+  // Events come from ranks, which may print any JSON: every field is
+  // looked up, never assumed (reading a missing key through a const json
+  // is undefined behaviour; the ASan build's assertions stopped the agent
+  // on a rank's `result` without `out_of_place`).
+  const std::string run = field(tagged, "run_id", std::string());
+  const int rank = field(tagged, "rank", -1);
+  const auto event = tagged.is_object() ? tagged.find("event") : tagged.end();
+  if (run.empty() || event == tagged.end() || !event->is_object()) return;
+  const auto& e = *event;
+  const std::string type = field(e, "type", std::string());
   remember_run(run);
   if (type == "failure") {
-    ++stage_failures_[e.value("stage", "?")];
+    ++stage_failures_[field(e, "stage", std::string("?"))];
   } else if (type == "sample") {
-    for (const auto& c : e.value("channels", nlohmann::json::array())) {
-      auto& ch = channels_[{run, rank, c.value("channel", 0)}];
-      ch.sent = c.value("bytes_sent", std::uint64_t{0});
-      ch.received = c.value("bytes_received", std::uint64_t{0});
-      ch.busy_ns = c.value("busy_ns", std::uint64_t{0});
+    const auto channels = e.find("channels");
+    if (channels == e.end() || !channels->is_array()) return;
+    for (const auto& c : *channels) {
+      if (!c.is_object()) continue;
+      auto& ch = channels_[{run, rank, field(c, "channel", 0)}];
+      ch.sent = field(c, "bytes_sent", std::uint64_t{0});
+      ch.received = field(c, "bytes_received", std::uint64_t{0});
+      ch.busy_ns = field(c, "busy_ns", std::uint64_t{0});
     }
   } else if (type == "result") {
     auto& r = results_[{run, rank}];
-    r.collective = e.value("collective", "");
-    r.bytes = e.value("bytes", std::uint64_t{0});
-    r.busbw = e["out_of_place"].value("busbw", 0.0);
+    r.collective = field(e, "collective", std::string());
+    r.bytes = field(e, "bytes", std::uint64_t{0});
+    const auto out_of_place = e.find("out_of_place");
+    r.busbw = out_of_place != e.end() ? field(*out_of_place, "busbw", 0.0) : 0.0;
   } else if (type == "rank_exit" || type == "rank_failed") {
     ++rank_ends_[{run, type == "rank_exit" ? "ok" : "failed"}];
   }
