@@ -2,8 +2,9 @@
 # Builds Ringmaster and runs every test: the README's test command and what
 # CI runs. Installs what it needs first (scripts/setup-deps).
 #
-#   ./test.sh                 everything (labels unit, integration, scenario, ui, slow, portability)
-#   ./test.sh -L unit         extra arguments go to ctest
+#   ./test.sh                 everything: labels unit, integration, scenario, ui, slow and
+#                             portability, then tests/sanitizers.sh (asan, tsan, fuzz)
+#   ./test.sh -L unit         extra arguments go to the release ctest, and skip the sanitizers
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -25,6 +26,16 @@ fi
 cmake --preset release "${configure_args[@]}"
 cmake --build --preset release --parallel "$(nproc)"
 
-# ctest prints its own summary ("N% tests passed, ...") and the label times;
-# its exit status is ours.
-ctest --preset release --parallel "$(nproc)" --timeout 900 "$@"
+# ctest prints its own summary ("N% tests passed, ...") and the label times.
+status=0
+ctest --preset release --parallel "$(nproc)" --timeout 900 "$@" || status=$?
+
+# Then the sanitizer and fuzzing stages, each in its own build tree:
+# ASan+UBSan over the unit label and the tests of what clients and files
+# send, TSan over the collectives' threaded suites, and every libFuzzer
+# target for a minute (tests/sanitizers.sh). Arguments narrow the release
+# tests above and leave these out.
+if [[ $# -eq 0 ]]; then
+  tests/sanitizers.sh || status=1
+fi
+exit "$status"
