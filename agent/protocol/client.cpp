@@ -256,6 +256,16 @@ std::unique_ptr<AgentClient> AgentClient::connect(const ClientOptions& options, 
           impl->socket.set_option(tcp::no_delay(true));
           if (options.tls) {
             impl->tls_context = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+            if (!options.tls_cert_file.empty()) {
+              boost::system::error_code ec;
+              impl->tls_context->use_certificate_chain_file(options.tls_cert_file, ec);
+              if (!ec) impl->tls_context->use_private_key_file(options.tls_key_file, asio::ssl::context::pem, ec);
+              if (ec) {
+                throw Error(ErrorCategory::config,
+                            fmt::format("--tls-cert {} / --tls-key {}: {}", options.tls_cert_file, options.tls_key_file,
+                                        ec.message()));
+              }
+            }
             if (!options.tls_ca_file.empty()) {
               boost::system::error_code ec;
               impl->tls_context->load_verify_file(options.tls_ca_file, ec);

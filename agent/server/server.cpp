@@ -756,6 +756,9 @@ AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>())
   if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) throw Error(ErrorCategory::network, fmt::format("cannot listen on {}: {}", s.options.listen, ec.message()));
 
+  if (!s.options.tls_client_ca.empty() && s.options.tls_cert.empty()) {
+    throw Error(ErrorCategory::config, "--tls-client-ca needs TLS: --tls-cert and --tls-key");
+  }
   if (!s.options.tls_cert.empty() || !s.options.tls_key.empty()) {
     if (s.options.tls_cert.empty() || s.options.tls_key.empty()) {
       throw Error(ErrorCategory::config, "TLS needs both --tls-cert and --tls-key");
@@ -776,6 +779,14 @@ AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>())
     if (ec) throw Error(ErrorCategory::config, fmt::format("--tls-cert {}: {}", s.options.tls_cert, ec.message()));
     s.tls->use_private_key_file(s.options.tls_key, asio::ssl::context::pem, ec);
     if (ec) throw Error(ErrorCategory::config, fmt::format("--tls-key {}: {}", s.options.tls_key, ec.message()));
+    if (!s.options.tls_client_ca.empty()) {
+      s.tls->load_verify_file(s.options.tls_client_ca, ec);
+      if (ec) {
+        throw Error(ErrorCategory::config,
+                    fmt::format("--tls-client-ca {}: {}", s.options.tls_client_ca, ec.message()));
+      }
+      s.tls->set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
+    }
   }
   if (!s.options.metrics_listen.empty()) {
     const auto [mhost, mport] = split_listen(s.options.metrics_listen);

@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
                "Accept fault/fault_clear: nftables drops and tc delay/rate in this network namespace");
   app.add_option("--tls-cert", options.tls_cert, "PEM certificate (chain): serve the control port over TLS");
   app.add_option("--tls-key", options.tls_key, "PEM private key of --tls-cert");
+  app.add_option("--tls-client-ca", options.tls_client_ca,
+                 "PEM CA: clients must also present a certificate it signed (mutual TLS; needs --tls-cert)");
   app.add_option("--metrics", options.metrics_listen, "ADDR:PORT serving Prometheus GET /metrics (default: off)");
   app.add_option("--state-dir", options.state_dir,
                  "Directory of the agent's state, made private to its user; runs/<run_id>/ holds the files a run's "

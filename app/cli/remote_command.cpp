@@ -29,6 +29,7 @@ struct RemoteOptions {
   std::string token_file;
   bool tls = false;
   std::string tls_ca;
+  std::string tls_cert, tls_key;  // this client's, for agents that ask for one
   int np_per_agent = 1;
   std::string master_addr;
   double timeout_s = 600;
@@ -110,6 +111,8 @@ int run_remote(const RemoteOptions& o) {
     c.token = token;
     c.tls = o.tls || !o.tls_ca.empty();
     c.tls_ca_file = o.tls_ca;
+    c.tls_cert_file = o.tls_cert;
+    c.tls_key_file = o.tls_key;
     const std::string address = endpoints[i].host + ":" + std::to_string(endpoints[i].port);
     clients.push_back(agent::AgentClient::connect(
         c, [inbox](const json& m) { inbox->push(m); },
@@ -228,6 +231,8 @@ std::vector<std::unique_ptr<agent::AgentClient>> connect_all(const RemoteOptions
     c.token = token;
     c.tls = o.tls || !o.tls_ca.empty();
     c.tls_ca_file = o.tls_ca;
+    c.tls_cert_file = o.tls_cert;
+    c.tls_key_file = o.tls_key;
     clients.push_back(agent::AgentClient::connect(c));
   }
   return clients;
@@ -253,6 +258,9 @@ Runner add_remote_command(CLI::App& app) {
   remote->add_option("--token-file", o->token_file, "File with the agents' shared token");
   remote->add_flag("--tls", o->tls, "The agents serve TLS (encrypt; verify only with --tls-ca)");
   remote->add_option("--tls-ca", o->tls_ca, "CA certificate (PEM) that signed the agents' certificates; implies --tls");
+  remote->add_option("--tls-cert", o->tls_cert,
+                     "This client's certificate (PEM), for agents started with --tls-client-ca; needs --tls-key");
+  remote->add_option("--tls-key", o->tls_key, "Private key (PEM) of --tls-cert");
   remote->add_option("--np-per-agent", o->np_per_agent, "Ranks each agent runs")->capture_default_str();
   remote->add_option("--master-addr", o->master_addr, "Address the ranks reach the first agent at (default: its host)");
   remote->add_option("--timeout", o->timeout_s, "Seconds the whole run may take")->capture_default_str();

@@ -565,6 +565,60 @@ TEST(Agent, TlsWithAVerifiedCertificate) {
   EXPECT_FALSE(handshake("-tls1_2 -cipher ECDHE-RSA-AES128-SHA")) << "CBC with SHA-1 accepted";
 }
 
+// Optional client certificates (mutual TLS): an agent started with
+// --tls-client-ca serves only clients whose certificate that CA signed,
+// on top of the token; a client with none, or one another CA signed, does
+// not get past the handshake.
+TEST(Agent, TlsClientCertificatesWhenAsked) {
+  const std::string dir = ::testing::TempDir() + "mtls-" + std::to_string(::getpid()) + "/";
+  std::filesystem::create_directories(dir);
+  const std::string make = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 2>/dev/null";
+  const std::string sign = "openssl x509 -req -days 1 -CA " + dir + "ca.crt -CAkey " + dir + "ca.key -CAcreateserial";
+  const bool made =
+      ::system((make + " -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout " + dir + "agent.key -out " +
+                dir + "agent.crt")
+                   .c_str()) == 0 &&
+      ::system((make + " -subj /CN=clients -keyout " + dir + "ca.key -out " + dir + "ca.crt").c_str()) == 0 &&
+      ::system(("openssl req -newkey rsa:2048 -nodes -subj /CN=console -keyout " + dir + "client.key -out " + dir +
+                "client.csr 2>/dev/null")
+                   .c_str()) == 0 &&
+      ::system((sign + " -in " + dir + "client.csr -out " + dir + "client.crt 2>/dev/null").c_str()) == 0 &&
+      ::system((make + " -subj /CN=stranger -keyout " + dir + "stranger.key -out " + dir + "stranger.crt").c_str()) ==
+          0;
+  if (!made) GTEST_SKIP() << "openssl (Debian package openssl) cannot make the test certificates";
+  Agent a({"--tls-cert", dir + "agent.crt", "--tls-key", dir + "agent.key", "--tls-client-ca", dir + "ca.crt"});
+  auto options = a.options();
+  options.tls = true;
+  options.tls_ca_file = dir + "agent.crt";
+  options.connect_timeout = 3000ms;
+  auto refused = [&](const agent::ClientOptions& o, const char* who) {
+    try {
+      agent::AgentClient::connect(o);
+      ADD_FAILURE() << who << " got through";
+    } catch (const Error& e) {
+      SUCCEED() << e.what();
+    }
+  };
+  refused(options, "a client without a certificate");
+  auto stranger = options;
+  stranger.tls_cert_file = dir + "stranger.crt";
+  stranger.tls_key_file = dir + "stranger.key";
+  refused(stranger, "a client whose certificate another CA signed");
+  auto known = options;
+  known.tls_cert_file = dir + "client.crt";
+  known.tls_key_file = dir + "client.key";
+  auto client = agent::AgentClient::connect(known);
+  EXPECT_EQ(client->call({{"type", "ping"}})["type"], "reply");
+  // The agent refuses the option without TLS, at start.
+  auto child = testing_support::spawn({RINGMASTER_AGENT, "--listen", "127.0.0.1:0", "--tls-client-ca", dir + "ca.crt",
+                                       "--state-dir", dir + "state-plain"},
+                                      {}, true);
+  child.finish();
+  EXPECT_NE(child.exit_code(), 0);
+  EXPECT_NE(child.output.find("--tls-client-ca needs TLS"), std::string::npos) << child.output;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Agent, CancelDeclaredTopologyAndShutdown) {
   Agent a({"--topology-file", RINGMASTER_TOPOLOGY_DIR "/p4d-24xl-topo.xml"});
   Inbox inbox;

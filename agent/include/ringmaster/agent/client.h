@@ -25,6 +25,9 @@ struct ClientOptions {
   // Verify the agent's certificate and host name against this CA (PEM);
   // empty: encrypt without verifying who answers.
   std::string tls_ca_file;
+  // This client's certificate and key (PEM), for an agent that asks for
+  // one (--tls-client-ca); empty: none.
+  std::string tls_cert_file, tls_key_file;
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds heartbeat{1000};      // a ping this often
   std::chrono::milliseconds silence_limit{3000};  // nothing heard this long: the agent is gone

@@ -33,6 +33,9 @@ struct AgentOptions {
   std::size_t max_client_queue_bytes = 64u << 20;  // unsent to one client; past it the client is dropped
   bool allow_fault_injection = false;              // fault / fault_clear (docs/protocol.md)
   std::string tls_cert, tls_key;                   // PEM files: serve the control port over TLS
+  // PEM CA: under TLS, every client must present a certificate it signed
+  // (mutual TLS), on top of the token. Empty: no client certificates.
+  std::string tls_client_ca;
   std::chrono::milliseconds heartbeat{1000};
   std::chrono::milliseconds client_silence_limit{10000};
   std::chrono::milliseconds auth_deadline{5000};  // a client that has not authenticated by then is dropped
