@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -68,8 +69,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   address.sin_family = AF_INET;
   address.sin_port = htons(server->port());
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    std::perror("connect to the store");
+  // libFuzzer's timers interrupt calls: an interrupted connect goes on in
+  // the background, and its outcome is read once the socket is writable.
+  int connected = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 ? 0 : errno;
+  if (connected == EINTR) {
+    pollfd p{fd, POLLOUT, 0};
+    while (::poll(&p, 1, 9000) < 0 && errno == EINTR) {
+    }
+    socklen_t length = sizeof(connected);
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &connected, &length) != 0) connected = errno;
+  }
+  if (connected != 0) {
+    std::fprintf(stderr, "connect to the store: %s\n", std::strerror(connected));
     std::abort();
   }
   if (size > 0 && (data[0] & 1) != 0) {
