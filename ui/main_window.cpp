@@ -2,6 +2,7 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QCheckBox>
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QCompleter>
@@ -10,6 +11,7 @@
 #include <QDoubleSpinBox>
 #include <QFile>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -67,6 +69,34 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   connect_row->addWidget(connect_button);
   connect_row->addWidget(disconnect_button);
   left_layout->addLayout(connect_row);
+  // TLS: the CA that signed the agents' certificates, and this console's
+  // certificate for agents started with --tls-client-ca.
+  auto* tls_row = new QHBoxLayout;
+  tls_ = new QCheckBox("TLS");
+  tls_->setObjectName("agentTls");
+  tls_->setToolTip("The agent serves TLS (ringmaster-agent --tls-cert)");
+  auto file_field = [](const char* name, const QString& hint, const QString& tip) {
+    auto* f = new QLineEdit;
+    f->setObjectName(name);
+    f->setPlaceholderText(hint);
+    f->setToolTip(tip);
+    f->setAccessibleName(hint);
+    return f;
+  };
+  tls_ca_ = file_field("agentTlsCa", "CA file", "PEM CA that signed the agents' certificates: verifies them");
+  tls_cert_ = file_field("agentTlsCert", "client certificate",
+                         "This console's PEM certificate, for agents started with --tls-client-ca");
+  tls_key_ = file_field("agentTlsKey", "client key", "Private key (PEM) of the client certificate");
+  agent_address_->setObjectName("agentAddress");
+  agent_address_->setAccessibleName("agent address");
+  token_file_->setObjectName("agentTokenFile");
+  token_file_->setAccessibleName("token file");
+  connect_button->setObjectName("agentConnect");
+  tls_row->addWidget(tls_);
+  tls_row->addWidget(tls_ca_, 2);
+  tls_row->addWidget(tls_cert_, 2);
+  tls_row->addWidget(tls_key_, 2);
+  left_layout->addLayout(tls_row);
 
   auto* form = new QFormLayout;
   collective_ = new QComboBox;
@@ -203,17 +233,15 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
       QMessageBox::warning(this, "Ringmaster", "Give the agent as host:port, e.g. 10.0.0.5:29600.");
       return;
     }
-    QString token;
-    if (!token_file_->text().isEmpty()) {
-      QFile f(token_file_->text());
-      if (!f.open(QIODevice::ReadOnly)) {
-        QMessageBox::warning(this, "Ringmaster", "Cannot read the token file " + token_file_->text());
-        return;
-      }
-      token = QString::fromUtf8(f.readLine()).trimmed();
+    AgentAccess access;
+    QString why;
+    if (!access_from_row(&access, &why)) {
+      QMessageBox::warning(this, "Ringmaster", why);
+      return;
     }
-    console_.connect_agent(text.left(colon), static_cast<quint16>(port), token);
-    remember_agent(text, token_file_->text());
+    console_.connect_agent(text.left(colon), static_cast<quint16>(port), access);
+    remember_agent(text, {token_file_->text(), tls_->isChecked() ? "tls" : "", tls_ca_->text(), tls_cert_->text(),
+                          tls_key_->text()});
   });
   connect(disconnect_button, &QPushButton::clicked, this, [this] {
     const auto rows = agents_view_->selectionModel()->selectedRows();
@@ -257,6 +285,7 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   restoreGeometry(settings.value("window/geometry").toByteArray());
   restoreState(settings.value("window/state").toByteArray());
   agent_address_->setText(settings.value("agents/last").toString());
+  fill_row_from_memory(agent_address_->text());
   refresh_completions();
   set_dark(settings.value("window/dark", false).toBool());
   update_status();
@@ -264,17 +293,57 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
 
 // Agents connected by hand, newest first (at most 10), with their token
 // files: offered as completions and by File > Connect to remembered agents.
-void MainWindow::remember_agent(const QString& address, const QString& token_file) {
+void MainWindow::remember_agent(const QString& address, const QStringList& access_files) {
   QSettings settings;
   QStringList recent = settings.value("agents/recent").toStringList();
-  const QString entry = address + "|" + token_file;
-  recent.removeAll(entry);
+  const QString entry = QStringList({address, access_files.join('|')}).join('|');
+  recent.erase(
+      std::remove_if(recent.begin(), recent.end(), [&](const QString& e) { return e.section('|', 0, 0) == address; }),
+      recent.end());
   recent.prepend(entry);
   while (recent.size() > 10)
     recent.removeLast();
   settings.setValue("agents/recent", recent);
   settings.setValue("agents/last", address);
   refresh_completions();
+}
+
+bool MainWindow::access_from_row(AgentAccess* access, QString* error) const {
+  if (!token_file_->text().isEmpty()) {
+    QFile f(token_file_->text());
+    if (!f.open(QIODevice::ReadOnly)) {
+      *error = "Cannot read the token file " + token_file_->text();
+      return false;
+    }
+    access->token = QString::fromUtf8(f.readLine()).trimmed();
+  }
+  access->tls_ca = tls_ca_->text().trimmed();
+  access->tls_cert = tls_cert_->text().trimmed();
+  access->tls_key = tls_key_->text().trimmed();
+  access->tls = tls_->isChecked() || !access->tls_ca.isEmpty() || !access->tls_cert.isEmpty();
+  if (access->tls_cert.isEmpty() != access->tls_key.isEmpty()) {
+    *error = "Give the client certificate and its key together.";
+    return false;
+  }
+  for (const QString& f : {access->tls_ca, access->tls_cert, access->tls_key}) {
+    if (!f.isEmpty() && !QFileInfo(f).isReadable()) {
+      *error = "Cannot read " + f;
+      return false;
+    }
+  }
+  return true;
+}
+
+void MainWindow::fill_row_from_memory(const QString& address) {
+  for (const auto& e : QSettings().value("agents/recent").toStringList()) {
+    if (e.section('|', 0, 0) != address) continue;
+    token_file_->setText(e.section('|', 1, 1));
+    tls_->setChecked(e.section('|', 2, 2) == "tls");
+    tls_ca_->setText(e.section('|', 3, 3));
+    tls_cert_->setText(e.section('|', 4, 4));
+    tls_key_->setText(e.section('|', 5, 5));
+    return;
+  }
 }
 
 QStringList MainWindow::remembered_agents() const {
@@ -287,6 +356,7 @@ QStringList MainWindow::remembered_agents() const {
 void MainWindow::refresh_completions() {
   auto* completer = new QCompleter(remembered_agents(), agent_address_);
   completer->setObjectName("agentCompleter");
+  connect(completer, QOverload<const QString&>::of(&QCompleter::activated), this, &MainWindow::fill_row_from_memory);
   agent_address_->setCompleter(completer);
 }
 
@@ -305,15 +375,19 @@ void MainWindow::build_menus() {
   connect(reconnect, &QAction::triggered, this, [this] {
     for (const auto& e : QSettings().value("agents/recent").toStringList()) {
       const QString address = e.section('|', 0, 0);
-      const QString token_path = e.section('|', 1);
       const int colon = static_cast<int>(address.lastIndexOf(':'));
-      QString token;
+      AgentAccess access;
+      const QString token_path = e.section('|', 1, 1);
       if (!token_path.isEmpty()) {
         QFile f(token_path);
-        if (f.open(QIODevice::ReadOnly)) token = QString::fromUtf8(f.readLine()).trimmed();
+        if (f.open(QIODevice::ReadOnly)) access.token = QString::fromUtf8(f.readLine()).trimmed();
       }
+      access.tls = e.section('|', 2, 2) == "tls";
+      access.tls_ca = e.section('|', 3, 3);
+      access.tls_cert = e.section('|', 4, 4);
+      access.tls_key = e.section('|', 5, 5);
       if (colon > 0)
-        console_.connect_agent(address.left(colon), static_cast<quint16>(address.mid(colon + 1).toInt()), token);
+        console_.connect_agent(address.left(colon), static_cast<quint16>(address.mid(colon + 1).toInt()), access);
     }
   });
   auto* export_csv = file->addAction("Export results as &CSV…");

@@ -11,6 +11,7 @@ QT_BEGIN_NAMESPACE
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
+class QCheckBox;
 class QLineEdit;
 class QPlainTextEdit;
 class QPushButton;
@@ -44,7 +45,13 @@ class MainWindow : public QMainWindow {
   void set_dark(bool dark);
   // Agents connected by hand, newest first.
   QStringList remembered_agents() const;
-  void remember_agent(const QString& address, const QString& token_file);
+  // A remembered agent's entry: address|token file|tls|CA|certificate|key.
+  void remember_agent(const QString& address, const QStringList& access_files);
+  // The access the connect row describes (token read from its file);
+  // false, with the reason, when a file cannot be read.
+  bool access_from_row(AgentAccess* access, QString* error) const;
+  // Puts a remembered agent's token file and TLS files in the connect row.
+  void fill_row_from_memory(const QString& address);
   QTabWidget* tabs() const { return tabs_; }
   BandwidthChart* bandwidth() const { return bandwidth_; }
   TimelineView* timeline() const { return timeline_; }
@@ -72,6 +79,10 @@ class MainWindow : public QMainWindow {
   QTableView* agents_view_ = nullptr;
   QLineEdit* agent_address_ = nullptr;
   QLineEdit* token_file_ = nullptr;
+  QCheckBox* tls_ = nullptr;
+  QLineEdit* tls_ca_ = nullptr;
+  QLineEdit* tls_cert_ = nullptr;
+  QLineEdit* tls_key_ = nullptr;
   QComboBox* collective_ = nullptr;
   QLineEdit* min_bytes_ = nullptr;
   QLineEdit* max_bytes_ = nullptr;

@@ -31,6 +31,13 @@ int main(int argc, char** argv) {
   cli.addVersionOption();
   QCommandLineOption agents_opt("agents", "Connect to these agents instead of starting local ones.", "host:port,...");
   QCommandLineOption token_opt("token-file", "The agents' shared token.", "file");
+  QCommandLineOption tls_opt("tls", "The --agents serve TLS (encrypt; verify only with --tls-ca).");
+  QCommandLineOption tls_ca_opt("tls-ca", "CA certificate (PEM) that signed the agents' certificates; implies --tls.",
+                                "file");
+  QCommandLineOption tls_cert_opt(
+      "tls-cert", "This console's certificate (PEM), for agents started with --tls-client-ca; needs --tls-key.",
+      "file");
+  QCommandLineOption tls_key_opt("tls-key", "Private key (PEM) of --tls-cert.", "file");
   QCommandLineOption local_opt("local", "Local agents to start (default 4).", "n", "4");
   QCommandLineOption run_opt("run", "Start a run as soon as the agents are connected.");
   QCommandLineOption shot_opt("screenshot", "Run, wait for the results, save the window to this PNG and exit.", "file");
@@ -43,8 +50,9 @@ int main(int argc, char** argv) {
   QCommandLineOption tab_opt("tab", "With --screenshot: the tab to show (its title, e.g. Tuner; default Live).",
                              "title", "Live");
   QCommandLineOption size_opt("size", "Window size, e.g. 1366x768 (default: as last time).", "WxH");
-  for (const auto* o : {&agents_opt, &token_opt, &local_opt, &run_opt, &shot_opt, &collective_opt, &min_opt, &max_opt,
-                        &iters_opt, &per_agent_opt, &record_opt, &tab_opt, &size_opt}) {
+  for (const auto* o :
+       {&agents_opt, &token_opt, &tls_opt, &tls_ca_opt, &tls_cert_opt, &tls_key_opt, &local_opt, &run_opt, &shot_opt,
+        &collective_opt, &min_opt, &max_opt, &iters_opt, &per_agent_opt, &record_opt, &tab_opt, &size_opt}) {
     cli.addOption(*o);
   }
   cli.process(app);
@@ -56,7 +64,16 @@ int main(int argc, char** argv) {
   }
   int expected = 0;
   if (cli.isSet(agents_opt)) {
-    QString token;
+    ringmaster::ui::AgentAccess access;
+    access.tls_ca = cli.value(tls_ca_opt);
+    access.tls_cert = cli.value(tls_cert_opt);
+    access.tls_key = cli.value(tls_key_opt);
+    access.tls = cli.isSet(tls_opt) || !access.tls_ca.isEmpty() || !access.tls_cert.isEmpty();
+    if (access.tls_cert.isEmpty() != access.tls_key.isEmpty()) {
+      std::fprintf(stderr, "ringmaster: --tls-cert and --tls-key go together\n");
+      return 2;
+    }
+    QString& token = access.token;
     if (cli.isSet(token_opt)) {
       QFile f(cli.value(token_opt));
       if (!f.open(QIODevice::ReadOnly)) {
@@ -72,7 +89,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "ringmaster: --agents: %s is not host:port\n", qPrintable(a));
         return 1;
       }
-      console.connect_agent(a.left(colon), static_cast<quint16>(port), token);
+      console.connect_agent(a.left(colon), static_cast<quint16>(port), access);
       ++expected;
     }
   } else {

@@ -5,13 +5,16 @@
 #include <unistd.h>
 #include <QAbstractItemModelTester>
 #include <QApplication>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QFont>
 #include <QImage>
 #include <QLabel>
+#include <QLineEdit>
 #include <QListWidget>
 #include <QPlainTextEdit>
 #include <QProcess>
+#include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QTableWidget>
@@ -29,6 +32,7 @@
 #include "panels/timeline_view.h"
 #include "panels/topology_drawing.h"
 #include "panels/topology_view.h"
+#include "ringmaster/agent/protocol.h"
 #include "ringmaster/tools/topology.h"
 
 using namespace ringmaster::ui;
@@ -72,7 +76,83 @@ class ConsoleTest : public QObject {
   void p4dDrawing();
   void scenarioFromTheConsole();
   void historyKeepsOpensAndCompares();
+  void agentAskingForClientCertificates();
 };
+
+// An agent started with TLS and --tls-client-ca, reached from the connect
+// row: without a client certificate the handshake fails and the agent's
+// row says so; with the certificate its CA signed, the console connects,
+// and the entry it remembers brings the TLS files back.
+void ConsoleTest::agentAskingForClientCertificates() {
+  QTemporaryDir dir;
+  const QString d = dir.path() + "/";
+  const QString make = "openssl req -x509 -newkey rsa:2048 -nodes -days 1";
+  const QStringList commands = {
+      make + " -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout " + d + "agent.key -out " + d +
+          "agent.crt",
+      make + " -subj /CN=clients -keyout " + d + "ca.key -out " + d + "ca.crt",
+      "openssl req -newkey rsa:2048 -nodes -subj /CN=console -keyout " + d + "console.key -out " + d + "console.csr",
+      "openssl x509 -req -days 1 -CA " + d + "ca.crt -CAkey " + d + "ca.key -CAcreateserial -in " + d +
+          "console.csr -out " + d + "console.crt"};
+  for (const QString& c : commands) {
+    if (QProcess::execute("sh", {"-c", c + " 2>/dev/null"}) != 0)
+      QSKIP("openssl (Debian package openssl) cannot make the test certificates");
+  }
+  QFile token(d + "token");
+  QVERIFY(token.open(QIODevice::WriteOnly));
+  token.write("0123456789abcdef0123456789abcdef\n");
+  token.close();
+  QVERIFY(token.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner));
+
+  QProcess agent;
+  agent.setProcessChannelMode(QProcess::ForwardedErrorChannel);
+  agent.start(RINGMASTER_AGENT,
+              {"--listen", "127.0.0.1:0", "--print-port", "--token-file", d + "token", "--state-dir", d + "state",
+               "--tls-cert", d + "agent.crt", "--tls-key", d + "agent.key", "--tls-client-ca", d + "ca.crt",
+               "--rank-user", QString::fromStdString(ringmaster::agent::effective_user_name())});
+  QVERIFY(agent.waitForStarted(5000));
+  QByteArray line;
+  while (!line.contains('\n') && agent.waitForReadyRead(10000))
+    line += agent.readAllStandardOutput();
+  const int port = line.trimmed().toInt();
+  QVERIFY2(port > 0, line.constData());
+  const QString address = QString("127.0.0.1:%1").arg(port);
+
+  QSettings().remove("agents");
+  Console console;
+  MainWindow window(console);
+  auto field = [&](const char* name) { return window.findChild<QLineEdit*>(name); };
+  QVERIFY(field("agentAddress") && field("agentTokenFile") && field("agentTlsCa") && field("agentTlsCert") &&
+          field("agentTlsKey"));
+  field("agentAddress")->setText(address);
+  field("agentTokenFile")->setText(d + "token");
+  field("agentTlsCa")->setText(d + "agent.crt");
+  auto state = [&] {
+    const int row = console.agents.row_of(address);
+    return row < 0 ? QString() : console.agents.index(row, AgentsModel::state_column).data().toString();
+  };
+  QTest::mouseClick(window.findChild<QPushButton*>("agentConnect"), Qt::LeftButton);
+  QTRY_VERIFY_WITH_TIMEOUT(state().startsWith("failed"), 15000);
+  QCOMPARE(console.connected_count(), 0);
+
+  field("agentTlsCert")->setText(d + "console.crt");
+  AgentAccess half;
+  QString why;
+  QVERIFY(!window.access_from_row(&half, &why));
+  QVERIFY2(why.contains("together"), qPrintable(why));
+  field("agentTlsKey")->setText(d + "console.key");
+  QTest::mouseClick(window.findChild<QPushButton*>("agentConnect"), Qt::LeftButton);
+  QTRY_COMPARE_WITH_TIMEOUT(console.connected_count(), 1, 15000);
+  QCOMPARE(state(), QString("connected"));
+
+  // A new window fills the row from what the last one remembered.
+  MainWindow again(console);
+  QCOMPARE(again.findChild<QLineEdit*>("agentTlsCert")->text(), d + "console.crt");
+  QVERIFY(again.findChild<QCheckBox*>("agentTls")->isChecked() ||
+          !again.findChild<QLineEdit*>("agentTlsCa")->text().isEmpty());
+  agent.terminate();
+  agent.waitForFinished(5000);
+}
 
 void ConsoleTest::historyKeepsOpensAndCompares() {
   QTemporaryDir dir;
@@ -401,9 +481,9 @@ void ConsoleTest::scenarioFromTheConsole() {
   MainWindow window(console);
   // Agents connected by hand are remembered, newest first, without repeats.
   QSettings().remove("agents/recent");
-  window.remember_agent("10.0.0.5:29600", "");
-  window.remember_agent("10.0.0.6:29600", "/etc/ringmaster/token");
-  window.remember_agent("10.0.0.5:29600", "");
+  window.remember_agent("10.0.0.5:29600", {});
+  window.remember_agent("10.0.0.6:29600", {"/etc/ringmaster/token"});
+  window.remember_agent("10.0.0.5:29600", {"", "tls", "/etc/ringmaster/ca.pem"});
   QCOMPARE(window.remembered_agents(), (QStringList{"10.0.0.5:29600", "10.0.0.6:29600"}));
   auto* panel = window.scenarios();
   QVERIFY(panel);

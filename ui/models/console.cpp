@@ -179,16 +179,26 @@ bool Console::start_local_agents(int n, const QString& agent_path, QString* erro
 }
 
 void Console::connect_agent(const QString& host, quint16 port, const QString& token) {
+  AgentAccess access;
+  access.token = token;
+  connect_agent(host, port, access);
+}
+
+void Console::connect_agent(const QString& host, quint16 port, const AgentAccess& access) {
   const QString address = QString("%1:%2").arg(host).arg(port);
   agents.add(address);
   links_[address] = Link{host, port, nullptr};
   if (std::find(order_.begin(), order_.end(), address) == order_.end()) order_.push_back(address);
   QPointer<Console> guard(this);
-  std::thread([guard, address, host = host.toStdString(), port, token = token.toStdString()] {
-    agent::ClientOptions options;
-    options.host = host;
-    options.port = port;
-    options.token = token;
+  agent::ClientOptions options;
+  options.host = host.toStdString();
+  options.port = port;
+  options.token = access.token.toStdString();
+  options.tls = access.tls || !access.tls_ca.isEmpty() || !access.tls_cert.isEmpty();
+  options.tls_ca_file = access.tls_ca.toStdString();
+  options.tls_cert_file = access.tls_cert.toStdString();
+  options.tls_key_file = access.tls_key.toStdString();
+  std::thread([guard, address, options] {
     auto on_message = [guard, address](const json& m) {
       AgentMessage msg{address, std::make_shared<const json>(m)};
       if (guard)

@@ -104,6 +104,16 @@ class RunState : public QObject {
   std::vector<int> placement_;
 };
 
+// How the console reaches an agent: the token and, when the agent serves
+// TLS, the CA that signed the agent's certificate and, for an agent started
+// with --tls-client-ca, the console's own certificate and key (PEM files;
+// empty: none).
+struct AgentAccess {
+  QString token;
+  bool tls = false;
+  QString tls_ca, tls_cert, tls_key;
+};
+
 class Console : public QObject {
   Q_OBJECT
  public:
@@ -123,6 +133,7 @@ class Console : public QObject {
   // false, with the reason in `error`, when one does not start.
   bool start_local_agents(int n, const QString& agent_path, QString* error = nullptr);
   void connect_agent(const QString& host, quint16 port, const QString& token = {});
+  void connect_agent(const QString& host, quint16 port, const AgentAccess& access);
   void disconnect_agent(const QString& address);
   int connected_count() const;
   // Sends each connected agent its share; the first hosts the store.
