@@ -5,8 +5,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <csignal>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -56,6 +61,141 @@ TEST(PerfCli, TorchrunStyleProcesses) {
     EXPECT_EQ(row["in_place"]["wrong"], 0);
     EXPECT_GT(row["out_of_place"]["busbw"].get<double>(), 0.0);
   }
+}
+
+// A real mpirun starts two ranks of a program that is not an MPI program:
+// each reads its rank and the size from Open MPI's OMPI_COMM_WORLD_*
+// variables instead of running as rank 0 of 1.
+TEST(Launchers, MpirunStartsTwoRanks) {
+  const std::string mpirun = "/usr/bin/mpirun";
+  if (::access(mpirun.c_str(), X_OK) != 0) GTEST_SKIP() << "no mpirun (Debian package openmpi-bin)";
+  auto run = testing_support::spawn({mpirun,
+                                     "--allow-run-as-root",
+                                     "--oversubscribe",
+                                     "-np",
+                                     "2",
+                                     "-x",
+                                     "MASTER_PORT=" + std::to_string(free_port()),
+                                     RINGMASTER_CLI,
+                                     "perf",
+                                     "all_reduce",
+                                     "-c",
+                                     "1",
+                                     "-b",
+                                     "8",
+                                     "-e",
+                                     "64K",
+                                     "-f",
+                                     "32",
+                                     "-n",
+                                     "2",
+                                     "-w",
+                                     "1",
+                                     "--no-stages"},
+                                    {{"OMPI_MCA_plm_rsh_agent", ""}, {"OMPI_MCA_btl", "self"}}, true);
+  run.finish();
+  ASSERT_EQ(run.exit_code(), 0) << run.output;
+  EXPECT_NE(run.output.find("# Out of bounds values : 0 OK"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("nranks 2"), std::string::npos) << run.output;
+}
+
+// srun's variables, as srun sets them for two tasks on one node.
+TEST(Launchers, SlurmVariablesStartTwoRanks) {
+  const std::string port = std::to_string(free_port());
+  std::vector<testing_support::ChildProcess> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.push_back(testing_support::spawn(
+        {RINGMASTER_CLI, "perf", "all_reduce", "-b", "8", "-e", "4K", "-n", "2", "-w", "1", "--no-stages"},
+        {{"SLURM_PROCID", std::to_string(r)},
+         {"SLURM_LOCALID", std::to_string(r)},
+         {"SLURM_NODEID", "0"},
+         {"SLURM_NTASKS", "2"},
+         {"SLURM_STEP_NUM_TASKS", "2"},
+         {"SLURM_STEP_ID", "0"},
+         {"SLURM_STEP_TASKS_PER_NODE", "2"},
+         {"SLURM_STEP_NODELIST", "localhost"},
+         {"MASTER_PORT", port}},
+        true));
+  }
+  for (auto& r : ranks)
+    r.finish();
+  for (int r = 0; r < 2; ++r)
+    ASSERT_EQ(ranks[static_cast<std::size_t>(r)].exit_code(), 0) << ranks[static_cast<std::size_t>(r)].output;
+  EXPECT_NE(ranks[0].output.find("# Out of bounds values : 0 OK"), std::string::npos) << ranks[0].output;
+  // A batch script's own process is not a rank: refused, not run as 1 of 1.
+  auto batch = testing_support::spawn({RINGMASTER_CLI, "probe"}, {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}}, true);
+  batch.finish();
+  EXPECT_NE(batch.exit_code(), 0) << batch.output;
+  EXPECT_NE(batch.output.find("srun"), std::string::npos) << batch.output;
+}
+
+// torchrun's agent serves the store on MASTER_PORT before it starts the
+// workers (TORCHELASTIC_USE_AGENT_STORE=True) and restarts them against the
+// same store: rank 0 must connect rather than host, and the second attempt
+// must not meet the first attempt's keys.
+TEST(Launchers, TorchrunsAgentStoreAcrossARestart) {
+  const std::string port = std::to_string(free_port());
+  auto store = testing_support::spawn({RINGMASTER_CLI, "store", "serve", "--port", port}, {}, true);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::vector<testing_support::ChildProcess> ranks;
+    for (int r = 0; r < 2; ++r) {
+      ranks.push_back(testing_support::spawn(
+          {RINGMASTER_CLI, "perf", "all_reduce", "-b", "8", "-e", "4K", "-n", "2", "-w", "1", "--no-stages"},
+          {{"RANK", std::to_string(r)},
+           {"WORLD_SIZE", "2"},
+           {"LOCAL_RANK", std::to_string(r)},
+           {"LOCAL_WORLD_SIZE", "2"},
+           {"GROUP_RANK", "0"},
+           {"MASTER_ADDR", "127.0.0.1"},
+           {"MASTER_PORT", port},
+           {"RINGMASTER_STORE_TIMEOUT", "20"},
+           {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+           {"TORCHELASTIC_RUN_ID", "job-7"},
+           {"TORCHELASTIC_RESTART_COUNT", std::to_string(attempt)}},
+          true));
+    }
+    for (auto& r : ranks)
+      r.finish();
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(ranks[static_cast<std::size_t>(r)].exit_code(), 0)
+          << "attempt " << attempt << " rank " << r << ": " << ranks[static_cast<std::size_t>(r)].output;
+    }
+  }
+  ::kill(store.pid, SIGTERM);
+  store.finish();
+}
+
+// The real torchrun (PyPI's torch): its agent holds the store, two workers
+// run an all_reduce, rank 1 fails after the first attempt and torchrun
+// restarts both against the same store. Both attempts must pass.
+TEST(Launchers, RealTorchrunRestartsWorkers) {
+  const std::string torchrun = RINGMASTER_PYTHON_ENV "/bin/torchrun";
+  if (::access(torchrun.c_str(), X_OK) != 0)
+    GTEST_SKIP() << "no " << torchrun << " (scripts/setup-deps installs torch there)";
+  const std::string dir = ::testing::TempDir() + "torchrun-" + std::to_string(::getpid()) + "/";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream worker(dir + "worker.sh");
+    worker << "\"$RINGMASTER_CLI\" perf all_reduce -b 8 -e 4K -n 2 -w 1 --no-stages "
+              ">\"$OUT_DIR/attempt$TORCHELASTIC_RESTART_COUNT-rank$RANK.log\" 2>&1 || exit 1\n"
+              "echo \"attempt $TORCHELASTIC_RESTART_COUNT rank $RANK passed\"\n"
+              "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ] && [ \"$RANK\" = 1 ]; then exit 3; fi\n";
+  }
+  auto run = testing_support::spawn(
+      {torchrun, "--nnodes", "1", "--nproc-per-node", "2", "--max-restarts", "1", "--master-port",
+       std::to_string(free_port()), "--no-python", "/bin/sh", dir + "worker.sh"},
+      {{"RINGMASTER_CLI", RINGMASTER_CLI}, {"OUT_DIR", dir}}, true);
+  run.finish();
+  std::string logs;
+  for (const char* name : {"attempt0-rank0", "attempt0-rank1", "attempt1-rank0", "attempt1-rank1"}) {
+    std::ifstream in(dir + name + ".log");
+    logs += std::string("--- ") + name + "\n" + std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  EXPECT_EQ(run.exit_code(), 0) << run.output << logs;
+  for (const char* line :
+       {"attempt 0 rank 0 passed", "attempt 0 rank 1 passed", "attempt 1 rank 0 passed", "attempt 1 rank 1 passed"})
+    EXPECT_NE(run.output.find(line), std::string::npos) << line << "\n" << run.output << logs;
+  std::filesystem::remove_all(dir);
 }
 
 // Two hosts of a p4d.24xlarge (NCCL_TOPO_FILE), four ranks each, each host

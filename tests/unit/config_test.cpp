@@ -77,6 +77,134 @@ TEST(Config, EveryBadValueNamesItsVariable) {
   EXPECT_NE(config_error({{"RINGMASTER_HOST_STORE", "maybe"}}).find("RINGMASTER_HOST_STORE=maybe"), std::string::npos);
 }
 
+// srun, mpirun and MPICH's Hydra say a process's rank in their own
+// variables; without RANK/WORLD_SIZE the engine reads them instead of
+// running every process as rank 0 of 1.
+TEST(Launchers, OpenMpiPmiAndSlurmGiveRankAndSize) {
+  {
+    EnvGuard env({{"OMPI_COMM_WORLD_RANK", "1"},
+                  {"OMPI_COMM_WORLD_SIZE", "2"},
+                  {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                  {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
+    const Config c = Config::from_env();
+    EXPECT_EQ(c.launcher, "Open MPI");
+    EXPECT_EQ(c.rank, 1);
+    EXPECT_EQ(c.world_size, 2);
+    EXPECT_EQ(c.local_rank, 1);
+    EXPECT_EQ(c.local_world_size, 2);
+  }
+  {
+    EnvGuard env({{"PMI_RANK", "5"}, {"PMI_SIZE", "8"}, {"MPI_LOCALRANKID", "1"}, {"MPI_LOCALNRANKS", "4"}});
+    const Config c = Config::from_env();
+    EXPECT_EQ(c.launcher, "PMI");
+    EXPECT_EQ(c.rank, 5);
+    EXPECT_EQ(c.world_size, 8);
+    EXPECT_EQ(c.local_rank, 1);
+    EXPECT_EQ(c.local_world_size, 4);
+  }
+  {
+    EnvGuard env({{"SLURM_PROCID", "5"},
+                  {"SLURM_NTASKS", "6"},
+                  {"SLURM_STEP_ID", "0"},
+                  {"SLURM_LOCALID", "1"},
+                  {"SLURM_NODEID", "2"},
+                  {"SLURM_TASKS_PER_NODE", "2(x2),2"},
+                  {"SLURM_JOB_NODELIST", "gpu-[07-09],login"}});
+    const Config c = Config::from_env();
+    EXPECT_EQ(c.launcher, "Slurm");
+    EXPECT_EQ(c.rank, 5);
+    EXPECT_EQ(c.world_size, 6);
+    EXPECT_EQ(c.local_rank, 1);
+    EXPECT_EQ(c.local_world_size, 2);
+    EXPECT_EQ(c.group_rank, 2);
+    EXPECT_EQ(c.master_addr, "gpu-07");
+    EXPECT_NE(c.master_addr_from.find("SLURM_JOB_NODELIST"), std::string::npos);
+    EXPECT_NE(c.describe().find("from Slurm"), std::string::npos) << c.describe();
+  }
+  {
+    // Explicit variables win over the launcher's, and MASTER_ADDR over the node list.
+    EnvGuard env({{"RANK", "0"},
+                  {"WORLD_SIZE", "1"},
+                  {"MASTER_ADDR", "10.0.0.5"},
+                  {"SLURM_PROCID", "3"},
+                  {"SLURM_NTASKS", "4"},
+                  {"SLURM_STEP_ID", "0"},
+                  {"SLURM_JOB_NODELIST", "gpu-1"},
+                  {"OMPI_COMM_WORLD_RANK", "1"},
+                  {"OMPI_COMM_WORLD_SIZE", "2"}});
+    const Config c = Config::from_env();
+    EXPECT_EQ(c.launcher, "RANK/WORLD_SIZE");
+    EXPECT_EQ(c.world_size, 1);
+    EXPECT_EQ(c.master_addr, "10.0.0.5");
+  }
+}
+
+// A process a launcher counts among several, that cannot tell its rank (a
+// batch script outside srun), is refused instead of running as one rank.
+TEST(Launchers, RefusedAsOneRankWhenALauncherCountsMore) {
+  const std::string batch = config_error({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}});
+  EXPECT_NE(batch.find("SLURM_NTASKS=2"), std::string::npos) << batch;
+  EXPECT_NE(batch.find("srun"), std::string::npos) << batch;
+  EXPECT_NE(config_error({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "4294967291"}}).find("srun"),
+            std::string::npos);
+  EXPECT_NE(config_error({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}, {"RANK", "1"}})
+                .find("RANK=1 must be in [0, WORLD_SIZE=1)"),
+            std::string::npos);
+  EXPECT_NE(config_error({{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}}).find("RANK=2"),
+            std::string::npos);
+  // One task: a batch script of a one-task job runs as one rank.
+  EnvGuard one({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
+  EXPECT_EQ(Config::from_env().world_size, 1);
+}
+
+TEST(Launchers, SlurmNodeListsAndTasksPerNode) {
+  EXPECT_EQ(first_slurm_host("L", "node01"), "node01");
+  EXPECT_EQ(first_slurm_host("L", "gpu-[3-5]-eth,cpu1"), "gpu-3-eth");
+  EXPECT_EQ(first_slurm_host("L", "rack[2,4]-node[001-004]"), "rack2-node001");
+  EXPECT_EQ(first_slurm_host("L", "a[10],b[1-2]"), "a10");
+  for (const char* bad : {"", ",x", "gpu-[3-5", "gpu-[x-1]"}) {
+    try {
+      first_slurm_host("SLURM_JOB_NODELIST", bad);
+      ADD_FAILURE() << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("SLURM_JOB_NODELIST"), std::string::npos);
+    }
+  }
+  EXPECT_EQ(slurm_tasks_on_node("4", 0), 4);
+  EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 2), 2);
+  EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 3), 1);
+  EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 4), 0);
+}
+
+// Under torchrun's agent store, rank 0 connects instead of hosting, and the
+// keys of each attempt stay apart (torch prefixes its own /worker/attempt_N).
+TEST(Launchers, TorchrunsAgentStoreAndRestartCount) {
+  {
+    EnvGuard env({{"RANK", "0"},
+                  {"WORLD_SIZE", "2"},
+                  {"GROUP_RANK", "0"},
+                  {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                  {"TORCHELASTIC_RUN_ID", "job42"},
+                  {"TORCHELASTIC_RESTART_COUNT", "1"}});
+    const Config c = Config::from_env();
+    EXPECT_EQ(c.store_hosting, StoreHosting::connect);
+    EXPECT_EQ(c.run_id, "job42/attempt_1");
+  }
+  {
+    EnvGuard env({{"TORCHELASTIC_USE_AGENT_STORE", "False"},
+                  {"RINGMASTER_RUN_ID", "mine"},
+                  {"TORCHELASTIC_RUN_ID", "job42"},
+                  {"TORCHELASTIC_RESTART_COUNT", "0"}});
+    const Config c = Config::from_env();
+    EXPECT_EQ(c.store_hosting, StoreHosting::automatic);
+    EXPECT_EQ(c.run_id, "mine/attempt_0");
+  }
+  {
+    EnvGuard env({{"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"RINGMASTER_HOST_STORE", "1"}});
+    EXPECT_EQ(Config::from_env().store_hosting, StoreHosting::host);  // said explicitly
+  }
+}
+
 // A cgroup v2 quota bounds the CPUs the engine sizes its channels and its
 // spinning for (a pod limited to 4 CPUs on a 192-core node has 4).
 TEST(Cpus, CgroupQuotaIsReadFromCpuMax) {
