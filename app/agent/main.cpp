@@ -10,6 +10,7 @@
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/agent/server.h"
 #include "ringmaster/status.h"
+#include "ringmaster/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"ringmaster-agent: runs Ringmaster ranks on this node for the console and ringmaster-cli remote"};
@@ -44,7 +45,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--print-port", print_port,
                "Print the bound control port on stdout once listening (and then the metrics port, if any)");
-  CLI11_PARSE(app, argc, argv);
+  app.set_version_flag("--version", "ringmaster-agent " RINGMASTER_VERSION_STRING);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help, --version; else a usage error
+  }
   // A daemon serving many clients: descriptors up to the hard limit (the
   // connection caps bound what clients may hold).
   rlimit files{};
@@ -70,7 +76,7 @@ int main(int argc, char** argv) {
     server.run(/*handle_signals=*/true);
   } catch (const ringmaster::Error& e) {
     std::fprintf(stderr, "ringmaster-agent: %s\n", e.what());
-    return 1;
+    return e.category() == ringmaster::ErrorCategory::config ? 2 : 1;
   }
   return 0;
 }

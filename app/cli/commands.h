@@ -6,6 +6,8 @@
 
 #include <functional>
 
+#include "exit_codes.h"
+
 namespace ringmaster::cli {
 
 using Runner = std::function<int()>;

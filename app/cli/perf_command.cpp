@@ -76,7 +76,7 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
   } catch (const StageError& e) {
     emit(agent::to_json(e.failure()));
     std::fprintf(stderr, "%s\n", e.failure().to_string().c_str());
-    return 2;
+    return exit_code::init_failed;
   }
   // The channels' rings: every channel runs its ring in rank order.
   if (config.rank == 0) {
@@ -134,12 +134,12 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
   } catch (const Error& e) {
     emit({{"type", "error"}, {"category", name_of(e.category())}, {"message", e.status().message()}});
     std::fprintf(stderr, "rank %d: %s\n", config.rank, e.what());
-    code = 3;
+    code = exit_code::collective_failed;
   }
   running = false;
   sampler.join();
   emit(agent::links_json(comm->peer_links(), comm->connections()));
-  if (code == 0 && wrong != 0) code = 1;
+  if (code == 0 && wrong != 0) code = exit_code::failed;
   emit({{"type", "done"}, {"wrong", wrong}, {"rows", rows}, {"exit_code", code}});
   return code;
 }
@@ -155,7 +155,7 @@ int run_rank(const Config& config, const PerfSpec& spec, const CommOptions& base
     comm = Communicator::create(config, options);
   } catch (const StageError& e) {
     std::fprintf(stderr, "%s\n", e.failure().to_string().c_str());
-    return 2;
+    return exit_code::init_failed;
   }
   const bool leader = config.rank == 0;
   if (leader && !opts.quiet_stages) {
@@ -191,7 +191,7 @@ int run_rank(const Config& config, const PerfSpec& spec, const CommOptions& base
     });
   } catch (const Error& e) {
     std::fprintf(stderr, "rank %d: %s\n", config.rank, e.what());
-    return 3;
+    return exit_code::collective_failed;
   }
   long wrong = 0;
   for (const auto& r : rows)
@@ -202,7 +202,7 @@ int run_rank(const Config& config, const PerfSpec& spec, const CommOptions& base
       std::ofstream(opts.json_file) << json_rows.dump(2) << "\n";
     }
   }
-  return wrong == 0 ? 0 : 1;
+  return wrong == 0 ? exit_code::ok : exit_code::failed;
 }
 
 std::uint16_t free_port() {

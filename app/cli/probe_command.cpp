@@ -121,7 +121,7 @@ Runner add_probe_command(CLI::App& app) {
         std::printf("\n%s\n", f.to_string().c_str());
       std::printf("\n%zu rank(s), %zu failed, %.1f ms\n", ranks.size(), failures.size(), wall_ms);
     }
-    return failures.empty() ? 0 : 1;
+    return failures.empty() ? exit_code::ok : exit_code::init_failed;
   };
 }
 

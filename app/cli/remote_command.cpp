@@ -171,13 +171,13 @@ int run_remote(const RemoteOptions& o) {
                    o.timeout_s);
       for (auto& c : clients)
         c->request({{"type", "cancel"}, {"run_id", run_id}});
-      return 4;
+      return exit_code::remote_failed;
     }
     const std::string type = m->value("type", "");
     if (type == "closed") {
       std::fprintf(stderr, "ringmaster-cli remote: agent %s: %s\n", m->value("agent", "?").c_str(),
                    m->value("message", "").c_str());
-      return 4;
+      return exit_code::remote_failed;
     }
     if (type != "event" || m->value("run_id", "") != run_id) continue;
     if (events.is_open()) events << m->dump() << "\n";

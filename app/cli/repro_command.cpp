@@ -602,12 +602,12 @@ Runner add_repro_command(CLI::App& app) {
         std::printf("SKIPPED %s: needs root to create network namespaces, veth pairs, a bridge and nftables rules\n",
                     s["name"].get<std::string>().c_str());
       }
-      return 77;
+      return exit_code::skipped;
     }
     for (const char* tool : {"ip", "nft"}) {
       if (agent::run_command({tool, "-V"}).first == 127) {
         std::printf("SKIPPED: `%s` is not installed (scripts/setup-deps installs iproute2 and nftables)\n", tool);
-        return 77;
+        return exit_code::skipped;
       }
     }
     remove_leftovers();

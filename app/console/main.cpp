@@ -7,11 +7,20 @@
 #include <QTimer>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 
 #include "main_window.h"
 #include "models/console.h"
+#include "ringmaster/version.h"
 
 int main(int argc, char** argv) {
+  // --version needs no display.
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--version") {
+      std::printf("ringmaster %s\n", RINGMASTER_VERSION_STRING);
+      return 0;
+    }
+  }
   // A screenshot needs no screen: render offscreen when there is none.
   bool wants_screenshot = false;
   for (int i = 1; i < argc; ++i)
@@ -23,7 +32,7 @@ int main(int argc, char** argv) {
   QApplication app(argc, argv);
   QApplication::setOrganizationName("Ringmaster");
   QApplication::setApplicationName("ringmaster");
-  QApplication::setApplicationVersion("0.1.0");
+  QApplication::setApplicationVersion(RINGMASTER_VERSION_STRING);
 
   QCommandLineParser cli;
   cli.setApplicationDescription("Ringmaster console: topology, live bandwidth and the rendezvous timeline of runs");
@@ -55,12 +64,21 @@ int main(int argc, char** argv) {
         &collective_opt, &min_opt, &max_opt, &iters_opt, &per_agent_opt, &record_opt, &tab_opt, &size_opt}) {
     cli.addOption(*o);
   }
-  cli.process(app);
+  // Usage errors exit 2, as ringmaster-cli's (docs/cli.md).
+  if (!cli.parse(QCoreApplication::arguments())) {
+    std::fprintf(stderr, "ringmaster: %s\n%s", qPrintable(cli.errorText()), qPrintable(cli.helpText()));
+    return 2;
+  }
+  if (cli.isSet("version")) {
+    std::printf("ringmaster %s\n", RINGMASTER_VERSION_STRING);
+    return 0;
+  }
+  if (cli.isSet("help")) cli.showHelp(0);
 
   ringmaster::ui::Console console;
   if (cli.isSet(record_opt) && !console.record_to(cli.value(record_opt))) {
     std::fprintf(stderr, "ringmaster: cannot write %s\n", qPrintable(cli.value(record_opt)));
-    return 1;
+    return 2;
   }
   int expected = 0;
   if (cli.isSet(agents_opt)) {
@@ -78,7 +96,7 @@ int main(int argc, char** argv) {
       QFile f(cli.value(token_opt));
       if (!f.open(QIODevice::ReadOnly)) {
         std::fprintf(stderr, "ringmaster: cannot read token file %s\n", qPrintable(cli.value(token_opt)));
-        return 1;
+        return 2;
       }
       token = QString::fromUtf8(f.readLine()).trimmed();
     }
@@ -87,7 +105,7 @@ int main(int argc, char** argv) {
       const int port = colon > 0 ? a.mid(colon + 1).toInt() : 0;
       if (port <= 0 || port > 65535) {
         std::fprintf(stderr, "ringmaster: --agents: %s is not host:port\n", qPrintable(a));
-        return 1;
+        return 2;
       }
       console.connect_agent(a.left(colon), static_cast<quint16>(port), access);
       ++expected;
@@ -115,7 +133,7 @@ int main(int argc, char** argv) {
     const int w = wh.size() == 2 ? wh[0].toInt() : 0, h = wh.size() == 2 ? wh[1].toInt() : 0;
     if (w < 320 || h < 240) {
       std::fprintf(stderr, "ringmaster: --size %s: expected WxH, at least 320x240\n", qPrintable(cli.value(size_opt)));
-      return 1;
+      return 2;
     }
     window.resize(w, h);
   }

@@ -23,6 +23,7 @@
 #include "process.h"
 #include "ringmaster/tools/topology.h"
 #include "ringmaster/tools/topology_search.h"
+#include "ringmaster/version.h"
 
 namespace ringmaster {
 namespace {
@@ -367,16 +368,61 @@ TEST(PerfCli, CandidatesTakeTurnsAtEverySize) {
   }
 }
 
+// --version from the project's version, usage errors exit 2 and failures
+// keep their own codes (docs/cli.md): CLI11's own codes (105-109) leaked
+// before.
+TEST(CliConventions, VersionAndExitCodes) {
+  for (const std::string binary : {RINGMASTER_CLI, RINGMASTER_AGENT}) {
+    auto version = testing_support::spawn({binary, "--version"}, {}, true);
+    version.finish();
+    EXPECT_EQ(version.exit_code(), 0) << version.output;
+    EXPECT_NE(version.output.find(RINGMASTER_VERSION_STRING), std::string::npos) << version.output;
+    auto unknown = testing_support::spawn({binary, "--no-such-flag"}, {}, true);
+    unknown.finish();
+    EXPECT_EQ(unknown.exit_code(), 2) << unknown.output;
+  }
+  const std::vector<std::vector<std::string>> usage = {
+      {"perf", "all_reduce", "-b"},            // a value missing (CLI11: 105 or 107)
+      {"perf", "all_reduce", "-n", "many"},    // not a number
+      {"perf", "all_reduce", "--extra", "x"},  // unknown
+      {"no-such-command"},
+      {},
+  };
+  for (const auto& args : usage) {
+    std::vector<std::string> argv = {RINGMASTER_CLI};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto child = testing_support::spawn(argv, {}, true);
+    child.finish();
+    EXPECT_EQ(child.exit_code(), 2) << fmt::format("{}", fmt::join(args, " ")) << ": " << child.output;
+  }
+  auto bad_env = testing_support::spawn({RINGMASTER_CLI, "probe"}, {{"RANK", "abc"}}, true);
+  bad_env.finish();
+  EXPECT_EQ(bad_env.exit_code(), 2) << bad_env.output;
+  // A rank that cannot join exits 3: nobody serves the store.
+  auto lonely = testing_support::spawn({RINGMASTER_CLI, "perf", "all_reduce", "-b", "8", "-e", "8"},
+                                       {{"RANK", "1"},
+                                        {"WORLD_SIZE", "2"},
+                                        {"MASTER_ADDR", "127.0.0.1"},
+                                        {"MASTER_PORT", std::to_string(free_port())},
+                                        {"RINGMASTER_STORE_TIMEOUT", "1"}},
+                                       true);
+  lonely.finish();
+  EXPECT_EQ(lonely.exit_code(), 3) << lonely.output;
+  auto help = testing_support::spawn({RINGMASTER_CLI, "perf", "--help"}, {}, true);
+  help.finish();
+  EXPECT_EQ(help.exit_code(), 0);
+}
+
 TEST(PerfCli, BadFlagsAreRefused) {
   auto bad_type = testing_support::spawn({RINGMASTER_CLI, "perf", "all_reduce", "-d", "float8"}, {});
   bad_type.finish();
-  EXPECT_NE(bad_type.exit_code(), 0);
+  EXPECT_EQ(bad_type.exit_code(), 2);  // usage errors exit 2 (docs/cli.md)
   auto bad_collective = testing_support::spawn({RINGMASTER_CLI, "perf", "all_scatter"}, {});
   bad_collective.finish();
-  EXPECT_NE(bad_collective.exit_code(), 0);
+  EXPECT_EQ(bad_collective.exit_code(), 2);
   auto bad_bind = testing_support::spawn({RINGMASTER_CLI, "perf", "all_reduce", "--np", "2", "--bind", "socket"}, {});
   bad_bind.finish();
-  EXPECT_NE(bad_bind.exit_code(), 0);
+  EXPECT_EQ(bad_bind.exit_code(), 2);
   // --candidates: each mistake named.
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad_candidates = {
       {{"--candidates", "Mesh/LL"}, "--candidates entry 'Mesh/LL'"},

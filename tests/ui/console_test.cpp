@@ -34,6 +34,7 @@
 #include "panels/topology_view.h"
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/tools/topology.h"
+#include "ringmaster/version.h"
 
 using namespace ringmaster::ui;
 
@@ -77,7 +78,25 @@ class ConsoleTest : public QObject {
   void scenarioFromTheConsole();
   void historyKeepsOpensAndCompares();
   void agentAskingForClientCertificates();
+  void versionAndUsageErrors();
 };
+
+// The console's --version is the project's, with no display needed, and
+// a usage error exits 2 as ringmaster-cli's do.
+void ConsoleTest::versionAndUsageErrors() {
+  QProcess version;
+  version.start(RINGMASTER_CONSOLE, {"--version"});
+  QVERIFY(version.waitForFinished(20000));
+  QCOMPARE(version.exitCode(), 0);
+  QVERIFY2(version.readAllStandardOutput().contains(RINGMASTER_VERSION_STRING), "no version");
+  for (const QStringList& args : {QStringList{"--no-such-flag"}, QStringList{"--agents", "nohost"},
+                                  QStringList{"--agents", "h:1", "--tls-cert", "c.pem"}}) {
+    QProcess bad;
+    bad.start(RINGMASTER_CONSOLE, args);
+    QVERIFY(bad.waitForFinished(20000));
+    QCOMPARE(bad.exitCode(), 2);
+  }
+}
 
 // An agent started with TLS and --tls-client-ca, reached from the connect
 // row: without a client certificate the handshake fails and the agent's

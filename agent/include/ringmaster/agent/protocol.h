@@ -14,6 +14,8 @@
 #include <string>
 #include <string_view>
 
+#include "ringmaster/version.h"
+
 namespace ringmaster::agent {
 
 inline constexpr int kProtocolVersion = 1;
@@ -26,7 +28,7 @@ inline constexpr std::uint32_t kMaxPreAuthFrameBytes = 4096;
 // value nested a hundred thousand deep overflows the stack.
 inline constexpr int kMaxJsonDepth = 32;
 inline constexpr std::uint16_t kDefaultPort = 29600;
-inline constexpr std::string_view kAgentVersion = "0.1.0";
+inline constexpr std::string_view kAgentVersion = RINGMASTER_VERSION_STRING;
 
 // The 4-byte header and the JSON text of `message`.
 std::string encode_frame(const nlohmann::json& message);
