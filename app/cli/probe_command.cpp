@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -126,15 +127,56 @@ Runner add_probe_command(CLI::App& app) {
 }
 
 Runner add_env_command(CLI::App& app) {
-  auto* env = app.add_subcommand("env", "List every tunable with its default and current value");
-  return [env]() -> int {
-    (void)env;
-    for (const auto& p : list_params()) {
-      std::printf("%-34s %-12s %s\n    %s\n", p.name.c_str(), p.value ? p.value->c_str() : "(unset)",
-                  ("default " + (p.default_value.empty() ? std::string("none") : p.default_value)).c_str(),
-                  p.help.c_str());
+  auto* env = app.add_subcommand(
+      "env", "Every variable Ringmaster reads, with its default, value and source; NCCL_* ones it ignores");
+  auto json_out = std::make_shared<bool>(false);
+  env->add_flag("--json", *json_out, "One JSON object on stdout instead of the tables");
+  return [json_out]() -> int {
+    auto variables = list_params();
+    for (auto& v : list_other_variables())
+      variables.push_back(std::move(v));
+    // What this process would be, from the variables above.
+    std::string placement;
+    try {
+      placement = Config::from_env().describe();
+    } catch (const Error& e) {
+      placement = std::string("error: ") + e.what();
     }
-    return 0;
+    const auto ignored = ignored_nccl_variables();
+    if (*json_out) {
+      nlohmann::json out = {
+          {"variables", nlohmann::json::array()}, {"ignored", nlohmann::json::array()}, {"placement", placement}};
+      for (const auto& v : variables) {
+        out["variables"].push_back({{"name", v.name},
+                                    {"group", v.group},
+                                    {"default", v.default_value},
+                                    {"value", v.value ? nlohmann::json(*v.value) : nlohmann::json()},
+                                    {"source", v.value ? "environment" : "default"},
+                                    {"help", v.help}});
+      }
+      for (const auto& i : ignored)
+        out["ignored"].push_back({{"name", i.name}, {"value", i.value}, {"why", i.why}});
+      std::printf("%s\n", out.dump(2).c_str());
+      return exit_code::ok;
+    }
+    std::string group;
+    for (const auto& v : variables) {
+      if (v.group != group) {
+        group = v.group;
+        std::printf("%s# %s\n", group == "tunable" ? "" : "\n", group.c_str());
+      }
+      std::printf("%-34s %-14s %s\n    %s\n", v.name.c_str(), v.value ? v.value->c_str() : "(unset)",
+                  v.value ? "from the environment"
+                          : ("default " + (v.default_value.empty() ? std::string("none") : v.default_value)).c_str(),
+                  v.help.c_str());
+    }
+    std::printf("\n# this process: %s\n", placement.c_str());
+    if (!ignored.empty()) {
+      std::printf("\n# NCCL variables set here that Ringmaster does not read\n");
+      for (const auto& i : ignored)
+        std::printf("%s=%s\n    %s\n", i.name.c_str(), i.value.c_str(), i.why.c_str());
+    }
+    return exit_code::ok;
   };
 }
 

@@ -1901,13 +1901,13 @@ TEST(Collectives, RanksOutnumberingCpusRunCollectivesOnTheWaitingThread) {
 }
 
 // NCCL_TOPO_FILE is what the communicator uses (declared) and what rank 0
-// dumps to RINGMASTER_TOPO_DUMP_FILE; the TOPOLOGY stage says so.
+// dumps to NCCL_TOPO_DUMP_FILE; the TOPOLOGY stage says so.
 TEST(Collectives, TopologyFileIsUsedAndDumped) {
   const std::string p4d = std::string(RINGMASTER_TOPOLOGY_DIR) + "/p4d-24xl-topo.xml";
   const std::string dump = ::testing::TempDir() + "comm-topology.xml";
   std::remove(dump.c_str());
   ::setenv("NCCL_TOPO_FILE", p4d.c_str(), 1);
-  ::setenv("RINGMASTER_TOPO_DUMP_FILE", dump.c_str(), 1);
+  ::setenv("NCCL_TOPO_DUMP_FILE", dump.c_str(), 1);
   std::mutex mutex;
   std::vector<std::string> details;
   CommOptions options;
@@ -1920,7 +1920,7 @@ TEST(Collectives, TopologyFileIsUsedAndDumped) {
   run_ranks(
       2, [](Communicator& comm) { comm.barrier().wait(); }, options);
   ::unsetenv("NCCL_TOPO_FILE");
-  ::unsetenv("RINGMASTER_TOPO_DUMP_FILE");
+  ::unsetenv("NCCL_TOPO_DUMP_FILE");
   ASSERT_EQ(details.size(), 2u);
   for (const auto& d : details)
     EXPECT_NE(d.find("declared by " + p4d + ": 2 packages, 8 GPUs, 4 NICs"), std::string::npos) << d;

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -197,6 +198,75 @@ TEST(Launchers, RealTorchrunRestartsWorkers) {
        {"attempt 0 rank 0 passed", "attempt 0 rank 1 passed", "attempt 1 rank 0 passed", "attempt 1 rank 1 passed"})
     EXPECT_NE(run.output.find(line), std::string::npos) << line << "\n" << run.output << logs;
   std::filesystem::remove_all(dir);
+}
+
+// Job files written for NCCL: NCCL_DEBUG=VERSION prints the banner alone,
+// RINGMASTER_LOG_TAG=NCCL tags lines as NCCL's are, NCCL_ALGO=^NVLS and
+// NCCL_NET="AWS Libfabric" are accepted, and NCCL_TOPO_DUMP_FILE is written.
+TEST(NcclVariables, JobFilesWrittenForNcclRun) {
+  const std::vector<std::string> perf = {RINGMASTER_CLI, "perf", "all_reduce", "--np", "2",  "-b", "8",
+                                         "-e",           "8",    "-n",         "1",    "-w", "0",  "--no-stages"};
+  auto version = testing_support::spawn(perf, {{"NCCL_DEBUG", "VERSION"}, {"NCCL_ALGO", "^NVLS"}}, true);
+  version.finish();
+  ASSERT_EQ(version.exit_code(), 0) << version.output;
+  EXPECT_NE(version.output.find("Ringmaster version " RINGMASTER_VERSION_STRING "\n"), std::string::npos)
+      << version.output;
+  EXPECT_EQ(version.output.find(" INFO "), std::string::npos) << version.output;
+
+  const std::string dump = ::testing::TempDir() + "nccl-topo-dump-" + std::to_string(::getpid()) + ".xml";
+  auto tagged = testing_support::spawn(perf,
+                                       {{"NCCL_DEBUG", "INFO"},
+                                        {"RINGMASTER_LOG_TAG", "NCCL"},
+                                        {"NCCL_ALGO", "Ring,NVLSTree"},
+                                        {"NCCL_NET", "AWS Libfabric"},
+                                        {"NCCL_TOPO_DUMP_FILE", dump}},
+                                       true);
+  tagged.finish();
+  ASSERT_EQ(tagged.exit_code(), 0) << tagged.output;
+  EXPECT_NE(tagged.output.find(" NCCL INFO "), std::string::npos) << tagged.output;
+  EXPECT_EQ(tagged.output.find(" RINGMASTER INFO "), std::string::npos) << tagged.output;
+  EXPECT_NE(tagged.output.find("NVLSTree do(es) not apply here"), std::string::npos) << tagged.output;
+  EXPECT_NE(tagged.output.find("Ringmaster version " RINGMASTER_VERSION_STRING), std::string::npos) << tagged.output;
+  std::ifstream in(dump);
+  const std::string xml((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(xml.find("<system"), std::string::npos) << "NCCL_TOPO_DUMP_FILE not written";
+  std::remove(dump.c_str());
+}
+
+// `env` lists every variable a Ringmaster binary reads (tunables, the
+// launchers', logging's, libfabric's) with its source, what this process
+// would be, and the NCCL_* variables set here that nothing reads.
+TEST(NcclVariables, EnvListsEverythingReadAndWhatIsIgnored) {
+  auto child = testing_support::spawn({RINGMASTER_CLI, "env", "--json"}, {{"NCCL_IB_HCA", "mlx5_0"},
+                                                                          {"NCCL_NO_SUCH_THING", "1"},
+                                                                          {"NCCL_DEBUG", "INFO"},
+                                                                          {"SLURM_PROCID", "1"},
+                                                                          {"SLURM_NTASKS", "2"},
+                                                                          {"SLURM_STEP_ID", "0"},
+                                                                          {"SLURM_STEP_NODELIST", "node[04-05]"}});
+  child.finish();
+  ASSERT_EQ(child.exit_code(), 0) << child.output;
+  const auto out = nlohmann::json::parse(child.output);
+  std::map<std::string, nlohmann::json> by_name;
+  for (const auto& v : out["variables"])
+    by_name[v["name"]] = v;
+  for (const char* name :
+       {"NCCL_ALGO", "NCCL_TOPO_DUMP_FILE", "NCCL_NSOCKS_PERTHREAD", "NCCL_SOCKET_NTHREADS", "NCCL_DEBUG",
+        "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "FI_PROVIDER", "RANK", "MASTER_ADDR", "OMPI_COMM_WORLD_RANK",
+        "PMI_RANK", "SLURM_PROCID", "TORCHELASTIC_USE_AGENT_STORE", "RINGMASTER_LOG_TAG"})
+    EXPECT_TRUE(by_name.count(name)) << name << " missing";
+  EXPECT_EQ(by_name["NCCL_DEBUG"]["source"], "environment");
+  EXPECT_EQ(by_name["NCCL_DEBUG"]["value"], "INFO");
+  EXPECT_EQ(by_name["NCCL_ALGO"]["source"], "default");
+  std::map<std::string, std::string> ignored;
+  for (const auto& i : out["ignored"])
+    ignored[i["name"]] = i["why"];
+  EXPECT_NE(ignored["NCCL_IB_HCA"].find("InfiniBand"), std::string::npos);
+  EXPECT_EQ(ignored["NCCL_NO_SUCH_THING"], "not read by Ringmaster");
+  EXPECT_FALSE(ignored.count("NCCL_DEBUG"));
+  const std::string placement = out["placement"];
+  EXPECT_NE(placement.find("rank 1 of 2"), std::string::npos) << placement;
+  EXPECT_NE(placement.find("node04"), std::string::npos) << placement;
 }
 
 // Two hosts of a p4d.24xlarge (NCCL_TOPO_FILE), four ranks each, each host

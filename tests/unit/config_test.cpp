@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "base/cpus.h"
+#include "comm/settings.h"
 #include "net/connect_filter.h"
 #include "net/interfaces.h"
 #include "ringmaster/config.h"
@@ -203,6 +204,41 @@ TEST(Launchers, TorchrunsAgentStoreAndRestartCount) {
     EnvGuard env({{"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"RINGMASTER_HOST_STORE", "1"}});
     EXPECT_EQ(Config::from_env().store_hosting, StoreHosting::host);  // said explicitly
   }
+}
+
+// NCCL_NET as NCCL and its plugins spell it.
+TEST(NcclVariables, NetworkNamesOfNcclAndItsPlugins) {
+  EXPECT_EQ(comm::network_named(""), "");
+  EXPECT_EQ(comm::network_named("Socket"), "socket");
+  EXPECT_EQ(comm::network_named("OFI"), "ofi");
+  EXPECT_EQ(comm::network_named("AWS Libfabric"), "ofi");
+  EXPECT_EQ(comm::network_named("Libfabric"), "ofi");
+  EXPECT_EQ(comm::network_named("IB"), "ofi");
+  try {
+    comm::network_named("UCX");
+    ADD_FAILURE() << "UCX accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Socket, IB, OFI, AWS Libfabric or Libfabric"), std::string::npos);
+  }
+}
+
+// NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS sockets per connection,
+// unless Ringmaster's own variable says; at most 8 here.
+TEST(NcclVariables, SocketsPerConnectionFromNcclsPair) {
+  {
+    EnvGuard env({{"NCCL_NSOCKS_PERTHREAD", "2"}, {"NCCL_SOCKET_NTHREADS", "2"}});
+    EXPECT_EQ(comm::LocalSettings::resolve({}).sockets_per_channel, 4u);
+  }
+  {
+    EnvGuard env({{"NCCL_NSOCKS_PERTHREAD", "8"}, {"NCCL_SOCKET_NTHREADS", "4"}});
+    EXPECT_EQ(comm::LocalSettings::resolve({}).sockets_per_channel, 8u);
+  }
+  {
+    EnvGuard env({{"NCCL_NSOCKS_PERTHREAD", "4"}, {"RINGMASTER_NSOCKS_PER_CHANNEL", "2"}});
+    EXPECT_EQ(comm::LocalSettings::resolve({}).sockets_per_channel, 2u);
+  }
+  EnvGuard bad({{"NCCL_NSOCKS_PERTHREAD", "16"}, {"NCCL_SOCKET_NTHREADS", "16"}});
+  EXPECT_THROW(comm::LocalSettings::resolve({}), Error);
 }
 
 // A cgroup v2 quota bounds the CPUs the engine sizes its channels and its

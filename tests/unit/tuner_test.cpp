@@ -73,11 +73,31 @@ void expect_error(const std::function<void()>& f, const std::string& needle) {
 }
 
 TEST(Selection, ErrorsNameTheVariableAndTheWord) {
-  expect_error([] { algos("ring,collnet"); }, "NCCL_ALGO=ring,collnet: unknown algorithm 'collnet' (Ring, Tree)");
+  expect_error([] { algos("ring,mesh"); }, "NCCL_ALGO=ring,mesh: unknown algorithm 'mesh' (Ring, Tree)");
   expect_error([] { protos("LL,LL64"); }, "NCCL_PROTO=LL,LL64: unknown protocol 'LL64'");
   expect_error([] { algos("allgatherv:ring"); }, "unknown function 'allgatherv'");
   expect_error([] { algos("ring,,tree"); }, "empty name in 'ring,,tree'");
   expect_error([] { algos("allreduce:"); }, "empty name");
+}
+
+// NCCL's other algorithms (NVLS, NVLSTree, CollNet*, PAT) are accepted and
+// dropped: job files that exclude NVLS keep working here.
+TEST(Selection, NcclsOtherAlgorithmsAreIgnored) {
+  for (const char* spec : {"^NVLS", "NVLS,NVLSTree", "^nvls,collnetdirect", "allreduce:CollNetChain"}) {
+    const auto s = algos(spec);
+    EXPECT_TRUE(s.allows(Collective::all_reduce, kRing)) << spec;
+    EXPECT_TRUE(s.allows(Collective::all_reduce, kTree)) << spec;
+    EXPECT_FALSE(s.ignored().empty()) << spec;
+  }
+  const auto ring = algos("Ring,CollNetDirect,PAT");
+  EXPECT_TRUE(ring.allows(Collective::all_reduce, kRing));
+  EXPECT_FALSE(ring.allows(Collective::all_reduce, kTree));
+  EXPECT_EQ(ring.ignored(), (std::vector<std::string>{"CollNetDirect", "PAT"}));
+  const auto no_tree = algos("^Tree,NVLS");
+  EXPECT_FALSE(no_tree.allows(Collective::all_reduce, kTree));
+  EXPECT_TRUE(no_tree.allows(Collective::all_reduce, kRing));
+  // Protocols: NCCL's set is ours.
+  expect_error([] { protos("NVLS"); }, "unknown protocol 'NVLS'");
 }
 
 tune::Shape sockets(int nranks) {

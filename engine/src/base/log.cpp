@@ -35,6 +35,7 @@ struct Settings {
   std::uint32_t mask = 0;
   std::FILE* out = stderr;
   std::string host;
+  std::string tag = "RINGMASTER";  // RINGMASTER_LOG_TAG: NCCL for `grep "NCCL WARN"` habits
 
   Settings() {
     if (const char* env = std::getenv("NCCL_DEBUG")) {
@@ -44,6 +45,14 @@ struct Settings {
       if (v == "INFO") level = Level::info;
       if (v == "TRACE") level = Level::trace;
       if (v == "NONE" || v.empty()) level = Level::none;
+    }
+    if (const char* t = std::getenv("RINGMASTER_LOG_TAG"); t != nullptr && *t != '\0') {
+      // A short word of letters only: it sits in every line.
+      std::string word;
+      for (const char* c = t; *c != '\0' && word.size() < 16; ++c) {
+        if (std::isalpha(static_cast<unsigned char>(*c))) word += *c;
+      }
+      if (!word.empty()) tag = word;
     }
     mask = static_cast<std::uint32_t>(Subsys::init) | static_cast<std::uint32_t>(Subsys::bootstrap) |
            static_cast<std::uint32_t>(Subsys::env);
@@ -124,11 +133,23 @@ bool enabled(Level level, Subsys subsys) noexcept {
 void write(Level level, Subsys subsys, std::string_view message) {
   const auto& s = settings();
   const auto tid = static_cast<long>(syscall(SYS_gettid));
-  std::string text = fmt::format("{}:{}:{} [{}] RINGMASTER {} {} {}\n", s.host, getpid(), tid,
-                                 t_rank >= 0 ? std::to_string(t_rank) : std::string("-"), level_name(level),
+  std::string text = fmt::format("{}:{}:{} [{}] {} {} {} {}\n", s.host, getpid(), tid,
+                                 t_rank >= 0 ? std::to_string(t_rank) : std::string("-"), s.tag, level_name(level),
                                  subsys_name(subsys), message);
   std::fwrite(text.data(), 1, text.size(), s.out);
   std::fflush(s.out);
+}
+
+void version_banner(std::string_view version) {
+  const auto& s = settings();
+  if (s.level == Level::version) {
+    // As NCCL_DEBUG=VERSION prints it: one plain line.
+    const std::string text = fmt::format("Ringmaster version {}\n", version);
+    std::fwrite(text.data(), 1, text.size(), s.out);
+    std::fflush(s.out);
+  } else if (enabled(Level::info, Subsys::init)) {
+    write(Level::info, Subsys::init, fmt::format("Ringmaster version {}", version));
+  }
 }
 
 void set_thread_rank(int rank) noexcept {

@@ -33,6 +33,9 @@ void write(Level level, Subsys subsys, std::string_view message);
 
 // The rank printed in this thread's lines; -1 prints no rank.
 void set_thread_rank(int rank) noexcept;
+// Rank 0's "Ringmaster version X" at init: a plain line under
+// NCCL_DEBUG=VERSION, an INIT line under INFO, nothing otherwise.
+void version_banner(std::string_view version);
 int thread_rank() noexcept;
 
 template <class... Args>

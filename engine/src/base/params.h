@@ -79,8 +79,17 @@ namespace ringmaster {
     "Seconds a collective may go without progress before it fails naming the silent peer")                       \
   X(TopoFile, "NCCL_TOPO_FILE", "",                                                                              \
     "NCCL or hwloc XML describing this node; used instead of hwloc discovery (marked declared)")                 \
-  X(TopoDumpFile, "RINGMASTER_TOPO_DUMP_FILE", "",                                                               \
-    "Rank 0 writes the topology its communicator used here, as NCCL topology XML")
+  X(TopoDumpFile, "NCCL_TOPO_DUMP_FILE", "",                                                                     \
+    "Rank 0 writes the topology its communicator used here, as NCCL topology XML (RINGMASTER_TOPO_DUMP_FILE, "   \
+    "the earlier name, still read)")                                                                             \
+  X(NSocksPerThread, "NCCL_NSOCKS_PERTHREAD", "",                                                                \
+    "NCCL's sockets per helper thread: with NCCL_SOCKET_NTHREADS, their product is the sockets per connection "  \
+    "(at most 8) unless RINGMASTER_NSOCKS_PER_CHANNEL is set")                                                   \
+  X(SocketNThreads, "NCCL_SOCKET_NTHREADS", "",                                                                  \
+    "NCCL's helper threads per socket connection: multiplies NCCL_NSOCKS_PERTHREAD (one progress thread per "    \
+    "channel moves all of a connection's sockets here)")                                                         \
+  X(LogTag, "RINGMASTER_LOG_TAG", "RINGMASTER",                                                                  \
+    "Tag of every log line: RINGMASTER, or NCCL so that `grep \"NCCL WARN\"` habits find them")
 
 enum class Param {
 #define RINGMASTER_PARAM_ENUM(id, env, def, help) id,

@@ -24,6 +24,7 @@
 #include "comm/settings.h"
 #include "kernels/reduce.h"
 #include "ringmaster/tools/tuner.h"
+#include "ringmaster/version.h"
 #include "transport/link.h"
 #include "tune/calibrate.h"
 
@@ -90,6 +91,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
     (void)tune::Tuner(any, settings.algorithms, settings.protocols);
   }
 
+  if (config.rank == 0) log::version_banner(RINGMASTER_VERSION_STRING);
   impl->bootstrap = Bootstrap::run(config, options.on_stage, /*finish=*/false, settings.encode());
   impl->rank = config.rank;
   impl->nranks = config.world_size;

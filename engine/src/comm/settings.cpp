@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "base/cpus.h"
+#include "base/log.h"
 #include "base/params.h"
 #include "ringmaster/status.h"
 
@@ -59,6 +60,26 @@ std::string has(int rank, const std::string& text) {
 
 }  // namespace
 
+// NCCL_NET as NCCL and its plugins name networks: Socket; OFI, and the
+// aws-ofi-nccl plugin's "AWS Libfabric" and "Libfabric"; IB, NCCL's verbs
+// transport, which is libfabric's verbs provider here. "" or "socket" or
+// "ofi"; anything else is an error listing the names.
+std::string network_named(const std::string& given) {
+  std::string n;
+  for (const char c : given) {
+    if (c != ' ' && c != '-' && c != '_') n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  if (n.empty() || n == "socket") return n;
+  if (n == "ofi" || n == "awslibfabric" || n == "libfabric") return "ofi";
+  if (n == "ib") {
+    RM_INFO(init, "NCCL_NET=IB: InfiniBand is reached through libfabric's verbs provider here (NCCL_NET=OFI)");
+    return "ofi";
+  }
+  throw Error(ErrorCategory::config,
+              "NCCL_NET (" + std::to_string(given.size()) +
+                  " characters) names no network here: Socket, IB, OFI, AWS Libfabric or Libfabric");
+}
+
 LocalSettings LocalSettings::resolve(const CommOptions& options) {
   LocalSettings s;
   s.min_channels = static_cast<int>(options.min_channels.value_or(param_int(Param::MinChannels)));
@@ -104,12 +125,7 @@ LocalSettings LocalSettings::resolve(const CommOptions& options) {
                     ? tune::Selection::parse(Kind::protocol, "NCCL_PROTO", *param_env(Param::Proto))
                     : tune::Selection{};
   s.shared_memory = options.shared_memory.value_or(!s.shm_disabled);
-  s.net = options.net.value_or(param_string(Param::Net));
-  std::transform(s.net.begin(), s.net.end(), s.net.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (!s.net.empty() && s.net != "socket" && s.net != "ofi") {
-    throw Error(ErrorCategory::config, "NCCL_NET=" + s.net + ": must be Socket or OFI");
-  }
+  s.net = network_named(options.net.value_or(param_string(Param::Net)));
   s.spin_yield = param_string(Param::SpinYield);
   if (s.spin_yield != "auto" && s.spin_yield != "0" && s.spin_yield != "1") {
     throw Error(ErrorCategory::config, fmt::format("RINGMASTER_SPIN_YIELD={}: need auto, 0 or 1", s.spin_yield));
@@ -118,9 +134,22 @@ LocalSettings LocalSettings::resolve(const CommOptions& options) {
   s.spin_given = param_env(Param::SocketSpin).has_value();
   s.inline_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, param_int(Param::InlineBytes)));
   s.inline_bytes_given = param_env(Param::InlineBytes).has_value();
-  const std::int64_t sockets = param_int(Param::NSocksPerChannel);
+  std::int64_t sockets = param_int(Param::NSocksPerChannel);
   if (sockets < 1 || sockets > 8) {
     throw Error(ErrorCategory::config, fmt::format("RINGMASTER_NSOCKS_PER_CHANNEL={}: need 1 to 8", sockets));
+  }
+  // NCCL's pair: a connection's sockets are threads x sockets per thread.
+  if (!param_env(Param::NSocksPerChannel) && (param_env(Param::NSocksPerThread) || param_env(Param::SocketNThreads))) {
+    const std::int64_t per_thread = param_env(Param::NSocksPerThread) ? param_int(Param::NSocksPerThread) : 1;
+    const std::int64_t threads = param_env(Param::SocketNThreads) ? param_int(Param::SocketNThreads) : 1;
+    if (per_thread < 1 || threads < 1 || per_thread * threads > 64) {
+      throw Error(ErrorCategory::config,
+                  fmt::format("NCCL_NSOCKS_PERTHREAD={} x NCCL_SOCKET_NTHREADS={}: need 1 to 64 sockets in all",
+                              per_thread, threads));
+    }
+    sockets = std::min<std::int64_t>(8, per_thread * threads);
+    RM_INFO(env, "NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS = {}: {} socket(s) per connection{}",
+            per_thread * threads, sockets, per_thread * threads > 8 ? " (at most 8 here)" : "");
   }
   s.sockets_per_channel = static_cast<std::uint32_t>(sockets);
   s.shm_fifo_bytes = static_cast<std::size_t>(std::max<std::int64_t>(4096, param_int(Param::ShmFifoBytes)));

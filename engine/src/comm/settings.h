@@ -107,4 +107,8 @@ struct AgreedSettings {
 // reconciled, or a rank's settings cannot be read.
 AgreedSettings agree(const std::vector<PeerInfo>& peers);
 
+// NCCL_NET's value as NCCL and its plugins spell it ("AWS Libfabric", IB,
+// Socket, ...) mapped to "", "socket" or "ofi"; Error(config) otherwise.
+std::string network_named(const std::string& given);
+
 }  // namespace ringmaster::comm

@@ -22,7 +22,7 @@ namespace ringmaster {
 
 // TOPOLOGY: which hosts the ranks are on, the node's hardware when a
 // topology file is given (NCCL_TOPO_FILE) or a dump is asked for
-// (RINGMASTER_TOPO_DUMP_FILE, written by rank 0), and the channel rings.
+// (NCCL_TOPO_DUMP_FILE, written by rank 0), and the channel rings.
 void Communicator::Impl::describe_topology(bool same_topology) {
   bootstrap->run_stage(Stage::topology, [&] {
     const auto& peers = bootstrap->peers();
@@ -33,7 +33,12 @@ void Communicator::Impl::describe_topology(bool same_topology) {
     std::string detail = fmt::format("{} rank{} on {} host{}", nranks, nranks == 1 ? "" : "s", hosts.size(),
                                      hosts.size() == 1 ? "" : "s");
     const auto file = param_env(Param::TopoFile);
-    const auto dump = param_env(Param::TopoDumpFile);
+    // NCCL's name first; RINGMASTER_TOPO_DUMP_FILE is the earlier spelling.
+    const char* dump_variable = param_env(Param::TopoDumpFile) ? "NCCL_TOPO_DUMP_FILE" : "RINGMASTER_TOPO_DUMP_FILE";
+    std::optional<std::string> dump = param_env(Param::TopoDumpFile);
+    if (!dump) {
+      if (const char* old = std::getenv("RINGMASTER_TOPO_DUMP_FILE"); old != nullptr && *old != '\0') dump = old;
+    }
     if (file || (dump && rank == 0)) {
       std::optional<topo::Topology> t;
       try {
@@ -56,7 +61,7 @@ void Communicator::Impl::describe_topology(bool same_topology) {
         if (out) std::fclose(out);
         if (!written) {
           throw Error(ErrorCategory::config,
-                      fmt::format("RINGMASTER_TOPO_DUMP_FILE={}: cannot write: {}", *dump, std::strerror(errno)));
+                      fmt::format("{}={}: cannot write: {}", dump_variable, *dump, std::strerror(errno)));
         }
         detail += "; written to " + *dump;
       }

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "base/log.h"
 #include "base/params.h"
 #include "ringmaster/status.h"
 #include "ringmaster/tools/topology.h"
@@ -77,6 +78,13 @@ std::string size_text(double bytes) {
                                     : fmt::format("{:.1f} {}", bytes, units[u]);
 }
 
+// NCCL's algorithms that need hardware this engine does not drive.
+bool foreign_algorithm(const std::string& name) {
+  const std::string n = lower(trim(name));
+  return n == "nvls" || n == "nvlstree" || n == "collnetdirect" || n == "collnetchain" || n == "collnet" ||
+         n == "pat";
+}
+
 }  // namespace
 
 // ---- Selection ----
@@ -118,8 +126,15 @@ Selection Selection::parse(Kind kind, std::string_view variable, std::string_vie
     const bool exclude = !list.empty() && list.front() == '^';
     if (exclude) list.erase(0, 1);
     std::uint8_t mask = 0;
+    int named = 0;
     for (const auto& item : split(list, ',')) {
       if (item.empty()) fail(fmt::format("empty name in '{}'", section));
+      if (kind == Kind::algorithm && foreign_algorithm(item)) {
+        if (std::find(s.ignored_.begin(), s.ignored_.end(), trim(item)) == s.ignored_.end())
+          s.ignored_.push_back(trim(item));
+        continue;
+      }
+      ++named;
       int found = -1;
       if (kind == Kind::algorithm) {
         if (const auto a = parse_algorithm(item)) found = static_cast<int>(*a);
@@ -132,11 +147,18 @@ Selection Selection::parse(Kind kind, std::string_view variable, std::string_vie
       }
       mask = static_cast<std::uint8_t>(mask | (1u << found));
     }
-    if (exclude) mask = static_cast<std::uint8_t>(all & ~mask);
+    if (exclude || named == 0) mask = static_cast<std::uint8_t>(all & ~mask);
     for (const auto c : targets) {
       s.allowed_[static_cast<std::size_t>(c)] = mask;
       s.origin_[static_cast<std::size_t>(c)] = section;
     }
+  }
+  if (!s.ignored_.empty()) {
+    std::string names;
+    for (const auto& n : s.ignored_)
+      names += (names.empty() ? "" : ", ") + n;
+    RM_INFO(env, "{}: {} do(es) not apply here (no NVLink SHARP, in-network reduction or GPU kernels); ignored",
+            variable, names);
   }
   return s;
 }

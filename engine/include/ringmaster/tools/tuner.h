@@ -121,9 +121,15 @@ class Selection {
   std::string allowed_key() const;
   // "NCCL_ALGO=ring;allreduce:tree" as given; "" when empty.
   std::string text() const;
+  // NCCL's names that do not apply here (NVLS, NVLSTree, CollNetDirect,
+  // CollNetChain, PAT: they need NVLink SHARP, in-network reduction or
+  // GPUs), dropped from the selection; a section left with none of ours
+  // allows everything.
+  const std::vector<std::string>& ignored() const { return ignored_; }
 
  private:
   std::string variable_, spec_;
+  std::vector<std::string> ignored_;
   std::uint8_t all_ = 0;  // the mask that allows every entry
   // Per collective (Collective enum order) a bit mask of allowed entries
   // and the section that set it.
