@@ -74,16 +74,16 @@ void Communicator::Impl::keep_store_for_failure_readers() {
     const auto deadline = std::chrono::steady_clock::now() + kFailureReadersWait;
     for (;;) {
       const std::int64_t read = b.store->add(store_key(b.config, "failed_read"), 0) - (read_here ? 1 : 0);
-      // Every rank holds one store connection (this one's included); a
-      // rank that has gone holds none. A rank that read and then left
-      // counts twice, so this may end early but never waits for the dead.
+      // Done when every other rank has read it, or when no other rank is
+      // connected any more (each holds one store connection; this rank's
+      // is the last). Counting the gone beside the readers would count a
+      // rank that read and then left twice, and close the store on a rank
+      // still on its way to read (seen under load).
       const auto connected = static_cast<std::int64_t>(b.store_server->num_connections());
-      const std::int64_t gone = std::max<std::int64_t>(0, nranks - connected);
-      if (read + gone >= nranks - 1) return;
+      if (read >= nranks - 1 || connected <= 1) return;
       if (std::chrono::steady_clock::now() >= deadline) {
-        RM_INFO(coll, "closing the store after {} ms with {} rank(s) yet to read the first failure",
-                std::chrono::duration_cast<std::chrono::milliseconds>(kFailureReadersWait).count(),
-                nranks - 1 - read - gone);
+        RM_INFO(coll, "closing the store after {} ms with {} rank(s) connected that have not read the first failure",
+                std::chrono::duration_cast<std::chrono::milliseconds>(kFailureReadersWait).count(), connected - 1);
         return;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
