@@ -22,6 +22,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "ringmaster/agent/log.h"
 #include "ringmaster/status.h"
 
 extern char** environ;
@@ -360,7 +361,7 @@ void FaultManager::remove_recorded_qdiscs() {
       const auto [code, shown] = run_command({"tc", "qdisc", "show", "dev", dev, "root"});
       if (code == 0 && shown.find(std::string(" ") + kQdiscHandle + " ") != std::string::npos) {
         run_command({"tc", "qdisc", "del", "dev", dev, "root"});
-        std::fprintf(stderr, "ringmaster-agent: removed the qdisc a previous agent left on %s\n", dev.c_str());
+        log::info("removed the qdisc a previous agent left on {}", dev);
       }
     }
   }
@@ -410,7 +411,7 @@ void FaultManager::run_ended(const std::string& run_id) {
   try {
     if (nft_) apply_nft();
   } catch (const Error& e) {
-    std::fprintf(stderr, "ringmaster-agent: reverting faults after run %s: %s\n", run_id.c_str(), e.what());
+    log::error("reverting faults after run {}: {}", run_id, e.what());
   }
 }
 

@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "ringmaster/agent/log.h"
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/status.h"
 #include "run_env.h"
@@ -136,7 +137,7 @@ RunManager::RunManager(asio::io_context& io, const AgentOptions& options, std::f
       signals_(std::make_unique<Signals>(io)),
       rank_user_(resolve_rank_user(options.rank_user, ::geteuid())) {
   if (rank_user_.uid == 0) {
-    std::fprintf(stderr, "ringmaster-agent: WARNING: ranks run as root (--rank-user %s)\n", rank_user_.name.c_str());
+    log::warn("ranks run as root (--rank-user {})", rank_user_.name);
   }
   watch_children();
 }
@@ -362,7 +363,7 @@ json RunManager::start(const json& m) {
                            {"rank", child->rank},
                            {"event", {{"type", "output"}, {"text", std::move(piece)}, {"cut", true}}}});
               } catch (const std::exception& e) {
-                std::fprintf(stderr, "ringmaster-agent: rank %d's output skipped: %s\n", child->rank, e.what());
+                log::warn("rank {}'s output skipped: {}", child->rank, e.what());
               }
               (*read_line)();
               return;
@@ -386,7 +387,7 @@ json RunManager::start(const json& m) {
             try {
               emit_(json{{"run_id", run->id}, {"rank", child->rank}, {"event", std::move(event)}});
             } catch (const std::exception& e) {
-              std::fprintf(stderr, "ringmaster-agent: rank %d's output skipped: %s\n", child->rank, e.what());
+              log::warn("rank {}'s output skipped: {}", child->rank, e.what());
             }
             (*read_line)();
           });

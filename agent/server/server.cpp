@@ -39,6 +39,7 @@
 
 #include "faults.h"
 #include "metrics.h"
+#include "ringmaster/agent/log.h"
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/agent/server.h"
 #include "ringmaster/comm.h"
@@ -57,42 +58,6 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-// The agent's own lines, on stderr: the daemon's log. At most 20 lines a
-// second: a flood of broken clients must not fill the disk with their
-// errors; what was held back is counted in the next second's first line.
-void write_log_line(const std::string& text) {
-  static std::mutex mutex;
-  static Clock::time_point second;
-  static int written = 0, held = 0;
-  std::lock_guard lock(mutex);
-  const auto now = Clock::now();
-  if (now - second >= std::chrono::seconds(1)) {
-    if (held > 0) std::fprintf(stderr, "ringmaster-agent: (%d lines held back in the last second)\n", held);
-    second = now;
-    written = held = 0;
-  }
-  if (written >= 20) {
-    ++held;
-    return;
-  }
-  ++written;
-  // Control characters from clients are shown, never written raw.
-  std::string shown;
-  for (const char c : text) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      shown += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
-    } else {
-      shown += c;
-    }
-  }
-  std::fprintf(stderr, "ringmaster-agent: %s\n", shown.c_str());
-}
-
-template <class... Args>
-void agent_log(fmt::format_string<Args...> format, Args&&... args) {
-  write_log_line(fmt::format(format, std::forward<Args>(args)...));
-}
 
 // What this host's ranks can use, from the engine's own checks, in the
 // order the engine prefers them: "shm", "ofi", "socket".
@@ -216,7 +181,7 @@ class Session : public std::enable_shared_from_this<Session> {
       boost::system::error_code ec;
       co_await tls_->async_handshake(asio::ssl::stream_base::server, asio::redirect_error(use_awaitable, ec));
       if (ec) {
-        agent_log("TLS handshake with {} failed: {}", peer_, ec.message());
+        log::warn("TLS handshake with {} failed: {}", peer_, ec.message());
         drop("TLS handshake failed");
         server_.sessions.erase(self);
         co_return;
@@ -269,17 +234,17 @@ class Session : public std::enable_shared_from_this<Session> {
     try {
       frame = encode_frame(message);
     } catch (const Error& e) {
-      agent_log("a message to {} was not sent: {}", peer_, e.status().message());
+      log::warn("a message to {} was not sent: {}", peer_, e.status().message());
       return;
     } catch (const std::exception& e) {
-      agent_log("a message to {} was not sent: {}", peer_, e.what());
+      log::warn("a message to {} was not sent: {}", peer_, e.what());
       return;
     }
     // A client that does not read what it is sent holds at most this much
     // of the agent's memory; past it the connection is closed.
     if (queued_bytes_ + frame.size() > server_.options.max_client_queue_bytes) {
       overflowed_ = true;
-      agent_log("closing {}: it reads too slowly ({} bytes waiting to be sent, the cap is {})", peer_, queued_bytes_,
+      log::warn("closing {}: it reads too slowly ({} bytes waiting to be sent, the cap is {})", peer_, queued_bytes_,
                 server_.options.max_client_queue_bytes);
       // The frame being written stays until its write ends (with an error,
       // once the socket is closed).
@@ -313,7 +278,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void drop(const std::string& why) {
-    agent_log("closing {}: {}", peer_, why);
+    log::info("closing {}: {}", peer_, why);
     boost::system::error_code ec;
     socket_.shutdown(tcp::socket::shutdown_both, ec);
     socket_.close(ec);
@@ -333,7 +298,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // A broken rule: say what, then close this connection only.
   void fatal(const std::optional<json>& re, const std::string& message) {
-    agent_log("client {} broke the protocol: {}", peer_, message);
+    log::warn("client {} broke the protocol: {}", peer_, message);
     json error = {{"type", "error"}, {"message", message}, {"fatal", true}};
     error["re"] = re ? *re : json(nullptr);
     send(std::move(error));
@@ -427,7 +392,7 @@ class Session : public std::enable_shared_from_this<Session> {
     } catch (const nlohmann::json::exception& e) {
       refuse(m, fmt::format("{} refused: a field has the wrong type or value (JSON error {})", type, e.id));
     } catch (const std::exception& e) {
-      agent_log("{} from {} failed: {}", type, peer_, e.what());
+      log::warn("{} from {} failed: {}", type, peer_, e.what());
       refuse(m, fmt::format("{} failed inside the agent: {}", type, e.what()));
     }
   }
@@ -531,7 +496,7 @@ void AgentServer::Impl::broadcast(const json& event) {
   try {
     metrics.observe(event);
   } catch (const std::exception& e) {
-    agent_log("metrics skipped an event they could not read: {}", e.what());
+    log::warn("metrics skipped an event they could not read: {}", e.what());
   }
   json message = event;
   message["type"] = "event";
@@ -548,7 +513,7 @@ awaitable<void> AgentServer::Impl::accept_loop() {
       if (!acceptor.is_open()) co_return;
       // Out of descriptors and the like: say so once and pause accepting
       // (10 ms, doubling to 1 s) instead of spinning on the error.
-      if (accept_pause.count() == 0) agent_log("accept failed: {}; pausing accepts while it lasts", ec.message());
+      if (accept_pause.count() == 0) log::warn("accept failed: {}; pausing accepts while it lasts", ec.message());
       accept_pause = std::min<std::chrono::milliseconds>(
           std::max<std::chrono::milliseconds>(accept_pause * 2, std::chrono::milliseconds(10)),
           std::chrono::milliseconds(1000));
@@ -588,7 +553,7 @@ awaitable<void> AgentServer::Impl::accept_loop() {
     }
     if (open >= options.max_connections) {
       if (!oldest_any) {
-        if (!warned_full) agent_log("{} authenticated connections, the cap; refusing new ones", open);
+        if (!warned_full) log::warn("{} authenticated connections, the cap; refusing new ones", open);
         warned_full = true;
         socket.close(ec);
         continue;
@@ -610,11 +575,11 @@ awaitable<void> AgentServer::Impl::heartbeat_loop() {
     co_await heartbeat.async_wait(asio::redirect_error(use_awaitable, ec));
     if (ec) co_return;
     if (evicted > 0) {
-      agent_log("closed {} unauthenticated connection(s) to make room for newer ones (connection caps)", evicted);
+      log::info("closed {} unauthenticated connection(s) to make room for newer ones (connection caps)", evicted);
       evicted = 0;
     }
     if (expired > 0) {
-      agent_log("closed {} connection(s) not authenticated within {} ms", expired, options.auth_deadline.count());
+      log::info("closed {} connection(s) not authenticated within {} ms", expired, options.auth_deadline.count());
       expired = 0;
     }
     const long long now = steady_us();

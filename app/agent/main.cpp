@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "ringmaster/agent/log.h"
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/agent/server.h"
 #include "ringmaster/status.h"
@@ -43,6 +44,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-client-queue", options.max_client_queue_bytes,
                  "Bytes waiting to be sent to one client before it is dropped as too slow")
       ->capture_default_str();
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level,
+                 "trace, debug, info, warn, error or off (timestamps unless journald takes the output)")
+      ->capture_default_str();
   app.add_flag("--print-port", print_port,
                "Print the bound control port on stdout once listening (and then the metrics port, if any)");
   app.set_version_flag("--version", "ringmaster-agent " RINGMASTER_VERSION_STRING);
@@ -59,6 +64,7 @@ int main(int argc, char** argv) {
     ::setrlimit(RLIMIT_NOFILE, &files);
   }
   try {
+    ringmaster::agent::log::setup(ringmaster::agent::log::parse_level(log_level));
     if (!token_file.empty()) options.token = ringmaster::agent::read_token_file(token_file);
     if (!role_tokens_file.empty()) options.role_tokens = ringmaster::agent::read_role_tokens_file(role_tokens_file);
     if (options.cli_path.empty()) {
@@ -70,12 +76,11 @@ int main(int argc, char** argv) {
       if (server.metrics_port() != 0) std::printf("%u\n", static_cast<unsigned>(server.metrics_port()));
       std::fflush(stdout);
     }
-    std::fprintf(stderr, "ringmaster-agent %s listening on port %u (pid %d)\n",
-                 std::string(ringmaster::agent::kAgentVersion).c_str(), static_cast<unsigned>(server.port()),
-                 static_cast<int>(::getpid()));
+    ringmaster::agent::log::info("ringmaster-agent {} listening on port {} (pid {})", ringmaster::agent::kAgentVersion,
+                                 server.port(), ::getpid());
     server.run(/*handle_signals=*/true);
   } catch (const ringmaster::Error& e) {
-    std::fprintf(stderr, "ringmaster-agent: %s\n", e.what());
+    ringmaster::agent::log::error("{}", e.what());
     return e.category() == ringmaster::ErrorCategory::config ? 2 : 1;
   }
   return 0;

@@ -25,6 +25,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -438,7 +439,7 @@ TEST(Agent, RemoteCliPrintsTheStageAndResultTables) {
   EXPECT_EQ(cli.exit_code(), 0) << cli.output;
   EXPECT_NE(cli.output.find("#   STORE_BARRIER     ok"), std::string::npos) << cli.output;
   EXPECT_NE(cli.output.find("4/4 joined"), std::string::npos) << cli.output;
-  EXPECT_NE(cli.output.find("# nranks 4 minBytes 8 maxBytes 32768"), std::string::npos) << cli.output;
+  EXPECT_NE(cli.output.find("# nranks 4 nThread 1 nGpus 1 minBytes 8 maxBytes 32768"), std::string::npos) << cli.output;
   EXPECT_NE(cli.output.find("       32768         8192    float    sum"), std::string::npos) << cli.output;
   EXPECT_NE(cli.output.find("# Out of bounds values : 0 OK"), std::string::npos) << cli.output;
 }
@@ -616,6 +617,58 @@ TEST(Agent, TlsClientCertificatesWhenAsked) {
   child.finish();
   EXPECT_NE(child.exit_code(), 0);
   EXPECT_NE(child.output.find("--tls-client-ca needs TLS"), std::string::npos) << child.output;
+  std::filesystem::remove_all(dir);
+}
+
+// The agent's log through spdlog: an ISO 8601 timestamp and a level on
+// every line; under systemd (JOURNAL_STREAM) journald's priority prefix and
+// no timestamp; --log-level filters, a bad level is a usage error.
+TEST(AgentLog, LevelsTimestampsAndJournald) {
+  const std::string dir = ::testing::TempDir() + "agent-log-" + std::to_string(::getpid()) + "/";
+  const std::vector<std::string> refused = {RINGMASTER_AGENT,      "--listen",    "127.0.0.1:0", "--tls-client-ca",
+                                            "/nonexistent/ca.pem", "--state-dir", dir + "state"};
+  auto plain = testing_support::spawn(refused, {}, true);
+  plain.finish();
+  EXPECT_EQ(plain.exit_code(), 2) << plain.output;
+  EXPECT_TRUE(std::regex_search(
+      plain.output,
+      std::regex(
+          R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d.\d{3}[+-]\d\d:?\d\d ringmaster-agent error: .*--tls-client-ca needs TLS)")))
+      << plain.output;
+  auto journal = testing_support::spawn(refused, {{"JOURNAL_STREAM", "8:12345"}}, true);
+  journal.finish();
+  EXPECT_EQ(journal.output.rfind("<3>ringmaster-agent: ", 0), 0u) << journal.output;
+  auto bad = testing_support::spawn({RINGMASTER_AGENT, "--log-level", "chatty"}, {}, true);
+  bad.finish();
+  EXPECT_EQ(bad.exit_code(), 2) << bad.output;
+  EXPECT_NE(bad.output.find("--log-level chatty"), std::string::npos) << bad.output;
+  // A running agent: its start-up line is info, so --log-level warn hides it.
+  auto started = [&](const std::string& level) {
+    auto child =
+        testing_support::spawn({RINGMASTER_AGENT, "--listen", "127.0.0.1:0", "--print-port", "--log-level", level,
+                                "--state-dir", dir + level, "--rank-user", agent::effective_user_name()},
+                               {}, true);
+    // Until the port is printed (the agent is serving), then TERM.
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    char buf[4096];
+    while (!std::regex_search(child.output, std::regex(R"((^|\n)\d+\n)")) &&
+           std::chrono::steady_clock::now() < deadline) {
+      pollfd p{child.out_fd, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      const ssize_t n = ::read(child.out_fd, buf, sizeof(buf));
+      if (n <= 0) break;
+      child.output.append(buf, static_cast<std::size_t>(n));
+    }
+    ::kill(child.pid, SIGTERM);
+    child.finish();
+    return child.output;
+  };
+  const std::string info = started("info");
+  EXPECT_TRUE(
+      std::regex_search(info, std::regex(R"(ringmaster-agent info: ringmaster-agent \S+ listening on port \d+)")))
+      << info;
+  const std::string warn = started("warn");
+  EXPECT_EQ(warn.find("listening on port"), std::string::npos) << warn;
   std::filesystem::remove_all(dir);
 }
 
