@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -24,6 +25,7 @@
 #include "ringmaster/agent/telemetry.h"
 #include "ringmaster/comm.h"
 #include "ringmaster/tools/perf.h"
+#include "ringmaster/version.h"
 
 namespace ringmaster::cli {
 namespace {
@@ -144,12 +146,77 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
   return code;
 }
 
+// "2026-12-02 03:12:45" in local time, as nccl-tests' -S prints.
+std::string timestamp(std::chrono::system_clock::time_point t) {
+  const std::time_t tt = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  ::localtime_r(&tt, &tm);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", &tm);
+  return text;
+}
+
+// -J: the run in nccl-tests' JSON shape (file version 3): the command line,
+// the configuration, the ranks' placement, one result per row and the
+// summary.
+nlohmann::json nccl_tests_json(const PerfSpec& spec, const PerfOptions& opts,
+                               std::chrono::system_clock::time_point started, const nlohmann::json& devices,
+                               const nlohmann::json& row_objects, const std::vector<PerfRow>& rows) {
+  nlohmann::json results = nlohmann::json::array();
+  for (const auto& row : row_objects) {
+    auto part = [](const nlohmann::json& p) -> nlohmann::json {
+      if (p.is_null()) return nullptr;
+      return {{"time", p["time_us"]}, {"alg_bw", p["algbw"]}, {"bus_bw", p["busbw"]}, {"nwrong", p["wrong"]}};
+    };
+    results.push_back({{"size", row["bytes"]},
+                       {"count", row["count"]},
+                       {"type", row["dtype"]},
+                       {"redop", row["redop"]},
+                       {"root", row["root"]},
+                       {"aggregated_iterations", spec.agg_iters},
+                       {"out_of_place", part(row.value("out_of_place", nlohmann::json()))},
+                       {"in_place", part(row.value("in_place", nlohmann::json()))}});
+  }
+  long wrong = 0;
+  double busbw = 0;
+  int parts = 0;
+  for (const auto& r : rows) {
+    wrong += r.out_of_place.wrong + r.in_place.wrong;
+    busbw += r.out_of_place.busbw + (r.has_in_place ? r.in_place.busbw : 0);
+    parts += r.has_in_place ? 2 : 1;
+  }
+  return {{"version", 3},
+          {"ringmaster_version", RINGMASTER_VERSION_STRING},
+          {"start_time", timestamp(started)},
+          {"end_time", timestamp(std::chrono::system_clock::now())},
+          {"config",
+           {{"nthreads", opts.nthreads},
+            {"ngpus", opts.ngpus},
+            {"minimum_bytes", spec.min_bytes},
+            {"maximum_bytes", spec.max_bytes},
+            {"step_bytes", spec.step_bytes},
+            {"step_factor", spec.step_factor},
+            {"iterations", spec.iters},
+            {"warmup_iters", spec.warmup},
+            {"aggregated_iterations", spec.agg_iters},
+            {"validation", spec.check ? 1 : 0},
+            {"graph", 0},
+            {"blocking_collectives", spec.blocking ? 1 : 0},
+            {"parallel_init", opts.parallel_init}}},
+          {"devices", devices},
+          {"results", results},
+          {"out_of_bounds", {{"values", wrong}, {"okay", wrong == 0}}},
+          {"average_bus_bandwidth", {{"bandwidth", parts == 0 ? 0.0 : busbw / parts}}}};
+}
+
 // Runs one rank; returns its exit code.
 int run_rank(const Config& config, const PerfSpec& spec, const CommOptions& base, const PerfOptions& opts) {
   if (opts.events) return run_rank_events(config, spec, base);
   CommOptions options = base;
   std::vector<StageEvent> events;
   options.on_stage = [&](const StageEvent& e) { events.push_back(e); };
+  if (opts.timeout_s > 0)  // -T
+    options.timeout = std::chrono::milliseconds(static_cast<long long>(opts.timeout_s * 1000));
   std::unique_ptr<Communicator> comm;
   try {
     comm = Communicator::create(config, options);
@@ -166,29 +233,72 @@ int run_rank(const Config& config, const PerfSpec& spec, const CommOptions& base
     }
     std::printf("#\n");
   }
+  // Who runs where, as nccl-tests' "# Using devices" block: every rank's
+  // pid and host (gathered), each on the CPUs.
+  struct Placement {
+    std::int32_t pid;
+    char host[60];
+  };
+  Placement mine{static_cast<std::int32_t>(::getpid()), {}};
+  ::gethostname(mine.host, sizeof(mine.host) - 1);
+  std::vector<Placement> placements(static_cast<std::size_t>(comm->size()));
+  comm->all_gather(&mine, placements.data(), sizeof(Placement), DataType::uint8).wait();
   if (leader) {
-    std::fputs(perf_header(spec, comm->size()).c_str(), stdout);
+    // The first line, the devices, then the columns, as nccl-tests prints.
+    const std::string header = perf_header(spec, comm->size());
+    const auto columns = header.find("#\n");
+    std::fputs(header.substr(0, columns).c_str(), stdout);
+    std::printf("#\n# Using devices\n");
+    for (std::size_t r = 0; r < placements.size(); ++r) {
+      std::printf("#  Rank %2zu Group  0 Pid %6d on %10s device cpu [host] %s\n", r, placements[r].pid,
+                  placements[r].host, "CPU (no GPU path in this build)");
+    }
+    std::fputs(header.substr(columns).c_str(), stdout);
     std::printf("# Tuner: %s\n", comm->tuner().describe().c_str());
   }
   std::fflush(stdout);
   nlohmann::json json_rows = nlohmann::json::array();
   std::vector<PerfRow> rows;
+  // -d all and -o all run every type and operation in turn (operations
+  // only where the collective reduces); -N repeats the whole sweep.
+  std::vector<DataType> types = {spec.type};
+  if (opts.type == "all") types.assign(std::begin(kAllDataTypes), std::end(kAllDataTypes));
+  const bool reduces = spec.collective == Collective::all_reduce || spec.collective == Collective::reduce ||
+                       spec.collective == Collective::reduce_scatter;
+  std::vector<RedOp> ops = {spec.op};
+  if (opts.op == "all" && reduces) ops.assign(std::begin(kAllRedOps), std::end(kAllRedOps));
+  const auto started = std::chrono::system_clock::now();
   try {
-    rows = run_perf(*comm, spec, [&](const PerfRow& row) {
-      if (!leader) return;
-      std::string line = perf_row_line(spec, row);
-      if (!row.candidate.empty()) {
-        // --candidates: who ran the row, and for the tuner's own rows its pick.
-        line.pop_back();
-        line += "  " + row.candidate;
-        if (row.candidate == "auto" && row.pick)
-          line += fmt::format(" ({}/{})", name_of(row.pick->algorithm), name_of(row.pick->protocol));
-        line += "\n";
+    for (long cycle = 0; opts.run_cycles == 0 || cycle < opts.run_cycles; ++cycle) {
+      for (const DataType type : types) {
+        for (const RedOp op : ops) {
+          PerfSpec one = spec;
+          one.type = type;
+          one.op = op;
+          auto these = run_perf(*comm, one, [&](const PerfRow& row) {
+            if (!leader) return;
+            std::string line = perf_row_line(one, row);
+            if (!row.candidate.empty()) {
+              // --candidates: who ran the row, and for the tuner's own rows its pick.
+              line.pop_back();
+              line += "  " + row.candidate;
+              if (row.candidate == "auto" && row.pick)
+                line += fmt::format(" ({}/{})", name_of(row.pick->algorithm), name_of(row.pick->protocol));
+              line += "\n";
+            }
+            if (opts.report_timestamps != 0) {
+              // -S: the wall-clock time the row finished.
+              line.pop_back();
+              line += fmt::format("  {}\n", timestamp(std::chrono::system_clock::now()));
+            }
+            std::fputs(line.c_str(), stdout);
+            std::fflush(stdout);
+            json_rows.push_back(row_json(one, row));
+          });
+          rows.insert(rows.end(), these.begin(), these.end());
+        }
       }
-      std::fputs(line.c_str(), stdout);
-      std::fflush(stdout);
-      json_rows.push_back(row_json(spec, row));
-    });
+    }
   } catch (const Error& e) {
     std::fprintf(stderr, "rank %d: %s\n", config.rank, e.what());
     return exit_code::collective_failed;
@@ -200,6 +310,21 @@ int run_rank(const Config& config, const PerfSpec& spec, const CommOptions& base
     std::fputs(perf_footer(rows).c_str(), stdout);
     if (!opts.json_file.empty()) {
       std::ofstream(opts.json_file) << json_rows.dump(2) << "\n";
+    }
+    if (!opts.output_file.empty()) {
+      nlohmann::json devices = nlohmann::json::array();
+      for (std::size_t r = 0; r < placements.size(); ++r) {
+        devices.push_back({{"rank", r},
+                           {"group", 0},
+                           {"pid", placements[r].pid},
+                           {"hostname", placements[r].host},
+                           {"device", -1},
+                           {"device_hex", ""},
+                           {"device_info", "CPU"}});
+      }
+      std::ofstream out(opts.output_file);
+      out << nccl_tests_json(spec, opts, started, devices, json_rows, rows).dump(2) << "\n";
+      if (!out) std::fprintf(stderr, "# -J %s: cannot write\n", opts.output_file.c_str());
     }
   }
   return wrong == 0 ? exit_code::ok : exit_code::failed;
@@ -315,12 +440,29 @@ const std::map<std::string, Collective> kCollectives = {{"all_reduce", Collectiv
                                                         {"sendrecv", Collective::send_recv}};
 }  // namespace
 
+// nccl-tests' names, with or without _perf, and the spellings people use.
+std::string collective_named(const std::string& given) {
+  std::string n = given;
+  if (n.size() > 5 && n.compare(n.size() - 5, 5, "_perf") == 0) n.resize(n.size() - 5);
+  if (n == "alltoall" || n == "all2all") return "all_to_all";
+  if (n == "allreduce") return "all_reduce";
+  if (n == "allgather") return "all_gather";
+  if (n == "reducescatter") return "reduce_scatter";
+  if (n == "send_recv") return "sendrecv";
+  if (kCollectives.count(n)) return n;
+  if (n == "gather" || n == "scatter" || n == "hypercube")
+    throw Error(ErrorCategory::config, "collective " + given + ": not built yet (nccl-tests' " + n + "_perf)");
+  throw Error(ErrorCategory::config,
+              "collective " + given +
+                  ": expected all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall or sendrecv (or "
+                  "nccl-tests' binary names, e.g. all_reduce_perf)");
+}
+
 void add_perf_options(CLI::App* perf, PerfOptions& o) {
   perf->add_option("collective", o.collective,
-                   "all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, sendrecv")
-      ->required()
-      ->check(CLI::IsMember(
-          {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "sendrecv"}));
+                   "all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall (all_to_all), sendrecv; "
+                   "nccl-tests' binary names too (all_reduce_perf, ...)")
+      ->required();
   perf->add_option("-b,--minbytes", o.min_bytes, "Smallest size (K, M, G suffixes)")->capture_default_str();
   perf->add_option("-e,--maxbytes", o.max_bytes, "Largest size")->capture_default_str();
   perf->add_option("-f,--stepfactor", o.step_factor, "Multiply the size by this each step")->capture_default_str();
@@ -336,6 +478,37 @@ void add_perf_options(CLI::App* perf, PerfOptions& o) {
   perf->add_option("-d,--datatype", o.type, "float, half, bfloat16, double, int8, ...")->capture_default_str();
   perf->add_option("-r,--root", o.root, "Root of broadcast and reduce")->capture_default_str();
   perf->add_option("-z,--blocking", o.blocking, "Wait for each collective before the next")->capture_default_str();
+  perf->add_option("-t,--nthreads", o.nthreads, "nccl-tests' threads per process: 1 (one rank per process here)")
+      ->capture_default_str();
+  perf->add_option("-g,--ngpus", o.ngpus, "nccl-tests' GPUs per thread: 1 (one rank per process here)")
+      ->capture_default_str();
+  perf->add_option("-m,--agg_iters", o.agg_iters, "Calls per timed iteration; a row's time is per call")
+      ->capture_default_str();
+  perf->add_option("-N,--run_cycles", o.run_cycles, "Run and print the sweep this many times (0: until stopped)")
+      ->capture_default_str();
+  perf->add_option("-p,--parallel_init", o.parallel_init, "nccl-tests' threaded init: 0 or 1 (one rank per process)")
+      ->capture_default_str();
+  perf->add_option("-a,--average", o.average, "A row's time over the ranks: 0 rank 0's, 1 average, 2 min, 3 max")
+      ->capture_default_str();
+  perf->add_option("-T,--timeout", o.timeout_s, "Seconds a collective may stall before the run fails (0: default)")
+      ->capture_default_str();
+  perf->add_option("-C,--report_cputime", o.report_cputime,
+                   "0 or 1: times are the host's clock either way (no GPU events here)")
+      ->capture_default_str();
+  perf->add_option("-S,--report_timestamps", o.report_timestamps, "1: end each row with its wall-clock time")
+      ->capture_default_str();
+  perf->add_option("-J,--output_file", o.output_file, "Also write the run as nccl-tests' JSON to this file");
+  // GPU-only flags, and those not built yet: their defaults are accepted.
+  perf->add_option("-y,--stream_null", o.stream_null, "GPU only (0)");
+  perf->add_option("-G,--cudagraph", o.cudagraph, "GPU only (0)");
+  perf->add_option("-R,--local_register", o.local_register, "GPU only (0)");
+  perf->add_option("-x,--cta_policy", o.cta_policy, "GPU only (0)");
+  perf->add_option("-D,--device_implementation", o.device_implementation, "GPU only (0)");
+  perf->add_option("-V,--device_cta_count", o.device_cta_count, "GPU only (0)");
+  perf->add_option("-M,--memory", o.memory, "GPU only (0)");
+  perf->add_option("-u,--unalign", o.unalign, "Not built yet (0)");
+  perf->add_option("-I,--per_iter_timing", o.per_iter_timing, "Not built yet (0)");
+  perf->add_option("-K,--per_iter_skip", o.per_iter_skip, "Not built yet (0)");
   perf->add_option("--algo", o.algo, "Algorithm: Ring or Tree (default: the tuner picks; NCCL_ALGO)");
   perf->add_option("--proto", o.proto, "Protocol: LL, LL128 or Simple (default: the tuner picks; NCCL_PROTO)");
   perf->add_option("--channels", o.channels, "Use exactly this many channels");
@@ -343,7 +516,34 @@ void add_perf_options(CLI::App* perf, PerfOptions& o) {
 
 PerfSpec make_perf_spec(const PerfOptions& o) {
   PerfSpec spec;
-  spec.collective = kCollectives.at(o.collective);
+  spec.collective = kCollectives.at(collective_named(o.collective));
+  const char* one_rank = ": one rank per process here; start more processes (--np N, mpirun, srun, torchrun)";
+  if (o.nthreads != 1) throw Error(ErrorCategory::config, "-t " + std::to_string(o.nthreads) + one_rank);
+  if (o.ngpus != 1) throw Error(ErrorCategory::config, "-g " + std::to_string(o.ngpus) + one_rank);
+  if (o.parallel_init != 0 && o.parallel_init != 1)
+    throw Error(ErrorCategory::config, "-p " + std::to_string(o.parallel_init) + ": 0 or 1");
+  if (o.agg_iters < 1) throw Error(ErrorCategory::config, "-m " + std::to_string(o.agg_iters) + ": at least 1");
+  if (o.run_cycles < 0) throw Error(ErrorCategory::config, "-N " + std::to_string(o.run_cycles) + ": 0 or more");
+  if (o.average < 0 || o.average > 3)
+    throw Error(ErrorCategory::config, "-a " + std::to_string(o.average) + ": 0 (rank 0), 1 (avg), 2 (min) or 3 (max)");
+  if (o.report_cputime != 0 && o.report_cputime != 1)
+    throw Error(ErrorCategory::config, "-C " + std::to_string(o.report_cputime) + ": 0 or 1");
+  if (o.timeout_s < 0) throw Error(ErrorCategory::config, "-T: seconds, 0 or more");
+  const std::pair<const char*, int> gpu_only[] = {
+      {"-y", o.stream_null},           {"-G", o.cudagraph},        {"-R", o.local_register}, {"-x", o.cta_policy},
+      {"-D", o.device_implementation}, {"-V", o.device_cta_count}, {"-M", o.memory}};
+  for (const auto& [flag, value] : gpu_only) {
+    if (value != 0)
+      throw Error(ErrorCategory::config, std::string(flag) + " " + std::to_string(value) +
+                                             ": GPU only, and this build runs collectives on CPUs");
+  }
+  const std::pair<const char*, int> later[] = {{"-u", o.unalign}, {"-I", o.per_iter_timing}, {"-K", o.per_iter_skip}};
+  for (const auto& [flag, value] : later) {
+    if (value != 0)
+      throw Error(ErrorCategory::config, std::string(flag) + " " + std::to_string(value) + ": not built yet");
+  }
+  spec.agg_iters = o.agg_iters;
+  spec.average = o.average;
   spec.min_bytes = parse_size(o.min_bytes);
   spec.max_bytes = parse_size(o.max_bytes);
   spec.step_bytes = parse_size(o.step_bytes);
@@ -354,11 +554,12 @@ PerfSpec make_perf_spec(const PerfOptions& o) {
   spec.check = o.check != 0;
   spec.root = o.root;
   spec.blocking = o.blocking != 0;
-  const auto op = parse_red_op(o.op);
-  if (!op) throw Error(ErrorCategory::config, "-o " + o.op + ": expected sum, prod, max, min or avg");
+  // "all": every operation / type in turn (run_rank).
+  const auto op = o.op == "all" ? std::optional<RedOp>(RedOp::sum) : parse_red_op(o.op);
+  if (!op) throw Error(ErrorCategory::config, "-o " + o.op + ": expected sum, prod, max, min, avg or all");
   spec.op = *op;
-  const auto type = parse_data_type(o.type);
-  if (!type) throw Error(ErrorCategory::config, "-d " + o.type + ": unknown data type");
+  const auto type = o.type == "all" ? std::optional<DataType>(DataType::fp32) : parse_data_type(o.type);
+  if (!type) throw Error(ErrorCategory::config, "-d " + o.type + ": unknown data type (or all)");
   spec.type = *type;
   if (spec.min_bytes > spec.max_bytes) throw Error(ErrorCategory::config, "-b is larger than -e");
   return spec;
@@ -379,7 +580,7 @@ CommOptions make_comm_options(const PerfOptions& o) {
 }
 
 nlohmann::json perf_spec_json(const PerfOptions& o) {
-  return {{"collective", o.collective},
+  return {{"collective", collective_named(o.collective)},
           {"min_bytes", o.min_bytes},
           {"max_bytes", o.max_bytes},
           {"step_factor", o.step_factor},

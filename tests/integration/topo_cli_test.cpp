@@ -82,7 +82,7 @@ TEST(TopoCli, BadFileIsNamed) {
   const std::string bad = ::testing::TempDir() + "cli-bad.xml";
   std::ofstream(bad) << "<system version=\"1\">\n<cpu>\n<pcie/>\n</cpu>\n</system>\n";
   const auto run = cli({"topo", "show", "--file", bad});
-  EXPECT_EQ(run.code, 1);  // the message goes to stderr; stdout stays empty
+  EXPECT_EQ(run.code, 2);  // bad input: a usage error (docs/cli.md); the message goes to stderr
   EXPECT_TRUE(run.out.empty()) << run.out;
   // The message names the file, the line and what was wrong there.
   auto child = testing_support::spawn({RINGMASTER_CLI, "topo", "show", "--file", bad}, {}, /*with_stderr=*/true);

@@ -481,17 +481,21 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
       if (!compares) {
         std::vector<Request> pending;
         const auto start = Clock::now();
+        const int agg = std::max(spec.agg_iters, 1);
         for (int i = 0; i < spec.iters; ++i) {
-          auto req = launch(send, recv);
-          if (spec.blocking) {
-            req.wait();
-          } else {
-            pending.push_back(req);
+          for (int a = 0; a < agg; ++a) {
+            auto req = launch(send, recv);
+            if (spec.blocking) {
+              req.wait();
+            } else {
+              pending.push_back(req);
+            }
           }
         }
         for (auto& req : pending)
           req.wait();
-        times[0] = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / std::max(spec.iters, 1);
+        times[0] =
+            std::chrono::duration<double, std::micro>(Clock::now() - start).count() / std::max(spec.iters * agg, 1);
       } else {
         std::vector<std::vector<double>> calls(nc);
         for (int i = 0; i < spec.iters; ++i) {
@@ -512,6 +516,17 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
           if (v.empty()) continue;
           std::sort(v.begin(), v.end());
           times[c] = v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+        }
+      }
+      // -a: one time for the row over every rank, as nccl-tests reports it.
+      if (spec.average == 0) {
+        comm.broadcast(times.data(), times.data(), times.size(), DataType::fp64, 0).wait();
+      } else if (spec.average >= 1 && spec.average <= 3) {
+        const RedOp how = spec.average == 1 ? RedOp::sum : spec.average == 2 ? RedOp::min : RedOp::max;
+        comm.all_reduce(times.data(), times.data(), times.size(), DataType::fp64, how).wait();
+        if (spec.average == 1) {
+          for (auto& t : times)
+            t /= n;
         }
       }
       for (std::size_t c = 0; c < nc; ++c) {
@@ -550,10 +565,13 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
 
 std::string perf_header(const PerfSpec& spec, int nranks) {
   std::string out;
-  out += fmt::format("# nranks {} minBytes {} maxBytes {} step: {}({}) warmup iters: {} iters: {} validation: {}\n",
-                     nranks, spec.min_bytes, spec.max_bytes,
-                     spec.step_factor > 1 ? fmt::format("{:g}", spec.step_factor) : std::to_string(spec.step_bytes),
-                     spec.step_factor > 1 ? "factor" : "bytes", spec.warmup, spec.iters, spec.check ? 1 : 0);
+  // nccl-tests' first line (nThread and nGpus are 1: one rank per process).
+  out += fmt::format(
+      "# nranks {} nThread 1 nGpus 1 minBytes {} maxBytes {} step: {}({}) warmup iters: {} iters: {} agg iters: {} "
+      "validation: {} graph: 0\n",
+      nranks, spec.min_bytes, spec.max_bytes,
+      spec.step_factor > 1 ? fmt::format("{:g}", spec.step_factor) : std::to_string(spec.step_bytes),
+      spec.step_factor > 1 ? "factor" : "bytes", spec.warmup, spec.iters, spec.agg_iters, spec.check ? 1 : 0);
   out += "#\n";
   out += fmt::format("# {:>10} {:>12} {:>8} {:>6} {:>6}   {:>27}   {:>27}\n", "", "", "", "", "", "out-of-place",
                      "in-place");

@@ -44,6 +44,10 @@ struct PerfSpec {
   DataType type = DataType::fp32;  // -d
   int root = 0;                    // -r
   bool blocking = false;           // -z: wait after each call
+  int agg_iters = 1;               // -m: calls per timed iteration (a row's time is per call)
+  // -a: a row's time over the ranks: 0 rank 0's, 1 the average, 2 the
+  // smallest, 3 the largest (nccl-tests' meanings).
+  int average = 1;
   // --candidates: at each size the candidates take turns (per iteration
   // each runs a lead-in call and a timed one, which goes first turning),
   // each call waited for, a row's time the median of its timed calls; so
