@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-scripts/setup-deps
+scripts/setup-deps --tests
 
 # The compiler cache lives outside the clone and hashes paths relative to
 # it, so a fresh clone elsewhere (as CI makes) still hits it.
