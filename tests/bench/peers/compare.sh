@@ -48,7 +48,7 @@ for ((round = 0; round < rounds; round++)); do
     # collectives after init run several times slower whatever the count
     # (the peers' own init ends in busy waiting), so the first size warms
     # up for 200 ms.
-    "$build/app/ringmaster-cli" perf all_reduce --np "$np" -b $lo -e $hi -f 2 -n "$n" -w 3 --warmup-ms 200 -z 1 -c 0 \
+    "$build/app/ringmaster-cli" perf all_reduce -a 0 --np "$np" -b $lo -e $hi -f 2 -n "$n" -w 3 --warmup-ms 200 -z 1 -c 0 \
       --no-stages \
       --json "$work/ringmaster.$round.$sweep.json" >/dev/null
 
