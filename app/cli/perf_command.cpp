@@ -177,14 +177,7 @@ nlohmann::json nccl_tests_json(const PerfSpec& spec, const PerfOptions& opts,
                        {"out_of_place", part(row.value("out_of_place", nlohmann::json()))},
                        {"in_place", part(row.value("in_place", nlohmann::json()))}});
   }
-  long wrong = 0;
-  double busbw = 0;
-  int parts = 0;
-  for (const auto& r : rows) {
-    wrong += r.out_of_place.wrong + r.in_place.wrong;
-    busbw += r.out_of_place.busbw + (r.has_in_place ? r.in_place.busbw : 0);
-    parts += r.has_in_place ? 2 : 1;
-  }
+  const auto summary = summarize(rows);
   return {{"version", 3},
           {"ringmaster_version", RINGMASTER_VERSION_STRING},
           {"start_time", timestamp(started)},
@@ -205,8 +198,8 @@ nlohmann::json nccl_tests_json(const PerfSpec& spec, const PerfOptions& opts,
             {"parallel_init", opts.parallel_init}}},
           {"devices", devices},
           {"results", results},
-          {"out_of_bounds", {{"values", wrong}, {"okay", wrong == 0}}},
-          {"average_bus_bandwidth", {{"bandwidth", parts == 0 ? 0.0 : busbw / parts}}}};
+          {"out_of_bounds", {{"values", summary.wrong}, {"okay", summary.wrong == 0}}},
+          {"average_bus_bandwidth", {{"bandwidth", summary.avg_busbw}}}};
 }
 
 // Runs one rank; returns its exit code.

@@ -598,18 +598,23 @@ std::string perf_row_line(const PerfSpec& spec, const PerfRow& row) {
       row.has_in_place ? part(row.in_place) : fmt::format("{:>9} {:>7} {:>7} {:>6}", "N/A", "N/A", "N/A", "N/A"));
 }
 
-std::string perf_footer(const std::vector<PerfRow>& rows) {
-  long wrong = 0;
+PerfSummary summarize(const std::vector<PerfRow>& rows) {
+  PerfSummary s;
   double busbw = 0;
   int parts = 0;
   for (const auto& r : rows) {
-    wrong += r.out_of_place.wrong + r.in_place.wrong;
+    s.wrong += r.out_of_place.wrong + r.in_place.wrong;
     busbw += r.out_of_place.busbw + (r.has_in_place ? r.in_place.busbw : 0);
     parts += r.has_in_place ? 2 : 1;
   }
-  const double avg = parts == 0 ? 0 : busbw / parts;
-  return fmt::format("# Out of bounds values : {} {}\n# Avg bus bandwidth    : {:g} \n#\n", wrong,
-                     wrong == 0 ? "OK" : "FAILED", avg);
+  s.avg_busbw = parts == 0 ? 0 : busbw / parts;
+  return s;
+}
+
+std::string perf_footer(const std::vector<PerfRow>& rows) {
+  const auto s = summarize(rows);
+  return fmt::format("# Out of bounds values : {} {}\n# Avg bus bandwidth    : {:g} \n#\n", s.wrong,
+                     s.wrong == 0 ? "OK" : "FAILED", s.avg_busbw);
 }
 
 }  // namespace ringmaster

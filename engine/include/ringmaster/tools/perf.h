@@ -93,6 +93,13 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
 // The nccl-tests table: header lines, one line per row, and the footer.
 std::string perf_header(const PerfSpec& spec, int nranks);
 std::string perf_row_line(const PerfSpec& spec, const PerfRow& row);
+// Over a run's rows: the wrong elements and the average bus bandwidth of
+// every timed part (in place and out of place), as nccl-tests' footer says.
+struct PerfSummary {
+  long wrong = 0;
+  double avg_busbw = 0;
+};
+PerfSummary summarize(const std::vector<PerfRow>& rows);
 std::string perf_footer(const std::vector<PerfRow>& rows);
 
 }  // namespace ringmaster
