@@ -71,13 +71,14 @@ int main(int argc, char** argv) {
       options.cli_path = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "ringmaster-cli").string();
     }
     ringmaster::agent::AgentServer server(options);
+    // The start-up line first: whoever has read the port has the line too.
+    ringmaster::agent::log::info("ringmaster-agent {} listening on port {} (pid {})", ringmaster::agent::kAgentVersion,
+                                 server.port(), ::getpid());
     if (print_port) {
       std::printf("%u\n", static_cast<unsigned>(server.port()));
       if (server.metrics_port() != 0) std::printf("%u\n", static_cast<unsigned>(server.metrics_port()));
       std::fflush(stdout);
     }
-    ringmaster::agent::log::info("ringmaster-agent {} listening on port {} (pid {})", ringmaster::agent::kAgentVersion,
-                                 server.port(), ::getpid());
     server.run(/*handle_signals=*/true);
   } catch (const ringmaster::Error& e) {
     ringmaster::agent::log::error("{}", e.what());
