@@ -306,4 +306,9 @@ Topology Topology::from_hwloc_xml(std::string_view text, std::string_view source
   return read_hwloc_xml(text, source_name);
 }
 
+std::string hwloc_library_version() {
+  const unsigned v = hwloc_get_api_version();
+  return fmt::format("{}.{}.{}", v >> 16, (v >> 8) & 0xff, v & 0xff);
+}
+
 }  // namespace ringmaster::topo

@@ -33,5 +33,7 @@ Topology read_nccl_document(std::string_view text, std::string_view source, cons
                             const LoadOptions& options);
 // The hwloc reader behind Topology::from_hwloc_xml.
 Topology read_hwloc_xml(std::string_view text, std::string_view source);
+// The version of the hwloc library loaded at run time ("2.9.0").
+std::string hwloc_library_version();
 
 }  // namespace ringmaster::topo

@@ -53,6 +53,7 @@ struct Library {
   decltype(&::fi_dupinfo) dupinfo = nullptr;
   decltype(&::fi_fabric) fabric = nullptr;
   decltype(&::fi_strerror) strerror = nullptr;
+  decltype(&::fi_version) version = nullptr;
   std::string why;  // empty when loaded
 };
 
@@ -74,6 +75,7 @@ const Library& library() {
     resolve(l.dupinfo, "fi_dupinfo");
     resolve(l.fabric, "fi_fabric");
     resolve(l.strerror, "fi_strerror");
+    resolve(l.version, "fi_version");
     return l;
   }();
   return lib;
@@ -495,7 +497,18 @@ std::unique_ptr<Connection> connect(std::shared_ptr<Endpoint> endpoint, const st
   return c;
 }
 
+std::string library_version() {
+  const Library& lib = library();
+  if (!lib.why.empty()) return "not loaded: " + lib.why;
+  const std::uint32_t v = lib.version();
+  return fmt::format("{}.{}", FI_MAJOR(v), FI_MINOR(v));
+}
+
 #else  // built without libfabric
+
+std::string library_version() {
+  return "not built in";
+}
 
 const Availability& availability(const std::string&) {
   static const Availability a{
