@@ -6,6 +6,7 @@
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QCompleter>
+#include <QDesktopServices>
 #include <QDir>
 #include <QDockWidget>
 #include <QDoubleSpinBox>
@@ -15,6 +16,7 @@
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QIcon>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenuBar>
@@ -28,8 +30,10 @@
 #include <QStyleFactory>
 #include <QTabWidget>
 #include <QTableView>
+#include <QUrl>
 #include <QVBoxLayout>
 
+#include "about.h"
 #include "panels/bandwidth_chart.h"
 #include "panels/busbw_plot.h"
 #include "panels/history_panel.h"
@@ -43,6 +47,7 @@ namespace ringmaster::ui {
 
 MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent), console_(console) {
   setWindowTitle("Ringmaster");
+  setWindowIcon(QIcon(":/ringmaster.svg"));
   setObjectName("mainWindow");
   resize(1360, 760);
 
@@ -139,11 +144,19 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   form->addRow("Channels", channels_);
   form->addRow("Ranks per agent", per_agent_);
   form->addRow("World size", world_);
+  // Each field is named by its row's label for screen readers.
+  for (int row = 0; row < form->rowCount(); ++row) {
+    auto* label = qobject_cast<QLabel*>(form->itemAt(row, QFormLayout::LabelRole)->widget());
+    QWidget* field = form->itemAt(row, QFormLayout::FieldRole)->widget();
+    if (label && field) field->setAccessibleName(label->text());
+  }
+  agents_view_->setAccessibleName("Agents");
   left_layout->addWidget(new QLabel("<b>Run</b>"));
   left_layout->addLayout(form);
   run_button_ = new QPushButton("Run");
   run_button_->setObjectName("runButton");
   auto* cancel_button = new QPushButton("Cancel");
+  cancel_button->setObjectName("cancelButton");
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(run_button_);
   buttons->addWidget(cancel_button);
@@ -157,6 +170,7 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   // Centre: tabs.
   tabs_ = new QTabWidget;
   tabs_->setObjectName("tabs");
+  tabs_->setAccessibleName("Views");
   // Live: bandwidth over the rendezvous timeline, the two things watched
   // during bring-up, with the detail of the stage last clicked.
   auto* live = new QSplitter(Qt::Vertical);
@@ -166,6 +180,7 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   detail_ = new QPlainTextEdit;
   detail_->setObjectName("stageDetail");
   detail_->setReadOnly(true);
+  detail_->setAccessibleName("Stage detail");
   detail_->setPlaceholderText("Click a stage for its detail: addresses, errno, joined and missing ranks, the hint.");
   live->addWidget(bandwidth_);
   live->addWidget(timeline_);
@@ -179,10 +194,12 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   table->setObjectName("timelineTable");
   table->setModel(&console_.run.timeline);
   table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table->setAccessibleName("Stages per rank (ms)");
   tabs_->addTab(table, "Stages (ms)");
   auto* results = new QTableView;
   results->setObjectName("resultsView");
   results->setModel(&console_.run.results);
+  results->setAccessibleName("Results");
   results->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   auto* results_split = new QSplitter(Qt::Vertical);
   results_split->addWidget(results);
@@ -194,6 +211,7 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   tabs_->addTab(results_split, "Results");
   auto* decisions = new QTableView;
   decisions->setModel(&console_.run.decisions);
+  decisions->setAccessibleName("Engine decisions");
   decisions->horizontalHeader()->setStretchLastSection(true);
   tabs_->addTab(decisions, "Engine decisions");
   auto* tuner = new TunerPanel(console_.run.tuner);
@@ -429,6 +447,23 @@ void MainWindow::build_menus() {
     a->setShortcut(QKeySequence(QString("Ctrl+%1").arg(i + 1)));
     connect(a, &QAction::triggered, this, [this, i] { tabs_->setCurrentIndex(i); });
   }
+  // Last, as desktop applications place it.
+  auto* help = menuBar()->addMenu("&Help");
+  auto* guide = help->addAction("Console &guide");
+  guide->setShortcut(QKeySequence::HelpContents);
+  connect(guide, &QAction::triggered, this, [this] {
+    const QString path = guide_path();
+    if (path.isEmpty() || !QDesktopServices::openUrl(QUrl::fromLocalFile(path))) {
+      QMessageBox::information(this, "Ringmaster",
+                               path.isEmpty() ? "The guide is not installed (share/doc/ringmaster/console.md)."
+                                              : "No viewer opened " + path);
+    }
+  });
+  auto* about = help->addAction("&About Ringmaster");
+  about->setObjectName("aboutAction");
+  connect(about, &QAction::triggered, this, [this] { QMessageBox::about(this, "About Ringmaster", about_text()); });
+  auto* about_qt = help->addAction("About &Qt");
+  connect(about_qt, &QAction::triggered, this, [this] { QMessageBox::aboutQt(this); });
 }
 
 void MainWindow::set_dark(bool dark) {
@@ -442,6 +477,9 @@ void MainWindow::set_dark(bool dark) {
     p.setColor(QPalette::Button, QColor(0x3a, 0x3a, 0x3a));
     p.setColor(QPalette::ButtonText, Qt::white);
     p.setColor(QPalette::Highlight, QColor(0x2a, 0x82, 0xda));
+    p.setColor(QPalette::Mid, QColor(0x60, 0x60, 0x60));
+    p.setColor(QPalette::ToolTipBase, QColor(0x42, 0x42, 0x42));
+    p.setColor(QPalette::ToolTipText, Qt::white);
   }
   QApplication::setPalette(p);
 }

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "completion.h"
 #include "main_window.h"
 #include "models/console.h"
 #include "ringmaster/version.h"
@@ -29,11 +30,6 @@ int main(int argc, char** argv) {
       !std::getenv("QT_QPA_PLATFORM")) {
     setenv("QT_QPA_PLATFORM", "offscreen", 1);
   }
-  QApplication app(argc, argv);
-  QApplication::setOrganizationName("Ringmaster");
-  QApplication::setApplicationName("ringmaster");
-  QApplication::setApplicationVersion(RINGMASTER_VERSION_STRING);
-
   QCommandLineParser cli;
   cli.setApplicationDescription("Ringmaster console: topology, live bandwidth and the rendezvous timeline of runs");
   cli.addHelpOption();
@@ -59,11 +55,27 @@ int main(int argc, char** argv) {
   QCommandLineOption tab_opt("tab", "With --screenshot: the tab to show (its title, e.g. Tuner; default Live).",
                              "title", "Live");
   QCommandLineOption size_opt("size", "Window size, e.g. 1366x768 (default: as last time).", "WxH");
-  for (const auto* o :
-       {&agents_opt, &token_opt, &tls_opt, &tls_ca_opt, &tls_cert_opt, &tls_key_opt, &local_opt, &run_opt, &shot_opt,
-        &collective_opt, &min_opt, &max_opt, &iters_opt, &per_agent_opt, &record_opt, &tab_opt, &size_opt}) {
+  const std::initializer_list<const QCommandLineOption*> options = {
+      &agents_opt,     &token_opt, &tls_opt, &tls_ca_opt, &tls_cert_opt,  &tls_key_opt, &local_opt, &run_opt, &shot_opt,
+      &collective_opt, &min_opt,   &max_opt, &iters_opt,  &per_agent_opt, &record_opt,  &tab_opt,   &size_opt};
+  for (const auto* o : options)
     cli.addOption(*o);
+  // For the build: the bash completion script (needs no display).
+  if (argc == 2 && std::string_view(argv[1]) == "--bash-completion") {
+    ringmaster::app::CompletionLevel top{"", {"-h", "--help", "--help-all", "-v", "--version"}};
+    for (const auto* o : options) {
+      for (const QString& name : o->names())
+        top.words.push_back((name.size() == 1 ? "-" : "--") + name.toStdString());
+    }
+    std::fputs(ringmaster::app::bash_completion_script("ringmaster", {top}).c_str(), stdout);
+    return 0;
   }
+  QApplication app(argc, argv);
+  QApplication::setOrganizationName("Ringmaster");
+  QApplication::setApplicationName("ringmaster");
+  QApplication::setApplicationVersion(RINGMASTER_VERSION_STRING);
+  QGuiApplication::setDesktopFileName("ringmaster");  // resources/desktop/ringmaster.desktop
+
   // Usage errors exit 2, as ringmaster-cli's (docs/cli.md).
   if (!cli.parse(QCoreApplication::arguments())) {
     std::fprintf(stderr, "ringmaster: %s\n%s", qPrintable(cli.errorText()), qPrintable(cli.helpText()));

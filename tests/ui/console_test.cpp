@@ -4,6 +4,10 @@
 // --screenshot command.
 #include <unistd.h>
 #include <QAbstractItemModelTester>
+#include <QAbstractScrollArea>
+#include <QAbstractSpinBox>
+#include <QAccessible>
+#include <QAction>
 #include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
@@ -15,6 +19,8 @@
 #include <QPlainTextEdit>
 #include <QProcess>
 #include <QPushButton>
+#include <QRegularExpression>
+#include <QScrollBar>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QTableWidget>
@@ -22,6 +28,7 @@
 #include <QTest>
 #include <set>
 
+#include "about.h"
 #include "main_window.h"
 #include "models/console.h"
 #include "panels/bandwidth_chart.h"
@@ -79,6 +86,8 @@ class ConsoleTest : public QObject {
   void historyKeepsOpensAndCompares();
   void agentAskingForClientCertificates();
   void versionAndUsageErrors();
+  void keyboardAccessibilityAndPalette();
+  void aboutIconAndGuide();
 };
 
 // The console's --version is the project's, with no display needed, and
@@ -529,6 +538,149 @@ void ConsoleTest::scenarioFromTheConsole() {
   QCOMPARE(console.run.world_size(), 3);
   QVERIFY(!console.run.timeline.cell(0, barrier).ok);
   QVERIFY(console.run.timeline.cell(0, barrier).detail.contains("missing ranks: 2"));
+}
+
+// Help > About names what the console runs on, as loaded; the window has
+// the icon the desktop file names (drawn through Qt's SVG plugin), and the
+// guide is found.
+void ConsoleTest::aboutIconAndGuide() {
+  const QString about = about_text();
+  QVERIFY2(about.contains(RINGMASTER_VERSION_STRING), qPrintable(about));
+  QVERIFY2(about.contains(QString("Qt</td><td>%1").arg(qVersion())), qPrintable(about));
+  QVERIFY2(about.contains(QRegularExpression(R"(hwloc</td><td>\d+\.\d+\.\d+<)")), qPrintable(about));
+  QVERIFY2(about.contains(QRegularExpression(R"(libfabric</td><td>(\d+\.\d+|not loaded: .+)<)")), qPrintable(about));
+  QVERIFY(guide_path().endsWith("console.md"));
+  Console console;
+  MainWindow window(console);
+  QAction* about_action = window.findChild<QAction*>("aboutAction");
+  QVERIFY(about_action);
+  QCOMPARE(about_action->text(), QString("&About Ringmaster"));
+  const QImage icon = window.windowIcon().pixmap(48, 48).toImage();
+  QVERIFY2(!icon.isNull() && colours(icon, icon.rect()) > 4, "the window icon is missing or blank");
+}
+
+// Keyboard and screen readers: every control that takes the focus has a
+// name; the timeline, rings and topology drawing move with the arrows and
+// open the detail with Enter; the charts follow the dark palette.
+void ConsoleTest::keyboardAccessibilityAndPalette() {
+  Console console;
+  QString error;
+  QVERIFY2(console.start_local_agents(2, RINGMASTER_AGENT, &error), qPrintable(error));
+  MainWindow window(console);
+  window.resize(1300, 800);
+  window.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&window));
+  QTRY_COMPARE_WITH_TIMEOUT(console.connected_count(), 2, 20000);
+
+  QStringList unnamed;
+  for (QWidget* w : window.findChildren<QWidget*>()) {
+    if (!(w->focusPolicy() & Qt::TabFocus)) continue;
+    // Parts of a composite control, named through it.
+    auto* area = qobject_cast<QAbstractScrollArea*>(w->parentWidget());
+    bool part = qobject_cast<QScrollBar*>(w) != nullptr || (area != nullptr && area->viewport() == w);
+    for (QWidget* up = w->parentWidget(); up != nullptr && !part; up = up->parentWidget())
+      part = qobject_cast<QAbstractSpinBox*>(up) || qobject_cast<QComboBox*>(up);
+    if (part) continue;
+    QAccessibleInterface* a = QAccessible::queryAccessibleInterface(w);
+    if (a == nullptr || a->text(QAccessible::Name).trimmed().isEmpty())
+      unnamed << QString("%1 %2 (in %3 %4)")
+                     .arg(w->metaObject()->className(), w->objectName(),
+                          w->parentWidget() ? w->parentWidget()->metaObject()->className() : "",
+                          w->parentWidget() ? w->parentWidget()->objectName() : "");
+  }
+  QVERIFY2(unnamed.isEmpty(), qPrintable("no accessible name: " + unnamed.join(", ")));
+
+  RunSpec spec;
+  spec.min_bytes = spec.max_bytes = "64K";
+  spec.iters = 2;
+  spec.warmup = 1;
+  spec.ranks_per_agent = 2;
+  QSignalSpy finished(&console.run, &RunState::finished);
+  window.set_run_spec(spec);
+  window.start_run();
+  QVERIFY(finished.wait(120000));
+  QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(console.run.problems().join("; ")));
+
+  // Timeline: Home to the first stage of the first rank, Right to the next,
+  // Down to rank 1, Enter opens the detail.
+  TimelineView* timeline = window.timeline();
+  QVERIFY(timeline->focusPolicy() & Qt::TabFocus);
+  QTest::keyClick(timeline, Qt::Key_Home);
+  QCOMPARE(timeline->current_rank(), 0);
+  const int first = timeline->current_stage();
+  QTest::keyClick(timeline, Qt::Key_Right);
+  QVERIFY(timeline->current_stage() > first);
+  QTest::keyClick(timeline, Qt::Key_Down);
+  QCOMPARE(timeline->current_rank(), 1);
+  QTest::keyClick(timeline, Qt::Key_End);
+  const int last = timeline->current_stage();
+  QTest::keyClick(timeline, Qt::Key_Return);
+  auto* detail = window.findChild<QPlainTextEdit*>("stageDetail");
+  QVERIFY2(detail->toPlainText().startsWith(QString("rank 1, %1: ok").arg(stage_names()[last])),
+           qPrintable(detail->toPlainText()));
+  QVERIFY(QAccessible::queryAccessibleInterface(timeline)->text(QAccessible::Description).startsWith("rank 1, "));
+
+  // Rings: Right picks channel 0 (the others fade), Enter shows its ring
+  // through all four ranks, Escape hides it.
+  auto* rings = window.findChild<RingsView*>("ringsView");
+  QVERIFY(rings);
+  QCOMPARE(rings->selected_channel(), -1);
+  QSignalSpy activated(rings, &RingsView::channel_activated);
+  QTest::keyClick(rings, Qt::Key_Right);
+  QCOMPARE(rings->selected_channel(), 0);
+  QTest::keyClick(rings, Qt::Key_Return);
+  QCOMPARE(activated.count(), 1);
+  const QString ring = rings->shown_detail();
+  QVERIFY2(ring.startsWith("channel 0: "), qPrintable(ring));
+  for (int r = 0; r < 4; ++r)
+    QVERIFY2(ring.contains(QRegularExpression(QString(R"(\b%1\b)").arg(r))), qPrintable(ring));
+  QTest::keyClick(rings, Qt::Key_Escape);
+  QVERIFY(rings->shown_detail().isEmpty());
+  QTest::keyClick(rings, Qt::Key_Left);
+  QCOMPARE(rings->selected_channel(), -1);
+
+  // Topology: a declared p4d drawing; the arrows walk its devices and
+  // Enter opens the device's row in the tree.
+  const auto p4d = ringmaster::topo::Topology::load_file(RINGMASTER_TOPOLOGY_DIR "/p4d-24xl-topo.xml");
+  TopologyView view;
+  view.resize(1200, 800);
+  view.show_topology("p4d", nlohmann::json::parse(p4d.to_json()));
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  TopologyDrawing* drawing = view.drawing();
+  QTest::keyClick(drawing, Qt::Key_Home);
+  const int home = drawing->selected_box();
+  QVERIFY(home >= 0);
+  // To the first GPU.
+  for (int i = 0; i < 64 && drawing->boxes()[static_cast<std::size_t>(drawing->selected_box())].kind != "gpu"; ++i)
+    QTest::keyClick(drawing, Qt::Key_Right);
+  const auto& gpu = drawing->boxes()[static_cast<std::size_t>(drawing->selected_box())];
+  QCOMPARE(gpu.kind, QString("gpu"));
+  QTest::keyClick(drawing, Qt::Key_Return);
+  QCOMPARE(view.current_tree_node(), gpu.node);
+  QTest::keyClick(drawing, Qt::Key_Left);
+  QVERIFY(drawing->selected_box() != -1);
+
+  // The dark palette reaches the charts (Qt Charts keep their own white
+  // otherwise) and the custom views.
+  // A point of background: the middle of the top edge (the chart's title
+  // band), or the top-left corner (left of the timeline's rank labels).
+  auto lightness_at = [](QWidget* w, bool corner = false) {
+    const QImage image = w->grab().toImage();
+    return QColor(image.pixel(corner ? 3 : image.width() / 2, corner ? 3 : 6)).lightness();
+  };
+  window.tabs()->setCurrentIndex(0);
+  QWidget* chart = window.findChild<QWidget*>("bandwidthChart");
+  QVERIFY(chart);
+  QVERIFY2(lightness_at(chart) > 180, "the light chart is not light");
+  window.set_dark(true);
+  QCoreApplication::processEvents();
+  QVERIFY2(lightness_at(chart) < 90, "the chart stays light in the dark palette");
+  QVERIFY2(lightness_at(timeline, true) < 90, "the timeline stays light in the dark palette");
+  QVERIFY2(lightness_at(window.busbw_plot()) < 90, "the busbw plot stays light in the dark palette");
+  window.set_dark(false);
+  QCoreApplication::processEvents();
+  QVERIFY(lightness_at(chart) > 180);
 }
 
 QTEST_MAIN(ConsoleTest)

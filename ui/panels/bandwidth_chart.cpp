@@ -2,12 +2,15 @@
 
 #include <QChart>
 #include <QChartView>
+#include <QEvent>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineSeries>
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <algorithm>
+
+#include "panels/chart_palette.h"
 
 namespace ringmaster::ui {
 
@@ -36,8 +39,12 @@ BandwidthChart::BandwidthChart(const BandwidthSeries& series, QWidget* parent) :
   chart_->addAxis(y_, Qt::AlignLeft);
   view_ = new QChartView(chart_);
   view_->setObjectName("bandwidthChart");
+  view_->setAccessibleName("Per-channel bandwidth chart");
+  rank_->setAccessibleName("Rank shown");
+  mode_->setAccessibleName("Series shown");
   view_->setRenderHint(QPainter::Antialiasing);
   layout->addWidget(view_, 1);
+  follow_palette(chart_, palette());
   connect(&timer_, &QTimer::timeout, this, [this] { refresh(); });
   timer_.start(100);
 }
@@ -119,6 +126,11 @@ int BandwidthChart::refresh() {
   x_->setRange(std::max(0.0, right - 60.0), right);
   y_->setRange(0, top * 1.1);
   return drawn;
+}
+
+void BandwidthChart::changeEvent(QEvent* event) {
+  if (event->type() == QEvent::PaletteChange) follow_palette(chart_, palette());
+  QWidget::changeEvent(event);
 }
 
 }  // namespace ringmaster::ui

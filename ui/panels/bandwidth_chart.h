@@ -29,6 +29,10 @@ class BandwidthChart : public QWidget {
   bool per_peer() const;
   void set_per_peer(bool on);
 
+ protected:
+  // Follows the palette: QApplication::setPalette reaches every widget.
+  void changeEvent(QEvent* event) override;
+
  private:
   const BandwidthSeries& series_;
   QComboBox* rank_ = nullptr;

@@ -2,11 +2,14 @@
 
 #include <QChart>
 #include <QChartView>
+#include <QEvent>
 #include <QLineSeries>
 #include <QLogValueAxis>
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <algorithm>
+
+#include "panels/chart_palette.h"
 
 namespace ringmaster::ui {
 
@@ -35,12 +38,14 @@ BusbwPlot::BusbwPlot(const ResultsModel& results, QWidget* parent) : QWidget(par
     s->attachAxis(y_);
   }
   auto* view = new QChartView(chart_);
+  view->setAccessibleName("Bus bandwidth by size");
   view->setRenderHint(QPainter::Antialiasing);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(view);
   connect(&results_, &QAbstractItemModel::rowsInserted, this, [this] { refresh(); });
   connect(&results_, &QAbstractItemModel::modelReset, this, [this] { refresh(); });
+  follow_palette(chart_, palette());
   refresh();
 }
 
@@ -63,6 +68,11 @@ int BusbwPlot::refresh() {
   x_->setRange(lo, std::max(hi, lo * 2));
   y_->setRange(0, top * 1.1);
   return drawn;
+}
+
+void BusbwPlot::changeEvent(QEvent* event) {
+  if (event->type() == QEvent::PaletteChange) follow_palette(chart_, palette());
+  QWidget::changeEvent(event);
 }
 
 }  // namespace ringmaster::ui

@@ -23,6 +23,10 @@ class BusbwPlot : public QWidget {
   // Redraws from the model; returns the points drawn.
   int refresh();
 
+ protected:
+  // Follows the palette: QApplication::setPalette reaches every widget.
+  void changeEvent(QEvent* event) override;
+
  private:
   const ResultsModel& results_;
   QChart* chart_ = nullptr;

@@ -31,6 +31,7 @@ HistoryPanel::HistoryPanel(Console& console, QWidget* parent) : QWidget(parent),
   auto* split = new QSplitter(Qt::Vertical);
   runs_ = new QTableView;
   runs_->setObjectName("historyRuns");
+  runs_->setAccessibleName("Kept runs");
   runs_->setModel(&console_.history);
   runs_->setSelectionBehavior(QAbstractItemView::SelectRows);
   runs_->setSelectionMode(QAbstractItemView::ExtendedSelection);
@@ -39,6 +40,7 @@ HistoryPanel::HistoryPanel(Console& console, QWidget* parent) : QWidget(parent),
   runs_->verticalHeader()->setVisible(false);
   comparison_ = new QTableWidget(0, 4);
   comparison_->setObjectName("historyComparison");
+  comparison_->setAccessibleName("Comparison of the selected runs");
   comparison_->setHorizontalHeaderLabels({"Size (B)", "busbw A (GB/s)", "busbw B (GB/s)", "B / A"});
   comparison_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   comparison_->verticalHeader()->setVisible(false);

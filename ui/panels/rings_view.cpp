@@ -1,5 +1,7 @@
 #include "rings_view.h"
 
+#include <QAccessible>
+#include <QKeyEvent>
 #include <QPainter>
 #include <QPainterPath>
 #include <algorithm>
@@ -75,8 +77,69 @@ RingsLayout layout_rings(const std::vector<int>& placement, const std::vector<st
 
 RingsView::RingsView(const RunState& run, QWidget* parent) : QWidget(parent), run_(run) {
   setObjectName("ringsView");
+  setFocusPolicy(Qt::StrongFocus);
+  setAccessibleName("Rings and trees");
+  setAccessibleDescription("Arrows pick a channel; Enter shows its ring in order.");
   connect(&run_, &RunState::rings_changed, this, [this] { update(); });
-  connect(&run_, &RunState::started, this, [this] { update(); });
+  connect(&run_, &RunState::started, this, [this] {
+    selected_ = -1;
+    shown_detail_.clear();
+    update();
+  });
+}
+
+QString RingsView::channel_detail(int channel) const {
+  if (channel < 0 || channel >= static_cast<int>(run_.rings().size())) return {};
+  const auto& ring = run_.rings()[static_cast<std::size_t>(channel)];
+  QString text = QString("channel %1:").arg(channel);
+  for (std::size_t i = 0; i < ring.size(); ++i) {
+    text += QString(" %1").arg(ring[i]);
+    const int next = ring[(i + 1) % ring.size()];
+    const QString via = run_.transport(ring[i], next);
+    text += via.isEmpty() ? QString(" →") : QString(" →(%1)").arg(via);
+  }
+  if (!ring.empty()) text += QString(" %1").arg(ring.front());
+  return text;
+}
+
+void RingsView::select(int channel) {
+  selected_ = channel;
+  const QString what = channel < 0 ? QString("all channels") : channel_detail(channel);
+  setAccessibleDescription(what);
+  QAccessibleEvent changed(this, QAccessible::DescriptionChanged);
+  QAccessible::updateAccessibility(&changed);
+  if (!shown_detail_.isEmpty()) shown_detail_ = channel < 0 ? QString() : what;
+  update();
+}
+
+void RingsView::keyPressEvent(QKeyEvent* event) {
+  const int channels = static_cast<int>(run_.rings().size());
+  switch (event->key()) {
+    case Qt::Key_Right:
+    case Qt::Key_Down:
+      if (channels > 0) select(selected_ + 1 >= channels ? -1 : selected_ + 1);
+      return;
+    case Qt::Key_Left:
+    case Qt::Key_Up:
+      if (channels > 0) select(selected_ <= -1 ? channels - 1 : selected_ - 1);
+      return;
+    case Qt::Key_Return:
+    case Qt::Key_Enter:
+    case Qt::Key_Space:
+      if (selected_ < 0 && channels > 0) select(0);
+      if (selected_ >= 0) {
+        shown_detail_ = channel_detail(selected_);
+        emit channel_activated(selected_);
+        update();
+      }
+      return;
+    case Qt::Key_Escape:
+      shown_detail_.clear();
+      update();
+      return;
+    default:
+      QWidget::keyPressEvent(event);
+  }
 }
 
 void RingsView::paintEvent(QPaintEvent*) {
@@ -90,17 +153,21 @@ void RingsView::paintEvent(QPaintEvent*) {
   }
   const auto layout =
       layout_rings(run_.placement(), run_.rings(), QRectF(rect()).adjusted(12, 12, -12, -12), run_.trees());
-  p.setPen(QPen(QColor(0x75, 0x75, 0x75), 1));
+  p.setPen(QPen(palette().color(QPalette::Mid), 1));
   for (std::size_t n = 0; n < layout.nodes.size(); ++n) {
-    p.setBrush(QColor(0xf5, 0xf5, 0xf5));
+    p.setBrush(palette().alternateBase());
     p.drawRoundedRect(layout.nodes[n], 6, 6);
+    p.setPen(palette().text().color());
     p.drawText(layout.nodes[n].adjusted(8, 4, -4, 0), Qt::AlignLeft | Qt::AlignTop, QString("agent %1 — rings").arg(n));
+    p.setPen(QPen(palette().color(QPalette::Mid), 1));
   }
   for (std::size_t n = 0; n < layout.tree_nodes.size(); ++n) {
-    p.setBrush(QColor(0xf5, 0xf5, 0xf5));
+    p.setBrush(palette().alternateBase());
     p.drawRoundedRect(layout.tree_nodes[n], 6, 6);
+    p.setPen(palette().text().color());
     p.drawText(layout.tree_nodes[n].adjusted(8, 4, -4, 0), Qt::AlignLeft | Qt::AlignTop,
                QString("agent %1 — trees").arg(n));
+    p.setPen(QPen(palette().color(QPalette::Mid), 1));
   }
   // Trees: tree 0 solid teal, tree 1 dashed brown, parent to child.
   static const QColor tree_colors[] = {QColor(0x00, 0x83, 0x8f), QColor(0x8d, 0x6e, 0x63)};
@@ -129,7 +196,10 @@ void RingsView::paintEvent(QPaintEvent*) {
         line.lineTo(path[i]);
       }
     }
-    p.setPen(QPen(colors[c % 6], 2));
+    // A picked channel stands out; the others fade.
+    QColor colour = colors[c % 6];
+    if (selected_ >= 0 && static_cast<int>(c) != selected_) colour.setAlpha(50);
+    p.setPen(QPen(colour, static_cast<int>(c) == selected_ ? 4 : 2));
     p.setBrush(Qt::NoBrush);
     p.drawPath(line);
     p.drawText(QPointF(16, height() - 10 - 16.0 * static_cast<double>(c)), QString("channel %1").arg(c));
@@ -164,6 +234,18 @@ void RingsView::paintEvent(QPaintEvent*) {
       p.drawEllipse((*ranks)[r], 11, 11);
       p.drawText(QRectF((*ranks)[r] - QPointF(11, 11), QSizeF(22, 22)), Qt::AlignCenter, QString::number(r));
     }
+  }
+  // The picked channel's ring, once Enter asked for it, on a band at the top.
+  if (!shown_detail_.isEmpty()) {
+    const QRectF band(0, 0, width(), p.fontMetrics().height() + 8);
+    p.fillRect(band, palette().toolTipBase());
+    p.setPen(palette().toolTipText().color());
+    p.drawText(band.adjusted(8, 0, -8, 0), Qt::AlignLeft | Qt::AlignVCenter, shown_detail_);
+  }
+  if (hasFocus()) {
+    p.setPen(QPen(palette().highlight().color(), 1, Qt::DashLine));
+    p.setBrush(Qt::NoBrush);
+    p.drawRect(rect().adjusted(1, 1, -2, -2));
   }
 }
 

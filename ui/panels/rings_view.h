@@ -1,7 +1,9 @@
 // The rings of a run's channels drawn over its nodes: one box per agent
 // with its ranks, one coloured closed path per channel through the ranks
 // in ring order; below them the double binary trees of all_reduce, one
-// style per tree. Geometry apart from painting (layout_rings).
+// style per tree. Geometry apart from painting (layout_rings). From the
+// keyboard: the arrows pick a channel (the others fade), Enter shows its
+// ring in order with what carries each hop.
 #pragma once
 
 #include <QPointF>
@@ -32,12 +34,26 @@ class RingsView : public QWidget {
   Q_OBJECT
  public:
   explicit RingsView(const RunState& run, QWidget* parent = nullptr);
+  // The channel picked with the arrows; -1: all drawn alike.
+  int selected_channel() const { return selected_; }
+  // "channel 1: 0 → 2 (SHM) → 3 (TCP) → 1 (SHM) → 0 (TCP)".
+  QString channel_detail(int channel) const;
+  // The detail shown under the drawing (after Enter), empty when none.
+  QString shown_detail() const { return shown_detail_; }
+
+ signals:
+  void channel_activated(int channel);
 
  protected:
   void paintEvent(QPaintEvent*) override;
+  void keyPressEvent(QKeyEvent* event) override;
 
  private:
+  void select(int channel);
+
   const RunState& run_;
+  int selected_ = -1;
+  QString shown_detail_;
 };
 
 }  // namespace ringmaster::ui

@@ -38,10 +38,13 @@ ScenariosPanel::ScenariosPanel(RunState& run, QString catalog, QString cli, QWid
   auto* layout = new QHBoxLayout(this);
   list_ = new QListWidget;
   list_->setObjectName("scenarioList");
+  list_->setAccessibleName("Scenarios");
   for (const auto& s : scenarios_)
     list_->addItem(QString::fromStdString(s.value("title", s["name"].get<std::string>())));
   auto* right = new QVBoxLayout;
   story_ = new QPlainTextEdit;
+  story_->setObjectName("scenarioStory");
+  story_->setAccessibleName("Scenario story");
   story_->setReadOnly(true);
   story_->setMaximumHeight(110);
   verdict_ = new QLabel("Pick a scenario. Running one builds its hosts in network namespaces (needs root).");
@@ -50,6 +53,7 @@ ScenariosPanel::ScenariosPanel(RunState& run, QString catalog, QString cli, QWid
   run_button_ = new QPushButton("Run scenario");
   output_ = new QPlainTextEdit;
   output_->setObjectName("scenarioOutput");
+  output_->setAccessibleName("Scenario output");
   output_->setReadOnly(true);
   right->addWidget(story_);
   auto* row = new QHBoxLayout;
@@ -109,7 +113,7 @@ void ScenariosPanel::run_selected() {
   verdict_->setStyleSheet({});
   run_button_->setEnabled(false);
   process_.start(cli_, {"repro", "run", QString::fromStdString(scenarios_[static_cast<std::size_t>(row)]["name"]),
-                        "--events-file", events_file_});
+                        "--json-file", events_file_});
 }
 
 }  // namespace ringmaster::ui

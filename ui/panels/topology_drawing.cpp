@@ -1,5 +1,8 @@
 #include "topology_drawing.h"
 
+#include <QAccessible>
+#include <QKeyEvent>
+#include <QMouseEvent>
 #include <QPainter>
 #include <algorithm>
 #include <functional>
@@ -123,12 +126,84 @@ std::vector<TopologyBox> layout_topology(const json& topology, QSizeF* size) {
 TopologyDrawing::TopologyDrawing(QWidget* parent) : QWidget(parent) {
   setObjectName("topologyDrawing");
   setMinimumHeight(160);
+  setFocusPolicy(Qt::StrongFocus);
+  setAccessibleName("Topology drawing");
+  setAccessibleDescription("Arrows move between devices; Enter opens the device in the tree.");
 }
 
 void TopologyDrawing::set_topology(const json& topology) {
   boxes_ = layout_topology(topology, &size_);
   declared_ = topology.value("origin", "") == "declared";
+  selected_ = -1;
   update();
+}
+
+QTransform TopologyDrawing::to_widget() const {
+  const double scale = std::min({(width() - 8) / size_.width(), (height() - 8) / size_.height(), 1.6});
+  return QTransform().translate(4, 4).scale(scale, scale);
+}
+
+void TopologyDrawing::select(int box) {
+  selected_ = box;
+  if (box >= 0) {
+    const auto& b = boxes_[static_cast<std::size_t>(box)];
+    setAccessibleDescription(QString("%1: %2").arg(b.kind, b.label));
+    QAccessibleEvent changed(this, QAccessible::DescriptionChanged);
+    QAccessible::updateAccessibility(&changed);
+  }
+  update();
+}
+
+void TopologyDrawing::keyPressEvent(QKeyEvent* event) {
+  // Devices only (the leaves), in drawing order: containers hold them.
+  std::vector<int> devices;
+  for (std::size_t i = 0; i < boxes_.size(); ++i)
+    if (!is_container(boxes_[i].kind)) devices.push_back(static_cast<int>(i));
+  if (devices.empty()) {
+    QWidget::keyPressEvent(event);
+    return;
+  }
+  const auto at = std::find(devices.begin(), devices.end(), selected_);
+  const int i = at == devices.end() ? -1 : static_cast<int>(at - devices.begin());
+  const int last = static_cast<int>(devices.size()) - 1;
+  switch (event->key()) {
+    case Qt::Key_Right:
+    case Qt::Key_Down:
+      select(devices[static_cast<std::size_t>(std::min(i + 1, last))]);
+      return;
+    case Qt::Key_Left:
+    case Qt::Key_Up:
+      select(devices[static_cast<std::size_t>(std::max(i - 1, 0))]);
+      return;
+    case Qt::Key_Home:
+      select(devices.front());
+      return;
+    case Qt::Key_End:
+      select(devices.back());
+      return;
+    case Qt::Key_Return:
+    case Qt::Key_Enter:
+    case Qt::Key_Space:
+      if (selected_ < 0) select(devices.front());
+      if (boxes_[static_cast<std::size_t>(selected_)].node >= 0)
+        emit device_activated(boxes_[static_cast<std::size_t>(selected_)].node);
+      return;
+    default:
+      QWidget::keyPressEvent(event);
+  }
+}
+
+void TopologyDrawing::mousePressEvent(QMouseEvent* event) {
+  if (boxes_.empty() || size_.width() <= 0) return;
+  const QPointF at = to_widget().inverted().map(event->position());
+  // The innermost box under the pointer: children come after parents.
+  for (int i = static_cast<int>(boxes_.size()) - 1; i >= 0; --i) {
+    const auto& b = boxes_[static_cast<std::size_t>(i)];
+    if (!b.rect.contains(at)) continue;
+    select(i);
+    if (b.node >= 0) emit device_activated(b.node);
+    return;
+  }
 }
 
 void TopologyDrawing::paintEvent(QPaintEvent*) {
@@ -140,9 +215,7 @@ void TopologyDrawing::paintEvent(QPaintEvent*) {
     return;
   }
   p.setRenderHint(QPainter::Antialiasing);
-  const double scale = std::min({(width() - 8) / size_.width(), (height() - 8) / size_.height(), 1.6});
-  p.translate(4, 4);
-  p.scale(scale, scale);
+  p.setTransform(to_widget());
   QFont font = p.font();
   font.setPointSizeF(std::max(6.0, font.pointSizeF() * 0.9));
   p.setFont(font);
@@ -157,6 +230,11 @@ void TopologyDrawing::paintEvent(QPaintEvent*) {
     } else {
       p.drawText(b.rect.adjusted(3, 2, -3, -2), Qt::AlignCenter | Qt::TextWordWrap, b.label);
     }
+  }
+  if (selected_ >= 0 && selected_ < static_cast<int>(boxes_.size())) {
+    p.setPen(QPen(palette().highlight().color(), hasFocus() ? 3 : 2, hasFocus() ? Qt::SolidLine : Qt::DotLine));
+    p.setBrush(Qt::NoBrush);
+    p.drawRoundedRect(boxes_[static_cast<std::size_t>(selected_)].rect.adjusted(-2, -2, 2, 2), 5, 5);
   }
 }
 

@@ -2,6 +2,8 @@
 // packages, host bridges and PCI switches, with GPUs, NICs (and their
 // network devices) and other PCI devices as leaves, cores summarised per
 // package. Geometry is computed apart from painting (layout_topology).
+// From the keyboard the arrows move between devices and Enter opens the
+// device's row in the tree beside the drawing; a click does the same.
 #pragma once
 
 #include <QRectF>
@@ -31,11 +33,24 @@ class TopologyDrawing : public QWidget {
   explicit TopologyDrawing(QWidget* parent = nullptr);
   void set_topology(const nlohmann::json& topology);
   const std::vector<TopologyBox>& boxes() const { return boxes_; }
+  // The device under the keyboard cursor: an index into boxes(), -1 none.
+  int selected_box() const { return selected_; }
+
+ signals:
+  // A device was opened (Enter or a click): its index in the topology's nodes.
+  void device_activated(int node);
 
  protected:
   void paintEvent(QPaintEvent*) override;
+  void keyPressEvent(QKeyEvent* event) override;
+  void mousePressEvent(QMouseEvent* event) override;
 
  private:
+  // Where the drawing's units land in the widget.
+  QTransform to_widget() const;
+  void select(int box);
+
+  int selected_ = -1;
   std::vector<TopologyBox> boxes_;
   QSizeF size_;
   bool declared_ = false;

@@ -51,6 +51,7 @@ void fill_topology_tree(QStandardItemModel& model, const json& topology) {
                                  new QStandardItem(details.join("  ")), new QStandardItem(text(n, "origin"))};
     for (auto* item : row)
       item->setEditable(false);
+    row[0]->setData(id, kNodeRole);
     if (n.value("origin", "") == "declared") row[3]->setForeground(QColor(0xe6, 0x51, 0x00));
     parent->appendRow(row);
     for (const auto& child : n.value("children", json::array()))
@@ -115,6 +116,22 @@ TopologyView::TopologyView(QWidget* parent) : QWidget(parent) {
   split->addWidget(lower);
   split->setSizes({300, 300});
   layout->addWidget(split, 1);
+  tree_view_->setAccessibleName("Topology tree");
+  matrix_view_->setAccessibleName("GPU and NIC path matrix");
+  // A device opened in the drawing: its row in the tree, with the focus.
+  connect(drawing_, &TopologyDrawing::device_activated, this, [this](int node) {
+    const auto found =
+        tree_.match(tree_.index(0, 0), kNodeRole, node, 1, Qt::MatchExactly | Qt::MatchRecursive | Qt::MatchWrap);
+    if (found.isEmpty()) return;
+    tree_view_->setCurrentIndex(found.front());
+    tree_view_->scrollTo(found.front());
+    tree_view_->setFocus(Qt::OtherFocusReason);
+  });
+}
+
+int TopologyView::current_tree_node() const {
+  const QModelIndex i = tree_view_->currentIndex();
+  return i.isValid() ? i.siblingAtColumn(0).data(kNodeRole).toInt() : -1;
 }
 
 void TopologyView::show_topology(const QString& agent, const json& topology) {

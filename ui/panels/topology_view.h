@@ -17,6 +17,8 @@ namespace ringmaster::ui {
 
 class TopologyDrawing;
 
+// Each tree row's index in the topology's nodes (column 0).
+inline constexpr int kNodeRole = Qt::UserRole + 1;
 // The tree of Topology::to_json()'s nodes, one row per object.
 void fill_topology_tree(QStandardItemModel& model, const nlohmann::json& topology);
 // The path matrix of Topology::to_json().
@@ -30,6 +32,8 @@ class TopologyView : public QWidget {
   QStandardItemModel& tree_model() { return tree_; }
   QStandardItemModel& matrix_model() { return matrix_; }
   TopologyDrawing* drawing() const { return drawing_; }
+  // The node of the tree's current row, -1 when none.
+  int current_tree_node() const;
 
  private:
   QLabel* title_ = nullptr;

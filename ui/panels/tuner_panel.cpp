@@ -15,6 +15,7 @@ TunerPanel::TunerPanel(TunerModel& model, QWidget* parent) : QWidget(parent), mo
   row->addWidget(new QLabel("Collective and size:"));
   sizes_ = new QComboBox;
   sizes_->setObjectName("tunerSizes");
+  sizes_->setAccessibleName("Message size");
   sizes_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
   row->addWidget(sizes_);
   summary_ = new QLabel;
@@ -23,6 +24,7 @@ TunerPanel::TunerPanel(TunerModel& model, QWidget* parent) : QWidget(parent), mo
   layout->addLayout(row);
   table_ = new QTableView;
   table_->setObjectName("tunerTable");
+  table_->setAccessibleName("Tuner candidates");
   table_->setModel(&model_);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
