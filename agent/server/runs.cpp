@@ -92,7 +92,7 @@ std::uint16_t pick_free_port() {
 
 // ringmaster-cli perf's arguments for the run's perf spec.
 std::vector<std::string> perf_argv(const std::string& cli, const json& perf) {
-  std::vector<std::string> argv = {cli, "perf", perf["collective"].get<std::string>(), "--events"};
+  std::vector<std::string> argv = {cli, "perf", perf["collective"].get<std::string>(), "--json"};
   auto add = [&](const char* flag, const char* key, auto&& convert) {
     if (perf.contains(key)) {
       argv.push_back(flag);

@@ -3,13 +3,16 @@
 #include <cstdio>
 #include <exception>
 #include <map>
+#include <string_view>
 
 #include "commands.h"
+#include "completion_cli11.h"
 #include "ringmaster/status.h"
 #include "ringmaster/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"ringmaster-cli: rendezvous probes, TCPStore tools and collective benchmarks"};
+  app.name("ringmaster-cli");
   app.require_subcommand(1);
   app.set_version_flag("--version", "ringmaster-cli " RINGMASTER_VERSION_STRING);
   std::map<CLI::App*, ringmaster::cli::Runner> runners;
@@ -26,6 +29,16 @@ int main(int argc, char** argv) {
   add(ringmaster::cli::add_remote_command);
   add(ringmaster::cli::add_repro_command);
   add(ringmaster::cli::add_tune_command);
+  // For the build: the bash completion script and every subcommand's help
+  // in one text (help2man makes the man page of it). Not in --help.
+  if (argc == 2 && std::string_view(argv[1]) == "--bash-completion") {
+    std::fputs(ringmaster::app::bash_completion_script(app, "ringmaster-cli").c_str(), stdout);
+    return 0;
+  }
+  if (argc == 2 && std::string_view(argv[1]) == "--help-all") {
+    std::fputs(app.help("", CLI::AppFormatMode::All).c_str(), stdout);
+    return 0;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -44,7 +44,7 @@ nlohmann::json row_json(const PerfSpec& spec, const PerfRow& row) {
   return j;
 }
 
-// --events: one JSON object per line on stdout, from every rank, for the
+// --json: one JSON object per line on stdout, from every rank, for the
 // agent to relay: stage events as they happen (or the failure), channel
 // samples every 100 ms, the protocol and channels picked per size, result
 // rows with this rank's times, and a closing "done".
@@ -343,7 +343,7 @@ Runner add_perf_command(CLI::App& app) {
   auto* perf = app.add_subcommand("perf", "Measure a collective like nccl-tests (one rank per process or --np N)");
   auto opts = std::make_shared<PerfOptions>();
   add_perf_options(perf, *opts);
-  perf->add_option("--json", opts->json_file, "Also write rank 0's rows as JSON to this file");
+  perf->add_option("--json-file", opts->json_file, "Also write rank 0's rows as JSON to this file");
   perf->add_option("--np", opts->np, "Start N local ranks (processes) on loopback");
   perf->add_option("--bind", opts->bind,
                    "With --np: core binds rank r to the r-th CPU this process may use (as mpirun does), none leaves "
@@ -355,8 +355,10 @@ Runner add_perf_command(CLI::App& app) {
                    "row's time is the median timed call): Ring/LL,Tree/Simple,... and auto (the tuner's pick), or all "
                    "(every algorithm and protocol the links run, and auto)");
   perf->add_flag("--no-stages", opts->quiet_stages, "Do not print rank 0's init stage table");
-  perf->add_flag("--events", opts->events,
-                 "Every rank writes JSON lines (stages, 10 Hz channel samples, decisions, rows) instead of tables");
+  perf->add_flag("--json", opts->events,
+                 "Every rank writes JSON lines (stages, 10 Hz channel samples, decisions, rows) on stdout instead of "
+                 "tables");
+  perf->add_flag("--events", opts->events)->group("");  // the old spelling of --json
 
   return [=]() -> int {
     PerfSpec spec = make_perf_spec(*opts);

@@ -268,7 +268,8 @@ Runner add_remote_command(CLI::App& app) {
   remote->add_option("--bootstrap-timeout", o->bootstrap_timeout_s,
                      "RINGMASTER_BOOTSTRAP_TIMEOUT for the ranks, seconds");
   remote->add_option("--coll-timeout", o->coll_timeout_s, "RINGMASTER_COLL_TIMEOUT for the ranks, seconds");
-  remote->add_option("--events-file", o->events_file, "Write every relayed event as a JSON line here");
+  remote->add_option("--json-file", o->events_file, "Write every relayed event as a JSON line to this file");
+  remote->add_option("--events-file", o->events_file)->group("");  // the old spelling of --json-file
   remote->require_subcommand(1);
   auto* perf = remote->add_subcommand("perf", "nccl-tests style sweep, as `ringmaster-cli perf`");
   add_perf_options(perf, o->perf);

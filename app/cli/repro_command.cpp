@@ -585,7 +585,8 @@ Runner add_repro_command(CLI::App& app) {
   run->add_option("name", o->name, "Scenario name (see repro list)");
   run->add_flag("--all", o->all, "Every scenario in the catalog");
   run->add_flag("--keep", o->keep, "Leave the namespaces and bridge in place for inspection");
-  run->add_option("--events-file", o->events_file, "Write every event of the runs as JSON lines (console replay)");
+  run->add_option("--json-file", o->events_file, "Write every event of the runs as JSON lines (console replay)");
+  run->add_option("--events-file", o->events_file)->group("");  // the old spelling of --json-file
   return [=]() -> int {
     const auto catalog = load_catalog(o->dir);
     if (list->parsed()) {

@@ -1,10 +1,13 @@
 // `ringmaster-cli store`: serve a TCPStore, or poke any TCPStore (ours or a
 // torchrun's MASTER_PORT).
+#include <algorithm>
+#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <thread>
 
 #include "commands.h"
+#include "ringmaster/status.h"
 #include "ringmaster/store.h"
 
 namespace ringmaster::cli {
@@ -24,6 +27,37 @@ struct StoreOptions {
   int expected = 0;
 };
 
+// --listen ADDR:PORT, [V6]:PORT or :PORT into host and port; a bare
+// address (no port, or an IPv6 literal without brackets) keeps --port.
+void split_listen(StoreOptions& o) {
+  std::string& l = o.listen;
+  std::size_t colon = std::string::npos;
+  if (!l.empty() && l.front() == '[') {
+    const auto close = l.find(']');
+    if (close == std::string::npos || (close + 1 < l.size() && l[close + 1] != ':')) {
+      throw Error(ErrorCategory::config, "--listen " + l + ": expected [IPV6]:PORT");
+    }
+    colon = close + 1 < l.size() ? close + 1 : std::string::npos;
+    if (colon == std::string::npos) {
+      l = l.substr(1, close - 1);
+      return;
+    }
+  } else if (std::count(l.begin(), l.end(), ':') == 1) {
+    colon = l.find(':');
+  }
+  if (colon == std::string::npos) return;
+  const std::string port = l.substr(colon + 1);
+  unsigned value = 0;
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || value > 65535) {
+    throw Error(ErrorCategory::config, "--listen " + l + ": bad port '" + port + "'");
+  }
+  o.port = static_cast<std::uint16_t>(value);
+  std::string host = l.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  l = host;
+}
+
 }  // namespace
 
 Runner add_store_command(CLI::App& app) {
@@ -36,8 +70,10 @@ Runner add_store_command(CLI::App& app) {
     sub->add_option("--timeout", opts->timeout_s, "Seconds for connect and each operation")->capture_default_str();
   };
   auto* serve = store->add_subcommand("serve", "Run a store until interrupted");
-  serve->add_option("--listen", opts->listen, "Address to listen on (default: every IPv6 and IPv4 address)");
-  serve->add_option("--port", opts->port, "Port (0: pick a free one)")->capture_default_str();
+  serve->add_option("--listen", opts->listen,
+                    "ADDR:PORT, [IPV6]:PORT or :PORT to listen on, as the agent's --listen (default: every IPv6 and "
+                    "IPv4 address, port 29500; port 0: pick a free one)");
+  serve->add_option("--port", opts->port)->group("");  // the old spelling: --listen ADDR --port N
   serve->add_option("--expected-clients", opts->expected, "Clients expected at once (sizes the backlog)");
   auto* get = store->add_subcommand("get", "Print a key's value (waits for it, as torch does)");
   auto* set = store->add_subcommand("set", "Set a key");
@@ -58,6 +94,7 @@ Runner add_store_command(CLI::App& app) {
   return [=]() -> int {
     const auto timeout = std::chrono::milliseconds(static_cast<long long>(opts->timeout_s * 1000));
     if (serve->parsed()) {
+      split_listen(*opts);
       TcpStoreServer server(
           StoreServerOptions{.host = opts->listen, .port = opts->port, .expected_clients = opts->expected});
       std::printf("store listening on %s:%u\n", opts->listen.empty() ? "*" : opts->listen.c_str(), server.port());

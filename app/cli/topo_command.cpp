@@ -18,6 +18,7 @@ struct TopoOptions {
   std::string sysfs;
   std::string nccl_out;
   std::string json_out;
+  bool json_stdout = false;
   int nodes = 1;
   int channels = 2;
   int ranks_per_node = -1;
@@ -58,8 +59,10 @@ Runner add_topo_command(CLI::App& app) {
   add_source_options(matrix, o);
   auto* exp = topo_cmd->add_subcommand("export", "Write NCCL topology XML and/or JSON");
   add_source_options(exp, o);
-  exp->add_option("--nccl", o->nccl_out, "NCCL topology XML output file");
-  exp->add_option("--json", o->json_out, "JSON output file (what the console draws)");
+  exp->add_option("--nccl-file", o->nccl_out, "Write NCCL topology XML to this file");
+  exp->add_option("--json-file", o->json_out, "Write the JSON the console draws to this file");
+  exp->add_flag("--json", o->json_stdout, "Print that JSON on stdout instead of the summary");
+  exp->add_option("--nccl", o->nccl_out)->group("");  // the old spelling of --nccl-file
   auto* rings = topo_cmd->add_subcommand("rings", "Rings and double binary trees for N identical nodes");
   add_source_options(rings, o);
   rings->add_option("--nodes", o->nodes, "Identical nodes (default 1)")->check(CLI::Range(1, 65536));
@@ -73,13 +76,17 @@ Runner add_topo_command(CLI::App& app) {
     } else if (matrix->parsed()) {
       std::fputs(load(*o).render_matrix().c_str(), stdout);
     } else if (exp->parsed()) {
-      if (o->nccl_out.empty() && o->json_out.empty()) {
-        throw Error(ErrorCategory::config, "topo export: give --nccl FILE, --json FILE or both");
+      if (o->nccl_out.empty() && o->json_out.empty() && !o->json_stdout) {
+        throw Error(ErrorCategory::config, "topo export: give --nccl-file FILE, --json-file FILE or --json");
       }
       const auto t = load(*o);
       if (!o->nccl_out.empty()) write_file(o->nccl_out, t.to_nccl_xml());
       if (!o->json_out.empty()) write_file(o->json_out, t.to_json());
-      std::printf("%s\n", t.summary().c_str());
+      if (o->json_stdout) {
+        std::printf("%s\n", t.to_json().c_str());
+      } else {
+        std::printf("%s\n", t.summary().c_str());
+      }
     } else if (rings->parsed()) {
       const auto start = std::chrono::steady_clock::now();
       const auto t = load(*o);

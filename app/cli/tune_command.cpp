@@ -20,7 +20,9 @@ namespace {
 
 struct TuneOptions {
   std::string collective = "all_reduce";
-  std::string bytes = "8:1G";
+  std::string min_bytes = "8";
+  std::string max_bytes = "1G";
+  std::string bytes;  // the old --bytes MIN:MAX, when given
   double step_factor = 4;
   std::string file;
   int nodes = 1;
@@ -39,12 +41,17 @@ const std::map<std::string, Collective> kTunable = {{"all_reduce", Collective::a
                                                     {"reduce", Collective::reduce}};
 
 int run_tune(const TuneOptions& o) {
-  const auto colon = o.bytes.find(':');
-  const std::size_t lo = parse_size(o.bytes.substr(0, colon));
-  const std::size_t hi = colon == std::string::npos ? lo : parse_size(o.bytes.substr(colon + 1));
-  if (lo == 0 || hi < lo)
-    throw Error(ErrorCategory::config, "--bytes " + o.bytes + ": expected MIN:MAX with 0 < MIN <= MAX");
-  if (o.step_factor <= 1) throw Error(ErrorCategory::config, "--step-factor must be above 1");
+  std::size_t lo = parse_size(o.min_bytes);
+  std::size_t hi = parse_size(o.max_bytes);
+  if (!o.bytes.empty()) {
+    const auto colon = o.bytes.find(':');
+    lo = parse_size(o.bytes.substr(0, colon));
+    hi = colon == std::string::npos ? lo : parse_size(o.bytes.substr(colon + 1));
+  }
+  if (lo == 0 || hi < lo) {
+    throw Error(ErrorCategory::config, fmt::format("sizes {} to {}: expected 0 < --minbytes <= --maxbytes", lo, hi));
+  }
+  if (o.step_factor <= 1) throw Error(ErrorCategory::config, "--stepfactor must be above 1");
 
   tune::Shape shape;
   if (!o.file.empty()) {
@@ -109,8 +116,12 @@ Runner add_tune_command(CLI::App& app) {
   sub->add_option("--collective", o->collective, "all_reduce, all_gather, reduce_scatter, broadcast or reduce")
       ->capture_default_str()
       ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"}));
-  sub->add_option("--bytes", o->bytes, "MIN:MAX sizes (K, M, G suffixes)")->capture_default_str();
-  sub->add_option("-f,--step-factor", o->step_factor, "Multiply the size by this each step")->capture_default_str();
+  // The spellings of `perf` (nccl-tests'); the old ones stay as hidden aliases.
+  sub->add_option("-b,--minbytes", o->min_bytes, "Smallest size (K, M, G suffixes)")->capture_default_str();
+  sub->add_option("-e,--maxbytes", o->max_bytes, "Largest size")->capture_default_str();
+  sub->add_option("-f,--stepfactor", o->step_factor, "Multiply the size by this each step")->capture_default_str();
+  sub->add_option("--bytes", o->bytes)->group("");
+  sub->add_option("--step-factor", o->step_factor)->group("");
   sub->add_option("--file", o->file, "Declared node (NCCL or hwloc topology XML); the cluster is --nodes of them");
   sub->add_option("--nodes", o->nodes, "Nodes of the declared cluster")->capture_default_str();
   sub->add_option("--ranks-per-node", o->ranks_per_node, "Ranks per declared node (default: one per GPU)");

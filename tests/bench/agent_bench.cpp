@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
   std::vector<double> direct_ms;
   int perf_out = -1;
   const pid_t perf = spawn({RINGMASTER_CLI, "perf", "all_reduce", "--np", "2", "-b", "4M", "-e", "4M", "-n",
-                            std::to_string(iters), "-w", "1", "--events"},
+                            std::to_string(iters), "-w", "1", "--json"},
                            perf_out);
   for (std::string line; !(line = read_line(perf_out)).empty();) {
     const long long now = ringmaster::agent::wall_us();

@@ -40,11 +40,11 @@ run() { # build tag round
   "$cli" perf --help | grep -q -- "--average" && rank0=(-a 0)
   # The small sweep (8 B, then 1 KiB .. 64 KiB) and the large one, as compare.sh.
   "$cli" perf all_reduce --np "$np" -b 8 -e 8 -n "$small_iters" -w 3 --warmup-ms 200 -z 1 -c 0 --no-stages "${rank0[@]}" \
-    --json "$work/$2.$3.tiny.json" >/dev/null
+    --json-file "$work/$2.$3.tiny.json" >/dev/null
   "$cli" perf all_reduce --np "$np" -b 1K -e 64K -f 2 -n "$small_iters" -w 3 --warmup-ms 200 -z 1 -c 0 --no-stages "${rank0[@]}" \
-    --json "$work/$2.$3.small.json" >/dev/null
+    --json-file "$work/$2.$3.small.json" >/dev/null
   "$cli" perf all_reduce --np "$np" -b 128K -e 64M -f 2 -n "$iters" -w 3 --warmup-ms 200 -z 1 -c 0 --no-stages "${rank0[@]}" \
-    --json "$work/$2.$3.large.json" >/dev/null
+    --json-file "$work/$2.$3.large.json" >/dev/null
 }
 for ((round = 0; round < rounds; round++)); do
   if ((round % 2 == 0)); then

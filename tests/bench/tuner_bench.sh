@@ -46,9 +46,9 @@ for np in "${ranks[@]}"; do
   for ((round = 0; round < rounds; round++)); do
     name="$work/$np.$round"
     "$build/app/ringmaster-cli" perf all_reduce -a 0 --np "$np" -b 8 -e 64K -f 2 -n "$small_iters" -w 20 --warmup-ms 100 \
-      -z 1 -c 0 --no-stages --candidates "$list" --json "$name.small.json" >/dev/null
+      -z 1 -c 0 --no-stages --candidates "$list" --json-file "$name.small.json" >/dev/null
     "$build/app/ringmaster-cli" perf all_reduce -a 0 --np "$np" -b 128K -e 64M -f 2 -n "$iters" -w 2 --warmup-ms 100 \
-      -z 1 -c 0 --no-stages --candidates "$list" --json "$name.large.json" >/dev/null
+      -z 1 -c 0 --no-stages --candidates "$list" --json-file "$name.large.json" >/dev/null
     python3 -c 'import json, sys; json.dump(json.load(open(sys.argv[1])) + json.load(open(sys.argv[2])), open(sys.argv[3], "w"))' \
       "$name.small.json" "$name.large.json" "$name.json"
   done

@@ -395,10 +395,10 @@ TEST(Agent, FourRanksAcrossTwoAgentsStreamEverything) {
       EXPECT_EQ(row["in_place"]["wrong"], 0) << row.dump();
     }
   }
-  // Rows carry what `perf --json` rows carry.
+  // Rows carry what `perf --json-file` rows carry.
   const std::string direct = ::testing::TempDir() + "agent-direct-rows.json";
   auto perf = testing_support::spawn({RINGMASTER_CLI, "perf", "all_reduce", "--np", "2", "-b", "1M", "-e", "1M", "-n",
-                                      "2", "-w", "1", "--json", direct},
+                                      "2", "-w", "1", "--json-file", direct},
                                      {});
   perf.finish();
   ASSERT_EQ(perf.exit_code(), 0);

@@ -41,7 +41,7 @@ TEST(PerfCli, TorchrunStyleProcesses) {
   for (int r = 0; r < 3; ++r) {
     std::vector<std::string> argv = {RINGMASTER_CLI, "perf", "all_gather", "-b", "1K", "-e", "1M",
                                      "-f",           "32",   "-n",         "3",  "-w", "1"};
-    if (r == 0) argv.insert(argv.end(), {"--json", json});
+    if (r == 0) argv.insert(argv.end(), {"--json-file", json});
     ranks.push_back(testing_support::spawn(
         argv, {{"RANK", std::to_string(r)}, {"WORLD_SIZE", "3"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}}));
   }
@@ -555,7 +555,7 @@ TEST(PerfCli, CandidatesTakeTurnsAtEverySize) {
     const std::string json = ::testing::TempDir() + "perf-candidates.json";
     auto child = testing_support::spawn({RINGMASTER_CLI, "perf", "all_reduce", "--np", "3", "-b", "8", "-e",
                                          "64K",          "-f",   "32",         "-n",   "3", "-w", "1", "--no-stages",
-                                         "--candidates", "all",  "--json",     json},
+                                         "--candidates", "all",  "--json-file", json},
                                         {{"NCCL_SHM_DISABLE", sockets ? "1" : "0"}});
     child.finish();
     ASSERT_EQ(child.exit_code(), 0) << child.output;
@@ -639,6 +639,72 @@ TEST(CliConventions, VersionAndExitCodes) {
   auto help = testing_support::spawn({RINGMASTER_CLI, "perf", "--help"}, {}, true);
   help.finish();
   EXPECT_EQ(help.exit_code(), 0);
+}
+
+// One spelling per idea (docs/cli.md): --json is machine-readable output
+// on stdout, --json-file a file; sizes as nccl-tests spells them; --listen
+// ADDR:PORT. Earlier spellings still run as hidden aliases.
+TEST(CliConventions, OneSpellingPerIdea) {
+  auto run = [](std::vector<std::string> args) {
+    args.insert(args.begin(), RINGMASTER_CLI);
+    auto child = testing_support::spawn(args, {});
+    child.finish();
+    return child;
+  };
+  // tune: perf's size flags, and the old ones meaning the same.
+  auto tune_new = run({"tune", "-b", "8", "-e", "512K", "-f", "16"});
+  auto tune_old = run({"tune", "--bytes", "8:512K", "--step-factor", "16"});
+  EXPECT_EQ(tune_new.exit_code(), 0) << tune_new.output;
+  EXPECT_NE(tune_new.output.find("# all_reduce 512 KiB"), std::string::npos) << tune_new.output;
+  EXPECT_EQ(tune_new.output, tune_old.output);
+  // perf --json: every line of stdout is a JSON object, results among them;
+  // --events (the old spelling) the same kinds of lines.
+  for (const char* flag : {"--json", "--events"}) {
+    auto perf = run({"perf", "all_reduce", "--np", "2", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0", flag});
+    EXPECT_EQ(perf.exit_code(), 0) << perf.output;
+    std::istringstream lines(perf.output);
+    std::string line;
+    int rows = 0, objects = 0;
+    while (std::getline(lines, line)) {
+      if (line.empty()) continue;
+      const auto j = nlohmann::json::parse(line, nullptr, false);
+      ASSERT_TRUE(j.is_object()) << flag << ": not JSON: " << line;
+      ++objects;
+      rows += j.value("type", "") == "result" ? 1 : 0;
+    }
+    EXPECT_GT(objects, 2) << flag;
+    EXPECT_GE(rows, 1) << flag << ": " << perf.output;
+  }
+  // The old `perf --json FILE` is refused rather than read another way.
+  EXPECT_EQ(run({"perf", "all_reduce", "--json", "rows.json"}).exit_code(), 2);
+  // --help shows the new spellings only.
+  auto help = run({"perf", "--help"});
+  EXPECT_NE(help.output.find("--json-file"), std::string::npos);
+  EXPECT_EQ(help.output.find("--events"), std::string::npos) << help.output;
+  auto tune_help = run({"tune", "--help"});
+  EXPECT_NE(tune_help.output.find("--minbytes"), std::string::npos);
+  EXPECT_EQ(tune_help.output.find("--step-factor"), std::string::npos) << tune_help.output;
+  // topo export --json: the console's JSON on stdout.
+  auto topo = run({"topo", "export", "--file", std::string(RINGMASTER_TOPOLOGY_DIR) + "/p4d-24xl-topo.xml", "--json"});
+  EXPECT_EQ(topo.exit_code(), 0);
+  EXPECT_EQ(nlohmann::json::parse(topo.output, nullptr, false).value("origin", ""), "declared") << topo.output;
+  // store serve --listen ADDR:PORT, as the agent's; the old ADDR --port N.
+  for (const std::vector<std::string>& listen :
+       {std::vector<std::string>{"--listen", "127.0.0.1:0"}, std::vector<std::string>{"--listen", "[::1]:0"},
+        std::vector<std::string>{"--listen", "127.0.0.1", "--port", "0"}}) {
+    std::vector<std::string> argv = {RINGMASTER_CLI, "store", "serve"};
+    argv.insert(argv.end(), listen.begin(), listen.end());
+    auto serve = testing_support::spawn(argv, {});
+    std::string first;
+    char c = 0;
+    while (::read(serve.out_fd, &c, 1) == 1 && c != '\n')
+      first += c;
+    ::kill(serve.pid, SIGTERM);
+    serve.finish();
+    EXPECT_TRUE(std::regex_match(first, std::regex(R"(store listening on (127\.0\.0\.1|::1):[1-9]\d*)")))
+        << fmt::format("{}", fmt::join(listen, " ")) << ": " << first;
+  }
+  EXPECT_EQ(run({"store", "serve", "--listen", "127.0.0.1:http"}).exit_code(), 2);
 }
 
 TEST(PerfCli, BadFlagsAreRefused) {

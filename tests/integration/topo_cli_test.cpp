@@ -51,7 +51,7 @@ TEST(TopoCli, G5FilledFromSysfs) {
 TEST(TopoCli, ExportLoadsBack) {
   const std::string xml = ::testing::TempDir() + "cli-export.xml";
   const std::string json = ::testing::TempDir() + "cli-export.json";
-  ASSERT_EQ(cli({"topo", "export", "--file", kDir + "/p4d-24xl-topo.xml", "--nccl", xml, "--json", json}).code, 0);
+  ASSERT_EQ(cli({"topo", "export", "--file", kDir + "/p4d-24xl-topo.xml", "--nccl-file", xml, "--json-file", json}).code, 0);
   const auto again = cli({"topo", "show", "--file", xml});
   ASSERT_EQ(again.code, 0);
   EXPECT_TRUE(contains(again.out, "2 packages, 8 GPUs, 4 NICs")) << again.out;

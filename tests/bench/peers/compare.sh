@@ -50,7 +50,7 @@ for ((round = 0; round < rounds; round++)); do
     # up for 200 ms.
     "$build/app/ringmaster-cli" perf all_reduce -a 0 --np "$np" -b $lo -e $hi -f 2 -n "$n" -w 3 --warmup-ms 200 -z 1 -c 0 \
       --no-stages \
-      --json "$work/ringmaster.$round.$sweep.json" >/dev/null
+      --json-file "$work/ringmaster.$round.$sweep.json" >/dev/null
 
     if [[ $transport == socket ]]; then
       rm -rf "$work/gloo-store" && mkdir -p "$work/gloo-store"

@@ -29,7 +29,7 @@ port=47600
 for ((round = 0; round < rounds; round++)); do
   for collective in sendrecv all_reduce; do
     "$build/app/ringmaster-cli" perf $collective -a 0 --np 2 -b $min -e $max -f 2 -n "$iters" -w 3 -c 0 --no-stages \
-      --json "$work/$collective.$round.json" >/dev/null
+      --json-file "$work/$collective.$round.json" >/dev/null
   done
   for ((size = min; size <= max; size *= 2)); do
     port=$((port + 1))
