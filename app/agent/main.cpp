@@ -6,7 +6,9 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <string_view>
 
+#include "completion_cli11.h"
 #include "ringmaster/agent/log.h"
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/agent/server.h"
@@ -15,6 +17,7 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"ringmaster-agent: runs Ringmaster ranks on this node for the console and ringmaster-cli remote"};
+  app.name("ringmaster-agent");
   ringmaster::agent::AgentOptions options;
   std::string token_file;
   bool print_port = false;
@@ -51,6 +54,10 @@ int main(int argc, char** argv) {
   app.add_flag("--print-port", print_port,
                "Print the bound control port on stdout once listening (and then the metrics port, if any)");
   app.set_version_flag("--version", "ringmaster-agent " RINGMASTER_VERSION_STRING);
+  if (argc == 2 && std::string_view(argv[1]) == "--bash-completion") {  // for the build; not in --help
+    std::fputs(ringmaster::app::bash_completion_script(app, "ringmaster-agent").c_str(), stdout);
+    return 0;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
