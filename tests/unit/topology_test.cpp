@@ -360,6 +360,16 @@ TEST(Topology, HwlocXmlThatBrokeHwlocIsRefusedOrRead) {
   EXPECT_NE(error_of(edited("cpuset=\"0x00555555\"", "cpuset=\"0x00555555,\"")).find("cpuset is not an hwloc bitmap"),
             std::string::npos);
   EXPECT_EQ(error_of(edited("bridge_type=\"1-1\"", "bridge_type=\"2-1\"")), "(loaded)");
+  // A NUMA node or PU without os_index made hwloc allocate a 512 MiB bitmap
+  // for bit 2^32 - 1 (535 MB resident for a 3 KiB file); refused by line.
+  const std::string no_index =
+      error_of(edited("<object type=\"NUMANode\" os_index=\"0\"", "<object type=\"NUMANode\""));
+  EXPECT_NE(no_index.find("edited.xml:"), std::string::npos) << no_index;
+  EXPECT_NE(no_index.find("<object type=\"NUMANode\"> needs an os_index below 1048576 (has none)"), std::string::npos)
+      << no_index;
+  EXPECT_NE(error_of(edited("<object type=\"PU\" os_index=\"3\"", "<object type=\"PU\" os_index=\"4294967295\""))
+                .find("needs an os_index below 1048576 (has \"4294967295\")"),
+            std::string::npos);
 }
 
 TEST(ChannelSearch, BinaryTreesAreTreesAndComplementary) {

@@ -6,6 +6,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <memory>
 #include <pugixml.hpp>
@@ -232,6 +233,10 @@ bool is_hwloc_bitmap(std::string_view text) {
   }
 }
 
+// More processors or NUMA nodes than any machine has (Linux's NR_CPUS
+// tops out at 8192): a bitmap this wide is 128 KiB.
+constexpr unsigned kMaxOsIndex = 1u << 20;
+
 // hwloc 2.9 trusts that an object with a cpuset (nodeset) also has the
 // complete one, as its export always writes: an object with only one of
 // them crashed it inside hwloc_topology_load (found by fuzz_topology_xml).
@@ -253,6 +258,22 @@ void check_hwloc_sets(const pugi::xml_node& root, std::string_view text, std::st
                                   "commas)",
                                   source, line_of(text, node.offset_debug()), node.attribute("type").value(), name));
         }
+      }
+    }
+    // A PU's or NUMA node's os_index is a bit in hwloc's cpusets and
+    // nodesets: without one hwloc takes "unknown" (2^32 - 1) and allocates a
+    // 512 MiB bitmap to hold that bit (found by fuzz_topology_xml: a 3 KiB
+    // file took 535 MB). hwloc always writes it for these two types.
+    const std::string_view type = node.attribute("type").value();
+    if (type == "PU" || type == "NUMANode") {
+      const std::string_view index = node.attribute("os_index").value();
+      unsigned value = 0;
+      const auto [end, ec] = std::from_chars(index.data(), index.data() + index.size(), value);
+      if (index.empty() || ec != std::errc() || end != index.data() + index.size() || value >= kMaxOsIndex) {
+        throw Error(ErrorCategory::config,
+                    fmt::format("{}:{}: <object type=\"{}\"> needs an os_index below {} (has {})", source,
+                                line_of(text, node.offset_debug()), type, kMaxOsIndex,
+                                index.empty() ? std::string("none") : fmt::format("\"{}\"", index)));
       }
     }
     for (const char* set : {"cpuset", "nodeset"}) {
