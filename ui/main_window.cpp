@@ -105,8 +105,8 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
 
   auto* form = new QFormLayout;
   collective_ = new QComboBox;
-  collective_->addItems(
-      {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "sendrecv"});
+  collective_->addItems({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "gather",
+                         "scatter", "sendrecv"});
   min_bytes_ = new QLineEdit("8");
   max_bytes_ = new QLineEdit("64M");
   factor_ = new QDoubleSpinBox;

@@ -432,6 +432,8 @@ const std::map<std::string, Collective> kCollectives = {{"all_reduce", Collectiv
                                                         {"broadcast", Collective::broadcast},
                                                         {"reduce", Collective::reduce},
                                                         {"all_to_all", Collective::all_to_all},
+                                                        {"gather", Collective::gather},
+                                                        {"scatter", Collective::scatter},
                                                         {"sendrecv", Collective::send_recv}};
 }  // namespace
 
@@ -445,17 +447,19 @@ std::string collective_named(const std::string& given) {
   if (n == "reducescatter") return "reduce_scatter";
   if (n == "send_recv") return "sendrecv";
   if (kCollectives.count(n)) return n;
-  if (n == "gather" || n == "scatter" || n == "hypercube")
+  if (n == "hypercube")
     throw Error(ErrorCategory::config, "collective " + given + ": not built yet (nccl-tests' " + n + "_perf)");
   throw Error(ErrorCategory::config,
               "collective " + given +
-                  ": expected all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall or sendrecv (or "
+                  ": expected all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, gather, scatter or "
+                  "sendrecv (or "
                   "nccl-tests' binary names, e.g. all_reduce_perf)");
 }
 
 void add_perf_options(CLI::App* perf, PerfOptions& o) {
   perf->add_option("collective", o.collective,
-                   "all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall (all_to_all), sendrecv; "
+                   "all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall (all_to_all), gather, scatter, "
+                   "sendrecv; "
                    "nccl-tests' binary names too (all_reduce_perf, ...)")
       ->required();
   perf->add_option("-b,--minbytes", o.min_bytes, "Smallest size (K, M, G suffixes)")->capture_default_str();

@@ -192,7 +192,8 @@ void check(const MatrixCase& c, int n, const std::vector<std::size_t>& counts, L
               spec.root = n > 1 ? 1 : 0;
               const bool per_rank = c.collective == Collective::all_gather ||
                                     c.collective == Collective::reduce_scatter ||
-                                    c.collective == Collective::all_to_all;
+                                    c.collective == Collective::all_to_all || c.collective == Collective::gather ||
+                                    c.collective == Collective::scatter;
               spec.min_bytes = spec.max_bytes = count * size_of(c.type) * (per_rank ? static_cast<std::size_t>(n) : 1);
               spec.iters = 1;
               spec.warmup = 0;
@@ -215,8 +216,9 @@ void check(const MatrixCase& c, int n, const std::vector<std::size_t>& counts, L
 }
 
 const std::vector<Collective> kCollectives = {
-    Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter, Collective::broadcast,
-    Collective::reduce,     Collective::all_to_all, Collective::send_recv};
+    Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
+    Collective::broadcast,  Collective::reduce,     Collective::all_to_all,
+    Collective::gather,     Collective::scatter,    Collective::send_recv};
 
 TEST(Collectives, RepresentativeSubset) {
   const std::vector<std::size_t> counts = {0, 1, 7, 1023, (1u << 20) + 3};
@@ -705,8 +707,8 @@ void shared_memory_matrix(std::initializer_list<int> rank_counts) {
       }
       // 16 Mi elements in the largest buffer (all_gather's output,
       // reduce_scatter's input), so 8 ranks stay within memory.
-      const bool per_rank =
-          c == Collective::all_gather || c == Collective::reduce_scatter || c == Collective::all_to_all;
+      const bool per_rank = c == Collective::all_gather || c == Collective::reduce_scatter ||
+                            c == Collective::all_to_all || c == Collective::gather || c == Collective::scatter;
       if (n == 2 || n == 4) check({c, DataType::fp32, RedOp::sum}, n, {(16u << 20) / (per_rank ? n : 1)});
     }
   }

@@ -304,6 +304,8 @@ TEST(NcclTests, PublishedCommandLinesRun) {
       "broadcast_perf -b 8 -e 16G -f 2 -g 1",
       "broadcast_perf -b 16M -e 16M -f 2 -g 1 -c 0",
       "alltoall_perf -b 8 -e 16G -f 2 -g 1",
+      "gather_perf -b 8 -e 128M -f 2 -g 1",
+      "scatter_perf -b 8 -e 128M -f 2 -g 1 -r 1",
   };
   auto shorten = [](const std::vector<std::string>& words) {
     std::vector<std::string> out;
@@ -421,10 +423,32 @@ TEST(NcclTests, FlagsBeyondTheSizes) {
     EXPECT_EQ(gpu.exit_code(), 2) << gpu.output;
     EXPECT_NE(gpu.output.find("GPU only"), std::string::npos) << gpu.output;
   }
-  auto gather = testing_support::spawn({RINGMASTER_CLI, "perf", "gather_perf"}, {}, true);
-  gather.finish();
-  EXPECT_EQ(gather.exit_code(), 2);
-  EXPECT_NE(gather.output.find("not built yet"), std::string::npos) << gather.output;
+  auto hypercube = testing_support::spawn({RINGMASTER_CLI, "perf", "hypercube_perf"}, {}, true);
+  hypercube.finish();
+  EXPECT_EQ(hypercube.exit_code(), 2);
+  EXPECT_NE(hypercube.output.find("not built yet"), std::string::npos) << hypercube.output;
+  // gather and scatter (nccl-tests build them of sends and receives; here
+  // they are collectives of their own): rows name their root, every
+  // element right at every rank that receives, in and out of place.
+  for (const std::string collective : {"gather", "scatter"}) {
+    auto child = testing_support::spawn({RINGMASTER_CLI, "perf", collective, "--np", "3", "-b", "12", "-e", "3M", "-f",
+                                         "16", "-n", "2", "-w", "1", "-r", "2", "--no-stages"},
+                                        {}, true);
+    child.finish();
+    EXPECT_EQ(child.exit_code(), 0) << child.output;
+    std::istringstream out(child.output);
+    int rows = 0;
+    for (std::string line; std::getline(out, line);) {
+      std::istringstream cells(line);
+      std::vector<std::string> c{std::istream_iterator<std::string>(cells), {}};
+      if (c.size() < 13 || c[0] == "#" || !std::isdigit(static_cast<unsigned char>(c[0][0]))) continue;
+      ++rows;
+      EXPECT_EQ(c[4], "2") << collective << ": the root column: " << line;
+      EXPECT_EQ(c[8], "0") << collective << " out of place: " << line;
+      EXPECT_EQ(c[12], "0") << collective << " in place: " << line;
+    }
+    EXPECT_EQ(rows, 5) << child.output;  // 12 B to 3 MiB by 16
+  }
 }
 
 // Two hosts of a p4d.24xlarge (NCCL_TOPO_FILE), four ranks each, each host
@@ -553,8 +577,8 @@ TEST(PerfCli, CandidatesTakeTurnsAtEverySize) {
   for (const bool sockets : {false, true}) {
     SCOPED_TRACE(sockets ? "sockets" : "shared memory");
     const std::string json = ::testing::TempDir() + "perf-candidates.json";
-    auto child = testing_support::spawn({RINGMASTER_CLI, "perf", "all_reduce", "--np", "3", "-b", "8", "-e",
-                                         "64K",          "-f",   "32",         "-n",   "3", "-w", "1", "--no-stages",
+    auto child = testing_support::spawn({RINGMASTER_CLI, "perf", "all_reduce",  "--np", "3", "-b", "8", "-e",
+                                         "64K",          "-f",   "32",          "-n",   "3", "-w", "1", "--no-stages",
                                          "--candidates", "all",  "--json-file", json},
                                         {{"NCCL_SHM_DISABLE", sockets ? "1" : "0"}});
     child.finish();

@@ -151,6 +151,12 @@ class Communicator {
   // send holds size() blocks of count elements, block p for rank p; recv
   // gets block q from rank q. Pairwise exchange over direct connections.
   Request all_to_all(const void* send, void* recv, std::size_t count, DataType type);
+  // The root's recv gets size() blocks of count elements, block q from rank
+  // q; the others' recv is not used. Direct connections to the root.
+  Request gather(const void* send, void* recv, std::size_t count, DataType type, int root);
+  // The root's send holds size() blocks of count elements; rank q's recv
+  // gets block q. The others' send is not used.
+  Request scatter(const void* send, void* recv, std::size_t count, DataType type, int root);
   // Point-to-point over the direct connection to `peer`. Matched in call
   // order per pair of ranks; other ranks need not take part. A peer that is
   // not another rank of the communicator throws Error(config).

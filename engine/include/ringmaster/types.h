@@ -87,6 +87,8 @@ enum class Collective : std::uint8_t {
   barrier,
   all_to_all,
   send_recv,  // point-to-point: send, recv, sendrecv
+  gather,     // to a root, over direct connections (as MPI_Gather; nccl-tests' gather_perf)
+  scatter,    // from a root, over direct connections (keep last: tables are sized by it)
 };
 
 std::string_view name_of(Collective c) noexcept;

@@ -16,6 +16,12 @@ namespace ringmaster::algo {
 // block r-s comes from rank r-s.
 void all_to_all(Context& ctx, const Task& task, const std::byte* send, std::byte* recv, std::size_t block);
 
+// The same header-only ring step, then every other rank's block straight
+// to the root (gather) or from it (scatter), one step per peer: step s
+// joins the root and rank root+s.
+void gather(Context& ctx, const Task& task, const std::byte* send, std::byte* recv, std::size_t block, int root);
+void scatter(Context& ctx, const Task& task, const std::byte* send, std::byte* recv, std::size_t block, int root);
+
 // One point-to-point transfer: to or from is -1 when that direction is not
 // used. Messages are numbered per pair and direction (sent_seq,
 // received_seq), so other ranks need not take part; the header carries

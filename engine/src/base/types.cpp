@@ -137,6 +137,10 @@ std::string_view name_of(Collective c) noexcept {
       return "all_to_all";
     case Collective::send_recv:
       return "sendrecv";
+    case Collective::gather:
+      return "gather";
+    case Collective::scatter:
+      return "scatter";
   }
   return "unknown";
 }

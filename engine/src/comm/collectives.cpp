@@ -195,6 +195,28 @@ Request Communicator::all_to_all(const void* send, void* recv, std::size_t count
                               });
 }
 
+Request Communicator::gather(const void* send, void* recv, std::size_t count, DataType type, int root) {
+  check_root(root, impl_->nranks);
+  const std::size_t block = count * size_of(type);
+  return impl_->submit_single(
+      {Collective::gather, block * static_cast<std::size_t>(impl_->nranks), count, type, RedOp::sum, root},
+      [=, this](Channel& ch, const algo::Task& task) {
+        auto ctx = impl_->context(ch);
+        algo::gather(ctx, task, static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), block, root);
+      });
+}
+
+Request Communicator::scatter(const void* send, void* recv, std::size_t count, DataType type, int root) {
+  check_root(root, impl_->nranks);
+  const std::size_t block = count * size_of(type);
+  return impl_->submit_single(
+      {Collective::scatter, block * static_cast<std::size_t>(impl_->nranks), count, type, RedOp::sum, root},
+      [=, this](Channel& ch, const algo::Task& task) {
+        auto ctx = impl_->context(ch);
+        algo::scatter(ctx, task, static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), block, root);
+      });
+}
+
 namespace {
 // A point-to-point peer: another rank of the communicator.
 void check_peer(const char* call, int peer, int rank, int n) {

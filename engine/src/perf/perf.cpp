@@ -223,6 +223,8 @@ double bus_factor(Collective c, int n) {
     case Collective::all_gather:
     case Collective::reduce_scatter:
     case Collective::all_to_all:
+    case Collective::gather:
+    case Collective::scatter:
       return n > 1 ? static_cast<double>(n - 1) / n : 0.0;
     default:
       return 1.0;
@@ -295,8 +297,11 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
                               const std::function<void(const PerfRow&)>& on_row) {
   const int n = comm.size(), r = comm.rank();
   const std::size_t es = size_of(spec.type);
-  const bool gathers = spec.collective == Collective::all_gather;
-  const bool scatters = spec.collective == Collective::reduce_scatter;
+  // Output of n blocks (all_gather, gather) or input of n blocks
+  // (reduce_scatter, scatter); gather and scatter only at the root.
+  const bool rooted = spec.collective == Collective::gather || spec.collective == Collective::scatter;
+  const bool gathers = spec.collective == Collective::all_gather || spec.collective == Collective::gather;
+  const bool scatters = spec.collective == Collective::reduce_scatter || spec.collective == Collective::scatter;
   const bool exchanges = spec.collective == Collective::all_to_all;
   const bool p2p = spec.collective == Collective::send_recv;
   std::vector<PerfRow> rows;
@@ -360,11 +365,19 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
           break;
         }
         case Collective::all_gather:
+        case Collective::gather:
           for (int q = 0; q < n; ++q) {
             fill(other, count, spec.type, spec.op, q, total);
             expected.insert(expected.end(), other.begin(), other.end());
           }
           break;
+        case Collective::scatter: {
+          // Block r of the root's input.
+          fill(other, in_count, spec.type, spec.op, spec.root, total);
+          const auto* begin = other.data() + static_cast<std::size_t>(r) * count * es;
+          expected.assign(begin, begin + count * es);
+          break;
+        }
         case Collective::broadcast:
           fill(expected, count, spec.type, spec.op, spec.root, total);
           break;
@@ -383,7 +396,9 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
           break;
       }
     }
-    const bool checks_here = spec.check && !(spec.collective == Collective::reduce && r != spec.root);
+    const bool checks_here =
+        spec.check &&
+        !((spec.collective == Collective::reduce || spec.collective == Collective::gather) && r != spec.root);
 
     auto launch = [&](const std::byte* send, std::byte* recv) -> Request {
       switch (spec.collective) {
@@ -401,6 +416,10 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
           return comm.barrier();
         case Collective::all_to_all:
           return comm.all_to_all(send, recv, count, spec.type);
+        case Collective::gather:
+          return comm.gather(send, recv, count, spec.type, spec.root);
+        case Collective::scatter:
+          return comm.scatter(send, recv, count, spec.type, spec.root);
         case Collective::send_recv:
           if (n == 1) {
             copy_bytes(recv, send, count * es);
@@ -429,7 +448,7 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
       row.candidate = candidates[c].name;
       row.has_in_place = !(exchanges || p2p);
       use(c);
-      if (!(exchanges || p2p || spec.collective == Collective::barrier)) {
+      if (!(exchanges || p2p || rooted || spec.collective == Collective::barrier)) {
         const auto d = comm.decide(spec.collective, total);
         if (d.chosen >= 0) row.pick = d.pick();
       }
@@ -586,7 +605,8 @@ std::string perf_header(const PerfSpec& spec, int nranks) {
 std::string perf_row_line(const PerfSpec& spec, const PerfRow& row) {
   const bool has_op = spec.collective == Collective::all_reduce || spec.collective == Collective::reduce ||
                       spec.collective == Collective::reduce_scatter;
-  const bool has_root = spec.collective == Collective::broadcast || spec.collective == Collective::reduce;
+  const bool has_root = spec.collective == Collective::broadcast || spec.collective == Collective::reduce ||
+                        spec.collective == Collective::gather || spec.collective == Collective::scatter;
   auto part = [&](const PerfResult& r) {
     return fmt::format("{:>9.2f} {:>7.2f} {:>7.2f} {:>6}", r.time_us, r.algbw, r.busbw,
                        spec.check ? std::to_string(r.wrong) : std::string("N/A"));
