@@ -216,11 +216,13 @@ const std::map<std::string, std::vector<Field>, std::less<>>& schema() {
 
 const std::vector<Field>& perf_schema() {
   static const std::vector<Field> s = {
-      {"collective", Kind::string, true},   {"min_bytes", Kind::size, false},  {"max_bytes", Kind::size, false},
-      {"step_factor", Kind::number, false}, {"step_bytes", Kind::size, false}, {"iters", Kind::integer, false},
-      {"warmup", Kind::integer, false},     {"check", Kind::boolean, false},   {"dtype", Kind::string, false},
-      {"op", Kind::string, false},          {"root", Kind::integer, false},    {"blocking", Kind::boolean, false},
-      {"algo", Kind::string, false},        {"proto", Kind::string, false},    {"channels", Kind::integer, false},
+      {"collective", Kind::string, true},   {"min_bytes", Kind::size, false},    {"max_bytes", Kind::size, false},
+      {"step_factor", Kind::number, false}, {"step_bytes", Kind::size, false},   {"iters", Kind::integer, false},
+      {"warmup", Kind::integer, false},     {"check", Kind::boolean, false},     {"dtype", Kind::string, false},
+      {"op", Kind::string, false},          {"root", Kind::integer, false},      {"blocking", Kind::boolean, false},
+      {"algo", Kind::string, false},        {"proto", Kind::string, false},      {"channels", Kind::integer, false},
+      {"warmup_ms", Kind::integer, false},  {"agg_iters", Kind::integer, false}, {"run_cycles", Kind::integer, false},
+      {"average", Kind::integer, false},
   };
   return s;
 }

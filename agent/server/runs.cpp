@@ -113,6 +113,10 @@ std::vector<std::string> perf_argv(const std::string& cli, const json& perf) {
   add("-o", "op", str);
   add("-r", "root", num);
   add("-z", "blocking", flag01);
+  add("--warmup-ms", "warmup_ms", num);
+  add("-m", "agg_iters", num);
+  add("-N", "run_cycles", num);
+  add("-a", "average", num);
   if (perf.contains("algo") && !perf["algo"].get<std::string>().empty()) add("--algo", "algo", str);
   if (perf.contains("proto") && !perf["proto"].get<std::string>().empty()) add("--proto", "proto", str);
   if (perf.contains("channels") && perf["channels"].get<long long>() > 0) add("--channels", "channels", num);

@@ -44,11 +44,33 @@ nlohmann::json row_json(const PerfSpec& spec, const PerfRow& row) {
   return j;
 }
 
+// Every sweep the flags ask for: -d all and -o all run every type and
+// operation in turn (operations only where the collective reduces); -N
+// repeats the whole of it (0: until stopped).
+void for_each_sweep(const PerfOptions& opts, const PerfSpec& spec, const std::function<void(const PerfSpec&)>& run) {
+  std::vector<DataType> types = {spec.type};
+  if (opts.type == "all") types.assign(std::begin(kAllDataTypes), std::end(kAllDataTypes));
+  const bool reduces = spec.collective == Collective::all_reduce || spec.collective == Collective::reduce ||
+                       spec.collective == Collective::reduce_scatter;
+  std::vector<RedOp> ops = {spec.op};
+  if (opts.op == "all" && reduces) ops.assign(std::begin(kAllRedOps), std::end(kAllRedOps));
+  for (long cycle = 0; opts.run_cycles == 0 || cycle < opts.run_cycles; ++cycle) {
+    for (const DataType type : types) {
+      for (const RedOp op : ops) {
+        PerfSpec one = spec;
+        one.type = type;
+        one.op = op;
+        run(one);
+      }
+    }
+  }
+}
+
 // --json: one JSON object per line on stdout, from every rank, for the
 // agent to relay: stage events as they happen (or the failure), channel
 // samples every 100 ms, the protocol and channels picked per size, result
 // rows with this rank's times, and a closing "done".
-int run_rank_events(const Config& config, const PerfSpec& spec, const CommOptions& base) {
+int run_rank_events(const Config& config, const PerfSpec& spec, const CommOptions& base, const PerfOptions& opts) {
   std::mutex out_mutex;
   auto emit = [&](nlohmann::json j) {
     j["rank"] = config.rank;
@@ -128,10 +150,12 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
   long wrong = 0;
   std::size_t rows = 0;
   try {
-    run_perf(*comm, spec, [&](const PerfRow& row) {
-      emit(row_json(spec, row));
-      wrong += row.out_of_place.wrong + row.in_place.wrong;
-      ++rows;
+    for_each_sweep(opts, spec, [&](const PerfSpec& one) {
+      run_perf(*comm, one, [&](const PerfRow& row) {
+        emit(row_json(one, row));
+        wrong += row.out_of_place.wrong + row.in_place.wrong;
+        ++rows;
+      });
     });
   } catch (const Error& e) {
     emit({{"type", "error"}, {"category", name_of(e.category())}, {"message", e.status().message()}});
@@ -204,7 +228,7 @@ nlohmann::json nccl_tests_json(const PerfSpec& spec, const PerfOptions& opts,
 
 // Runs one rank; returns its exit code.
 int run_rank(const Config& config, const PerfSpec& spec, const CommOptions& base, const PerfOptions& opts) {
-  if (opts.events) return run_rank_events(config, spec, base);
+  if (opts.events) return run_rank_events(config, spec, base, opts);
   CommOptions options = base;
   std::vector<StageEvent> events;
   options.on_stage = [&](const StageEvent& e) { events.push_back(e); };
@@ -252,46 +276,31 @@ int run_rank(const Config& config, const PerfSpec& spec, const CommOptions& base
   std::fflush(stdout);
   nlohmann::json json_rows = nlohmann::json::array();
   std::vector<PerfRow> rows;
-  // -d all and -o all run every type and operation in turn (operations
-  // only where the collective reduces); -N repeats the whole sweep.
-  std::vector<DataType> types = {spec.type};
-  if (opts.type == "all") types.assign(std::begin(kAllDataTypes), std::end(kAllDataTypes));
-  const bool reduces = spec.collective == Collective::all_reduce || spec.collective == Collective::reduce ||
-                       spec.collective == Collective::reduce_scatter;
-  std::vector<RedOp> ops = {spec.op};
-  if (opts.op == "all" && reduces) ops.assign(std::begin(kAllRedOps), std::end(kAllRedOps));
   const auto started = std::chrono::system_clock::now();
   try {
-    for (long cycle = 0; opts.run_cycles == 0 || cycle < opts.run_cycles; ++cycle) {
-      for (const DataType type : types) {
-        for (const RedOp op : ops) {
-          PerfSpec one = spec;
-          one.type = type;
-          one.op = op;
-          auto these = run_perf(*comm, one, [&](const PerfRow& row) {
-            if (!leader) return;
-            std::string line = perf_row_line(one, row);
-            if (!row.candidate.empty()) {
-              // --candidates: who ran the row, and for the tuner's own rows its pick.
-              line.pop_back();
-              line += "  " + row.candidate;
-              if (row.candidate == "auto" && row.pick)
-                line += fmt::format(" ({}/{})", name_of(row.pick->algorithm), name_of(row.pick->protocol));
-              line += "\n";
-            }
-            if (opts.report_timestamps != 0) {
-              // -S: the wall-clock time the row finished.
-              line.pop_back();
-              line += fmt::format("  {}\n", timestamp(std::chrono::system_clock::now()));
-            }
-            std::fputs(line.c_str(), stdout);
-            std::fflush(stdout);
-            json_rows.push_back(row_json(one, row));
-          });
-          rows.insert(rows.end(), these.begin(), these.end());
+    for_each_sweep(opts, spec, [&](const PerfSpec& one) {
+      auto these = run_perf(*comm, one, [&](const PerfRow& row) {
+        if (!leader) return;
+        std::string line = perf_row_line(one, row);
+        if (!row.candidate.empty()) {
+          // --candidates: who ran the row, and for the tuner's own rows its pick.
+          line.pop_back();
+          line += "  " + row.candidate;
+          if (row.candidate == "auto" && row.pick)
+            line += fmt::format(" ({}/{})", name_of(row.pick->algorithm), name_of(row.pick->protocol));
+          line += "\n";
         }
-      }
-    }
+        if (opts.report_timestamps != 0) {
+          // -S: the wall-clock time the row finished.
+          line.pop_back();
+          line += fmt::format("  {}\n", timestamp(std::chrono::system_clock::now()));
+        }
+        std::fputs(line.c_str(), stdout);
+        std::fflush(stdout);
+        json_rows.push_back(row_json(one, row));
+      });
+      rows.insert(rows.end(), these.begin(), these.end());
+    });
   } catch (const Error& e) {
     std::fprintf(stderr, "rank %d: %s\n", config.rank, e.what());
     return exit_code::collective_failed;
@@ -594,7 +603,10 @@ nlohmann::json perf_spec_json(const PerfOptions& o) {
           {"blocking", o.blocking},
           {"algo", o.algo},
           {"proto", o.proto},
-          {"channels", o.channels}};
+          {"channels", o.channels},
+          {"agg_iters", o.agg_iters},
+          {"run_cycles", o.run_cycles},
+          {"average", o.average}};
 }
 
 }  // namespace ringmaster::cli

@@ -442,6 +442,43 @@ TEST(Agent, RemoteCliPrintsTheStageAndResultTables) {
   EXPECT_NE(cli.output.find("# nranks 4 nThread 1 nGpus 1 minBytes 8 maxBytes 32768"), std::string::npos) << cli.output;
   EXPECT_NE(cli.output.find("       32768         8192    float    sum"), std::string::npos) << cli.output;
   EXPECT_NE(cli.output.find("# Out of bounds values : 0 OK"), std::string::npos) << cli.output;
+  // The flags beyond the sizes reach the ranks: -N 2 prints the sweep twice,
+  // -r 3 is gather's root (the agents used to run one cycle at root 0).
+  auto flags = testing_support::spawn({RINGMASTER_CLI,
+                                       "remote",
+                                       "--agents",
+                                       agents,
+                                       "--token-file",
+                                       token_file,
+                                       "--np-per-agent",
+                                       "2",
+                                       "perf",
+                                       "gather",
+                                       "-b",
+                                       "1K",
+                                       "-e",
+                                       "1K",
+                                       "-n",
+                                       "2",
+                                       "-w",
+                                       "1",
+                                       "-m",
+                                       "2",
+                                       "-N",
+                                       "2",
+                                       "-a",
+                                       "0",
+                                       "-r",
+                                       "3"},
+                                      {});
+  flags.finish();
+  EXPECT_EQ(flags.exit_code(), 0) << flags.output;
+  const std::regex row(R"( +1024 +64 +float +none +3 .* 0)");
+  std::istringstream printed(flags.output);
+  int rows = 0;
+  for (std::string line; std::getline(printed, line);)
+    rows += std::regex_match(line, row) ? 1 : 0;
+  EXPECT_EQ(rows, 2) << flags.output;
 }
 
 // A plain TCP connection for sending what the client library never would.
