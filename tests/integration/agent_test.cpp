@@ -587,6 +587,21 @@ TEST(Agent, TlsWithAVerifiedCertificate) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("connect with TLS"), std::string::npos) << e.what();
   }
+  // ringmaster-cli remote --tls-ca: the same verification from the command line.
+  const std::string token_file = agent::token_path(a.state_dir);
+  auto remote = [&](const std::string& ca) {
+    auto cli = testing_support::spawn({RINGMASTER_CLI, "remote", "--agents", "127.0.0.1:" + std::to_string(a.port),
+                                       "--token-file", token_file, "--tls-ca", ca, "inventory"},
+                                      {}, true);
+    cli.finish();
+    return cli;
+  };
+  auto verified = remote(cert);
+  EXPECT_EQ(verified.exit_code(), 0) << verified.output;
+  EXPECT_NE(verified.output.find("\"hostname\""), std::string::npos) << verified.output;
+  auto unverified = remote(other);
+  EXPECT_NE(unverified.exit_code(), 0) << unverified.output;
+  EXPECT_NE(unverified.output.find("TLS handshake"), std::string::npos) << unverified.output;
   // The agent keeps serving the verified client.
   EXPECT_EQ(client->call({{"type", "ping"}})["type"], "reply");
   // Only TLS 1.3, or 1.2 with ECDHE and an AEAD cipher: a client offering
@@ -1053,6 +1068,36 @@ TEST(AgentFaults, PortRangeDropBreaksStoreConnectAndNoRuleOutlivesIt) {
   EXPECT_NE(ns.ruleset().find("ringmaster_agent_"), std::string::npos) << "the killed agent's table should be there";
   Agent next({"--allow-fault-injection"}, ns.exec());
   EXPECT_EQ(ns.ruleset().find("ringmaster_agent_"), std::string::npos) << ns.ruleset();
+}
+
+// ringmaster-cli remote inventory, fault and fault-clear against a real
+// agent in a network namespace: the rule is in the namespace's ruleset
+// after `fault` and gone after `fault-clear`.
+TEST(AgentFaults, RemoteCliInjectsAndClears) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: network namespaces and nftables";
+  if (::system("command -v nft >/dev/null && command -v ip >/dev/null") != 0) GTEST_SKIP() << "needs nft and ip";
+  NetNamespace ns;
+  const std::string token_file = write_token("agent-token-faults", "faults-token-0123456789");
+  Agent agent({"--allow-fault-injection", "--token-file", token_file}, ns.exec());
+  auto remote = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = ns.exec();
+    argv.insert(argv.end(), {RINGMASTER_CLI, "remote", "--agents", "127.0.0.1:" + std::to_string(agent.port),
+                             "--token-file", token_file});
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto cli = testing_support::spawn(argv, {}, true);
+    cli.finish();
+    return cli;
+  };
+  auto inventory = remote({"inventory"});
+  ASSERT_EQ(inventory.exit_code(), 0) << inventory.output;
+  const json inv = json::parse(inventory.output.substr(inventory.output.find('{')), nullptr, false);
+  EXPECT_TRUE(inv.is_object() && inv.contains("topology") && inv.contains("hostname")) << inventory.output;
+  auto fault = remote({"fault", "drop_ports", "--ports", "40000-40100", "--direction", "in"});
+  EXPECT_EQ(fault.exit_code(), 0) << fault.output;
+  EXPECT_NE(ns.ruleset().find("tcp dport 40000-40100"), std::string::npos) << ns.ruleset();
+  auto clear = remote({"fault-clear"});
+  EXPECT_EQ(clear.exit_code(), 0) << clear.output;
+  EXPECT_EQ(ns.ruleset().find("40000-40100"), std::string::npos) << ns.ruleset();
 }
 
 TEST(AgentFaults, RefusedUnlessAllowed) {

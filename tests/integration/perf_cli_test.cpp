@@ -731,6 +731,58 @@ TEST(CliConventions, OneSpellingPerIdea) {
   EXPECT_EQ(run({"store", "serve", "--listen", "127.0.0.1:http"}).exit_code(), 2);
 }
 
+// What the README shows and nothing else tested: probe --np N runs N ranks
+// through every stage; perf's -i, -r, -z, --algo, --proto and --channels
+// change what runs (the sizes, the root column, the engine's decisions).
+TEST(PerfCli, ProbeNpAndTheFlagsThatShapeARun) {
+  auto run = [](std::vector<std::string> args) {
+    args.insert(args.begin(), RINGMASTER_CLI);
+    auto child = testing_support::spawn(args, {}, true);
+    child.finish();
+    return child;
+  };
+  auto probe = run({"probe", "--np", "3"});
+  EXPECT_EQ(probe.exit_code(), 0) << probe.output;
+  EXPECT_NE(probe.output.find("3 rank(s), 0 failed"), std::string::npos) << probe.output;
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(std::regex_search(probe.output, std::regex(fmt::format(R"(\n +{} +STORE_BARRIER +ok )", r))))
+        << "rank " << r << ": " << probe.output;
+  }
+  // -i: sizes 1K, 2K, 3K, 4K (step bytes with -f 1); -r 2: the root column.
+  auto stepped = run({"perf", "broadcast", "--np", "3",  "-b", "1K", "-e", "4K", "-f", "1",          "-i",
+                      "1K",   "-r",        "2",    "-z", "1",  "-n", "2",  "-w", "1",  "--no-stages"});
+  EXPECT_EQ(stepped.exit_code(), 0) << stepped.output;
+  std::vector<std::string> sizes;
+  std::istringstream rows(stepped.output);
+  for (std::string line; std::getline(rows, line);) {
+    std::istringstream cells(line);
+    std::vector<std::string> c{std::istream_iterator<std::string>(cells), {}};
+    if (c.size() < 13 || !std::isdigit(static_cast<unsigned char>(c[0][0]))) continue;
+    sizes.push_back(c[0]);
+    EXPECT_EQ(c[4], "2") << line;
+    EXPECT_EQ(c[8], "0") << line;
+  }
+  EXPECT_EQ(sizes, (std::vector<std::string>{"1024", "2048", "3072", "4096"})) << stepped.output;
+  // --algo/--proto/--channels: every decision rank 0 reports is that one.
+  for (const auto& [algo, proto, channels] :
+       {std::tuple{"Tree", "Simple", 1}, std::tuple{"Ring", "LL", 2}, std::tuple{"Ring", "Simple", 3}}) {
+    auto forced = run({"perf", "all_reduce", "--np", "2", "-b", "64K", "-e", "64K", "-n", "1", "-w", "0", "--algo",
+                       algo, "--proto", proto, "--channels", std::to_string(channels), "--json"});
+    EXPECT_EQ(forced.exit_code(), 0) << forced.output;
+    int decisions = 0;
+    std::istringstream lines(forced.output);
+    for (std::string line; std::getline(lines, line);) {
+      const auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_object() || j.value("type", "") != "decision" || j.value("bytes", 0) != 65536) continue;
+      ++decisions;
+      EXPECT_EQ(j.value("algorithm", ""), algo) << line;
+      EXPECT_EQ(j.value("protocol", ""), proto) << line;
+      EXPECT_EQ(j.value("nchannels", 0), channels) << line;
+    }
+    EXPECT_GT(decisions, 0) << forced.output;
+  }
+}
+
 TEST(PerfCli, BadFlagsAreRefused) {
   auto bad_type = testing_support::spawn({RINGMASTER_CLI, "perf", "all_reduce", "-d", "float8"}, {});
   bad_type.finish();
