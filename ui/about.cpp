@@ -28,6 +28,11 @@ QString about_text() {
                                        .arg(QUrl::fromLocalFile(guide).toString(), guide.toHtmlEscaped()));
 }
 
+QString scenario_catalog_path() {
+  const QFileInfo installed(QDir(QCoreApplication::applicationDirPath()).filePath(RINGMASTER_SCENARIOS_FROM_BIN));
+  return installed.isDir() ? installed.canonicalFilePath() : QString(RINGMASTER_SCENARIO_DIR);
+}
+
 QString guide_path() {
   const QDir bin(QCoreApplication::applicationDirPath());
   for (const QString& candidate :

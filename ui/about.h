@@ -1,6 +1,7 @@
 // Help > About and Help > Console guide: what this console runs on (its
 // own version and those of Qt, hwloc and libfabric, as loaded) and where
-// its documentation lies, installed or in the source tree.
+// its documentation and scenario catalog lie, installed or in the source
+// tree.
 #pragma once
 
 #include <QString>
@@ -12,5 +13,8 @@ QString about_text();
 // The console's guide (console.md): the installed copy beside the binary
 // (../share/doc/ringmaster), else the source tree's; empty when neither.
 QString guide_path();
+// The scenario catalog: installed beside the binary
+// (../share/ringmaster/scenarios), else the source tree's.
+QString scenario_catalog_path();
 
 }  // namespace ringmaster::ui

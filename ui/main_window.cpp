@@ -220,7 +220,7 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   topology_ = new TopologyView;
   tabs_->addTab(topology_, "Topology");
   tabs_->addTab(new RingsView(console_.run), "Rings");
-  scenarios_ = new ScenariosPanel(console_.run, RINGMASTER_SCENARIO_DIR,
+  scenarios_ = new ScenariosPanel(console_.run, scenario_catalog_path(),
                                   QDir(QCoreApplication::applicationDirPath()).filePath("ringmaster-cli"));
   tabs_->addTab(scenarios_, "Scenarios");
   connect(scenarios_, &ScenariosPanel::finished, this, [this](bool passed) {

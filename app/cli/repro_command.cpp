@@ -43,8 +43,16 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
+// The catalog installed beside this binary, else the source tree's.
+std::string default_catalog() {
+  std::error_code ec;
+  const fs::path installed = fs::read_symlink("/proc/self/exe", ec).parent_path() / RINGMASTER_SCENARIOS_FROM_BIN;
+  if (!ec && fs::is_directory(installed, ec)) return fs::weakly_canonical(installed, ec).string();
+  return RINGMASTER_SCENARIO_DIR;
+}
+
 struct ReproOptions {
-  std::string dir = RINGMASTER_SCENARIO_DIR;
+  std::string dir = default_catalog();
   std::string name;
   bool all = false;
   bool keep = false;
@@ -579,7 +587,9 @@ Runner add_repro_command(CLI::App& app) {
   auto* repro = app.add_subcommand("repro", "Reproduce a connectivity failure in network namespaces (needs root)");
   repro->require_subcommand(1);
   auto o = std::make_shared<ReproOptions>();
-  repro->add_option("--dir", o->dir, "Scenario catalog")->capture_default_str();
+  repro->add_option("--dir", o->dir,
+                    "Scenario catalog (default: share/ringmaster/scenarios beside this binary when installed, else "
+                    "the source tree's resources/scenarios; `repro list` says which)");
   auto* list = repro->add_subcommand("list", "List the scenarios with their stories");
   auto* run = repro->add_subcommand("run", "Run one scenario, or all of them");
   run->add_option("name", o->name, "Scenario name (see repro list)");
@@ -590,6 +600,7 @@ Runner add_repro_command(CLI::App& app) {
   return [=]() -> int {
     const auto catalog = load_catalog(o->dir);
     if (list->parsed()) {
+      std::printf("# %zu scenarios in %s\n", catalog.size(), o->dir.c_str());
       for (const auto& s : catalog) {
         std::printf("%-28s %s\n    %s\n", s["name"].get<std::string>().c_str(), s.value("title", "").c_str(),
                     s.value("story", "").c_str());

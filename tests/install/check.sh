@@ -74,6 +74,12 @@ if [[ -x "$full/bin/ringmaster" ]]; then
   icon=$(sed -n 's/^Icon=//p' "$full/share/applications/ringmaster.desktop")
   [[ -f "$full/share/icons/hicolor/scalable/apps/$icon.svg" ]] || fail "no icon $icon.svg"
 fi
-[[ -f "$full/share/doc/ringmaster/console.md" && -f "$full/share/doc/ringmaster/cli.md" ]] || fail "docs not installed"
+[[ -f "$full/share/doc/ringmaster/console.md" && -f "$full/share/doc/ringmaster/LICENSE" ]] || fail "docs not installed"
+# The installed CLI reads the installed scenario catalog, not the build
+# machine's source tree.
+catalog=$("$full/bin/ringmaster-cli" repro list | head -n 1)
+[[ "$catalog" == *" in $full/share/ringmaster/scenarios" ]] || fail "repro's catalog is not the installed one: $catalog"
+[[ "$("$full/bin/ringmaster-cli" repro list | grep -c '^[a-z0-9-]\+  ')" -ge 10 ]] || fail "repro list from the install"
+[[ -f "$full/share/ringmaster/topologies/p4d-24xl-topo.xml" ]] || fail "topologies not installed"
 echo "installed programs: ${programs[*]}, with man pages, completion and docs"
 echo "install check: passed"
