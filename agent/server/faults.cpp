@@ -108,7 +108,8 @@ FaultManager::FaultManager(bool enabled, std::vector<std::uint16_t> exempt_ports
       table_(fmt::format("{}{}", kTablePrefix, ::getpid())),
       exempt_(std::move(exempt_ports)) {
   if (!enabled_) return;
-  remove_recorded_qdiscs();
+  for (const auto& removed : remove_left_behind(state_dir_))
+    log::info("removed {}", removed);
   // A mount namespace of the agent's own (a slave of the host's: mounts
   // made there still reach it), so a tmpfs over /dev/shm is this agent's
   // and its ranks' alone. Made here, before the agent starts any thread.
@@ -126,16 +127,49 @@ FaultManager::FaultManager(bool enabled, std::vector<std::uint16_t> exempt_ports
     return;
   }
   nft_ = true;
+}
+
+std::vector<std::string> FaultManager::remove_left_behind(const std::string& state_dir) {
+  std::vector<std::string> removed;
   // Tables of agents that died without cleaning up.
-  std::istringstream lines(output);
+  const auto [code, output] = run_command({"nft", "list", "tables"});
+  std::istringstream lines(code == 0 ? output : std::string());
   for (std::string line; std::getline(lines, line);) {
     const auto at = line.find(kTablePrefix);
     if (at == std::string::npos || line.rfind("table inet ", 0) != 0) continue;
     const std::string name = line.substr(at);
     const int pid = std::atoi(name.c_str() + std::strlen(kTablePrefix));
     if (pid > 0 && (::kill(pid, 0) == 0 || errno != ESRCH)) continue;  // its agent lives
-    run_command({"nft", "delete", "table", "inet", name});
+    if (run_command({"nft", "delete", "table", "inet", name}).first == 0) removed.push_back("nftables table " + name);
   }
+  // Root qdiscs with our handle on the interfaces recorded: one somebody
+  // else put there since stays.
+  if (state_dir.empty()) return removed;
+  const std::string path = state_dir + "/faults.json";
+  std::FILE* in = std::fopen(path.c_str(), "r");
+  if (in == nullptr) return removed;
+  std::string text;
+  char buffer[4096];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof(buffer), in)) > 0 && text.size() < (1u << 20);)
+    text.append(buffer, n);
+  std::fclose(in);
+  const auto recorded = nlohmann::json::parse(text, nullptr, false);
+  if (recorded.is_object() && recorded.contains("interfaces") && recorded["interfaces"].is_array()) {
+    for (const auto& name : recorded["interfaces"]) {
+      if (!name.is_string() || name.get_ref<const std::string&>().empty() ||
+          name.get_ref<const std::string&>().size() >= 16) {
+        continue;
+      }
+      const std::string dev = name.get<std::string>();
+      const auto [shown_code, shown] = run_command({"tc", "qdisc", "show", "dev", dev, "root"});
+      if (shown_code == 0 && shown.find(std::string(" ") + kQdiscHandle + " ") != std::string::npos &&
+          run_command({"tc", "qdisc", "del", "dev", dev, "root"}).first == 0) {
+        removed.push_back("the qdisc a previous agent left on " + dev);
+      }
+    }
+  }
+  std::remove(path.c_str());
+  return removed;
 }
 
 FaultManager::~FaultManager() {
@@ -336,36 +370,6 @@ void FaultManager::record_qdiscs() const {
     const bool written = std::fwrite(text.data(), 1, text.size(), out) == text.size();
     if (std::fclose(out) == 0 && written) std::rename(temporary.c_str(), path.c_str());
   }
-}
-
-void FaultManager::remove_recorded_qdiscs() {
-  if (state_dir_.empty()) return;
-  const std::string path = state_dir_ + "/faults.json";
-  std::FILE* in = std::fopen(path.c_str(), "r");
-  if (in == nullptr) return;
-  std::string text;
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof(buffer), in)) > 0 && text.size() < (1u << 20);)
-    text.append(buffer, n);
-  std::fclose(in);
-  const auto recorded = nlohmann::json::parse(text, nullptr, false);
-  if (recorded.is_object() && recorded.contains("interfaces") && recorded["interfaces"].is_array()) {
-    for (const auto& name : recorded["interfaces"]) {
-      if (!name.is_string() || name.get_ref<const std::string&>().empty() ||
-          name.get_ref<const std::string&>().size() >= 16) {
-        continue;
-      }
-      const std::string dev = name.get<std::string>();
-      // Only a root qdisc with our handle: one somebody else put there
-      // since stays.
-      const auto [code, shown] = run_command({"tc", "qdisc", "show", "dev", dev, "root"});
-      if (code == 0 && shown.find(std::string(" ") + kQdiscHandle + " ") != std::string::npos) {
-        run_command({"tc", "qdisc", "del", "dev", dev, "root"});
-        log::info("removed the qdisc a previous agent left on {}", dev);
-      }
-    }
-  }
-  std::remove(path.c_str());
 }
 
 void FaultManager::revert(const Fault& f) {

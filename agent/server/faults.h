@@ -72,8 +72,15 @@ class FaultManager {
   void revert(const Fault& f);
   // STATE_DIR/faults.json: the interfaces that carry a qdisc of ours now.
   void record_qdiscs() const;
-  void remove_recorded_qdiscs();
 
+ public:
+  // What agents that are no longer running left behind: their nftables
+  // tables and the qdiscs STATE_DIR/faults.json records. Returns what it
+  // removed, one line each. The agent does it at start; systemd's
+  // ExecStopPost does it after a stop (ringmaster-agent --clear-faults).
+  static std::vector<std::string> remove_left_behind(const std::string& state_dir);
+
+ private:
   std::string state_dir_;
   bool enabled_ = false;
   bool own_mounts_ = false;  // the agent made a mount namespace of its own

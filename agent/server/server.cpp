@@ -819,4 +819,8 @@ void AgentServer::stop() {
   asio::post(impl_->io, [impl = impl_.get()] { impl->shutdown(); });
 }
 
+std::vector<std::string> clear_faults_left_behind(const std::string& state_dir) {
+  return FaultManager::remove_left_behind(state_dir.empty() ? default_state_dir() : state_dir);
+}
+
 }  // namespace ringmaster::agent

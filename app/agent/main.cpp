@@ -51,6 +51,10 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level,
                  "trace, debug, info, warn, error or off (timestamps unless journald takes the output)")
       ->capture_default_str();
+  bool clear_faults = false;
+  app.add_flag("--clear-faults", clear_faults,
+               "Revert the faults that stopped agents left (nftables tables, recorded qdiscs) and exit (for "
+               "systemd's ExecStopPost)");
   app.add_flag("--print-port", print_port,
                "Print the bound control port on stdout once listening (and then the metrics port, if any)");
   app.set_version_flag("--version", "ringmaster-agent " RINGMASTER_VERSION_STRING);
@@ -72,6 +76,13 @@ int main(int argc, char** argv) {
   }
   try {
     ringmaster::agent::log::setup(ringmaster::agent::log::parse_level(log_level));
+    if (clear_faults) {
+      const auto removed = ringmaster::agent::clear_faults_left_behind(options.state_dir);
+      for (const auto& what : removed)
+        ringmaster::agent::log::info("removed {}", what);
+      if (removed.empty()) ringmaster::agent::log::info("no fault left behind");
+      return 0;
+    }
     if (!token_file.empty()) options.token = ringmaster::agent::read_token_file(token_file);
     if (!role_tokens_file.empty()) options.role_tokens = ringmaster::agent::read_role_tokens_file(role_tokens_file);
     if (options.cli_path.empty()) {

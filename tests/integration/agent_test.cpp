@@ -1100,6 +1100,34 @@ TEST(AgentFaults, RemoteCliInjectsAndClears) {
   EXPECT_EQ(ns.ruleset().find("40000-40100"), std::string::npos) << ns.ruleset();
 }
 
+// An agent killed with its faults applied leaves its nftables table;
+// `ringmaster-agent --clear-faults` (the unit's ExecStopPost) removes it,
+// and a table of a live agent stays.
+TEST(AgentFaults, ClearFaultsRemovesWhatAKilledAgentLeft) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: network namespaces and nftables";
+  if (::system("command -v nft >/dev/null && command -v ip >/dev/null") != 0) GTEST_SKIP() << "needs nft and ip";
+  NetNamespace ns;
+  Agent live({"--allow-fault-injection"}, ns.exec());
+  auto live_client = ns.connect(live.options());
+  live_client->call({{"type", "fault"}, {"fault", {{"kind", "drop_ports"}, {"ports", "41000-41010"}}}});
+  auto killed = std::make_unique<Agent>(std::vector<std::string>{"--allow-fault-injection"}, ns.exec());
+  auto client = ns.connect(killed->options());
+  client->call({{"type", "fault"}, {"fault", {{"kind", "drop_ports"}, {"ports", "40000-40010"}}}});
+  client.reset();
+  ::kill(killed->child.pid, SIGKILL);
+  const std::string state_dir = killed->state_dir;
+  killed.reset();  // reaped
+  ASSERT_NE(ns.ruleset().find("40000-40010"), std::string::npos) << ns.ruleset();
+  std::vector<std::string> argv = ns.exec();
+  argv.insert(argv.end(), {RINGMASTER_AGENT, "--clear-faults", "--state-dir", state_dir});
+  auto clear = testing_support::spawn(argv, {}, true);
+  clear.finish();
+  EXPECT_EQ(clear.exit_code(), 0) << clear.output;
+  EXPECT_NE(clear.output.find("removed nftables table ringmaster_agent_"), std::string::npos) << clear.output;
+  EXPECT_EQ(ns.ruleset().find("40000-40010"), std::string::npos) << ns.ruleset();
+  EXPECT_NE(ns.ruleset().find("41000-41010"), std::string::npos) << "the live agent's rule went too: " << ns.ruleset();
+}
+
 TEST(AgentFaults, RefusedUnlessAllowed) {
   Agent a;
   auto client = agent::AgentClient::connect(a.options());

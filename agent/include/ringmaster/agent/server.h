@@ -42,6 +42,12 @@ struct AgentOptions {
   std::chrono::milliseconds cancel_grace{2000};   // SIGTERM, then SIGKILL after this
 };
 
+// Reverts the faults that agents no longer running left behind (their
+// nftables tables, the qdiscs STATE_DIR/faults.json records) and returns
+// what it removed, one line each: `ringmaster-agent --clear-faults`, for
+// systemd's ExecStopPost. An agent does the same when it starts.
+std::vector<std::string> clear_faults_left_behind(const std::string& state_dir);
+
 class AgentServer {
  public:
   // Makes the state directory (and the token, when none is given), binds
