@@ -255,6 +255,7 @@ std::unique_ptr<AgentClient> AgentClient::connect(const ClientOptions& options, 
           co_await asio::async_connect(impl->socket, endpoints, use_awaitable);
           impl->socket.set_option(tcp::no_delay(true));
           if (options.tls) {
+            const std::string verified_name = options.tls_name.empty() ? options.host : options.tls_name;
             impl->tls_context = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
             if (!options.tls_cert_file.empty()) {
               boost::system::error_code ec;
@@ -273,12 +274,12 @@ std::unique_ptr<AgentClient> AgentClient::connect(const ClientOptions& options, 
                 throw Error(ErrorCategory::config, fmt::format("--tls-ca {}: {}", options.tls_ca_file, ec.message()));
               }
               impl->tls_context->set_verify_mode(asio::ssl::verify_peer);
-              impl->tls_context->set_verify_callback(asio::ssl::host_name_verification(options.host));
+              impl->tls_context->set_verify_callback(asio::ssl::host_name_verification(verified_name));
             } else {
               impl->tls_context->set_verify_mode(asio::ssl::verify_none);
             }
             impl->tls = std::make_unique<asio::ssl::stream<tcp::socket&>>(impl->socket, *impl->tls_context);
-            SSL_set_tlsext_host_name(impl->tls->native_handle(), options.host.c_str());
+            SSL_set_tlsext_host_name(impl->tls->native_handle(), verified_name.c_str());
             boost::system::error_code ec;
             co_await impl->tls->async_handshake(asio::ssl::stream_base::client,
                                                 asio::redirect_error(use_awaitable, ec));

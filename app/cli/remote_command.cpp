@@ -1,7 +1,10 @@
 // `ringmaster-cli remote --agents h1:p,h2:p --np-per-agent N perf ...`:
 // the headless console. Sends each agent its share of a run, then prints
 // rank 0's stage table and the nccl-tests table from the relayed events.
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <chrono>
 #include <condition_variable>
@@ -26,6 +29,7 @@ using nlohmann::json;
 
 struct RemoteOptions {
   std::string agents = "127.0.0.1:29600";
+  std::string agents_file;
   std::string token_file;
   bool tls = false;
   std::string tls_ca;
@@ -45,11 +49,39 @@ struct RemoteOptions {
 };
 
 struct Endpoint {
-  std::string host;
+  std::string host;  // an address when `name` resolved to several
   std::uint16_t port = agent::kDefaultPort;
+  std::string name;  // the name it came from (a headless Service); TLS verifies it
 };
 
-std::vector<Endpoint> parse_agents(const std::string& list) {
+// Every address `host` resolves to, one family (IPv4 when it has any: a
+// dual-stack Service lists each Pod twice), sorted so that every client
+// places ranks alike; empty when it does not resolve.
+std::vector<std::string> addresses_of(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* list = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &list) != 0) return {};
+  std::vector<std::string> v4, v6;
+  for (const addrinfo* a = list; a != nullptr; a = a->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* raw = a->ai_family == AF_INET
+                          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr)
+                          : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr);
+    if ((a->ai_family != AF_INET && a->ai_family != AF_INET6) ||
+        ::inet_ntop(a->ai_family, raw, text, sizeof(text)) == nullptr)
+      continue;
+    auto& into = a->ai_family == AF_INET ? v4 : v6;
+    if (std::find(into.begin(), into.end(), text) == into.end()) into.emplace_back(text);
+  }
+  ::freeaddrinfo(list);
+  auto& out = v4.empty() ? v6 : v4;
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<Endpoint> parse_agents(const std::string& list, const std::string& where = "--agents") {
   std::vector<Endpoint> out;
   std::size_t start = 0;
   while (start <= list.size()) {
@@ -61,7 +93,7 @@ std::vector<Endpoint> parse_agents(const std::string& list) {
       e.host = colon == std::string::npos ? item : item.substr(0, colon);
       if (colon != std::string::npos) {
         const int port = std::atoi(item.c_str() + colon + 1);
-        if (port <= 0 || port > 65535) throw Error(ErrorCategory::config, "--agents: bad port in " + item);
+        if (port <= 0 || port > 65535) throw Error(ErrorCategory::config, where + ": bad port in " + item);
         e.port = static_cast<std::uint16_t>(port);
       }
       out.push_back(e);
@@ -69,8 +101,55 @@ std::vector<Endpoint> parse_agents(const std::string& list) {
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
-  if (out.empty()) throw Error(ErrorCategory::config, "--agents: give at least one HOST:PORT");
   return out;
+}
+
+// The agents of --agents and --agents-file (one HOST:PORT a line, # for
+// comments). A name that resolves to several addresses, as a Kubernetes
+// headless Service does, is an agent at each; the run places ranks in
+// this order.
+std::vector<Endpoint> agents_of(const RemoteOptions& o) {
+  std::vector<Endpoint> given = parse_agents(o.agents);
+  if (!o.agents_file.empty()) {
+    std::ifstream in(o.agents_file);
+    if (!in) throw Error(ErrorCategory::config, "--agents-file " + o.agents_file + ": cannot read it");
+    for (std::string line; std::getline(in, line);) {
+      line = line.substr(0, line.find('#'));
+      line.erase(std::remove_if(line.begin(), line.end(), [](unsigned char c) { return std::isspace(c); }), line.end());
+      for (auto& e : parse_agents(line, "--agents-file " + o.agents_file))
+        given.push_back(std::move(e));
+    }
+  }
+  if (given.empty()) throw Error(ErrorCategory::config, "--agents: give at least one HOST:PORT");
+  std::vector<Endpoint> out;
+  for (const auto& e : given) {
+    const auto addresses = addresses_of(e.host);
+    if (addresses.size() <= 1) {
+      out.push_back(e);  // an address, a name of one, or one that fails to connect with its own error
+      continue;
+    }
+    std::string list;
+    for (const auto& a : addresses) {
+      out.push_back({a, e.port, e.host});
+      list += (list.empty() ? "" : ", ") + a;
+    }
+    std::fprintf(stderr, "ringmaster-cli remote: %s is %zu agents: %s (port %u)\n", e.host.c_str(), addresses.size(),
+                 list.c_str(), static_cast<unsigned>(e.port));
+  }
+  return out;
+}
+
+agent::ClientOptions client_options(const RemoteOptions& o, const Endpoint& e, const std::string& token) {
+  agent::ClientOptions c;
+  c.host = e.host;
+  c.port = e.port;
+  c.tls_name = e.name;
+  c.token = token;
+  c.tls = o.tls || !o.tls_ca.empty();
+  c.tls_ca_file = o.tls_ca;
+  c.tls_cert_file = o.tls_cert;
+  c.tls_key_file = o.tls_key;
+  return c;
 }
 
 // Messages from every agent's I/O thread, consumed by the main thread.
@@ -98,21 +177,14 @@ struct Inbox {
 int run_remote(const RemoteOptions& o) {
   const PerfSpec spec = make_perf_spec(o.perf);
   (void)make_comm_options(o.perf);  // the same checks perf makes, before anything starts
-  const auto endpoints = parse_agents(o.agents);
+  const auto endpoints = agents_of(o);
   if (o.np_per_agent < 1) throw Error(ErrorCategory::config, "--np-per-agent must be at least 1");
   const std::string token = o.token_file.empty() ? std::string() : agent::read_token_file(o.token_file);
 
   auto inbox = std::make_shared<Inbox>();
   std::vector<std::unique_ptr<agent::AgentClient>> clients;
   for (std::size_t i = 0; i < endpoints.size(); ++i) {
-    agent::ClientOptions c;
-    c.host = endpoints[i].host;
-    c.port = endpoints[i].port;
-    c.token = token;
-    c.tls = o.tls || !o.tls_ca.empty();
-    c.tls_ca_file = o.tls_ca;
-    c.tls_cert_file = o.tls_cert;
-    c.tls_key_file = o.tls_key;
+    const agent::ClientOptions c = client_options(o, endpoints[i], token);
     const std::string address = endpoints[i].host + ":" + std::to_string(endpoints[i].port);
     clients.push_back(agent::AgentClient::connect(
         c, [inbox](const json& m) { inbox->push(m); },
@@ -224,17 +296,8 @@ int run_remote(const RemoteOptions& o) {
 std::vector<std::unique_ptr<agent::AgentClient>> connect_all(const RemoteOptions& o) {
   const std::string token = o.token_file.empty() ? std::string() : agent::read_token_file(o.token_file);
   std::vector<std::unique_ptr<agent::AgentClient>> clients;
-  for (const auto& e : parse_agents(o.agents)) {
-    agent::ClientOptions c;
-    c.host = e.host;
-    c.port = e.port;
-    c.token = token;
-    c.tls = o.tls || !o.tls_ca.empty();
-    c.tls_ca_file = o.tls_ca;
-    c.tls_cert_file = o.tls_cert;
-    c.tls_key_file = o.tls_key;
-    clients.push_back(agent::AgentClient::connect(c));
-  }
+  for (const auto& e : agents_of(o))
+    clients.push_back(agent::AgentClient::connect(client_options(o, e, token)));
   return clients;
 }
 
@@ -254,7 +317,11 @@ int each_agent(const RemoteOptions& o, const json& request) {
 Runner add_remote_command(CLI::App& app) {
   auto* remote = app.add_subcommand("remote", "Drive ringmaster-agents: run a collective sweep across them");
   auto o = std::make_shared<RemoteOptions>();
-  remote->add_option("--agents", o->agents, "Comma list of HOST:PORT (default 127.0.0.1:29600)")->capture_default_str();
+  remote
+      ->add_option("--agents", o->agents,
+                   "Comma list of HOST:PORT; a name with several addresses (a headless Service) is an agent at each")
+      ->capture_default_str();
+  remote->add_option("--agents-file", o->agents_file, "More agents, one HOST:PORT a line (# comments)");
   remote->add_option("--token-file", o->token_file, "File with the agents' shared token");
   remote->add_flag("--tls", o->tls, "The agents serve TLS (encrypt; verify only with --tls-ca)");
   remote->add_option("--tls-ca", o->tls_ca, "CA certificate (PEM) that signed the agents' certificates; implies --tls");

@@ -1128,6 +1128,78 @@ TEST(AgentFaults, ClearFaultsRemovesWhatAKilledAgentLeft) {
   EXPECT_NE(ns.ruleset().find("41000-41010"), std::string::npos) << "the live agent's rule went too: " << ns.ruleset();
 }
 
+// Agents found through one name, as a Kubernetes headless Service gives
+// them: agents.test resolves (the namespace's /etc/hosts) to two loopback
+// addresses, each with an agent on port 29600; `remote --agents
+// agents.test:29600` reaches both and runs one job over them. The same
+// agents listed in --agents-file.
+TEST(AgentDiscovery, OneNameForEveryAgent) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: a network namespace with its own /etc/hosts";
+  NetNamespace ns;
+  const std::string etc = "/etc/netns/" + ns.name;
+  std::filesystem::create_directories(etc);
+  struct RemoveAfter {
+    std::string dir;
+    ~RemoveAfter() { std::filesystem::remove_all(dir); }
+  } remove_after{etc};
+  std::ofstream(etc + "/hosts") << "127.0.0.1 localhost\n127.0.0.2 agents.test\n127.0.0.3 agents.test\n";
+  std::ofstream(etc + "/host.conf") << "multi on\n";
+  const std::string token_file = write_token("agent-token-discovery", "discovery-token-0123456789");
+  std::vector<testing_support::ChildProcess> agents;
+  for (const char* address : {"127.0.0.2", "127.0.0.3"}) {
+    std::vector<std::string> argv = ns.exec();
+    argv.insert(argv.end(),
+                {RINGMASTER_AGENT, "--listen", std::string(address) + ":29600", "--print-port", "--token-file",
+                 token_file, "--state-dir", ::testing::TempDir() + "agent-discovery-" + address});
+    agents.push_back(testing_support::spawn(argv, {}));
+    std::string line;
+    char c = 0;
+    pollfd p{agents.back().out_fd, POLLIN, 0};
+    while (::poll(&p, 1, 10000) > 0 && ::read(agents.back().out_fd, &c, 1) == 1 && c != '\n')
+      line += c;
+    ASSERT_EQ(line, "29600") << address;
+  }
+  auto remote = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = ns.exec();
+    argv.insert(argv.end(), {RINGMASTER_CLI, "remote", "--token-file", token_file});
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto cli = testing_support::spawn(argv, {}, true);
+    cli.finish();
+    return cli;
+  };
+  // Lines "ADDRESS:PORT {inventory}": the agents that answered.
+  auto inventories = [](const std::string& output) {
+    std::vector<std::string> agents;
+    std::istringstream lines(output);
+    for (std::string line; std::getline(lines, line);) {
+      const auto brace = line.find(" {");
+      if (brace != std::string::npos && json::parse(line.substr(brace + 1), nullptr, false).contains("topology"))
+        agents.push_back(line.substr(0, brace));
+    }
+    return agents;
+  };
+  const std::vector<std::string> both = {"127.0.0.2:29600", "127.0.0.3:29600"};
+  auto inventory = remote({"--agents", "agents.test:29600", "inventory"});
+  EXPECT_EQ(inventory.exit_code(), 0) << inventory.output;
+  EXPECT_NE(inventory.output.find("agents.test is 2 agents: 127.0.0.2, 127.0.0.3 (port 29600)"), std::string::npos)
+      << inventory.output;
+  EXPECT_EQ(inventories(inventory.output), both) << inventory.output;
+  auto run =
+      remote({"--agents", "agents.test:29600", "perf", "all_reduce", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0"});
+  EXPECT_EQ(run.exit_code(), 0) << run.output;
+  EXPECT_NE(run.output.find("# nranks 2 "), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("# Out of bounds values : 0 OK"), std::string::npos) << run.output;
+  const std::string list = ::testing::TempDir() + "agents-" + std::to_string(::getpid()) + ".txt";
+  std::ofstream(list) << "# the agents\n127.0.0.2:29600\n\n127.0.0.3:29600  # second\n";
+  auto from_file = remote({"--agents", "", "--agents-file", list, "inventory"});
+  EXPECT_EQ(from_file.exit_code(), 0) << from_file.output;
+  EXPECT_EQ(inventories(from_file.output), both) << from_file.output;
+  for (auto& a : agents) {
+    ::kill(a.pid, SIGTERM);
+    a.finish();
+  }
+}
+
 TEST(AgentFaults, RefusedUnlessAllowed) {
   Agent a;
   auto client = agent::AgentClient::connect(a.options());

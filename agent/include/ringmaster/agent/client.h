@@ -25,6 +25,9 @@ struct ClientOptions {
   // Verify the agent's certificate and host name against this CA (PEM);
   // empty: encrypt without verifying who answers.
   std::string tls_ca_file;
+  // The name the agent's certificate must carry when `host` is one of the
+  // addresses a name resolved to (a headless Service); empty: `host`.
+  std::string tls_name;
   // This client's certificate and key (PEM), for an agent that asks for
   // one (--tls-client-ca); empty: none.
   std::string tls_cert_file, tls_key_file;
