@@ -957,6 +957,10 @@ TEST(Agent, KilledRankIsReportedAndTheNextRunWorks) {
     EXPECT_NE(errors[survivor].find("the peer probably died"), std::string::npos)
         << "rank " << survivor << ": " << errors[survivor];
     named |= errors[survivor].find("rank 1") != std::string::npos;
+    // What the rank wrote on stderr before it exited comes with the report.
+    const std::string tail = failed[survivor].value("stderr_tail", "");
+    EXPECT_NE(tail.find("rank " + std::to_string(survivor) + ": "), std::string::npos) << tail;
+    EXPECT_NE(tail.find("the peer probably died"), std::string::npos) << tail;
   }
   EXPECT_TRUE(named) << errors[0] << "\n" << errors[2];
   // The agent is fine: the next run completes.
