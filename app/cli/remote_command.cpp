@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 
+#include "agent_addresses.h"
 #include "commands.h"
 #include "perf_options.h"
 #include "ringmaster/agent/client.h"
@@ -53,33 +54,6 @@ struct Endpoint {
   std::uint16_t port = agent::kDefaultPort;
   std::string name;  // the name it came from (a headless Service); TLS verifies it
 };
-
-// Every address `host` resolves to, one family (IPv4 when it has any: a
-// dual-stack Service lists each Pod twice), sorted so that every client
-// places ranks alike; empty when it does not resolve.
-std::vector<std::string> addresses_of(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* list = nullptr;
-  if (::getaddrinfo(host.c_str(), nullptr, &hints, &list) != 0) return {};
-  std::vector<std::string> v4, v6;
-  for (const addrinfo* a = list; a != nullptr; a = a->ai_next) {
-    char text[INET6_ADDRSTRLEN] = {};
-    const void* raw = a->ai_family == AF_INET
-                          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr)
-                          : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr);
-    if ((a->ai_family != AF_INET && a->ai_family != AF_INET6) ||
-        ::inet_ntop(a->ai_family, raw, text, sizeof(text)) == nullptr)
-      continue;
-    auto& into = a->ai_family == AF_INET ? v4 : v6;
-    if (std::find(into.begin(), into.end(), text) == into.end()) into.emplace_back(text);
-  }
-  ::freeaddrinfo(list);
-  auto& out = v4.empty() ? v6 : v4;
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 std::vector<Endpoint> parse_agents(const std::string& list, const std::string& where = "--agents") {
   std::vector<Endpoint> out;
@@ -123,7 +97,7 @@ std::vector<Endpoint> agents_of(const RemoteOptions& o) {
   if (given.empty()) throw Error(ErrorCategory::config, "--agents: give at least one HOST:PORT");
   std::vector<Endpoint> out;
   for (const auto& e : given) {
-    const auto addresses = addresses_of(e.host);
+    const auto addresses = app::addresses_of(e.host);
     if (addresses.size() <= 1) {
       out.push_back(e);  // an address, a name of one, or one that fails to connect with its own error
       continue;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "agent_addresses.h"
 #include "completion.h"
 #include "main_window.h"
 #include "models/console.h"
@@ -119,8 +120,25 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "ringmaster: --agents: %s is not host:port\n", qPrintable(a));
         return 2;
       }
-      console.connect_agent(a.left(colon), static_cast<quint16>(port), access);
-      ++expected;
+      // A name with several addresses (a headless Service) is an agent at
+      // each, as for ringmaster-cli remote: IPv4 when there is any, sorted.
+      const QString host = a.left(colon);
+      QStringList found;
+      for (const auto& address : ringmaster::app::addresses_of(host.toStdString()))
+        found << QString::fromStdString(address);
+      if (found.size() <= 1) {
+        console.connect_agent(host, static_cast<quint16>(port), access);
+        ++expected;
+        continue;
+      }
+      std::fprintf(stderr, "ringmaster: %s is %d agents: %s (port %d)\n", qPrintable(host),
+                   static_cast<int>(found.size()), qPrintable(found.join(", ")), port);
+      ringmaster::ui::AgentAccess named = access;
+      named.name = host;
+      for (const QString& address : found) {
+        console.connect_agent(address, static_cast<quint16>(port), named);
+        ++expected;
+      }
     }
   } else {
     expected = cli.value(local_opt).toInt();

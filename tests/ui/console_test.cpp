@@ -11,6 +11,8 @@
 #include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDir>
+#include <QFile>
 #include <QFont>
 #include <QImage>
 #include <QLabel>
@@ -88,6 +90,7 @@ class ConsoleTest : public QObject {
   void versionAndUsageErrors();
   void keyboardAccessibilityAndPalette();
   void aboutIconAndGuide();
+  void agentsFoundThroughOneName();
 };
 
 // The console's --version is the project's, with no display needed, and
@@ -681,6 +684,67 @@ void ConsoleTest::keyboardAccessibilityAndPalette() {
   window.set_dark(false);
   QCoreApplication::processEvents();
   QVERIFY(lightness_at(chart) > 180);
+}
+
+// --agents NAME:PORT where the name resolves to two addresses (a network
+// namespace's own /etc/hosts, as a headless Service gives them): the
+// console connects to both agents and runs over them.
+void ConsoleTest::agentsFoundThroughOneName() {
+  if (::geteuid() != 0) QSKIP("needs root: a network namespace with its own /etc/hosts");
+  const QString ns = QString("rm-console-test-%1").arg(::getpid());
+  const QString etc = "/etc/netns/" + ns;
+  QProcess::execute("/usr/sbin/ip", {"netns", "del", ns});
+  QCOMPARE(QProcess::execute("/usr/sbin/ip", {"netns", "add", ns}), 0);
+  QDir().mkpath(etc);
+  struct Cleanup {
+    QString ns, etc;
+    std::vector<QProcess*> agents;
+    ~Cleanup() {
+      for (auto* a : agents) {
+        a->terminate();
+        a->waitForFinished(5000);
+        delete a;
+      }
+      QDir(etc).removeRecursively();
+      QProcess::execute("/usr/sbin/ip", {"netns", "del", ns});
+    }
+  } cleanup{ns, etc, {}};
+  QProcess::execute("/usr/sbin/ip", {"netns", "exec", ns, "ip", "link", "set", "lo", "up"});
+  QFile hosts(etc + "/hosts");
+  QVERIFY(hosts.open(QIODevice::WriteOnly));
+  hosts.write("127.0.0.1 localhost\n127.0.0.2 agents.test\n127.0.0.3 agents.test\n");
+  hosts.close();
+  QFile conf(etc + "/host.conf");
+  QVERIFY(conf.open(QIODevice::WriteOnly));
+  conf.write("multi on\n");
+  conf.close();
+  QTemporaryDir dir;
+  const QString token = dir.filePath("token");
+  QFile t(token);
+  QVERIFY(t.open(QIODevice::WriteOnly));
+  t.write("console-discovery-token-0123456789\n");
+  t.close();
+  t.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner);
+  for (const char* address : {"127.0.0.2", "127.0.0.3"}) {
+    auto* agent = new QProcess;
+    cleanup.agents.push_back(agent);
+    agent->start("/usr/sbin/ip",
+                 {"netns", "exec", ns, RINGMASTER_AGENT, "--listen", QString(address) + ":29600", "--print-port",
+                  "--token-file", token, "--state-dir", dir.filePath(QString("state-") + address), "--rank-user",
+                  QString::fromStdString(ringmaster::agent::effective_user_name())});
+    QVERIFY2(agent->waitForReadyRead(10000), agent->readAllStandardError().constData());
+    QCOMPARE(agent->readLine().trimmed(), QByteArray("29600"));
+  }
+  QProcess console;
+  console.start("/usr/sbin/ip",
+                {"netns", "exec", ns, RINGMASTER_CONSOLE, "--agents", "agents.test:29600", "--token-file", token,
+                 "--max-bytes", "1K", "--iters", "1", "--screenshot", dir.filePath("discovered.png")});
+  QVERIFY(console.waitForFinished(120000));
+  const QString out = QString::fromUtf8(console.readAllStandardOutput());
+  const QString err = QString::fromUtf8(console.readAllStandardError());
+  QVERIFY2(console.exitCode() == 0, qPrintable(out + err));
+  QVERIFY2(err.contains("agents.test is 2 agents: 127.0.0.2, 127.0.0.3 (port 29600)"), qPrintable(err));
+  QVERIFY2(out.contains("(run ok)"), qPrintable(out + err));
 }
 
 QTEST_MAIN(ConsoleTest)

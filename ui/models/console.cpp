@@ -186,7 +186,7 @@ void Console::connect_agent(const QString& host, quint16 port, const QString& to
 
 void Console::connect_agent(const QString& host, quint16 port, const AgentAccess& access) {
   const QString address = QString("%1:%2").arg(host).arg(port);
-  agents.add(address);
+  agents.add(address, access.name);
   links_[address] = Link{host, port, nullptr};
   if (std::find(order_.begin(), order_.end(), address) == order_.end()) order_.push_back(address);
   QPointer<Console> guard(this);
@@ -198,6 +198,7 @@ void Console::connect_agent(const QString& host, quint16 port, const AgentAccess
   options.tls_ca_file = access.tls_ca.toStdString();
   options.tls_cert_file = access.tls_cert.toStdString();
   options.tls_key_file = access.tls_key.toStdString();
+  options.tls_name = access.name.toStdString();
   std::thread([guard, address, options] {
     auto on_message = [guard, address](const json& m) {
       AgentMessage msg{address, std::make_shared<const json>(m)};

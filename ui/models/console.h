@@ -112,6 +112,9 @@ struct AgentAccess {
   QString token;
   bool tls = false;
   QString tls_ca, tls_cert, tls_key;
+  // The name the address came from when it resolved to several (a headless
+  // Service): shown as the agent's origin, and what TLS verifies.
+  QString name;
 };
 
 class Console : public QObject {

@@ -73,6 +73,8 @@ QVariant AgentsModel::data(const QModelIndex& index, int role) const {
         return r.rtt_ms < 0 ? QString() : QString::number(r.rtt_ms, 'f', 2) + " ms";
       case faults_column:
         return r.faults;
+      case origin_column:
+        return r.origin;
       default:
         return {};
     }
@@ -88,15 +90,15 @@ QVariant AgentsModel::data(const QModelIndex& index, int role) const {
 
 QVariant AgentsModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* names[] = {"Agent", "State", "Host", "Version", "Topology", "Round trip", "Faults"};
+  static const char* names[] = {"Agent", "State", "Host", "Version", "Topology", "Round trip", "Faults", "From"};
   return section >= 0 && section < column_count ? QString(names[section]) : QVariant();
 }
 
-void AgentsModel::add(const QString& a) {
+void AgentsModel::add(const QString& a, const QString& origin) {
   if (row_of(a) >= 0) return;
   const int n = rowCount();
   beginInsertRows({}, n, n);
-  rows_.push_back(Row{a, "connecting", {}, {}, {}, -1, 0, {}});
+  rows_.push_back(Row{a, "connecting", {}, {}, {}, -1, 0, {}, origin});
   endInsertRows();
 }
 

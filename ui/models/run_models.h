@@ -38,6 +38,7 @@ class AgentsModel : public QAbstractTableModel {
     topology_column,
     rtt_column,
     faults_column,
+    origin_column,  // the name the agent was found through, if any
     column_count
   };
   using QAbstractTableModel::QAbstractTableModel;
@@ -47,7 +48,7 @@ class AgentsModel : public QAbstractTableModel {
   QVariant data(const QModelIndex& index, int role) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
 
-  void add(const QString& address);
+  void add(const QString& address, const QString& origin = {});
   void set_state(const QString& address, const QString& state);
   void set_inventory(const QString& address, const nlohmann::json& inventory);
   void set_rtt(const QString& address, double ms);
@@ -61,6 +62,7 @@ class AgentsModel : public QAbstractTableModel {
     double rtt_ms = -1;
     int faults = 0;
     nlohmann::json inventory;
+    QString origin;
   };
   std::vector<Row> rows_;
 };
