@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+
+#include "ringmaster/version.h"
 
 namespace ringmaster::agent {
 namespace {
@@ -34,6 +37,14 @@ std::string label(const std::string& value) {
     }
     out += c;
   }
+  return out;
+}
+
+// A label name from a component's: letters, digits and underscores.
+std::string label_name(const std::string& name) {
+  std::string out;
+  for (char c : name)
+    out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   return out;
 }
 
@@ -92,6 +103,12 @@ void Metrics::observe(const nlohmann::json& tagged) {
 
 std::string Metrics::render(double uptime_s, std::uint64_t runs_started, std::uint64_t runs_failed) const {
   std::string out;
+  family(out, "ringmaster_build_info", "gauge", "Always 1; the labels say which build and libraries the agent runs.");
+  out += fmt::format("ringmaster_build_info{{version=\"{}\"", RINGMASTER_VERSION_STRING);
+  for (const auto& [name, version] : component_versions()) {
+    if (name != "ringmaster") out += fmt::format(",{}=\"{}\"", label_name(name), label(version));
+  }
+  out += "} 1\n";
   family(out, "ringmaster_agent_uptime_seconds", "gauge", "Seconds since the agent started.");
   out += fmt::format("ringmaster_agent_uptime_seconds {:.3f}\n", uptime_s);
   family(out, "ringmaster_runs_started_total", "counter", "Runs started on this agent.");
@@ -123,10 +140,12 @@ std::string Metrics::render(double uptime_s, std::uint64_t runs_started, std::ui
         fmt::format("ringmaster_channel_busy_seconds_total{{run=\"{}\",rank=\"{}\",channel=\"{}\"}} {:.6f}\n",
                     label(std::get<0>(key)), std::get<1>(key), std::get<2>(key), static_cast<double>(c.busy_ns) / 1e9);
   }
-  family(out, "ringmaster_busbw_gbps", "gauge", "Bus bandwidth of a rank's latest result row (out of place), GB/s.");
+  family(out, "ringmaster_bus_bandwidth_bytes_per_second", "gauge",
+         "Bus bandwidth of a rank's latest result row (out of place), as nccl-tests' busbw.");
   for (const auto& [key, r] : results_) {
-    out += fmt::format("ringmaster_busbw_gbps{{run=\"{}\",rank=\"{}\",collective=\"{}\",bytes=\"{}\"}} {:.6f}\n",
-                       label(key.first), key.second, label(r.collective), r.bytes, r.busbw);
+    out += fmt::format(
+        "ringmaster_bus_bandwidth_bytes_per_second{{run=\"{}\",rank=\"{}\",collective=\"{}\",bytes=\"{}\"}} {:.0f}\n",
+        label(key.first), key.second, label(r.collective), r.bytes, r.busbw * 1e9);
   }
   return out;
 }

@@ -38,6 +38,7 @@
 #include <set>
 
 #include "faults.h"
+#include "http_endpoints.h"
 #include "metrics.h"
 #include "ringmaster/agent/log.h"
 #include "ringmaster/agent/protocol.h"
@@ -125,7 +126,6 @@ struct AgentServer::Impl {
   AgentOptions options;
   asio::io_context io;
   tcp::acceptor acceptor{io};
-  tcp::acceptor metrics_acceptor{io};
   std::unique_ptr<asio::ssl::context> tls;  // when --tls-cert/--tls-key
   asio::steady_timer heartbeat{io};
   Metrics metrics;
@@ -155,12 +155,11 @@ struct AgentServer::Impl {
   void broadcast(const json& event);
   awaitable<void> accept_loop();
   awaitable<void> heartbeat_loop();
-  awaitable<void> metrics_loop();
-  awaitable<void> serve_metrics(std::shared_ptr<tcp::socket> socket);
-  // Metrics connections in the order they came: at the cap the oldest
-  // (still reading its request) gives way to a new one.
-  std::list<std::shared_ptr<tcp::socket>> metrics_clients;
-  static constexpr std::size_t kMaxMetricsClients = 64;
+  std::unique_ptr<HttpEndpoints> http;  // --metrics: /metrics, /healthz, /readyz
+  bool stopping = false;
+  // Ready for clients: listening, the inventory taken (before the loop
+  // runs), accepting (not paused out of descriptors) and not stopping.
+  bool ready() const { return !stopping && acceptor.is_open() && accept_pause.count() == 0 && !topology.is_null(); }
   void shutdown();
 };
 
@@ -598,63 +597,11 @@ awaitable<void> AgentServer::Impl::heartbeat_loop() {
   }
 }
 
-awaitable<void> AgentServer::Impl::metrics_loop() {
-  for (;;) {
-    boost::system::error_code ec;
-    tcp::socket socket = co_await metrics_acceptor.async_accept(asio::redirect_error(use_awaitable, ec));
-    if (ec) {
-      if (!metrics_acceptor.is_open()) co_return;
-      asio::steady_timer pause(io, std::chrono::milliseconds(100));  // out of descriptors: no spinning
-      co_await pause.async_wait(asio::redirect_error(use_awaitable, ec));
-      continue;
-    }
-    if (metrics_clients.size() >= kMaxMetricsClients) {
-      metrics_clients.front()->close(ec);
-      metrics_clients.pop_front();
-    }
-    auto client = std::make_shared<tcp::socket>(std::move(socket));
-    metrics_clients.push_back(client);
-    asio::co_spawn(io, serve_metrics(std::move(client)), asio::detached);
-  }
-}
-
-// One request per connection: GET /metrics, or 404.
-awaitable<void> AgentServer::Impl::serve_metrics(std::shared_ptr<tcp::socket> client) {
-  tcp::socket& socket = *client;
-  struct Forget {
-    Impl& impl;
-    const std::shared_ptr<tcp::socket>& client;
-    ~Forget() { impl.metrics_clients.remove(client); }
-  } forget{*this, client};
-  std::string request;
-  boost::system::error_code ec;
-  // The whole request within 5 s, as node_exporter's server reads it.
-  auto socket_ptr = client;
-  asio::steady_timer deadline(io, std::chrono::seconds(5));
-  deadline.async_wait([socket_ptr](boost::system::error_code timer_ec) {
-    if (timer_ec) return;
-    boost::system::error_code ignored;
-    socket_ptr->close(ignored);
-  });
-  co_await asio::async_read_until(socket, asio::dynamic_buffer(request, 8192), "\r\n\r\n",
-                                  asio::redirect_error(use_awaitable, ec));
-  if (ec) co_return;
-  const bool found = request.rfind("GET /metrics ", 0) == 0 || request.rfind("GET /metrics?", 0) == 0;
-  const std::string body = found ? metrics.render(std::chrono::duration<double>(Clock::now() - started).count(),
-                                                  runs->runs_started(), runs->runs_failed())
-                                 : std::string("ringmaster-agent serves GET /metrics only\n");
-  const std::string response =
-      fmt::format("HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
-                  found ? "200 OK" : "404 Not Found",
-                  found ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain; charset=utf-8", body.size(), body);
-  co_await asio::async_write(socket, asio::buffer(response), asio::redirect_error(use_awaitable, ec));
-  socket.shutdown(tcp::socket::shutdown_both, ec);
-}
-
 void AgentServer::Impl::shutdown() {
   boost::system::error_code ec;
+  stopping = true;
   acceptor.close(ec);
-  metrics_acceptor.close(ec);
+  if (http) http->close();
   heartbeat.cancel();
   runs->kill_all();
   for (const auto& s : std::set<std::shared_ptr<Session>>(sessions))
@@ -754,27 +701,19 @@ AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>())
     }
   }
   if (!s.options.metrics_listen.empty()) {
-    const auto [mhost, mport] = split_listen(s.options.metrics_listen);
-    const auto maddress = asio::ip::make_address(mhost, ec);
-    if (ec) {
-      throw Error(ErrorCategory::config,
-                  fmt::format("--metrics {}: {} is not an IP address", s.options.metrics_listen, mhost));
-    }
-    const tcp::endpoint mendpoint(maddress, mport);
-    s.metrics_acceptor.open(mendpoint.protocol(), ec);
-    if (!ec) s.metrics_acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
-    if (!ec) s.metrics_acceptor.bind(mendpoint, ec);
-    if (!ec) s.metrics_acceptor.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) {
-      throw Error(ErrorCategory::network,
-                  fmt::format("cannot serve metrics on {}: {}", s.options.metrics_listen, ec.message()));
-    }
+    HttpEndpoints::Sources sources;
+    sources.metrics = [&s] {
+      return s.metrics.render(std::chrono::duration<double>(Clock::now() - s.started).count(), s.runs->runs_started(),
+                              s.runs->runs_failed());
+    };
+    sources.ready = [&s] { return s.ready(); };
+    s.http = std::make_unique<HttpEndpoints>(s.io, s.options.metrics_listen, std::move(sources));
   }
   char name[256] = {};
   ::gethostname(name, sizeof(name) - 1);
   s.hostname = name;
   std::vector<std::uint16_t> exempt = {s.acceptor.local_endpoint().port()};
-  if (s.metrics_acceptor.is_open()) exempt.push_back(s.metrics_acceptor.local_endpoint().port());
+  if (s.http) exempt.push_back(s.http->port());
   s.faults = std::make_unique<FaultManager>(s.options.allow_fault_injection, exempt, s.options.state_dir);
   // Discovery after the fault manager has removed stale drop rules.
   const auto topo =
@@ -792,8 +731,7 @@ std::uint16_t AgentServer::port() const noexcept {
 }
 
 std::uint16_t AgentServer::metrics_port() const noexcept {
-  boost::system::error_code ec;
-  return impl_->metrics_acceptor.is_open() ? impl_->metrics_acceptor.local_endpoint(ec).port() : 0;
+  return impl_->http ? impl_->http->port() : 0;
 }
 
 void AgentServer::run(bool handle_signals) {
@@ -810,7 +748,7 @@ void AgentServer::run(bool handle_signals) {
   }
   asio::co_spawn(s.io, s.accept_loop(), asio::detached);
   asio::co_spawn(s.io, s.heartbeat_loop(), asio::detached);
-  if (s.metrics_acceptor.is_open()) asio::co_spawn(s.io, s.metrics_loop(), asio::detached);
+  if (s.http) s.http->start();
   s.io.run();
   s.runs->kill_all();
 }

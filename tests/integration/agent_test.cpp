@@ -37,6 +37,7 @@
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/agent/telemetry.h"
 #include "ringmaster/status.h"
+#include "ringmaster/version.h"
 
 namespace ringmaster {
 namespace {
@@ -813,7 +814,8 @@ TEST(Agent, MalformedInputIsAnsweredAndOthersAreServed) {
 
 std::string http_get(std::uint16_t port, const std::string& path) {
   RawConnection raw(port);
-  raw.send("GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+  // One request: the server keeps HTTP/1.1 connections open otherwise.
+  raw.send("GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
   std::string response;
   char buf[4096];
   pollfd p{raw.fd, POLLIN, 0};
@@ -854,9 +856,15 @@ TEST(Agent, PrometheusMetricsAfterRuns) {
   EXPECT_NE(response.find("\nringmaster_runs_failed_total 1\n"), std::string::npos) << response;
   EXPECT_NE(response.find("ringmaster_stage_failures_total{stage=\"STORE_BARRIER\"} 1\n"), std::string::npos)
       << response;
-  EXPECT_NE(
-      response.find("ringmaster_busbw_gbps{run=\"measured\",rank=\"0\",collective=\"all_reduce\",bytes=\"1048576\"}"),
-      std::string::npos)
+  // Bandwidth in bytes per second (Prometheus' base units), not GB/s.
+  const std::string busbw =
+      "ringmaster_bus_bandwidth_bytes_per_second{run=\"measured\",rank=\"0\",collective=\"all_reduce\","
+      "bytes=\"1048576\"} ";
+  const auto busbw_at = response.find(busbw);
+  ASSERT_NE(busbw_at, std::string::npos) << response;
+  EXPECT_GT(std::stod(response.substr(busbw_at + busbw.size())), 1e6) << response;
+  EXPECT_NE(response.find("\nringmaster_build_info{version=\"" RINGMASTER_VERSION_STRING "\",hwloc=\""),
+            std::string::npos)
       << response;
   const std::string sent = "ringmaster_channel_bytes_sent_total{run=\"measured\",rank=\"1\",channel=\"0\"} ";
   const auto at = response.find(sent);
@@ -864,6 +872,67 @@ TEST(Agent, PrometheusMetricsAfterRuns) {
   EXPECT_GT(std::stoull(response.substr(at + sent.size())), 1u << 20);
   EXPECT_NE(response.find("# TYPE ringmaster_agent_uptime_seconds gauge"), std::string::npos);
   EXPECT_EQ(http_get(a.metrics_port, "/").rfind("HTTP/1.1 404", 0), 0u);
+
+  // Prometheus' own linter accepts the exposition (names, types, help,
+  // counters ending in _total, base units).
+  const char* promtool = std::getenv("RINGMASTER_PROMTOOL");
+  ASSERT_TRUE(promtool && *promtool) << "promtool not found: scripts/setup-deps --tests extracts it from Debian's "
+                                        "prometheus package";
+  const std::string scrape_file = ::testing::TempDir() + "agent-metrics.txt";
+  std::ofstream(scrape_file) << response.substr(response.find("\r\n\r\n") + 4);
+  auto lint = testing_support::spawn({"/bin/sh", "-c", std::string(promtool) + " check metrics < " + scrape_file}, {},
+                                     /*with_stderr=*/true);
+  lint.finish();
+  EXPECT_EQ(lint.status, 0) << lint.output;
+  EXPECT_EQ(lint.output, "") << "promtool check metrics found problems";
+}
+
+// /healthz and /readyz for probes (a DaemonSet's liveness and readiness),
+// without authentication and saying nothing but their state; HEAD as GET
+// without the body; other methods 405; requests one after another on one
+// connection (Prometheus keeps its connections open).
+TEST(Agent, HealthEndpointsForProbes) {
+  Agent a({"--metrics", "127.0.0.1:0", "--token-file", write_token("health-token", "health-token-0123456789abcdef")});
+  ASSERT_GT(a.metrics_port, 0);
+  const std::string healthz = http_get(a.metrics_port, "/healthz");
+  EXPECT_EQ(healthz.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << healthz;
+  EXPECT_EQ(healthz.substr(healthz.find("\r\n\r\n") + 4), "ok\n");
+  const std::string readyz = http_get(a.metrics_port, "/readyz");
+  EXPECT_EQ(readyz.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << readyz;
+  EXPECT_EQ(readyz.substr(readyz.find("\r\n\r\n") + 4), "ready\n");
+
+  RawConnection raw(a.metrics_port);
+  raw.send(std::string(
+      "HEAD /readyz HTTP/1.1\r\nHost: x\r\n\r\nPOST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
+      "GET /healthz?verbose=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  std::string replies;
+  char buf[4096];
+  pollfd p{raw.fd, POLLIN, 0};
+  while (::poll(&p, 1, 10000) > 0) {
+    const ssize_t n = ::read(raw.fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    replies.append(buf, static_cast<std::size_t>(n));
+  }
+  // HEAD: the headers GET would have (Content-Length 6), no body; then 405
+  // naming the methods; then the health answer, the query ignored.
+  const auto second = replies.find("HTTP/1.1 405 Method Not Allowed\r\n");
+  ASSERT_NE(second, std::string::npos) << replies;
+  const std::string head = replies.substr(0, second);
+  EXPECT_EQ(head.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << replies;
+  EXPECT_NE(head.find("Content-Length: 6\r\n"), std::string::npos) << head;
+  EXPECT_EQ(head.substr(head.find("\r\n\r\n") + 4), "") << "HEAD answered with a body";
+  EXPECT_NE(replies.find("Allow: GET, HEAD\r\n", second), std::string::npos) << replies;
+  const auto third = replies.find("HTTP/1.1 200 OK\r\n", second);
+  ASSERT_NE(third, std::string::npos) << replies;
+  EXPECT_EQ(replies.substr(replies.find("\r\n\r\n", third) + 4), "ok\n") << replies;
+
+  // A request that is not HTTP ends its connection and nothing else.
+  RawConnection junk(a.metrics_port);
+  junk.send(std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11));
+  pollfd j{junk.fd, POLLIN, 0};
+  ASSERT_GT(::poll(&j, 1, 8000), 0);
+  EXPECT_LE(::recv(junk.fd, buf, sizeof(buf), 0), 0);
+  EXPECT_EQ(http_get(a.metrics_port, "/readyz").rfind("HTTP/1.1 200 OK\r\n", 0), 0u);
 }
 
 TEST(Agent, SilentAgentIsNoticedWithinThreeSeconds) {
