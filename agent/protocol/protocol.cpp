@@ -344,7 +344,11 @@ namespace {
 // A file only its owner may read or write: its text. Throws Error(config)
 // naming `what` and the file.
 std::string read_private_file(const std::string& path, const char* what, std::size_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // Symbolic links are followed: a Kubernetes Secret mounts each key as a
+  // link into a timestamped directory (token -> ..data/token). What counts
+  // is the file reached: regular, small, private, and owned by this user
+  // or root, so nobody else can have planted it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     throw Error(ErrorCategory::config, fmt::format("{} {}: cannot open: {}", what, path, std::strerror(errno)));
   }
@@ -361,6 +365,10 @@ std::string read_private_file(const std::string& path, const char* what, std::si
   if (!regular) {
     throw Error(ErrorCategory::config,
                 fmt::format("{} {} is not a regular file of at most {} KiB", what, path, max_bytes / 1024));
+  }
+  if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+    throw Error(ErrorCategory::config,
+                fmt::format("{} {} belongs to uid {}, neither this user nor root; chown it", what, path, st.st_uid));
   }
   if ((st.st_mode & 077) != 0) {
     throw Error(ErrorCategory::config, fmt::format("{} {} is open to group or others (mode {:04o}); chmod 600 it", what,

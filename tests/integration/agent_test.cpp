@@ -1559,6 +1559,39 @@ TEST(AgentHardening, TokenFilesOpenToOthersOrShortAreRefused) {
   }
 }
 
+// A Kubernetes Secret mounted as a volume gives each key as a symbolic
+// link into a timestamped directory (token -> ..data/token -> ..2026_.../
+// token). The agent refused to open it through the links, so the DaemonSet
+// could not start; now the file reached counts: private, and owned by the
+// agent's user or root (one another user owns is refused).
+TEST(AgentHardening, TokenFromAKubernetesSecretVolume) {
+  namespace fs = std::filesystem;
+  const std::string secret = "secret-volume-token-0123456789";
+  const fs::path volume = ::testing::TempDir() + "secret-volume-" + std::to_string(::getpid());
+  fs::remove_all(volume);
+  fs::create_directories(volume / "..2026_12_02_08_00_00.123456789");
+  std::ofstream(volume / "..2026_12_02_08_00_00.123456789" / "token") << secret << "\n";
+  fs::permissions(volume / "..2026_12_02_08_00_00.123456789" / "token", fs::perms::owner_read);
+  fs::create_directory_symlink("..2026_12_02_08_00_00.123456789", volume / "..data");
+  fs::create_symlink("..data/token", volume / "token");
+  Agent a({"--token-file", (volume / "token").string()});
+  EXPECT_NO_THROW(agent::AgentClient::connect(a.options(secret))->call({{"type", "ping"}}));
+
+  if (::geteuid() == 0) {
+    const std::string foreign = write_token("agent-token-foreign", "long-enough-token-0123456789");
+    const passwd* nobody = ::getpwnam("nobody");
+    ASSERT_NE(nobody, nullptr);
+    ASSERT_EQ(::chown(foreign.c_str(), nobody->pw_uid, nobody->pw_gid), 0);
+    auto child = testing_support::spawn({RINGMASTER_AGENT, "--listen", "127.0.0.1:0", "--token-file", foreign,
+                                         "--state-dir", ::testing::TempDir() + "agent-state-foreign"},
+                                        {}, true);
+    child.finish();
+    EXPECT_NE(child.exit_code(), 0);
+    EXPECT_NE(child.output.find("neither this user nor root"), std::string::npos) << child.output;
+  }
+  fs::remove_all(volume);
+}
+
 // Every token could do everything. Tokens now carry roles, as the
 // kubelet splits read from write: --role-tokens gives a dashboard a
 // read-only token and a launcher one that may run but not inject faults;
