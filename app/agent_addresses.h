@@ -6,6 +6,9 @@
 #include <netdb.h>
 
 #include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +38,21 @@ inline std::vector<std::string> addresses_of(const std::string& host) {
   ::freeaddrinfo(list);
   auto& out = v4.empty() ? v6 : v4;
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The lines of an agents file (--agents-file): one HOST:PORT, or a comma
+// list, a line; `#` starts a comment; blanks are ignored. Nothing when the
+// file cannot be read.
+inline std::optional<std::vector<std::string>> agents_file_lines(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) {
+    line = line.substr(0, line.find('#'));
+    line.erase(std::remove_if(line.begin(), line.end(), [](unsigned char c) { return std::isspace(c); }), line.end());
+    if (!line.empty()) out.push_back(line);
+  }
   return out;
 }
 

@@ -85,11 +85,9 @@ std::vector<Endpoint> parse_agents(const std::string& list, const std::string& w
 std::vector<Endpoint> agents_of(const RemoteOptions& o) {
   std::vector<Endpoint> given = parse_agents(o.agents);
   if (!o.agents_file.empty()) {
-    std::ifstream in(o.agents_file);
-    if (!in) throw Error(ErrorCategory::config, "--agents-file " + o.agents_file + ": cannot read it");
-    for (std::string line; std::getline(in, line);) {
-      line = line.substr(0, line.find('#'));
-      line.erase(std::remove_if(line.begin(), line.end(), [](unsigned char c) { return std::isspace(c); }), line.end());
+    const auto lines = app::agents_file_lines(o.agents_file);
+    if (!lines) throw Error(ErrorCategory::config, "--agents-file " + o.agents_file + ": cannot read it");
+    for (const auto& line : *lines) {
       for (auto& e : parse_agents(line, "--agents-file " + o.agents_file))
         given.push_back(std::move(e));
     }

@@ -35,7 +35,11 @@ int main(int argc, char** argv) {
   cli.setApplicationDescription("Ringmaster console: topology, live bandwidth and the rendezvous timeline of runs");
   cli.addHelpOption();
   cli.addVersionOption();
-  QCommandLineOption agents_opt("agents", "Connect to these agents instead of starting local ones.", "host:port,...");
+  QCommandLineOption agents_opt("agents",
+                                "Connect to these agents instead of starting local ones; a name with several addresses "
+                                "(a headless Service) is an agent at each.",
+                                "host:port,...");
+  QCommandLineOption agents_file_opt("agents-file", "More agents, one host:port a line (# comments).", "file");
   QCommandLineOption token_opt("token-file", "The agents' shared token.", "file");
   QCommandLineOption tls_opt("tls", "The --agents serve TLS (encrypt; verify only with --tls-ca).");
   QCommandLineOption tls_ca_opt("tls-ca", "CA certificate (PEM) that signed the agents' certificates; implies --tls.",
@@ -57,8 +61,9 @@ int main(int argc, char** argv) {
                              "title", "Live");
   QCommandLineOption size_opt("size", "Window size, e.g. 1366x768 (default: as last time).", "WxH");
   const std::initializer_list<const QCommandLineOption*> options = {
-      &agents_opt,     &token_opt, &tls_opt, &tls_ca_opt, &tls_cert_opt,  &tls_key_opt, &local_opt, &run_opt, &shot_opt,
-      &collective_opt, &min_opt,   &max_opt, &iters_opt,  &per_agent_opt, &record_opt,  &tab_opt,   &size_opt};
+      &agents_opt,  &agents_file_opt, &token_opt,     &tls_opt,    &tls_ca_opt,     &tls_cert_opt,
+      &tls_key_opt, &local_opt,       &run_opt,       &shot_opt,   &collective_opt, &min_opt,
+      &max_opt,     &iters_opt,       &per_agent_opt, &record_opt, &tab_opt,        &size_opt};
   for (const auto* o : options)
     cli.addOption(*o);
   // For the build: the bash completion script (needs no display).
@@ -94,7 +99,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   int expected = 0;
-  if (cli.isSet(agents_opt)) {
+  if (cli.isSet(agents_opt) || cli.isSet(agents_file_opt)) {
     ringmaster::ui::AgentAccess access;
     access.tls_ca = cli.value(tls_ca_opt);
     access.tls_cert = cli.value(tls_cert_opt);
@@ -113,7 +118,17 @@ int main(int argc, char** argv) {
       }
       token = QString::fromUtf8(f.readLine()).trimmed();
     }
-    for (const QString& a : cli.value(agents_opt).split(',', Qt::SkipEmptyParts)) {
+    QStringList given = cli.value(agents_opt).split(',', Qt::SkipEmptyParts);
+    if (cli.isSet(agents_file_opt)) {
+      const auto lines = ringmaster::app::agents_file_lines(cli.value(agents_file_opt).toStdString());
+      if (!lines) {
+        std::fprintf(stderr, "ringmaster: --agents-file %s: cannot read it\n", qPrintable(cli.value(agents_file_opt)));
+        return 2;
+      }
+      for (const auto& line : *lines)
+        given << QString::fromStdString(line).split(',', Qt::SkipEmptyParts);
+    }
+    for (const QString& a : given) {
       const int colon = static_cast<int>(a.lastIndexOf(':'));
       const int port = colon > 0 ? a.mid(colon + 1).toInt() : 0;
       if (port <= 0 || port > 65535) {

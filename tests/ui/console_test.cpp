@@ -745,6 +745,22 @@ void ConsoleTest::agentsFoundThroughOneName() {
   QVERIFY2(console.exitCode() == 0, qPrintable(out + err));
   QVERIFY2(err.contains("agents.test is 2 agents: 127.0.0.2, 127.0.0.3 (port 29600)"), qPrintable(err));
   QVERIFY2(out.contains("(run ok)"), qPrintable(out + err));
+
+  // The same agents from --agents-file (comments and blank lines allowed).
+  QFile list(dir.filePath("agents.txt"));
+  QVERIFY(list.open(QIODevice::WriteOnly));
+  list.write("# the agents' headless Service\n\n  agents.test:29600   # both nodes\n");
+  list.close();
+  QProcess from_file;
+  from_file.start("/usr/sbin/ip",
+                  {"netns", "exec", ns, RINGMASTER_CONSOLE, "--agents-file", list.fileName(), "--token-file", token,
+                   "--max-bytes", "1K", "--iters", "1", "--screenshot", dir.filePath("from-file.png")});
+  QVERIFY(from_file.waitForFinished(120000));
+  const QString file_out = QString::fromUtf8(from_file.readAllStandardOutput());
+  const QString file_err = QString::fromUtf8(from_file.readAllStandardError());
+  QVERIFY2(from_file.exitCode() == 0, qPrintable(file_out + file_err));
+  QVERIFY2(file_err.contains("agents.test is 2 agents"), qPrintable(file_err));
+  QVERIFY2(file_out.contains("(run ok)"), qPrintable(file_out + file_err));
 }
 
 QTEST_MAIN(ConsoleTest)
