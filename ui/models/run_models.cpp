@@ -82,6 +82,9 @@ QVariant AgentsModel::data(const QModelIndex& index, int role) const {
   if (role == Qt::ForegroundRole && index.column() == state_column) {
     return QBrush(r.state == "connected" ? QColor(0x2e, 0x7d, 0x32) : QColor(0xc6, 0x28, 0x28));
   }
+  if (role == Qt::ToolTipRole && index.column() == origin_column && !r.origin.isEmpty()) {
+    return QString("found through %1, which resolves to every agent's address").arg(r.origin);
+  }
   if (role == Qt::ToolTipRole && index.column() == topology_column) {
     return QString::fromStdString(r.inventory.value("topology_summary", std::string()));
   }
@@ -90,7 +93,7 @@ QVariant AgentsModel::data(const QModelIndex& index, int role) const {
 
 QVariant AgentsModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* names[] = {"Agent", "State", "Host", "Version", "Topology", "Round trip", "Faults", "From"};
+  static const char* names[] = {"Agent", "From", "State", "Host", "Version", "Topology", "Round trip", "Faults"};
   return section >= 0 && section < column_count ? QString(names[section]) : QVariant();
 }
 

@@ -32,13 +32,13 @@ class AgentsModel : public QAbstractTableModel {
  public:
   enum Column {
     address_column,
+    origin_column,  // the name the agent was found through, if any (beside the address it gave)
     state_column,
     host_column,
     version_column,
     topology_column,
     rtt_column,
     faults_column,
-    origin_column,  // the name the agent was found through, if any
     column_count
   };
   using QAbstractTableModel::QAbstractTableModel;
