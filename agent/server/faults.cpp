@@ -20,6 +20,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "ringmaster/agent/log.h"
@@ -34,6 +36,24 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kTablePrefix = "ringmaster_agent_";
+
+// When process PID started (clock ticks after boot, field 22 of
+// /proc/PID/stat). With the pid it names one agent for good: in a
+// container every agent is pid 1, so a table named by pid alone would look
+// alive to the next agent there.
+std::optional<unsigned long long> start_time_of(int pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string stat;
+  if (!std::getline(in, stat)) return std::nullopt;
+  const auto close = stat.rfind(')');  // the command name may hold spaces and parentheses
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(stat.substr(close + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
+  }
+  return std::nullopt;
+}
 
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
@@ -105,7 +125,7 @@ std::vector<long> except_ports(const json& spec) {
 FaultManager::FaultManager(bool enabled, std::vector<std::uint16_t> exempt_ports, std::string state_dir)
     : state_dir_(std::move(state_dir)),
       enabled_(enabled),
-      table_(fmt::format("{}{}", kTablePrefix, ::getpid())),
+      table_(fmt::format("{}{}_{}", kTablePrefix, ::getpid(), start_time_of(::getpid()).value_or(0))),
       exempt_(std::move(exempt_ports)) {
   if (!enabled_) return;
   for (const auto& removed : remove_left_behind(state_dir_))
@@ -138,8 +158,17 @@ std::vector<std::string> FaultManager::remove_left_behind(const std::string& sta
     const auto at = line.find(kTablePrefix);
     if (at == std::string::npos || line.rfind("table inet ", 0) != 0) continue;
     const std::string name = line.substr(at);
-    const int pid = std::atoi(name.c_str() + std::strlen(kTablePrefix));
-    if (pid > 0 && (::kill(pid, 0) == 0 || errno != ESRCH)) continue;  // its agent lives
+    // ringmaster_agent_PID_START (ringmaster_agent_PID before 0.1.0's
+    // packaging): its agent lives when that process runs and, where the
+    // name has one, started when the table's agent did.
+    const char* id = name.c_str() + std::strlen(kTablePrefix);
+    char* rest = nullptr;
+    const long pid = std::strtol(id, &rest, 10);
+    bool alive = pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH);
+    if (alive && rest != nullptr && *rest == '_') {
+      alive = start_time_of(static_cast<int>(pid)) == std::strtoull(rest + 1, nullptr, 10);
+    }
+    if (alive) continue;
     if (run_command({"nft", "delete", "table", "inet", name}).first == 0) removed.push_back("nftables table " + name);
   }
   // Root qdiscs with our handle on the interfaces recorded: one somebody

@@ -13,7 +13,7 @@
 // never for a whole machine.
 //
 // nftables rules live in a table of this agent's own
-// (inet ringmaster_agent_<pid>); the agent's control and metrics ports are
+// (inet ringmaster_agent_<pid>_<start time>); the agent's control and metrics ports are
 // exempt so clients keep reaching it. Without CAP_NET_ADMIN (or without
 // nft) the drops fall back to the engine's connect filter in the
 // environment of ranks started afterwards, which is said in the reply.

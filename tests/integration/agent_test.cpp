@@ -1191,6 +1191,15 @@ TEST(AgentFaults, ClearFaultsRemovesWhatAKilledAgentLeft) {
   const std::string state_dir = killed->state_dir;
   killed.reset();  // reaped
   ASSERT_NE(ns.ruleset().find("40000-40010"), std::string::npos) << ns.ruleset();
+  // In a container every agent is pid 1: a table an earlier agent left
+  // under the live agent's pid, from another start, is stale too (it was
+  // kept as "its agent lives" while the tables were named by pid alone).
+  const std::string reused = "ringmaster_agent_" + std::to_string(live.child.pid) + "_1";
+  std::vector<std::string> add = ns.exec();
+  add.insert(add.end(), {"nft", "add", "table", "inet", reused});
+  auto added = testing_support::spawn(add, {}, true);
+  added.finish();
+  ASSERT_EQ(added.exit_code(), 0) << added.output;
   std::vector<std::string> argv = ns.exec();
   argv.insert(argv.end(), {RINGMASTER_AGENT, "--clear-faults", "--state-dir", state_dir});
   auto clear = testing_support::spawn(argv, {}, true);
@@ -1199,6 +1208,7 @@ TEST(AgentFaults, ClearFaultsRemovesWhatAKilledAgentLeft) {
   EXPECT_NE(clear.output.find("removed nftables table ringmaster_agent_"), std::string::npos) << clear.output;
   EXPECT_EQ(ns.ruleset().find("40000-40010"), std::string::npos) << ns.ruleset();
   EXPECT_NE(ns.ruleset().find("41000-41010"), std::string::npos) << "the live agent's rule went too: " << ns.ruleset();
+  EXPECT_EQ(ns.ruleset().find(reused), std::string::npos) << "a table from an earlier start stayed: " << ns.ruleset();
 }
 
 // Agents found through one name, as a Kubernetes headless Service gives
