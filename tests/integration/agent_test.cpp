@@ -1044,21 +1044,8 @@ TEST(Agent, KilledRankIsReportedAndTheNextRunWorks) {
 }
 
 // A network namespace of this test's own, with loopback up.
-struct NetNamespace {
-  std::string name = "rm-agent-test-" + std::to_string(::getpid());
-  NetNamespace() {
-    ::system(("ip netns del " + name + " 2>/dev/null").c_str());
-    if (::system(("ip netns add " + name + " && ip netns exec " + name + " ip link set lo up").c_str()) != 0) {
-      throw std::runtime_error("cannot create network namespace " + name);
-    }
-  }
-  ~NetNamespace() { ::system(("ip netns del " + name).c_str()); }
-  std::vector<std::string> exec() const { return {"/usr/sbin/ip", "netns", "exec", name}; }
-  std::string ruleset() const {
-    auto nft = testing_support::spawn({"/usr/sbin/ip", "netns", "exec", name, "nft", "list", "ruleset"}, {});
-    nft.finish();
-    return nft.output;
-  }
+struct NetNamespace : testing_support::NetNamespace {
+  NetNamespace() : testing_support::NetNamespace("rm-agent-test-") {}
   // A client whose socket lives in this namespace.
   std::unique_ptr<agent::AgentClient> connect(const agent::ClientOptions& options,
                                               agent::AgentClient::MessageHandler handler = {}) const {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <random>
 #include <stdexcept>
@@ -102,5 +103,33 @@ inline ChildProcess spawn(const std::vector<std::string>& argv, const std::map<s
   child.out_fd = pipefd[0];
   return child;
 }
+
+// A network namespace of the test's own (root only), with loopback up,
+// removed with everything in it when the test ends.
+struct NetNamespace {
+  std::string name;
+  explicit NetNamespace(const std::string& prefix) : name(prefix + std::to_string(::getpid())) {
+    ::system(("ip netns del " + name + " 2>/dev/null").c_str());
+    if (::system(("ip netns add " + name + " && ip netns exec " + name + " ip link set lo up").c_str()) != 0) {
+      throw std::runtime_error("cannot create network namespace " + name);
+    }
+  }
+  ~NetNamespace() { ::system(("ip netns del " + name).c_str()); }
+  NetNamespace(const NetNamespace&) = delete;
+  NetNamespace& operator=(const NetNamespace&) = delete;
+  // The command prefix that runs a program inside.
+  std::vector<std::string> exec() const { return {"/usr/sbin/ip", "netns", "exec", name}; }
+  std::string ruleset() const {
+    auto nft = spawn({"/usr/sbin/ip", "netns", "exec", name, "nft", "list", "ruleset"}, {});
+    nft.finish();
+    return nft.output;
+  }
+  // Loads nftables RULES (nft -f syntax) into the namespace.
+  void nft(const std::string& rules) const {
+    auto load = spawn({"/bin/sh", "-c", "printf '%s' \"$0\" | ip netns exec " + name + " nft -f -", rules}, {}, true);
+    load.finish();
+    if (load.exit_code() != 0) throw std::runtime_error("nft -f in " + name + " failed: " + load.output);
+  }
+};
 
 }  // namespace ringmaster::testing_support
