@@ -11,6 +11,16 @@ namespace ringmaster::agent {
 using nlohmann::json;
 
 json to_json(const StageEvent& e) {
+  if (e.in_progress) {
+    return {{"type", "stage_progress"},
+            {"rank", e.rank},
+            {"stage", name_of(e.stage)},
+            {"outcome", e.connect_outcome},
+            {"remote", e.remote_address},
+            {"attempts", e.attempts},
+            {"elapsed_ms", e.duration.count() / 1e6},
+            {"detail", e.detail}};
+  }
   return {{"type", "stage"},
           {"rank", e.rank},
           {"stage", name_of(e.stage)},

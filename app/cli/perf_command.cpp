@@ -231,7 +231,13 @@ int run_rank(const Config& config, const PerfSpec& spec, const CommOptions& base
   if (opts.events) return run_rank_events(config, spec, base, opts);
   CommOptions options = base;
   std::vector<StageEvent> events;
-  options.on_stage = [&](const StageEvent& e) { events.push_back(e); };
+  options.on_stage = [&](const StageEvent& e) {
+    if (e.in_progress) {
+      std::fprintf(stderr, "rank %d: %s\n", e.rank, e.detail.c_str());  // live, while the stage retries
+    } else {
+      events.push_back(e);
+    }
+  };
   if (opts.timeout_s > 0)  // -T
     options.timeout = std::chrono::milliseconds(static_cast<long long>(opts.timeout_s * 1000));
   std::unique_ptr<Communicator> comm;

@@ -85,11 +85,14 @@ Runner add_probe_command(CLI::App& app) {
     std::vector<StageFailure> failures;
     auto on_event = [&](const StageEvent& e) {
       std::lock_guard lock(mutex);
-      events.push_back(e);
       if (opts->json) {
         std::printf("%s\n", to_json(e).dump().c_str());
         std::fflush(stdout);
+      } else if (e.in_progress) {
+        // Live, while the stage still retries: on stderr, the table stays clean.
+        std::fprintf(stderr, "rank %d: %s\n", e.rank, e.detail.c_str());
       }
+      if (!e.in_progress) events.push_back(e);
     };
     const auto start = std::chrono::steady_clock::now();
     std::vector<std::thread> threads;

@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -339,6 +341,72 @@ TEST(InitFails, BootstrapRingBlockedWhileStoreWorks) {
     EXPECT_GE(r.wall_s, 1.5 * 0.95) << f.dump();
     EXPECT_LE(r.wall_s, 1.5 * 1.2 + 2.0) << f.dump();
     EXPECT_EQ(f["timeout_ms"].get<double>(), 1500) << f.dump();
+  }
+}
+
+// Each failing connect attempt is classified while the stage still retries
+// (refused, unanswered, rejected, no route) and reported at once as a
+// stage_progress event, long before the stage's timeout: the first one read
+// on the rank's stdout, timed with the test's own clock from the rank's
+// start. Before, a dropped SYN was reported only when the whole timeout ran
+// out, after "1 attempt(s)".
+TEST(InitFails, ConnectAttemptsAreClassifiedWhileTheyRetry) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: a network namespace and nftables";
+  struct Case {
+    std::string outcome;
+    std::string rules;  // nftables in the namespace
+    std::string master_addr;
+    double within_s;  // the first classified event by then
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"refused", "", "127.0.0.1", 1.0, "refused the connection"},
+      {"unanswered", drop_new_connections(), "127.0.0.1", 5.0, "likely dropped by a firewall or security group"},
+      {"rejected",
+       "table inet sg { chain input { type filter hook input priority 0; tcp dport 1025-65535 reject with icmp type "
+       "admin-prohibited; }\n}\n",
+       "127.0.0.1", 1.0, "rejected with an ICMP error"},
+      {"no_route", "", "10.255.0.1", 1.0, "no route to 10.255.0.1"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.outcome);
+    testing_support::NetNamespace ns("rm-classify-");
+    if (!c.rules.empty()) ns.nft(c.rules);
+    std::vector<std::string> argv = ns.exec();
+    argv.insert(argv.end(), {RINGMASTER_CLI, "probe", "--json"});
+    const auto start = std::chrono::steady_clock::now();
+    auto rank = testing_support::spawn(argv, {{"RANK", "1"},
+                                              {"WORLD_SIZE", "2"},
+                                              {"MASTER_ADDR", c.master_addr},
+                                              {"MASTER_PORT", "29500"},
+                                              {"RINGMASTER_STORE_TIMEOUT", "3"}});
+    // Read lines as they come until the first progress event.
+    std::string buffer;
+    std::optional<json> first;
+    double seen_s = 0;
+    while (!first) {
+      pollfd p{rank.out_fd, POLLIN, 0};
+      if (::poll(&p, 1, 10000) <= 0) break;
+      char chunk[4096];
+      const ssize_t n = ::read(rank.out_fd, chunk, sizeof(chunk));
+      if (n <= 0) break;
+      buffer.append(chunk, static_cast<std::size_t>(n));
+      for (std::size_t eol; !first && (eol = buffer.find('\n')) != std::string::npos;) {
+        const std::string line = buffer.substr(0, eol);
+        buffer.erase(0, eol + 1);
+        if (line.find("\"stage_progress\"") == std::string::npos) continue;
+        first = json::parse(line);
+        seen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      }
+    }
+    rank.finish();
+    ASSERT_TRUE(first) << "no stage_progress event: " << buffer << rank.output;
+    EXPECT_EQ((*first)["stage"], "STORE_CONNECT") << first->dump();
+    EXPECT_EQ((*first)["outcome"], c.outcome) << first->dump();
+    EXPECT_NE((*first)["detail"].get<std::string>().find(c.says), std::string::npos) << first->dump();
+    EXPECT_LT(seen_s, c.within_s) << first->dump();
+    // The final failure keeps the counts.
+    EXPECT_NE(rank.output.find(" attempt(s): "), std::string::npos) << rank.output;
   }
 }
 

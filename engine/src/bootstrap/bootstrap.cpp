@@ -35,6 +35,40 @@ int family_of(const std::string& name) {
   return AF_UNSPEC;
 }
 
+// The live line for a retrying connect: what the last attempt met, for how
+// long, and what that usually means.
+std::string connect_progress_text(Stage stage, const net::ConnectAttempts& a) {
+  const std::string to = a.last_address.to_string();
+  const double seconds = std::chrono::duration<double>(Clock::now() - a.first_attempt).count();
+  switch (a.last_outcome) {
+    case net::ConnectOutcome::unanswered: {
+      const double silent = std::chrono::duration<double>(Clock::now() - a.first_unanswered).count();
+      return fmt::format(
+          "retrying {}: SYN to {} unanswered for {:.0f} s ({} attempt(s)) - likely dropped by a firewall or "
+          "security group",
+          name_of(stage), to, silent, a.attempts);
+    }
+    case net::ConnectOutcome::refused:
+      return fmt::format(
+          "retrying {}: {} refused the connection ({} attempt(s) in {:.1f} s) - nothing listens "
+          "there yet",
+          name_of(stage), to, a.attempts, seconds);
+    case net::ConnectOutcome::rejected:
+      return fmt::format(
+          "retrying {}: {} rejected with an ICMP error ({}; {} attempt(s)) - a firewall rejects "
+          "the port, or the host is unreachable",
+          name_of(stage), to, net::errno_text(a.last_error), a.attempts);
+    case net::ConnectOutcome::no_route:
+      return fmt::format(
+          "retrying {}: no route to {} from this host ({}; {} attempt(s)) - check the routes and "
+          "NCCL_SOCKET_IFNAME",
+          name_of(stage), to, net::errno_text(a.last_error), a.attempts);
+    default:
+      return fmt::format("retrying {}: connect to {} failed: {} ({} attempt(s))", name_of(stage), to,
+                         net::errno_text(a.last_error), a.attempts);
+  }
+}
+
 // Runs the stages in order, timing each and reporting it; turns a failure
 // into a reported event plus a StageError.
 class StageRunner {
@@ -64,6 +98,27 @@ class StageRunner {
   }
 
   milliseconds elapsed() const { return duration_cast<milliseconds>(Clock::now() - begin_); }
+
+  // While a connect of the current stage retries: what its attempts meet,
+  // as a progress event (never in the final table).
+  void progress(const net::ConnectAttempts& a) {
+    StageEvent event;
+    event.stage = current_;
+    event.rank = state_.config.rank;
+    event.begin = begin_wall_;
+    event.duration = Clock::now() - begin_;
+    event.in_progress = true;
+    event.connect_outcome = net::name_of(a.last_outcome);
+    event.remote_address = a.last_address.to_string();
+    event.attempts = a.attempts;
+    event.detail = connect_progress_text(current_, a);
+    RM_INFO(bootstrap, "{}", event.detail);
+    if (state_.on_event) state_.on_event(event);
+  }
+
+  net::ConnectProgress progress_reporter() {
+    return [this](const net::ConnectAttempts& a) { progress(a); };
+  }
   Clock::time_point stage_begin() const { return begin_; }
 
   // A failure of the current stage with the fields every failure has.
@@ -235,10 +290,11 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
     }
     net::Socket socket;
     net::ConnectAttempts report;
-    const int err = net::connect_with_backoff(master_addresses, deadline, socket, report);
+    const int err = net::connect_with_backoff(master_addresses, deadline, socket, report, stages.progress_reporter());
     if (err != 0) {
-      auto f =
-          stages.failure(fmt::format("cannot connect to the store at {} ({} attempt(s))", master, report.attempts));
+      const std::string counts = report.outcome_counts();
+      auto f = stages.failure(fmt::format("cannot connect to the store at {} ({} attempt(s){}{})", master,
+                                          report.attempts, counts.empty() ? "" : ": ", counts));
       f.category = err == ETIMEDOUT ? ErrorCategory::timeout : ErrorCategory::network;
       f.remote_address = report.last_address.to_string();
       f.errno_text = net::errno_text(err);
@@ -387,12 +443,14 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
     }
     net::Socket out;
     net::ConnectAttempts report;
-    int err = net::connect_with_backoff({*next_address}, deadline, out, report);
+    int err = net::connect_with_backoff({*next_address}, deadline, out, report, stages.progress_reporter());
     const std::uint32_t hello[2] = {kRingHelloMagic, static_cast<std::uint32_t>(c.rank)};
     if (err == 0) err = out.send_all(hello, sizeof(hello), deadline);
     if (err != 0) {
-      auto f = stages.failure(fmt::format("cannot connect to rank {} at {} ({} attempt(s))", next,
-                                          next_address->to_string(), report.attempts));
+      const std::string counts = report.outcome_counts();
+      auto f =
+          stages.failure(fmt::format("cannot connect to rank {} at {} ({} attempt(s){}{})", next,
+                                     next_address->to_string(), report.attempts, counts.empty() ? "" : ": ", counts));
       f.category = err == ETIMEDOUT ? ErrorCategory::timeout : ErrorCategory::network;
       f.peer_rank = next;
       f.local_address = s.listener.local_address().to_string() + " on " + s.ifname;

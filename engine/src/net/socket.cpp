@@ -206,21 +206,52 @@ Socket Socket::listen(const SocketAddress& address, int backlog, int& err) {
 }
 
 int Socket::connect(const SocketAddress& to, Clock::time_point deadline, Socket& out) {
+  ConnectOutcome outcome = ConnectOutcome::other;
+  return connect(to, deadline, out, outcome);
+}
+
+int Socket::connect(const SocketAddress& to, Clock::time_point deadline, Socket& out, ConnectOutcome& outcome) {
+  outcome = ConnectOutcome::other;
   if (connect_filter_drops(to)) {
     RM_TRACE(net, "connect to {} dropped by the connect filter ({})", to.to_string(), connect_filter_spec());
     std::this_thread::sleep_until(deadline);
+    outcome = ConnectOutcome::unanswered;
     return ETIMEDOUT;
   }
   Socket s(::socket(to.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!s.valid()) return errno;
   if (::connect(s.fd(), reinterpret_cast<const sockaddr*>(&to.storage), to.length) != 0) {
-    if (errno != EINPROGRESS) return errno;
-    if (const int err = wait_for(s.fd(), POLLOUT, deadline); err != 0) return err;
+    const int immediate = errno;
+    if (immediate != EINPROGRESS) {
+      // Refused at once (a local port), or no route from here: no packet left.
+      outcome = immediate == ECONNREFUSED                               ? ConnectOutcome::refused
+                : immediate == ENETUNREACH || immediate == EHOSTUNREACH ? ConnectOutcome::no_route
+                                                                        : ConnectOutcome::other;
+      return immediate;
+    }
+    if (const int err = wait_for(s.fd(), POLLOUT, deadline); err != 0) {
+      // Still waiting for the SYN-ACK: the kernel's own state says so.
+      tcp_info info{};
+      socklen_t length = sizeof(info);
+      if (err == ETIMEDOUT && ::getsockopt(s.fd(), IPPROTO_TCP, TCP_INFO, &info, &length) == 0 &&
+          info.tcpi_state == 2 /* TCP_SYN_SENT */) {
+        outcome = ConnectOutcome::unanswered;
+      }
+      return err;
+    }
     int so_error = 0;
     socklen_t len = sizeof(so_error);
     ::getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &so_error, &len);
-    if (so_error != 0) return so_error;
+    if (so_error != 0) {
+      // An answer came back: a RST, or an ICMP error for the SYN.
+      outcome = so_error == ECONNREFUSED ? ConnectOutcome::refused
+                : so_error == EHOSTUNREACH || so_error == ENETUNREACH || so_error == EACCES || so_error == EPERM
+                    ? ConnectOutcome::rejected
+                    : ConnectOutcome::other;
+      return so_error;
+    }
   }
+  outcome = ConnectOutcome::connected;
   out = std::move(s);
   return 0;
 }
@@ -296,21 +327,81 @@ void Socket::set_buffer_sizes(int bytes) const noexcept {
   ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
 }
 
+const char* name_of(ConnectOutcome outcome) noexcept {
+  switch (outcome) {
+    case ConnectOutcome::connected:
+      return "connected";
+    case ConnectOutcome::refused:
+      return "refused";
+    case ConnectOutcome::unanswered:
+      return "unanswered";
+    case ConnectOutcome::rejected:
+      return "rejected";
+    case ConnectOutcome::no_route:
+      return "no_route";
+    case ConnectOutcome::other:
+      break;
+  }
+  return "other";
+}
+
+std::string ConnectAttempts::outcome_counts() const {
+  std::string out;
+  auto add = [&](int n, const char* what) {
+    if (n == 0) return;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(n) + " " + what;
+  };
+  add(unanswered, "unanswered");
+  add(refused, "refused");
+  add(rejected, "rejected");
+  add(no_route, "without a route");
+  return out;
+}
+
 int connect_with_backoff(const std::vector<SocketAddress>& addresses, Clock::time_point deadline, Socket& out,
-                         ConnectAttempts& report) {
+                         ConnectAttempts& report, const ConnectProgress& progress) {
   std::mt19937 rng(std::random_device{}());
   std::uniform_real_distribution<double> jitter(0.75, 1.25);
   auto backoff = std::chrono::milliseconds(10);
+  report.first_attempt = Clock::now();
+  Clock::time_point last_progress{};
+  ConnectOutcome last_reported = ConnectOutcome::connected;
   for (;;) {
     for (const auto& address : addresses) {
       ++report.attempts;
       report.last_address = address;
-      const int err = Socket::connect(address, deadline, out);
+      const auto started = Clock::now();
+      ConnectOutcome outcome = ConnectOutcome::other;
+      const int err = Socket::connect(address, std::min(deadline, started + kConnectAttemptWindow), out, outcome);
       if (err == 0) return 0;
       report.last_error = err;
-      RM_INFO(net, "connect to {} returned {}, retrying ({} attempts so far)", address.to_string(), errno_text(err),
-              report.attempts);
-      if (Clock::now() >= deadline) return err;
+      report.last_outcome = outcome;
+      switch (outcome) {
+        case ConnectOutcome::refused:
+          ++report.refused;
+          break;
+        case ConnectOutcome::unanswered:
+          if (report.unanswered++ == 0) report.first_unanswered = started;
+          break;
+        case ConnectOutcome::rejected:
+          ++report.rejected;
+          break;
+        case ConnectOutcome::no_route:
+          ++report.no_route;
+          break;
+        default:
+          break;
+      }
+      RM_INFO(net, "connect to {} returned {} ({}), retrying ({} attempts so far)", address.to_string(),
+              errno_text(err), name_of(outcome), report.attempts);
+      const auto now = Clock::now();
+      if (progress && (outcome != last_reported || now - last_progress >= std::chrono::seconds(1))) {
+        progress(report);
+        last_progress = now;
+        last_reported = outcome;
+      }
+      if (now >= deadline) return err;
     }
     const auto pause = std::chrono::duration_cast<Clock::duration>(backoff * jitter(rng));
     if (Clock::now() + pause >= deadline) {

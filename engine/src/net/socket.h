@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,6 +57,18 @@ struct ResolveResult {
 // Resolves a host name or numeric address; family AF_UNSPEC, AF_INET or AF_INET6.
 ResolveResult resolve(const std::string& host, std::uint16_t port, int family = AF_UNSPEC);
 
+// What one connect attempt met, from the errno and the socket's state.
+enum class ConnectOutcome : std::uint8_t {
+  connected,
+  refused,     // RST: nothing listens there
+  unanswered,  // SYN sent (and resent), no SYN-ACK: dropped on the way
+  rejected,    // ICMP unreachable or administratively prohibited
+  no_route,    // this host has no route to the address
+  other,
+};
+// "refused", "unanswered", "rejected", "no_route", ...
+const char* name_of(ConnectOutcome outcome) noexcept;
+
 class Socket {
  public:
   Socket() = default;
@@ -80,6 +93,8 @@ class Socket {
   // Connects before the deadline. Returns 0 or an errno (ETIMEDOUT when the
   // deadline passed). Honours the in-engine connect filter.
   static int connect(const SocketAddress& to, Clock::time_point deadline, Socket& out);
+  // The same, saying what the attempt met.
+  static int connect(const SocketAddress& to, Clock::time_point deadline, Socket& out, ConnectOutcome& outcome);
 
   // Accepts one connection before the deadline; err is 0 or an errno.
   Socket accept(Clock::time_point deadline, int& err) const;
@@ -100,14 +115,31 @@ struct ConnectAttempts {
   int attempts = 0;
   int last_error = 0;  // errno of the last failed attempt
   SocketAddress last_address;
+  ConnectOutcome last_outcome = ConnectOutcome::other;
+  // Attempts by outcome, and when the first unanswered SYN went out.
+  int refused = 0, unanswered = 0, rejected = 0, no_route = 0;
+  Clock::time_point first_attempt, first_unanswered;
+  // "3 unanswered, 1 refused", or "" before any failure.
+  std::string outcome_counts() const;
 };
 
-// Connects to one of `addresses` (tried in order each round), retrying with
-// exponential backoff (from 10 ms, doubling, at most 1 s) and +-25% jitter
-// until the deadline. Each failed attempt is logged at INFO with its errno
-// text and number. Returns 0 or the last errno (ETIMEDOUT when time ran out
-// without any other answer).
+// How long one attempt waits for a SYN-ACK before it counts as unanswered
+// and a fresh one starts: the kernel has sent the SYN twice by then (at 0
+// and 1 s), so a dropped SYN is known within about 2 s rather than at the
+// stage's deadline.
+inline constexpr std::chrono::milliseconds kConnectAttemptWindow{2000};
+
+// Called after a failed attempt, at most about once a second and whenever
+// the outcome changes, while connect_with_backoff keeps trying.
+using ConnectProgress = std::function<void(const ConnectAttempts&)>;
+
+// Connects to one of `addresses` (tried in order each round), each attempt
+// allowed kConnectAttemptWindow, retrying with exponential backoff (from 10
+// ms, doubling, at most 1 s) and +-25% jitter until the deadline. Each failed
+// attempt is classified (ConnectOutcome), counted in `report` and logged at
+// INFO. Returns 0 or the last errno (ETIMEDOUT when time ran out without any
+// other answer).
 int connect_with_backoff(const std::vector<SocketAddress>& addresses, Clock::time_point deadline, Socket& out,
-                         ConnectAttempts& report);
+                         ConnectAttempts& report, const ConnectProgress& progress = {});
 
 }  // namespace ringmaster::net
