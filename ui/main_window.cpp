@@ -550,11 +550,12 @@ void MainWindow::show_stage_detail(int rank, int stage) {
   detail_->setPlainText(QString("rank %1, %2: %3 (%4 ms)\n%5")
                             .arg(rank)
                             .arg(stage_names()[stage])
-                            .arg(!c.seen ? "not reached"
-                                 : c.ok  ? "ok"
-                                         : "FAILED")
+                            .arg(!c.seen  ? "not reached"
+                                 : c.live ? "retrying"
+                                 : c.ok   ? "ok"
+                                          : "FAILED")
                             .arg(c.duration_ms, 0, 'f', 3)
-                            .arg(c.detail));
+                            .arg(c.live ? c.live_text : c.detail));
 }
 
 void MainWindow::show_selected_topology() {

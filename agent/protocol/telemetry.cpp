@@ -18,6 +18,7 @@ json to_json(const StageEvent& e) {
             {"outcome", e.connect_outcome},
             {"remote", e.remote_address},
             {"attempts", e.attempts},
+            {"begin_us", std::chrono::duration_cast<std::chrono::microseconds>(e.begin.time_since_epoch()).count()},
             {"elapsed_ms", e.duration.count() / 1e6},
             {"detail", e.detail}};
   }

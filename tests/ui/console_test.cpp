@@ -91,6 +91,7 @@ class ConsoleTest : public QObject {
   void keyboardAccessibilityAndPalette();
   void aboutIconAndGuide();
   void agentsFoundThroughOneName();
+  void retryingStageIsDrawnLive();
 };
 
 // The console's --version is the project's, with no display needed, and
@@ -761,6 +762,63 @@ void ConsoleTest::agentsFoundThroughOneName() {
   QVERIFY2(from_file.exitCode() == 0, qPrintable(file_out + file_err));
   QVERIFY2(file_err.contains("agents.test is 2 agents"), qPrintable(file_err));
   QVERIFY2(file_out.contains("(run ok)"), qPrintable(file_out + file_err));
+}
+
+// A rank whose store connect is refused (nothing listens on MASTER_PORT)
+// says so while it retries; the events are the real CLI's (probe --json).
+// The timeline shows the stage live, amber, with that line, before any
+// timeout; the stage's final event then replaces it with the failure.
+void ConsoleTest::retryingStageIsDrawnLive() {
+  const int port = 1;  // tcpmux: nothing listens there
+  QProcess probe;
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert("RANK", "1");
+  env.insert("WORLD_SIZE", "2");
+  env.insert("MASTER_ADDR", "127.0.0.1");
+  env.insert("MASTER_PORT", QString::number(port));
+  env.insert("RINGMASTER_STORE_TIMEOUT", "1.5");
+  probe.setProcessEnvironment(env);
+  probe.start(RINGMASTER_CLI, {"probe", "--json"});
+  QVERIFY(probe.waitForFinished(30000));
+  using nlohmann::json;
+  std::vector<json> progress, finals;
+  for (const QByteArray& line : probe.readAllStandardOutput().split('\n')) {
+    if (line.isEmpty()) continue;
+    const json e = json::parse(line.toStdString());
+    if (e["type"] == "stage_progress") progress.push_back(e);
+    if (e["type"] == "stage" && e["stage"] == "STORE_CONNECT") finals.push_back(e);
+  }
+  QVERIFY2(!progress.empty(), "probe printed no stage_progress event");
+  QCOMPARE(finals.size(), std::size_t(1));
+
+  TimelineModel model;
+  QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+  model.reset(2);
+  TimelineView view(model);
+  view.resize(900, 200);
+  const int store_connect = static_cast<int>(stage_names().indexOf("STORE_CONNECT"));
+  model.add_progress(1, progress.back());
+  QVERIFY(model.cell(1, store_connect).live);
+  QCOMPARE(model.index(1, store_connect).data().toString(), QString("retrying"));
+  QVERIFY2(model.index(1, store_connect).data(Qt::ToolTipRole).toString().contains("refused the connection"),
+           qPrintable(model.index(1, store_connect).data(Qt::ToolTipRole).toString()));
+  QImage live(view.size(), QImage::Format_ARGB32);
+  view.render(&live);
+  auto amber_pixels = [](const QImage& image) {
+    int n = 0;
+    for (int y = 0; y < image.height(); ++y)
+      for (int x = 0; x < image.width(); ++x)
+        n += image.pixelColor(x, y) == QColor(0xff, 0xb3, 0x00) ? 1 : 0;
+    return n;
+  };
+  QVERIFY2(amber_pixels(live) > 100, "the retrying stage is not drawn amber");
+
+  model.add_stage(1, finals.front());
+  QVERIFY(!model.cell(1, store_connect).live);
+  QCOMPARE(model.index(1, store_connect).data().toString(), QString("FAILED"));
+  QImage done(view.size(), QImage::Format_ARGB32);
+  view.render(&done);
+  QCOMPARE(amber_pixels(done), 0);
 }
 
 QTEST_MAIN(ConsoleTest)

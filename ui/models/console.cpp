@@ -51,6 +51,8 @@ void RunState::apply(const AgentMessage& m) {
   const std::string type = e.value("type", "");
   if (type == "stage") {
     timeline.add_stage(rank, e);
+  } else if (type == "stage_progress") {
+    timeline.add_progress(rank, e);
   } else if (type == "failure") {
     timeline.add_failure(rank, e);
     problems_ << QString("rank %1 failed at %2: %3")

@@ -161,11 +161,13 @@ QVariant TimelineModel::data(const QModelIndex& index, int role) const {
   switch (role) {
     case Qt::DisplayRole:
       if (!c.seen) return QString();
+      if (c.live) return QString("retrying");
       return c.ok ? QString::number(c.duration_ms, 'f', 2) : QString("FAILED");
     case Qt::ToolTipRole:
-      return c.detail;
+      return c.live ? c.live_text : c.detail;
     case Qt::BackgroundRole:
       if (!c.seen) return {};
+      if (c.live) return QBrush(QColor(0xff, 0xc1, 0x07));  // amber: not failed yet, not well either
       return QBrush(c.ok ? QColor(0xc8, 0xe6, 0xc9) : QColor(0xef, 0x9a, 0x9a));
     default:
       return {};
@@ -203,6 +205,7 @@ void TimelineModel::add_stage(int rank, const json& e) {
   const int stage = static_cast<int>(stage_names().indexOf(qs(e, "stage")));
   if (stage < 0) return;
   Cell& c = cells_[static_cast<std::size_t>(rank)][static_cast<std::size_t>(stage)];
+  c.live = false;  // the stage's final event (add_progress sets it again for its own)
   const long long begin = e.value("begin_us", 0LL);
   const double duration = e.value("duration_ms", 0.0);
   if (!c.seen) {
@@ -226,6 +229,23 @@ void TimelineModel::add_stage(int rank, const json& e) {
     c.begin_ms = static_cast<double>(c.begin_us - origin_us_) / 1000.0;
     emit dataChanged(index(rank, stage), index(rank, stage));
   }
+}
+
+// A stage still retrying: drawn from its begin to now, amber, with the
+// live line as its detail until the stage's final event replaces it.
+void TimelineModel::add_progress(int rank, const json& e) {
+  if (rank < 0 || rank >= ranks()) return;
+  const int stage = static_cast<int>(stage_names().indexOf(qs(e, "stage")));
+  if (stage < 0) return;
+  Cell& c = cells_[static_cast<std::size_t>(rank)][static_cast<std::size_t>(stage)];
+  if (c.seen && !c.live) return;  // the final event came first
+  add_stage(rank, json{{"stage", e.value("stage", "")},
+                       {"begin_us", e.value("begin_us", 0LL)},
+                       {"duration_ms", e.value("elapsed_ms", 0.0)},
+                       {"ok", true}});
+  c.live = true;
+  c.live_text = qs(e, "detail");
+  emit dataChanged(index(rank, stage), index(rank, stage));
 }
 
 void TimelineModel::add_failure(int rank, const json& f) {
@@ -283,7 +303,7 @@ std::vector<TimelineSegment> layout_timeline(const TimelineModel& model, const Q
           TimelineSegment{r, s,
                           QRectF(std::min(x, area.right() - 2.0), area.top() + r * row_h + 1,
                                  std::min(w, area.right() - std::min(x, area.right() - 2.0)), std::max(1.0, row_h - 2)),
-                          !c.ok});
+                          !c.ok, c.live});
     }
   }
   return out;

@@ -78,6 +78,10 @@ class TimelineModel : public QAbstractTableModel {
     double duration_ms = 0;
     long long begin_us = 0;
     QString detail;  // every event's detail, then the failure's summary and hint
+    // Still running and retrying (stage_progress): the latest live line,
+    // until the stage's final event.
+    bool live = false;
+    QString live_text;
   };
   using QAbstractTableModel::QAbstractTableModel;
 
@@ -89,6 +93,7 @@ class TimelineModel : public QAbstractTableModel {
   void reset(int world_size);
   void add_stage(int rank, const nlohmann::json& event);
   void add_failure(int rank, const nlohmann::json& failure);
+  void add_progress(int rank, const nlohmann::json& progress);
   const Cell& cell(int rank, int stage) const;
   int ranks() const { return static_cast<int>(cells_.size()); }
   double span_ms() const;  // from the earliest begin to the latest end
@@ -106,6 +111,7 @@ struct TimelineSegment {
   int stage = 0;
   QRectF rect;
   bool failed = false;
+  bool live = false;  // still retrying
 };
 std::vector<TimelineSegment> layout_timeline(const TimelineModel& model, const QRectF& area);
 

@@ -56,10 +56,16 @@ void TimelineView::paintEvent(QPaintEvent*) {
                QString("rank %1").arg(r));
   }
   for (const auto& s : layout_timeline(model_, area)) {
-    p.fillRect(s.rect, s.failed ? QColor(0xe5, 0x39, 0x35) : stage_color(s.stage));
+    p.fillRect(s.rect, s.failed ? QColor(0xe5, 0x39, 0x35) : s.live ? QColor(0xff, 0xb3, 0x00) : stage_color(s.stage));
     if (s.failed) {
       p.setPen(Qt::white);
       p.drawText(s.rect, Qt::AlignCenter, stage_names()[s.stage] + " FAILED");
+    } else if (s.live) {
+      // What the retrying connects meet, before any timeout.
+      p.setPen(Qt::black);
+      p.drawText(s.rect.adjusted(4, 0, -4, 0), Qt::AlignLeft | Qt::AlignVCenter | Qt::TextSingleLine,
+                 p.fontMetrics().elidedText(model_.cell(s.rank, s.stage).live_text, Qt::ElideRight,
+                                            static_cast<int>(s.rect.width()) - 8));
     }
   }
   // Legend and scale.
@@ -93,9 +99,10 @@ void TimelineView::set_current(int rank, int stage) {
     setAccessibleDescription(QString("rank %1, %2: %3, %4 ms")
                                  .arg(rank)
                                  .arg(stage_names()[stage])
-                                 .arg(!c.seen ? "not reached"
-                                      : c.ok  ? "ok"
-                                              : "FAILED")
+                                 .arg(!c.seen  ? "not reached"
+                                      : c.live ? "retrying"
+                                      : c.ok   ? "ok"
+                                               : "FAILED")
                                  .arg(c.duration_ms, 0, 'f', 1));
     QAccessibleEvent changed(this, QAccessible::DescriptionChanged);
     QAccessible::updateAccessibility(&changed);
