@@ -69,6 +69,28 @@ std::string connect_progress_text(Stage stage, const net::ConnectAttempts& a) {
   }
 }
 
+}  // namespace
+
+net::ConnectProgress connect_progress(Bootstrap::Impl& impl, Stage stage) {
+  return [&impl, stage](const net::ConnectAttempts& a) {
+    StageEvent event;
+    event.stage = stage;
+    event.rank = impl.config.rank;
+    event.duration = Clock::now() - impl.stage_begin;
+    event.begin = std::chrono::system_clock::now() -
+                  std::chrono::duration_cast<std::chrono::system_clock::duration>(event.duration);
+    event.in_progress = true;
+    event.connect_outcome = net::name_of(a.last_outcome);
+    event.remote_address = a.last_address.to_string();
+    event.attempts = a.attempts;
+    event.detail = connect_progress_text(stage, a);
+    RM_INFO(bootstrap, "{}", event.detail);
+    if (impl.on_event) impl.on_event(event);
+  };
+}
+
+namespace {
+
 // Runs the stages in order, timing each and reporting it; turns a failure
 // into a reported event plus a StageError.
 class StageRunner {
@@ -100,25 +122,8 @@ class StageRunner {
   milliseconds elapsed() const { return duration_cast<milliseconds>(Clock::now() - begin_); }
 
   // While a connect of the current stage retries: what its attempts meet,
-  // as a progress event (never in the final table).
-  void progress(const net::ConnectAttempts& a) {
-    StageEvent event;
-    event.stage = current_;
-    event.rank = state_.config.rank;
-    event.begin = begin_wall_;
-    event.duration = Clock::now() - begin_;
-    event.in_progress = true;
-    event.connect_outcome = net::name_of(a.last_outcome);
-    event.remote_address = a.last_address.to_string();
-    event.attempts = a.attempts;
-    event.detail = connect_progress_text(current_, a);
-    RM_INFO(bootstrap, "{}", event.detail);
-    if (state_.on_event) state_.on_event(event);
-  }
-
-  net::ConnectProgress progress_reporter() {
-    return [this](const net::ConnectAttempts& a) { progress(a); };
-  }
+  // as progress events (never in the final table).
+  net::ConnectProgress progress_reporter() { return connect_progress(state_, current_); }
   Clock::time_point stage_begin() const { return begin_; }
 
   // A failure of the current stage with the fields every failure has.

@@ -39,4 +39,9 @@ struct Bootstrap::Impl {
   net::Clock::time_point stage_begin;
 };
 
+// Reports the retries of a connect in `stage` (the stage now running) as
+// stage_progress events through the bootstrap's callback: for
+// connect_with_backoff in the stages after the bootstrap (TRANSPORT_CONNECT).
+net::ConnectProgress connect_progress(Bootstrap::Impl& impl, Stage stage);
+
 }  // namespace ringmaster

@@ -66,7 +66,8 @@ struct Setup {
     const auto address = net::SocketAddress::parse(peer(peer_rank).address);
     net::Socket s;
     net::ConnectAttempts report;
-    err = net::connect_with_backoff({*address}, deadline, s, report);
+    err = net::connect_with_backoff({*address}, deadline, s, report,
+                                    connect_progress(bootstrap.impl(), Stage::transport_connect));
     if (err == 0) err = s.send_all(&hello, sizeof(hello), deadline);
     return s;
   }
