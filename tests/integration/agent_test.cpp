@@ -812,10 +812,8 @@ TEST(Agent, MalformedInputIsAnsweredAndOthersAreServed) {
   EXPECT_TRUE(bystander->connected());
 }
 
-std::string http_get(std::uint16_t port, const std::string& path) {
-  RawConnection raw(port);
-  // One request: the server keeps HTTP/1.1 connections open otherwise.
-  raw.send("GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+// Everything the server sends until it closes (or 10 s of silence).
+std::string read_until_closed(const RawConnection& raw) {
   std::string response;
   char buf[4096];
   pollfd p{raw.fd, POLLIN, 0};
@@ -825,6 +823,13 @@ std::string http_get(std::uint16_t port, const std::string& path) {
     response.append(buf, static_cast<std::size_t>(n));
   }
   return response;
+}
+
+std::string http_get(std::uint16_t port, const std::string& path) {
+  RawConnection raw(port);
+  // One request: the server keeps HTTP/1.1 connections open otherwise.
+  raw.send("GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  return read_until_closed(raw);
 }
 
 TEST(Agent, PrometheusMetricsAfterRuns) {
@@ -905,14 +910,7 @@ TEST(Agent, HealthEndpointsForProbes) {
   raw.send(std::string(
       "HEAD /readyz HTTP/1.1\r\nHost: x\r\n\r\nPOST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
       "GET /healthz?verbose=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
-  std::string replies;
-  char buf[4096];
-  pollfd p{raw.fd, POLLIN, 0};
-  while (::poll(&p, 1, 10000) > 0) {
-    const ssize_t n = ::read(raw.fd, buf, sizeof(buf));
-    if (n <= 0) break;
-    replies.append(buf, static_cast<std::size_t>(n));
-  }
+  const std::string replies = read_until_closed(raw);
   // HEAD: the headers GET would have (Content-Length 6), no body; then 405
   // naming the methods; then the health answer, the query ignored.
   const auto second = replies.find("HTTP/1.1 405 Method Not Allowed\r\n");
@@ -931,7 +929,8 @@ TEST(Agent, HealthEndpointsForProbes) {
   junk.send(std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11));
   pollfd j{junk.fd, POLLIN, 0};
   ASSERT_GT(::poll(&j, 1, 8000), 0);
-  EXPECT_LE(::recv(junk.fd, buf, sizeof(buf), 0), 0);
+  char byte = 0;
+  EXPECT_LE(::recv(junk.fd, &byte, 1, 0), 0);
   EXPECT_EQ(http_get(a.metrics_port, "/readyz").rfind("HTTP/1.1 200 OK\r\n", 0), 0u);
 }
 
