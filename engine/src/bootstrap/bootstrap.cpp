@@ -297,9 +297,7 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
     net::ConnectAttempts report;
     const int err = net::connect_with_backoff(master_addresses, deadline, socket, report, stages.progress_reporter());
     if (err != 0) {
-      const std::string counts = report.outcome_counts();
-      auto f = stages.failure(fmt::format("cannot connect to the store at {} ({} attempt(s){}{})", master,
-                                          report.attempts, counts.empty() ? "" : ": ", counts));
+      auto f = stages.failure(fmt::format("cannot connect to the store at {} ({})", master, report.summary()));
       f.category = err == ETIMEDOUT ? ErrorCategory::timeout : ErrorCategory::network;
       f.remote_address = report.last_address.to_string();
       f.errno_text = net::errno_text(err);
@@ -452,10 +450,8 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
     const std::uint32_t hello[2] = {kRingHelloMagic, static_cast<std::uint32_t>(c.rank)};
     if (err == 0) err = out.send_all(hello, sizeof(hello), deadline);
     if (err != 0) {
-      const std::string counts = report.outcome_counts();
-      auto f =
-          stages.failure(fmt::format("cannot connect to rank {} at {} ({} attempt(s){}{})", next,
-                                     next_address->to_string(), report.attempts, counts.empty() ? "" : ": ", counts));
+      auto f = stages.failure(
+          fmt::format("cannot connect to rank {} at {} ({})", next, next_address->to_string(), report.summary()));
       f.category = err == ETIMEDOUT ? ErrorCategory::timeout : ErrorCategory::network;
       f.peer_rank = next;
       f.local_address = s.listener.local_address().to_string() + " on " + s.ifname;

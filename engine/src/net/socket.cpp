@@ -345,7 +345,7 @@ const char* name_of(ConnectOutcome outcome) noexcept {
   return "other";
 }
 
-std::string ConnectAttempts::outcome_counts() const {
+std::string ConnectAttempts::summary() const {
   std::string out;
   auto add = [&](int n, const char* what) {
     if (n == 0) return;
@@ -356,7 +356,7 @@ std::string ConnectAttempts::outcome_counts() const {
   add(refused, "refused");
   add(rejected, "rejected");
   add(no_route, "without a route");
-  return out;
+  return std::to_string(attempts) + " attempt(s)" + (out.empty() ? "" : ": " + out);
 }
 
 int connect_with_backoff(const std::vector<SocketAddress>& addresses, Clock::time_point deadline, Socket& out,

@@ -119,8 +119,8 @@ struct ConnectAttempts {
   // Attempts by outcome, and when the first unanswered SYN went out.
   int refused = 0, unanswered = 0, rejected = 0, no_route = 0;
   Clock::time_point first_attempt, first_unanswered;
-  // "3 unanswered, 1 refused", or "" before any failure.
-  std::string outcome_counts() const;
+  // "4 attempt(s): 3 unanswered, 1 refused" ("4 attempt(s)" when none was classified).
+  std::string summary() const;
 };
 
 // How long one attempt waits for a SYN-ACK before it counts as unanswered
