@@ -1,7 +1,6 @@
 // The agent's /metrics, /healthz and /readyz over Boost.Beast.
 #include "http_endpoints.h"
 
-#include <fmt/format.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -10,9 +9,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
-#include <algorithm>
-
-#include "ringmaster/status.h"
+#include "listener.h"
 
 namespace ringmaster::agent {
 
@@ -27,36 +24,11 @@ namespace {
 
 constexpr std::uint32_t kMaxHeaderBytes = 8192;  // a scrape's request is a few hundred bytes
 
-tcp::endpoint endpoint_of(const std::string& listen) {
-  const auto colon = listen.rfind(':');
-  if (colon == std::string::npos || colon + 1 == listen.size()) {
-    throw Error(ErrorCategory::config, fmt::format("--metrics {}: expected ADDR:PORT", listen));
-  }
-  std::string host = listen.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  const std::string port_text = listen.substr(colon + 1);
-  if (port_text.size() > 5 ||
-      !std::all_of(port_text.begin(), port_text.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
-      std::stoi(port_text) > 65535) {
-    throw Error(ErrorCategory::config, fmt::format("--metrics {}: bad port", listen));
-  }
-  boost::system::error_code ec;
-  const auto address = asio::ip::make_address(host, ec);
-  if (ec) throw Error(ErrorCategory::config, fmt::format("--metrics {}: {} is not an IP address", listen, host));
-  return {address, static_cast<std::uint16_t>(std::stoi(port_text))};
-}
-
 }  // namespace
 
 HttpEndpoints::HttpEndpoints(asio::io_context& io, const std::string& listen, Sources sources)
     : io_(io), acceptor_(io), sources_(std::move(sources)) {
-  const tcp::endpoint endpoint = endpoint_of(listen);
-  boost::system::error_code ec;
-  acceptor_.open(endpoint.protocol(), ec);
-  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(endpoint, ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) throw Error(ErrorCategory::network, fmt::format("cannot serve metrics on {}: {}", listen, ec.message()));
+  open_listener(acceptor_, listen, "--metrics");
 }
 
 std::uint16_t HttpEndpoints::port() const noexcept {

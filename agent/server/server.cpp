@@ -39,6 +39,7 @@
 
 #include "faults.h"
 #include "http_endpoints.h"
+#include "listener.h"
 #include "metrics.h"
 #include "ringmaster/agent/log.h"
 #include "ringmaster/agent/protocol.h"
@@ -102,20 +103,6 @@ json interfaces() {
   }
   ::freeifaddrs(list);
   return out;
-}
-
-std::pair<std::string, std::uint16_t> split_listen(const std::string& listen) {
-  const auto colon = listen.rfind(':');
-  if (colon == std::string::npos) {
-    throw Error(ErrorCategory::config, fmt::format("--listen {}: expected ADDR:PORT", listen));
-  }
-  std::string host = listen.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  const int port = std::atoi(listen.c_str() + colon + 1);
-  if (port < 0 || port > 65535 || listen.substr(colon + 1).empty()) {
-    throw Error(ErrorCategory::config, fmt::format("--listen {}: bad port", listen));
-  }
-  return {host, static_cast<std::uint16_t>(port)};
 }
 
 }  // namespace
@@ -656,17 +643,8 @@ AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>())
     throw Error(ErrorCategory::config,
                 fmt::format("the token has {} bytes; at least {}", s.options.token.size(), kMinTokenBytes));
   }
-  const auto [host, port] = split_listen(s.options.listen);
+  open_listener(s.acceptor, s.options.listen, "--listen");
   boost::system::error_code ec;
-  const auto address = asio::ip::make_address(host, ec);
-  if (ec)
-    throw Error(ErrorCategory::config, fmt::format("--listen {}: {} is not an IP address", s.options.listen, host));
-  const tcp::endpoint endpoint(address, port);
-  s.acceptor.open(endpoint.protocol(), ec);
-  if (!ec) s.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (!ec) s.acceptor.bind(endpoint, ec);
-  if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) throw Error(ErrorCategory::network, fmt::format("cannot listen on {}: {}", s.options.listen, ec.message()));
 
   if (!s.options.tls_client_ca.empty() && s.options.tls_cert.empty()) {
     throw Error(ErrorCategory::config, "--tls-client-ca needs TLS: --tls-cert and --tls-key");
