@@ -40,13 +40,16 @@ struct StageEvent {
   std::chrono::nanoseconds duration{0};
   bool ok = true;
   std::string detail;  // what happened, or the failure's summary and hint
-  // A report while the stage still runs (its connects retrying), before
+  // A report while the stage still runs (a name or a connect retrying, a
+  // connected peer silent), before
   // the stage's one final event: `detail` says what the attempts meet, e.g.
   // "SYN to 10.0.0.5:29500 unanswered for 3 s (2 attempts) - likely dropped
   // by a firewall or security group". `duration` is the time so far.
   bool in_progress = false;
-  std::string connect_outcome;  // "unanswered", "refused", "rejected", "no_route" or "other"
-  std::string remote_address;   // what the attempts connect to
+  // "unresolved", "unanswered", "refused", "rejected", "no_route",
+  // "stuck_after_handshake" or "other"
+  std::string connect_outcome;
+  std::string remote_address;  // what the attempts connect to
   int attempts = 0;
 };
 

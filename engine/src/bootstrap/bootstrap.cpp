@@ -2,6 +2,7 @@
 // STORE_BARRIER -> BOOTSTRAP_LISTEN -> BOOTSTRAP_RING -> ADDRESS_EXCHANGE ->
 // READY. Each stage is timed and reported; a failure becomes a StageError
 // whose hint is chosen from what failed and how (hints.cpp).
+#include <netdb.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -34,62 +35,6 @@ int family_of(const std::string& name) {
   if (name == "AF_INET6") return AF_INET6;
   return AF_UNSPEC;
 }
-
-// The live line for a retrying connect: what the last attempt met, for how
-// long, and what that usually means.
-std::string connect_progress_text(Stage stage, const net::ConnectAttempts& a) {
-  const std::string to = a.last_address.to_string();
-  const double seconds = std::chrono::duration<double>(Clock::now() - a.first_attempt).count();
-  switch (a.last_outcome) {
-    case net::ConnectOutcome::unanswered: {
-      const double silent = std::chrono::duration<double>(Clock::now() - a.first_unanswered).count();
-      return fmt::format(
-          "retrying {}: SYN to {} unanswered for {:.0f} s ({} attempt(s)) - likely dropped by a firewall or "
-          "security group",
-          name_of(stage), to, silent, a.attempts);
-    }
-    case net::ConnectOutcome::refused:
-      return fmt::format(
-          "retrying {}: {} refused the connection ({} attempt(s) in {:.1f} s) - nothing listens "
-          "there yet",
-          name_of(stage), to, a.attempts, seconds);
-    case net::ConnectOutcome::rejected:
-      return fmt::format(
-          "retrying {}: {} rejected with an ICMP error ({}; {} attempt(s)) - a firewall rejects "
-          "the port, or the host is unreachable",
-          name_of(stage), to, net::errno_text(a.last_error), a.attempts);
-    case net::ConnectOutcome::no_route:
-      return fmt::format(
-          "retrying {}: no route to {} from this host ({}; {} attempt(s)) - check the routes and "
-          "NCCL_SOCKET_IFNAME",
-          name_of(stage), to, net::errno_text(a.last_error), a.attempts);
-    default:
-      return fmt::format("retrying {}: connect to {} failed: {} ({} attempt(s))", name_of(stage), to,
-                         net::errno_text(a.last_error), a.attempts);
-  }
-}
-
-}  // namespace
-
-net::ConnectProgress connect_progress(Bootstrap::Impl& impl, Stage stage) {
-  return [&impl, stage](const net::ConnectAttempts& a) {
-    StageEvent event;
-    event.stage = stage;
-    event.rank = impl.config.rank;
-    event.duration = Clock::now() - impl.stage_begin;
-    event.begin = std::chrono::system_clock::now() -
-                  std::chrono::duration_cast<std::chrono::system_clock::duration>(event.duration);
-    event.in_progress = true;
-    event.connect_outcome = net::name_of(a.last_outcome);
-    event.remote_address = a.last_address.to_string();
-    event.attempts = a.attempts;
-    event.detail = connect_progress_text(stage, a);
-    RM_INFO(bootstrap, "{}", event.detail);
-    if (impl.on_event) impl.on_event(event);
-  };
-}
-
-namespace {
 
 // Runs the stages in order, timing each and reporting it; turns a failure
 // into a reported event plus a StageError.
@@ -255,12 +200,42 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
   bool host_store = false;
 
   stages.run(Stage::resolve_master, [&] {
+    // A name that does not resolve yet is asked again until the store's
+    // timeout, as torch's TCPStore client does: a headless Service's
+    // record appears only once its pod is ready, often after the workers
+    // started. Each failure is reported live.
+    const auto deadline = stages.stage_begin() + c.store_timeout;
     auto resolved = net::resolve(c.master_addr, c.master_port, family);
+    int attempts = 1;
+    Clock::time_point last_report{};
+    for (auto pause = milliseconds(50); !resolved.ok() && net::may_resolve_later(resolved.gai_error);
+         pause = std::min(pause * 2, milliseconds(1000))) {
+      if (Clock::now() - last_report >= std::chrono::seconds(1)) {
+        last_report = Clock::now();
+        report_progress(
+            s, Stage::resolve_master, "unresolved", master, attempts,
+            fmt::format("retrying RESOLVE_MASTER: '{}' does not resolve ({}) for {:.0f} s ({} "
+                        "attempt(s)) - {}",
+                        c.master_addr, resolved.error,
+                        std::chrono::duration<double>(Clock::now() - stages.stage_begin()).count(), attempts,
+                        resolved.gai_error == EAI_AGAIN
+                            ? "no DNS server answered; check the pod's or host's resolver"
+                            : "the name is not in DNS or /etc/hosts (yet): a headless Service "
+                              "without a ready pod, or a typo"));
+      }
+      if (Clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));
+      resolved = net::resolve(c.master_addr, c.master_port, family);
+      ++attempts;
+    }
     if (!resolved.ok()) {
-      auto f = stages.failure("MASTER_ADDR '" + c.master_addr + "' does not resolve");
+      auto f = stages.failure(fmt::format("MASTER_ADDR '{}' does not resolve ({} attempt(s) in {:.1f} s)",
+                                          c.master_addr, attempts,
+                                          std::chrono::duration<double>(Clock::now() - stages.stage_begin()).count()));
       f.category = ErrorCategory::config;
       f.remote_address = master;
-      f.errno_text = "getaddrinfo: " + resolved.error;
+      f.errno_text = "getaddrinfo: " + (resolved.error.empty() ? std::string("no address") : resolved.error);
+      f.timeout = c.store_timeout;
       f.hint = hint_unresolvable_master(c.master_addr);
       throw StageError(f);
     }
@@ -312,6 +287,7 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
 
   stages.run(Stage::store_handshake, [&] {
     try {
+      SilentPeerReporter silent(s, Stage::store_handshake, master, "the TCPStore handshake");
       s.store->handshake(stages.stage_begin() + c.store_timeout);
     } catch (const Error& e) {
       auto f = stages.failure("the store at " + master + " did not answer the TCPStore handshake");

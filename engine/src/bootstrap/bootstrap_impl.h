@@ -5,6 +5,8 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "net/socket.h"
@@ -43,5 +45,26 @@ struct Bootstrap::Impl {
 // stage_progress events through the bootstrap's callback: for
 // connect_with_backoff in the stages after the bootstrap (TRANSPORT_CONNECT).
 net::ConnectProgress connect_progress(Bootstrap::Impl& impl, Stage stage);
+
+// One stage_progress event of `stage` now: `outcome` as the classification
+// ("unanswered", "unresolved", ...), `detail` the live line.
+void report_progress(Bootstrap::Impl& impl, Stage stage, std::string outcome, std::string remote, int attempts,
+                     std::string detail);
+
+// How long a connected peer may stay silent before it is reported: a store
+// or a rank answers in milliseconds.
+inline constexpr std::chrono::seconds kSilentPeerAfter{2};
+
+// While it lives, a connection to `remote` that has not answered `awaited`
+// (e.g. "the TCPStore handshake") is reported as stuck after the TCP
+// handshake, after kSilentPeerAfter and then every second, from a thread of
+// its own: the waiting call blocks. Destroy it as soon as the answer came.
+class SilentPeerReporter {
+ public:
+  SilentPeerReporter(Bootstrap::Impl& impl, Stage stage, std::string remote, std::string awaited);
+
+ private:
+  std::jthread watcher_;
+};
 
 }  // namespace ringmaster

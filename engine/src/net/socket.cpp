@@ -175,6 +175,24 @@ ResolveResult resolve(const std::string& host, std::uint16_t port, int family) {
   return result;
 }
 
+bool may_resolve_later(int gai_error) noexcept {
+  switch (gai_error) {
+    case 0:  // resolved, but to no address
+    case EAI_NONAME:
+    case EAI_AGAIN:
+    case EAI_FAIL:
+#ifdef EAI_NODATA
+    case EAI_NODATA:
+#endif
+#ifdef EAI_ADDRFAMILY
+    case EAI_ADDRFAMILY:
+#endif
+      return true;
+    default:
+      return false;
+  }
+}
+
 Socket& Socket::operator=(Socket&& other) noexcept {
   if (this != &other) {
     close();

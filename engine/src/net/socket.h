@@ -56,6 +56,9 @@ struct ResolveResult {
 
 // Resolves a host name or numeric address; family AF_UNSPEC, AF_INET or AF_INET6.
 ResolveResult resolve(const std::string& host, std::uint16_t port, int family = AF_UNSPEC);
+// Whether a failed resolution may succeed when asked again (the name is
+// missing or the resolver did not answer), rather than never (a bad family).
+bool may_resolve_later(int gai_error) noexcept;
 
 // What one connect attempt met, from the errno and the socket's state.
 enum class ConnectOutcome : std::uint8_t {
