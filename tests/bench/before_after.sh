@@ -7,7 +7,8 @@
 # (the one that goes first alternates), and every figure is the median of
 # its rounds. Prints per size both times and after's speed as a multiple
 # of before's (before's time over after's: 1.00 is the same, above is
-# faster).
+# faster). Both builds' results are checked in one pass before any timed
+# run (checked_pass.sh).
 #   tests/bench/before_after.sh BEFORE_BUILD AFTER_BUILD [ranks] [socket|shm] [rounds] [small_iters] [iters]
 # e.g. the commit before a change, built in a worktree outside the clone:
 #   git worktree add /var/cache/ringmaster/before <commit>
@@ -46,6 +47,9 @@ run() { # build tag round
   "$cli" perf all_reduce --np "$np" -b 128K -e 64M -f 2 -n "$iters" -w 3 --warmup-ms 200 -z 1 -c 0 --no-stages "${rank0[@]}" \
     --json-file "$work/$2.$3.large.json" >/dev/null
 }
+. "$(dirname "$0")/checked_pass.sh"
+checked_pass "$before/app/ringmaster-cli" all_reduce "$np"
+checked_pass "$after/app/ringmaster-cli" all_reduce "$np"
 for ((round = 0; round < rounds; round++)); do
   if ((round % 2 == 0)); then
     run "$before" before $round

@@ -16,9 +16,11 @@
 # cache: on a machine whose
 # pace drifts by the minute, an hour-old calibration says more about that
 # hour than about the model.
-# Prints per size: each candidate's time, the tuner's pick, its measured
-# time over the best candidate's, and its predicted time (the median of
-# every round's prediction for it) over its measured one; then how many
+# Before timing, a pass with every element checked (checked_pass.sh).
+# Prints per size: each candidate's time, the tuner's pick, the automatic
+# run's time (the tuner choosing, as a program runs) over the best forced
+# candidate's, and the pick's predicted time (the median of every round's
+# prediction for it) over its measured one; then how many
 # sizes are within 15% of the best and within 30% of the prediction; then
 # every candidate's predicted over measured time.
 #   tests/bench/tuner_bench.sh [build-dir] [ranks...]   (default: 4 8)
@@ -42,6 +44,10 @@ else
 fi
 
 list=$(IFS=,; echo "${candidates[*]},auto")
+. "$(dirname "$0")/checked_pass.sh"
+for np in "${ranks[@]}"; do
+  checked_pass "$build/app/ringmaster-cli" all_reduce "$np" --candidates "$list"
+done
 for np in "${ranks[@]}"; do
   for ((round = 0; round < rounds; round++)); do
     name="$work/$np.$round"
@@ -80,7 +86,7 @@ for np in ranks:
     where = "over shared memory" if link == "shm" else "on loopback sockets"
     print(f"\n# all_reduce float sum, {np} ranks {where}; times in us (median of {rounds} rounds)")
     print(f"{'size(B)':>10} " + " ".join(f"{c:>12}" for c in cands) +
-          f" {'pick':>12} {'pick/best':>9} {'predicted':>10} {'pred/meas':>9} {'auto run':>9}")
+          f" {'pick':>12} {'auto/best':>9} {'predicted':>10} {'pred/meas':>9} {'auto run':>9}")
     within_best = within_pred = total = 0
     for size in sorted(auto):
         times = {c: measured[c][size][0] for c in cands if size in measured[c]}
@@ -88,7 +94,9 @@ for np in ranks:
         pick = auto[size][1]
         name = f"{pick['algorithm']}/{pick['protocol']}"
         t_pick = times[name]
-        ratio = t_pick / best
+        # What a program gets: the automatic run's own time, not the
+        # forced run of the candidate it picked.
+        ratio = auto[size][0] / best
         # Every round's tuner predicts the picked candidate (its forced
         # row carries that figure); the auto rows only of the rounds that
         # picked it, and a median of two rounds is their mean, one bad
@@ -101,7 +109,7 @@ for np in ranks:
         within_pred += 0.7 <= pred <= 1.3
         print(f"{size:>10} " + " ".join(f"{times[c]:>12.1f}" for c in cands) +
               f" {name:>12} {ratio:>9.2f} {predicted:>10.1f} {pred:>9.2f} {auto[size][0]:>9.1f}")
-    print(f"# {np} ranks: pick within 15% of the best at {within_best}/{total} sizes "
+    print(f"# {np} ranks: automatic run within 15% of the best at {within_best}/{total} sizes "
           f"({100 * within_best / total:.0f}%); predicted within 30% of measured at {within_pred}/{total} "
           f"({100 * within_pred / total:.0f}%)")
     # Every candidate's prediction (a forced run's tuner record is the

@@ -11,7 +11,8 @@
 #     ringmaster: ringmaster-cli perf over shared memory (the default)
 #     mpi:        Open MPI's MPI_Allreduce with --mca btl vader,self
 #     memcpy:     one core copying a buffer of each size (the memory itself)
-# Each tool runs `rounds` times, interleaved, and every figure is the median
+# Ringmaster's results are checked in one pass before any timed run
+# (checked_pass.sh). Each tool runs `rounds` times, interleaved, and every figure is the median
 # of its rounds (this machine is shared and noisy). Sizes up to 64 KiB run
 # `small_iters` iterations (default 2000): 20 calls of a microsecond each
 # would time one page fault or preemption, not the collective. Prints one
@@ -38,6 +39,9 @@ trap 'rm -rf "$work"; kill $(jobs -p) 2>/dev/null || true' EXIT
 
 echo "# all_reduce float sum, $np ranks on one host over $transport, $small_iters iterations per size up to" \
   "$split B, $iters above, median of $rounds rounds"
+
+. "$(dirname "$0")/../checked_pass.sh"
+checked_pass "$build/app/ringmaster-cli" all_reduce "$np"
 
 for ((round = 0; round < rounds; round++)); do
   # Two sweeps per tool: the small sizes with many iterations, then the rest.

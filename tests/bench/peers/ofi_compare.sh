@@ -7,7 +7,8 @@
 #   ringmaster all_reduce: the same for all_reduce (busbw)
 #   fi_pingpong:         fi_pingpong -e rdm, its MB/sec (bytes both ways over
 #                        the whole ping-pong), at least 256 MiB per size
-# Sizes 1 MiB .. 64 MiB. Each tool runs `rounds` times, interleaved; every
+# Sizes 1 MiB .. 64 MiB. Ringmaster's results are checked in one pass
+# before any timed run (checked_pass.sh). Each tool runs `rounds` times, interleaved; every
 # figure is the median of its rounds. Prints one table in GB/s and the
 # ratio of ringmaster's sendrecv to fi_pingpong.
 #   tests/bench/peers/ofi_compare.sh [build-dir] [iters] [rounds] [provider]
@@ -24,6 +25,11 @@ trap 'rm -rf "$work"; kill $(jobs -p) 2>/dev/null || true' EXIT
 export NCCL_NET=OFI NCCL_SHM_DISABLE=1 FI_PROVIDER=$provider
 
 echo "# 2 ranks on loopback over libfabric ($provider, RDM endpoints), $iters iterations per size, median of $rounds rounds"
+
+. "$(dirname "$0")/../checked_pass.sh"
+for collective in sendrecv all_reduce; do
+  checked_pass "$build/app/ringmaster-cli" $collective 2
+done
 
 port=47600
 for ((round = 0; round < rounds; round++)); do
