@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "exit_codes.h"
+#include "ringmaster/stage.h"
 
 namespace ringmaster::cli {
 
@@ -20,5 +21,11 @@ Runner add_topo_command(CLI::App& app);
 Runner add_remote_command(CLI::App& app);
 Runner add_repro_command(CLI::App& app);
 Runner add_tune_command(CLI::App& app);
+
+// A stage's live report (StageEvent::in_progress) on stderr, "rank N:
+// retrying ...", once the stage has waited a second: a rank that starts
+// before rank 0's store is refused for a few milliseconds, a normal race
+// that is not worth a line. The JSON events keep every report.
+void print_live_line(const StageEvent& e);
 
 }  // namespace ringmaster::cli

@@ -233,7 +233,7 @@ int run_rank(const Config& config, const PerfSpec& spec, const CommOptions& base
   std::vector<StageEvent> events;
   options.on_stage = [&](const StageEvent& e) {
     if (e.in_progress) {
-      std::fprintf(stderr, "rank %d: %s\n", e.rank, e.detail.c_str());  // live, while the stage retries
+      print_live_line(e);
     } else {
       events.push_back(e);
     }

@@ -43,6 +43,10 @@ void print_table(std::vector<StageEvent> events) {
 
 }  // namespace
 
+void print_live_line(const StageEvent& e) {
+  if (e.duration >= std::chrono::seconds(1)) std::fprintf(stderr, "rank %d: %s\n", e.rank, e.detail.c_str());
+}
+
 Runner add_probe_command(CLI::App& app) {
   auto* probe = app.add_subcommand("probe", "Walk the rendezvous stages and print where a job would break");
   auto opts = std::make_shared<ProbeOptions>();
@@ -89,8 +93,7 @@ Runner add_probe_command(CLI::App& app) {
         std::printf("%s\n", to_json(e).dump().c_str());
         std::fflush(stdout);
       } else if (e.in_progress) {
-        // Live, while the stage still retries: on stderr, the table stays clean.
-        std::fprintf(stderr, "rank %d: %s\n", e.rank, e.detail.c_str());
+        print_live_line(e);  // on stderr: the table stays clean
       }
       if (!e.in_progress) events.push_back(e);
     };
