@@ -7,6 +7,7 @@
 #include <QDateTime>
 #include <QDir>
 #include <QTextStream>
+#include <algorithm>
 #include <cstdio>
 #include <thread>
 
@@ -32,6 +33,7 @@ void RunState::begin(const QString& run_id, int world_size, int agents, std::vec
   links_.clear();
   samples_ = 0;
   messages_.clear();
+  recent_samples_.clear();
   started_ms_ = QDateTime::currentMSecsSinceEpoch();
   timeline.reset(world_size);
   results.clear();
@@ -41,14 +43,24 @@ void RunState::begin(const QString& run_id, int world_size, int agents, std::vec
   emit started(run_id);
 }
 
+std::vector<AgentMessage> RunState::messages() const {
+  std::vector<AgentMessage> all = messages_;
+  all.insert(all.end(), recent_samples_.begin(), recent_samples_.end());
+  return all;
+}
+
 void RunState::apply(const AgentMessage& m) {
   if (!m.body) return;
   const json& body = *m.body;
   if (body.value("type", "") != "event" || QString::fromStdString(body.value("run_id", "")) != run_id_) return;
-  messages_.push_back(m);
+  // Only events that are objects go further (every model reads them as
+  // such, and the history drops samples by their fields).
+  const auto event = body.find("event");
+  if (event == body.end() || !event->is_object()) return;
   const int rank = body.value("rank", -1);
-  const json& e = body["event"];
+  const json& e = *event;
   const std::string type = e.value("type", "");
+  if (type != "sample") messages_.push_back(m);
   if (type == "stage") {
     timeline.add_stage(rank, e);
   } else if (type == "stage_progress") {
@@ -63,6 +75,13 @@ void RunState::apply(const AgentMessage& m) {
   } else if (type == "sample") {
     bandwidth.add_sample(rank, e);
     ++samples_;
+    // The chart's window and a second more: the first point inside the
+    // window needs the sample before it for its rate.
+    recent_samples_.push_back(m);
+    const long long latest_us = e.value("t_us", 0LL);
+    const long long cutoff = latest_us - static_cast<long long>((bandwidth.window_s() + 1) * 1e6);
+    while (!recent_samples_.empty() && recent_samples_.front().body->at("event").value("t_us", 0LL) < cutoff)
+      recent_samples_.pop_front();
   } else if (type == "result") {
     if (rank == 0) {
       results.add(e);

@@ -219,6 +219,7 @@ class BandwidthSeries {
   int channels(int rank) const;
   std::size_t points_received(int rank, int channel) const;
   double latest_s() const { return latest_s_; }
+  double window_s() const { return window_s_; }
 
  private:
   struct Track {
