@@ -142,34 +142,45 @@ void expect_within_timeout(const json& f, double timeout_s) {
   EXPECT_EQ(f["timeout_ms"].get<double>(), timeout_s * 1000) << f.dump();
 }
 
-// The first stage_progress event a rank prints on stdout (`probe --json`),
-// and how long after `start` the test read it, by the test's own clock.
-struct FirstProgress {
-  std::optional<json> event;
+// Rank 1 of 2 alone (`probe --json`, through `prefix`, e.g. a network
+// namespace's `ip netns exec`): the first stage_progress event it prints,
+// how long after its start the test read it (the test's own clock), and
+// everything it printed until it ended.
+struct LoneRank {
+  std::optional<json> first;
   double seen_s = 0;
-  std::string read;  // every line read before it
+  std::string output;
 };
 
-FirstProgress first_progress(testing_support::ChildProcess& rank, std::chrono::steady_clock::time_point start) {
-  FirstProgress out;
+LoneRank run_lone_rank(std::vector<std::string> prefix, const std::string& master_addr, std::uint16_t master_port,
+                       const std::string& store_timeout_s) {
+  prefix.insert(prefix.end(), {RINGMASTER_CLI, "probe", "--json"});
+  const auto start = std::chrono::steady_clock::now();
+  auto rank = testing_support::spawn(prefix, {{"RANK", "1"},
+                                              {"WORLD_SIZE", "2"},
+                                              {"MASTER_ADDR", master_addr},
+                                              {"MASTER_PORT", std::to_string(master_port)},
+                                              {"RINGMASTER_STORE_TIMEOUT", store_timeout_s}});
+  LoneRank out;
   std::string buffer;
-  while (!out.event) {
+  while (!out.first) {
     pollfd p{rank.out_fd, POLLIN, 0};
     if (::poll(&p, 1, 10000) <= 0) break;
     char chunk[4096];
     const ssize_t n = ::read(rank.out_fd, chunk, sizeof(chunk));
     if (n <= 0) break;
     buffer.append(chunk, static_cast<std::size_t>(n));
-    for (std::size_t eol; !out.event && (eol = buffer.find('\n')) != std::string::npos;) {
+    for (std::size_t eol; !out.first && (eol = buffer.find('\n')) != std::string::npos;) {
       const std::string line = buffer.substr(0, eol);
       buffer.erase(0, eol + 1);
-      out.read += line + "\n";
+      out.output += line + "\n";
       if (line.find("\"stage_progress\"") == std::string::npos) continue;
-      out.event = json::parse(line);
+      out.first = json::parse(line);
       out.seen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
   }
-  out.read += buffer;
+  rank.finish();
+  out.output += buffer + rank.output;
   return out;
 }
 
@@ -301,23 +312,16 @@ TEST(InitFails, ListenerThatNeverAnswers) {
   auto address = net::SocketAddress::parse("127.0.0.1:" + std::to_string(port));
   auto silent = net::Socket::listen(*address, 16, err);  // never accepts, never answers
   ASSERT_TRUE(silent.valid()) << net::errno_text(err);
-  const auto start = std::chrono::steady_clock::now();
-  auto rank = testing_support::spawn({RINGMASTER_CLI, "probe", "--json"}, {{"RANK", "1"},
-                                                                           {"WORLD_SIZE", "2"},
-                                                                           {"MASTER_ADDR", "127.0.0.1"},
-                                                                           {"MASTER_PORT", std::to_string(port)},
-                                                                           {"RINGMASTER_STORE_TIMEOUT", "4"}});
-  const auto progress = first_progress(rank, start);
-  rank.finish();
-  ASSERT_TRUE(progress.event) << "no stage_progress event: " << progress.read << rank.output;
-  const json& first = *progress.event;
+  const auto rank = run_lone_rank({}, "127.0.0.1", port, "4");
+  ASSERT_TRUE(rank.first) << "no stage_progress event: " << rank.output;
+  const json& first = *rank.first;
   EXPECT_EQ(first["stage"], "STORE_HANDSHAKE") << first.dump();
   EXPECT_EQ(first["outcome"], "stuck_after_handshake") << first.dump();
   EXPECT_NE(first["detail"].get<std::string>().find("has not answered the TCPStore handshake"), std::string::npos)
       << first.dump();
-  EXPECT_GE(progress.seen_s, 1.9) << first.dump();
-  EXPECT_LT(progress.seen_s, 3.5) << first.dump();
-  const auto f = failure_in(progress.read + rank.output);
+  EXPECT_GE(rank.seen_s, 1.9) << first.dump();
+  EXPECT_LT(rank.seen_s, 3.5) << first.dump();
+  const auto f = failure_in(rank.output);
   EXPECT_EQ(f["stage"], "STORE_HANDSHAKE");
   EXPECT_EQ(f["category"], "timeout");
   EXPECT_TRUE(contains(f, "hint", "no TCPStore answered")) << f.dump();
@@ -364,24 +368,16 @@ TEST(InitFails, DuplicateRankIsNamed) {
 // (a headless Service's record comes with its ready pod), reported live at
 // once, and named in the failure with the attempts.
 TEST(InitFails, UnresolvableMasterAddr) {
-  const auto start = std::chrono::steady_clock::now();
-  auto rank = testing_support::spawn({RINGMASTER_CLI, "probe", "--json"},
-                                     {{"RANK", "1"},
-                                      {"WORLD_SIZE", "2"},
-                                      {"MASTER_ADDR", "ringmaster-no-such-service.invalid"},
-                                      {"MASTER_PORT", "29500"},
-                                      {"RINGMASTER_STORE_TIMEOUT", "3"}});
-  const auto progress = first_progress(rank, start);
-  rank.finish();
-  ASSERT_TRUE(progress.event) << "no stage_progress event: " << progress.read << rank.output;
-  const json& first = *progress.event;
+  const auto rank = run_lone_rank({}, "ringmaster-no-such-service.invalid", 29500, "3");
+  ASSERT_TRUE(rank.first) << "no stage_progress event: " << rank.output;
+  const json& first = *rank.first;
   EXPECT_EQ(first["stage"], "RESOLVE_MASTER") << first.dump();
   EXPECT_EQ(first["outcome"], "unresolved") << first.dump();
   EXPECT_NE(first["detail"].get<std::string>().find("'ringmaster-no-such-service.invalid' does not resolve"),
             std::string::npos)
       << first.dump();
-  EXPECT_LT(progress.seen_s, 1.0) << first.dump();
-  const auto f = failure_in(progress.read + rank.output);
+  EXPECT_LT(rank.seen_s, 1.0) << first.dump();
+  const auto f = failure_in(rank.output);
   EXPECT_EQ(f["stage"], "RESOLVE_MASTER");
   EXPECT_EQ(f["category"], "config");
   EXPECT_TRUE(contains(f, "hint", "headless Service")) << f.dump();
@@ -451,22 +447,13 @@ TEST(InitFails, ConnectAttemptsAreClassifiedWhileTheyRetry) {
     SCOPED_TRACE(c.outcome);
     testing_support::NetNamespace ns("rm-classify-");
     if (!c.rules.empty()) ns.nft(c.rules);
-    std::vector<std::string> argv = ns.exec();
-    argv.insert(argv.end(), {RINGMASTER_CLI, "probe", "--json"});
-    const auto start = std::chrono::steady_clock::now();
-    auto rank = testing_support::spawn(argv, {{"RANK", "1"},
-                                              {"WORLD_SIZE", "2"},
-                                              {"MASTER_ADDR", c.master_addr},
-                                              {"MASTER_PORT", "29500"},
-                                              {"RINGMASTER_STORE_TIMEOUT", "3"}});
-    const auto progress = first_progress(rank, start);
-    rank.finish();
-    ASSERT_TRUE(progress.event) << "no stage_progress event: " << progress.read << rank.output;
-    const json& first = *progress.event;
+    const auto rank = run_lone_rank(ns.exec(), c.master_addr, 29500, "3");
+    ASSERT_TRUE(rank.first) << "no stage_progress event: " << rank.output;
+    const json& first = *rank.first;
     EXPECT_EQ(first["stage"], "STORE_CONNECT") << first.dump();
     EXPECT_EQ(first["outcome"], c.outcome) << first.dump();
     EXPECT_NE(first["detail"].get<std::string>().find(c.says), std::string::npos) << first.dump();
-    EXPECT_LT(progress.seen_s, c.within_s) << first.dump();
+    EXPECT_LT(rank.seen_s, c.within_s) << first.dump();
     // The final failure keeps the counts.
     EXPECT_NE(rank.output.find(" attempt(s): "), std::string::npos) << rank.output;
   }
