@@ -2,7 +2,6 @@
 // STORE_BARRIER -> BOOTSTRAP_LISTEN -> BOOTSTRAP_RING -> ADDRESS_EXCHANGE ->
 // READY. Each stage is timed and reported; a failure becomes a StageError
 // whose hint is chosen from what failed and how (hints.cpp).
-#include <netdb.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -212,16 +211,7 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
          pause = std::min(pause * 2, milliseconds(1000))) {
       if (Clock::now() - last_report >= std::chrono::seconds(1)) {
         last_report = Clock::now();
-        report_progress(
-            s, Stage::resolve_master, "unresolved", master, attempts,
-            fmt::format("retrying RESOLVE_MASTER: '{}' does not resolve ({}) for {:.0f} s ({} "
-                        "attempt(s)) - {}",
-                        c.master_addr, resolved.error,
-                        std::chrono::duration<double>(Clock::now() - stages.stage_begin()).count(), attempts,
-                        resolved.gai_error == EAI_AGAIN
-                            ? "no DNS server answered; check the pod's or host's resolver"
-                            : "the name is not in DNS or /etc/hosts (yet): a headless Service "
-                              "without a ready pod, or a typo"));
+        report_unresolved(s, master, resolved, attempts);
       }
       if (Clock::now() >= deadline) break;
       std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));

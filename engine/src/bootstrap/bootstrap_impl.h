@@ -51,6 +51,12 @@ net::ConnectProgress connect_progress(Bootstrap::Impl& impl, Stage stage);
 void report_progress(Bootstrap::Impl& impl, Stage stage, std::string outcome, std::string remote, int attempts,
                      std::string detail);
 
+// RESOLVE_MASTER's report while MASTER_ADDR (`master`, "name:port") does
+// not resolve and is asked again: what getaddrinfo said and what that
+// usually means.
+void report_unresolved(Bootstrap::Impl& impl, const std::string& master, const net::ResolveResult& failed,
+                       int attempts);
+
 // How long a connected peer may stay silent before it is reported: a store
 // or a rank answers in milliseconds.
 inline constexpr std::chrono::seconds kSilentPeerAfter{2};

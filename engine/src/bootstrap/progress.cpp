@@ -1,6 +1,7 @@
 // The live reports of stages that wait on the network (bootstrap_impl.h):
 // retrying connects, a name asked again, a connected peer that stays silent.
 #include <fmt/format.h>
+#include <netdb.h>
 
 #include <condition_variable>
 #include <mutex>
@@ -73,6 +74,18 @@ net::ConnectProgress connect_progress(Bootstrap::Impl& impl, Stage stage) {
     report_progress(impl, stage, net::name_of(a.last_outcome), a.last_address.to_string(), a.attempts,
                     connect_progress_text(stage, a));
   };
+}
+
+void report_unresolved(Bootstrap::Impl& impl, const std::string& master, const net::ResolveResult& failed,
+                       int attempts) {
+  const double seconds = std::chrono::duration<double>(Clock::now() - impl.stage_begin).count();
+  report_progress(impl, Stage::resolve_master, "unresolved", master, attempts,
+                  fmt::format("retrying RESOLVE_MASTER: '{}' does not resolve ({}) for {:.0f} s ({} attempt(s)) - {}",
+                              impl.config.master_addr, failed.error, seconds, attempts,
+                              failed.gai_error == EAI_AGAIN
+                                  ? "no DNS server answered; check the pod's or host's resolver"
+                                  : "the name is not in DNS or /etc/hosts (yet): a headless Service without a "
+                                    "ready pod, or a typo"));
 }
 
 SilentPeerReporter::SilentPeerReporter(Bootstrap::Impl& impl, Stage stage, std::string remote, std::string awaited)
