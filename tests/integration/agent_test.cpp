@@ -1181,6 +1181,10 @@ TEST(AgentFaults, ClearFaultsRemovesWhatAKilledAgentLeft) {
   // under the live agent's pid, from another start, is stale too (it was
   // kept as "its agent lives" while the tables were named by pid alone).
   const std::string reused = "ringmaster_agent_" + std::to_string(live.child.pid) + "_1";
+  // Matched whole: the live agent's own table (its start time in clock
+  // ticks after it) begins with the same characters whenever that time
+  // begins with 1, as it does from 17 to 33 minutes after boot.
+  const std::string reused_table = "table inet " + reused + " {";
   std::vector<std::string> add = ns.exec();
   add.insert(add.end(), {"nft", "add", "table", "inet", reused});
   auto added = testing_support::spawn(add, {}, true);
@@ -1194,7 +1198,8 @@ TEST(AgentFaults, ClearFaultsRemovesWhatAKilledAgentLeft) {
   EXPECT_NE(clear.output.find("removed nftables table ringmaster_agent_"), std::string::npos) << clear.output;
   EXPECT_EQ(ns.ruleset().find("40000-40010"), std::string::npos) << ns.ruleset();
   EXPECT_NE(ns.ruleset().find("41000-41010"), std::string::npos) << "the live agent's rule went too: " << ns.ruleset();
-  EXPECT_EQ(ns.ruleset().find(reused), std::string::npos) << "a table from an earlier start stayed: " << ns.ruleset();
+  EXPECT_EQ(ns.ruleset().find(reused_table), std::string::npos)
+      << "a table from an earlier start stayed: " << ns.ruleset();
 }
 
 // Agents found through one name, as a Kubernetes headless Service gives
