@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -27,6 +28,8 @@
 
 #include "base/cpus.h"
 #include "base/log.h"
+#include "comm/flight_recorder.h"
+#include "comm/stall_watch.h"
 #include "kernels/half.h"
 #include "net/socket.h"
 #include "process.h"
@@ -1958,6 +1961,288 @@ TEST(Collectives, UnreadableTopologyFileFailsTheTopologyStage) {
     EXPECT_NE(f.summary.find(missing + ": cannot open"), std::string::npos) << f.summary;
     EXPECT_NE(f.hint.find("topo show --file"), std::string::npos) << f.hint;
   }
+}
+
+// The flight recorder keeps the last 256 collectives in order (sends and
+// receives take no number and are not kept) and shows the one in progress
+// with the peer it waits on.
+TEST(FlightRecorder, KeepsTheLastCallsAndTheOneInProgress) {
+  std::atomic<bool> rank0_waits{false};
+  run_ranks(2, [&](Communicator& comm) {
+    std::vector<float> data(16, 1.0f);
+    for (int i = 0; i < 300; ++i)
+      comm.all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
+    const int peer = 1 - comm.rank();
+    comm.sendrecv(data.data(), peer, data.data(), peer, data.size(), DataType::fp32).wait();
+    auto calls = comm.recent_calls();
+    ASSERT_EQ(calls.size(), 256u);
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      EXPECT_EQ(calls[i].seq, 44 + i);
+      EXPECT_EQ(calls[i].state, CallState::done);
+      EXPECT_EQ(calls[i].collective, Collective::all_reduce);
+      EXPECT_EQ(calls[i].bytes, 64u);
+      EXPECT_EQ(calls[i].waits_on, -1);
+    }
+    EXPECT_LE(calls.back().duration, calls.back().age);
+
+    // Rank 0 alone calls #300: it waits on rank 1 until rank 1 calls too.
+    std::vector<float> big(1 << 18, 1.0f);
+    if (comm.rank() == 0) {
+      auto request = comm.all_reduce(big.data(), big.data(), big.size(), DataType::fp32, RedOp::sum);
+      const auto deadline = std::chrono::steady_clock::now() + 10s;
+      CallRecord last;
+      while (std::chrono::steady_clock::now() < deadline) {
+        last = comm.recent_calls().back();
+        if (last.waits_on >= 0) break;
+        std::this_thread::sleep_for(10ms);
+      }
+      EXPECT_EQ(last.seq, 300u);
+      EXPECT_EQ(last.state, CallState::running);
+      EXPECT_EQ(last.waits_on, 1);
+      EXPECT_GE(last.step, 0);
+      EXPECT_EQ(last.bytes, big.size() * sizeof(float));
+      rank0_waits = true;
+      request.wait();
+    } else {
+      while (!rank0_waits.load())
+        std::this_thread::sleep_for(5ms);
+      comm.all_reduce(big.data(), big.data(), big.size(), DataType::fp32, RedOp::sum).wait();
+    }
+    EXPECT_EQ(big.front(), 2.0f);
+    const auto last = comm.recent_calls().back();
+    EXPECT_EQ(last.seq, 300u);
+    EXPECT_EQ(last.state, CallState::done);
+    EXPECT_EQ(last.waits_on, -1);
+  });
+}
+
+// A caller that submits many calls before it waits (nccl-tests' loop):
+// the call that is stuck keeps its place in the recorder, however many
+// are queued behind it.
+TEST(FlightRecorder, KeepsTheStuckCallBehindHundredsQueued) {
+  std::atomic<bool> rank0_submitted{false};
+  run_ranks(2, [&](Communicator& comm) {
+    std::vector<std::vector<float>> data(600, std::vector<float>(16, 1.0f));
+    if (comm.rank() == 1) {
+      while (!rank0_submitted.load())
+        std::this_thread::sleep_for(5ms);
+    }
+    std::vector<Request> requests;
+    for (auto& d : data)
+      requests.push_back(comm.all_reduce(d.data(), d.data(), d.size(), DataType::fp32, RedOp::sum));
+    if (comm.rank() == 0) {
+      const auto calls = comm.recent_calls();
+      ASSERT_FALSE(calls.empty());
+      EXPECT_EQ(calls.front().seq, 0u) << "the first call, still waiting for rank 1, was pushed out";
+      EXPECT_NE(calls.front().state, CallState::done);
+      EXPECT_LE(calls.size(), comm::FlightRecorder::kSlots);
+      EXPECT_TRUE(std::is_sorted(calls.begin(), calls.end(),
+                                 [](const CallRecord& a, const CallRecord& b) { return a.seq < b.seq; }));
+      rank0_submitted = true;
+    }
+    for (auto& r : requests)
+      r.wait();
+    EXPECT_EQ(data.back().front(), 2.0f);
+    EXPECT_EQ(comm.call_counts().started, 600u);
+    EXPECT_EQ(comm.call_counts().ended, 600u);
+  });
+}
+
+// Three ranks; ranks 0 and 1 call all_reduce #5 while rank 2 stays away
+// (busy elsewhere, or without Ringmaster's watcher when `rank2_watches` is
+// false). Returns the stall reports and how long after the first call of
+// #5 the first came; rank 2 joins once a report is in (or after 8 s).
+struct StallRun {
+  std::vector<StallReport> reports;
+  std::chrono::steady_clock::duration after{};
+};
+StallRun run_with_rank2_away(bool rank2_watches) {
+  StallRun run;
+  std::mutex mutex;
+  std::condition_variable reported;
+  std::atomic<std::int64_t> first_call_ns{0};
+  const auto port = free_port();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      CommOptions options;
+      options.timeout = 30s;
+      options.stall_after = (r == 2 && !rank2_watches) ? 0ms : 1000ms;
+      options.on_stall = [&](const StallReport& report) {
+        const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+        std::lock_guard lock(mutex);
+        if (run.reports.empty()) run.after = std::chrono::steady_clock::duration(now - first_call_ns.load());
+        run.reports.push_back(report);
+        reported.notify_all();
+      };
+      try {
+        auto comm = Communicator::create(rank_config(r, 3, port), options);
+        std::vector<float> data(1024, 1.0f);
+        for (int i = 0; i < 5; ++i)
+          comm->all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
+        if (r == 2) {
+          std::unique_lock lock(mutex);
+          reported.wait_for(lock, 8s, [&] { return !run.reports.empty(); });
+        } else {
+          std::int64_t none = 0;
+          first_call_ns.compare_exchange_strong(none, std::chrono::steady_clock::now().time_since_epoch().count());
+        }
+        std::fill(data.begin(), data.end(), 1.0f);
+        comm->all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
+        EXPECT_EQ(data.front(), 3.0f) << "rank " << r;
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "rank " << r << ": " << e.what();
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  return run;
+}
+
+// The application's ranks out of step: within the stall time + 2 s the
+// rank that saw the stall reports every rank's recent calls and names the
+// rank that has not called.
+TEST(StallReport, NamesTheRankThatHasNotCalled) {
+  const StallRun run = run_with_rank2_away(/*rank2_watches=*/true);
+  ASSERT_EQ(run.reports.size(), 1u) << "one report per stall, from the rank that saw it first";
+  const StallReport& r = run.reports.front();
+  std::printf("stall reported %.2f s after the first call of #5 (stall time 1 s)\n",
+              std::chrono::duration<double>(run.after).count());
+  EXPECT_LE(run.after, 3s);
+  EXPECT_GE(run.after, 1s);
+  EXPECT_EQ(r.seq, 5u);
+  EXPECT_EQ(r.collective, Collective::all_reduce);
+  EXPECT_NE(r.reporter, 2);
+  EXPECT_GE(r.stalled_for, 1s);
+  ASSERT_EQ(r.ranks.size(), 3u);
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(r.ranks[static_cast<std::size_t>(rank)].rank, rank);
+    EXPECT_TRUE(r.ranks[static_cast<std::size_t>(rank)].answered) << "rank " << rank;
+  }
+  EXPECT_EQ(r.ranks[2].last_called, 4);
+  EXPECT_EQ(r.ranks[0].last_called, 5);
+  EXPECT_EQ(r.ranks[0].calls.back().state, CallState::running);
+  EXPECT_EQ(r.ranks[0].calls.back().waits_on, 2) << "rank 0 receives from rank 2 on the ring";
+  EXPECT_NE(r.diagnosis.find("rank 2 is at #4 and has not called #5"), std::string::npos) << r.diagnosis;
+  EXPECT_NE(r.diagnosis.find("rank 0 waits on rank 2 at all_reduce #5 step"), std::string::npos) << r.diagnosis;
+}
+
+// A rank that does not answer (stopped, dead, or here without a watcher)
+// is named as such.
+TEST(StallReport, NamesARankThatDoesNotAnswer) {
+  const StallRun run = run_with_rank2_away(/*rank2_watches=*/false);
+  ASSERT_EQ(run.reports.size(), 1u);
+  const StallReport& r = run.reports.front();
+  std::printf("stall reported %.2f s after the first call of #5 (stall time 1 s)\n",
+              std::chrono::duration<double>(run.after).count());
+  EXPECT_LE(run.after, 3s);
+  ASSERT_EQ(r.ranks.size(), 3u);
+  EXPECT_TRUE(r.ranks[0].answered);
+  EXPECT_TRUE(r.ranks[1].answered);
+  EXPECT_FALSE(r.ranks[2].answered);
+  EXPECT_NE(r.diagnosis.find("rank 0 waits on rank 2 at all_reduce #5"), std::string::npos) << r.diagnosis;
+  EXPECT_NE(r.diagnosis.find("rank 2 did not answer"), std::string::npos) << r.diagnosis;
+}
+
+CallRecord call(std::uint64_t seq, CallState state, int waits_on = -1, int step = -1) {
+  CallRecord c;
+  c.seq = seq;
+  c.state = state;
+  c.bytes = 4096;
+  c.waits_on = waits_on;
+  c.step = step;
+  c.age = 12s;
+  c.duration = 11s;
+  return c;
+}
+
+// Answers cross the store as text: what goes in comes out, a rank that
+// answered twice keeps its last answer, and lines that do not parse are
+// dropped, not trusted.
+TEST(StallReport, AnswersSurviveTheStoreAndJunkIsDropped) {
+  RankWavefront a{3, true, 8, {call(7, CallState::done), call(8, CallState::running, 4, 2)}};
+  a.calls[1].waits_to_send = true;
+  a.calls[1].collective = Collective::reduce_scatter;
+  a.calls[1].algorithm = Algorithm::tree;
+  a.calls[1].protocol = Protocol::ll128;
+  a.calls[1].channels = 3;
+  const RankWavefront b{0, true, -1, {}};
+  const std::string text = comm::encode_wavefront(RankWavefront{3, true, 1, {call(1, CallState::done)}}) +
+                           comm::encode_wavefront(b) + "R x 2\n1 2 3\ngarbage\n" + comm::encode_wavefront(a) +
+                           "R 9 1 1\n1 0 64 0 0 1 9 0 0 -1 -1 0\n";  // state 9 does not exist
+  const auto got = comm::decode_wavefronts(text);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].rank, 0);
+  EXPECT_TRUE(got[0].calls.empty());
+  EXPECT_EQ(got[0].last_called, -1);
+  EXPECT_EQ(got[1].rank, 3);
+  EXPECT_EQ(got[1].last_called, 8);
+  ASSERT_EQ(got[1].calls.size(), 2u);
+  const CallRecord& c = got[1].calls[1];
+  EXPECT_EQ(c.seq, 8u);
+  EXPECT_EQ(c.collective, Collective::reduce_scatter);
+  EXPECT_EQ(c.algorithm, Algorithm::tree);
+  EXPECT_EQ(c.protocol, Protocol::ll128);
+  EXPECT_EQ(c.channels, 3);
+  EXPECT_EQ(c.state, CallState::running);
+  EXPECT_EQ(c.waits_on, 4);
+  EXPECT_EQ(c.step, 2);
+  EXPECT_TRUE(c.waits_to_send);
+  EXPECT_EQ(c.age, 12s);
+  EXPECT_EQ(c.duration, 11s);
+  EXPECT_EQ(got[2].rank, 9);
+  EXPECT_TRUE(got[2].calls.empty());
+}
+
+// A caller that submits many calls before it waits (nccl-tests' loop) has
+// dozens queued behind the stuck one: a rank answers with its frontier,
+// its last calls done and its first ones not, not with its newest.
+TEST(StallReport, AnswersCarryTheFrontierNotTheNewestCalls) {
+  std::vector<CallRecord> calls;
+  for (std::uint64_t seq = 0; seq < 25; ++seq)
+    calls.push_back(call(seq, seq < 5 ? CallState::done : CallState::queued));
+  auto kept = comm::around_frontier(calls);
+  ASSERT_EQ(kept.size(), comm::kWavefrontCalls);
+  EXPECT_EQ(kept.front().seq, 1u);
+  EXPECT_EQ(kept[4].seq, 5u);
+  EXPECT_EQ(kept.back().seq, 8u);
+  for (auto& c : calls)
+    c.state = CallState::done;
+  kept = comm::around_frontier(calls);
+  ASSERT_EQ(kept.size(), comm::kWavefrontCalls);
+  EXPECT_EQ(kept.front().seq, 17u);
+  EXPECT_EQ(kept.back().seq, 24u);
+  calls[1].state = CallState::running;
+  kept = comm::around_frontier(calls);
+  EXPECT_EQ(kept.front().seq, 0u);
+  EXPECT_EQ(kept.back().seq, 7u);
+  EXPECT_TRUE(comm::around_frontier({}).empty());
+}
+
+// Every rank in the call and none moving is the network's doing, not a
+// rank's: the diagnosis says so and names who waits on whom.
+TEST(StallReport, EveryRankInTheCallIsANetworkStall) {
+  StallReport r;
+  r.seq = 1234;
+  r.collective = Collective::all_reduce;
+  r.ranks = {RankWavefront{0, true, 1234, {call(1233, CallState::done), call(1234, CallState::running, 1, 3)}},
+             RankWavefront{1, true, 1234, {call(1233, CallState::done), call(1234, CallState::running, 0, 3)}}};
+  const std::string d = comm::diagnose(r);
+  EXPECT_NE(d.find("every rank has called all_reduce #1234"), std::string::npos) << d;
+  EXPECT_NE(d.find("network or transport stall"), std::string::npos) << d;
+  EXPECT_NE(d.find("rank 1 waits on rank 0 (step 3)"), std::string::npos) << d;
+
+  // The example: rank 6 behind, rank 5 waiting on it.
+  r.ranks.clear();
+  for (int rank = 0; rank < 8; ++rank) {
+    const bool behind = rank == 6;
+    r.ranks.push_back(RankWavefront{rank, true, behind ? 1233 : 1234, {call(1233, CallState::done)}});
+    if (!behind) r.ranks.back().calls.push_back(call(1234, CallState::running, rank == 5 ? 6 : -1, 3));
+  }
+  EXPECT_EQ(comm::diagnose(r),
+            "rank 5 waits on rank 6 at all_reduce #1234 step 3; rank 6 is at #1233 and has not "
+            "called #1234");
 }
 
 }  // namespace

@@ -61,6 +61,72 @@ struct CollectiveRecord {
   std::chrono::nanoseconds time{0};
 };
 
+// Where a collective is in its life on this rank.
+enum class CallState : std::uint8_t {
+  queued,   // submitted, not started
+  running,  // a part has started
+  done,
+  failed,
+};
+std::string_view name_of(CallState state) noexcept;
+
+// One collective as this rank's flight recorder holds it
+// (Communicator::recent_calls): always on, the last 256 collectives
+// (point-to-point calls are not numbered and not kept), as NCCL's RAS and
+// PyTorch's Flight Recorder keep theirs. Times are relative to when the
+// record was read, so records from different hosts compare.
+struct CallRecord {
+  std::uint64_t seq = 0;  // the collective's number on this communicator, from 0
+  Collective collective = Collective::all_reduce;
+  std::size_t bytes = 0;
+  Algorithm algorithm = Algorithm::ring;
+  Protocol protocol = Protocol::simple;
+  int channels = 1;
+  CallState state = CallState::queued;
+  std::chrono::microseconds age{0};       // since it was submitted
+  std::chrono::microseconds duration{0};  // submitted to done (or failed), or to now while not
+  // While a part waits in a transfer (running, nothing moving): the step
+  // it is at and the peer it waits on, to receive from or to send to.
+  // -1 when no part is waiting.
+  int step = -1;
+  int waits_on = -1;
+  bool waits_to_send = false;
+};
+
+// How many collectives this rank has submitted, and how many of them have
+// ended (done or failed).
+struct CallCounts {
+  std::uint64_t started = 0;
+  std::uint64_t ended = 0;
+};
+
+// One rank's place when a stall was seen: the last collective it called
+// and, oldest first, a few calls around its frontier (its last ones done
+// and its first ones not).
+struct RankWavefront {
+  int rank = -1;
+  // False when the rank said nothing while the report was gathered: its
+  // process is stopped or dead, or it never comes back to Ringmaster (its
+  // store connection is still there but its watcher is not answering).
+  bool answered = false;
+  std::int64_t last_called = -1;  // the highest sequence number it has called (-1: none yet)
+  std::vector<CallRecord> calls;
+};
+
+// What the rank that first saw a collective stop moving gathered from
+// every rank (CommOptions::on_stall).
+struct StallReport {
+  int reporter = -1;      // the rank that saw the stall
+  std::uint64_t seq = 0;  // its oldest collective that stopped moving
+  Collective collective = Collective::all_reduce;
+  std::chrono::milliseconds stalled_for{0};  // without progress on the reporter when seen
+  std::chrono::milliseconds gathered_in{0};  // then asking every rank took this long
+  std::vector<RankWavefront> ranks;          // every rank, in rank order
+  // Who lags and why, in sentences: "rank 5 waits on rank 6 at all_reduce
+  // #1234 step 3; rank 6 is at #1233 and has not called #1234".
+  std::string diagnosis;
+};
+
 // Counters of one channel. Written only by its progress thread and read by
 // any sampler without locks.
 struct ChannelCounters {
@@ -125,6 +191,14 @@ struct CommOptions {
   std::function<void(const CollectiveRecord&)> on_collective;
   // The tuner's table the first time a (collective, size) is decided.
   std::function<void(const tune::Decision&)> on_decision;
+  // A collective that has made no progress on this rank for stall_after
+  // (else RINGMASTER_STALL_S, default 10 s; zero: never) is a stall: the
+  // rank that sees it first asks every rank for its recent calls through
+  // the store and calls on_stall with the answers, from a watcher thread,
+  // within about 2 s. The collective itself goes on waiting (until
+  // RINGMASTER_COLL_TIMEOUT).
+  std::optional<std::chrono::milliseconds> stall_after;
+  std::function<void(const StallReport&)> on_stall;
 };
 
 class Communicator {
@@ -201,6 +275,11 @@ class Communicator {
 
   // A snapshot of channel c's counters.
   ChannelCounters counters(int channel) const;
+
+  // This rank's flight recorder: its last collectives, oldest first, the
+  // one in progress with the step and peer it waits on. Lock-free.
+  std::vector<CallRecord> recent_calls() const;
+  CallCounts call_counts() const noexcept;
 
   struct Impl;
 

@@ -77,6 +77,12 @@ namespace ringmaster {
     "(unset: 16384 over shared memory, 524288 over sockets and libfabric)")                                      \
   X(CollTimeout, "RINGMASTER_COLL_TIMEOUT", "60",                                                                \
     "Seconds a collective may go without progress before it fails naming the silent peer")                       \
+  X(StallS, "RINGMASTER_STALL_S", "10",                                                                          \
+    "Seconds a collective may go without progress before its rank gathers every rank's recent calls and "        \
+    "reports a stall naming the laggard (0: never); the collective goes on waiting")                             \
+  X(FaultHoldAtCall, "RINGMASTER_FAULT_HOLD_AT_CALL", "",                                                        \
+    "Fault for reproductions: this rank stops before its collective #N (from 0), as a rank busy elsewhere "      \
+    "would, so its peers stall there; the call fails after twice RINGMASTER_COLL_TIMEOUT (unset: off)")          \
   X(TopoFile, "NCCL_TOPO_FILE", "",                                                                              \
     "NCCL or hwloc XML describing this node; used instead of hwloc discovery (marked declared)")                 \
   X(TopoDumpFile, "NCCL_TOPO_DUMP_FILE", "",                                                                     \

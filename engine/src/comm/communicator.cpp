@@ -78,6 +78,9 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
   const auto settings = comm::LocalSettings::resolve(options);
   impl->timeout = settings.timeout;
   impl->on_collective = options.on_collective;
+  impl->stall_after = settings.stall_after;
+  impl->hold_at_call = settings.hold_at_call;
+  impl->on_stall = options.on_stall;
   // The reduction kernels' level is settled here: a RINGMASTER_CPU_KERNEL
   // the CPU lacks is a configuration error before anything connects, not a
   // failure in the middle of init.
@@ -200,6 +203,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
     channel->thread = std::thread([ch = channel.get(), rank = impl->rank] { ch->run(rank); });
   }
   impl->bootstrap->finish();
+  comm::watch_for_stalls(impl.get());
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
 }
 
@@ -281,6 +285,14 @@ std::vector<std::vector<int>> Communicator::rings() const {
 
 std::vector<ConnectionInfo> Communicator::connections() const {
   return impl_->connection_infos;
+}
+
+std::vector<CallRecord> Communicator::recent_calls() const {
+  return impl_->recent_calls();
+}
+
+CallCounts Communicator::call_counts() const noexcept {
+  return {impl_->recorder.begun(), impl_->recorder.ended_count()};
 }
 
 ChannelCounters Communicator::counters(int channel) const {

@@ -27,6 +27,7 @@
 #include "algo/ring.h"
 #include "algo/tree.h"
 #include "comm/channel.h"
+#include "comm/flight_recorder.h"
 #include "comm/request.h"
 #include "comm/settings.h"
 #include "ringmaster/comm.h"
@@ -92,6 +93,18 @@ struct Communicator::Impl {
   std::mutex failure_mutex;
   std::optional<Status> failure;
   std::uint64_t next_seq = 0;
+  // The last collectives and where they are (comm/flight_recorder.h).
+  comm::FlightRecorder recorder;
+  // Stall reports (comm/stall_watch.cpp); zero stall_after: none.
+  std::chrono::milliseconds stall_after{10000};
+  std::function<void(const StallReport&)> on_stall;
+  // RINGMASTER_FAULT_HOLD_AT_CALL: the caller of this collective is held
+  // before it takes its number (enqueue.cpp).
+  std::optional<std::uint64_t> hold_at_call;
+  void hold_before_call();
+  // The store connection is one connection, used from one thread at a
+  // time: a failing part (attribute) and the stall watcher share it.
+  std::mutex store_mutex;
   // Point-to-point messages are numbered per pair and direction, so they
   // are checked without involving the other ranks' sequence.
   std::vector<std::uint64_t> p2p_sent, p2p_received;
@@ -111,6 +124,9 @@ struct Communicator::Impl {
   // other rank has read the first failure or left (failure.cpp).
   static constexpr std::chrono::seconds kFailureReadersWait{5};
   void keep_store_for_failure_readers();
+
+  // The flight recorder's calls with the steps their channels wait at.
+  std::vector<CallRecord> recent_calls() const;
 
   // The tuner's pick for a call, remembered per (collective, bytes).
   Choice choose(Collective collective, std::size_t bytes);
@@ -139,6 +155,7 @@ struct Communicator::Impl {
     Impl* impl = nullptr;
     algo::Task task;
     int nch = 1;
+    bool recorded = false;  // a numbered collective, in the flight recorder
     std::shared_ptr<Job> self;
 
     // A parked job (see submit) is a small collective: channel 0 alone.
@@ -171,6 +188,9 @@ struct Communicator::Impl {
     DataType type = DataType::uint8;
     RedOp op = RedOp::sum;
     int root = 0;
+    // Collectives take the next sequence number; point-to-point calls do
+    // not (other ranks need not make them) and are not recorded.
+    bool numbered = true;
   };
 
   // Splits a call across channels and queues work(channel, index,
@@ -186,17 +206,25 @@ struct Communicator::Impl {
   // calls do not take a collective sequence number: other ranks need not
   // make them.
   template <class Work>
-  Request submit_single(const Call& call, Work work, bool numbered = true) {
-    auto request = submit(
+  Request submit_single(Call call, Work work, bool numbered = true) {
+    call.numbered = numbered;
+    return submit(
         call, [work = std::move(work)](Channel& ch, int, int, const algo::Task& task) { work(ch, task); },
         /*channels=*/1);
-    if (!numbered) --next_seq;  // give back the number submit() took
-    return request;
   }
 
   algo::Context context(Channel& c) {
     return algo::Context{c.link, rank, nranks, c.scratch, &ring_orders[static_cast<std::size_t>(c.index)]};
   }
 };
+
+namespace comm {
+
+// The process's stall watcher (comm/stall_watch.cpp), one thread for every
+// communicator: created ones are watched until destroyed.
+void watch_for_stalls(Communicator::Impl* impl);
+void stop_watching(Communicator::Impl* impl);
+
+}  // namespace comm
 
 }  // namespace ringmaster

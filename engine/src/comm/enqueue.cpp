@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <exception>
 #include <memory>
+#include <thread>
 #include <utility>
 
 #include "base/log.h"
@@ -14,6 +15,7 @@ namespace ringmaster {
 using Clock = std::chrono::steady_clock;
 
 Communicator::Impl::~Impl() {
+  comm::stop_watching(this);
   for (auto& c : channels) {
     forget_waiting(c.get());
     c->hand_off_parked();  // a collective nobody waited for still runs
@@ -72,6 +74,7 @@ void Communicator::Impl::Job::run_parked(void* job) {
 
 void Communicator::Impl::Job::run(Channel& channel, int c) {
   Status status;
+  if (recorded) impl->recorder.started(task.seq);
   try {
     if (impl->aborted) throw Error(ErrorCategory::peer, "the communicator was aborted");
     execute(channel, c);
@@ -101,12 +104,26 @@ void Communicator::Impl::Job::run(Channel& channel, int c) {
   if (finish_part(status)) last = std::move(self);
 }
 
+void Communicator::Impl::hold_before_call() {
+  RM_WARN(coll, "rank {} holds before collective #{} (RINGMASTER_FAULT_HOLD_AT_CALL): its peers will stall there", rank,
+          next_seq);
+  const auto until = Clock::now() + 2 * timeout;
+  while (Clock::now() < until && !aborted.load())
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  throw Error(ErrorCategory::internal,
+              fmt::format("rank {} was held before collective #{} (RINGMASTER_FAULT_HOLD_AT_CALL)", rank, next_seq));
+}
+
 Request Communicator::Impl::start(std::shared_ptr<Job> job, const Call& call, int forced_channels) {
+  if (hold_at_call && call.numbered && next_seq == *hold_at_call) {
+    hold_at_call.reset();
+    hold_before_call();
+  }
   const Collective collective = call.collective;
   const std::size_t bytes = call.bytes;
   algo::Task& task = job->task;
   task.collective = collective;
-  task.seq = next_seq++;
+  task.seq = call.numbered ? next_seq++ : next_seq;
   task.type = call.type;
   task.op = call.op;
   task.root = call.root;
@@ -128,6 +145,16 @@ Request Communicator::Impl::start(std::shared_ptr<Job> job, const Call& call, in
   task.channels = nch;
   job->impl = this;
   job->nch = nch;
+  if (call.numbered) {
+    recorder.begin(task.seq, collective, bytes, task.algorithm, protocol, nch);
+    job->recorded = true;
+    // Before the waiters wake: a caller may destroy the communicator as
+    // soon as its last call is done.
+    job->before_wake = [](Request::State& state, const Status& status) {
+      auto& done = static_cast<Job&>(state);
+      done.impl->recorder.ended(done.task.seq, status.ok());
+    };
+  }
   job->remaining = nch;
   job->self = job;
   // The telemetry record, when someone takes it (a clock read and a

@@ -40,6 +40,7 @@ Status Communicator::Impl::attribute(const Status& own) {
   std::string first;
   try {
     if (!b.store) throw Error(ErrorCategory::internal, "no store connection");
+    std::lock_guard store_lock(store_mutex);
     first = b.store->compare_set(store_key(b.config, "failed_first"), "", fmt::format("{}\n{}", rank, own.message()));
     b.store->add(store_key(b.config, "failed_read"), 1);
   } catch (const std::exception& e) {

@@ -21,6 +21,9 @@ struct Request::State {
   std::atomic<bool> failed{false};         // a failed part has written `status`
   Status status;
   std::function<void(const Status&)> on_done;  // runs once, before waiters wake
+  // Runs once after on_done, before waiters wake: the engine's own
+  // bookkeeping (the flight recorder), a plain function.
+  void (*before_wake)(State& state, const Status& status) = nullptr;
   // Runs the next queued task of the channel this request waits on, on the
   // waiter's thread, if its progress thread has not started it yet; false
   // when there is none. A caller that waits at once so pays no thread
@@ -52,6 +55,7 @@ struct Request::State {
         RM_WARN(coll, "the on_collective callback threw; the collective completed regardless");
       }
     }
+    if (before_wake != nullptr) before_wake(*this, status);
     finished.store(1, std::memory_order_seq_cst);
     // A waiter sets `sleeping` before it checks `finished` (both seq_cst):
     // either it saw `finished`, or this sees `sleeping` and wakes it (its

@@ -154,6 +154,16 @@ LocalSettings LocalSettings::resolve(const CommOptions& options) {
   s.sockets_per_channel = static_cast<std::uint32_t>(sockets);
   s.shm_fifo_bytes = static_cast<std::size_t>(std::max<std::int64_t>(4096, param_int(Param::ShmFifoBytes)));
   s.timeout = options.timeout.value_or(std::chrono::milliseconds(param_int(Param::CollTimeout) * 1000));
+  s.stall_after = options.stall_after.value_or(std::chrono::milliseconds(param_int(Param::StallS) * 1000));
+  if (param_env(Param::FaultHoldAtCall)) {
+    const std::int64_t at = param_int(Param::FaultHoldAtCall);
+    if (at < 0) throw Error(ErrorCategory::config, fmt::format("RINGMASTER_FAULT_HOLD_AT_CALL={}: need 0 or more", at));
+    s.hold_at_call = static_cast<std::uint64_t>(at);
+  }
+  if (s.stall_after.count() < 0) {
+    throw Error(ErrorCategory::config,
+                fmt::format("stall time {} ms (RINGMASTER_STALL_S): need 0 (never) or more", s.stall_after.count()));
+  }
   return s;
 }
 

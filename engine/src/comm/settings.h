@@ -51,16 +51,18 @@ struct LocalSettings {
   tune::Selection protocols;
 
   // This rank's own, not exchanged:
-  bool shared_memory = true;                 // CommOptions::shared_memory, else NCCL_SHM_DISABLE unset
-  std::string net;                           // NCCL_NET (or the option) in lower case: "", "socket" or "ofi"
-  std::string spin_yield = "auto";           // RINGMASTER_SPIN_YIELD: auto, 0 or 1
-  std::chrono::microseconds spin{50};        // RINGMASTER_SOCKET_SPIN
-  bool spin_given = false;                   // RINGMASTER_SOCKET_SPIN is set
-  std::size_t inline_bytes = 65536;          // RINGMASTER_INLINE_BYTES
-  bool inline_bytes_given = false;           // RINGMASTER_INLINE_BYTES is set
-  std::uint32_t sockets_per_channel = 1;     // RINGMASTER_NSOCKS_PER_CHANNEL, 1 to 8
-  std::size_t shm_fifo_bytes = 1 << 20;      // RINGMASTER_SHM_FIFO_BYTES, at least 4096
-  std::chrono::milliseconds timeout{60000};  // CommOptions::timeout, else RINGMASTER_COLL_TIMEOUT
+  bool shared_memory = true;                     // CommOptions::shared_memory, else NCCL_SHM_DISABLE unset
+  std::string net;                               // NCCL_NET (or the option) in lower case: "", "socket" or "ofi"
+  std::string spin_yield = "auto";               // RINGMASTER_SPIN_YIELD: auto, 0 or 1
+  std::chrono::microseconds spin{50};            // RINGMASTER_SOCKET_SPIN
+  bool spin_given = false;                       // RINGMASTER_SOCKET_SPIN is set
+  std::size_t inline_bytes = 65536;              // RINGMASTER_INLINE_BYTES
+  bool inline_bytes_given = false;               // RINGMASTER_INLINE_BYTES is set
+  std::uint32_t sockets_per_channel = 1;         // RINGMASTER_NSOCKS_PER_CHANNEL, 1 to 8
+  std::size_t shm_fifo_bytes = 1 << 20;          // RINGMASTER_SHM_FIFO_BYTES, at least 4096
+  std::chrono::milliseconds timeout{60000};      // CommOptions::timeout, else RINGMASTER_COLL_TIMEOUT
+  std::chrono::milliseconds stall_after{10000};  // CommOptions::stall_after, else RINGMASTER_STALL_S
+  std::optional<std::uint64_t> hold_at_call;     // RINGMASTER_FAULT_HOLD_AT_CALL
 
   // From the options, falling back on the environment; throws
   // Error(config) naming the variable for a value out of range.

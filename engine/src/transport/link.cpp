@@ -129,6 +129,16 @@ void ChannelLink::transfer(const StepHeader& header_out, const StepHeader& expec
   // In cycles::now() ticks: the spin reads that clock on every try.
   std::uint64_t deadline = 0, spin_until = 0, look_elsewhere_at = 0;
   bool idle = false;
+  // This transfer has put itself in the counters as waiting (cleared on
+  // the way out, whichever way that is).
+  bool marked_waiting = false;
+  struct ClearWaiting {
+    const bool& marked;
+    ChannelStats* counters;
+    ~ClearWaiting() {
+      if (marked) counters->waiting_seq.store(0, std::memory_order_relaxed);
+    }
+  } clear_waiting{marked_waiting, counters};
 
   auto peer_error = [&](const Peer& peer, int err, const char* doing) {
     if (aborted != nullptr && aborted->load()) throw Error(ErrorCategory::peer, "the communicator was aborted");
@@ -392,6 +402,13 @@ void ChannelLink::transfer(const StepHeader& header_out, const StepHeader& expec
     for (int i = 0; i < nfds; ++i)
       sleep_us = std::min(sleep_us, polled[i]->connection->max_sleep_us());
     if (nfds == kMaxWatched) sleep_us = std::min(sleep_us, 1000);
+    if (counters != nullptr && !marked_waiting) {
+      marked_waiting = true;
+      const Peer& waited = receiving ? prev : next;
+      counters->waiting_at.store(ChannelStats::wait_mark(expect.step, !receiving, waited.rank),
+                                 std::memory_order_relaxed);
+      counters->waiting_seq.store(expect.seq + 1, std::memory_order_release);
+    }
     const int ready = sleep_poll(fds, nfds, sleep_us);
     if (ready < 0 && errno != EINTR) throw Error(ErrorCategory::internal, "poll failed: " + net::errno_text(errno));
     for (int i = 0; ready > 0 && i < nfds; ++i) {

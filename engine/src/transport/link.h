@@ -59,6 +59,15 @@ struct ChannelStats {
   std::atomic<std::uint64_t> bytes_received{0};
   std::atomic<std::uint64_t> busy_ns{0};
   std::atomic<std::uint64_t> steps{0};
+  // While a transfer sleeps for want of progress (the flight recorder's
+  // "waits on"): its collective's seq + 1, 0 when none sleeps; and where
+  // it waits, packed by wait_mark(). Set before each sleep, cleared when
+  // the transfer ends.
+  std::atomic<std::uint64_t> waiting_seq{0};
+  std::atomic<std::uint64_t> waiting_at{0};
+  static std::uint64_t wait_mark(std::uint16_t step, bool sending, int peer) noexcept {
+    return std::uint64_t{step} << 33 | std::uint64_t{sending} << 32 | static_cast<std::uint32_t>(peer);
+  }
   // Per source rank, what transfers received after their first read (at
   // least kRateBytes of it): those bytes and the time from that read to
   // the last byte. That is the link's own pace: neither waiting for a late

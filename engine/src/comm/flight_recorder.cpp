@@ -1,0 +1,111 @@
+#include "comm/flight_recorder.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "base/cycles.h"
+
+namespace ringmaster {
+
+std::string_view name_of(CallState state) noexcept {
+  switch (state) {
+    case CallState::queued:
+      return "queued";
+    case CallState::running:
+      return "running";
+    case CallState::done:
+      return "done";
+    case CallState::failed:
+      return "failed";
+  }
+  return "?";
+}
+
+namespace comm {
+namespace {
+
+constexpr std::uint64_t tag_of(std::uint64_t seq, CallState state) noexcept {
+  return (seq + 1) << 2 | static_cast<std::uint64_t>(state);
+}
+
+}  // namespace
+
+void FlightRecorder::begin(std::uint64_t seq, Collective collective, std::size_t bytes, Algorithm algorithm,
+                           Protocol protocol, int channels) noexcept {
+  Slot& s = slots_[seq % kSlots];
+  const std::uint64_t held = s.tag.load(std::memory_order_relaxed);
+  const auto held_state = static_cast<CallState>(held & 3);
+  if (held != 0 && (held_state == CallState::queued || held_state == CallState::running)) {
+    begun_.store(seq + 1, std::memory_order_release);
+    return;
+  }
+  s.tag.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  s.bytes.store(bytes, std::memory_order_relaxed);
+  s.shape.store(static_cast<std::uint32_t>(collective) | static_cast<std::uint32_t>(algorithm) << 8 |
+                    static_cast<std::uint32_t>(protocol) << 16 |
+                    static_cast<std::uint32_t>(std::clamp(channels, 0, 255)) << 24,
+                std::memory_order_relaxed);
+  s.start.store(cycles::now(), std::memory_order_relaxed);
+  s.end.store(0, std::memory_order_relaxed);
+  s.tag.store(tag_of(seq, CallState::queued), std::memory_order_release);
+  begun_.store(seq + 1, std::memory_order_release);
+}
+
+void FlightRecorder::advance(std::uint64_t seq, CallState to) noexcept {
+  Slot& s = slots_[seq % kSlots];
+  std::uint64_t tag = s.tag.load(std::memory_order_relaxed);
+  while (tag >> 2 == seq + 1 && (tag & 3) < static_cast<std::uint64_t>(to)) {
+    if (s.tag.compare_exchange_weak(tag, tag_of(seq, to), std::memory_order_release, std::memory_order_relaxed)) return;
+  }
+}
+
+void FlightRecorder::started(std::uint64_t seq) noexcept {
+  advance(seq, CallState::running);
+}
+
+void FlightRecorder::ended(std::uint64_t seq, bool ok) noexcept {
+  Slot& s = slots_[seq % kSlots];
+  if (s.tag.load(std::memory_order_relaxed) >> 2 == seq + 1) s.end.store(cycles::now(), std::memory_order_relaxed);
+  advance(seq, ok ? CallState::done : CallState::failed);
+  ended_.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::vector<CallRecord> FlightRecorder::snapshot() const {
+  const std::uint64_t now = cycles::now();
+  const double ns_per_tick = cycles::ns_per_tick();
+  auto micros = [&](std::uint64_t from, std::uint64_t to) {
+    const double ns = to > from ? static_cast<double>(to - from) * ns_per_tick : 0.0;
+    return std::chrono::microseconds(static_cast<std::int64_t>(ns / 1000.0));
+  };
+  std::vector<CallRecord> calls;
+  calls.reserve(kSlots);
+  for (const Slot& s : slots_) {
+    const std::uint64_t tag = s.tag.load(std::memory_order_acquire);
+    if (tag == 0) continue;  // empty, or being rewritten
+    const std::uint64_t seq = (tag >> 2) - 1;
+    const std::uint64_t bytes = s.bytes.load(std::memory_order_relaxed);
+    const std::uint32_t shape = s.shape.load(std::memory_order_relaxed);
+    const std::uint64_t start = s.start.load(std::memory_order_relaxed);
+    const std::uint64_t end = s.end.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (s.tag.load(std::memory_order_relaxed) >> 2 != seq + 1) continue;  // rewritten while read
+    CallRecord r;
+    r.seq = seq;
+    r.collective = static_cast<Collective>(shape & 0xff);
+    r.algorithm = static_cast<Algorithm>(shape >> 8 & 0xff);
+    r.protocol = static_cast<Protocol>(shape >> 16 & 0xff);
+    r.channels = static_cast<int>(shape >> 24);
+    r.bytes = bytes;
+    r.state = static_cast<CallState>(tag & 3);
+    const bool over = r.state == CallState::done || r.state == CallState::failed;
+    r.age = micros(start, now);
+    r.duration = micros(start, over && end != 0 ? end : now);
+    calls.push_back(r);
+  }
+  std::sort(calls.begin(), calls.end(), [](const CallRecord& a, const CallRecord& b) { return a.seq < b.seq; });
+  return calls;
+}
+
+}  // namespace comm
+}  // namespace ringmaster
