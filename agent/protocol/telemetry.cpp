@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <stdexcept>
 
 namespace ringmaster::agent {
 
@@ -208,6 +210,102 @@ std::optional<PerfRow> perf_row_from_json(const json& j) {
     if (row.has_in_place) row.in_place = part(j.at("in_place"));
     return row;
   } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
+json to_json(const StallReport& report) {
+  json ranks = json::array();
+  for (const auto& w : report.ranks) {
+    json calls = json::array();
+    for (const auto& c : w.calls) {
+      json call = {{"seq", c.seq},
+                   {"collective", name_of(c.collective)},
+                   {"bytes", c.bytes},
+                   {"algorithm", name_of(c.algorithm)},
+                   {"protocol", name_of(c.protocol)},
+                   {"channels", c.channels},
+                   {"state", name_of(c.state)},
+                   {"age_us", c.age.count()},
+                   {"duration_us", c.duration.count()}};
+      if (c.waits_on >= 0) {
+        call["step"] = c.step;
+        call["waits_on"] = c.waits_on;
+        call["waits_to"] = c.waits_to_send ? "send" : "receive";
+      }
+      calls.push_back(std::move(call));
+    }
+    ranks.push_back(
+        {{"rank", w.rank}, {"answered", w.answered}, {"last_called", w.last_called}, {"calls", std::move(calls)}});
+  }
+  return {{"type", "stall"},
+          {"reporter", report.reporter},
+          {"seq", report.seq},
+          {"collective", name_of(report.collective)},
+          {"stalled_for_ms", report.stalled_for.count()},
+          {"gathered_in_ms", report.gathered_in.count()},
+          {"diagnosis", report.diagnosis},
+          {"ranks", std::move(ranks)}};
+}
+
+namespace {
+
+// The enum value whose name_of is `name`; nothing when none is.
+template <class Enum>
+std::optional<Enum> named(const std::string& name, Enum last) {
+  for (int v = 0; v <= static_cast<int>(last); ++v) {
+    if (name_of(static_cast<Enum>(v)) == name) return static_cast<Enum>(v);
+  }
+  return std::nullopt;
+}
+
+template <class Enum>
+Enum must_be_named(const json& j, const char* field, Enum last) {
+  const auto value = named(j.at(field).get<std::string>(), last);
+  if (!value) throw std::invalid_argument(field);
+  return *value;
+}
+
+}  // namespace
+
+std::optional<StallReport> stall_report_from_json(const json& j) {
+  try {
+    StallReport r;
+    r.reporter = j.at("reporter").get<int>();
+    r.seq = j.at("seq").get<std::uint64_t>();
+    r.collective = must_be_named(j, "collective", Collective::scatter);
+    r.stalled_for = std::chrono::milliseconds(j.at("stalled_for_ms").get<std::int64_t>());
+    r.gathered_in = std::chrono::milliseconds(j.value("gathered_in_ms", std::int64_t{0}));
+    r.diagnosis = j.at("diagnosis").get<std::string>();
+    for (const auto& w : j.at("ranks")) {
+      RankWavefront wave;
+      wave.rank = w.at("rank").get<int>();
+      wave.answered = w.at("answered").get<bool>();
+      wave.last_called = w.at("last_called").get<std::int64_t>();
+      for (const auto& c : w.at("calls")) {
+        CallRecord call;
+        call.seq = c.at("seq").get<std::uint64_t>();
+        call.collective = must_be_named(c, "collective", Collective::scatter);
+        call.bytes = c.at("bytes").get<std::size_t>();
+        call.algorithm = must_be_named(c, "algorithm", Algorithm::tree);
+        call.protocol = must_be_named(c, "protocol", Protocol::simple);
+        call.channels = c.at("channels").get<int>();
+        call.state = must_be_named(c, "state", CallState::failed);
+        call.age = std::chrono::microseconds(c.at("age_us").get<std::int64_t>());
+        call.duration = std::chrono::microseconds(c.at("duration_us").get<std::int64_t>());
+        if (c.contains("waits_on")) {
+          call.waits_on = c.at("waits_on").get<int>();
+          call.step = c.at("step").get<int>();
+          call.waits_to_send = c.at("waits_to").get<std::string>() == "send";
+        }
+        wave.calls.push_back(call);
+      }
+      r.ranks.push_back(std::move(wave));
+    }
+    return r;
+  } catch (const json::exception&) {
+    return std::nullopt;
+  } catch (const std::invalid_argument&) {
     return std::nullopt;
   }
 }

@@ -62,6 +62,8 @@ void Metrics::remember_run(const std::string& run) {
     runs_.pop_front();
     std::erase_if(channels_, [&](const auto& kv) { return std::get<0>(kv.first) == old; });
     std::erase_if(results_, [&](const auto& kv) { return kv.first.first == old; });
+    std::erase_if(calls_, [&](const auto& kv) { return kv.first.first == old; });
+    stalls_.erase(old);
     std::erase_if(rank_ends_, [&](const auto& kv) { return kv.first.first == old; });
   }
 }
@@ -80,7 +82,14 @@ void Metrics::observe(const nlohmann::json& tagged) {
   remember_run(run);
   if (type == "failure") {
     ++stage_failures_[field(e, "stage", std::string("?"))];
+  } else if (type == "stall") {
+    ++stalls_[run];
   } else if (type == "sample") {
+    if (const auto calls = e.find("calls"); calls != e.end() && calls->is_object()) {
+      auto& c = calls_[{run, rank}];
+      c.started = field(*calls, "started", std::uint64_t{0});
+      c.ended = field(*calls, "ended", std::uint64_t{0});
+    }
     const auto channels = e.find("channels");
     if (channels == e.end() || !channels->is_array()) return;
     for (const auto& c : *channels) {
@@ -139,6 +148,23 @@ std::string Metrics::render(double uptime_s, std::uint64_t runs_started, std::ui
     out +=
         fmt::format("ringmaster_channel_busy_seconds_total{{run=\"{}\",rank=\"{}\",channel=\"{}\"}} {:.6f}\n",
                     label(std::get<0>(key)), std::get<1>(key), std::get<2>(key), static_cast<double>(c.busy_ns) / 1e9);
+  }
+  family(out, "ringmaster_rank_collectives_started_total", "counter",
+         "Collectives a rank has submitted in a run (its flight recorder's count).");
+  for (const auto& [key, c] : calls_) {
+    out += fmt::format("ringmaster_rank_collectives_started_total{{run=\"{}\",rank=\"{}\"}} {}\n", label(key.first),
+                       key.second, c.started);
+  }
+  family(out, "ringmaster_rank_collectives_ended_total", "counter",
+         "Collectives of a rank that have ended (done or failed) in a run; started minus ended are in flight.");
+  for (const auto& [key, c] : calls_) {
+    out += fmt::format("ringmaster_rank_collectives_ended_total{{run=\"{}\",rank=\"{}\"}} {}\n", label(key.first),
+                       key.second, c.ended);
+  }
+  family(out, "ringmaster_stalls_total", "counter",
+         "Stall reports (a collective without progress for RINGMASTER_STALL_S) made by ranks on this agent, by run.");
+  for (const auto& [run, n] : stalls_) {
+    out += fmt::format("ringmaster_stalls_total{{run=\"{}\"}} {}\n", label(run), n);
   }
   family(out, "ringmaster_bus_bandwidth_bytes_per_second", "gauge",
          "Bus bandwidth of a rank's latest result row (out of place), as nccl-tests' busbw.");

@@ -29,9 +29,14 @@ class Metrics {
     std::uint64_t bytes = 0;
     double busbw = 0;
   };
-  std::map<std::string, std::uint64_t> stage_failures_;                     // by stage
-  std::map<std::tuple<std::string, int, int>, Channel> channels_;           // run, rank, channel
-  std::map<std::pair<std::string, int>, Result> results_;                   // run, rank
+  std::map<std::string, std::uint64_t> stage_failures_;            // by stage
+  std::map<std::tuple<std::string, int, int>, Channel> channels_;  // run, rank, channel
+  std::map<std::pair<std::string, int>, Result> results_;          // run, rank
+  struct Calls {
+    std::uint64_t started = 0, ended = 0;
+  };
+  std::map<std::pair<std::string, int>, Calls> calls_;                      // run, rank
+  std::map<std::string, std::uint64_t> stalls_;                             // by run
   std::map<std::pair<std::string, std::string>, std::uint64_t> rank_ends_;  // run, outcome
   std::deque<std::string> runs_;                                            // the runs kept, oldest first
 };

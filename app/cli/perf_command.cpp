@@ -90,6 +90,9 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
     }
     emit(agent::to_json(r));
   };
+  // A collective that stopped moving: the rank that saw it first sends
+  // every rank's recent calls and who lags.
+  options.on_stall = [&](const StallReport& report) { emit(agent::to_json(report)); };
   // Every rank decides alike; rank 0 reports the tuner's tables.
   options.on_decision = [&](const tune::Decision& d) {
     if (config.rank == 0) emit(agent::to_json(d));
@@ -138,8 +141,10 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
       nlohmann::json peers = nlohmann::json::array();
       for (const auto& l : comm->peer_links())
         peers.push_back({{"peer", l.peer}, {"bytes_received", l.total_bytes}});
+      const CallCounts calls = comm->call_counts();
       emit({{"type", "sample"},
             {"peers", std::move(peers)},
+            {"calls", {{"started", calls.started}, {"ended", calls.ended}}},
             {"t_us",
              std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
                  .count()},

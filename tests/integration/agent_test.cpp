@@ -875,6 +875,16 @@ TEST(Agent, PrometheusMetricsAfterRuns) {
   const auto at = response.find(sent);
   ASSERT_NE(at, std::string::npos) << response;
   EXPECT_GT(std::stoull(response.substr(at + sent.size())), 1u << 20);
+  // Per-rank operation counters (the flight recorder's): every collective
+  // the run started has ended by its last sample.
+  auto value_of = [&](const std::string& series) -> std::uint64_t {
+    const auto found = response.find(series);
+    return found == std::string::npos ? 0 : std::stoull(response.substr(found + series.size()));
+  };
+  const auto started = value_of("ringmaster_rank_collectives_started_total{run=\"measured\",rank=\"1\"} ");
+  EXPECT_GE(started, 3u) << response;
+  EXPECT_EQ(value_of("ringmaster_rank_collectives_ended_total{run=\"measured\",rank=\"1\"} "), started) << response;
+  EXPECT_NE(response.find("# TYPE ringmaster_stalls_total counter"), std::string::npos);
   EXPECT_NE(response.find("# TYPE ringmaster_agent_uptime_seconds gauge"), std::string::npos);
   EXPECT_EQ(http_get(a.metrics_port, "/").rfind("HTTP/1.1 404", 0), 0u);
 

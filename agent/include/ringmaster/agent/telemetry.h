@@ -34,6 +34,10 @@ nlohmann::json to_json(const tune::Decision& decision);
 // once at the end of a run. "gbs" is absent when no transfer was paced.
 nlohmann::json links_json(const std::vector<PeerLinkCounters>& links,
                           const std::vector<ConnectionInfo>& connections = {});
+// {"type":"stall"}: a collective that stopped moving, with every rank's
+// recent calls (the hang wavefront) and the diagnosis; sent by the rank
+// that saw it (CommOptions::on_stall).
+nlohmann::json to_json(const StallReport& report);
 // {"type":"connections"}: each connection of this rank (channel, peer,
 // direction, transport, and why not shared memory on one host).
 nlohmann::json connections_json(const std::vector<ConnectionInfo>& connections);
@@ -60,5 +64,6 @@ std::optional<Stage> parse_stage(std::string_view name);
 // Back from the JSON above; nothing when a field is missing or mistyped.
 std::optional<StageEvent> stage_event_from_json(const nlohmann::json& j);
 std::optional<PerfRow> perf_row_from_json(const nlohmann::json& j);
+std::optional<StallReport> stall_report_from_json(const nlohmann::json& j);
 
 }  // namespace ringmaster::agent
