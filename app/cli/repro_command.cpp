@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -396,6 +397,19 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, st
   const json action = s.value("action", json::object());
   const int kill_rank = action.value("kill_rank", -1);
   bool killed = false;
+  // freeze_rank: SIGSTOP once data moves, SIGCONT once a stall report is
+  // in (or after kUnfreezeAfter without one), so the run can end.
+  const int freeze_rank = action.value("freeze_rank", -1);
+  constexpr auto kUnfreezeAfter = std::chrono::seconds(30);
+  std::optional<std::chrono::steady_clock::time_point> frozen_at;
+  bool thawed = false;
+  auto thaw = [&](const char* why) {
+    if (!frozen_at || thawed) return;
+    thawed = true;
+    ::kill(pid_of[freeze_rank], SIGCONT);
+    v.report.push_back(fmt::format("continued rank {} {}", freeze_rank, why));
+  };
+  std::vector<std::pair<json, std::chrono::steady_clock::duration>> stalls;  // each stall event, and when it came
   std::map<int, json> failures;
   std::map<int, std::vector<std::string>> errors;
   std::vector<std::pair<int, json>> links;
@@ -407,6 +421,9 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, st
   while (done < running_hosts) {
     std::unique_lock lock(inbox->mutex);
     const auto slice = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
+    if (frozen_at && std::chrono::steady_clock::now() - *frozen_at > kUnfreezeAfter) {
+      thaw("after 30 s without a stall report");
+    }
     if (!inbox->cv.wait_until(lock, slice, [&] { return !inbox->messages.empty(); })) {
       if (interrupted) {
         v.passed = false;
@@ -445,6 +462,26 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, st
                                          c.value("peer", -1), c.value("transport", "?"), c.value("fallback", "")));
         }
       }
+    } else if (type == "stall") {
+      const auto after =
+          frozen_at ? std::chrono::steady_clock::now() - *frozen_at : std::chrono::steady_clock::duration{};
+      stalls.emplace_back(e, after);
+      v.report.push_back(fmt::format(
+          "stall at {} #{} seen by rank {} after {:.1f} s without progress, every rank "
+          "asked in {:.1f} s{}: {}",
+          e.value("collective", "?"), e.value("seq", 0), e.value("reporter", -1), e.value("stalled_for_ms", 0) / 1000.0,
+          e.value("gathered_in_ms", 0) / 1000.0,
+          frozen_at
+              ? fmt::format(" ({:.1f} s after the rank was stopped)", std::chrono::duration<double>(after).count())
+              : std::string(),
+          e.value("diagnosis", "")));
+      thaw("after the stall report");
+    } else if (type == "sample" && freeze_rank >= 0 && !frozen_at &&
+               e["channels"][0].value("bytes_sent", std::uint64_t{0}) > 0) {
+      frozen_at = std::chrono::steady_clock::now();
+      ::kill(pid_of[freeze_rank], SIGSTOP);
+      v.report.push_back(
+          fmt::format("stopped rank {} (pid {}, SIGSTOP) once data moved", freeze_rank, pid_of[freeze_rank]));
     } else if (type == "rank_failed") {
       v.report.push_back(e.value("summary", ""));
     } else if (type == "sample" && kill_rank >= 0 && !killed &&
@@ -512,6 +549,29 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, st
     } else if (slow.front().from != from || slow.front().to != to) {
       fail("expected the link rank " + std::to_string(from) + " -> rank " + std::to_string(to) +
            " flagged slowest; flagged " + slow.front().describe());
+    }
+  }
+  // "stall": a stall report whose diagnosis has every keyword, made within
+  // within_s of the last progress (and of the SIGSTOP, for freeze_rank).
+  if (expect.contains("stall")) {
+    const json& want = expect["stall"];
+    const double within_s = want.value("within_s", 0.0);
+    if (stalls.empty()) fail("expected a stall report; none came");
+    for (const auto& [e, after] : stalls) {
+      const std::string diagnosis = e.value("diagnosis", "");
+      for (const auto& k : want.value("keywords", json::array())) {
+        if (diagnosis.find(k.get<std::string>()) == std::string::npos) {
+          fail("the stall report does not mention '" + k.get<std::string>() + "': " + diagnosis);
+        }
+      }
+      const double seen_s = (e.value("stalled_for_ms", 0) + e.value("gathered_in_ms", 0)) / 1000.0;
+      if (within_s > 0 && seen_s > within_s) {
+        fail(fmt::format("the stall was reported {:.1f} s after the last progress, over {:.1f} s", seen_s, within_s));
+      }
+      if (within_s > 0 && frozen_at && std::chrono::duration<double>(after).count() > within_s) {
+        fail(fmt::format("the stall was reported {:.1f} s after the rank was stopped, over {:.1f} s",
+                         std::chrono::duration<double>(after).count(), within_s));
+      }
     }
   }
   if (outcome == "complete") {
