@@ -217,6 +217,29 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   auto* tuner = new TunerPanel(console_.run.tuner);
   tuner->setObjectName("tunerPanel");
   tabs_->addTab(tuner, "Tuner");
+  // The latest stall: every rank's recent calls around the stalled one.
+  auto* wavefront = new QWidget;
+  auto* wavefront_layout = new QVBoxLayout(wavefront);
+  wavefront_summary_ = new QLabel(
+      "No stall. When a collective makes no progress for RINGMASTER_STALL_S seconds "
+      "(default 10), every rank's recent calls show here with who lags and why.");
+  wavefront_summary_->setObjectName("wavefrontSummary");
+  wavefront_summary_->setWordWrap(true);
+  wavefront_summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  auto* wavefront_view = new QTableView;
+  wavefront_view->setObjectName("wavefrontView");
+  wavefront_view->setModel(&console_.run.wavefront);
+  wavefront_view->setAccessibleName("Every rank's recent collectives at the stall");
+  wavefront_view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  wavefront_layout->addWidget(wavefront_summary_);
+  wavefront_layout->addWidget(wavefront_view, 1);
+  tabs_->addTab(wavefront, "Wavefront");
+  connect(&console_.run, &RunState::stalled, this, [this] {
+    wavefront_summary_->setText(console_.run.wavefront.summary());
+    update_status();
+  });
+  connect(&console_.run, &RunState::started, this,
+          [this] { wavefront_summary_->setText("No stall in this run so far."); });
   topology_ = new TopologyView;
   tabs_->addTab(topology_, "Topology");
   tabs_->addTab(new RingsView(console_.run), "Rings");
@@ -529,10 +552,12 @@ void MainWindow::update_status() {
   if (run.run_id().isEmpty()) {
     status_run_->setText("no run");
   } else if (run.running()) {
-    status_run_->setText(QString("run %1: %2 ranks, running, %3 rows")
-                             .arg(run.run_id())
-                             .arg(run.world_size())
-                             .arg(run.results.rowCount()));
+    QString text = QString("run %1: %2 ranks, running, %3 rows")
+                       .arg(run.run_id())
+                       .arg(run.world_size())
+                       .arg(run.results.rowCount());
+    if (run.wavefront.report()) text += "; STALLED (see Wavefront)";
+    status_run_->setText(text);
   } else {
     QString text = QString("run %1: %2 (%3 rows, avg busbw %4 GB/s)")
                        .arg(run.run_id(), run.ok() ? "done" : "FAILED")

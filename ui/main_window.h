@@ -98,6 +98,7 @@ class MainWindow : public QMainWindow {
   QPushButton* run_button_ = nullptr;
   QLabel* status_agents_ = nullptr;
   QLabel* status_run_ = nullptr;
+  QLabel* wavefront_summary_ = nullptr;
 };
 
 }  // namespace ringmaster::ui

@@ -25,9 +25,12 @@
 #include <QScrollBar>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QTableView>
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
+#include <memory>
+#include <optional>
 #include <set>
 
 #include "about.h"
@@ -41,6 +44,7 @@
 #include "panels/timeline_view.h"
 #include "panels/topology_drawing.h"
 #include "panels/topology_view.h"
+#include "process.h"
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/tools/topology.h"
 #include "ringmaster/version.h"
@@ -93,6 +97,7 @@ class ConsoleTest : public QObject {
   void agentsFoundThroughOneName();
   void retryingStageIsDrawnLive();
   void historyKeepsTheChartsWindowOfSamples();
+  void stallShowsEveryRanksCalls();
 };
 
 // The console's --version is the project's, with no display needed, and
@@ -885,6 +890,72 @@ void ConsoleTest::historyKeepsTheChartsWindowOfSamples() {
   QVERIFY2(std::abs(again.size() - live.size()) <= 1,
            qPrintable(QString("%1 points reopened, %2 live").arg(again.size()).arg(live.size())));
   QCOMPARE(again.back().y(), live.back().y());
+}
+
+// Three real ranks (ringmaster-cli perf --json), one held before its
+// collective #5 (RINGMASTER_FAULT_HOLD_AT_CALL): the stall event the
+// others send shows in the Wavefront tab's grid, a row per rank, with the
+// held rank's cell at #5 "not called" and the diagnosis above.
+void ConsoleTest::stallShowsEveryRanksCalls() {
+  const QString port = QString::number(ringmaster::testing_support::free_port());
+  std::vector<std::unique_ptr<QProcess>> ranks;
+  for (int r = 0; r < 3; ++r) {
+    auto p = std::make_unique<QProcess>();
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("RANK", QString::number(r));
+    env.insert("WORLD_SIZE", "3");
+    env.insert("MASTER_ADDR", "127.0.0.1");
+    env.insert("MASTER_PORT", port);
+    env.insert("RINGMASTER_STALL_S", "1");
+    env.insert("RINGMASTER_COLL_TIMEOUT", "4");
+    if (r == 2) env.insert("RINGMASTER_FAULT_HOLD_AT_CALL", "5");
+    p->setProcessEnvironment(env);
+    p->start(RINGMASTER_CLI, {"perf", "all_reduce", "--json", "-b", "4K", "-e", "4K", "-n", "20", "-w", "1"});
+    ranks.push_back(std::move(p));
+  }
+  using nlohmann::json;
+  std::optional<std::pair<int, json>> stall;
+  for (auto& p : ranks) {
+    QVERIFY(p->waitForFinished(60000));
+    for (const QByteArray& line : p->readAllStandardOutput().split('\n')) {
+      if (!line.startsWith('{')) continue;
+      const json e = json::parse(line.toStdString());
+      if (e.value("type", "") == "stall") stall.emplace(e.value("rank", -1), e);
+    }
+  }
+  QVERIFY2(stall.has_value(), "no rank sent a stall event");
+
+  RunState run;
+  QAbstractItemModelTester tester(&run.wavefront, QAbstractItemModelTester::FailureReportingMode::QtTest);
+  QSignalSpy stalled(&run, &RunState::stalled);
+  run.begin("stalled", 3, 1);
+  json body = {{"type", "event"}, {"run_id", "stalled"}, {"rank", stall->first}, {"event", stall->second}};
+  run.apply(AgentMessage{"a", std::make_shared<const json>(std::move(body))});
+  QCOMPARE(stalled.count(), 1);
+  const WavefrontModel& m = run.wavefront;
+  QCOMPARE(m.rowCount(), 3);
+  const int at = m.stalled_column();
+  QVERIFY(at >= 0);
+  QCOMPARE(m.headerData(at, Qt::Horizontal, Qt::DisplayRole).toString(), QString("#5"));
+  QCOMPARE(m.index(2, at).data().toString(), QString("not called"));
+  QCOMPARE(m.index(2, at - 1).data().toString(), QString("done"));
+  bool someone_waits_on_2 = false;
+  for (int r = 0; r < 2; ++r)
+    someone_waits_on_2 = someone_waits_on_2 || m.index(r, at).data().toString().startsWith("waits on rank 2");
+  QVERIFY2(someone_waits_on_2, qPrintable(m.index(0, at).data().toString() + " / " + m.index(1, at).data().toString()));
+  QVERIFY2(m.summary().contains("rank 2 is at #4 and has not called #5"), qPrintable(m.summary()));
+  QVERIFY(run.problems().join("\n").contains("Stall: all_reduce #5"));
+
+  // Drawn: the grid in a window, the stalled column's held cell in red.
+  QTableView view;
+  view.setModel(&run.wavefront);
+  view.resize(900, 200);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  QImage shot(view.size(), QImage::Format_ARGB32);
+  view.render(&shot);
+  const QRect held = view.visualRect(m.index(2, at)).translated(view.viewport()->pos());
+  QCOMPARE(shot.pixelColor(held.center() + QPoint(0, held.height() / 2 - 2)), QColor(0xf4, 0xa0, 0xa0));
 }
 
 QTEST_MAIN(ConsoleTest)

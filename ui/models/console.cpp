@@ -40,6 +40,7 @@ void RunState::begin(const QString& run_id, int world_size, int agents, std::vec
   decisions.clear();
   tuner.clear();
   bandwidth.clear();
+  wavefront.clear();
   emit started(run_id);
 }
 
@@ -117,6 +118,12 @@ void RunState::apply(const AgentMessage& m) {
   } else if (type == "rank_failed") {
     problems_ << QString::fromStdString(e.value("summary", "a rank failed"));
     ok_ = false;
+  } else if (type == "stall") {
+    if (auto report = agent::stall_report_from_json(e)) {
+      wavefront.set(std::move(*report));
+      problems_ << "Stall: " + wavefront.summary();
+      emit stalled();
+    }
   } else if (type == "links") {
     links_.emplace_back(rank, e);
   } else if (type == "run_done") {

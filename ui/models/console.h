@@ -16,6 +16,7 @@
 
 #include "history.h"
 #include "run_models.h"
+#include "wavefront_model.h"
 
 namespace ringmaster::agent {
 class AgentClient;
@@ -52,6 +53,7 @@ class RunState : public QObject {
   DecisionsModel decisions;
   TunerModel tuner;
   BandwidthSeries bandwidth;
+  WavefrontModel wavefront;  // the latest stall report
 
   // `placement`: the agent (index) of every rank, for drawing rings over
   // the nodes.
@@ -91,6 +93,7 @@ class RunState : public QObject {
   void started(QString run_id);
   void finished(bool ok);
   void rings_changed();
+  void stalled();
 
  private:
   QString run_id_;
