@@ -2145,6 +2145,51 @@ TEST(StallReport, NamesARankThatDoesNotAnswer) {
   EXPECT_NE(r.diagnosis.find("rank 2 did not answer"), std::string::npos) << r.diagnosis;
 }
 
+// The rank whose call times out first is seldom the one that lags (here
+// rank 1 times out waiting on rank 0, which waits on rank 2): a timeout
+// after a stall report carries the report's diagnosis, on every rank.
+TEST(StallReport, TimeoutsCarryTheStallReport) {
+  std::mutex mutex;
+  std::vector<std::string> errors;
+  std::atomic<int> failed{0};
+  const auto port = free_port();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      CommOptions options;
+      options.timeout = 3s;
+      options.stall_after = 1s;
+      auto comm = Communicator::create(rank_config(r, 3, port), options);
+      std::vector<float> data(1024, 1.0f);
+      for (int i = 0; i < 5; ++i)
+        comm->all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
+      if (r == 2) {  // never calls #5; stays until the others have failed
+        while (failed.load() < 2)
+          std::this_thread::sleep_for(10ms);
+        return;
+      }
+      try {
+        comm->all_reduce(data.data(), data.data(), data.size(), DataType::fp32, RedOp::sum).wait();
+        ADD_FAILURE() << "rank " << r << ": #5 completed without rank 2";
+      } catch (const Error& e) {
+        std::lock_guard lock(mutex);
+        errors.push_back(e.what());
+      }
+      ++failed;
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  ASSERT_EQ(errors.size(), 2u);
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("RINGMASTER_COLL_TIMEOUT"), std::string::npos) << e;
+    EXPECT_NE(e.find("the stall report said: rank 0 waits on rank 2 at all_reduce #5 step 0; rank 2 is at #4 and "
+                     "has not called #5"),
+              std::string::npos)
+        << e;
+  }
+}
+
 CallRecord call(std::uint64_t seq, CallState state, int waits_on = -1, int step = -1) {
   CallRecord c;
   c.seq = seq;

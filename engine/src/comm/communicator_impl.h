@@ -118,7 +118,10 @@ struct Communicator::Impl {
   // failure of any rank, learnt through the store (failure.cpp). Call
   // before abort(): a rank that fails on its own account is on record
   // before its peers see its connections close.
-  Status attribute(const Status& own);
+  // A collective (`seq`) that timed out after a stall report on it carries
+  // the report's diagnosis: the rank that times out first is seldom the
+  // one that lags.
+  Status attribute(const Status& own, std::optional<std::uint64_t> seq = std::nullopt);
 
   // On the rank that hosts the store, after a failure: waits until every
   // other rank has read the first failure or left (failure.cpp).

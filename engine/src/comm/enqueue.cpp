@@ -80,7 +80,7 @@ void Communicator::Impl::Job::run(Channel& channel, int c) {
     execute(channel, c);
     channel.link.flush();
   } catch (const Error& e) {
-    status = impl->attribute(e.status());
+    status = impl->attribute(e.status(), recorded ? std::optional(task.seq) : std::nullopt);
     if (!impl->failure_logged.exchange(true, std::memory_order_relaxed)) {
       RM_WARN(coll, "channel {}: {} #{} failed: {}", c, name_of(task.collective), task.seq, status.to_string());
     } else {

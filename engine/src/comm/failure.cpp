@@ -33,14 +33,22 @@
 
 namespace ringmaster {
 
-Status Communicator::Impl::attribute(const Status& own) {
+Status Communicator::Impl::attribute(const Status& given, std::optional<std::uint64_t> seq) {
   std::lock_guard lock(failure_mutex);
   if (failure) return *failure;
   auto& b = bootstrap->impl();
   std::string first;
+  Status own = given;
   try {
     if (!b.store) throw Error(ErrorCategory::internal, "no store connection");
     std::lock_guard store_lock(store_mutex);
+    if (seq && own.category() == ErrorCategory::timeout) {
+      const std::string stall = store_key(b.config, fmt::format("stall_diagnosis_{}", *seq));
+      if (b.store->check({stall})) {
+        own = Status(own.category(),
+                     fmt::format("{}; the stall report said: {}", own.message(), b.store->get_existing(stall)));
+      }
+    }
     first = b.store->compare_set(store_key(b.config, "failed_first"), "", fmt::format("{}\n{}", rank, own.message()));
     b.store->add(store_key(b.config, "failed_read"), 1);
   } catch (const std::exception& e) {

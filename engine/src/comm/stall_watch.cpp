@@ -225,7 +225,9 @@ class StallWatcher {
     if (answers < impl.nranks && now < g.deadline) return;
     const std::string text =
         with_store(impl, [&](auto& store) { return store.get_existing(key(impl, fmt::format("stall_{}", g.round))); });
-    report(w, decode_wavefronts(text), {});
+    const std::string diagnosis = report(w, decode_wavefronts(text), {});
+    // For the ranks whose call times out later (Impl::attribute).
+    with_store(impl, [&](auto& store) { store.set(key(impl, fmt::format("stall_diagnosis_{}", g.seq)), diagnosis); });
   }
 
   // A new round opened by another rank: this rank answers it.
@@ -243,7 +245,7 @@ class StallWatcher {
 
   // The reporter's answer to on_stall, with what came (nothing when the
   // store failed: then `trouble` says why).
-  void report(Watched& w, std::vector<RankWavefront> answers, const std::string& trouble) {
+  std::string report(Watched& w, std::vector<RankWavefront> answers, const std::string& trouble) {
     Communicator::Impl& impl = *w.impl;
     const auto g = *std::exchange(w.gathering, std::nullopt);
     StallReport r;
@@ -270,12 +272,14 @@ class StallWatcher {
     r.diagnosis = trouble.empty() ? diagnose(r) : diagnose(r) + "; " + trouble;
     RM_WARN(coll, "stall: {} #{} has made no progress for {:.1f} s: {}", name_of(r.collective), r.seq,
             r.stalled_for.count() / 1000.0, r.diagnosis);
-    if (!impl.on_stall) return;
-    try {
-      impl.on_stall(r);
-    } catch (const std::exception& e) {
-      RM_WARN(coll, "the on_stall callback threw ({})", e.what());
+    if (impl.on_stall) {
+      try {
+        impl.on_stall(r);
+      } catch (const std::exception& e) {
+        RM_WARN(coll, "the on_stall callback threw ({})", e.what());
+      }
     }
+    return r.diagnosis;
   }
 
   std::mutex mutex_;
