@@ -26,7 +26,7 @@ asan_tests='^(agent_test|store_test|store_load_test|bootstrap_test|perf_cli_test
 # threads after a multi-threaded fork; the full subset takes 4+ minutes.)
 tsan_filter='Collectives.LineProtocolsOverSharedMemory:Collectives.PointToPointLeavesCollectivesInStep'
 tsan_filter+=':Collectives.ThrowingCollectiveCallbackDoesNotStopCompletion:Collectives.*Abort*:Collectives.*Progress*'
-tsan_filter+=':Collectives.*Sleeping*:Collectives.*Outnumbering*'
+tsan_filter+=':Collectives.*Sleeping*:Collectives.*Outnumbering*:FlightRecorder.*:StallReport.*'
 
 for stage in "${stages[@]}"; do
   echo "== $stage"
