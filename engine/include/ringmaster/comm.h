@@ -196,7 +196,9 @@ struct CommOptions {
   // rank that sees it first asks every rank for its recent calls through
   // the store and calls on_stall with the answers, from a watcher thread,
   // within about 2 s. The collective itself goes on waiting (until
-  // RINGMASTER_COLL_TIMEOUT).
+  // RINGMASTER_COLL_TIMEOUT). The watcher serves every communicator of the
+  // process: on_stall must return soon and must not create or destroy a
+  // communicator.
   std::optional<std::chrono::milliseconds> stall_after;
   std::function<void(const StallReport&)> on_stall;
 };

@@ -167,11 +167,7 @@ class StallWatcher {
     } catch (const std::exception& e) {
       RM_INFO(coll, "stall watch: the store did not answer ({}); trying again in {} s", e.what(), kStoreRetry.count());
       w.store_retry_at = now + kStoreRetry;
-      if (w.gathering)
-        report(w, {},
-               fmt::format("the store did not answer ({}), so the other ranks could not be "
-                           "asked",
-                           e.what()));
+      if (w.gathering) report(w, {}, fmt::format("the store did not answer ({}): no other rank was asked", e.what()));
     }
   }
 
