@@ -907,7 +907,7 @@ void ConsoleTest::stallShowsEveryRanksCalls() {
     env.insert("MASTER_ADDR", "127.0.0.1");
     env.insert("MASTER_PORT", port);
     env.insert("RINGMASTER_STALL_S", "1");
-    env.insert("RINGMASTER_COLL_TIMEOUT", "4");
+    env.insert("RINGMASTER_COLL_TIMEOUT", "6");  // the report, at about 1.7 s, comes first
     if (r == 2) env.insert("RINGMASTER_FAULT_HOLD_AT_CALL", "5");
     p->setProcessEnvironment(env);
     p->start(RINGMASTER_CLI, {"perf", "all_reduce", "--json", "-b", "4K", "-e", "4K", "-n", "20", "-w", "1"});
