@@ -38,7 +38,9 @@ run() { # build tag round
   # Rank 0's times, as builds before nccl-tests' -a printed them (later
   # builds average over the ranks by default).
   local rank0=()
-  "$cli" perf --help | grep -q -- "--average" && rank0=(-a 0)
+  local help
+  help=$("$cli" perf --help)  # whole: grep -q would close the pipe on a CLI still writing
+  grep -q -- "--average" <<<"$help" && rank0=(-a 0)
   # The small sweep (8 B, then 1 KiB .. 64 KiB) and the large one, as compare.sh.
   "$cli" perf all_reduce --np "$np" -b 8 -e 8 -n "$small_iters" -w 3 --warmup-ms 200 -z 1 -c 0 --no-stages "${rank0[@]}" \
     --json-file "$work/$2.$3.tiny.json" >/dev/null

@@ -113,7 +113,10 @@ chroot "$root" getent passwd ringmaster | grep -q ":/usr/sbin/nologin$" || { ech
 [[ $(wc -c <"$root/etc/ringmaster/token") -ge 33 ]] || { echo "token too short" >&2; exit 1; }
 grep -qx "RINGMASTER_AGENT_RANK_USER=ringmaster" "$root/etc/default/ringmaster-agent" ||
   { echo "/etc/default/ringmaster-agent does not name the rank user" >&2; exit 1; }
-chroot "$root" ringmaster-cli repro list | grep -q "scenarios in /usr/share/ringmaster/scenarios" ||
+# Read whole before grep: grep -q stops at the first line, and the CLI,
+# writing a list longer than one pipe write, then dies of SIGPIPE (pipefail).
+catalog=$(chroot "$root" ringmaster-cli repro list)
+grep -q "scenarios in /usr/share/ringmaster/scenarios" <<<"$catalog" ||
   { echo "the installed CLI does not find its scenario catalog" >&2; exit 1; }
 chroot "$root" man -w ringmaster-agent >/dev/null 2>&1 || [[ -f "$root/usr/share/man/man1/ringmaster-agent.1" ]]
 echo "  user ringmaster, token 0600, settings, catalog and man page in place"
