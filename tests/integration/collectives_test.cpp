@@ -2291,6 +2291,18 @@ TEST(StallReport, EveryRankInTheCallIsANetworkStall) {
   EXPECT_EQ(comm::diagnose(r),
             "rank 5 waits on rank 6 at all_reduce #1234 step 3; rank 6 is at #1233 and has not "
             "called #1234");
+
+  // A rank stopped in #50: rank 2 waits on it there, rank 0 has ended its
+  // part of #50 and waits on rank 2 in #51. Seen from rank 0 (its stalled
+  // call is #51), the wait that names the silent rank is still rank 2's at
+  // #50 (it was left out when only waits in the report's call counted).
+  r.seq = 51;
+  r.ranks = {RankWavefront{0, true, 51, {call(50, CallState::done), call(51, CallState::running, 2, 0)}},
+             RankWavefront{1, false, -1, {}},
+             RankWavefront{2, true, 51, {call(50, CallState::running, 1, 3), call(51, CallState::queued)}}};
+  const std::string frozen = comm::diagnose(r);
+  EXPECT_NE(frozen.find("rank 2 waits on rank 1 at all_reduce #50 step 3; rank 1 did not answer"), std::string::npos)
+      << frozen;
 }
 
 }  // namespace

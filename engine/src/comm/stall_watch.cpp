@@ -194,17 +194,23 @@ class StallWatcher {
     if (stuck == calls.end() || (w.claimed && *w.claimed == stuck->seq)) return;
     w.claimed = stuck->seq;
     const std::string me = std::to_string(impl.rank);
-    const bool first = with_store(impl, [&](auto& store) {
-      return store.compare_set(key(impl, fmt::format("stall_claim_{}", stuck->seq)), "", me) == me;
-    });
-    if (!first) return;  // another rank reports it; this one answers its round
-    const std::int64_t round = with_store(impl, [&](auto& store) {
+    const std::int64_t round = with_store(impl, [&](auto& store) -> std::int64_t {
+      const std::int64_t current = store.add(key(impl, "stall_round"), 0);
+      // A round this rank has not answered is open: the stall is being
+      // reported already, and this rank's answer goes there.
+      if (current > w.answered_round) {
+        answer(store, w, current);
+        return 0;
+      }
+      // One claim opens the next round, whatever call each rank is stuck
+      // in: a rank whose part of #50 ended waits in #51 while its peers
+      // are still in #50, and one stall makes one report.
+      if (store.compare_set(key(impl, fmt::format("stall_open_{}", current + 1)), "", me) != me) return 0;
       const std::int64_t r = store.add(key(impl, "stall_round"), 1);
-      store.append(key(impl, fmt::format("stall_{}", r)), encode_wavefront(own_wavefront(impl)));
-      store.add(key(impl, fmt::format("stall_{}_answers", r)), 1);
+      answer(store, w, r);
       return r;
     });
-    w.answered_round = std::max(w.answered_round, round);
+    if (round == 0) return;  // another rank reports it; this one has answered or will at its next poll
     w.gathering = Watched::Gather{round,
                                   now,
                                   now + kGatherWindow,
@@ -221,9 +227,14 @@ class StallWatcher {
     if (answers < impl.nranks && now < g.deadline) return;
     const std::string text =
         with_store(impl, [&](auto& store) { return store.get_existing(key(impl, fmt::format("stall_{}", g.round))); });
-    const std::string diagnosis = report(w, decode_wavefronts(text), {});
-    // For the ranks whose call times out later (Impl::attribute).
-    with_store(impl, [&](auto& store) { store.set(key(impl, fmt::format("stall_diagnosis_{}", g.seq)), diagnosis); });
+    const std::uint64_t own_seq = g.seq;
+    const StallReport r = report(w, decode_wavefronts(text), {});
+    // For the ranks whose call times out later (Impl::attribute): the
+    // stalled call, and the reporter's own when it had moved on.
+    with_store(impl, [&](auto& store) {
+      store.set(key(impl, fmt::format("stall_diagnosis_{}", r.seq)), r.diagnosis);
+      if (own_seq != r.seq) store.set(key(impl, fmt::format("stall_diagnosis_{}", own_seq)), r.diagnosis);
+    });
   }
 
   // A new round opened by another rank: this rank answers it.
@@ -232,16 +243,26 @@ class StallWatcher {
     w.next_poll = now + poll_interval(impl.nranks);
     with_store(impl, [&](auto& store) {
       const std::int64_t round = store.add(key(impl, "stall_round"), 0);
-      if (round <= w.answered_round) return;
-      store.append(key(impl, fmt::format("stall_{}", round)), encode_wavefront(own_wavefront(impl)));
-      store.add(key(impl, fmt::format("stall_{}_answers", round)), 1);
-      w.answered_round = round;
+      if (round > w.answered_round) answer(store, w, round);
     });
+  }
+
+  // Appends this rank's calls to every round it has not answered up to
+  // `upto` (the last few: older ones are long reported).
+  template <class Store>
+  static void answer(Store& store, Watched& w, std::int64_t upto) {
+    Communicator::Impl& impl = *w.impl;
+    const std::string mine = encode_wavefront(own_wavefront(impl));
+    for (std::int64_t r = std::max(w.answered_round, upto - 4) + 1; r <= upto; ++r) {
+      store.append(key(impl, fmt::format("stall_{}", r)), mine);
+      store.add(key(impl, fmt::format("stall_{}_answers", r)), 1);
+    }
+    w.answered_round = upto;
   }
 
   // The reporter's answer to on_stall, with what came (nothing when the
   // store failed: then `trouble` says why).
-  std::string report(Watched& w, std::vector<RankWavefront> answers, const std::string& trouble) {
+  StallReport report(Watched& w, std::vector<RankWavefront> answers, const std::string& trouble) {
     Communicator::Impl& impl = *w.impl;
     const auto g = *std::exchange(w.gathering, std::nullopt);
     StallReport r;
@@ -265,6 +286,16 @@ class StallWatcher {
         r.ranks.push_back(std::move(silent));
       }
     }
+    // The call that stalled is the oldest any rank is still in: the
+    // reporter may have finished its part of it and moved on.
+    for (const auto& wave : r.ranks) {
+      for (const auto& c : wave.calls) {
+        if ((c.state == CallState::queued || c.state == CallState::running) && c.seq < r.seq) {
+          r.seq = c.seq;
+          r.collective = c.collective;
+        }
+      }
+    }
     r.diagnosis = trouble.empty() ? diagnose(r) : diagnose(r) + "; " + trouble;
     RM_WARN(coll, "stall: {} #{} has made no progress for {:.1f} s: {}", name_of(r.collective), r.seq,
             r.stalled_for.count() / 1000.0, r.diagnosis);
@@ -275,7 +306,7 @@ class StallWatcher {
         RM_WARN(coll, "the on_stall callback threw ({})", e.what());
       }
     }
-    return r.diagnosis;
+    return r;
   }
 
   std::mutex mutex_;
@@ -283,13 +314,6 @@ class StallWatcher {
   std::vector<Watched> watched_;
   std::jthread thread_;  // last: stopped and joined before the rest goes
 };
-
-const CallRecord* find_call(const RankWavefront& w, std::uint64_t seq) {
-  for (const auto& c : w.calls) {
-    if (c.seq == seq) return &c;
-  }
-  return nullptr;
-}
 
 }  // namespace
 
@@ -380,18 +404,22 @@ std::vector<RankWavefront> decode_wavefronts(std::string_view text) {
 std::string diagnose(const StallReport& report) {
   const std::string call = fmt::format("{} #{}", name_of(report.collective), report.seq);
   // Who waits on whom in the stalled call.
+  // Each rank's earliest call waiting on a peer (the stalled call, or the
+  // one after it on a rank whose part of the stalled one ended).
   std::map<int, std::pair<int, const CallRecord*>> waiter_of;  // laggard -> (waiting rank, its record)
   for (const auto& w : report.ranks) {
-    if (const CallRecord* c = find_call(w, report.seq); c != nullptr && c->waits_on >= 0) {
-      waiter_of.try_emplace(c->waits_on, w.rank, c);
+    for (const auto& c : w.calls) {
+      if (c.waits_on < 0 || c.state == CallState::done || c.state == CallState::failed) continue;
+      waiter_of.try_emplace(c.waits_on, w.rank, &c);
+      break;
     }
   }
   auto waits = [&](int laggard) -> std::string {
     const auto it = waiter_of.find(laggard);
     if (it == waiter_of.end()) return {};
     const auto& [waiter, c] = it->second;
-    return fmt::format("rank {} waits on rank {} at {} step {}{}; ", waiter, laggard, call, c->step,
-                       c->waits_to_send ? " (to send)" : "");
+    return fmt::format("rank {} waits on rank {} at {} #{} step {}{}; ", waiter, laggard, name_of(c->collective),
+                       c->seq, c->step, c->waits_to_send ? " (to send)" : "");
   };
   std::vector<std::string> said;
   int more = 0;
