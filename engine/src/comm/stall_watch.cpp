@@ -6,12 +6,13 @@
 //
 // One thread per process watches every communicator. A communicator whose
 // oldest collective has moved no byte and no step for stall_after
-// (RINGMASTER_STALL_S) claims the report for that collective in the store
-// (the first rank to claim it reports; the others only answer) and opens
-// a round. Every rank's watcher looks at the round counter twice a second
-// and, when a new round is open, appends its last calls to the round's
-// key; the reporter waits until every rank has answered or kGatherWindow
-// has passed, then names the laggards (diagnose) and calls on_stall.
+// (RINGMASTER_STALL_S) claims the next round in the store (one claim
+// wins, whatever call each rank is stuck in; a rank that finds a round it
+// has not answered answers it instead) and opens it. Every rank's watcher
+// looks at the round counter twice a second and appends its frontier to
+// each round it has not answered; the reporter waits until every rank has
+// answered or kGatherWindow has passed, then names the laggards of the
+// oldest call any rank is in (diagnose) and calls on_stall.
 //
 // Store traffic: one ADD per rank per poll while nothing stalls, a handful
 // of operations per rank per stall. Polls slow down beyond 1,024 ranks so
@@ -183,8 +184,8 @@ class StallWatcher {
     return f(*b.store);
   }
 
-  // This rank's oldest unfinished collective stopped moving: the first
-  // rank to claim it in the store reports it.
+  // This rank's oldest unfinished collective stopped moving: the rank
+  // that opens the next round reports the stall.
   void claim(Watched& w, Clock::time_point now) {
     Communicator::Impl& impl = *w.impl;
     const auto calls = impl.recent_calls();
