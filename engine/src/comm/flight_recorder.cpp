@@ -45,7 +45,7 @@ void FlightRecorder::begin(std::uint64_t seq, Collective collective, std::size_t
   Slot& s = slots_[seq % kSlots];
   const std::uint64_t held = s.tag.load(std::memory_order_relaxed);
   const auto held_state = static_cast<CallState>(held & 3);
-  if (held != 0 && (held_state == CallState::queued || held_state == CallState::running)) {
+  if (held != 0 && !has_ended(held_state)) {
     begun_.store(seq + 1, std::memory_order_release);
     return;
   }
@@ -109,7 +109,7 @@ std::vector<CallRecord> FlightRecorder::snapshot() const {
     r.channels = static_cast<int>(shape >> 24);
     r.bytes = bytes;
     r.state = static_cast<CallState>(tag & 3);
-    const bool over = r.state == CallState::done || r.state == CallState::failed;
+    const bool over = has_ended(r.state);
     r.age = micros(start, now);
     r.duration = micros(start, over && end != 0 ? end : now);
     calls.push_back(r);

@@ -20,6 +20,11 @@
 
 namespace ringmaster::comm {
 
+// Done or failed; queued and running calls have not ended.
+inline bool has_ended(CallState state) noexcept {
+  return state == CallState::done || state == CallState::failed;
+}
+
 class FlightRecorder {
  public:
   static constexpr std::size_t kSlots = 256;

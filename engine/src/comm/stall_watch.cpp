@@ -189,9 +189,8 @@ class StallWatcher {
   void claim(Watched& w, Clock::time_point now) {
     Communicator::Impl& impl = *w.impl;
     const auto calls = impl.recent_calls();
-    const auto stuck = std::find_if(calls.begin(), calls.end(), [](const CallRecord& c) {
-      return c.state == CallState::queued || c.state == CallState::running;
-    });
+    const auto stuck =
+        std::find_if(calls.begin(), calls.end(), [](const CallRecord& c) { return !has_ended(c.state); });
     if (stuck == calls.end() || (w.claimed && *w.claimed == stuck->seq)) return;
     w.claimed = stuck->seq;
     const std::string me = std::to_string(impl.rank);
@@ -290,7 +289,7 @@ class StallWatcher {
     // reporter may have finished its part of it and moved on.
     for (const auto& wave : r.ranks) {
       for (const auto& c : wave.calls) {
-        if ((c.state == CallState::queued || c.state == CallState::running) && c.seq < r.seq) {
+        if (!has_ended(c.state) && c.seq < r.seq) {
           r.seq = c.seq;
           r.collective = c.collective;
         }
@@ -326,9 +325,8 @@ void stop_watching(Communicator::Impl* impl) {
 }
 
 std::vector<CallRecord> around_frontier(std::vector<CallRecord> calls) {
-  const auto frontier = std::find_if(calls.begin(), calls.end(), [](const CallRecord& c) {
-    return c.state == CallState::queued || c.state == CallState::running;
-  });
+  const auto frontier =
+      std::find_if(calls.begin(), calls.end(), [](const CallRecord& c) { return !has_ended(c.state); });
   const auto at = static_cast<std::size_t>(frontier - calls.begin());
   const std::size_t after = std::min(calls.size() - at, kWavefrontCalls / 2);
   const std::size_t before = std::min(at, kWavefrontCalls - after);
@@ -409,7 +407,7 @@ std::string diagnose(const StallReport& report) {
   std::map<int, std::pair<int, const CallRecord*>> waiter_of;  // laggard -> (waiting rank, its record)
   for (const auto& w : report.ranks) {
     for (const auto& c : w.calls) {
-      if (c.waits_on < 0 || c.state == CallState::done || c.state == CallState::failed) continue;
+      if (c.waits_on < 0 || has_ended(c.state)) continue;
       waiter_of.try_emplace(c.waits_on, w.rank, &c);
       break;
     }
