@@ -223,6 +223,27 @@ Socket Socket::listen(const SocketAddress& address, int backlog, int& err) {
   return s;
 }
 
+ConnectOutcome outcome_of_immediate(int err) noexcept {
+  // Refused at once (a local port), or no route from here: no packet left.
+  return err == ECONNREFUSED                         ? ConnectOutcome::refused
+         : err == ENETUNREACH || err == EHOSTUNREACH ? ConnectOutcome::no_route
+                                                     : ConnectOutcome::other;
+}
+
+ConnectOutcome outcome_of_answer(int so_error) noexcept {
+  if (so_error == 0) return ConnectOutcome::connected;
+  return so_error == ECONNREFUSED ? ConnectOutcome::refused
+         : so_error == EHOSTUNREACH || so_error == ENETUNREACH || so_error == EACCES || so_error == EPERM
+             ? ConnectOutcome::rejected
+             : ConnectOutcome::other;
+}
+
+bool awaiting_syn_ack(int fd) noexcept {
+  tcp_info info{};
+  socklen_t length = sizeof(info);
+  return ::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &length) == 0 && info.tcpi_state == 2 /* TCP_SYN_SENT */;
+}
+
 int Socket::connect(const SocketAddress& to, Clock::time_point deadline, Socket& out) {
   ConnectOutcome outcome = ConnectOutcome::other;
   return connect(to, deadline, out, outcome);
@@ -241,20 +262,12 @@ int Socket::connect(const SocketAddress& to, Clock::time_point deadline, Socket&
   if (::connect(s.fd(), reinterpret_cast<const sockaddr*>(&to.storage), to.length) != 0) {
     const int immediate = errno;
     if (immediate != EINPROGRESS) {
-      // Refused at once (a local port), or no route from here: no packet left.
-      outcome = immediate == ECONNREFUSED                               ? ConnectOutcome::refused
-                : immediate == ENETUNREACH || immediate == EHOSTUNREACH ? ConnectOutcome::no_route
-                                                                        : ConnectOutcome::other;
+      outcome = outcome_of_immediate(immediate);
       return immediate;
     }
     if (const int err = wait_for(s.fd(), POLLOUT, deadline); err != 0) {
       // Still waiting for the SYN-ACK: the kernel's own state says so.
-      tcp_info info{};
-      socklen_t length = sizeof(info);
-      if (err == ETIMEDOUT && ::getsockopt(s.fd(), IPPROTO_TCP, TCP_INFO, &info, &length) == 0 &&
-          info.tcpi_state == 2 /* TCP_SYN_SENT */) {
-        outcome = ConnectOutcome::unanswered;
-      }
+      if (err == ETIMEDOUT && awaiting_syn_ack(s.fd())) outcome = ConnectOutcome::unanswered;
       return err;
     }
     int so_error = 0;
@@ -262,10 +275,7 @@ int Socket::connect(const SocketAddress& to, Clock::time_point deadline, Socket&
     ::getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &so_error, &len);
     if (so_error != 0) {
       // An answer came back: a RST, or an ICMP error for the SYN.
-      outcome = so_error == ECONNREFUSED ? ConnectOutcome::refused
-                : so_error == EHOSTUNREACH || so_error == ENETUNREACH || so_error == EACCES || so_error == EPERM
-                    ? ConnectOutcome::rejected
-                    : ConnectOutcome::other;
+      outcome = outcome_of_answer(so_error);
       return so_error;
     }
   }

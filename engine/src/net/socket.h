@@ -72,6 +72,15 @@ enum class ConnectOutcome : std::uint8_t {
 // "refused", "unanswered", "rejected", "no_route", ...
 const char* name_of(ConnectOutcome outcome) noexcept;
 
+// What a non-blocking connect's own errno says (not EINPROGRESS): refused
+// or no route without a packet sent, else other.
+ConnectOutcome outcome_of_immediate(int err) noexcept;
+// What SO_ERROR says once the socket is writable: connected (0), refused
+// (a RST), rejected (an ICMP error for the SYN) or other.
+ConnectOutcome outcome_of_answer(int so_error) noexcept;
+// Whether a connecting socket still waits for its SYN-ACK (TCP_INFO).
+bool awaiting_syn_ack(int fd) noexcept;
+
 class Socket {
  public:
   Socket() = default;
