@@ -206,6 +206,15 @@ const std::map<std::string, std::vector<Field>, std::less<>>& schema() {
       {"cancel", {{"run_id", Kind::string, true}}},
       {"fault", {{"fault", Kind::object, true}}},
       {"fault_clear", {{"fault_id", Kind::integer, false}}},
+      {"preflight_listen",
+       {{"master_port", Kind::integer, false},
+        {"count", Kind::integer, false},
+        {"hold_s", Kind::integer, false},
+        {"master_addr", Kind::string, false},
+        {"socket_ifname", Kind::string, false},
+        {"port_range", Kind::string, false}}},
+      {"preflight_probe", {{"targets", Kind::array, true}, {"window_ms", Kind::integer, false}}},
+      {"preflight_release", {}},
       {"subscribe", {}},
       {"unsubscribe", {}},
       {"ping", {}},
@@ -417,7 +426,8 @@ std::string role_names(unsigned roles) {
 
 unsigned roles_needed(std::string_view type) {
   if (type == "auth") return 0;
-  if (type == "run" || type == "cancel") return kRoleRun;
+  // Preflight listens on ports and connects out: as much as a run does.
+  if (type == "run" || type == "cancel" || type.starts_with("preflight_")) return kRoleRun;
   if (type == "fault" || type == "fault_clear") return kRoleFault;
   if (type == "shutdown") return kAllRoles;
   return kRoleRead;

@@ -41,6 +41,7 @@
 #include "http_endpoints.h"
 #include "listener.h"
 #include "metrics.h"
+#include "preflight_service.h"
 #include "ringmaster/agent/log.h"
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/agent/server.h"
@@ -119,6 +120,7 @@ struct AgentServer::Impl {
   std::set<std::shared_ptr<Session>> sessions;
   std::unique_ptr<FaultManager> faults;
   std::unique_ptr<RunManager> runs;
+  std::unique_ptr<PreflightService> preflight;
   json topology;
   std::string topology_summary;
   std::string hostname;
@@ -366,6 +368,23 @@ class Session : public std::enable_shared_from_this<Session> {
       } else if (type == "fault_clear") {
         server_.faults->clear(m.contains("fault_id") ? std::optional<int>(m["fault_id"].get<int>()) : std::nullopt);
         reply(m, {{"faults", server_.faults->active()}});
+      } else if (type == "preflight_listen" || type == "preflight_probe") {
+        // Answered once the work, off the I/O thread, is done.
+        auto answer = [self = shared_from_this(), m](json fields, const std::string& error) {
+          if (error.empty()) {
+            self->reply(m, std::move(fields));
+          } else {
+            self->refuse(m, error);
+          }
+        };
+        if (type == "preflight_listen") {
+          server_.preflight->listen(m, std::move(answer));
+        } else {
+          server_.preflight->probe(m, std::move(answer));
+        }
+      } else if (type == "preflight_release") {
+        server_.preflight->release();
+        reply(m);
       } else if (type == "cancel") {
         server_.runs->cancel(m["run_id"].get<std::string>());
         reply(m);
@@ -692,6 +711,7 @@ AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>())
   s.hostname = name;
   std::vector<std::uint16_t> exempt = {s.acceptor.local_endpoint().port()};
   if (s.http) exempt.push_back(s.http->port());
+  s.preflight = std::make_unique<PreflightService>(s.io);
   s.faults = std::make_unique<FaultManager>(s.options.allow_fault_injection, exempt, s.options.state_dir);
   // Discovery after the fault manager has removed stale drop rules.
   const auto topo =

@@ -15,7 +15,7 @@
 #include <memory>
 #include <mutex>
 
-#include "agent_addresses.h"
+#include "agent_set.h"
 #include "commands.h"
 #include "perf_options.h"
 #include "ringmaster/agent/client.h"
@@ -29,12 +29,7 @@ namespace {
 using nlohmann::json;
 
 struct RemoteOptions {
-  std::string agents = "127.0.0.1:29600";
-  std::string agents_file;
-  std::string token_file;
-  bool tls = false;
-  std::string tls_ca;
-  std::string tls_cert, tls_key;  // this client's, for agents that ask for one
+  AgentSet agents;
   int np_per_agent = 1;
   std::string master_addr;
   double timeout_s = 600;
@@ -48,81 +43,6 @@ struct RemoteOptions {
   double ms = 0, mbit = 0;
   int fault_id = 0;
 };
-
-struct Endpoint {
-  std::string host;  // an address when `name` resolved to several
-  std::uint16_t port = agent::kDefaultPort;
-  std::string name;  // the name it came from (a headless Service); TLS verifies it
-};
-
-std::vector<Endpoint> parse_agents(const std::string& list, const std::string& where = "--agents") {
-  std::vector<Endpoint> out;
-  std::size_t start = 0;
-  while (start <= list.size()) {
-    const auto comma = list.find(',', start);
-    const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (!item.empty()) {
-      Endpoint e;
-      const auto colon = item.rfind(':');
-      e.host = colon == std::string::npos ? item : item.substr(0, colon);
-      if (colon != std::string::npos) {
-        const int port = std::atoi(item.c_str() + colon + 1);
-        if (port <= 0 || port > 65535) throw Error(ErrorCategory::config, where + ": bad port in " + item);
-        e.port = static_cast<std::uint16_t>(port);
-      }
-      out.push_back(e);
-    }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
-// The agents of --agents and --agents-file (one HOST:PORT a line, # for
-// comments). A name that resolves to several addresses, as a Kubernetes
-// headless Service does, is an agent at each; the run places ranks in
-// this order.
-std::vector<Endpoint> agents_of(const RemoteOptions& o) {
-  std::vector<Endpoint> given = parse_agents(o.agents);
-  if (!o.agents_file.empty()) {
-    const auto lines = app::agents_file_lines(o.agents_file);
-    if (!lines) throw Error(ErrorCategory::config, "--agents-file " + o.agents_file + ": cannot read it");
-    for (const auto& line : *lines) {
-      for (auto& e : parse_agents(line, "--agents-file " + o.agents_file))
-        given.push_back(std::move(e));
-    }
-  }
-  if (given.empty()) throw Error(ErrorCategory::config, "--agents: give at least one HOST:PORT");
-  std::vector<Endpoint> out;
-  for (const auto& e : given) {
-    const auto addresses = app::addresses_of(e.host);
-    if (addresses.size() <= 1) {
-      out.push_back(e);  // an address, a name of one, or one that fails to connect with its own error
-      continue;
-    }
-    std::string list;
-    for (const auto& a : addresses) {
-      out.push_back({a, e.port, e.host});
-      list += (list.empty() ? "" : ", ") + a;
-    }
-    std::fprintf(stderr, "ringmaster-cli remote: %s is %zu agents: %s (port %u)\n", e.host.c_str(), addresses.size(),
-                 list.c_str(), static_cast<unsigned>(e.port));
-  }
-  return out;
-}
-
-agent::ClientOptions client_options(const RemoteOptions& o, const Endpoint& e, const std::string& token) {
-  agent::ClientOptions c;
-  c.host = e.host;
-  c.port = e.port;
-  c.tls_name = e.name;
-  c.token = token;
-  c.tls = o.tls || !o.tls_ca.empty();
-  c.tls_ca_file = o.tls_ca;
-  c.tls_cert_file = o.tls_cert;
-  c.tls_key_file = o.tls_key;
-  return c;
-}
 
 // Messages from every agent's I/O thread, consumed by the main thread.
 struct Inbox {
@@ -149,14 +69,14 @@ struct Inbox {
 int run_remote(const RemoteOptions& o) {
   const PerfSpec spec = make_perf_spec(o.perf);
   (void)make_comm_options(o.perf);  // the same checks perf makes, before anything starts
-  const auto endpoints = agents_of(o);
+  const auto endpoints = endpoints_of(o.agents, "remote");
   if (o.np_per_agent < 1) throw Error(ErrorCategory::config, "--np-per-agent must be at least 1");
-  const std::string token = o.token_file.empty() ? std::string() : agent::read_token_file(o.token_file);
+  const std::string token = token_of(o.agents);
 
   auto inbox = std::make_shared<Inbox>();
   std::vector<std::unique_ptr<agent::AgentClient>> clients;
   for (std::size_t i = 0; i < endpoints.size(); ++i) {
-    const agent::ClientOptions c = client_options(o, endpoints[i], token);
+    const agent::ClientOptions c = client_options(o.agents, endpoints[i], token);
     const std::string address = endpoints[i].host + ":" + std::to_string(endpoints[i].port);
     clients.push_back(agent::AgentClient::connect(
         c, [inbox](const json& m) { inbox->push(m); },
@@ -266,10 +186,10 @@ int run_remote(const RemoteOptions& o) {
 }
 
 std::vector<std::unique_ptr<agent::AgentClient>> connect_all(const RemoteOptions& o) {
-  const std::string token = o.token_file.empty() ? std::string() : agent::read_token_file(o.token_file);
+  const std::string token = token_of(o.agents);
   std::vector<std::unique_ptr<agent::AgentClient>> clients;
-  for (const auto& e : agents_of(o))
-    clients.push_back(agent::AgentClient::connect(client_options(o, e, token)));
+  for (const auto& e : endpoints_of(o.agents, "remote"))
+    clients.push_back(agent::AgentClient::connect(client_options(o.agents, e, token)));
   return clients;
 }
 
@@ -289,17 +209,7 @@ int each_agent(const RemoteOptions& o, const json& request) {
 Runner add_remote_command(CLI::App& app) {
   auto* remote = app.add_subcommand("remote", "Drive ringmaster-agents: run a collective sweep across them");
   auto o = std::make_shared<RemoteOptions>();
-  remote
-      ->add_option("--agents", o->agents,
-                   "Comma list of HOST:PORT; a name with several addresses (a headless Service) is an agent at each")
-      ->capture_default_str();
-  remote->add_option("--agents-file", o->agents_file, "More agents, one HOST:PORT a line (# comments)");
-  remote->add_option("--token-file", o->token_file, "File with the agents' shared token");
-  remote->add_flag("--tls", o->tls, "The agents serve TLS (encrypt; verify only with --tls-ca)");
-  remote->add_option("--tls-ca", o->tls_ca, "CA certificate (PEM) that signed the agents' certificates; implies --tls");
-  remote->add_option("--tls-cert", o->tls_cert,
-                     "This client's certificate (PEM), for agents started with --tls-client-ca; needs --tls-key");
-  remote->add_option("--tls-key", o->tls_key, "Private key (PEM) of --tls-cert");
+  add_agent_set_options(*remote, o->agents);
   remote->add_option("--np-per-agent", o->np_per_agent, "Ranks each agent runs")->capture_default_str();
   remote->add_option("--master-addr", o->master_addr, "Address the ranks reach the first agent at (default: its host)");
   remote->add_option("--timeout", o->timeout_s, "Seconds the whole run may take")->capture_default_str();

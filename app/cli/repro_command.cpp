@@ -34,6 +34,7 @@
 #include "commands.h"
 #include "ringmaster/agent/client.h"
 #include "ringmaster/agent/command.h"
+#include "ringmaster/agent/preflight.h"
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/agent/telemetry.h"
 #include "ringmaster/status.h"
@@ -296,6 +297,47 @@ std::vector<std::string> our_leftovers() {
   return out;
 }
 
+// "preflight": before the run, as a person bringing the cluster up would,
+// a preflight over the scenario's agents (with the run's MASTER_ADDR,
+// MASTER_PORT and NCCL_SOCKET_IFNAME): one problem finding holds every
+// keyword, and each listed cell of a class's matrix is as given.
+void check_preflight(Cluster& cluster, int hosts, const json& run_spec, const json& want, Verdict& v) {
+  std::vector<agent::PreflightAgent> agents;
+  for (int h = 0; h < hosts; ++h)
+    agents.push_back({&cluster.client(h), Cluster::address(h)});
+  agent::PreflightOptions options;
+  options.master_addr = run_spec.value("master_addr", Cluster::address(0));
+  options.master_port = run_spec.value("master_port", std::uint16_t{29500});
+  const json env = run_spec.value("env", json::object());
+  options.socket_ifname = env.value("NCCL_SOCKET_IFNAME", "");
+  options.port_range = env.value("RINGMASTER_PORT_RANGE", "");
+  const PreflightReport report = agent::run_preflight(agents, options);
+  const auto findings = diagnose_preflight(report);
+  v.report.push_back(fmt::format("preflight over {} hosts took {:.1f} s", hosts, report.seconds));
+  for (const auto& f : findings) {
+    if (f.severity == PreflightFinding::Severity::problem) v.report.push_back("preflight: " + f.text);
+  }
+  auto fail = [&](std::string why) {
+    v.passed = false;
+    v.reasons.push_back(std::move(why));
+  };
+  std::vector<std::string> keywords = want.value("keywords", std::vector<std::string>{});
+  const bool found = std::any_of(findings.begin(), findings.end(), [&](const PreflightFinding& f) {
+    return f.severity == PreflightFinding::Severity::problem &&
+           std::all_of(keywords.begin(), keywords.end(),
+                       [&](const std::string& k) { return f.text.find(k) != std::string::npos; });
+  });
+  if (!found) fail(fmt::format("no preflight problem mentions every one of: {}", fmt::join(keywords, " | ")));
+  for (const auto& c : want.value("cells", json::array())) {
+    const std::string cls = c.value("class", ""), expected = c.value("reach", "");
+    const int from = c.value("from", 0), to = c.value("to", 0);
+    const std::string got = report.cell_text(from, to, cls);
+    if (got != expected) {
+      fail(fmt::format("preflight {} host {} -> host {} was {}, expected {}", cls, from, to, got, expected));
+    }
+  }
+}
+
 Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, std::ofstream* events) {
   Verdict v;
   const int hosts = s.value("hosts", 2);
@@ -334,6 +376,7 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, st
       }
     }
   }
+  if (expect.contains("preflight")) check_preflight(cluster, hosts, run_spec, expect["preflight"], v);
   // Placement: by default ranks_per_host on each host in order.
   std::vector<int> placement = run_spec.value("placement", std::vector<int>{});
   if (placement.empty()) {

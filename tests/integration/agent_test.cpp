@@ -483,6 +483,87 @@ TEST(Agent, RemoteCliPrintsTheStageAndResultTables) {
 }
 
 // A plain TCP connection for sending what the client library never would.
+// Three nodes' agents and `ringmaster-cli preflight`: every port class is
+// open between every pair on loopback, the facts are there, and the ports
+// are given back when it ends.
+TEST(AgentPreflight, ThreeAgentsReachEachOtherAndGiveTheirPortsBack) {
+  const std::string token_file = write_token("agent-token-preflight", "preflight-token-0123456789");
+  Agent a({"--token-file", token_file}), b({"--token-file", token_file}), c({"--token-file", token_file});
+  std::string agents;
+  for (const Agent* x : {&a, &b, &c})
+    agents += (agents.empty() ? "127.0.0.1:" : ",127.0.0.1:") + std::to_string(x->port);
+  const std::uint16_t master_port = testing_support::free_port();
+  auto cli = testing_support::spawn(
+      {RINGMASTER_CLI, "preflight", "--agents", agents, "--token-file", token_file, "--master-port",
+       std::to_string(master_port), "--master-addr", "localhost", "--port-range", "45000-45099", "--json"},
+      {});
+  cli.finish();
+  // Exit 0: no problem found (warnings, such as a low nofile limit, allowed).
+  ASSERT_EQ(cli.exit_code(), 0) << cli.output;
+  const json report = json::parse(cli.output.substr(cli.output.find('{')));
+  ASSERT_EQ(report["nodes"].size(), 3u);
+  for (const auto& node : report["nodes"]) {
+    EXPECT_FALSE(node["facts"]["hostname"].get<std::string>().empty());
+    EXPECT_FALSE(node["facts"]["master_resolves_to"].empty()) << node.dump();
+    EXPECT_GT(node["facts"]["shm_bytes"].get<std::uint64_t>(), 0u);
+  }
+  std::set<std::string> classes;
+  for (const auto& k : report["classes"])
+    classes.insert(k["name"].get<std::string>());
+  EXPECT_TRUE(classes.count("master") && classes.count("ephemeral") && classes.count("port_range"))
+      << report["classes"].dump();
+  for (const auto& [name, rows] : report["matrices"].items()) {
+    for (std::size_t i = 0; i < 3; ++i) {
+      for (std::size_t j = 0; j < 3; ++j)
+        EXPECT_EQ(rows[i][j], i == j ? "-" : "ok") << name << " " << i << " -> " << j;
+    }
+  }
+  // Every probe of RINGMASTER_PORT_RANGE went to a port inside it.
+  int in_range = 0;
+  for (const auto& p : report["probes"]) {
+    if (p.value("class", "") != "port_range") continue;
+    ++in_range;
+    EXPECT_GE(p["port"].get<int>(), 45000);
+    EXPECT_LE(p["port"].get<int>(), 45099);
+  }
+  EXPECT_GE(in_range, 6);
+  // Released: the master port can be listened on again at once.
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(master_port);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0) << std::strerror(errno);
+  ::close(fd);
+}
+
+// Preflight requests out of bounds are refused, naming the bound; the
+// agent keeps serving.
+TEST(AgentPreflight, RequestsOutOfBoundsAreRefused) {
+  Agent a;
+  auto client = agent::AgentClient::connect(a.options());
+  auto refused = [&](json m, const std::string& says) {
+    try {
+      client->call(m);
+      ADD_FAILURE() << m.dump() << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  json many = json::array();
+  for (int i = 0; i < 8193; ++i)
+    many.push_back({{"host", "127.0.0.1"}, {"port", 1}});
+  refused({{"type", "preflight_probe"}, {"targets", many}}, "at most 8192 targets");
+  refused({{"type", "preflight_probe"}, {"targets", json::array()}, {"window_ms", 5}},
+          "'window_ms' must be in [100, 10000]");
+  refused({{"type", "preflight_probe"}, {"targets", {{{"host", "127.0.0.1"}, {"port", 70000}}}}},
+          "'port' must be in [1, 65535]");
+  refused({{"type", "preflight_probe"}, {"targets", {{{"host", std::string(300, 'h')}, {"port", 80}}}}}, "at most 255");
+  refused({{"type", "preflight_listen"}, {"count", 9}}, "'count' must be in [1, 4]");
+  refused({{"type", "preflight_listen"}, {"port_range", "9-1"}}, "LOW-HIGH");
+  refused({{"type", "preflight_listen"}, {"hold_s", 100000}}, "'hold_s' must be in [1, 600]");
+  EXPECT_TRUE(a.alive());
+}
+
 struct RawConnection {
   int fd = -1;
   explicit RawConnection(std::uint16_t port) {

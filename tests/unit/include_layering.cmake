@@ -1,6 +1,6 @@
 # Checks the engine's layering (DESIGN.md): each folder of engine/src only
 # includes folders below it, and a public header counts as the layer that
-# implements it. Same-layer folders (store, kernels, topo) do not include
+# implements it. Same-layer folders (store, kernels, topo, preflight) do not include
 # each other. Fails listing every upward or sideways include.
 #
 #   cmake -DENGINE_DIR=<repo>/engine -P include_layering.cmake
@@ -16,6 +16,7 @@ set(layer_net 1)
 set(layer_store 2)
 set(layer_kernels 2)
 set(layer_topo 2)
+set(layer_preflight 2)
 set(layer_bootstrap 3)
 set(layer_transport 4)
 set(layer_algo 5)
@@ -39,6 +40,7 @@ set(header_tools/topology_search topo)
 set(header_tools/bootstrap bootstrap)
 set(header_tools/tuner tune)
 set(header_tools/perf perf)
+set(header_tools/preflight preflight)
 
 # The layer a path's folder or public header belongs to, in `out`.
 function(layer_of kind name out)

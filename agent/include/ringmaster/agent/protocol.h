@@ -104,7 +104,7 @@ inline constexpr std::size_t kMinTokenBytes = 16;
 std::string read_token_file(const std::string& path);
 
 // What a client may do, by the token it authenticated with (the kubelet's
-// split): read (ping, inventory, subscribe), run (run, cancel), fault
+// split): read (ping, inventory, subscribe), run (run, cancel, preflight_*), fault
 // (fault, fault_clear). The agent's own token (or --token-file's) has all
 // of them, and only all of them may shut the agent down.
 enum Role : unsigned { kRoleRead = 1, kRoleRun = 2, kRoleFault = 4, kAllRoles = 7 };

@@ -1,0 +1,98 @@
+#include "agent_set.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "agent_addresses.h"
+#include "ringmaster/status.h"
+
+namespace ringmaster::cli {
+namespace {
+
+std::vector<Endpoint> parse_agents(const std::string& list, const std::string& where) {
+  std::vector<Endpoint> out;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const auto comma = list.find(',', start);
+    const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!item.empty()) {
+      Endpoint e;
+      const auto colon = item.rfind(':');
+      e.host = colon == std::string::npos ? item : item.substr(0, colon);
+      if (colon != std::string::npos) {
+        const int port = std::atoi(item.c_str() + colon + 1);
+        if (port <= 0 || port > 65535) throw Error(ErrorCategory::config, where + ": bad port in " + item);
+        e.port = static_cast<std::uint16_t>(port);
+      }
+      out.push_back(e);
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+void add_agent_set_options(CLI::App& command, AgentSet& set) {
+  command
+      .add_option("--agents", set.agents,
+                  "Comma list of HOST:PORT; a name with several addresses (a headless Service) is an agent at each")
+      ->capture_default_str();
+  command.add_option("--agents-file", set.agents_file, "More agents, one HOST:PORT a line (# comments)");
+  command.add_option("--token-file", set.token_file, "File with the agents' shared token");
+  command.add_flag("--tls", set.tls, "The agents serve TLS (encrypt; verify only with --tls-ca)");
+  command.add_option("--tls-ca", set.tls_ca,
+                     "CA certificate (PEM) that signed the agents' certificates; implies --tls");
+  command.add_option("--tls-cert", set.tls_cert,
+                     "This client's certificate (PEM), for agents started with --tls-client-ca; needs --tls-key");
+  command.add_option("--tls-key", set.tls_key, "Private key (PEM) of --tls-cert");
+}
+
+std::vector<Endpoint> endpoints_of(const AgentSet& set, const char* command) {
+  std::vector<Endpoint> given = parse_agents(set.agents, "--agents");
+  if (!set.agents_file.empty()) {
+    const auto lines = app::agents_file_lines(set.agents_file);
+    if (!lines) throw Error(ErrorCategory::config, "--agents-file " + set.agents_file + ": cannot read it");
+    for (const auto& line : *lines) {
+      for (auto& e : parse_agents(line, "--agents-file " + set.agents_file))
+        given.push_back(std::move(e));
+    }
+  }
+  if (given.empty()) throw Error(ErrorCategory::config, "--agents: give at least one HOST:PORT");
+  std::vector<Endpoint> out;
+  for (const auto& e : given) {
+    const auto addresses = app::addresses_of(e.host);
+    if (addresses.size() <= 1) {
+      out.push_back(e);  // an address, a name of one, or one that fails to connect with its own error
+      continue;
+    }
+    std::string list;
+    for (const auto& a : addresses) {
+      out.push_back({a, e.port, e.host});
+      list += (list.empty() ? "" : ", ") + a;
+    }
+    std::fprintf(stderr, "ringmaster-cli %s: %s is %zu agents: %s (port %u)\n", command, e.host.c_str(),
+                 addresses.size(), list.c_str(), static_cast<unsigned>(e.port));
+  }
+  return out;
+}
+
+std::string token_of(const AgentSet& set) {
+  return set.token_file.empty() ? std::string() : agent::read_token_file(set.token_file);
+}
+
+agent::ClientOptions client_options(const AgentSet& set, const Endpoint& e, const std::string& token) {
+  agent::ClientOptions c;
+  c.host = e.host;
+  c.port = e.port;
+  c.tls_name = e.name;
+  c.token = token;
+  c.tls = set.tls || !set.tls_ca.empty();
+  c.tls_ca_file = set.tls_ca;
+  c.tls_cert_file = set.tls_cert;
+  c.tls_key_file = set.tls_key;
+  return c;
+}
+
+}  // namespace ringmaster::cli

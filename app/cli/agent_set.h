@@ -1,0 +1,44 @@
+// The agents a command drives (--agents, --agents-file) and how to reach
+// them (--token-file, TLS): shared by `remote` and `preflight`.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ringmaster/agent/client.h"
+#include "ringmaster/agent/protocol.h"
+
+namespace ringmaster::cli {
+
+struct AgentSet {
+  std::string agents = "127.0.0.1:29600";
+  std::string agents_file;
+  std::string token_file;
+  bool tls = false;
+  std::string tls_ca;
+  std::string tls_cert, tls_key;  // this client's, for agents that ask for one
+};
+
+struct Endpoint {
+  std::string host;  // an address when `name` resolved to several
+  std::uint16_t port = agent::kDefaultPort;
+  std::string name;  // the name it came from (a headless Service); TLS verifies it
+};
+
+void add_agent_set_options(CLI::App& command, AgentSet& set);
+
+// The agents of --agents and --agents-file (one HOST:PORT a line, # for
+// comments). A name that resolves to several addresses, as a Kubernetes
+// headless Service does, is an agent at each, in sorted order.
+std::vector<Endpoint> endpoints_of(const AgentSet& set, const char* command);
+
+// --token-file's token, or empty (the local agent's own).
+std::string token_of(const AgentSet& set);
+
+agent::ClientOptions client_options(const AgentSet& set, const Endpoint& e, const std::string& token);
+
+}  // namespace ringmaster::cli

@@ -1,0 +1,580 @@
+// Reading a preflight report: the cells of each port class's matrix, the
+// findings that name the likely rule or setting, and the text form.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "ringmaster/tools/preflight.h"
+
+namespace ringmaster {
+namespace {
+
+using Severity = PreflightFinding::Severity;
+
+// Worst first: the outcome a mixed cell shows.
+constexpr Reach kWorstFirst[] = {Reach::dropped,    Reach::rejected, Reach::refused, Reach::no_route,
+                                 Reach::unresolved, Reach::error,    Reach::untested};
+
+// What an outcome between nodes usually means.
+std::string what_it_means(Reach r) {
+  switch (r) {
+    case Reach::dropped:
+      return "dropped (the SYNs get no answer: a firewall or security group drops them)";
+    case Reach::rejected:
+      return "rejected (an ICMP unreachable or prohibited answer: a host firewall's reject rule)";
+    case Reach::refused:
+      return "refused although an agent listens there (a firewall answers with TCP resets)";
+    case Reach::no_route:
+      return "without a route (the prober's routing table has none to the address)";
+    case Reach::unresolved:
+      return "not resolvable";
+    default:
+      return "failing";
+  }
+}
+
+std::string bytes_text(std::uint64_t b) {
+  if (b >= (1ULL << 30)) return fmt::format("{:.1f} GiB", static_cast<double>(b) / (1ULL << 30));
+  if (b >= (1ULL << 20)) return fmt::format("{:.0f} MiB", static_cast<double>(b) / (1ULL << 20));
+  return fmt::format("{:.0f} KiB", static_cast<double>(b) / 1024);
+}
+
+std::string limit_text(long long v) {
+  return v < 0 ? std::string("unlimited") : std::to_string(v);
+}
+
+struct Reader {
+  const PreflightReport& report;
+  std::vector<PreflightFinding> out;
+
+  int n() const { return static_cast<int>(report.nodes.size()); }
+  bool present(int i) const { return report.nodes[static_cast<std::size_t>(i)].error.empty(); }
+  const std::string& name(int i) const { return report.nodes[static_cast<std::size_t>(i)].name; }
+  void add(Severity s, std::string text) { out.push_back({s, std::move(text)}); }
+
+  // The tested off-diagonal cells of a class, and how many are ok.
+  struct ClassSummary {
+    int tested = 0, ok = 0, partial = 0;
+    std::map<Reach, int> bad;  // cell outcome -> count (partial cells under their worst)
+    Reach main_bad() const {
+      Reach best = Reach::error;
+      int count = -1;
+      for (const auto& [r, c] : bad) {
+        if (c > count) best = r, count = c;
+      }
+      return best;
+    }
+    bool all_bad() const { return tested > 0 && ok == 0; }
+    bool all_ok() const { return tested > 0 && ok == tested; }
+  };
+
+  ClassSummary summarise(const std::string& cls) const {
+    ClassSummary s;
+    for (int i = 0; i < n(); ++i) {
+      for (int j = 0; j < n(); ++j) {
+        if (i == j || !present(i) || !present(j)) continue;
+        const Reach r = report.cell(i, j, cls);
+        if (r == Reach::untested) continue;
+        ++s.tested;
+        if (r == Reach::ok) {
+          ++s.ok;
+          continue;
+        }
+        ++s.bad[r];
+        if (report.cell_text(i, j, cls).find("ok") != std::string::npos) ++s.partial;
+      }
+    }
+    return s;
+  }
+
+  const PortClass* port_class(std::string_view name) const {
+    for (const auto& c : report.classes) {
+      if (c.name == name) return &c;
+    }
+    return nullptr;
+  }
+
+  // "port 33000 ok, port 50000 dropped" over every probe of a class.
+  std::string ports_text(const std::string& cls) const {
+    std::map<std::uint16_t, std::map<Reach, int>> by_port;
+    for (const auto& p : report.probes) {
+      if (p.port_class == cls) ++by_port[p.port][p.result.reach];
+    }
+    std::vector<std::string> parts;
+    for (const auto& [port, outcomes] : by_port) {
+      auto most = std::max_element(outcomes.begin(), outcomes.end(),
+                                   [](const auto& a, const auto& b) { return a.second < b.second; });
+      parts.push_back(fmt::format("{} {}", port, name_of(most->first)));
+    }
+    return fmt::format("{}", fmt::join(parts, ", "));
+  }
+
+  void read_port_classes() {
+    std::map<std::string, ClassSummary> summaries;
+    for (const auto& c : report.classes)
+      summaries[c.name] = summarise(c.name);
+    // The whole range, or everything but MASTER_PORT: the rules behind the
+    // seed's two cases, said once rather than once per class.
+    bool every_class_bad = !report.classes.empty();
+    for (const auto& [name, s] : summaries)
+      every_class_bad = every_class_bad && s.all_bad() && s.partial == 0;
+    const auto master = summaries.find("master");
+    const auto ephemeral = summaries.find("ephemeral");
+    if (every_class_bad) {
+      const Reach r = summaries.begin()->second.main_bad();
+      add(Severity::problem,
+          fmt::format("every port sampled from 1025 to 65535 is {} between every pair of nodes: no rule lets the "
+                      "nodes reach each other on TCP (a security group needs a rule allowing all TCP from itself, "
+                      "its self-referencing rule); the store connect of every rank but MASTER_ADDR's will hang",
+                      what_it_means(r)));
+      return;
+    }
+    std::set<std::string> explained;
+    if (master != summaries.end() && master->second.all_ok() && ephemeral != summaries.end() &&
+        ephemeral->second.all_bad() && ephemeral->second.partial == 0) {
+      const PortClass* c = port_class("ephemeral");
+      add(Severity::problem,
+          fmt::format("{}: {} between every pair of nodes while MASTER_PORT {} is open: the security group's "
+                      "self-referencing rule is missing or narrowed to MASTER_PORT; the store will work, and the "
+                      "bootstrap ring and the data connections (which listen on ephemeral ports) will not",
+                      c ? c->label : "the ephemeral ports", what_it_means(ephemeral->second.main_bad()),
+                      report.master_port));
+      explained.insert("ephemeral");
+    }
+    if (master != summaries.end() && master->second.all_bad() && master->second.partial == 0) {
+      bool others_ok = false;
+      for (const auto& [name, s] : summaries)
+        others_ok = others_ok || (name != "master" && s.ok > 0);
+      if (others_ok) {
+        add(Severity::problem,
+            fmt::format("MASTER_PORT {} is {} between every pair of nodes while other ports answer: a rule "
+                        "leaves out exactly the rendezvous port; every rank but MASTER_ADDR's will hang at "
+                        "STORE_CONNECT",
+                        report.master_port, what_it_means(master->second.main_bad())));
+        explained.insert("master");
+      }
+    }
+    const std::set<std::pair<int, int>> told = read_pairs_closed_on_every_class(explained);
+    for (const auto& c : report.classes) {
+      if (explained.count(c.name) != 0) continue;
+      const ClassSummary& s = summaries[c.name];
+      if (s.tested == 0 || s.all_ok()) continue;
+      read_one_class(c, s, told);
+    }
+  }
+
+  // Pairs closed on every class (while other pairs are open), said once
+  // per pair rather than once per class; returns them.
+  std::set<std::pair<int, int>> read_pairs_closed_on_every_class(const std::set<std::string>& explained) {
+    std::set<std::pair<int, int>> closed;
+    std::vector<std::string> pairs;
+    for (int i = 0; i < n(); ++i) {
+      for (int j = 0; j < n(); ++j) {
+        if (i == j || !present(i) || !present(j)) continue;
+        int tested = 0, bad = 0;
+        Reach worst = Reach::ok;
+        for (const auto& c : report.classes) {
+          if (explained.count(c.name) != 0) continue;
+          const Reach r = report.cell(i, j, c.name);
+          if (r == Reach::untested) continue;
+          ++tested;
+          if (r != Reach::ok) ++bad, worst = r;
+        }
+        if (tested < 2 || bad != tested) continue;
+        closed.insert({i, j});
+        bool back_open = false;
+        for (const auto& c : report.classes)
+          back_open = back_open || report.cell(j, i, c.name) == Reach::ok;
+        pairs.push_back(fmt::format("node {} -> node {} {}{}", i, j, what_it_means(worst),
+                                    back_open ? "; the other way is open: a one-way rule (a network ACL, or an "
+                                                "outbound rule on the first node or an inbound one on the second)"
+                                              : ""));
+      }
+    }
+    if (!pairs.empty()) {
+      const std::size_t shown = std::min<std::size_t>(pairs.size(), 6);
+      add(Severity::problem,
+          fmt::format("closed on every port class: {}{}",
+                      fmt::join(pairs.begin(), pairs.begin() + static_cast<std::ptrdiff_t>(shown), "; "),
+                      pairs.size() > shown ? fmt::format("; and {} more pairs", pairs.size() - shown) : ""));
+    }
+    return closed;
+  }
+
+  // A class with some bad cells: a whole range, a node's column or row, or pairs.
+  void read_one_class(const PortClass& c, const ClassSummary& s, std::set<std::pair<int, int>> told) {
+    if (s.all_bad() && s.partial == s.tested) {
+      add(Severity::problem, fmt::format("only part of {} is open between the nodes (ports: {}): a rule covers a "
+                                         "narrower range than the one the kernel picks ports from",
+                                         c.label, ports_text(c.name)));
+      return;
+    }
+    if (s.all_bad()) {
+      add(Severity::problem, fmt::format("{}: {} between every pair of nodes", c.label, what_it_means(s.main_bad())));
+      return;
+    }
+    // A node every other one fails to reach: its inbound side.
+    for (int j = 0; j < n() && n() > 2; ++j) {
+      if (!present(j)) continue;
+      std::map<Reach, int> bad;
+      int tested = 0;
+      for (int i = 0; i < n(); ++i) {
+        if (i == j || !present(i)) continue;
+        const Reach r = report.cell(i, j, c.name);
+        if (r == Reach::untested) continue;
+        ++tested;
+        if (r != Reach::ok) ++bad[r];
+      }
+      int bad_count = 0;
+      for (const auto& [r, k] : bad)
+        bad_count += k;
+      if (tested < 2 || bad_count != tested) continue;
+      add(Severity::problem, fmt::format("{} on node {} ({}): {} from every other node: that node's own "
+                                         "firewall, or a security group or ACL on its side",
+                                         c.label, j, name(j), what_it_means(bad.begin()->first)));
+      for (int i = 0; i < n(); ++i)
+        told.insert({i, j});
+    }
+    // A node that reaches no other: its outbound side.
+    for (int i = 0; i < n() && n() > 2; ++i) {
+      if (!present(i)) continue;
+      int tested = 0, bad_count = 0;
+      Reach r_bad = Reach::error;
+      for (int j = 0; j < n(); ++j) {
+        if (i == j || !present(j)) continue;
+        const Reach r = report.cell(i, j, c.name);
+        if (r == Reach::untested) continue;
+        ++tested;
+        if (r != Reach::ok) ++bad_count, r_bad = r;
+      }
+      if (tested < 2 || bad_count != tested) continue;
+      add(Severity::problem,
+          fmt::format("node {} ({}) reaches no other node on {}: {}; an outbound rule or the routes on that node", i,
+                      name(i), c.label, what_it_means(r_bad)));
+      for (int j = 0; j < n(); ++j)
+        told.insert({i, j});
+    }
+    std::vector<std::string> pairs;
+    for (int i = 0; i < n(); ++i) {
+      for (int j = 0; j < n(); ++j) {
+        if (i == j || !present(i) || !present(j) || told.count({i, j}) != 0) continue;
+        const Reach r = report.cell(i, j, c.name);
+        if (r == Reach::ok || r == Reach::untested) continue;
+        const bool back_ok = report.cell(j, i, c.name) == Reach::ok;
+        pairs.push_back(fmt::format("node {} -> node {} {}{}", i, j, name_of(r),
+                                    back_ok ? " (the other way is open: a one-way rule)" : ""));
+      }
+    }
+    if (pairs.empty()) return;
+    const std::size_t shown = std::min<std::size_t>(pairs.size(), 6);
+    add(Severity::problem,
+        fmt::format("{}: blocked between some nodes only: {}{}", c.label,
+                    fmt::join(pairs.begin(), pairs.begin() + static_cast<std::ptrdiff_t>(shown), "; "),
+                    pairs.size() > shown ? fmt::format("; and {} more pairs", pairs.size() - shown) : ""));
+  }
+
+  // Interfaces: which reach every node, and whether NCCL_SOCKET_IFNAME picks one.
+  void read_interfaces() {
+    std::map<std::string, std::pair<int, int>> probes;  // interface -> (probes, ok)
+    for (const auto& p : report.probes) {
+      if (p.interface.empty()) continue;
+      auto& [count, ok] = probes[p.interface];
+      ++count;
+      ok += p.result.reach == Reach::ok ? 1 : 0;
+    }
+    std::vector<std::string> everywhere;
+    for (const auto& [interface, counts] : probes) {
+      const std::string& name = interface;  // Debian 12's clang cannot capture a structured binding
+      bool on_every_node = true;
+      for (int i = 0; i < n(); ++i) {
+        if (!present(i)) continue;
+        const auto& ifs = report.nodes[static_cast<std::size_t>(i)].facts.interfaces;
+        on_every_node = on_every_node && std::any_of(ifs.begin(), ifs.end(), [&](const InterfaceFacts& f) {
+                          return f.name == name && !f.addresses.empty();
+                        });
+      }
+      if (on_every_node && counts.first > 0 && counts.second == counts.first) everywhere.push_back(name);
+    }
+    const std::string suggestion =
+        everywhere.empty() ? std::string()
+                           : fmt::format("NCCL_SOCKET_IFNAME={} reaches every node", fmt::join(everywhere, ","));
+    if (!report.socket_ifname.empty()) {
+      for (int i = 0; i < n(); ++i) {
+        if (!present(i)) continue;
+        const NodeFacts& f = report.nodes[static_cast<std::size_t>(i)].facts;
+        if (!f.socket_ifname_matches.empty()) continue;
+        std::vector<std::string> names;
+        for (const auto& x : f.interfaces)
+          names.push_back(x.name);
+        add(Severity::problem,
+            fmt::format("NCCL_SOCKET_IFNAME={} matches no interface on node {} ({}), which has {}: its ranks "
+                        "will fail at BOOTSTRAP_LISTEN{}",
+                        report.socket_ifname, i, name(i), fmt::join(names, ", "),
+                        suggestion.empty() ? "" : "; " + suggestion));
+      }
+    }
+    if (!probes.empty() && everywhere.empty()) {
+      add(Severity::problem,
+          "no interface reaches every node from every node: check the nodes' subnets and "
+          "routes (ip route get ADDRESS on each node)");
+    } else if (!everywhere.empty()) {
+      add(Severity::info,
+          fmt::format("interfaces that reach every node: {}; {}", fmt::join(everywhere, ", "), suggestion));
+    }
+  }
+
+  void read_master_addr() {
+    std::set<std::vector<std::string>> answers;
+    std::vector<int> unresolved;
+    std::string error;
+    int asked = 0;
+    for (int i = 0; i < n(); ++i) {
+      if (!present(i)) continue;
+      const NodeFacts& f = report.nodes[static_cast<std::size_t>(i)].facts;
+      if (f.master_addr.empty()) continue;
+      ++asked;
+      if (!f.master_error.empty()) {
+        unresolved.push_back(i);
+        error = f.master_error;
+      } else {
+        answers.insert(f.master_resolves_to);
+      }
+    }
+    if (!unresolved.empty() && static_cast<int>(unresolved.size()) == asked && asked > 1) {
+      add(Severity::problem, fmt::format("MASTER_ADDR {} resolves on no node ({}): the name is wrong, or no "
+                                         "resolver has it yet; every rank will fail at RESOLVE_MASTER",
+                                         report.master_addr, error));
+    } else {
+      for (const int i : unresolved) {
+        const NodeFacts& f = report.nodes[static_cast<std::size_t>(i)].facts;
+        add(Severity::problem,
+            fmt::format("MASTER_ADDR {} does not resolve on node {} ({}): {}; its /etc/hosts or DNS lacks the "
+                        "name, and its ranks will fail at RESOLVE_MASTER",
+                        f.master_addr, i, name(i), f.master_error));
+      }
+    }
+    if (answers.size() > 1) {
+      std::vector<std::string> seen;
+      for (const auto& a : answers)
+        seen.push_back(fmt::format("{}", fmt::join(a, "/")));
+      add(Severity::warning, fmt::format("MASTER_ADDR {} resolves differently across nodes ({}): ranks may look "
+                                         "for the store at different places",
+                                         report.master_addr, fmt::join(seen, " vs ")));
+    }
+    // MASTER_PORT taken on the master's node by something other than a preflight listener.
+    for (int i = 0; i < n(); ++i) {
+      const PreflightNode& node = report.nodes[static_cast<std::size_t>(i)];
+      for (const auto& [cls, ports] : node.ports) {
+        if (cls != "master" || ports.empty() || ports.front().listening) continue;
+        bool shared = false;  // another agent of the same address holds it
+        for (const auto& other : report.nodes) {
+          for (const auto& [c2, p2] : other.ports)
+            shared = shared || (other.address == node.address && c2 == "master" && !p2.empty() && p2[0].listening);
+        }
+        if (shared) continue;
+        add(Severity::warning,
+            fmt::format("MASTER_PORT {} is taken on node {} ({}): {}; a store left by an earlier job may hold it",
+                        report.master_port, i, node.name, ports.front().note));
+      }
+    }
+  }
+
+  void read_node_limits() {
+    std::set<std::pair<int, int>> ranges;
+    std::set<std::vector<std::string>> transports;
+    for (int i = 0; i < n(); ++i) {
+      if (!present(i)) continue;
+      const PreflightNode& node = report.nodes[static_cast<std::size_t>(i)];
+      const NodeFacts& f = node.facts;
+      ranges.insert({f.ephemeral_lo, f.ephemeral_hi});
+      transports.insert(f.transports);
+      if (!f.shm_error.empty()) {
+        add(Severity::problem, fmt::format("node {} ({}): {}", i, name(i), f.shm_error));
+      } else if (f.shm_bytes < (1ULL << 30)) {
+        const bool small = f.shm_bytes < (128ULL << 20);
+        add(small ? Severity::problem : Severity::warning,
+            fmt::format("/dev/shm on node {} ({}) is {} ({} free): ranks on one node {} (a container gets 64 MiB "
+                        "unless a memory-backed emptyDir is mounted at /dev/shm, or docker --shm-size)",
+                        i, name(i), bytes_text(f.shm_bytes), bytes_text(f.shm_free_bytes),
+                        small ? "cannot make their shared-memory segments and fall back to sockets"
+                              : "may run out of room for shared-memory segments with many channels"));
+      }
+      if (!f.efa_devices.empty() && f.memlock_soft >= 0) {
+        add(Severity::problem, fmt::format("node {} ({}) has EFA devices and a memlock limit of {} bytes: "
+                                           "libfabric's EFA provider registers memory and needs it unlimited "
+                                           "(LimitMEMLOCK=infinity, ulimit -l unlimited)",
+                                           i, name(i), f.memlock_soft));
+      }
+      if (!f.efa_devices.empty() && std::find(f.transports.begin(), f.transports.end(), "ofi") == f.transports.end()) {
+        std::string why;
+        for (const auto& [t, w] : f.transports_unusable) {
+          if (t == "ofi") why = w;
+        }
+        add(Severity::problem, fmt::format("node {} ({}) has EFA devices ({}) but libfabric cannot serve them: {}", i,
+                                           name(i), fmt::join(f.efa_devices, ", "), why.empty() ? "?" : why));
+      }
+      if (f.nofile_soft >= 0 && f.nofile_soft < 4096) {
+        add(Severity::warning,
+            fmt::format("node {} ({}) allows {} open files ({} hard): a rank opens sockets per peer and channel, "
+                        "so large jobs run out (LimitNOFILE, ulimit -n)",
+                        i, name(i), f.nofile_soft, limit_text(f.nofile_hard)));
+      }
+      if (std::abs(node.clock_offset_ms) > 1000) {
+        add(Severity::warning, fmt::format("node {} ({})'s clock is {:+.1f} s off node 0's: timelines across "
+                                           "nodes will not line up (chrony or NTP)",
+                                           i, name(i), node.clock_offset_ms / 1000));
+      }
+    }
+    if (ranges.size() > 1) {
+      std::vector<std::string> seen;
+      for (const auto& [lo, hi] : ranges)
+        seen.push_back(fmt::format("{}-{}", lo, hi));
+      add(Severity::info,
+          fmt::format("the nodes' ephemeral port ranges differ ({}): a rule written for one misses ports of "
+                      "another",
+                      fmt::join(seen, ", ")));
+    }
+    if (transports.size() > 1) {
+      std::vector<std::string> seen;
+      for (const auto& t : transports)
+        seen.push_back(fmt::format("[{}]", fmt::join(t, ",")));
+      add(Severity::warning, fmt::format("the nodes offer different transports ({}): a job takes the ones every "
+                                         "node has",
+                                         fmt::join(seen, " vs ")));
+    }
+  }
+
+  void read_absent_nodes() {
+    for (int i = 0; i < n(); ++i) {
+      if (!present(i))
+        add(Severity::problem,
+            fmt::format("node {} took no part: {}", i, report.nodes[static_cast<std::size_t>(i)].error));
+    }
+  }
+};
+
+}  // namespace
+
+Reach PreflightReport::cell(int from, int to, std::string_view port_class) const {
+  bool any = false, all_ok = true;
+  std::set<Reach> seen;
+  for (const auto& p : probes) {
+    if (p.from != from || p.to != to || p.port_class != port_class) continue;
+    any = true;
+    seen.insert(p.result.reach);
+    all_ok = all_ok && p.result.reach == Reach::ok;
+  }
+  if (!any) return Reach::untested;
+  if (all_ok) return Reach::ok;
+  for (const Reach r : kWorstFirst) {
+    if (seen.count(r) != 0) return r;
+  }
+  return Reach::error;
+}
+
+std::string PreflightReport::cell_text(int from, int to, std::string_view port_class) const {
+  if (from == to) return "-";
+  int count = 0, ok = 0;
+  for (const auto& p : probes) {
+    if (p.from != from || p.to != to || p.port_class != port_class) continue;
+    ++count;
+    ok += p.result.reach == Reach::ok ? 1 : 0;
+  }
+  if (count > 0 && ok > 0 && ok < count) return fmt::format("{}/{} ok", ok, count);
+  return name_of(cell(from, to, port_class));
+}
+
+const char* name_of(PreflightFinding::Severity severity) noexcept {
+  switch (severity) {
+    case PreflightFinding::Severity::problem:
+      return "problem";
+    case PreflightFinding::Severity::warning:
+      return "warning";
+    case PreflightFinding::Severity::info:
+      return "info";
+  }
+  return "?";
+}
+
+std::vector<PreflightFinding> diagnose_preflight(const PreflightReport& report) {
+  Reader reader{report, {}};
+  reader.read_absent_nodes();
+  reader.read_port_classes();
+  reader.read_master_addr();
+  reader.read_interfaces();
+  reader.read_node_limits();
+  std::stable_sort(reader.out.begin(), reader.out.end(),
+                   [](const PreflightFinding& a, const PreflightFinding& b) { return a.severity < b.severity; });
+  return std::move(reader.out);
+}
+
+std::string render_preflight(const PreflightReport& report, const std::vector<PreflightFinding>& findings) {
+  std::string out;
+  const int n = static_cast<int>(report.nodes.size());
+  out += fmt::format("preflight over {} node(s) in {:.1f} s; MASTER_ADDR {} MASTER_PORT {}\n", n, report.seconds,
+                     report.master_addr.empty() ? "-" : report.master_addr, report.master_port);
+  for (int i = 0; i < n; ++i) {
+    const PreflightNode& node = report.nodes[static_cast<std::size_t>(i)];
+    out += fmt::format("  node {:<3} {:<20} {}", i, node.name, node.address);
+    if (!node.error.empty()) {
+      out += "  (no part: " + node.error + ")\n";
+      continue;
+    }
+    const NodeFacts& f = node.facts;
+    out += fmt::format("  ephemeral {}-{}  /dev/shm {}  nofile {}  memlock {}  clock {:+.1f} ms  transports {}\n",
+                       f.ephemeral_lo, f.ephemeral_hi, bytes_text(f.shm_bytes), limit_text(f.nofile_soft),
+                       limit_text(f.memlock_soft), node.clock_offset_ms, fmt::join(f.transports, ","));
+  }
+  // Words for a few nodes, one letter each beyond 8.
+  const bool letters = n > 8;
+  auto letter = [](const std::string& text) -> std::string {
+    if (text == "-") return "-";
+    if (text == "ok") return ".";
+    if (text.find("ok") != std::string::npos) return "p";
+    static const std::map<std::string, std::string> codes = {{"refused", "R"},  {"dropped", "D"},    {"rejected", "J"},
+                                                             {"no_route", "N"}, {"unresolved", "U"}, {"error", "E"},
+                                                             {"untested", "?"}};
+    const auto it = codes.find(text);
+    return it == codes.end() ? "E" : it->second;
+  };
+  const int width = letters ? 2 : 11;
+  for (const auto& c : report.classes) {
+    std::vector<std::uint16_t> ports;
+    for (const auto& node : report.nodes) {
+      for (const auto& [cls, list] : node.ports) {
+        if (cls != c.name) continue;
+        for (const auto& p : list) {
+          if ((p.listening || p.note == "in use") && std::find(ports.begin(), ports.end(), p.port) == ports.end())
+            ports.push_back(p.port);
+        }
+      }
+    }
+    std::sort(ports.begin(), ports.end());
+    out += fmt::format("\n{}, ports {}; rows probe, columns answer\n", c.label,
+                       ports.size() > 8 ? fmt::format("{} ... {}", ports.front(), ports.back())
+                                        : fmt::format("{}", fmt::join(ports, ", ")));
+    out += fmt::format("{:>8}", "");
+    for (int j = 0; j < n; ++j)
+      out += fmt::format("{:>{}}", letters ? std::to_string(j % 10) : "node " + std::to_string(j), width);
+    out += "\n";
+    for (int i = 0; i < n; ++i) {
+      out += fmt::format("{:>8}", "node " + std::to_string(i));
+      for (int j = 0; j < n; ++j) {
+        const std::string text = report.cell_text(i, j, c.name);
+        out += fmt::format("{:>{}}", letters ? letter(text) : text, width);
+      }
+      out += "\n";
+    }
+  }
+  if (letters) out += "\n. ok  D dropped  R refused  J rejected  N no route  U unresolved  E error  p partly ok\n";
+  out += "\n";
+  if (findings.empty()) out += "no problem found\n";
+  for (const auto& f : findings)
+    out += fmt::format("{}: {}\n", name_of(f.severity), f.text);
+  return out;
+}
+
+}  // namespace ringmaster

@@ -1,0 +1,250 @@
+// Preflight's parts on this node: probes over real sockets (ok, refused,
+// unresolved), listeners, node facts; and the diagnosis of reports built
+// the way run_preflight builds them.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "ringmaster/tools/preflight.h"
+
+namespace ringmaster {
+namespace {
+
+std::uint16_t free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t length = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &length);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+TEST(Reach, ClassifiesWhatEachTargetMeets) {
+  PortListeners listeners;
+  const auto open = listeners.listen_in(20000, 29999, 1);
+  ASSERT_EQ(open.size(), 1u);
+  ASSERT_TRUE(open[0].listening) << open[0].note;
+  const std::uint16_t closed = free_port();
+  const auto results = probe_reach(
+      {{"127.0.0.1", open[0].port}, {"127.0.0.1", closed}, {"no-such-host.invalid", 80}, {"127.0.0.1", open[0].port}},
+      std::chrono::milliseconds(2000));
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_EQ(results[0].reach, Reach::ok) << results[0].detail;
+  EXPECT_GT(results[0].path_mtu, 0);
+  EXPECT_EQ(results[1].reach, Reach::refused) << results[1].detail;
+  EXPECT_EQ(results[2].reach, Reach::unresolved);
+  EXPECT_NE(results[2].detail.find("no-such-host.invalid"), std::string::npos);
+  EXPECT_EQ(results[3].reach, Reach::ok);
+  // The listener's thread accepted (and closed) both handshakes.
+  for (int i = 0; i < 100 && listeners.accepted() < 2; ++i)
+    ::usleep(10000);
+  EXPECT_EQ(listeners.accepted(), 2u);
+}
+
+TEST(Reach, MoreTargetsThanOneBatchAllAnswer) {
+  PortListeners listeners;
+  const auto ports = listeners.listen_in(20000, 29999, 4);
+  std::vector<ReachTarget> targets;
+  for (int i = 0; i < 1200; ++i)
+    targets.push_back({"127.0.0.1", ports[static_cast<std::size_t>(i) % ports.size()].port});
+  const auto results = probe_reach(targets, std::chrono::milliseconds(3000));
+  EXPECT_TRUE(std::all_of(results.begin(), results.end(), [](const ReachResult& r) { return r.reach == Reach::ok; }));
+}
+
+TEST(Reach, APortTakenIsSaidToBeInUse) {
+  PortListeners first, second;
+  const auto taken = first.listen_in(20000, 29999, 1).front();
+  ASSERT_TRUE(taken.listening);
+  const auto again = second.listen_on(taken.port);
+  EXPECT_FALSE(again.listening);
+  EXPECT_EQ(again.note, "in use");
+  // listen_in walks past it.
+  const auto next = second.listen_in(taken.port, static_cast<std::uint16_t>(taken.port + 10), 1).front();
+  EXPECT_TRUE(next.listening);
+  EXPECT_NE(next.port, taken.port);
+}
+
+TEST(Reach, NamesRoundTrip) {
+  for (int r = 0; r <= static_cast<int>(Reach::untested); ++r)
+    EXPECT_EQ(reach_from_name(name_of(static_cast<Reach>(r))), static_cast<Reach>(r));
+  EXPECT_FALSE(reach_from_name("maybe"));
+}
+
+TEST(NodeFacts, ReadsThisNode) {
+  const NodeFacts f = gather_node_facts({"localhost", "lo"});
+  EXPECT_FALSE(f.hostname.empty());
+  EXPECT_GT(f.ephemeral_hi, f.ephemeral_lo);
+  EXPECT_FALSE(f.master_resolves_to.empty()) << f.master_error;
+  EXPECT_EQ(f.socket_ifname_matches, std::vector<std::string>{"lo"});
+  EXPECT_GT(f.shm_bytes, 0u);
+  EXPECT_NE(f.nofile_soft, 0);
+}
+
+// A report of `n` healthy nodes with two ports per class, every probe
+// `fill`; `set` then changes single probes.
+struct ReportBuilder {
+  PreflightReport r;
+  explicit ReportBuilder(int n, Reach fill = Reach::ok) {
+    r.master_port = 29500;
+    r.master_addr = "10.0.0.1";
+    r.classes = {{"master", "MASTER_PORT 29500"},
+                 {"ephemeral", "ephemeral ports 32768-60999 (ip_local_port_range)"},
+                 {"below_ephemeral", "ports 1025-32767 (below the ephemeral range)"}};
+    for (int i = 0; i < n; ++i) {
+      PreflightNode node;
+      node.name = "node" + std::to_string(i);
+      node.address = "10.0.0." + std::to_string(i + 1);
+      node.facts.hostname = node.name;
+      node.facts.ephemeral_lo = 32768;
+      node.facts.ephemeral_hi = 60999;
+      node.facts.shm_bytes = node.facts.shm_free_bytes = 8ULL << 30;
+      node.facts.nofile_soft = node.facts.nofile_hard = 65536;
+      node.facts.memlock_soft = node.facts.memlock_hard = -1;
+      node.facts.transports = {"shm", "socket"};
+      node.facts.interfaces = {{"eth0", {node.address}, true, false, 9001, 100000}};
+      r.nodes.push_back(node);
+    }
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) {
+        if (i == j) continue;
+        r.probes.push_back({i, j, "master", {}, r.nodes[j].address, 29500, {fill, 1, 0, {}}});
+        for (std::uint16_t port : {std::uint16_t{40000}, std::uint16_t{50000}})
+          r.probes.push_back({i, j, "ephemeral", {}, r.nodes[j].address, port, {fill, 1, 0, {}}});
+        for (std::uint16_t port : {std::uint16_t{9000}, std::uint16_t{20000}})
+          r.probes.push_back({i, j, "below_ephemeral", {}, r.nodes[j].address, port, {fill, 1, 0, {}}});
+        r.probes.push_back({i, j, {}, "eth0", r.nodes[j].address, 29500, {fill, 1, 0, {}}});
+      }
+    }
+  }
+  // Every probe of `cls` (any class when empty) matching from/to/port (-1: any).
+  ReportBuilder& set(const std::string& cls, int from, int to, int port, Reach reach) {
+    for (auto& p : r.probes) {
+      if ((cls.empty() || p.port_class == cls) && (from < 0 || p.from == from) && (to < 0 || p.to == to) &&
+          (port < 0 || p.port == port) && !p.port_class.empty()) {
+        p.result.reach = reach;
+      }
+    }
+    return *this;
+  }
+};
+
+std::vector<PreflightFinding> problems(const PreflightReport& r) {
+  auto all = diagnose_preflight(r);
+  std::erase_if(all, [](const PreflightFinding& f) { return f.severity != PreflightFinding::Severity::problem; });
+  return all;
+}
+
+bool any_says(const std::vector<PreflightFinding>& findings, std::initializer_list<const char*> words) {
+  return std::any_of(findings.begin(), findings.end(), [&](const PreflightFinding& f) {
+    return std::all_of(words.begin(), words.end(), [&](const char* w) { return f.text.find(w) != std::string::npos; });
+  });
+}
+
+std::string all_text(const std::vector<PreflightFinding>& findings) {
+  std::string out;
+  for (const auto& f : findings)
+    out += std::string(name_of(f.severity)) + ": " + f.text + "\n";
+  return out;
+}
+
+TEST(PreflightDiagnosis, AHealthyClusterHasNoProblemAndNamesTheInterface) {
+  ReportBuilder b(4);
+  const auto findings = diagnose_preflight(b.r);
+  EXPECT_TRUE(problems(b.r).empty()) << all_text(findings);
+  EXPECT_TRUE(any_says(findings, {"NCCL_SOCKET_IFNAME=eth0 reaches every node"})) << all_text(findings);
+  EXPECT_EQ(b.r.cell_text(0, 1, "ephemeral"), "ok");
+  EXPECT_EQ(b.r.cell_text(1, 1, "ephemeral"), "-");
+}
+
+TEST(PreflightDiagnosis, EverythingDroppedIsTheMissingSelfReference) {
+  ReportBuilder b(3, Reach::dropped);
+  const auto p = problems(b.r);
+  ASSERT_EQ(p.size(), 2u) << all_text(p);  // the ports, and no interface reaching every node
+  EXPECT_TRUE(any_says(p, {"every port sampled from 1025 to 65535", "dropped", "self-referencing"})) << all_text(p);
+}
+
+TEST(PreflightDiagnosis, OnlyMasterPortOpenNamesTheNarrowedRule) {
+  ReportBuilder b(3, Reach::dropped);
+  b.set("master", -1, -1, -1, Reach::ok);
+  const auto p = problems(b.r);
+  EXPECT_TRUE(any_says(p, {"ephemeral ports 32768-60999", "while MASTER_PORT 29500 is open", "narrowed"}))
+      << all_text(p);
+  EXPECT_FALSE(any_says(p, {"every port sampled"})) << all_text(p);
+}
+
+TEST(PreflightDiagnosis, ANodeThatNobodyReachesIsNamed) {
+  ReportBuilder b(4);
+  b.set("ephemeral", -1, 2, -1, Reach::rejected);
+  const auto p = problems(b.r);
+  EXPECT_TRUE(any_says(p, {"on node 2 (node2)", "rejected", "from every other node"})) << all_text(p);
+  EXPECT_EQ(b.r.cell(0, 2, "ephemeral"), Reach::rejected);
+  EXPECT_EQ(b.r.cell(2, 0, "ephemeral"), Reach::ok);
+}
+
+TEST(PreflightDiagnosis, APairClosedEverywhereIsSaidOnceWithItsDirection) {
+  ReportBuilder b(3);
+  b.set("", 1, 0, -1, Reach::dropped);
+  const auto p = problems(b.r);
+  ASSERT_EQ(p.size(), 1u) << all_text(p);
+  EXPECT_TRUE(any_says(p, {"closed on every port class", "node 1 -> node 0", "one-way rule"})) << all_text(p);
+}
+
+TEST(PreflightDiagnosis, PartOfARangeOpenIsANarrowedRange) {
+  ReportBuilder b(3);
+  b.set("ephemeral", -1, -1, 50000, Reach::dropped);
+  EXPECT_EQ(b.r.cell_text(0, 1, "ephemeral"), "1/2 ok");
+  EXPECT_EQ(b.r.cell(0, 1, "ephemeral"), Reach::dropped);
+  const auto p = problems(b.r);
+  EXPECT_TRUE(any_says(p, {"only part of ephemeral ports", "40000 ok", "50000 dropped"})) << all_text(p);
+}
+
+TEST(PreflightDiagnosis, NodeFactsThatBreakAJob) {
+  ReportBuilder b(3);
+  b.r.socket_ifname = "ib0";
+  for (auto& n : b.r.nodes) {
+    n.facts.master_addr = "trainer-0";
+    n.facts.master_resolves_to = {"10.0.0.1"};
+    n.facts.socket_ifname = "ib0";
+  }
+  b.r.nodes[0].facts.socket_ifname_matches = {"ib0"};
+  b.r.nodes[1].facts.socket_ifname_matches = {"ib0"};
+  b.r.nodes[2].facts.master_resolves_to.clear();
+  b.r.nodes[2].facts.master_error = "Name or service not known";
+  b.r.nodes[1].facts.shm_bytes = 64 << 20;
+  b.r.nodes[0].facts.efa_devices = {"rdmap16s27"};
+  b.r.nodes[0].facts.memlock_soft = 65536;
+  b.r.nodes[0].facts.transports_unusable = {{"ofi", "no provider"}};
+  b.r.nodes[2].clock_offset_ms = 2500;
+  const auto findings = diagnose_preflight(b.r);
+  const auto p = problems(b.r);
+  EXPECT_TRUE(any_says(p, {"NCCL_SOCKET_IFNAME=ib0 matches no interface on node 2", "NCCL_SOCKET_IFNAME=eth0"}))
+      << all_text(p);
+  EXPECT_TRUE(any_says(p, {"MASTER_ADDR trainer-0 does not resolve on node 2"})) << all_text(p);
+  EXPECT_TRUE(any_says(p, {"/dev/shm on node 1", "64 MiB"})) << all_text(p);
+  EXPECT_TRUE(any_says(p, {"node 0", "EFA", "memlock", "65536"})) << all_text(p);
+  EXPECT_TRUE(any_says(p, {"node 0", "EFA devices (rdmap16s27)", "no provider"})) << all_text(p);
+  EXPECT_TRUE(any_says(findings, {"node 2 (node2)'s clock is +2.5 s off"})) << all_text(findings);
+  // Problems come first.
+  EXPECT_EQ(findings.front().severity, PreflightFinding::Severity::problem);
+}
+
+TEST(PreflightDiagnosis, TheTextHasAMatrixPerClassAndLettersBeyondEightNodes) {
+  ReportBuilder small(2);
+  const std::string text = render_preflight(small.r, diagnose_preflight(small.r));
+  EXPECT_NE(text.find("MASTER_PORT 29500, ports"), std::string::npos) << text;
+  EXPECT_NE(text.find("node 1"), std::string::npos);
+  ReportBuilder big(10);
+  big.set("master", 3, 7, -1, Reach::dropped);
+  const std::string letters = render_preflight(big.r, diagnose_preflight(big.r));
+  EXPECT_NE(letters.find("D dropped"), std::string::npos) << letters;
+  EXPECT_NE(letters.find("node 3 . . . - . . . D . ."), std::string::npos) << letters;
+}
+
+}  // namespace
+}  // namespace ringmaster
