@@ -37,6 +37,7 @@
 #include "panels/bandwidth_chart.h"
 #include "panels/busbw_plot.h"
 #include "panels/history_panel.h"
+#include "panels/preflight_panel.h"
 #include "panels/rings_view.h"
 #include "panels/scenarios_panel.h"
 #include "panels/timeline_view.h"
@@ -240,6 +241,7 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   });
   connect(&console_.run, &RunState::started, this,
           [this] { wavefront_summary_->setText("No stall in this run so far."); });
+  tabs_->addTab(new PreflightPanel(console_), "Preflight");
   topology_ = new TopologyView;
   tabs_->addTab(topology_, "Topology");
   tabs_->addTab(new RingsView(console_.run), "Rings");

@@ -57,7 +57,9 @@ int main(int argc, char** argv) {
   QCommandLineOption iters_opt("iters", "Timed iterations per size (default 20).", "n", "20");
   QCommandLineOption per_agent_opt("np-per-agent", "Ranks per agent (default 1).", "n", "1");
   QCommandLineOption record_opt("record", "Write every agent message to this file (JSON lines).", "file");
-  QCommandLineOption tab_opt("tab", "With --screenshot: the tab to show (its title, e.g. Tuner; default Live).",
+  QCommandLineOption tab_opt("tab",
+                             "With --screenshot: the tab to show (its title, e.g. Tuner; default Live); Preflight "
+                             "runs a preflight over the agents after the run.",
                              "title", "Live");
   QCommandLineOption size_opt("size", "Window size, e.g. 1366x768 (default: as last time).", "WxH");
   const std::initializer_list<const QCommandLineOption*> options = {
@@ -201,12 +203,7 @@ int main(int argc, char** argv) {
     });
   }
   if (screenshot) {
-    QObject::connect(&console.run, &ringmaster::ui::RunState::finished, &window, [&](bool ok) {
-      int tab = 0;
-      for (int i = 0; i < window.tabs()->count(); ++i) {
-        if (window.tabs()->tabText(i).compare(cli.value(tab_opt), Qt::CaseInsensitive) == 0) tab = i;
-      }
-      window.tabs()->setCurrentIndex(tab);
+    auto take_shot = [&](bool ok) {
       // Let the chart draw the last samples before the picture is taken.
       QTimer::singleShot(700, &window, [&, ok] {
         const bool saved = window.save_screenshot(cli.value(shot_opt));
@@ -214,6 +211,29 @@ int main(int argc, char** argv) {
                     ok ? "ok" : "failed");
         QCoreApplication::exit(saved ? 0 : 1);
       });
+    };
+    QObject::connect(&console.run, &ringmaster::ui::RunState::finished, &window, [&, take_shot](bool ok) {
+      int tab = 0;
+      for (int i = 0; i < window.tabs()->count(); ++i) {
+        if (window.tabs()->tabText(i).compare(cli.value(tab_opt), Qt::CaseInsensitive) == 0) tab = i;
+      }
+      window.tabs()->setCurrentIndex(tab);
+      if (window.tabs()->tabText(tab) != "Preflight") {
+        take_shot(ok);
+        return;
+      }
+      // The Preflight tab shows a preflight over the same agents, run now.
+      QObject::connect(&console, &ringmaster::ui::Console::preflight_finished, &window,
+                       [take_shot, ok] { take_shot(ok); });
+      QObject::connect(&console, &ringmaster::ui::Console::preflight_failed, &window, [](const QString& why) {
+        std::fprintf(stderr, "ringmaster: preflight failed: %s\n", qPrintable(why));
+        QCoreApplication::exit(1);
+      });
+      QString why;
+      if (!console.start_preflight({}, &why)) {
+        std::fprintf(stderr, "ringmaster: preflight not started: %s\n", qPrintable(why));
+        QCoreApplication::exit(1);
+      }
     });
   }
   return app.exec();

@@ -39,6 +39,7 @@
 #include "panels/bandwidth_chart.h"
 #include "panels/busbw_plot.h"
 #include "panels/history_panel.h"
+#include "panels/preflight_panel.h"
 #include "panels/rings_view.h"
 #include "panels/scenarios_panel.h"
 #include "panels/timeline_view.h"
@@ -98,6 +99,7 @@ class ConsoleTest : public QObject {
   void retryingStageIsDrawnLive();
   void historyKeepsTheChartsWindowOfSamples();
   void stallShowsEveryRanksCalls();
+  void preflightOverLocalAgents();
 };
 
 // The console's --version is the project's, with no display needed, and
@@ -956,6 +958,45 @@ void ConsoleTest::stallShowsEveryRanksCalls() {
   view.render(&shot);
   const QRect held = view.visualRect(m.index(2, at)).translated(view.viewport()->pos());
   QCOMPARE(shot.pixelColor(held.center() + QPoint(0, held.height() / 2 - 2)), QColor(0xf4, 0xa0, 0xa0));
+}
+
+// The Preflight tab over two local agents, from its Run button: every
+// cell of every port class is ok, the findings hold no problem, the class
+// shown can be switched, and the model passes QAbstractItemModelTester.
+void ConsoleTest::preflightOverLocalAgents() {
+  Console console;
+  QAbstractItemModelTester tester(&console.preflight, QAbstractItemModelTester::FailureReportingMode::QtTest);
+  PreflightPanel panel(console);
+  QString error;
+  QVERIFY(!console.start_preflight({}, &error));
+  QVERIFY2(error.contains("at least two"), qPrintable(error));
+  QVERIFY2(console.start_local_agents(2, RINGMASTER_AGENT, &error), qPrintable(error));
+  QTRY_COMPARE_WITH_TIMEOUT(console.connected_count(), 2, 20000);
+  panel.resize(1200, 800);
+  panel.show();
+  QSignalSpy done(&console, &Console::preflight_finished);
+  auto* run = panel.findChild<QPushButton*>("preflightRun");
+  QVERIFY(run != nullptr);
+  QTest::mouseClick(run, Qt::LeftButton);
+  QVERIFY(!run->isEnabled());
+  QVERIFY(done.wait(30000));
+  QVERIFY(run->isEnabled());
+  const PreflightModel& m = console.preflight;
+  QCOMPARE(m.rowCount(), 2);
+  QVERIFY(panel.port_classes()->count() >= 3);
+  for (int c = 0; c < panel.port_classes()->count(); ++c) {
+    panel.port_classes()->setCurrentIndex(c);
+    QCOMPARE(m.port_class(), c);
+    QCOMPARE(m.index(0, 0).data().toString(), QString("-"));
+    QCOMPARE(m.index(0, 1).data().toString(), QString("ok"));
+    QCOMPARE(m.index(1, 0).data().toString(), QString("ok"));
+    QVERIFY2(m.index(0, 1).data(Qt::ToolTipRole).toString().contains(" ok"),
+             qPrintable(m.index(0, 1).data(Qt::ToolTipRole).toString()));
+  }
+  QVERIFY(panel.findings()->count() >= 1);
+  for (int i = 0; i < panel.findings()->count(); ++i)
+    QVERIFY2(!panel.findings()->item(i)->text().startsWith("problem"), qPrintable(panel.findings()->item(i)->text()));
+  QVERIFY2(m.summary().contains("2 node(s)") && m.summary().contains("no problem found"), qPrintable(m.summary()));
 }
 
 QTEST_MAIN(ConsoleTest)

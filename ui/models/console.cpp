@@ -161,6 +161,7 @@ bool Console::keep_run(const QString& kind, const QString& what, QString* error)
 }
 
 Console::~Console() {
+  if (preflight_thread_.joinable()) preflight_thread_.join();
   links_.clear();  // closes every client (joins its I/O thread)
   for (QProcess* p : local_) {
     p->terminate();
@@ -168,6 +169,53 @@ Console::~Console() {
     p->waitForFinished(1000);
     delete p;
   }
+}
+
+bool Console::start_preflight(const agent::PreflightOptions& options, QString* error) {
+  std::vector<std::shared_ptr<agent::AgentClient>> clients;
+  std::vector<std::string> hosts;
+  for (const QString& address : order_) {
+    const auto it = links_.find(address);
+    if (it == links_.end() || !it->second.client || !it->second.client->connected()) continue;
+    clients.push_back(it->second.client);
+    hosts.push_back(it->second.host.toStdString());
+  }
+  if (clients.size() < 2) {
+    if (error) *error = "a preflight needs at least two connected agents";
+    return false;
+  }
+  if (preflight_running_.exchange(true)) {
+    if (error) *error = "a preflight is under way";
+    return false;
+  }
+  if (preflight_thread_.joinable()) preflight_thread_.join();
+  preflight_thread_ = std::thread([this, clients = std::move(clients), hosts = std::move(hosts), options] {
+    std::vector<agent::PreflightAgent> agents;
+    for (std::size_t i = 0; i < clients.size(); ++i)
+      agents.push_back({clients[i].get(), hosts[i]});
+    PreflightReport report;
+    try {
+      report = agent::run_preflight(agents, options);
+    } catch (const std::exception& e) {
+      QMetaObject::invokeMethod(
+          this,
+          [this, why = QString::fromStdString(e.what())] {
+            preflight_running_ = false;
+            emit preflight_failed(why);
+          },
+          Qt::QueuedConnection);
+      return;
+    }
+    QMetaObject::invokeMethod(
+        this,
+        [this, report = std::move(report)]() mutable {
+          preflight.set(std::move(report));
+          preflight_running_ = false;
+          emit preflight_finished();
+        },
+        Qt::QueuedConnection);
+  });
+  return true;
 }
 
 bool Console::start_local_agents(int n, const QString& agent_path, QString* error) {

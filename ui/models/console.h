@@ -9,12 +9,16 @@
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QTimer>
+#include <atomic>
 #include <deque>
 #include <map>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "history.h"
+#include "preflight_model.h"
+#include "ringmaster/agent/preflight.h"
 #include "run_models.h"
 #include "wavefront_model.h"
 
@@ -153,6 +157,14 @@ class Console : public QObject {
   // Returns the run id; launch problems come as run_launch_failed.
   QString start_run(const RunSpec& spec);
   void cancel_run();
+  // The latest preflight over the connected agents (docs/bringup.md).
+  PreflightModel preflight;
+  // Starts one over the connected agents, in connection order, on a
+  // thread of its own; `preflight` holds the report when preflight_finished
+  // comes. False, with why, when fewer than two agents are connected or
+  // one is under way.
+  bool start_preflight(const agent::PreflightOptions& options, QString* error = nullptr);
+  bool preflight_running() const { return preflight_running_; }
   // Every message from now on, one JSON line each, for replay().
   bool record_to(const QString& path);
   // Feeds a recording into `into` as the live messages were.
@@ -163,6 +175,8 @@ class Console : public QObject {
   void agent_lost(QString address, QString why);
   void run_launch_failed(QString why);
   void message_received(ringmaster::ui::AgentMessage message);
+  void preflight_finished();
+  void preflight_failed(QString why);
 
  private:
   struct Link {
@@ -182,6 +196,8 @@ class Console : public QObject {
   QTimer poll_;
   std::unique_ptr<QFile> recording_;
   QString pending_what_;  // the run started here that is not kept yet
+  std::thread preflight_thread_;
+  std::atomic<bool> preflight_running_{false};
 };
 
 }  // namespace ringmaster::ui
