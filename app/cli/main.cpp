@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   add(ringmaster::cli::add_topo_command);
   add(ringmaster::cli::add_remote_command);
   add(ringmaster::cli::add_preflight_command);
+  add(ringmaster::cli::add_linkcheck_command);
   add(ringmaster::cli::add_repro_command);
   add(ringmaster::cli::add_tune_command);
   // For the build: the bash completion script and every subcommand's help

@@ -22,6 +22,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,6 +35,7 @@
 #include "commands.h"
 #include "ringmaster/agent/client.h"
 #include "ringmaster/agent/command.h"
+#include "ringmaster/agent/linkcheck.h"
 #include "ringmaster/agent/preflight.h"
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/agent/telemetry.h"
@@ -297,6 +299,34 @@ std::vector<std::string> our_leftovers() {
   return out;
 }
 
+// Sends each host the scenario's faults; `say` puts each in the report.
+// False (v.skipped set) when a fault could only be stood in for.
+bool apply_faults(Cluster& cluster, const json& s, int hosts, Verdict& v, bool say) {
+  for (const auto& f : s.value("faults", json::array())) {
+    const json targets = f.value("hosts", json::array());
+    for (int h = 0; h < hosts; ++h) {
+      bool hit = targets.empty();
+      for (const auto& t : targets)
+        hit |= t.get<int>() == h;
+      if (!hit) continue;
+      const json reply = cluster.client(h).call({{"type", "fault"}, {"fault", f["fault"]}});
+      if (say) {
+        v.report.push_back("host " + std::to_string(h) + ": fault " + f["fault"].dump() + " via " +
+                           reply.value("mechanism", "?"));
+      }
+      // The engine's connect filter stands in for a firewall only inside
+      // the ranks' own process: a scenario about what the network does
+      // would pass on it by construction, so it is not run at all.
+      if (reply.value("mechanism", "") == "connect_filter") {
+        v.skipped = "the agent could not drop packets with nftables (" + reply.value("note", std::string("?")) +
+                    "); a stand-in inside the ranks would prove nothing";
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 // "preflight": before the run, as a person bringing the cluster up would,
 // a preflight over the scenario's agents (with the run's MASTER_ADDR,
 // MASTER_PORT and NCCL_SOCKET_IFNAME): one problem finding holds every
@@ -338,6 +368,46 @@ void check_preflight(Cluster& cluster, int hosts, const json& run_spec, const js
   }
 }
 
+// "linkcheck": before the run, a link check over the scenario's agents
+// (with the run's environment); one of its findings holds every keyword.
+void check_linkcheck(Cluster& cluster, int hosts, const json& run_spec, const json& want,
+                     const std::shared_ptr<Inbox>& inbox, const std::function<void()>& before_round, Verdict& v) {
+  std::vector<agent::PreflightAgent> agents;
+  for (int h = 0; h < hosts; ++h)
+    agents.push_back({&cluster.client(h), Cluster::address(h)});
+  agent::LinkcheckOptions options;
+  options.bytes = want.value("bytes", std::string("2M"));
+  options.iters = want.value("iters", 3);
+  options.before_round = [&](int) { before_round(); };
+  const json env = run_spec.value("env", json::object());
+  for (const auto& [k, value] : env.items())
+    options.env[k] = value.get<std::string>();
+  const auto next = [inbox](std::chrono::steady_clock::time_point deadline) -> std::optional<json> {
+    std::unique_lock lock(inbox->mutex);
+    if (!inbox->cv.wait_until(lock, deadline, [&] { return !inbox->messages.empty(); })) return std::nullopt;
+    json m = std::move(inbox->messages.front());
+    inbox->messages.pop_front();
+    return m;
+  };
+  const auto report = agent::run_linkcheck(agents, next, options);
+  const auto findings = agent::diagnose_links(report);
+  std::string rates;
+  for (const auto& l : report.links)
+    rates += fmt::format("{}{}->{} {:.1f} MB/s", rates.empty() ? "" : ", ", l.from, l.to, l.gbs * 1000);
+  v.report.push_back(fmt::format("link check over {} hosts took {:.1f} s: {}", hosts, report.seconds, rates));
+  for (const auto& f : findings)
+    v.report.push_back("link check: " + f);
+  const auto keywords = want.value("keywords", std::vector<std::string>{});
+  const bool found = std::any_of(findings.begin(), findings.end(), [&](const std::string& f) {
+    return std::all_of(keywords.begin(), keywords.end(),
+                       [&](const std::string& k) { return f.find(k) != std::string::npos; });
+  });
+  if (!found) {
+    v.passed = false;
+    v.reasons.push_back(fmt::format("no link check finding mentions every one of: {}", fmt::join(keywords, " | ")));
+  }
+}
+
 Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, std::ofstream* events) {
   Verdict v;
   const int hosts = s.value("hosts", 2);
@@ -356,26 +426,7 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, st
     inbox->messages.push_back(m);
     inbox->cv.notify_all();
   });
-  for (const auto& f : s.value("faults", json::array())) {
-    const json targets = f.value("hosts", json::array());
-    for (int h = 0; h < hosts; ++h) {
-      bool hit = targets.empty();
-      for (const auto& t : targets)
-        hit |= t.get<int>() == h;
-      if (!hit) continue;
-      const json reply = cluster.client(h).call({{"type", "fault"}, {"fault", f["fault"]}});
-      v.report.push_back("host " + std::to_string(h) + ": fault " + f["fault"].dump() + " via " +
-                         reply.value("mechanism", "?"));
-      // The engine's connect filter stands in for a firewall only inside
-      // the ranks' own process: a scenario about what the network does
-      // would pass on it by construction, so it is not run at all.
-      if (reply.value("mechanism", "") == "connect_filter") {
-        v.skipped = "the agent could not drop packets with nftables (" + reply.value("note", std::string("?")) +
-                    "); a stand-in inside the ranks would prove nothing";
-        return v;
-      }
-    }
-  }
+  if (!apply_faults(cluster, s, hosts, v, true)) return v;
   if (expect.contains("preflight")) check_preflight(cluster, hosts, run_spec, expect["preflight"], v);
   // Placement: by default ranks_per_host on each host in order.
   std::vector<int> placement = run_spec.value("placement", std::vector<int>{});
@@ -537,6 +588,18 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, st
       ++done;
       all_ok = all_ok && e.value("ok", false);
     }
+  }
+  if (expect.contains("linkcheck")) {
+    // After the run, so that the run meets the scenario as it always did.
+    // A fault lasts one run on its host (docs/protocol.md), and each pair
+    // of a link check is a run: every round starts from the scenario's
+    // faults again.
+    const auto reapply = [&] {
+      for (int h = 0; h < hosts; ++h)
+        cluster.client(h).call({{"type", "fault_clear"}});
+      apply_faults(cluster, s, hosts, v, false);
+    };
+    check_linkcheck(cluster, hosts, run_spec, expect["linkcheck"], inbox, reapply, v);
   }
   for (const auto& [rank, f] : failures) {
     v.report.push_back("rank " + std::to_string(rank) + " failed at " + f.value("stage", "?") + ": " +

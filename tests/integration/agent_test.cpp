@@ -34,6 +34,7 @@
 #include "process.h"
 #include "ringmaster/agent/client.h"
 #include "ringmaster/agent/command.h"
+#include "ringmaster/agent/linkcheck.h"
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/agent/telemetry.h"
 #include "ringmaster/status.h"
@@ -562,6 +563,75 @@ TEST(AgentPreflight, RequestsOutOfBoundsAreRefused) {
   refused({{"type", "preflight_listen"}, {"port_range", "9-1"}}, "LOW-HIGH");
   refused({{"type", "preflight_listen"}, {"hold_s", 100000}}, "'hold_s' must be in [1, 600]");
   EXPECT_TRUE(a.alive());
+}
+
+TEST(LinkCheck, RoundsOfDisjointPairsCoverEveryPairOnce) {
+  for (int n = 2; n <= 9; ++n) {
+    const auto rounds = agent::round_robin_pairs(n);
+    EXPECT_EQ(static_cast<int>(rounds.size()), n % 2 == 0 ? n - 1 : n) << n;
+    std::set<std::pair<int, int>> seen;
+    for (const auto& round : rounds) {
+      std::set<int> busy;
+      for (const auto& [a, b] : round) {
+        EXPECT_TRUE(busy.insert(a).second && busy.insert(b).second) << "node in two pairs of a round, n=" << n;
+        EXPECT_TRUE(seen.insert({a, b}).second) << a << "," << b << " twice, n=" << n;
+      }
+    }
+    EXPECT_EQ(static_cast<int>(seen.size()), n * (n - 1) / 2) << n;
+  }
+}
+
+TEST(LinkCheck, ASlowNodeIsNamedAndOneSlowLinkIsNamed) {
+  agent::LinkcheckReport r;
+  r.nodes = {"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"};
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      if (i != j) r.links.push_back({i, j, 1.2, "SOCKET", false, {}});
+    }
+  }
+  auto set = [&](int from, int to, double gbs) {
+    for (auto& l : r.links) {
+      if (l.from == from && l.to == to) l.gbs = gbs;
+    }
+  };
+  EXPECT_TRUE(agent::diagnose_links(r).empty());
+  for (int j : {0, 2, 3})
+    set(1, j, 0.005);
+  set(3, 2, 0.01);
+  auto findings = agent::diagnose_links(r);
+  ASSERT_EQ(findings.size(), 2u) << ::testing::PrintToString(findings);
+  EXPECT_NE(findings[0].find("every link leaving node 1 (10.0.0.2) is slow: at most 5.0 MB/s"), std::string::npos)
+      << findings[0];
+  EXPECT_NE(findings[1].find("the link node 3 -> node 2 (10.0.0.4 -> 10.0.0.3) is slow: 10.0 MB/s"), std::string::npos)
+      << findings[1];
+  set(0, 3, 0);
+  r.links[2].error = "rank 1 failed at STORE_CONNECT: timeout";
+  findings = agent::diagnose_links(r);
+  EXPECT_NE(findings[0].find("node 0 <-> node 3"), std::string::npos) << findings[0];
+  EXPECT_NE(agent::render_linkcheck(r, findings).find("failed"), std::string::npos);
+}
+
+// Three agents: every link measured in both directions by a real
+// two-rank run, over the transport the ranks chose.
+TEST(AgentLinkcheck, EveryLinkOfThreeAgentsIsMeasured) {
+  const std::string token_file = write_token("agent-token-linkcheck", "linkcheck-token-0123456789");
+  Agent a({"--token-file", token_file}), b({"--token-file", token_file}), c({"--token-file", token_file});
+  std::string agents;
+  for (const Agent* x : {&a, &b, &c})
+    agents += (agents.empty() ? "127.0.0.1:" : ",127.0.0.1:") + std::to_string(x->port);
+  auto cli = testing_support::spawn({RINGMASTER_CLI, "linkcheck", "--agents", agents, "--token-file", token_file,
+                                     "--env", "NCCL_SHM_DISABLE=1", "-b", "4M", "-n", "3", "--json"},
+                                    {});
+  cli.finish();
+  // 0, or 1 when this busy machine made one link look slow: both measured everything.
+  ASSERT_TRUE(cli.exit_code() == 0 || cli.exit_code() == 1) << cli.output;
+  const json report = json::parse(cli.output.substr(cli.output.find('{')));
+  EXPECT_EQ(report["rounds"], 3);
+  ASSERT_EQ(report["links"].size(), 6u) << report.dump();
+  for (const auto& l : report["links"]) {
+    EXPECT_TRUE(l["gbs"].get<double>() > 0 || l.value("ahead", false)) << l.dump();
+    EXPECT_EQ(l["transport"], "SOCKET") << l.dump();
+  }
 }
 
 struct RawConnection {

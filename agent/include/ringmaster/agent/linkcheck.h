@@ -1,0 +1,75 @@
+// Link check: the bandwidth of every link between the agents' nodes, both
+// directions, measured pair by pair in rounds of disjoint pairs (a round
+// robin, so no node is in two transfers at once), each direction of a
+// round on its own, by real two-rank runs (perf broadcast from the sending
+// node's rank, over the transport a job would pick), each link measured at
+// its receiver. Outliers are named: a node whose every link out (or in) is
+// slow names the node, one slow link names the link. Used by
+// `ringmaster-cli linkcheck` and `repro`.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ringmaster/agent/preflight.h"
+
+namespace ringmaster::agent {
+
+// Rounds of disjoint pairs covering every pair of `n` nodes once (n - 1
+// rounds for an even n, n for an odd one).
+std::vector<std::vector<std::pair<int, int>>> round_robin_pairs(int n);
+
+struct LinkcheckOptions {
+  std::string bytes = "8M";  // per transfer
+  int iters = 5;
+  int warmup = 1;
+  std::map<std::string, std::string> env;  // the ranks' environment (NCCL_SHM_DISABLE, NCCL_NET, ...)
+  std::chrono::seconds per_pair{60};       // a pair's run may take this long
+  // Called before each round's runs start (repro restores its faults).
+  std::function<void(int round)> before_round;
+};
+
+struct LinkMeasure {
+  int from = 0, to = 0;
+  double gbs = 0;         // measured at the receiver; 0 when not measured
+  std::string transport;  // "SOCKET", "OFI", "SHM"
+  // Data moved, but always before the receiver waited for it: faster than
+  // it could be timed, so not slow (gbs stays 0).
+  bool ahead = false;
+  std::string error;  // why not measured
+};
+
+struct LinkcheckReport {
+  std::vector<std::string> nodes;  // each node's address
+  std::vector<LinkMeasure> links;  // every ordered pair
+  int rounds = 0;
+  double seconds = 0;
+  const LinkMeasure* link(int from, int to) const;
+};
+
+// The next message from any agent before the deadline (events the agents'
+// clients received), or nothing.
+using NextMessage = std::function<std::optional<nlohmann::json>(std::chrono::steady_clock::time_point)>;
+
+// Runs the check; the agents' clients must be subscribed, their events
+// coming through `next`.
+LinkcheckReport run_linkcheck(const std::vector<PreflightAgent>& agents, const NextMessage& next,
+                              const LinkcheckOptions& options);
+
+// Slow links (below a fifth of the median of their transport's links) and
+// failed pairs, as sentences naming the node or the link; problems only.
+std::vector<std::string> diagnose_links(const LinkcheckReport& report);
+
+// The matrix in MB/s (rows send, columns receive), then the findings.
+std::string render_linkcheck(const LinkcheckReport& report, const std::vector<std::string>& findings);
+
+nlohmann::json to_json(const LinkcheckReport& report, const std::vector<std::string>& findings);
+
+}  // namespace ringmaster::agent

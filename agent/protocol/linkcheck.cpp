@@ -1,0 +1,287 @@
+// run_linkcheck: a two-rank sendrecv run per pair, the pairs of a round at
+// once, the rounds one after the other; and the reading of what they
+// measured.
+#include "ringmaster/agent/linkcheck.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+
+#include "ringmaster/agent/client.h"
+
+namespace ringmaster::agent {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// A string field, or empty when absent or of another type (events of the
+// agent's own carry "run_id": null).
+std::string text_of(const json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+std::string rate_text(double gbs) {
+  return gbs >= 1 ? fmt::format("{:.2f} GB/s", gbs) : fmt::format("{:.1f} MB/s", gbs * 1000);
+}
+
+// One pair's run: rank 0 on `a`, rank 1 on `b`.
+struct PairRun {
+  int a = 0, b = 0;
+  std::string run_id;
+  int done = 0;  // run_done events seen (one per agent)
+  std::string error;
+};
+
+}  // namespace
+
+std::vector<std::vector<std::pair<int, int>>> round_robin_pairs(int n) {
+  std::vector<std::vector<std::pair<int, int>>> rounds;
+  if (n < 2) return rounds;
+  const int m = n % 2 == 0 ? n : n + 1;  // with a stand-in node that sits out
+  std::vector<int> at(static_cast<std::size_t>(m));
+  for (int i = 0; i < m; ++i)
+    at[static_cast<std::size_t>(i)] = i;
+  for (int r = 0; r < m - 1; ++r) {
+    std::vector<std::pair<int, int>> round;
+    for (int k = 0; k < m / 2; ++k) {
+      const int x = at[static_cast<std::size_t>(k)], y = at[static_cast<std::size_t>(m - 1 - k)];
+      if (x < n && y < n) round.emplace_back(std::min(x, y), std::max(x, y));
+    }
+    rounds.push_back(std::move(round));
+    // The circle method: the first stays, the others turn by one.
+    std::rotate(at.begin() + 1, at.end() - 1, at.end());
+  }
+  return rounds;
+}
+
+const LinkMeasure* LinkcheckReport::link(int from, int to) const {
+  for (const auto& l : links) {
+    if (l.from == from && l.to == to) return &l;
+  }
+  return nullptr;
+}
+
+LinkcheckReport run_linkcheck(const std::vector<PreflightAgent>& agents, const NextMessage& next,
+                              const LinkcheckOptions& o) {
+  const auto started = Clock::now();
+  LinkcheckReport report;
+  for (const auto& a : agents)
+    report.nodes.push_back(a.address);
+  const auto rounds = round_robin_pairs(static_cast<int>(agents.size()));
+  report.rounds = static_cast<int>(rounds.size());
+  const std::string tag = fmt::format("linkcheck-{}-{}", ::getpid(), started.time_since_epoch().count() % 1000000);
+  json env = json::object();
+  for (const auto& [k, v] : o.env)
+    env[k] = v;
+  // Each round twice, one direction at a time: a broadcast from rank 0 on
+  // `from` to rank 1 on `to` moves data one way only, so each link is
+  // timed on its own (a sendrecv both ways at once would pace the fast
+  // direction by the slow one).
+  for (std::size_t r = 0; r < 2 * rounds.size(); ++r) {
+    if (o.before_round) o.before_round(static_cast<int>(r));
+    std::vector<PairRun> runs;
+    for (const auto& [x, y] : rounds[r / 2]) {
+      const int a = r % 2 == 0 ? x : y, b = r % 2 == 0 ? y : x;
+      PairRun run{a, b, fmt::format("{}-{}-{}", tag, a, b), 0, {}};
+      json message = {{"type", "run"},
+                      {"run_id", run.run_id},
+                      {"world_size", 2},
+                      {"master_addr", agents[static_cast<std::size_t>(a)].address},
+                      {"master_port", 0},
+                      {"env", env},
+                      {"perf",
+                       {{"collective", "broadcast"},
+                        {"root", 0},
+                        {"min_bytes", o.bytes},
+                        {"max_bytes", o.bytes},
+                        {"iters", o.iters},
+                        {"warmup", o.warmup}}},
+                      {"timeouts", {{"store_s", 10}, {"bootstrap_s", 10}, {"coll_s", 30}}}};
+      try {
+        // The first rank's agent picks the store's port; the second is told it.
+        message["ranks"] = {0};
+        const json reply = agents[static_cast<std::size_t>(a)].client->call(message);
+        message["master_port"] = reply.at("master_port");
+        message["ranks"] = {1};
+        agents[static_cast<std::size_t>(b)].client->call(message);
+      } catch (const std::exception& e) {
+        run.error = fmt::format("the run did not start: {}", e.what());
+        run.done = 2;
+      }
+      runs.push_back(std::move(run));
+    }
+    // The receiving rank's links event.
+    std::map<std::pair<std::string, int>, json> measured;
+    const auto deadline = Clock::now() + o.per_pair;
+    auto all_done = [&] { return std::all_of(runs.begin(), runs.end(), [](const PairRun& p) { return p.done >= 2; }); };
+    while (!all_done()) {
+      const auto m = next(deadline);
+      if (!m) break;
+      if (text_of(*m, "type") != "event") continue;
+      const std::string run_id = text_of(*m, "run_id");
+      const auto it = std::find_if(runs.begin(), runs.end(), [&](const PairRun& p) { return p.run_id == run_id; });
+      if (it == runs.end()) continue;
+      const json e = m->value("event", json::object());
+      const std::string type = text_of(e, "type");
+      if (type == "links") {
+        measured[{run_id, m->value("rank", -1)}] = e;
+      } else if (type == "run_done") {
+        ++it->done;
+      } else if (type == "failure" && it->error.empty()) {
+        it->error = fmt::format("{} failed at {}: {}", m->value("rank", -1) == 0 ? "rank 0" : "rank 1",
+                                text_of(e, "stage"), text_of(e, "summary"));
+      } else if (type == "error" && it->error.empty()) {
+        it->error = text_of(e, "message");
+      }
+    }
+    for (auto& run : runs) {
+      if (run.done < 2 && run.error.empty()) {
+        run.error = fmt::format("no end within {} s", o.per_pair.count());
+        for (const auto& p : {run.a, run.b}) {
+          try {
+            agents[static_cast<std::size_t>(p)].client->call({{"type", "cancel"}, {"run_id", run.run_id}});
+          } catch (const std::exception&) {
+          }
+        }
+      }
+      // Rank 1, on b, measured what came from a.
+      LinkMeasure l;
+      l.from = run.a;
+      l.to = run.b;
+      const auto it = measured.find({run.run_id, 1});
+      if (it != measured.end()) {
+        for (const auto& x : it->second.value("links", json::array())) {
+          l.gbs = std::max(l.gbs, x.value("gbs", 0.0));
+          l.ahead = l.ahead || x.value("ahead", std::uint64_t{0}) > 0 || x.value("bytes", std::uint64_t{0}) > 0;
+          if (!text_of(x, "transport").empty()) l.transport = text_of(x, "transport");
+        }
+      }
+      l.ahead = l.ahead && l.gbs <= 0;
+      if (l.gbs <= 0 && !l.ahead) l.error = run.error.empty() ? "nothing measured" : run.error;
+      report.links.push_back(std::move(l));
+    }
+  }
+  std::sort(report.links.begin(), report.links.end(),
+            [](const LinkMeasure& x, const LinkMeasure& y) { return std::tie(x.from, x.to) < std::tie(y.from, y.to); });
+  report.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  return report;
+}
+
+std::vector<std::string> diagnose_links(const LinkcheckReport& r) {
+  std::vector<std::string> out;
+  const int n = static_cast<int>(r.nodes.size());
+  std::set<std::pair<int, int>> failed_pairs;
+  for (const auto& l : r.links) {
+    if (l.gbs > 0 || l.ahead) continue;
+    const auto pair = std::make_pair(std::min(l.from, l.to), std::max(l.from, l.to));
+    if (!failed_pairs.insert(pair).second) continue;
+    out.push_back(fmt::format("node {} <-> node {} ({} <-> {}) was not measured: {}", pair.first, pair.second,
+                              r.nodes[static_cast<std::size_t>(pair.first)],
+                              r.nodes[static_cast<std::size_t>(pair.second)], l.error));
+  }
+  // The median of each transport's links; slow is under a fifth of it.
+  std::map<std::string, std::vector<double>> by_transport;
+  for (const auto& l : r.links) {
+    if (l.gbs > 0) by_transport[l.transport].push_back(l.gbs);
+  }
+  std::map<std::string, double> medians;
+  for (const auto& [t, v] : by_transport)
+    medians[t] = v.size() >= 3 ? median(v) : 0;
+  auto slow = [&](const LinkMeasure& l) {
+    const double m = medians[l.transport];
+    return l.gbs > 0 && m > 0 && l.gbs < m / 5;
+  };
+  std::set<std::pair<int, int>> told;
+  // A node whose every link out (or in) is slow, while others are not.
+  for (int x = 0; x < n; ++x) {
+    for (const bool leaving : {true, false}) {
+      int count = 0, slow_count = 0;
+      double worst = 0, m = 0;
+      std::string transport;
+      for (const auto& l : r.links) {
+        if ((leaving ? l.from : l.to) != x || l.gbs <= 0) continue;
+        ++count;
+        if (!slow(l)) continue;
+        ++slow_count;
+        worst = std::max(worst, l.gbs);
+        m = medians[l.transport];
+        transport = l.transport;
+      }
+      if (count < 2 || slow_count != count) continue;
+      out.push_back(
+          fmt::format("every link {} node {} ({}) is slow: at most {} against a median of {} ({}): "
+                      "that node's NIC, cable, link settings or a limit on its traffic",
+                      leaving ? "leaving" : "into", x, r.nodes[static_cast<std::size_t>(x)], rate_text(worst),
+                      rate_text(m), transport));
+      for (const auto& l : r.links) {
+        if ((leaving ? l.from : l.to) == x) told.insert({l.from, l.to});
+      }
+    }
+  }
+  for (const auto& l : r.links) {
+    if (!slow(l) || told.count({l.from, l.to}) != 0) continue;
+    out.push_back(fmt::format("the link node {} -> node {} ({} -> {}) is slow: {} against a median of {} ({})", l.from,
+                              l.to, r.nodes[static_cast<std::size_t>(l.from)], r.nodes[static_cast<std::size_t>(l.to)],
+                              rate_text(l.gbs), rate_text(medians[l.transport]), l.transport));
+  }
+  return out;
+}
+
+std::string render_linkcheck(const LinkcheckReport& r, const std::vector<std::string>& findings) {
+  const int n = static_cast<int>(r.nodes.size());
+  std::string out =
+      fmt::format("link check over {} node(s), {} round(s) of disjoint pairs, in {:.1f} s\n", n, r.rounds, r.seconds);
+  for (int i = 0; i < n; ++i)
+    out += fmt::format("  node {:<3} {}\n", i, r.nodes[static_cast<std::size_t>(i)]);
+  std::set<std::string> transports;
+  for (const auto& l : r.links) {
+    if (!l.transport.empty()) transports.insert(l.transport);
+  }
+  out += fmt::format("\nMB/s measured at the receiver (rows send, columns receive){}\n",
+                     transports.empty() ? "" : fmt::format("; over {}", fmt::join(transports, ", ")));
+  out += fmt::format("{:>8}", "");
+  for (int j = 0; j < n; ++j)
+    out += fmt::format("{:>9}", "node " + std::to_string(j));
+  out += "\n";
+  for (int i = 0; i < n; ++i) {
+    out += fmt::format("{:>8}", "node " + std::to_string(i));
+    for (int j = 0; j < n; ++j) {
+      const LinkMeasure* l = r.link(i, j);
+      out += fmt::format("{:>9}", i == j              ? std::string("-")
+                                  : l && l->ahead     ? std::string("ahead")
+                                  : !l || l->gbs <= 0 ? std::string("failed")
+                                                      : fmt::format("{:.0f}", l->gbs * 1000));
+    }
+    out += "\n";
+  }
+  out += "(ahead: the data was always there before the receiver waited for it, too fast to time)\n\n";
+  if (findings.empty()) out += "no slow or failed link\n";
+  for (const auto& f : findings)
+    out += "problem: " + f + "\n";
+  return out;
+}
+
+json to_json(const LinkcheckReport& r, const std::vector<std::string>& findings) {
+  json links = json::array();
+  for (const auto& l : r.links) {
+    json one = {{"from", l.from}, {"to", l.to}, {"gbs", l.gbs}, {"transport", l.transport}};
+    if (l.ahead) one["ahead"] = true;
+    if (!l.error.empty()) one["error"] = l.error;
+    links.push_back(std::move(one));
+  }
+  return {{"nodes", r.nodes}, {"rounds", r.rounds}, {"seconds", r.seconds}, {"links", links}, {"findings", findings}};
+}
+
+}  // namespace ringmaster::agent

@@ -1,0 +1,107 @@
+// `ringmaster-cli linkcheck --agents h1:p,h2:p,...`: the bandwidth of every
+// link between the agents' nodes, both directions, pair by pair in rounds
+// of disjoint pairs; prints the matrix and names a slow node or link
+// (exit 1 when one is slow or a pair could not be measured).
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <mutex>
+
+#include "agent_set.h"
+#include "commands.h"
+#include "ringmaster/agent/client.h"
+#include "ringmaster/agent/linkcheck.h"
+#include "ringmaster/status.h"
+
+namespace ringmaster::cli {
+namespace {
+
+using nlohmann::json;
+
+struct LinkcheckCommandOptions {
+  AgentSet agents;
+  agent::LinkcheckOptions linkcheck;
+  std::vector<std::string> env;
+  int per_pair_s = 60;
+  bool json_out = false;
+  std::string json_file;
+};
+
+// Messages from every agent's I/O thread, for the command's thread.
+struct Inbox {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<json> messages;
+
+  void push(const json& m) {
+    {
+      std::lock_guard lock(mutex);
+      messages.push_back(m);
+    }
+    cv.notify_one();
+  }
+  std::optional<json> pop(std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock lock(mutex);
+    if (!cv.wait_until(lock, deadline, [&] { return !messages.empty(); })) return std::nullopt;
+    json m = std::move(messages.front());
+    messages.pop_front();
+    return m;
+  }
+};
+
+int run_linkcheck_command(LinkcheckCommandOptions& o) {
+  for (const auto& kv : o.env) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) throw Error(ErrorCategory::config, "--env takes NAME=VALUE, got " + kv);
+    o.linkcheck.env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  if (o.linkcheck.iters < 1) throw Error(ErrorCategory::config, "--iters must be at least 1");
+  if (o.per_pair_s < 5) throw Error(ErrorCategory::config, "--pair-timeout must be at least 5 s");
+  o.linkcheck.per_pair = std::chrono::seconds(o.per_pair_s);
+  const auto endpoints = endpoints_of(o.agents, "linkcheck");
+  if (endpoints.size() < 2) throw Error(ErrorCategory::config, "--agents: a link check needs at least two agents");
+  const std::string token = token_of(o.agents);
+  auto inbox = std::make_shared<Inbox>();
+  std::vector<std::unique_ptr<agent::AgentClient>> clients;
+  std::vector<agent::PreflightAgent> agents;
+  for (const auto& e : endpoints) {
+    clients.push_back(
+        agent::AgentClient::connect(client_options(o.agents, e, token), [inbox](const json& m) { inbox->push(m); }));
+    clients.back()->call({{"type", "subscribe"}});
+    agents.push_back({clients.back().get(), e.host});
+  }
+  const auto report = agent::run_linkcheck(
+      agents, [inbox](std::chrono::steady_clock::time_point deadline) { return inbox->pop(deadline); }, o.linkcheck);
+  const auto findings = agent::diagnose_links(report);
+  if (!o.json_file.empty()) {
+    std::ofstream out(o.json_file);
+    out << agent::to_json(report, findings).dump() << "\n";
+    if (!out) throw Error(ErrorCategory::config, "--json-file " + o.json_file + ": cannot write it");
+  }
+  if (o.json_out) {
+    std::printf("%s\n", agent::to_json(report, findings).dump().c_str());
+  } else {
+    std::fputs(agent::render_linkcheck(report, findings).c_str(), stdout);
+  }
+  return findings.empty() ? exit_code::ok : exit_code::failed;
+}
+
+}  // namespace
+
+Runner add_linkcheck_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("linkcheck",
+                                 "Bandwidth of every link between the agents' nodes, both directions, pair by pair "
+                                 "in rounds of disjoint pairs; names a slow node or link (exit 1 when one is)");
+  auto o = std::make_shared<LinkcheckCommandOptions>();
+  add_agent_set_options(*cmd, o->agents);
+  cmd->add_option("-b,--bytes", o->linkcheck.bytes, "Bytes each rank sends per transfer")->capture_default_str();
+  cmd->add_option("-n,--iters", o->linkcheck.iters, "Timed transfers per pair")->capture_default_str();
+  cmd->add_option("--env", o->env, "NAME=VALUE for the ranks (e.g. NCCL_SHM_DISABLE=1, NCCL_NET=OFI); repeatable");
+  cmd->add_option("--pair-timeout", o->per_pair_s, "Seconds a round of pairs may take")->capture_default_str();
+  cmd->add_flag("--json", o->json_out, "Print the report as one JSON object instead of the text");
+  cmd->add_option("--json-file", o->json_file, "Also write the report as JSON to this file");
+  return [o] { return run_linkcheck_command(*o); };
+}
+
+}  // namespace ringmaster::cli
