@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 
 #include "agent_addresses.h"
 #include "ringmaster/status.h"
@@ -93,6 +94,19 @@ agent::ClientOptions client_options(const AgentSet& set, const Endpoint& e, cons
   c.tls_cert_file = set.tls_cert;
   c.tls_key_file = set.tls_key;
   return c;
+}
+
+void print_report(const nlohmann::json& report, const std::string& text, bool json_out, const std::string& json_file) {
+  if (!json_file.empty()) {
+    std::ofstream out(json_file);
+    out << report.dump() << "\n";
+    if (!out) throw Error(ErrorCategory::config, "--json-file " + json_file + ": cannot write it");
+  }
+  if (json_out) {
+    std::printf("%s\n", report.dump().c_str());
+  } else {
+    std::fputs(text.c_str(), stdout);
+  }
 }
 
 }  // namespace ringmaster::cli

@@ -4,8 +4,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,5 +45,31 @@ std::vector<Endpoint> endpoints_of(const AgentSet& set, const char* command);
 std::string token_of(const AgentSet& set);
 
 agent::ClientOptions client_options(const AgentSet& set, const Endpoint& e, const std::string& token);
+
+// Messages from every agent's I/O thread, consumed by the command's thread.
+struct Inbox {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<nlohmann::json> messages;
+
+  void push(nlohmann::json m) {
+    {
+      std::lock_guard lock(mutex);
+      messages.push_back(std::move(m));
+    }
+    cv.notify_one();
+  }
+  std::optional<nlohmann::json> pop(std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock lock(mutex);
+    if (!cv.wait_until(lock, deadline, [&] { return !messages.empty(); })) return std::nullopt;
+    nlohmann::json m = std::move(messages.front());
+    messages.pop_front();
+    return m;
+  }
+};
+
+// A report as `--json` (one object on stdout) or as text, and to
+// `--json-file` when given.
+void print_report(const nlohmann::json& report, const std::string& text, bool json_out, const std::string& json_file);
 
 }  // namespace ringmaster::cli

@@ -2,11 +2,6 @@
 // link between the agents' nodes, both directions, pair by pair in rounds
 // of disjoint pairs; prints the matrix and names a slow node or link
 // (exit 1 when one is slow or a pair could not be measured).
-#include <condition_variable>
-#include <cstdio>
-#include <deque>
-#include <fstream>
-#include <mutex>
 
 #include "agent_set.h"
 #include "commands.h"
@@ -26,28 +21,6 @@ struct LinkcheckCommandOptions {
   int per_pair_s = 60;
   bool json_out = false;
   std::string json_file;
-};
-
-// Messages from every agent's I/O thread, for the command's thread.
-struct Inbox {
-  std::mutex mutex;
-  std::condition_variable cv;
-  std::deque<json> messages;
-
-  void push(const json& m) {
-    {
-      std::lock_guard lock(mutex);
-      messages.push_back(m);
-    }
-    cv.notify_one();
-  }
-  std::optional<json> pop(std::chrono::steady_clock::time_point deadline) {
-    std::unique_lock lock(mutex);
-    if (!cv.wait_until(lock, deadline, [&] { return !messages.empty(); })) return std::nullopt;
-    json m = std::move(messages.front());
-    messages.pop_front();
-    return m;
-  }
 };
 
 int run_linkcheck_command(LinkcheckCommandOptions& o) {
@@ -74,16 +47,7 @@ int run_linkcheck_command(LinkcheckCommandOptions& o) {
   const auto report = agent::run_linkcheck(
       agents, [inbox](std::chrono::steady_clock::time_point deadline) { return inbox->pop(deadline); }, o.linkcheck);
   const auto findings = agent::diagnose_links(report);
-  if (!o.json_file.empty()) {
-    std::ofstream out(o.json_file);
-    out << agent::to_json(report, findings).dump() << "\n";
-    if (!out) throw Error(ErrorCategory::config, "--json-file " + o.json_file + ": cannot write it");
-  }
-  if (o.json_out) {
-    std::printf("%s\n", agent::to_json(report, findings).dump().c_str());
-  } else {
-    std::fputs(agent::render_linkcheck(report, findings).c_str(), stdout);
-  }
+  print_report(agent::to_json(report, findings), agent::render_linkcheck(report, findings), o.json_out, o.json_file);
   return findings.empty() ? exit_code::ok : exit_code::failed;
 }
 

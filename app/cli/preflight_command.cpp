@@ -3,9 +3,8 @@
 // range, below and above it, RINGMASTER_PORT_RANGE) and probes every other
 // one's; prints an N x N matrix per class, each node's facts, and the
 // findings that name the likely rule or setting.
-#include <cstdio>
+#include <algorithm>
 #include <cstdlib>
-#include <fstream>
 
 #include "agent_set.h"
 #include "commands.h"
@@ -60,16 +59,7 @@ int run_preflight_command(PreflightCommandOptions& o) {
   }
   const PreflightReport report = agent::run_preflight(agents, p);
   const auto findings = diagnose_preflight(report);
-  if (!o.json_file.empty()) {
-    std::ofstream out(o.json_file);
-    out << agent::to_json(report, findings).dump() << "\n";
-    if (!out) throw Error(ErrorCategory::config, "--json-file " + o.json_file + ": cannot write it");
-  }
-  if (o.json_out) {
-    std::printf("%s\n", agent::to_json(report, findings).dump().c_str());
-  } else {
-    std::fputs(render_preflight(report, findings).c_str(), stdout);
-  }
+  print_report(agent::to_json(report, findings), render_preflight(report, findings), o.json_out, o.json_file);
   const bool problem = std::any_of(findings.begin(), findings.end(), [](const PreflightFinding& f) {
     return f.severity == PreflightFinding::Severity::problem;
   });

@@ -44,28 +44,6 @@ struct RemoteOptions {
   int fault_id = 0;
 };
 
-// Messages from every agent's I/O thread, consumed by the main thread.
-struct Inbox {
-  std::mutex mutex;
-  std::condition_variable cv;
-  std::deque<json> messages;
-
-  void push(json m) {
-    {
-      std::lock_guard lock(mutex);
-      messages.push_back(std::move(m));
-    }
-    cv.notify_one();
-  }
-  std::optional<json> pop(std::chrono::steady_clock::time_point deadline) {
-    std::unique_lock lock(mutex);
-    if (!cv.wait_until(lock, deadline, [&] { return !messages.empty(); })) return std::nullopt;
-    json m = std::move(messages.front());
-    messages.pop_front();
-    return m;
-  }
-};
-
 int run_remote(const RemoteOptions& o) {
   const PerfSpec spec = make_perf_spec(o.perf);
   (void)make_comm_options(o.perf);  // the same checks perf makes, before anything starts

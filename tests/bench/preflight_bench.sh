@@ -8,34 +8,8 @@ set -euo pipefail
 build=$(realpath "${1:-build/release}")
 n=${2:-64}
 runs=${3:-3}
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
-chmod 600 "$work/token"
-for ((i = 0; i < n; i++)); do
-  "$build/app/ringmaster-agent" --listen 127.0.0.1:0 --print-port --token-file "$work/token" \
-    --state-dir "$work/state$i" --rank-user "$(id -un)" --log-level warn >"$work/port$i" 2>"$work/log$i" &
-  pids+=($!)
-done
-agents=""
-for ((i = 0; i < n; i++)); do
-  for ((t = 0; t < 100; t++)); do
-    [[ -s "$work/port$i" ]] && break
-    if ! kill -0 "${pids[$i]}" 2>/dev/null; then
-      echo "agent $i did not start:" >&2
-      cat "$work/log$i" >&2
-      exit 1
-    fi
-    sleep 0.1
-  done
-  agents+="${agents:+,}127.0.0.1:$(head -1 "$work/port$i")"
-done
+source "$(dirname "$0")/local_agents.sh"
+start_local_agents "$n"
 times=()
 for ((run = 0; run < runs; run++)); do
   port=$((20000 + RANDOM % 9000))
