@@ -7,9 +7,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <set>
+#include <type_traits>
+#include <variant>
 
 #include "ringmaster/agent/client.h"
+#include "ringmaster/agent/events.h"
+#include "ringmaster/status.h"
 
 namespace ringmaster::agent {
 
@@ -17,13 +23,6 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-// A string field, or empty when absent or of another type (events of the
-// agent's own carry "run_id": null).
-std::string text_of(const json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -123,28 +122,40 @@ LinkcheckReport run_linkcheck(const std::vector<PreflightAgent>& agents, const N
       runs.push_back(std::move(run));
     }
     // The receiving rank's links event.
-    std::map<std::pair<std::string, int>, json> measured;
+    std::map<std::pair<std::string, int>, events::Links> measured;
     const auto deadline = Clock::now() + o.per_pair;
     auto all_done = [&] { return std::all_of(runs.begin(), runs.end(), [](const PairRun& p) { return p.done >= 2; }); };
     while (!all_done()) {
       const auto m = next(deadline);
       if (!m) break;
-      if (text_of(*m, "type") != "event") continue;
-      const std::string run_id = text_of(*m, "run_id");
-      const auto it = std::find_if(runs.begin(), runs.end(), [&](const PairRun& p) { return p.run_id == run_id; });
-      if (it == runs.end()) continue;
-      const json e = m->value("event", json::object());
-      const std::string type = text_of(e, "type");
-      if (type == "links") {
-        measured[{run_id, m->value("rank", -1)}] = e;
-      } else if (type == "run_done") {
-        ++it->done;
-      } else if (type == "failure" && it->error.empty()) {
-        it->error = fmt::format("{} failed at {}: {}", m->value("rank", -1) == 0 ? "rank 0" : "rank 1",
-                                text_of(e, "stage"), text_of(e, "summary"));
-      } else if (type == "error" && it->error.empty()) {
-        it->error = text_of(e, "message");
+      std::optional<events::EventMessage> message;
+      try {
+        message = events::parse_event_message(*m);
+      } catch (const Error&) {
+        continue;  // not this check's: a pair whose event is unreadable reports nothing measured
       }
+      if (!message) continue;
+      const auto it =
+          std::find_if(runs.begin(), runs.end(), [&](const PairRun& p) { return p.run_id == message->run_id; });
+      if (it == runs.end()) continue;
+      const int rank = message->rank;
+      std::visit(
+          [&](const auto& e) {
+            using E = std::decay_t<decltype(e)>;
+            if constexpr (std::is_same_v<E, events::Links>) {
+              measured[{message->run_id, rank}] = e;
+            } else if constexpr (std::is_same_v<E, events::RunDone>) {
+              ++it->done;
+            } else if constexpr (std::is_same_v<E, events::StageFailed>) {
+              if (it->error.empty()) {
+                it->error =
+                    fmt::format("{} failed at {}: {}", rank == 0 ? "rank 0" : "rank 1", name_of(e.stage), e.summary);
+              }
+            } else if constexpr (std::is_same_v<E, events::CollectiveError>) {
+              if (it->error.empty()) it->error = e.message;
+            }
+          },
+          message->event);
     }
     for (auto& run : runs) {
       if (run.done < 2 && run.error.empty()) {
@@ -162,10 +173,10 @@ LinkcheckReport run_linkcheck(const std::vector<PreflightAgent>& agents, const N
       l.to = run.b;
       const auto it = measured.find({run.run_id, 1});
       if (it != measured.end()) {
-        for (const auto& x : it->second.value("links", json::array())) {
-          l.gbs = std::max(l.gbs, x.value("gbs", 0.0));
-          l.ahead = l.ahead || x.value("ahead", std::uint64_t{0}) > 0 || x.value("bytes", std::uint64_t{0}) > 0;
-          if (!text_of(x, "transport").empty()) l.transport = text_of(x, "transport");
+        for (const auto& x : it->second.links) {
+          l.gbs = std::max(l.gbs, x.gbs.value_or(0.0));
+          l.ahead = l.ahead || x.ahead > 0 || x.bytes > 0;
+          if (!x.transport.empty()) l.transport = x.transport;
         }
       }
       l.ahead = l.ahead && l.gbs <= 0;

@@ -5,25 +5,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <type_traits>
+#include <variant>
 
 #include "ringmaster/version.h"
 
 namespace ringmaster::agent {
 namespace {
-
-// `object[key]` as a T, or `fallback` when object is not an object, has no
-// such key, or holds another type there.
-template <class T>
-T field(const nlohmann::json& object, const char* key, T fallback) {
-  if (!object.is_object()) return fallback;
-  const auto it = object.find(key);
-  if (it == object.end()) return fallback;
-  try {
-    return it->get<T>();
-  } catch (const nlohmann::json::exception&) {
-    return fallback;
-  }
-}
 
 constexpr std::size_t kRunsKept = 16;  // series of older runs are dropped
 
@@ -68,46 +56,30 @@ void Metrics::remember_run(const std::string& run) {
   }
 }
 
-void Metrics::observe(const nlohmann::json& tagged) {
-  // Events come from ranks, which may print any JSON: every field is
-  // looked up, never assumed (reading a missing key through a const json
-  // is undefined behaviour; the ASan build's assertions stopped the agent
-  // on a rank's `result` without `out_of_place`).
-  const std::string run = field(tagged, "run_id", std::string());
-  const int rank = field(tagged, "rank", -1);
-  const auto event = tagged.is_object() ? tagged.find("event") : tagged.end();
-  if (run.empty() || event == tagged.end() || !event->is_object()) return;
-  const auto& e = *event;
-  const std::string type = field(e, "type", std::string());
+void Metrics::observe(const events::EventMessage& m) {
+  if (m.run_id.empty()) return;
+  const std::string& run = m.run_id;
   remember_run(run);
-  if (type == "failure") {
-    ++stage_failures_[field(e, "stage", std::string("?"))];
-  } else if (type == "stall") {
-    ++stalls_[run];
-  } else if (type == "sample") {
-    if (const auto calls = e.find("calls"); calls != e.end() && calls->is_object()) {
-      auto& c = calls_[{run, rank}];
-      c.started = field(*calls, "started", std::uint64_t{0});
-      c.ended = field(*calls, "ended", std::uint64_t{0});
-    }
-    const auto channels = e.find("channels");
-    if (channels == e.end() || !channels->is_array()) return;
-    for (const auto& c : *channels) {
-      if (!c.is_object()) continue;
-      auto& ch = channels_[{run, rank, field(c, "channel", 0)}];
-      ch.sent = field(c, "bytes_sent", std::uint64_t{0});
-      ch.received = field(c, "bytes_received", std::uint64_t{0});
-      ch.busy_ns = field(c, "busy_ns", std::uint64_t{0});
-    }
-  } else if (type == "result") {
-    auto& r = results_[{run, rank}];
-    r.collective = field(e, "collective", std::string());
-    r.bytes = field(e, "bytes", std::uint64_t{0});
-    const auto out_of_place = e.find("out_of_place");
-    r.busbw = out_of_place != e.end() ? field(*out_of_place, "busbw", 0.0) : 0.0;
-  } else if (type == "rank_exit" || type == "rank_failed") {
-    ++rank_ends_[{run, type == "rank_exit" ? "ok" : "failed"}];
-  }
+  std::visit(
+      [&](const auto& e) {
+        using E = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<E, events::StageFailed>) {
+          ++stage_failures_[std::string(name_of(e.stage))];
+        } else if constexpr (std::is_same_v<E, events::Stall>) {
+          ++stalls_[run];
+        } else if constexpr (std::is_same_v<E, events::Sample>) {
+          calls_[{run, m.rank}] = {e.calls_started, e.calls_ended};
+          for (const auto& c : e.channels)
+            channels_[{run, m.rank, c.channel}] = {c.bytes_sent, c.bytes_received, c.busy_ns};
+        } else if constexpr (std::is_same_v<E, events::Result>) {
+          results_[{run, m.rank}] = {e.collective, e.bytes, e.out_of_place.busbw};
+        } else if constexpr (std::is_same_v<E, events::RankExit>) {
+          ++rank_ends_[{run, "ok"}];
+        } else if constexpr (std::is_same_v<E, events::RankFailed>) {
+          ++rank_ends_[{run, "failed"}];
+        }
+      },
+      m.event);
 }
 
 std::string Metrics::render(double uptime_s, std::uint64_t runs_started, std::uint64_t runs_failed) const {

@@ -2,20 +2,20 @@
 // the same events the agent relays to clients.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <string>
 #include <tuple>
 
+#include "ringmaster/agent/events.h"
+
 namespace ringmaster::agent {
 
 class Metrics {
  public:
-  // An event as relayed: {run_id, rank, event: {type, ...}}.
-  void observe(const nlohmann::json& tagged);
+  // An event as relayed.
+  void observe(const events::EventMessage& m);
   std::string render(double uptime_s, std::uint64_t runs_started, std::uint64_t runs_failed) const;
 
  private:

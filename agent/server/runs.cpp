@@ -132,8 +132,8 @@ void RunManager::signal_group(const Run& run, int sig) {
   if (alive && !run.children.empty() && run.children.front()->pid > 0) ::kill(-run.children.front()->pid, sig);
 }
 
-RunManager::RunManager(asio::io_context& io, const AgentOptions& options, std::function<void(json)> emit,
-                       FaultManager* faults)
+RunManager::RunManager(asio::io_context& io, const AgentOptions& options,
+                       std::function<void(events::EventMessage)> emit, FaultManager* faults)
     : io_(io),
       options_(options),
       emit_(std::move(emit)),
@@ -183,29 +183,30 @@ void RunManager::finish_if_done(Child& child) {
   auto run = child.run.lock();
   if (!run) return;
   const int status = child.status;
-  json event;
+  events::Event event;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-    event = {{"type", "rank_exit"}, {"exit_code", 0}};
+    event = events::RankExit{0};
   } else {
     run->any_failed = true;
-    event = {{"type", "rank_failed"}, {"pid", child.pid}, {"stderr_tail", child.err_tail}};
+    events::RankFailed failed;
+    failed.pid = child.pid;
+    failed.stderr_tail = child.err_tail;
     if (WIFEXITED(status)) {
-      event["exit_code"] = WEXITSTATUS(status);
-      event["summary"] = fmt::format("rank {} exited with status {}", child.rank, WEXITSTATUS(status));
+      failed.exit_code = WEXITSTATUS(status);
+      failed.summary = fmt::format("rank {} exited with status {}", child.rank, WEXITSTATUS(status));
     } else if (WIFSIGNALED(status)) {
-      event["signal"] = WTERMSIG(status);
-      event["signal_name"] = signal_name(WTERMSIG(status));
-      event["summary"] = fmt::format("rank {} was killed by {}", child.rank, signal_name(WTERMSIG(status)));
+      failed.signal = WTERMSIG(status);
+      failed.signal_name = signal_name(WTERMSIG(status));
+      failed.summary = fmt::format("rank {} was killed by {}", child.rank, signal_name(WTERMSIG(status)));
     }
+    event = std::move(failed);
   }
-  emit_(json{{"run_id", run->id}, {"rank", child.rank}, {"event", std::move(event)}});
+  emit_({run->id, child.rank, std::move(event), {}});
   for (const auto& c : run->children) {
     if (!c->reported) return;
   }
   if (run->any_failed) ++failed_;
-  emit_(json{{"run_id", run->id},
-             {"rank", -1},
-             {"event", {{"type", "run_done"}, {"ok", !run->any_failed}, {"cancelled", run->cancelled}}}});
+  emit_({run->id, -1, events::RunDone{!run->any_failed, run->cancelled}, {}});
   if (run->kill_timer) run->kill_timer->cancel();
   runs_.erase(run->id);
   if (faults_) faults_->run_ended(run->id);
@@ -363,9 +364,7 @@ json RunManager::start(const json& m) {
                                 asio::buffers_end(child->out_buffer.data()));
               child->out_buffer.consume(child->out_buffer.size());
               try {
-                emit_(json{{"run_id", run->id},
-                           {"rank", child->rank},
-                           {"event", {{"type", "output"}, {"text", std::move(piece)}, {"cut", true}}}});
+                emit_({run->id, child->rank, events::RankOutput{std::move(piece), true}, {}});
               } catch (const std::exception& e) {
                 log::warn("rank {}'s output skipped: {}", child->rank, e.what());
               }
@@ -381,15 +380,21 @@ json RunManager::start(const json& m) {
             std::string line(asio::buffers_begin(child->out_buffer.data()),
                              asio::buffers_begin(child->out_buffer.data()) + static_cast<std::ptrdiff_t>(n) - 1);
             child->out_buffer.consume(n);
-            // A line that is not an event of ours is
-            // output, whatever it looks like.
-            json event = json::parse(line, nullptr, false);
-            if (event.is_discarded() || !event.is_object() || !event.contains("type") || !event["type"].is_string() ||
-                event["type"] == "output" || json_depth(line, kMaxJsonDepth) > kMaxJsonDepth) {
-              event = {{"type", "output"}, {"text", line}};
+            // A line that is not a valid event of ours is output, whatever
+            // it looks like; an event this build does not know is relayed.
+            events::EventMessage m{run->id, child->rank, events::RankOutput{line, false}, {}};
+            json parsed = json::parse(line, nullptr, false);
+            if (!parsed.is_discarded() && parsed.is_object() && json_depth(line, kMaxJsonDepth) <= kMaxJsonDepth &&
+                parsed.contains("type") && parsed["type"] != "output") {
+              try {
+                m.event = events::parse_event(parsed);
+                m.body = std::move(parsed);
+              } catch (const Error& e) {
+                log::warn("rank {}'s line relayed as output: {}", child->rank, e.status().message());
+              }
             }
             try {
-              emit_(json{{"run_id", run->id}, {"rank", child->rank}, {"event", std::move(event)}});
+              emit_(std::move(m));
             } catch (const std::exception& e) {
               log::warn("rank {}'s output skipped: {}", child->rank, e.what());
             }

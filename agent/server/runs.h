@@ -11,6 +11,7 @@
 #include <string>
 
 #include "faults.h"
+#include "ringmaster/agent/events.h"
 #include "ringmaster/agent/server.h"
 #include "spawn.h"
 
@@ -18,10 +19,11 @@ namespace ringmaster::agent {
 
 class RunManager {
  public:
-  // `emit` receives every event, already tagged with run_id and rank.
+  // `emit` receives every event with its run and rank; a rank's line that
+  // is not a valid event arrives as output.
   // `faults` (may be null) learns when runs start and end, and gives the
   // connect filter of faults that fell back to it.
-  RunManager(boost::asio::io_context& io, const AgentOptions& options, std::function<void(nlohmann::json)> emit,
+  RunManager(boost::asio::io_context& io, const AgentOptions& options, std::function<void(events::EventMessage)> emit,
              FaultManager* faults);
   ~RunManager();
 
@@ -56,7 +58,7 @@ class RunManager {
 
   boost::asio::io_context& io_;
   const AgentOptions& options_;
-  std::function<void(nlohmann::json)> emit_;
+  std::function<void(events::EventMessage)> emit_;
   FaultManager* faults_;
   std::map<std::string, std::shared_ptr<Run>> runs_;
   struct Signals;

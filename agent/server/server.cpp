@@ -141,7 +141,7 @@ struct AgentServer::Impl {
   bool backing_off(const std::string& ip) const;
 
   json inventory() const;
-  void broadcast(const json& event);
+  void broadcast(const events::EventMessage& event);
   awaitable<void> accept_loop();
   awaitable<void> heartbeat_loop();
   std::unique_ptr<HttpEndpoints> http;  // --metrics: /metrics, /healthz, /readyz
@@ -497,13 +497,9 @@ bool AgentServer::Impl::backing_off(const std::string& ip) const {
   return it != auth_backoff.end() && it->second.until > Clock::now();
 }
 
-void AgentServer::Impl::broadcast(const json& event) {
-  try {
-    metrics.observe(event);
-  } catch (const std::exception& e) {
-    log::warn("metrics skipped an event they could not read: {}", e.what());
-  }
-  json message = event;
+void AgentServer::Impl::broadcast(const events::EventMessage& event) {
+  metrics.observe(event);
+  json message = events::to_json(event);
   message["type"] = "event";
   for (const auto& s : sessions) {
     if (s->subscribed()) s->send(message);
@@ -719,7 +715,7 @@ AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>())
   s.topology = json::parse(topo.to_json());
   s.topology_summary = topo.summary();
   s.runs = std::make_unique<RunManager>(
-      s.io, s.options, [&s](json event) { s.broadcast(event); }, s.faults.get());
+      s.io, s.options, [&s](events::EventMessage event) { s.broadcast(event); }, s.faults.get());
 }
 
 AgentServer::~AgentServer() = default;

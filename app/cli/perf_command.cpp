@@ -16,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <thread>
@@ -33,15 +34,14 @@ namespace {
 // A result row as JSON, with what the tuner ran ("tuner": its pick and
 // prediction) and, with --candidates, whose row it is.
 nlohmann::json row_json(const PerfSpec& spec, const PerfRow& row) {
-  auto j = agent::to_json(spec, row);
+  auto r = agent::events::result(spec, row);
   if (row.pick) {
-    j["tuner"] = {{"algorithm", name_of(row.pick->algorithm)},
-                  {"protocol", name_of(row.pick->protocol)},
-                  {"channels", row.pick->channels},
-                  {"predicted_us", row.pick->predicted_us}};
+    r.tuner =
+        agent::events::Result::Pick{std::string(name_of(row.pick->algorithm)), std::string(name_of(row.pick->protocol)),
+                                    row.pick->channels, row.pick->predicted_us};
   }
-  if (!row.candidate.empty()) j["candidate"] = row.candidate;
-  return j;
+  r.candidate = row.candidate;
+  return agent::events::to_json(r);
 }
 
 // Every sweep the flags ask for: -d all and -o all run every type and
@@ -107,17 +107,16 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
   }
   // The channels' rings: every channel runs its ring in rank order.
   if (config.rank == 0) {
-    nlohmann::json rings = nlohmann::json::array();
-    nlohmann::json order = nlohmann::json::array();
-    for (int r = 0; r < comm->size(); ++r)
-      order.push_back(r);
+    agent::events::Rings rings;
+    std::vector<int> order(static_cast<std::size_t>(comm->size()));
+    std::iota(order.begin(), order.end(), 0);
     for (int c = 0; c < comm->max_channels(); ++c)
-      rings.push_back({{"channel", c}, {"ranks", order}});
-    emit({{"type", "rings"}, {"rings", std::move(rings)}});
-    nlohmann::json trees = nlohmann::json::array();
+      rings.rings.push_back({c, order});
+    emit(agent::events::to_json(rings));
+    agent::events::Trees trees;
     for (int t = 0; t < 2; ++t)
-      trees.push_back({{"tree", t}, {"parents", comm->tree_parents(t)}});
-    emit({{"type", "trees"}, {"trees", std::move(trees)}});
+      trees.trees.push_back({t, comm->tree_parents(t)});
+    emit(agent::events::to_json(trees));
   }
   // What carries each of this rank's connections (every rank: only it
   // knows its own).
@@ -129,26 +128,20 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
     while (running) {
       next += std::chrono::milliseconds(100);
       std::this_thread::sleep_until(next);
-      nlohmann::json channels = nlohmann::json::array();
+      agent::events::Sample sample;
       for (int c = 0; c < comm->max_channels(); ++c) {
         const auto k = comm->counters(c);
-        channels.push_back({{"channel", c},
-                            {"bytes_sent", k.bytes_sent},
-                            {"bytes_received", k.bytes_received},
-                            {"busy_ns", k.busy_ns},
-                            {"steps", k.steps}});
+        sample.channels.push_back({c, k.bytes_sent, k.bytes_received, k.busy_ns, k.steps});
       }
-      nlohmann::json peers = nlohmann::json::array();
       for (const auto& l : comm->peer_links())
-        peers.push_back({{"peer", l.peer}, {"bytes_received", l.total_bytes}});
+        sample.peers.push_back({l.peer, l.total_bytes});
       const CallCounts calls = comm->call_counts();
-      emit({{"type", "sample"},
-            {"peers", std::move(peers)},
-            {"calls", {{"started", calls.started}, {"ended", calls.ended}}},
-            {"t_us",
-             std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-                 .count()},
-            {"channels", std::move(channels)}});
+      sample.calls_started = calls.started;
+      sample.calls_ended = calls.ended;
+      sample.t_us =
+          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
+      emit(agent::events::to_json(sample));
     }
   });
   int code = 0;
@@ -163,7 +156,8 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
       });
     });
   } catch (const Error& e) {
-    emit({{"type", "error"}, {"category", name_of(e.category())}, {"message", e.status().message()}});
+    emit(agent::events::to_json(
+        agent::events::CollectiveError{std::string(name_of(e.category())), e.status().message()}));
     std::fprintf(stderr, "rank %d: %s\n", config.rank, e.what());
     code = exit_code::collective_failed;
   }
@@ -171,7 +165,7 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
   sampler.join();
   emit(agent::links_json(comm->peer_links(), comm->connections()));
   if (code == 0 && wrong != 0) code = exit_code::failed;
-  emit({{"type", "done"}, {"wrong", wrong}, {"rows", rows}, {"exit_code", code}});
+  emit(agent::events::to_json(agent::events::RankDone{wrong, static_cast<long long>(rows), code}));
   return code;
 }
 

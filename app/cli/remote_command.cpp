@@ -14,6 +14,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <type_traits>
+#include <variant>
 
 #include "agent_set.h"
 #include "commands.h"
@@ -87,9 +90,9 @@ int run_remote(const RemoteOptions& o) {
 
   std::ofstream events;
   if (!o.events_file.empty()) events.open(o.events_file);
-  std::vector<StageEvent> stages;
+  std::vector<agent::events::StageEnded> stages;
   std::vector<PerfRow> rows;
-  std::vector<std::pair<int, json>> links;
+  std::vector<std::pair<int, agent::events::Links>> links;
   bool header_printed = false;
   std::size_t agents_done = 0;
   bool ok = true;
@@ -101,7 +104,7 @@ int run_remote(const RemoteOptions& o) {
     std::printf("# rank 0 init stages (run %s over %zu agents)\n", run_id.c_str(), clients.size());
     for (const auto& e : stages) {
       std::printf("#   %-17s %-6s %9.3f ms  %s\n", std::string(name_of(e.stage)).c_str(), e.ok ? "ok" : "FAILED",
-                  e.duration.count() / 1e6, e.detail.c_str());
+                  e.duration_ms, e.detail.c_str());
     }
     std::printf("#\n%s", perf_header(spec, world).c_str());
     std::fflush(stdout);
@@ -123,34 +126,44 @@ int run_remote(const RemoteOptions& o) {
     }
     if (type != "event" || m->value("run_id", "") != run_id) continue;
     if (events.is_open()) events << m->dump() << "\n";
-    const int rank = m->value("rank", -1);
-    const json& e = (*m)["event"];
-    const std::string kind = e.value("type", "");
-    if (kind == "stage" && rank == 0) {
-      if (auto s = agent::stage_event_from_json(e)) stages.push_back(*s);
-    } else if (kind == "result" && rank == 0) {
-      print_stages();
-      if (auto row = agent::perf_row_from_json(e)) {
-        rows.push_back(*row);
-        std::fputs(perf_row_line(spec, *row).c_str(), stdout);
-        std::fflush(stdout);
-      }
-    } else if (kind == "failure") {
-      ok = false;
-      std::fprintf(stderr, "# rank %d failed at %s: %s\n#   hint: %s\n", rank, e.value("stage", "?").c_str(),
-                   e.value("summary", "").c_str(), e.value("hint", "").c_str());
-    } else if (kind == "error") {
-      ok = false;
-      std::fprintf(stderr, "# rank %d: %s\n", rank, e.value("message", "").c_str());
-    } else if (kind == "rank_failed") {
-      ok = false;
-      std::fprintf(stderr, "# %s\n", e.value("summary", "a rank failed").c_str());
-    } else if (kind == "links") {
-      links.emplace_back(rank, e);
-    } else if (kind == "run_done") {
-      ++agents_done;
-      ok = ok && e.value("ok", false);
+    std::optional<agent::events::EventMessage> message;
+    try {
+      message = agent::events::parse_event_message(*m);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "# skipped an event: %s\n", e.status().message().c_str());
+      continue;
     }
+    const int rank = message->rank;
+    std::visit(
+        [&](const auto& e) {
+          using E = std::decay_t<decltype(e)>;
+          namespace ev = agent::events;
+          if constexpr (std::is_same_v<E, ev::StageEnded>) {
+            if (rank == 0) stages.push_back(e);
+          } else if constexpr (std::is_same_v<E, ev::Result>) {
+            if (rank != 0) return;
+            print_stages();
+            rows.push_back(ev::perf_row(e));
+            std::fputs(perf_row_line(spec, rows.back()).c_str(), stdout);
+            std::fflush(stdout);
+          } else if constexpr (std::is_same_v<E, ev::StageFailed>) {
+            ok = false;
+            std::fprintf(stderr, "# rank %d failed at %s: %s\n#   hint: %s\n", rank,
+                         std::string(name_of(e.stage)).c_str(), e.summary.c_str(), e.hint.c_str());
+          } else if constexpr (std::is_same_v<E, ev::CollectiveError>) {
+            ok = false;
+            std::fprintf(stderr, "# rank %d: %s\n", rank, e.message.c_str());
+          } else if constexpr (std::is_same_v<E, ev::RankFailed>) {
+            ok = false;
+            std::fprintf(stderr, "# %s\n", e.summary.empty() ? "a rank failed" : e.summary.c_str());
+          } else if constexpr (std::is_same_v<E, ev::Links>) {
+            links.emplace_back(rank, e);
+          } else if constexpr (std::is_same_v<E, ev::RunDone>) {
+            ++agents_done;
+            ok = ok && e.ok;
+          }
+        },
+        message->event);
   }
   if (!rows.empty()) std::fputs(perf_footer(rows).c_str(), stdout);
   // Every rank measured the links into it; one far below the others is

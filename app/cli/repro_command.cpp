@@ -29,6 +29,8 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <type_traits>
+#include <variant>
 
 #include <fmt/format.h>
 
@@ -38,6 +40,7 @@
 #include "ringmaster/agent/linkcheck.h"
 #include "ringmaster/agent/preflight.h"
 #include "ringmaster/agent/protocol.h"
+#include "ringmaster/agent/scenario.h"
 #include "ringmaster/agent/telemetry.h"
 #include "ringmaster/status.h"
 
@@ -62,26 +65,6 @@ struct ReproOptions {
   bool keep = false;
   std::string events_file;
 };
-
-std::vector<json> load_catalog(const std::string& dir) {
-  std::vector<std::pair<std::string, json>> found;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.path().extension() != ".json") continue;
-    std::ifstream in(entry.path());
-    json j = json::parse(in, nullptr, false);
-    if (j.is_discarded() || !j.contains("name")) {
-      throw Error(ErrorCategory::config, entry.path().string() + ": not a scenario (JSON with a name)");
-    }
-    found.emplace_back(entry.path().filename().string(), std::move(j));
-  }
-  if (ec) throw Error(ErrorCategory::config, dir + ": " + ec.message());
-  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<json> out;
-  for (auto& [f, j] : found)
-    out.push_back(std::move(j));
-  return out;
-}
 
 void must(const std::vector<std::string>& argv) {
   const auto [code, output] = agent::run_command(argv);
@@ -301,8 +284,8 @@ std::vector<std::string> our_leftovers() {
 
 // Sends each host the scenario's faults; `say` puts each in the report.
 // False (v.skipped set) when a fault could only be stood in for.
-bool apply_faults(Cluster& cluster, const json& s, int hosts, Verdict& v, bool say) {
-  for (const auto& f : s.value("faults", json::array())) {
+bool apply_faults(Cluster& cluster, const agent::Scenario& s, int hosts, Verdict& v, bool say) {
+  for (const auto& f : s.faults) {
     const json targets = f.value("hosts", json::array());
     for (int h = 0; h < hosts; ++h) {
       bool hit = targets.empty();
@@ -408,17 +391,15 @@ void check_linkcheck(Cluster& cluster, int hosts, const json& run_spec, const js
   }
 }
 
-Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, std::ofstream* events) {
+Verdict run_scenario(const agent::Scenario& s, const std::string& agent_path, bool keep, std::ofstream* events) {
   Verdict v;
-  const int hosts = s.value("hosts", 2);
-  const int per_host = s.value("ranks_per_host", 1);
-  const json run_spec = s.value("run", json::object());
-  const json expect = s.value("expect", json::object());
+  const int hosts = s.hosts;
+  const json& run_spec = s.run;
+  const json& expect = s.expect;
   Cluster cluster(hosts, keep);
-  if (s.contains("resolver")) {
-    const json r = s["resolver"];
-    cluster.write_resolver_files(r.value("hosts_lines", std::vector<std::string>{}),
-                                 r.value("missing_on", std::vector<int>{}));
+  if (!s.resolver.is_null()) {
+    cluster.write_resolver_files(s.resolver.value("hosts_lines", std::vector<std::string>{}),
+                                 s.resolver.value("missing_on", std::vector<int>{}));
   }
   auto inbox = std::make_shared<Inbox>();
   cluster.start_agents(agent_path, [inbox](const json& m) {
@@ -428,16 +409,9 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, st
   });
   if (!apply_faults(cluster, s, hosts, v, true)) return v;
   if (expect.contains("preflight")) check_preflight(cluster, hosts, run_spec, expect["preflight"], v);
-  // Placement: by default ranks_per_host on each host in order.
-  std::vector<int> placement = run_spec.value("placement", std::vector<int>{});
-  if (placement.empty()) {
-    for (int h = 0; h < hosts; ++h) {
-      for (int l = 0; l < per_host; ++l)
-        placement.push_back(h);
-    }
-  }
-  const int world = run_spec.value("world_size", static_cast<int>(placement.size()));
-  const std::string run_id = "repro-" + s["name"].get<std::string>();
+  const std::vector<int> placement = s.placement();
+  const int world = s.world_size();
+  const std::string run_id = "repro-" + s.name;
   json message = {
       {"type", "run"},
       {"run_id", run_id},
@@ -488,7 +462,7 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, st
     ++running_hosts;
   }
   // Collect until every host with ranks is done.
-  const json action = s.value("action", json::object());
+  const json& action = s.action;
   const int kill_rank = action.value("kill_rank", -1);
   bool killed = false;
   // freeze_rank: SIGSTOP once data moves, SIGCONT once a stall report is
@@ -503,16 +477,10 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, st
     ::kill(pid_of[freeze_rank], SIGCONT);
     v.report.push_back(fmt::format("continued rank {} {}", freeze_rank, why));
   };
-  std::vector<std::pair<json, std::chrono::steady_clock::duration>> stalls;  // each stall event, and when it came
-  std::map<int, json> failures;
-  std::map<int, std::vector<std::string>> errors;
-  std::vector<std::pair<int, json>> links;
-  std::map<std::pair<int, int>, json> ring_connections;  // (rank, next) -> its connection event entry
-  std::set<std::string> entered;
-  int done = 0;
-  bool all_ok = true;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(s.value("timeout_s", 90));
-  while (done < running_hosts) {
+  namespace ev = agent::events;
+  agent::ScenarioRun said;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(s.timeout_s);
+  while (said.agents_done < running_hosts) {
     std::unique_lock lock(inbox->mutex);
     const auto slice = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
     if (frozen_at && std::chrono::steady_clock::now() - *frozen_at > kUnfreezeAfter) {
@@ -534,60 +502,34 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, st
     lock.unlock();
     if (m.value("type", "") != "event" || m.value("run_id", "") != run_id) continue;
     if (events) *events << json{{"agent", "repro"}, {"message", m}}.dump() << "\n";
-    const int rank = m.value("rank", -1);
-    const json& e = m["event"];
-    const std::string type = e.value("type", "");
-    if (type == "stage") {
-      if (e.value("ok", false)) entered.insert(e.value("stage", ""));
-    } else if (type == "failure") {
-      failures[rank] = e;
-    } else if (type == "error") {
-      errors[rank].push_back(e.value("message", ""));
-    } else if (type == "links") {
-      links.emplace_back(rank, e);
-    } else if (type == "connections") {
-      for (const auto& c : e.value("connections", json::array())) {
-        if (!c.value("outgoing", false) || c.value("channel", -1) != 0) continue;
-        ring_connections[{rank, c.value("peer", -1)}] = c;
-        // A transport that should have carried a connection and did not.
-        const std::string fallback = c.value("fallback", std::string());
-        if (!fallback.empty() && fallback.find("NCCL_SHM_DISABLE") == std::string::npos) {
-          v.report.push_back(fmt::format("rank {} -> rank {} via {}: shared memory not used: {}", rank,
-                                         c.value("peer", -1), c.value("transport", "?"), c.value("fallback", "")));
-        }
-      }
-    } else if (type == "stall") {
-      const auto after =
-          frozen_at ? std::chrono::steady_clock::now() - *frozen_at : std::chrono::steady_clock::duration{};
-      stalls.emplace_back(e, after);
-      v.report.push_back(fmt::format(
-          "stall at {} #{} seen by rank {} after {:.1f} s without progress, every rank "
-          "asked in {:.1f} s{}: {}",
-          e.value("collective", "?"), e.value("seq", 0), e.value("reporter", -1), e.value("stalled_for_ms", 0) / 1000.0,
-          e.value("gathered_in_ms", 0) / 1000.0,
-          frozen_at
-              ? fmt::format(" ({:.1f} s after the rank was stopped)", std::chrono::duration<double>(after).count())
-              : std::string(),
-          e.value("diagnosis", "")));
-      thaw("after the stall report");
-    } else if (type == "sample" && freeze_rank >= 0 && !frozen_at &&
-               e["channels"][0].value("bytes_sent", std::uint64_t{0}) > 0) {
-      frozen_at = std::chrono::steady_clock::now();
-      ::kill(pid_of[freeze_rank], SIGSTOP);
-      v.report.push_back(
-          fmt::format("stopped rank {} (pid {}, SIGSTOP) once data moved", freeze_rank, pid_of[freeze_rank]));
-    } else if (type == "rank_failed") {
-      v.report.push_back(e.value("summary", ""));
-    } else if (type == "sample" && kill_rank >= 0 && !killed &&
-               e["channels"][0].value("bytes_sent", std::uint64_t{0}) > 0) {
-      killed = true;
-      ::kill(pid_of[kill_rank], SIGKILL);
-      v.report.push_back("killed rank " + std::to_string(kill_rank) + " (pid " + std::to_string(pid_of[kill_rank]) +
-                         ") once data moved");
-    } else if (type == "run_done") {
-      ++done;
-      all_ok = all_ok && e.value("ok", false);
+    std::optional<ev::EventMessage> message;
+    try {
+      message = ev::parse_event_message(m);
+    } catch (const Error& e) {
+      v.report.push_back("skipped an event: " + e.status().message());
+      continue;
     }
+    // Once data moves (a sample with bytes sent on channel 0): the
+    // scenario's action.
+    if (const auto* sample = std::get_if<ev::Sample>(&message->event);
+        sample && !sample->channels.empty() && sample->channels[0].bytes_sent > 0) {
+      if (freeze_rank >= 0 && !frozen_at) {
+        frozen_at = std::chrono::steady_clock::now();
+        ::kill(pid_of[freeze_rank], SIGSTOP);
+        v.report.push_back(
+            fmt::format("stopped rank {} (pid {}, SIGSTOP) once data moved", freeze_rank, pid_of[freeze_rank]));
+      } else if (kill_rank >= 0 && !killed) {
+        killed = true;
+        ::kill(pid_of[kill_rank], SIGKILL);
+        v.report.push_back(fmt::format("killed rank {} (pid {}) once data moved", kill_rank, pid_of[kill_rank]));
+      }
+    }
+    std::optional<double> after_stop_s;
+    if (frozen_at) after_stop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - *frozen_at).count();
+    const std::size_t lines = said.report.size();
+    said.add(*message, after_stop_s);
+    v.report.insert(v.report.end(), said.report.begin() + static_cast<std::ptrdiff_t>(lines), said.report.end());
+    if (std::holds_alternative<ev::Stall>(message->event)) thaw("after the stall report");
   }
   if (expect.contains("linkcheck")) {
     // After the run, so that the run meets the scenario as it always did.
@@ -601,158 +543,10 @@ Verdict run_scenario(const json& s, const std::string& agent_path, bool keep, st
     };
     check_linkcheck(cluster, hosts, run_spec, expect["linkcheck"], inbox, reapply, v);
   }
-  for (const auto& [rank, f] : failures) {
-    v.report.push_back("rank " + std::to_string(rank) + " failed at " + f.value("stage", "?") + ": " +
-                       f.value("summary", "") + " | hint: " + f.value("hint", ""));
-  }
-  for (const auto& [rank, list] : errors) {
-    for (const auto& e : list)
-      v.report.push_back("rank " + std::to_string(rank) + ": " + e);
-  }
-  const auto slow = agent::find_slow_links(links);
-  for (const auto& l : slow)
-    v.report.push_back("slow link: " + l.describe());
-
-  // Compare with the expectation.
-  auto fail = [&](std::string why) {
-    v.passed = false;
-    v.reasons.push_back(std::move(why));
-  };
-  const std::string outcome = expect.value("outcome", "fail");
-  // "transport": the ring connection from one rank to the next is carried
-  // by the named transport, and its fallback reason has every keyword.
-  if (expect.contains("transport")) {
-    const json& t = expect["transport"];
-    const int from = t.value("from", -1), to = t.value("to", -1);
-    const auto it = ring_connections.find({from, to});
-    if (it == ring_connections.end()) {
-      fail(fmt::format("rank {} reported no connection to rank {}", from, to));
-    } else if (it->second.value("transport", "") != t.value("via", "")) {
-      fail(fmt::format("rank {} -> rank {} went via {}, expected {}", from, to, it->second.value("transport", "?"),
-                       t.value("via", "")));
-    } else {
-      const std::string why = it->second.value("fallback", "");
-      for (const auto& k : t.value("keywords", json::array())) {
-        if (why.find(k.get<std::string>()) == std::string::npos) {
-          fail(fmt::format("rank {} -> rank {}: the reason ('{}') does not mention '{}'", from, to, why,
-                           k.get<std::string>()));
-        }
-      }
-    }
-  }
-  if (expect.contains("slow_link")) {
-    const int from = expect["slow_link"].value("from", -1), to = expect["slow_link"].value("to", -1);
-    if (slow.empty()) {
-      std::string measured;
-      for (const auto& [rank, e] : links) {
-        for (const auto& l : e.value("links", json::array())) {
-          measured += fmt::format("{}{}->{} {:.1f} MB/s", measured.empty() ? "" : ", ", l.value("from", -1), rank,
-                                  l.value("gbs", 0.0) * 1e3);
-        }
-      }
-      fail("expected the link rank " + std::to_string(from) + " -> rank " + std::to_string(to) +
-           " flagged slow; no link was (measured: " + (measured.empty() ? "nothing" : measured) + ")");
-    } else if (slow.front().from != from || slow.front().to != to) {
-      fail("expected the link rank " + std::to_string(from) + " -> rank " + std::to_string(to) +
-           " flagged slowest; flagged " + slow.front().describe());
-    }
-  }
-  // "stall": a stall report whose diagnosis has every keyword, made within
-  // within_s of the last progress (and of the SIGSTOP, for freeze_rank).
-  if (expect.contains("stall")) {
-    const json& want = expect["stall"];
-    const double within_s = want.value("within_s", 0.0);
-    if (stalls.empty()) fail("expected a stall report; none came");
-    for (const auto& [e, after] : stalls) {
-      const std::string diagnosis = e.value("diagnosis", "");
-      for (const auto& k : want.value("keywords", json::array())) {
-        if (diagnosis.find(k.get<std::string>()) == std::string::npos) {
-          fail("the stall report does not mention '" + k.get<std::string>() + "': " + diagnosis);
-        }
-      }
-      const double seen_s = (e.value("stalled_for_ms", 0) + e.value("gathered_in_ms", 0)) / 1000.0;
-      if (within_s > 0 && seen_s > within_s) {
-        fail(fmt::format("the stall was reported {:.1f} s after the last progress, over {:.1f} s", seen_s, within_s));
-      }
-      if (within_s > 0 && frozen_at && std::chrono::duration<double>(after).count() > within_s) {
-        fail(fmt::format("the stall was reported {:.1f} s after the rank was stopped, over {:.1f} s",
-                         std::chrono::duration<double>(after).count(), within_s));
-      }
-    }
-  }
-  if (outcome == "complete") {
-    if (!all_ok) fail("expected the run to complete, it failed");
-    return v;
-  }
-  if (all_ok) fail("expected a failure, the run completed");
-  // "any": at least one rank reports the stage with every keyword (a rank
-  // whose store host failed first may only see the store go away).
-  if (expect.value("ranks", json("all")) == "any") {
-    const std::string stage = expect.value("stage", "");
-    bool found = false;
-    for (const auto& [rank, f] : failures) {
-      bool match = f.value("stage", "") == stage;
-      const std::string text = f.dump();
-      for (const auto& k : expect.value("keywords", json::array())) {
-        match = match && text.find(k.get<std::string>()) != std::string::npos;
-      }
-      found |= match;
-    }
-    if (!found) fail("no rank reported " + stage + " with every expected keyword");
-    return v;
-  }
-  std::vector<int> ranks;
-  const json who = expect.value("ranks", json("all"));
-  for (int r = 0; r < world; ++r) {
-    if (r < static_cast<int>(placement.size()) || who.is_array()) {
-      if (who == "nonzero" && r == 0) continue;
-      if (who.is_array() && std::find(who.begin(), who.end(), json(r)) == who.end()) continue;
-      ranks.push_back(r);
-    }
-  }
-  for (int r : ranks) {
-    const std::string stage = expect.value("stage", "");
-    if (!stage.empty()) {
-      if (!failures.count(r)) {
-        fail("rank " + std::to_string(r) + " reported no stage failure (expected " + stage + ")");
-        continue;
-      }
-      if (failures[r].value("stage", "") != stage) {
-        fail("rank " + std::to_string(r) + " failed at " + failures[r].value("stage", "") + ", expected " + stage);
-      }
-      const std::string text = failures[r].dump();
-      for (const auto& k : expect.value("keywords", json::array())) {
-        if (text.find(k.get<std::string>()) == std::string::npos) {
-          fail("rank " + std::to_string(r) + "'s report does not mention '" + k.get<std::string>() + "'");
-        }
-      }
-    }
-    for (const auto& k : expect.value("error_keywords", json::array())) {
-      bool found = false;
-      for (const auto& e : errors[r])
-        found |= e.find(k.get<std::string>()) != std::string::npos;
-      if (!found) fail("rank " + std::to_string(r) + "'s error does not mention '" + k.get<std::string>() + "'");
-    }
-  }
-  // Errors one of the ranks must mention: a dead peer is named first by
-  // its ring neighbours; a rank further away may only see a neighbour's
-  // abort.
-  for (const auto& k : expect.value("any_error_keywords", json::array())) {
-    bool found = false;
-    for (int r : ranks) {
-      for (const auto& e : errors[r])
-        found |= e.find(k.get<std::string>()) != std::string::npos;
-    }
-    if (!found) fail("no rank's error mentions '" + k.get<std::string>() + "'");
-  }
-  if (expect.value("every_rank_errors", false)) {
-    for (int r : ranks) {
-      if (errors[r].empty() && !failures.count(r)) fail("rank " + std::to_string(r) + " reported no error");
-    }
-  }
-  for (const auto& st : expect.value("not_entered", json::array())) {
-    if (entered.count(st.get<std::string>())) fail("stage " + st.get<std::string>() + " was entered");
-  }
+  const agent::ScenarioCheck check = agent::check_run(s, said);
+  v.report.insert(v.report.end(), check.report.begin(), check.report.end());
+  if (!check.passed()) v.passed = false;
+  v.reasons.insert(v.reasons.end(), check.reasons.begin(), check.reasons.end());
   return v;
 }
 
@@ -773,21 +567,20 @@ Runner add_repro_command(CLI::App& app) {
   run->add_option("--json-file", o->events_file, "Write every event of the runs as JSON lines (console replay)");
   run->add_option("--events-file", o->events_file)->group("");  // the old spelling of --json-file
   return [=]() -> int {
-    const auto catalog = load_catalog(o->dir);
+    const auto catalog = agent::load_catalog(o->dir);
     if (list->parsed()) {
       std::printf("# %zu scenarios in %s\n", catalog.size(), o->dir.c_str());
       for (const auto& s : catalog) {
-        std::printf("%-28s %s\n    %s\n", s["name"].get<std::string>().c_str(), s.value("title", "").c_str(),
-                    s.value("story", "").c_str());
+        std::printf("%-28s %s\n    %s\n", s.name.c_str(), s.title.c_str(), s.story.c_str());
       }
       return 0;
     }
     if (!o->all && o->name.empty()) throw Error(ErrorCategory::config, "repro run: give a scenario name or --all");
     if (::geteuid() != 0) {
       for (const auto& s : catalog) {
-        if (!o->all && s["name"] != o->name) continue;
+        if (!o->all && s.name != o->name) continue;
         std::printf("SKIPPED %s: needs root to create network namespaces, veth pairs, a bridge and nftables rules\n",
-                    s["name"].get<std::string>().c_str());
+                    s.name.c_str());
       }
       return exit_code::skipped;
     }
@@ -806,11 +599,10 @@ Runner add_repro_command(CLI::App& app) {
     const std::string agent_path = (fs::read_symlink("/proc/self/exe").parent_path() / "ringmaster-agent").string();
     int failed = 0, ran = 0, skipped = 0;
     for (const auto& s : catalog) {
-      if (!o->all && s["name"] != o->name) continue;
+      if (!o->all && s.name != o->name) continue;
       if (interrupted) break;
       ++ran;
-      std::printf("== %s: %s\n   %s\n", s["name"].get<std::string>().c_str(), s.value("title", "").c_str(),
-                  s.value("story", "").c_str());
+      std::printf("== %s: %s\n   %s\n", s.name.c_str(), s.title.c_str(), s.story.c_str());
       std::fflush(stdout);
       const auto start = std::chrono::steady_clock::now();
       Verdict v;

@@ -230,13 +230,19 @@ TEST(FrameDecoder, ABurstOfLargeFramesDecodesWhole) {
   EXPECT_FALSE(decoder.next());
 }
 
+// A "links" event as a rank sends it, read back as the agent relays it.
+agent::events::Links links_event(const nlohmann::json& j) {
+  return std::get<agent::events::Links>(agent::events::parse_event(j));
+}
+
 // The slow-link finder: one link a hundred times slower than the others is
 // named, slowest first; uniform links name none; too few links name none.
 TEST(SlowLinks, TheOutlierIsNamedAtItsReceiver) {
   auto links = [](int from, double gbs) {
-    return nlohmann::json{{"type", "links"}, {"links", {{{"from", from}, {"bytes", 1 << 22}, {"gbs", gbs}}}}};
+    return links_event(
+        nlohmann::json{{"type", "links"}, {"links", {{{"from", from}, {"bytes", 1 << 22}, {"gbs", gbs}}}}});
   };
-  std::vector<std::pair<int, nlohmann::json>> ring = {
+  std::vector<std::pair<int, agent::events::Links>> ring = {
       {0, links(3, 0.5)}, {1, links(0, 0.45)}, {2, links(1, 0.004)}, {3, links(2, 0.52)}};
   const auto slow = agent::find_slow_links(ring);
   ASSERT_EQ(slow.size(), 1u);
@@ -254,12 +260,12 @@ TEST(SlowLinks, TheOutlierIsNamedAtItsReceiver) {
 // ten times faster are not slow, a crawling socket among sockets is.
 TEST(SlowLinks, SocketsAreNotComparedWithSharedMemory) {
   auto links = [](int from, double gbs, const char* transport) {
-    return nlohmann::json{{"type", "links"},
-                          {"links", {{{"from", from}, {"bytes", 1 << 22}, {"gbs", gbs}, {"transport", transport}}}}};
+    return links_event(nlohmann::json{
+        {"type", "links"}, {"links", {{{"from", from}, {"bytes", 1 << 22}, {"gbs", gbs}, {"transport", transport}}}}});
   };
-  std::vector<std::pair<int, nlohmann::json>> ring = {{1, links(0, 9.0, "SHM")}, {2, links(1, 0.5, "SOCKET")},
-                                                      {3, links(2, 8.0, "SHM")}, {4, links(3, 0.45, "SOCKET")},
-                                                      {5, links(4, 9.5, "SHM")}, {0, links(5, 0.55, "SOCKET")}};
+  std::vector<std::pair<int, agent::events::Links>> ring = {{1, links(0, 9.0, "SHM")}, {2, links(1, 0.5, "SOCKET")},
+                                                            {3, links(2, 8.0, "SHM")}, {4, links(3, 0.45, "SOCKET")},
+                                                            {5, links(4, 9.5, "SHM")}, {0, links(5, 0.55, "SOCKET")}};
   EXPECT_TRUE(agent::find_slow_links(ring).empty());
   ring[3].second = links(3, 0.005, "SOCKET");
   const auto slow = agent::find_slow_links(ring);
@@ -275,15 +281,15 @@ TEST(SlowLinks, SocketsAreNotComparedWithSharedMemory) {
 // all outran their readers measured only two links and named none).
 TEST(SlowLinks, LinksAheadOfTheirReaderCountAsFast) {
   auto measured = [](int from, double gbs) {
-    return nlohmann::json{
+    return links_event(nlohmann::json{
         {"type", "links"},
-        {"links", {{{"from", from}, {"bytes", 1 << 22}, {"gbs", gbs}, {"ahead", 0}, {"transport", "SOCKET"}}}}};
+        {"links", {{{"from", from}, {"bytes", 1 << 22}, {"gbs", gbs}, {"ahead", 0}, {"transport", "SOCKET"}}}}});
   };
   auto ahead = [](int from) {
-    return nlohmann::json{{"type", "links"},
-                          {"links", {{{"from", from}, {"bytes", 0}, {"ahead", 12}, {"transport", "SOCKET"}}}}};
+    return links_event(nlohmann::json{
+        {"type", "links"}, {"links", {{{"from", from}, {"bytes", 0}, {"ahead", 12}, {"transport", "SOCKET"}}}}});
   };
-  std::vector<std::pair<int, nlohmann::json>> ring = {
+  std::vector<std::pair<int, agent::events::Links>> ring = {
       {1, ahead(0)}, {2, ahead(1)}, {3, measured(2, 3.2)}, {4, measured(3, 0.0022)}, {5, ahead(4)}, {0, ahead(5)}};
   const auto slow = agent::find_slow_links(ring);
   ASSERT_EQ(slow.size(), 1u);
@@ -1612,13 +1618,17 @@ TEST(AgentHardening, UnauthenticatedClientsAreDroppedWithinTheDeadline) {
 
 // Whatever a request or a rank's output holds, the agent answers and goes
 // on: a fault spec with a wrongly typed field, a run naming a rank twice,
-// ranks that print {"type":1} and {"type":"result"}.
+// ranks that print {"type":1} and {"type":"result"}. A line that is not an
+// event every client can read is relayed as output, word for word; an
+// event with a field this build does not know, or of a type it does not
+// know, is relayed whole.
 TEST(AgentHardening, MalformedRequestsAndRankOutputNeverStopTheAgent) {
   const std::string fake_cli = ::testing::TempDir() + "fake-cli.sh";
   {
     std::ofstream out(fake_cli);
     out << "#!/bin/sh\necho '{\"type\":1}'\necho '{\"type\":\"result\"}'\necho '{\"type\":\"links\",\"links\":7}'\n"
-           "echo '{\"type\":\"stage\",\"stage\":[]}'\nexit 0\n";
+           "echo '{\"type\":\"stage\",\"stage\":[]}'\necho '{\"type\":\"done\",\"exit_code\":0,\"gpus\":8}'\n"
+           "echo '{\"type\":\"gpu_sample\",\"util\":[0.9]}'\nexit 0\n";
   }
   ::chmod(fake_cli.c_str(), 0755);
   Agent a({"--cli", fake_cli, "--allow-fault-injection"});
@@ -1648,10 +1658,19 @@ TEST(AgentHardening, MalformedRequestsAndRankOutputNeverStopTheAgent) {
   const auto events = inbox.run_events("odd-output", 1, 30s);
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back()["event"]["type"], "run_done");
-  int outputs = 0;
-  for (const auto& e : events)
-    outputs += e["event"]["type"] == "output" ? 1 : 0;
-  EXPECT_EQ(outputs, 1) << "{\"type\":1} is output, not an event";
+  std::vector<std::string> outputs;
+  for (const auto& e : events) {
+    if (e["event"]["type"] == "output") outputs.push_back(e["event"]["text"]);
+    if (e["event"]["type"] == "done") {
+      EXPECT_EQ(e["event"]["gpus"], 8) << e.dump();
+    }
+    if (e["event"]["type"] == "gpu_sample") {
+      EXPECT_EQ(e["event"]["util"], json::array({0.9})) << e.dump();
+    }
+  }
+  EXPECT_EQ(outputs, (std::vector<std::string>{R"({"type":1})", R"({"type":"result"})", R"({"type":"links","links":7})",
+                                               R"({"type":"stage","stage":[]})"}));
+  EXPECT_EQ(events.size(), 8u);  // four outputs, done, gpu_sample, rank_exit, run_done
   EXPECT_TRUE(a.alive());
   EXPECT_EQ(client->call({{"type", "ping"}})["type"], "reply");
 }

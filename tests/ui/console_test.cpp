@@ -785,12 +785,15 @@ void ConsoleTest::retryingStageIsDrawnLive() {
   probe.start(RINGMASTER_CLI, {"probe", "--json"});
   QVERIFY(probe.waitForFinished(30000));
   using nlohmann::json;
-  std::vector<json> progress, finals;
+  namespace ev = ringmaster::agent::events;
+  std::vector<ev::StageProgress> progress;
+  std::vector<ev::StageEnded> finals;
   for (const QByteArray& line : probe.readAllStandardOutput().split('\n')) {
     if (line.isEmpty()) continue;
-    const json e = json::parse(line.toStdString());
-    if (e["type"] == "stage_progress") progress.push_back(e);
-    if (e["type"] == "stage" && e["stage"] == "STORE_CONNECT") finals.push_back(e);
+    const ev::Event e = ev::parse_event(json::parse(line.toStdString()));
+    if (const auto* p = std::get_if<ev::StageProgress>(&e)) progress.push_back(*p);
+    if (const auto* f = std::get_if<ev::StageEnded>(&e); f && f->stage == ringmaster::Stage::store_connect)
+      finals.push_back(*f);
   }
   QVERIFY2(!progress.empty(), "probe printed no stage_progress event");
   QCOMPARE(finals.size(), std::size_t(1));

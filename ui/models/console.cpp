@@ -1,8 +1,6 @@
 // Console: connections, local agents, runs, recording.
 #include "console.h"
 
-#include "ringmaster/agent/telemetry.h"
-
 #include <QCoreApplication>
 #include <QDateTime>
 #include <QDir>
@@ -17,129 +15,6 @@
 namespace ringmaster::ui {
 
 using nlohmann::json;
-
-void RunState::begin(const QString& run_id, int world_size, int agents, std::vector<int> placement) {
-  run_id_ = run_id;
-  placement_ = std::move(placement);
-  rings_.clear();
-  trees_.clear();
-  transports_.clear();
-  world_size_ = world_size;
-  agents_ = agents;
-  agents_done_ = 0;
-  ok_ = true;
-  problems_.clear();
-  slow_links_.clear();
-  links_.clear();
-  samples_ = 0;
-  messages_.clear();
-  recent_samples_.clear();
-  started_ms_ = QDateTime::currentMSecsSinceEpoch();
-  timeline.reset(world_size);
-  results.clear();
-  decisions.clear();
-  tuner.clear();
-  bandwidth.clear();
-  wavefront.clear();
-  emit started(run_id);
-}
-
-std::vector<AgentMessage> RunState::messages() const {
-  std::vector<AgentMessage> all = messages_;
-  all.insert(all.end(), recent_samples_.begin(), recent_samples_.end());
-  return all;
-}
-
-void RunState::apply(const AgentMessage& m) {
-  if (!m.body) return;
-  const json& body = *m.body;
-  if (body.value("type", "") != "event" || QString::fromStdString(body.value("run_id", "")) != run_id_) return;
-  // Only events that are objects go further (every model reads them as
-  // such, and the history drops samples by their fields).
-  const auto event = body.find("event");
-  if (event == body.end() || !event->is_object()) return;
-  const int rank = body.value("rank", -1);
-  const json& e = *event;
-  const std::string type = e.value("type", "");
-  if (type != "sample") messages_.push_back(m);
-  if (type == "stage") {
-    timeline.add_stage(rank, e);
-  } else if (type == "stage_progress") {
-    timeline.add_progress(rank, e);
-  } else if (type == "failure") {
-    timeline.add_failure(rank, e);
-    problems_ << QString("rank %1 failed at %2: %3")
-                     .arg(rank)
-                     .arg(QString::fromStdString(e.value("stage", "")))
-                     .arg(QString::fromStdString(e.value("summary", "")));
-    ok_ = false;
-  } else if (type == "sample") {
-    bandwidth.add_sample(rank, e);
-    ++samples_;
-    // The chart's window and a second more: the first point inside the
-    // window needs the sample before it for its rate.
-    recent_samples_.push_back(m);
-    const long long latest_us = e.value("t_us", 0LL);
-    const long long cutoff = latest_us - static_cast<long long>((bandwidth.window_s() + 1) * 1e6);
-    while (!recent_samples_.empty() && recent_samples_.front().body->at("event").value("t_us", 0LL) < cutoff)
-      recent_samples_.pop_front();
-  } else if (type == "result") {
-    if (rank == 0) {
-      results.add(e);
-      tuner.add_measurement(e);
-    }
-  } else if (type == "tuner") {
-    if (rank == 0) tuner.add_table(e);
-  } else if (type == "rings") {
-    rings_.clear();
-    for (const auto& r : e.value("rings", json::array()))
-      rings_.push_back(r.value("ranks", std::vector<int>{}));
-    emit rings_changed();
-  } else if (type == "trees") {
-    trees_.clear();
-    for (const auto& t : e.value("trees", json::array()))
-      trees_.push_back(t.value("parents", std::vector<int>{}));
-    emit rings_changed();
-  } else if (type == "connections") {
-    for (const auto& c : e.value("connections", json::array())) {
-      if (c.value("outgoing", false) && c.value("channel", -1) >= 0) {
-        transports_[{rank, c.value("peer", -1)}] = QString::fromStdString(c.value("transport", ""));
-      }
-    }
-    emit rings_changed();
-  } else if (type == "decision") {
-    if (rank == 0) {
-      decisions.add(e);
-      tuner.add_measurement(e);
-    }
-  } else if (type == "error") {
-    problems_ << QString("rank %1: %2").arg(rank).arg(QString::fromStdString(e.value("message", "")));
-    ok_ = false;
-  } else if (type == "rank_failed") {
-    problems_ << QString::fromStdString(e.value("summary", "a rank failed"));
-    ok_ = false;
-  } else if (type == "stall") {
-    if (auto report = agent::stall_report_from_json(e)) {
-      wavefront.set(std::move(*report));
-      problems_ << "Stall: " + wavefront.summary();
-      emit stalled();
-    }
-  } else if (type == "links") {
-    links_.emplace_back(rank, e);
-  } else if (type == "run_done") {
-    ok_ = ok_ && e.value("ok", false);
-    if (++agents_done_ == agents_) {
-      for (const auto& l : agent::find_slow_links(links_))
-        slow_links_ << QString::fromStdString(l.describe());
-      emit finished(ok_);
-    }
-  }
-}
-
-QString RunState::transport(int from, int to) const {
-  const auto it = transports_.find({from, to});
-  return it == transports_.end() ? QString() : it->second;
-}
 
 Console::Console(QObject* parent) : QObject(parent) {
   qRegisterMetaType<AgentMessage>();
@@ -171,14 +46,22 @@ Console::~Console() {
   }
 }
 
-bool Console::start_preflight(const agent::PreflightOptions& options, QString* error) {
-  std::vector<std::shared_ptr<agent::AgentClient>> clients;
-  std::vector<std::string> hosts;
+std::vector<std::pair<std::shared_ptr<agent::AgentClient>, std::string>> Console::connected_clients() const {
+  std::vector<std::pair<std::shared_ptr<agent::AgentClient>, std::string>> out;
   for (const QString& address : order_) {
     const auto it = links_.find(address);
     if (it == links_.end() || !it->second.client || !it->second.client->connected()) continue;
-    clients.push_back(it->second.client);
-    hosts.push_back(it->second.host.toStdString());
+    out.emplace_back(it->second.client, it->second.host.toStdString());
+  }
+  return out;
+}
+
+bool Console::start_preflight(const agent::PreflightOptions& options, QString* error) {
+  std::vector<std::shared_ptr<agent::AgentClient>> clients;
+  std::vector<std::string> hosts;
+  for (auto& [client, host] : connected_clients()) {
+    clients.push_back(client);
+    hosts.push_back(host);
   }
   if (clients.size() < 2) {
     if (error) *error = "a preflight needs at least two connected agents";

@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "models/console.h"
+#include "ringmaster/agent/events.h"
+#include "ringmaster/status.h"
 
 namespace ringmaster::ui {
 
@@ -149,14 +151,18 @@ std::vector<RunHistory::Comparison> RunHistory::compare(const QString& run_a, co
     if (!q.exec()) continue;
     while (q.next()) {
       const json body = json::parse(q.value(0).toString().toStdString(), nullptr, false);
-      if (body.is_discarded() || body.value("rank", -1) != 0) continue;
-      const json& e = body.value("event", json::object());
-      if (e.value("type", "") != "result") continue;
-      const auto bytes = e.value("bytes", std::uint64_t{0});
-      auto& c = by_size[bytes];
-      c.bytes = bytes;
-      const double busbw = e.value("out_of_place", json::object()).value("busbw", 0.0);
-      (side == 0 ? c.busbw_a : c.busbw_b) = busbw;
+      std::optional<agent::events::EventMessage> m;
+      try {
+        m = agent::events::parse_event_message(body);
+      } catch (const Error&) {
+        continue;  // kept as it came; the run's view names it
+      }
+      if (!m || m->rank != 0) continue;
+      const auto* row = std::get_if<agent::events::Result>(&m->event);
+      if (!row) continue;
+      auto& c = by_size[row->bytes];
+      c.bytes = row->bytes;
+      (side == 0 ? c.busbw_a : c.busbw_b) = row->out_of_place.busbw;
     }
   }
   std::vector<Comparison> out;

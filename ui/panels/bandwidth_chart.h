@@ -7,7 +7,7 @@
 #include <QTimer>
 #include <QWidget>
 
-#include "models/run_models.h"
+#include "models/run_state.h"
 
 QT_BEGIN_NAMESPACE
 class QChart;

@@ -11,28 +11,49 @@
 #include <QSplitter>
 #include <QStandardPaths>
 #include <QVBoxLayout>
+#include <nlohmann/json.hpp>
+
+#include "ringmaster/agent/events.h"
+#include "ringmaster/status.h"
 
 namespace ringmaster::ui {
 
 using nlohmann::json;
 
-std::vector<json> load_scenarios(const QString& dir) {
-  std::vector<json> out;
-  const auto files = QDir(dir).entryList({"*.json"}, QDir::Files, QDir::Name);
-  for (const auto& name : files) {
-    QFile f(QDir(dir).filePath(name));
-    if (!f.open(QIODevice::ReadOnly)) continue;
-    const QByteArray text = f.readAll();
-    json j = json::parse(text.constData(), text.constData() + text.size(), nullptr, false);
-    if (!j.is_discarded() && j.contains("name")) out.push_back(std::move(j));
+QStringList ScenariosPanel::check_recorded(const agent::Scenario& s) const {
+  QFile file(events_file_);
+  if (!file.open(QIODevice::ReadOnly)) return {"No events were recorded to check here."};
+  agent::ScenarioRun said;
+  QStringList lines;
+  while (!file.atEnd()) {
+    const QByteArray line = file.readLine();
+    const json j = json::parse(line.constData(), line.constData() + line.size(), nullptr, false);
+    if (j.is_discarded() || !j.contains("message")) continue;
+    try {
+      if (const auto m = agent::events::parse_event_message(j["message"])) said.add(*m);
+    } catch (const Error& e) {
+      lines << "skipped an event: " + QString::fromStdString(e.status().message());
+    }
   }
-  return out;
+  const agent::ScenarioCheck check = agent::check_run(s, said);
+  lines
+      << (check.passed()
+              ? QString("Checked here from the recorded events: every expectation about the run is met.")
+              : QString("Checked here from the recorded events: %1 expectation(s) not met:").arg(check.reasons.size()));
+  for (const auto& r : check.reasons)
+    lines << "  - " + QString::fromStdString(r);
+  return lines;
 }
 
 ScenariosPanel::ScenariosPanel(RunState& run, QString catalog, QString cli, QWidget* parent)
     : QWidget(parent), run_(run), cli_(std::move(cli)) {
   setObjectName("scenariosPanel");
-  scenarios_ = load_scenarios(catalog);
+  QString catalog_error;
+  try {
+    scenarios_ = agent::load_catalog(catalog.toStdString());
+  } catch (const Error& e) {
+    catalog_error = QString::fromStdString(e.status().message());
+  }
   events_file_ = QDir(QStandardPaths::writableLocation(QStandardPaths::TempLocation))
                      .filePath(QString("ringmaster-scenario-%1.jsonl").arg(QCoreApplication::applicationPid()));
   auto* layout = new QHBoxLayout(this);
@@ -40,7 +61,7 @@ ScenariosPanel::ScenariosPanel(RunState& run, QString catalog, QString cli, QWid
   list_->setObjectName("scenarioList");
   list_->setAccessibleName("Scenarios");
   for (const auto& s : scenarios_)
-    list_->addItem(QString::fromStdString(s.value("title", s["name"].get<std::string>())));
+    list_->addItem(QString::fromStdString(s.title.empty() ? s.name : s.title));
   auto* right = new QVBoxLayout;
   story_ = new QPlainTextEdit;
   story_->setObjectName("scenarioStory");
@@ -66,8 +87,7 @@ ScenariosPanel::ScenariosPanel(RunState& run, QString catalog, QString cli, QWid
   connect(list_, &QListWidget::currentRowChanged, this, [this](int row) {
     if (row < 0 || row >= static_cast<int>(scenarios_.size())) return;
     const auto& s = scenarios_[static_cast<std::size_t>(row)];
-    story_->setPlainText(QString::fromStdString(s.value("story", std::string())) +
-                         "\n\nExpected: " + QString::fromStdString(s.value("expect", json::object()).dump()));
+    story_->setPlainText(QString::fromStdString(s.story) + "\n\nExpected: " + QString::fromStdString(s.expect.dump()));
   });
   connect(run_button_, &QPushButton::clicked, this, &ScenariosPanel::run_selected);
   process_.setProcessChannelMode(QProcess::MergedChannels);
@@ -85,7 +105,13 @@ ScenariosPanel::ScenariosPanel(RunState& run, QString catalog, QString cli, QWid
                                : "FAIL: see the output for expected vs observed");
     }
     verdict_->setStyleSheet(passed ? "color: #2e7d32; font-weight: bold" : "color: #c62828; font-weight: bold");
-    if (QFile::exists(events_file_)) Console::replay(events_file_, run_);
+    if (QFile::exists(events_file_)) {
+      Console::replay(events_file_, run_);
+      const int row = list_->currentRow();
+      if (code != 77 && row >= 0 && row < static_cast<int>(scenarios_.size())) {
+        output_->appendPlainText(check_recorded(scenarios_[static_cast<std::size_t>(row)]).join('\n'));
+      }
+    }
     emit finished(passed);
   });
   connect(&process_, &QProcess::errorOccurred, this, [this](QProcess::ProcessError error) {
@@ -96,12 +122,17 @@ ScenariosPanel::ScenariosPanel(RunState& run, QString catalog, QString cli, QWid
     emit finished(false);
   });
   if (!scenarios_.empty()) list_->setCurrentRow(0);
+  if (!catalog_error.isEmpty()) {
+    verdict_->setText("The scenario catalog cannot be read: " + catalog_error);
+    verdict_->setStyleSheet("color: #c62828; font-weight: bold");
+    run_button_->setEnabled(false);
+  }
 }
 
 QString ScenariosPanel::selected_name() const {
   const int row = list_->currentRow();
   if (row < 0 || row >= static_cast<int>(scenarios_.size())) return {};
-  return QString::fromStdString(scenarios_[static_cast<std::size_t>(row)].value("name", std::string()));
+  return QString::fromStdString(scenarios_[static_cast<std::size_t>(row)].name);
 }
 
 void ScenariosPanel::run_selected() {
@@ -112,7 +143,7 @@ void ScenariosPanel::run_selected() {
   verdict_->setText("Running…");
   verdict_->setStyleSheet({});
   run_button_->setEnabled(false);
-  process_.start(cli_, {"repro", "run", QString::fromStdString(scenarios_[static_cast<std::size_t>(row)]["name"]),
+  process_.start(cli_, {"repro", "run", QString::fromStdString(scenarios_[static_cast<std::size_t>(row)].name),
                         "--json-file", events_file_});
 }
 

@@ -1,14 +1,16 @@
 // The repro catalog in the console: pick a scenario, read its story, run
 // it (ringmaster-cli repro run, which needs root), see the verdict, and
-// the run's events replayed into the timeline and the other panels.
+// the run's events replayed into the timeline and the other panels. The
+// catalog is read, and the recorded events checked against the scenario's
+// expectations, by the same library as `ringmaster-cli repro`'s.
 #pragma once
 
 #include <QProcess>
 #include <QWidget>
-#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "models/console.h"
+#include "ringmaster/agent/scenario.h"
 
 QT_BEGIN_NAMESPACE
 class QLabel;
@@ -18,9 +20,6 @@ class QPushButton;
 QT_END_NAMESPACE
 
 namespace ringmaster::ui {
-
-// The scenarios of a catalog directory, sorted by file name.
-std::vector<nlohmann::json> load_scenarios(const QString& dir);
 
 class ScenariosPanel : public QWidget {
   Q_OBJECT
@@ -40,7 +39,10 @@ class ScenariosPanel : public QWidget {
   RunState& run_;
   QString cli_;
   QString events_file_;
-  std::vector<nlohmann::json> scenarios_;
+  // The recorded events of the scenario's run checked here; the lines to
+  // show.
+  QStringList check_recorded(const agent::Scenario& s) const;
+  std::vector<agent::Scenario> scenarios_;
   QListWidget* list_ = nullptr;
   QPlainTextEdit* story_ = nullptr;
   QPlainTextEdit* output_ = nullptr;

@@ -6,7 +6,7 @@
 
 #include <QWidget>
 
-#include "models/run_models.h"
+#include "models/run_state.h"
 
 namespace ringmaster::ui {
 

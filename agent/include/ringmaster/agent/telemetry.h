@@ -1,16 +1,16 @@
 // The JSON lines a rank streams (ringmaster-cli perf --events) and the
-// agent relays: stage events, stage failures, channel samples, tuner
-// decisions, result rows. Written by the rank, read back by
-// ringmaster-cli remote and the console (docs/protocol.md, "Events").
+// agent relays, made from the engine's records: each is the JSON of one
+// typed event of ringmaster/agent/events.h, where readers parse them
+// back. Also the slow-link finding over the ranks' "links" events.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "ringmaster/agent/events.h"
 #include "ringmaster/comm.h"
 #include "ringmaster/tools/bootstrap.h"
 #include "ringmaster/tools/perf.h"
@@ -18,28 +18,23 @@
 
 namespace ringmaster::agent {
 
+// "stage", or "stage_progress" for a stage still retrying.
 nlohmann::json to_json(const StageEvent& e);
+// "failure"
 nlohmann::json to_json(const StageFailure& f);
-// {"type":"result", collective, bytes, count, dtype, redop, root,
-//  out_of_place:{time_us, algbw, busbw, wrong}, in_place:{...}}
+// "result": one nccl-tests row, as `perf --json` writes it.
 nlohmann::json to_json(const PerfSpec& spec, const PerfRow& row);
-// {"type":"decision", collective, bytes, algorithm, protocol, nchannels}
+// "decision": the first call of a size.
 nlohmann::json to_json(const CollectiveRecord& record);
-// {"type":"tuner"}: the tuner's candidates for one collective and size,
-// the chosen one's index.
+// "tuner": the tuner's candidates for one collective and size.
 nlohmann::json to_json(const tune::Decision& decision);
-// {"type":"links"}: what this rank received from each peer in large
-// transfers (bytes, active time, GB/s; "ahead": how many arrived before
-// this rank read them, which set no pace) and over which transport, sent
-// once at the end of a run. "gbs" is absent when no transfer was paced.
+// "links": what this rank received from each peer in large transfers,
+// sent once at the end of a run.
 nlohmann::json links_json(const std::vector<PeerLinkCounters>& links,
                           const std::vector<ConnectionInfo>& connections = {});
-// {"type":"stall"}: a collective that stopped moving, with every rank's
-// recent calls (the hang wavefront) and the diagnosis; sent by the rank
-// that saw it (CommOptions::on_stall).
+// "stall": the hang wavefront, sent by the rank that saw it.
 nlohmann::json to_json(const StallReport& report);
-// {"type":"connections"}: each connection of this rank (channel, peer,
-// direction, transport, and why not shared memory on one host).
+// "connections": each connection of this rank.
 nlohmann::json connections_json(const std::vector<ConnectionInfo>& connections);
 
 // A link much slower than the others: its receiver saw it move data at
@@ -57,13 +52,6 @@ struct SlowLink {
 // not compared with sockets; at least three links of a transport, one
 // measured; a link that was always ahead of its reader counts at the
 // fastest measured rate), slowest first.
-std::vector<SlowLink> find_slow_links(const std::vector<std::pair<int, nlohmann::json>>& links_events);
-
-// Stage enum from "STORE_CONNECT"; nothing for an unknown name.
-std::optional<Stage> parse_stage(std::string_view name);
-// Back from the JSON above; nothing when a field is missing or mistyped.
-std::optional<StageEvent> stage_event_from_json(const nlohmann::json& j);
-std::optional<PerfRow> perf_row_from_json(const nlohmann::json& j);
-std::optional<StallReport> stall_report_from_json(const nlohmann::json& j);
+std::vector<SlowLink> find_slow_links(const std::vector<std::pair<int, events::Links>>& links_events);
 
 }  // namespace ringmaster::agent

@@ -1,0 +1,273 @@
+// The events a run relays, typed: one struct per `type` of docs/protocol.md
+// ("Events"), each with its JSON both ways. A rank writes them as JSON
+// lines, its agent reads and relays them inside `event` messages, and
+// ringmaster-cli, the console and the agent's metrics read them back
+// through parse_event(), never by matching type strings or fields of
+// their own.
+//
+// Compatibility (kProtocolVersion): a reader takes events with fields it
+// does not know, and a type it does not know arrives as Unknown. A field
+// that changes meaning or type, or a required field added, raises the
+// version.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "ringmaster/comm.h"
+#include "ringmaster/stage.h"
+#include "ringmaster/tools/perf.h"
+#include "ringmaster/tools/tuner.h"
+
+namespace ringmaster::agent::events {
+
+// "stage": an init stage ended (TRANSPORT_CONNECT once per connection).
+struct StageEnded {
+  static constexpr std::string_view kType = "stage";
+  Stage stage = Stage::resolve_master;
+  int rank = -1;
+  bool ok = true;
+  long long begin_us = 0;  // wall clock
+  double duration_ms = 0;
+  std::string detail;
+};
+
+// "stage_progress": a stage still retrying, with the live classification.
+struct StageProgress {
+  static constexpr std::string_view kType = "stage_progress";
+  Stage stage = Stage::resolve_master;
+  int rank = -1;
+  std::string outcome;  // unresolved, refused, unanswered, rejected, no_route, stuck_after_handshake, other
+  std::string remote;
+  int attempts = 0;
+  long long begin_us = 0;
+  double elapsed_ms = 0;
+  std::string detail;  // the live line
+};
+
+// "failure": a stage failed (StageFailure's fields).
+struct StageFailed {
+  static constexpr std::string_view kType = "failure";
+  Stage stage = Stage::resolve_master;
+  int rank = -1;
+  std::string category;
+  int peer_rank = -1;
+  std::string local, remote, errno_text;
+  long long elapsed_ms = 0, timeout_ms = 0;
+  int joined = -1, world_size = 0;
+  std::vector<int> missing;
+  std::string summary, hint;
+};
+
+// "sample": a rank's cumulative counters, every 100 ms from READY.
+struct Sample {
+  static constexpr std::string_view kType = "sample";
+  struct Channel {
+    int channel = 0;
+    std::uint64_t bytes_sent = 0, bytes_received = 0, busy_ns = 0, steps = 0;
+  };
+  struct Peer {
+    int peer = -1;
+    std::uint64_t bytes_received = 0;
+  };
+  long long t_us = 0;  // the rank's wall clock
+  std::vector<Channel> channels;
+  std::vector<Peer> peers;
+  std::uint64_t calls_started = 0, calls_ended = 0;
+};
+
+// "rings": each channel's ring order (rank 0, once after init).
+struct Rings {
+  static constexpr std::string_view kType = "rings";
+  struct Ring {
+    int channel = 0;
+    std::vector<int> ranks;
+  };
+  std::vector<Ring> rings;
+};
+
+// "trees": each tree's parent of every rank (-1 at a root).
+struct Trees {
+  static constexpr std::string_view kType = "trees";
+  struct Tree {
+    int tree = 0;
+    std::vector<int> parents;
+  };
+  std::vector<Tree> trees;
+};
+
+// "connections": what carries each of a rank's connections.
+struct Connections {
+  static constexpr std::string_view kType = "connections";
+  std::vector<ConnectionInfo> connections;
+};
+
+// "links": what a rank received from each peer in large transfers.
+struct Links {
+  static constexpr std::string_view kType = "links";
+  struct Link {
+    int from = -1;
+    std::uint64_t bytes = 0, active_us = 0;
+    std::uint64_t ahead = 0;    // transfers that arrived before the rank read them (they set no pace)
+    std::optional<double> gbs;  // absent when no transfer was paced
+    std::string transport;      // SHM, OFI, SOCKET; empty when unknown
+  };
+  std::vector<Link> links;
+};
+
+// "decision": the engine's choice for the first call of a size.
+struct Decision {
+  static constexpr std::string_view kType = "decision";
+  std::string collective;
+  std::uint64_t bytes = 0;
+  std::string algorithm, protocol;
+  int nchannels = 0;
+  double time_us = 0;  // that first call's
+};
+
+// "tuner": the tuner's candidates for one collective and size.
+struct TunerTable {
+  static constexpr std::string_view kType = "tuner";
+  struct Candidate {
+    std::string algorithm, protocol;
+    int channels = 0;
+    double predicted_us = 0, latency_us = 0, bandwidth_gbs = 0;
+    std::string excluded;  // why it cannot run; empty for a candidate
+  };
+  std::string collective;
+  std::uint64_t bytes = 0;
+  int nranks = 0;
+  int chosen = -1;  // index into candidates, -1 for none
+  std::vector<Candidate> candidates;
+};
+
+// "result": one nccl-tests row.
+struct Result {
+  static constexpr std::string_view kType = "result";
+  struct Timing {
+    double time_us = 0, algbw = 0, busbw = 0;
+    long long wrong = 0;
+  };
+  std::string collective, dtype, redop;
+  std::uint64_t bytes = 0, count = 0;
+  int root = -1;
+  Timing out_of_place;
+  std::optional<Timing> in_place;
+  // What the tuner ran for this size and what it predicted.
+  struct Pick {
+    std::string algorithm, protocol;
+    int channels = 0;
+    double predicted_us = 0;
+  };
+  std::optional<Pick> tuner;
+  std::string candidate;  // with perf --candidates: whose row this is
+};
+
+// "error": a collective failed.
+struct CollectiveError {
+  static constexpr std::string_view kType = "error";
+  std::string category, message;
+};
+
+// "stall": the hang wavefront (docs/collectives.md, "Stalls").
+struct Stall {
+  static constexpr std::string_view kType = "stall";
+  StallReport report;
+};
+
+// "done": the rank finished its sweep.
+struct RankDone {
+  static constexpr std::string_view kType = "done";
+  long long wrong = 0, rows = 0;
+  int exit_code = 0;
+};
+
+// "output": a line of the rank's stdout that is not an event (`cut`: a
+// piece of a line over 1 MiB).
+struct RankOutput {
+  static constexpr std::string_view kType = "output";
+  std::string text;
+  bool cut = false;
+};
+
+// "rank_exit": the rank's process exited 0.
+struct RankExit {
+  static constexpr std::string_view kType = "rank_exit";
+  int exit_code = 0;
+};
+
+// "rank_failed": the process exited non-zero or was killed.
+struct RankFailed {
+  static constexpr std::string_view kType = "rank_failed";
+  long long pid = 0;
+  std::optional<int> exit_code, signal;
+  std::string signal_name, summary, stderr_tail;
+};
+
+// "run_done": every rank of one agent has ended (rank -1).
+struct RunDone {
+  static constexpr std::string_view kType = "run_done";
+  bool ok = false, cancelled = false;
+};
+
+// A type this build does not know (a newer rank or agent): kept whole.
+struct Unknown {
+  std::string type;
+  nlohmann::json body;
+};
+
+using Event =
+    std::variant<StageEnded, StageProgress, StageFailed, Sample, Rings, Trees, Connections, Links, Decision, TunerTable,
+                 Result, CollectiveError, Stall, RankDone, RankOutput, RankExit, RankFailed, RunDone, Unknown>;
+
+// The `type` of an event.
+std::string_view type_of(const Event& e);
+
+// The event's JSON, as docs/protocol.md lists it (with `type`).
+nlohmann::json to_json(const Event& e);
+
+// An event from its JSON. Throws Error(protocol) naming the type and the
+// field when a field is missing or of the wrong type ("event 'stage':
+// 'ok' is a string, not a boolean"); fields it does not know are skipped.
+Event parse_event(const nlohmann::json& j);
+
+// Whether `j` holds an event of `type` that parse_event accepts; the
+// reason otherwise.
+std::optional<std::string> check_event(const nlohmann::json& j);
+
+// The agent's `event` message: which run, which rank (-1 for the agent's
+// own), the event.
+struct EventMessage {
+  std::string run_id;
+  int rank = -1;
+  Event event;
+  // The event as it came, when it was read from JSON: what is relayed, so
+  // fields this build does not know pass along. Null for an event made
+  // here.
+  nlohmann::json body;
+};
+// From a message whose `type` is "event"; nothing for any other message.
+// Throws Error(protocol) as parse_event does, naming the rank too.
+std::optional<EventMessage> parse_event_message(const nlohmann::json& message);
+// The message's body without the envelope's `type`, `id` and `v` (the
+// agent's session adds them); the event as it came when it came as JSON.
+nlohmann::json to_json(const EventMessage& m);
+
+// From the engine's records.
+StageEnded stage_ended(const StageEvent& e);
+StageProgress stage_progress(const StageEvent& e);
+StageFailed stage_failed(const StageFailure& f);
+Result result(const PerfSpec& spec, const PerfRow& row);
+Decision decision(const CollectiveRecord& r);
+TunerTable tuner_table(const tune::Decision& d);
+Links links(const std::vector<PeerLinkCounters>& counters, const std::vector<ConnectionInfo>& connections);
+// Back to the engine's row, for nccl-tests' table.
+PerfRow perf_row(const Result& r);
+
+}  // namespace ringmaster::agent::events

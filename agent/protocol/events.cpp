@@ -1,0 +1,764 @@
+// The typed events of a run, both ways (ringmaster/agent/events.h).
+#include "ringmaster/agent/events.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <limits>
+#include <type_traits>
+
+#include "ringmaster/status.h"
+
+namespace ringmaster::agent::events {
+
+using nlohmann::json;
+
+namespace {
+
+// The enum value whose name_of is `name`; nothing when none is.
+template <class Enum>
+std::optional<Enum> named(std::string_view name, Enum last) {
+  for (int v = 0; v <= static_cast<int>(last); ++v) {
+    if (name_of(static_cast<Enum>(v)) == name) return static_cast<Enum>(v);
+  }
+  return std::nullopt;
+}
+
+// Reads the fields of one object of an event, throwing Error(protocol)
+// that names the event, the object within it and the field. A field that
+// is absent takes its default unless required; one that is present must
+// have its type.
+class Fields {
+ public:
+  Fields(const json& j, std::string where) : j_(j), where_(std::move(where)) {
+    if (!j_.is_object()) throw Error(ErrorCategory::protocol, fmt::format("{} is {}, not an object", where_, kind(j_)));
+  }
+
+  std::string text(const char* key, bool required = false) const {
+    const json* v = find(key, required);
+    if (!v) return {};
+    if (!v->is_string()) wrong(key, *v, "a string");
+    return v->get<std::string>();
+  }
+  bool flag(const char* key, bool fallback, bool required = false) const {
+    const json* v = find(key, required);
+    if (!v) return fallback;
+    if (!v->is_boolean()) wrong(key, *v, "a boolean");
+    return v->get<bool>();
+  }
+  double number(const char* key, double fallback = 0, bool required = false) const {
+    const json* v = find(key, required);
+    if (!v) return fallback;
+    if (!v->is_number()) wrong(key, *v, "a number");
+    return v->get<double>();
+  }
+  template <class Int>
+  Int integer(const char* key, Int fallback = 0, bool required = false) const {
+    const json* v = find(key, required);
+    if (!v) return fallback;
+    return integer_of<Int>(*v, key);
+  }
+  template <class Int>
+  std::optional<Int> maybe_integer(const char* key) const {
+    const json* v = find(key, false);
+    if (!v) return std::nullopt;
+    return integer_of<Int>(*v, key);
+  }
+  template <class Int>
+  std::vector<Int> integers(const char* key) const {
+    std::vector<Int> out;
+    const json* v = find(key, false);
+    if (!v) return out;
+    if (!v->is_array()) wrong(key, *v, "an array");
+    for (const auto& x : *v)
+      out.push_back(integer_of<Int>(x, key));
+    return out;
+  }
+  // Each object of an array field, read by `each` with its own Fields.
+  template <class F>
+  void each(const char* key, F&& each_one, bool required = false) const {
+    const json* v = find(key, required);
+    if (!v) return;
+    if (!v->is_array()) wrong(key, *v, "an array");
+    for (std::size_t i = 0; i < v->size(); ++i)
+      each_one(Fields((*v)[i], fmt::format("{}: {}[{}]", where_, key, i)));
+  }
+  std::optional<Fields> object(const char* key, bool required = false) const {
+    const json* v = find(key, required);
+    if (!v) return std::nullopt;
+    return Fields(*v, fmt::format("{}: {}", where_, key));
+  }
+  Stage stage() const {
+    const std::string name = text("stage", true);
+    const auto s = named(name, Stage::ready);
+    if (!s) throw Error(ErrorCategory::protocol, fmt::format("{}: 'stage' names no init stage: '{}'", where_, name));
+    return *s;
+  }
+  template <class Enum>
+  Enum enumerated(const char* key, Enum last) const {
+    const std::string name = text(key, true);
+    const auto e = named(name, last);
+    if (!e)
+      throw Error(ErrorCategory::protocol, fmt::format("{}: '{}' is not one of its names: '{}'", where_, key, name));
+    return *e;
+  }
+
+ private:
+  static std::string_view kind(const json& v) {
+    if (v.is_number_integer()) return "an integer";
+    if (v.is_number()) return "a number";
+    if (v.is_string()) return "a string";
+    if (v.is_boolean()) return "a boolean";
+    if (v.is_array()) return "an array";
+    if (v.is_object()) return "an object";
+    return "null";
+  }
+  const json* find(const char* key, bool required) const {
+    const auto it = j_.find(key);
+    if (it == j_.end()) {
+      if (required) throw Error(ErrorCategory::protocol, fmt::format("{}: '{}' is missing", where_, key));
+      return nullptr;
+    }
+    return &*it;
+  }
+  [[noreturn]] void wrong(const char* key, const json& v, std::string_view need) const {
+    throw Error(ErrorCategory::protocol, fmt::format("{}: '{}' is {}, not {}", where_, key, kind(v), need));
+  }
+  template <class Int>
+  Int integer_of(const json& v, const char* key) const {
+    static_assert(std::is_integral_v<Int>);
+    if (v.is_number_unsigned()) {
+      const auto u = v.get<std::uint64_t>();
+      if (u > static_cast<std::uint64_t>(std::numeric_limits<Int>::max())) wrong(key, v, "an integer in range");
+      return static_cast<Int>(u);
+    }
+    if (!v.is_number_integer()) wrong(key, v, "an integer");
+    const auto i = v.get<std::int64_t>();
+    if constexpr (std::is_unsigned_v<Int>) {
+      if (i < 0) wrong(key, v, "an integer of at least 0");
+    } else {
+      if (i < static_cast<std::int64_t>(std::numeric_limits<Int>::min()) ||
+          i > static_cast<std::int64_t>(std::numeric_limits<Int>::max())) {
+        wrong(key, v, "an integer in range");
+      }
+    }
+    return static_cast<Int>(i);
+  }
+
+  const json& j_;
+  std::string where_;
+};
+
+// ---- each type: to JSON, from JSON ----
+
+json body(const StageEnded& e) {
+  return {{"rank", e.rank},         {"stage", name_of(e.stage)},    {"ok", e.ok},
+          {"begin_us", e.begin_us}, {"duration_ms", e.duration_ms}, {"detail", e.detail}};
+}
+StageEnded read(const Fields& f, StageEnded e) {
+  e.stage = f.stage();
+  e.rank = f.integer("rank", -1);
+  e.ok = f.flag("ok", true, true);
+  e.begin_us = f.integer<long long>("begin_us");
+  e.duration_ms = f.number("duration_ms");
+  e.detail = f.text("detail");
+  return e;
+}
+
+json body(const StageProgress& e) {
+  return {{"rank", e.rank},         {"stage", name_of(e.stage)}, {"outcome", e.outcome},       {"remote", e.remote},
+          {"attempts", e.attempts}, {"begin_us", e.begin_us},    {"elapsed_ms", e.elapsed_ms}, {"detail", e.detail}};
+}
+StageProgress read(const Fields& f, StageProgress e) {
+  e.stage = f.stage();
+  e.rank = f.integer("rank", -1);
+  e.outcome = f.text("outcome");
+  e.remote = f.text("remote");
+  e.attempts = f.integer("attempts", 0);
+  e.begin_us = f.integer<long long>("begin_us");
+  e.elapsed_ms = f.number("elapsed_ms");
+  e.detail = f.text("detail");
+  return e;
+}
+
+json body(const StageFailed& e) {
+  return {{"rank", e.rank},
+          {"stage", name_of(e.stage)},
+          {"category", e.category},
+          {"peer_rank", e.peer_rank},
+          {"local", e.local},
+          {"remote", e.remote},
+          {"errno", e.errno_text},
+          {"elapsed_ms", e.elapsed_ms},
+          {"timeout_ms", e.timeout_ms},
+          {"joined", e.joined},
+          {"world_size", e.world_size},
+          {"missing", e.missing},
+          {"summary", e.summary},
+          {"hint", e.hint}};
+}
+StageFailed read(const Fields& f, StageFailed e) {
+  e.stage = f.stage();
+  e.rank = f.integer("rank", -1);
+  e.category = f.text("category");
+  e.peer_rank = f.integer("peer_rank", -1);
+  e.local = f.text("local");
+  e.remote = f.text("remote");
+  e.errno_text = f.text("errno");
+  e.elapsed_ms = f.integer<long long>("elapsed_ms");
+  e.timeout_ms = f.integer<long long>("timeout_ms");
+  e.joined = f.integer("joined", -1);
+  e.world_size = f.integer("world_size", 0);
+  e.missing = f.integers<int>("missing");
+  e.summary = f.text("summary", true);
+  e.hint = f.text("hint");
+  return e;
+}
+
+json body(const Sample& e) {
+  json channels = json::array();
+  for (const auto& c : e.channels) {
+    channels.push_back({{"channel", c.channel},
+                        {"bytes_sent", c.bytes_sent},
+                        {"bytes_received", c.bytes_received},
+                        {"busy_ns", c.busy_ns},
+                        {"steps", c.steps}});
+  }
+  json peers = json::array();
+  for (const auto& p : e.peers)
+    peers.push_back({{"peer", p.peer}, {"bytes_received", p.bytes_received}});
+  return {{"t_us", e.t_us},
+          {"channels", std::move(channels)},
+          {"peers", std::move(peers)},
+          {"calls", {{"started", e.calls_started}, {"ended", e.calls_ended}}}};
+}
+Sample read(const Fields& f, Sample e) {
+  e.t_us = f.integer<long long>("t_us", 0, true);
+  f.each("channels", [&](const Fields& c) {
+    e.channels.push_back({c.integer("channel", 0, true), c.integer<std::uint64_t>("bytes_sent"),
+                          c.integer<std::uint64_t>("bytes_received"), c.integer<std::uint64_t>("busy_ns"),
+                          c.integer<std::uint64_t>("steps")});
+  });
+  f.each("peers", [&](const Fields& p) {
+    e.peers.push_back({p.integer("peer", -1, true), p.integer<std::uint64_t>("bytes_received")});
+  });
+  if (const auto calls = f.object("calls")) {
+    e.calls_started = calls->integer<std::uint64_t>("started");
+    e.calls_ended = calls->integer<std::uint64_t>("ended");
+  }
+  return e;
+}
+
+json body(const Rings& e) {
+  json rings = json::array();
+  for (const auto& r : e.rings)
+    rings.push_back({{"channel", r.channel}, {"ranks", r.ranks}});
+  return {{"rings", std::move(rings)}};
+}
+Rings read(const Fields& f, Rings e) {
+  f.each(
+      "rings",
+      [&](const Fields& r) {
+        e.rings.push_back({r.integer("channel", 0), r.integers<int>("ranks")});
+      },
+      true);
+  return e;
+}
+
+json body(const Trees& e) {
+  json trees = json::array();
+  for (const auto& t : e.trees)
+    trees.push_back({{"tree", t.tree}, {"parents", t.parents}});
+  return {{"trees", std::move(trees)}};
+}
+Trees read(const Fields& f, Trees e) {
+  f.each(
+      "trees",
+      [&](const Fields& t) {
+        e.trees.push_back({t.integer("tree", 0), t.integers<int>("parents")});
+      },
+      true);
+  return e;
+}
+
+json body(const Connections& e) {
+  json out = json::array();
+  for (const auto& c : e.connections) {
+    out.push_back({{"channel", c.channel},
+                   {"peer", c.peer},
+                   {"outgoing", c.outgoing},
+                   {"transport", c.transport},
+                   {"address", c.address},
+                   {"fallback", c.fallback},
+                   {"sockets", c.sockets}});
+  }
+  return {{"connections", std::move(out)}};
+}
+Connections read(const Fields& f, Connections e) {
+  f.each(
+      "connections",
+      [&](const Fields& c) {
+        ConnectionInfo info;
+        info.channel = c.integer("channel", -1);
+        info.peer = c.integer("peer", -1, true);
+        info.outgoing = c.flag("outgoing", true);
+        info.transport = c.text("transport");
+        info.address = c.text("address");
+        info.fallback = c.text("fallback");
+        info.sockets = c.integer("sockets", 1);
+        e.connections.push_back(std::move(info));
+      },
+      true);
+  return e;
+}
+
+json body(const Links& e) {
+  json out = json::array();
+  for (const auto& l : e.links) {
+    json j = {{"from", l.from}, {"bytes", l.bytes}, {"active_us", l.active_us}, {"ahead", l.ahead}};
+    if (l.gbs) j["gbs"] = *l.gbs;
+    if (!l.transport.empty()) j["transport"] = l.transport;
+    out.push_back(std::move(j));
+  }
+  return {{"links", std::move(out)}};
+}
+Links read(const Fields& f, Links e) {
+  f.each(
+      "links",
+      [&](const Fields& l) {
+        Links::Link link;
+        link.from = l.integer("from", -1, true);
+        link.bytes = l.integer<std::uint64_t>("bytes");
+        link.active_us = l.integer<std::uint64_t>("active_us");
+        link.ahead = l.integer<std::uint64_t>("ahead");
+        const double gbs = l.number("gbs", -1);
+        if (gbs >= 0) link.gbs = gbs;
+        link.transport = l.text("transport");
+        e.links.push_back(std::move(link));
+      },
+      true);
+  return e;
+}
+
+json body(const Decision& e) {
+  return {{"collective", e.collective}, {"bytes", e.bytes},         {"algorithm", e.algorithm},
+          {"protocol", e.protocol},     {"nchannels", e.nchannels}, {"time_us", e.time_us}};
+}
+Decision read(const Fields& f, Decision e) {
+  e.collective = f.text("collective", true);
+  e.bytes = f.integer<std::uint64_t>("bytes", 0, true);
+  e.algorithm = f.text("algorithm");
+  e.protocol = f.text("protocol");
+  e.nchannels = f.integer("nchannels", 0);
+  e.time_us = f.number("time_us", -1);
+  return e;
+}
+
+json body(const TunerTable& e) {
+  json candidates = json::array();
+  for (const auto& c : e.candidates) {
+    json j = {{"algorithm", c.algorithm},       {"protocol", c.protocol},     {"channels", c.channels},
+              {"predicted_us", c.predicted_us}, {"latency_us", c.latency_us}, {"bandwidth_gbs", c.bandwidth_gbs}};
+    if (!c.excluded.empty()) j["excluded"] = c.excluded;
+    candidates.push_back(std::move(j));
+  }
+  return {{"collective", e.collective},
+          {"bytes", e.bytes},
+          {"nranks", e.nranks},
+          {"chosen", e.chosen},
+          {"candidates", std::move(candidates)}};
+}
+TunerTable read(const Fields& f, TunerTable e) {
+  e.collective = f.text("collective", true);
+  e.bytes = f.integer<std::uint64_t>("bytes", 0, true);
+  e.nranks = f.integer("nranks", 0);
+  e.chosen = f.integer("chosen", -1);
+  f.each(
+      "candidates",
+      [&](const Fields& c) {
+        e.candidates.push_back({c.text("algorithm"), c.text("protocol"), c.integer("channels", 0),
+                                c.number("predicted_us"), c.number("latency_us"), c.number("bandwidth_gbs"),
+                                c.text("excluded")});
+      },
+      true);
+  if (e.chosen < -1 || e.chosen >= static_cast<int>(e.candidates.size())) {
+    throw Error(ErrorCategory::protocol, fmt::format("event 'tuner': 'chosen' is {}, but there are {} candidates",
+                                                     e.chosen, e.candidates.size()));
+  }
+  return e;
+}
+
+json timing(const Result::Timing& t) {
+  return {{"time_us", t.time_us}, {"algbw", t.algbw}, {"busbw", t.busbw}, {"wrong", t.wrong}};
+}
+Result::Timing read_timing(const Fields& f) {
+  return {f.number("time_us", 0, true), f.number("algbw"), f.number("busbw"), f.integer<long long>("wrong")};
+}
+json body(const Result& e) {
+  json j = {{"collective", e.collective},
+            {"bytes", e.bytes},
+            {"count", e.count},
+            {"dtype", e.dtype},
+            {"redop", e.redop},
+            {"root", e.root},
+            {"out_of_place", timing(e.out_of_place)}};
+  if (e.in_place) j["in_place"] = timing(*e.in_place);
+  if (e.tuner) {
+    j["tuner"] = {{"algorithm", e.tuner->algorithm},
+                  {"protocol", e.tuner->protocol},
+                  {"channels", e.tuner->channels},
+                  {"predicted_us", e.tuner->predicted_us}};
+  }
+  if (!e.candidate.empty()) j["candidate"] = e.candidate;
+  return j;
+}
+Result read(const Fields& f, Result e) {
+  e.collective = f.text("collective", true);
+  e.bytes = f.integer<std::uint64_t>("bytes", 0, true);
+  e.count = f.integer<std::uint64_t>("count");
+  e.dtype = f.text("dtype");
+  e.redop = f.text("redop");
+  e.root = f.integer("root", -1);
+  e.out_of_place = read_timing(*f.object("out_of_place", true));
+  if (const auto p = f.object("in_place")) e.in_place = read_timing(*p);
+  if (const auto t = f.object("tuner")) {
+    e.tuner =
+        Result::Pick{t->text("algorithm"), t->text("protocol"), t->integer("channels", 0), t->number("predicted_us")};
+  }
+  e.candidate = f.text("candidate");
+  return e;
+}
+
+json body(const CollectiveError& e) {
+  return {{"category", e.category}, {"message", e.message}};
+}
+CollectiveError read(const Fields& f, CollectiveError e) {
+  e.category = f.text("category");
+  e.message = f.text("message", true);
+  return e;
+}
+
+json body(const Stall& s) {
+  const StallReport& report = s.report;
+  json ranks = json::array();
+  for (const auto& w : report.ranks) {
+    json calls = json::array();
+    for (const auto& c : w.calls) {
+      json call = {{"seq", c.seq},
+                   {"collective", name_of(c.collective)},
+                   {"bytes", c.bytes},
+                   {"algorithm", name_of(c.algorithm)},
+                   {"protocol", name_of(c.protocol)},
+                   {"channels", c.channels},
+                   {"state", name_of(c.state)},
+                   {"age_us", c.age.count()},
+                   {"duration_us", c.duration.count()}};
+      if (c.waits_on >= 0) {
+        call["step"] = c.step;
+        call["waits_on"] = c.waits_on;
+        call["waits_to"] = c.waits_to_send ? "send" : "receive";
+      }
+      calls.push_back(std::move(call));
+    }
+    ranks.push_back(
+        {{"rank", w.rank}, {"answered", w.answered}, {"last_called", w.last_called}, {"calls", std::move(calls)}});
+  }
+  return {{"reporter", report.reporter},
+          {"seq", report.seq},
+          {"collective", name_of(report.collective)},
+          {"stalled_for_ms", report.stalled_for.count()},
+          {"gathered_in_ms", report.gathered_in.count()},
+          {"diagnosis", report.diagnosis},
+          {"ranks", std::move(ranks)}};
+}
+Stall read(const Fields& f, Stall s) {
+  StallReport& r = s.report;
+  r.reporter = f.integer("reporter", -1, true);
+  r.seq = f.integer<std::uint64_t>("seq", 0, true);
+  r.collective = f.enumerated("collective", Collective::scatter);
+  r.stalled_for = std::chrono::milliseconds(f.integer<std::int64_t>("stalled_for_ms", 0, true));
+  r.gathered_in = std::chrono::milliseconds(f.integer<std::int64_t>("gathered_in_ms"));
+  r.diagnosis = f.text("diagnosis");
+  f.each(
+      "ranks",
+      [&](const Fields& w) {
+        RankWavefront wave;
+        wave.rank = w.integer("rank", -1, true);
+        wave.answered = w.flag("answered", false, true);
+        wave.last_called = w.integer<std::int64_t>("last_called", -1);
+        w.each("calls", [&](const Fields& c) {
+          CallRecord call;
+          call.seq = c.integer<std::uint64_t>("seq", 0, true);
+          call.collective = c.enumerated("collective", Collective::scatter);
+          call.bytes = c.integer<std::size_t>("bytes");
+          call.algorithm = c.enumerated("algorithm", Algorithm::tree);
+          call.protocol = c.enumerated("protocol", Protocol::simple);
+          call.channels = c.integer("channels", 0);
+          call.state = c.enumerated("state", CallState::failed);
+          call.age = std::chrono::microseconds(c.integer<std::int64_t>("age_us"));
+          call.duration = std::chrono::microseconds(c.integer<std::int64_t>("duration_us"));
+          if (const auto waits_on = c.maybe_integer<int>("waits_on")) {
+            call.waits_on = *waits_on;
+            call.step = c.integer("step", 0);
+            call.waits_to_send = c.text("waits_to") == "send";
+          }
+          wave.calls.push_back(call);
+        });
+        r.ranks.push_back(std::move(wave));
+      },
+      true);
+  return s;
+}
+
+json body(const RankDone& e) {
+  return {{"wrong", e.wrong}, {"rows", e.rows}, {"exit_code", e.exit_code}};
+}
+RankDone read(const Fields& f, RankDone e) {
+  e.wrong = f.integer<long long>("wrong");
+  e.rows = f.integer<long long>("rows");
+  e.exit_code = f.integer("exit_code", 0, true);
+  return e;
+}
+
+json body(const RankOutput& e) {
+  json j = {{"text", e.text}};
+  if (e.cut) j["cut"] = true;
+  return j;
+}
+RankOutput read(const Fields& f, RankOutput e) {
+  e.text = f.text("text", true);
+  e.cut = f.flag("cut", false);
+  return e;
+}
+
+json body(const RankExit& e) {
+  return {{"exit_code", e.exit_code}};
+}
+RankExit read(const Fields& f, RankExit e) {
+  e.exit_code = f.integer("exit_code", 0);
+  return e;
+}
+
+json body(const RankFailed& e) {
+  json j = {{"pid", e.pid}, {"stderr_tail", e.stderr_tail}, {"summary", e.summary}};
+  if (e.exit_code) j["exit_code"] = *e.exit_code;
+  if (e.signal) {
+    j["signal"] = *e.signal;
+    j["signal_name"] = e.signal_name;
+  }
+  return j;
+}
+RankFailed read(const Fields& f, RankFailed e) {
+  e.pid = f.integer<long long>("pid");
+  e.exit_code = f.maybe_integer<int>("exit_code");
+  e.signal = f.maybe_integer<int>("signal");
+  e.signal_name = f.text("signal_name");
+  e.summary = f.text("summary");
+  e.stderr_tail = f.text("stderr_tail");
+  return e;
+}
+
+json body(const RunDone& e) {
+  return {{"ok", e.ok}, {"cancelled", e.cancelled}};
+}
+RunDone read(const Fields& f, RunDone e) {
+  e.ok = f.flag("ok", false, true);
+  e.cancelled = f.flag("cancelled", false);
+  return e;
+}
+
+// Tries each alternative's kType in turn.
+template <std::size_t I = 0>
+Event parse_as(std::string_view type, const json& j) {
+  if constexpr (I + 1 == std::variant_size_v<Event>) {  // Unknown, the last
+    return Unknown{std::string(type), j};
+  } else {
+    using E = std::variant_alternative_t<I, Event>;
+    if (type == E::kType) return read(Fields(j, fmt::format("event '{}'", type)), E{});
+    return parse_as<I + 1>(type, j);
+  }
+}
+
+}  // namespace
+
+std::string_view type_of(const Event& e) {
+  return std::visit(
+      [](const auto& x) -> std::string_view {
+        using E = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<E, Unknown>) {
+          return x.type;
+        } else {
+          return E::kType;
+        }
+      },
+      e);
+}
+
+json to_json(const Event& e) {
+  return std::visit(
+      [](const auto& x) -> json {
+        using E = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<E, Unknown>) {
+          json j = x.body;
+          j["type"] = x.type;
+          return j;
+        } else {
+          json j = {{"type", E::kType}};
+          j.update(body(x));
+          return j;
+        }
+      },
+      e);
+}
+
+Event parse_event(const json& j) {
+  if (!j.is_object()) throw Error(ErrorCategory::protocol, fmt::format("an event is an object, not {}", j.type_name()));
+  const auto type = j.find("type");
+  if (type == j.end() || !type->is_string()) {
+    throw Error(ErrorCategory::protocol, "an event needs 'type', a string");
+  }
+  return parse_as(type->get<std::string>(), j);
+}
+
+std::optional<std::string> check_event(const json& j) {
+  try {
+    parse_event(j);
+    return std::nullopt;
+  } catch (const Error& e) {
+    return e.status().message();
+  }
+}
+
+std::optional<EventMessage> parse_event_message(const json& message) {
+  if (!message.is_object() || message.value("type", json()) != "event") return std::nullopt;
+  const Fields f(message, "'event' message");
+  EventMessage m;
+  m.run_id = f.text("run_id", true);
+  m.rank = f.integer("rank", -1);
+  const auto event = message.find("event");
+  if (event == message.end()) throw Error(ErrorCategory::protocol, "'event' message: 'event' is missing");
+  try {
+    m.event = parse_event(*event);
+    m.body = *event;
+  } catch (const Error& e) {
+    throw Error(ErrorCategory::protocol, fmt::format("rank {} of run {}: {}", m.rank, m.run_id, e.status().message()));
+  }
+  return m;
+}
+
+json to_json(const EventMessage& m) {
+  return {{"run_id", m.run_id}, {"rank", m.rank}, {"event", m.body.is_null() ? to_json(m.event) : m.body}};
+}
+
+StageEnded stage_ended(const StageEvent& e) {
+  StageEnded s;
+  s.stage = e.stage;
+  s.rank = e.rank;
+  s.ok = e.ok;
+  s.begin_us = std::chrono::duration_cast<std::chrono::microseconds>(e.begin.time_since_epoch()).count();
+  s.duration_ms = static_cast<double>(e.duration.count()) / 1e6;
+  s.detail = e.detail;
+  return s;
+}
+
+StageProgress stage_progress(const StageEvent& e) {
+  StageProgress s;
+  s.stage = e.stage;
+  s.rank = e.rank;
+  s.outcome = e.connect_outcome;
+  s.remote = e.remote_address;
+  s.attempts = e.attempts;
+  s.begin_us = std::chrono::duration_cast<std::chrono::microseconds>(e.begin.time_since_epoch()).count();
+  s.elapsed_ms = static_cast<double>(e.duration.count()) / 1e6;
+  s.detail = e.detail;
+  return s;
+}
+
+StageFailed stage_failed(const StageFailure& f) {
+  StageFailed s;
+  s.stage = f.stage;
+  s.rank = f.rank;
+  s.category = std::string(name_of(f.category));
+  s.peer_rank = f.peer_rank;
+  s.local = f.local_address;
+  s.remote = f.remote_address;
+  s.errno_text = f.errno_text;
+  s.elapsed_ms = f.elapsed.count();
+  s.timeout_ms = f.timeout.count();
+  s.joined = f.joined;
+  s.world_size = f.world_size;
+  s.missing = f.missing;
+  s.summary = f.summary;
+  s.hint = f.hint;
+  return s;
+}
+
+Result result(const PerfSpec& spec, const PerfRow& row) {
+  auto timing_of = [](const PerfResult& r) { return Result::Timing{r.time_us, r.algbw, r.busbw, r.wrong}; };
+  Result r;
+  r.collective = std::string(name_of(spec.collective));
+  r.bytes = row.bytes;
+  r.count = row.count;
+  r.dtype = std::string(name_of(spec.type));
+  r.redop = std::string(name_of(spec.op));
+  r.root = spec.root;
+  r.out_of_place = timing_of(row.out_of_place);
+  if (row.has_in_place) r.in_place = timing_of(row.in_place);
+  return r;
+}
+
+Decision decision(const CollectiveRecord& r) {
+  return {std::string(name_of(r.collective)), r.bytes,     std::string(name_of(r.algorithm)),
+          std::string(name_of(r.protocol)),   r.nchannels, std::chrono::duration<double, std::micro>(r.time).count()};
+}
+
+TunerTable tuner_table(const tune::Decision& d) {
+  TunerTable t;
+  t.collective = std::string(name_of(d.collective));
+  t.bytes = d.bytes;
+  t.nranks = d.nranks;
+  t.chosen = d.chosen;
+  for (const auto& c : d.candidates) {
+    t.candidates.push_back({std::string(name_of(c.algorithm)), std::string(name_of(c.protocol)), c.channels,
+                            c.predicted_us, c.latency_us, c.bandwidth_gbs, c.excluded});
+  }
+  return t;
+}
+
+Links links(const std::vector<PeerLinkCounters>& counters, const std::vector<ConnectionInfo>& connections) {
+  Links out;
+  for (const auto& l : counters) {
+    if (l.bytes == 0 && l.ahead == 0) continue;
+    Links::Link link;
+    link.from = l.peer;
+    link.bytes = l.bytes;
+    link.active_us = l.active_ns / 1000;
+    link.ahead = l.ahead;
+    if (l.bytes > 0 && l.active_ns > 0) link.gbs = static_cast<double>(l.bytes) / static_cast<double>(l.active_ns);
+    for (const auto& c : connections) {
+      if (c.peer == l.peer) link.transport = c.transport;
+    }
+    out.links.push_back(std::move(link));
+  }
+  return out;
+}
+
+PerfRow perf_row(const Result& r) {
+  auto result_of = [](const Result::Timing& t) {
+    PerfResult p;
+    p.time_us = t.time_us;
+    p.algbw = t.algbw;
+    p.busbw = t.busbw;
+    p.wrong = static_cast<long>(t.wrong);
+    return p;
+  };
+  PerfRow row;
+  row.bytes = r.bytes;
+  row.count = r.count;
+  row.out_of_place = result_of(r.out_of_place);
+  row.has_in_place = r.in_place.has_value();
+  if (r.in_place) row.in_place = result_of(*r.in_place);
+  return row;
+}
+
+}  // namespace ringmaster::agent::events

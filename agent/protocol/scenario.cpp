@@ -1,0 +1,331 @@
+// The repro catalog, a run's events gathered, the expectations checked
+// (ringmaster/agent/scenario.h).
+#include "ringmaster/agent/scenario.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <type_traits>
+#include <variant>
+
+#include "ringmaster/agent/telemetry.h"
+#include "ringmaster/status.h"
+
+namespace ringmaster::agent {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kMostHosts = 16;
+constexpr int kMostRanksPerHost = 16;
+
+const std::set<std::string> kExpectations = {
+    "outcome",     "ranks",     "stage",     "keywords", "error_keywords", "any_error_keywords", "every_rank_errors",
+    "not_entered", "transport", "slow_link", "stall",    "preflight",      "linkcheck"};
+
+[[noreturn]] void refuse(const std::string& file, const std::string& what) {
+  throw Error(ErrorCategory::config, fmt::format("scenario {}: {}", file, what));
+}
+
+template <class T>
+T field(const json& j, const std::string& file, const char* key, T fallback, bool required = false) {
+  const auto it = j.find(key);
+  if (it == j.end()) {
+    if (required) refuse(file, fmt::format("'{}' is missing", key));
+    return fallback;
+  }
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    refuse(file, fmt::format("'{}' is {}, of the wrong type", key, it->type_name()));
+  }
+}
+
+json object_field(const json& j, const std::string& file, const char* key, json fallback) {
+  const auto it = j.find(key);
+  if (it == j.end()) return fallback;
+  if (it->type() != fallback.type()) refuse(file, fmt::format("'{}' must be {}", key, fallback.type_name()));
+  return *it;
+}
+
+Scenario read_scenario(const json& j, const std::string& file) {
+  if (!j.is_object()) refuse(file, "not a JSON object");
+  Scenario s;
+  s.file = file;
+  s.name = field<std::string>(j, file, "name", "", true);
+  if (s.name.empty() || !std::all_of(s.name.begin(), s.name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+      })) {
+    refuse(file, fmt::format("name '{}' is not lowercase letters, digits and dashes", s.name));
+  }
+  s.title = field<std::string>(j, file, "title", "");
+  s.story = field<std::string>(j, file, "story", "");
+  s.hosts = field<int>(j, file, "hosts", 2);
+  if (s.hosts < 1 || s.hosts > kMostHosts) refuse(file, fmt::format("hosts {} is not 1..{}", s.hosts, kMostHosts));
+  s.ranks_per_host = field<int>(j, file, "ranks_per_host", 1);
+  if (s.ranks_per_host < 1 || s.ranks_per_host > kMostRanksPerHost) {
+    refuse(file, fmt::format("ranks_per_host {} is not 1..{}", s.ranks_per_host, kMostRanksPerHost));
+  }
+  s.timeout_s = field<int>(j, file, "timeout_s", 90);
+  if (s.timeout_s < 1) refuse(file, fmt::format("timeout_s {} is not positive", s.timeout_s));
+  s.faults = object_field(j, file, "faults", json::array());
+  s.run = object_field(j, file, "run", json::object());
+  s.expect = object_field(j, file, "expect", json::object());
+  s.action = object_field(j, file, "action", json::object());
+  if (j.contains("resolver")) s.resolver = object_field(j, file, "resolver", json::object());
+  for (const auto& [key, value] : s.expect.items()) {
+    if (!kExpectations.count(key)) refuse(file, fmt::format("expect.{} is not an expectation this build knows", key));
+  }
+  const std::string outcome = field<std::string>(s.expect, file, "outcome", "fail");
+  if (outcome != "fail" && outcome != "complete") {
+    refuse(file, fmt::format("expect.outcome '{}' is neither fail nor complete", outcome));
+  }
+  const auto placement = s.placement();
+  for (int h : placement) {
+    if (h >= s.hosts) refuse(file, fmt::format("run.placement names host {}, of {}", h, s.hosts));
+  }
+  return s;
+}
+
+bool mentions_all(const std::string& text, const json& keywords) {
+  return std::all_of(keywords.begin(), keywords.end(),
+                     [&](const json& k) { return text.find(k.get<std::string>()) != std::string::npos; });
+}
+
+}  // namespace
+
+std::vector<int> Scenario::placement() const {
+  std::vector<int> out = run.value("placement", std::vector<int>{});
+  if (!out.empty()) return out;
+  for (int h = 0; h < hosts; ++h) {
+    for (int l = 0; l < ranks_per_host; ++l)
+      out.push_back(h);
+  }
+  return out;
+}
+
+int Scenario::world_size() const {
+  return run.value("world_size", static_cast<int>(placement().size()));
+}
+
+std::vector<Scenario> load_catalog(const std::string& dir) {
+  std::vector<std::pair<std::string, json>> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.path().extension() != ".json") continue;
+    const std::string file = entry.path().filename().string();
+    std::ifstream in(entry.path());
+    json j = json::parse(in, nullptr, false);
+    if (j.is_discarded()) refuse(file, "not valid JSON");
+    found.emplace_back(file, std::move(j));
+  }
+  if (ec) throw Error(ErrorCategory::config, fmt::format("scenario catalog {}: {}", dir, ec.message()));
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Scenario> out;
+  std::map<std::string, std::string> file_of;
+  for (const auto& [file, j] : found) {
+    out.push_back(read_scenario(j, file));
+    const auto [it, fresh] = file_of.emplace(out.back().name, file);
+    if (!fresh) refuse(file, fmt::format("name '{}' is {}'s too", out.back().name, it->second));
+  }
+  return out;
+}
+
+void ScenarioRun::add(const events::EventMessage& m, std::optional<double> after_stop_s) {
+  const int rank = m.rank;
+  std::visit(
+      [&](const auto& e) {
+        using E = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<E, events::StageEnded>) {
+          if (e.ok) entered.insert(std::string(name_of(e.stage)));
+        } else if constexpr (std::is_same_v<E, events::StageFailed>) {
+          failures[rank] = e;
+        } else if constexpr (std::is_same_v<E, events::CollectiveError>) {
+          errors[rank].push_back(e.message);
+        } else if constexpr (std::is_same_v<E, events::Links>) {
+          links.emplace_back(rank, e);
+        } else if constexpr (std::is_same_v<E, events::Connections>) {
+          for (const auto& c : e.connections) {
+            if (!c.outgoing || c.channel != 0) continue;
+            ring[{rank, c.peer}] = c;
+            // A transport that should have carried a connection and did not.
+            if (!c.fallback.empty() && c.fallback.find("NCCL_SHM_DISABLE") == std::string::npos) {
+              report.push_back(fmt::format("rank {} -> rank {} via {}: shared memory not used: {}", rank, c.peer,
+                                           c.transport, c.fallback));
+            }
+          }
+        } else if constexpr (std::is_same_v<E, events::Stall>) {
+          const StallReport& r = e.report;
+          stalls.push_back({r, after_stop_s});
+          report.push_back(fmt::format(
+              "stall at {} #{} seen by rank {} after {:.1f} s without progress, every rank asked in {:.1f} s{}: {}",
+              name_of(r.collective), r.seq, r.reporter, static_cast<double>(r.stalled_for.count()) / 1000.0,
+              static_cast<double>(r.gathered_in.count()) / 1000.0,
+              after_stop_s ? fmt::format(" ({:.1f} s after the rank was stopped)", *after_stop_s) : std::string(),
+              r.diagnosis));
+        } else if constexpr (std::is_same_v<E, events::RankFailed>) {
+          report.push_back(e.summary);
+        } else if constexpr (std::is_same_v<E, events::RunDone>) {
+          ++agents_done;
+          all_ok = all_ok && e.ok;
+        }
+      },
+      m.event);
+}
+
+ScenarioCheck check_run(const Scenario& s, const ScenarioRun& run) {
+  ScenarioCheck v;
+  const json& expect = s.expect;
+  for (const auto& [rank, f] : run.failures) {
+    v.report.push_back(fmt::format("rank {} failed at {}: {} | hint: {}", rank, name_of(f.stage), f.summary, f.hint));
+  }
+  for (const auto& [rank, list] : run.errors) {
+    for (const auto& e : list)
+      v.report.push_back(fmt::format("rank {}: {}", rank, e));
+  }
+  const auto slow = find_slow_links(run.links);
+  for (const auto& l : slow)
+    v.report.push_back("slow link: " + l.describe());
+  auto fail = [&](std::string why) { v.reasons.push_back(std::move(why)); };
+  const std::string outcome = expect.value("outcome", "fail");
+  // "transport": the ring connection from one rank to the next is carried
+  // by the named transport, and its fallback reason has every keyword.
+  if (expect.contains("transport")) {
+    const json& t = expect["transport"];
+    const int from = t.value("from", -1), to = t.value("to", -1);
+    const auto it = run.ring.find({from, to});
+    if (it == run.ring.end()) {
+      fail(fmt::format("rank {} reported no connection to rank {}", from, to));
+    } else if (it->second.transport != t.value("via", "")) {
+      fail(fmt::format("rank {} -> rank {} went via {}, expected {}", from, to, it->second.transport,
+                       t.value("via", "")));
+    } else {
+      for (const auto& k : t.value("keywords", json::array())) {
+        if (it->second.fallback.find(k.get<std::string>()) == std::string::npos) {
+          fail(fmt::format("rank {} -> rank {}: the reason ('{}') does not mention '{}'", from, to, it->second.fallback,
+                           k.get<std::string>()));
+        }
+      }
+    }
+  }
+  if (expect.contains("slow_link")) {
+    const int from = expect["slow_link"].value("from", -1), to = expect["slow_link"].value("to", -1);
+    if (slow.empty()) {
+      std::string measured;
+      for (const auto& [rank, e] : run.links) {
+        for (const auto& l : e.links) {
+          measured +=
+              fmt::format("{}{}->{} {:.1f} MB/s", measured.empty() ? "" : ", ", l.from, rank, l.gbs.value_or(0) * 1e3);
+        }
+      }
+      fail(fmt::format("expected the link rank {} -> rank {} flagged slow; no link was (measured: {})", from, to,
+                       measured.empty() ? "nothing" : measured));
+    } else if (slow.front().from != from || slow.front().to != to) {
+      fail(fmt::format("expected the link rank {} -> rank {} flagged slowest; flagged {}", from, to,
+                       slow.front().describe()));
+    }
+  }
+  // "stall": a stall report whose diagnosis has every keyword, made within
+  // within_s of the last progress (and of the SIGSTOP, for freeze_rank).
+  if (expect.contains("stall")) {
+    const json& want = expect["stall"];
+    const double within_s = want.value("within_s", 0.0);
+    if (run.stalls.empty()) fail("expected a stall report; none came");
+    for (const auto& [r, after_stop_s] : run.stalls) {
+      for (const auto& k : want.value("keywords", json::array())) {
+        if (r.diagnosis.find(k.get<std::string>()) == std::string::npos) {
+          fail("the stall report does not mention '" + k.get<std::string>() + "': " + r.diagnosis);
+        }
+      }
+      const double seen_s = static_cast<double>((r.stalled_for + r.gathered_in).count()) / 1000.0;
+      if (within_s > 0 && seen_s > within_s) {
+        fail(fmt::format("the stall was reported {:.1f} s after the last progress, over {:.1f} s", seen_s, within_s));
+      }
+      if (within_s > 0 && after_stop_s && *after_stop_s > within_s) {
+        fail(fmt::format("the stall was reported {:.1f} s after the rank was stopped, over {:.1f} s", *after_stop_s,
+                         within_s));
+      }
+    }
+  }
+  if (outcome == "complete") {
+    if (!run.all_ok) fail("expected the run to complete, it failed");
+    return v;
+  }
+  if (run.all_ok) fail("expected a failure, the run completed");
+  const json keywords = expect.value("keywords", json::array());
+  const std::string stage = expect.value("stage", "");
+  // "any": at least one rank reports the stage with every keyword (a rank
+  // whose store host failed first may only see the store go away).
+  if (expect.value("ranks", json("all")) == "any") {
+    const bool found = std::any_of(run.failures.begin(), run.failures.end(), [&](const auto& rf) {
+      return name_of(rf.second.stage) == stage && mentions_all(events::to_json(rf.second).dump(), keywords);
+    });
+    if (!found) fail("no rank reported " + stage + " with every expected keyword");
+    return v;
+  }
+  std::vector<int> ranks;
+  const json who = expect.value("ranks", json("all"));
+  const int placed = static_cast<int>(s.placement().size());
+  for (int r = 0; r < s.world_size(); ++r) {
+    if (r < placed || who.is_array()) {
+      if (who == "nonzero" && r == 0) continue;
+      if (who.is_array() && std::find(who.begin(), who.end(), json(r)) == who.end()) continue;
+      ranks.push_back(r);
+    }
+  }
+  const auto errors_of = [&](int r) {
+    const auto it = run.errors.find(r);
+    return it == run.errors.end() ? std::vector<std::string>{} : it->second;
+  };
+  for (int r : ranks) {
+    if (!stage.empty()) {
+      const auto f = run.failures.find(r);
+      if (f == run.failures.end()) {
+        fail(fmt::format("rank {} reported no stage failure (expected {})", r, stage));
+        continue;
+      }
+      if (name_of(f->second.stage) != stage) {
+        fail(fmt::format("rank {} failed at {}, expected {}", r, name_of(f->second.stage), stage));
+      }
+      const std::string text = events::to_json(f->second).dump();
+      for (const auto& k : keywords) {
+        if (text.find(k.get<std::string>()) == std::string::npos) {
+          fail(fmt::format("rank {}'s report does not mention '{}'", r, k.get<std::string>()));
+        }
+      }
+    }
+    for (const auto& k : expect.value("error_keywords", json::array())) {
+      const auto errors = errors_of(r);
+      if (!std::any_of(errors.begin(), errors.end(),
+                       [&](const std::string& e) { return e.find(k.get<std::string>()) != std::string::npos; })) {
+        fail(fmt::format("rank {}'s error does not mention '{}'", r, k.get<std::string>()));
+      }
+    }
+  }
+  // Errors one of the ranks must mention: a dead peer is named first by
+  // its ring neighbours; a rank further away may only see a neighbour's
+  // abort.
+  for (const auto& k : expect.value("any_error_keywords", json::array())) {
+    const bool found = std::any_of(ranks.begin(), ranks.end(), [&](int r) {
+      const auto errors = errors_of(r);
+      return std::any_of(errors.begin(), errors.end(),
+                         [&](const std::string& e) { return e.find(k.get<std::string>()) != std::string::npos; });
+    });
+    if (!found) fail("no rank's error mentions '" + k.get<std::string>() + "'");
+  }
+  if (expect.value("every_rank_errors", false)) {
+    for (int r : ranks) {
+      if (errors_of(r).empty() && !run.failures.count(r)) fail(fmt::format("rank {} reported no error", r));
+    }
+  }
+  for (const auto& st : expect.value("not_entered", json::array())) {
+    if (run.entered.count(st.get<std::string>())) fail("stage " + st.get<std::string>() + " was entered");
+  }
+  return v;
+}
+
+}  // namespace ringmaster::agent

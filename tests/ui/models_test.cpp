@@ -1,0 +1,123 @@
+// The console's models without a window or agents: a run recorded from
+// real agents (two agents, two ranks each, all_reduce 8 B .. 1 MiB, made
+// with `ringmaster --local 2 --np-per-agent 2 --max-bytes 1M --iters 5
+// --record FILE --screenshot X.png`) replayed into a RunState under
+// QAbstractItemModelTester. This target links ringmaster_ui_models only:
+// the models need Qt Core, Gui and Sql, never Widgets.
+#include <QAbstractItemModelTester>
+#include <QFile>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <nlohmann/json.hpp>
+
+#include "models/console.h"
+#include "models/run_state.h"
+#include "ringmaster/stage.h"
+
+using namespace ringmaster::ui;
+
+namespace {
+
+const QString kRecording = RINGMASTER_TEST_DATA_DIR "/console/run-2-agents-4-ranks.jsonl";
+
+// Every model of a run under the tester, for as long as the run lives.
+struct Testers {
+  explicit Testers(RunState& run)
+      : timeline(&run.timeline, QAbstractItemModelTester::FailureReportingMode::QtTest),
+        results(&run.results, QAbstractItemModelTester::FailureReportingMode::QtTest),
+        decisions(&run.decisions, QAbstractItemModelTester::FailureReportingMode::QtTest),
+        tuner(&run.tuner, QAbstractItemModelTester::FailureReportingMode::QtTest),
+        wavefront(&run.wavefront, QAbstractItemModelTester::FailureReportingMode::QtTest) {}
+  QAbstractItemModelTester timeline, results, decisions, tuner, wavefront;
+};
+
+}  // namespace
+
+class ModelsTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void stagesAreTheEnginesStages();
+  void recordedRunReplaysIntoEveryModel();
+  void anEventThatDoesNotReadIsNamed();
+};
+
+// The timeline's columns are the engine's Stage enum, in its order.
+void ModelsTest::stagesAreTheEnginesStages() {
+  QCOMPARE(stage_names().size(), static_cast<int>(ringmaster::Stage::ready) + 1);
+  for (int s = 0; s < stage_names().size(); ++s)
+    QCOMPARE(stage_names()[s], QString::fromUtf8(ringmaster::name_of(static_cast<ringmaster::Stage>(s)).data()));
+  QCOMPARE(stage_names().front(), QString("RESOLVE_MASTER"));
+  QCOMPARE(stage_names().back(), QString("READY"));
+}
+
+void ModelsTest::recordedRunReplaysIntoEveryModel() {
+  RunState run;
+  Testers testers(run);
+  QSignalSpy finished(&run, &RunState::finished);
+  QVERIFY(Console::replay(kRecording, run) > 200);
+  QCOMPARE(run.world_size(), 4);
+  QVERIFY2(run.problems().isEmpty(), qPrintable(run.problems().join("\n")));
+  QVERIFY(run.ok());
+  QCOMPARE(finished.count(), 1);  // once both agents said run_done
+  // Rank 0's rows and decisions, one per size, 8 B to 1 MiB.
+  QCOMPARE(run.results.rowCount(), 18);
+  QCOMPARE(run.results.index(0, 0).data().toString(), QString("8"));
+  QCOMPARE(run.results.index(17, 0).data().toString(), QString("1048576"));
+  QCOMPARE(run.results.index(17, 2).data().toString(), QString("float"));
+  QCOMPARE(run.results.index(17, 8).data().toLongLong(), 0LL);  // #wrong
+  QVERIFY(run.results.index(17, 7).data().toDouble() > 0);      // busbw
+  QVERIFY(run.results.average_busbw() > 0);
+  QCOMPARE(run.decisions.rowCount(), 18);
+  QCOMPARE(run.tuner.tables().size(), 18);
+  QVERIFY(run.tuner.chosen_row() >= 0);
+  // Every rank went through every stage, all ok.
+  for (int rank = 0; rank < 4; ++rank) {
+    for (int s = 0; s < stage_names().size(); ++s) {
+      QVERIFY2(run.timeline.cell(rank, s).seen && run.timeline.cell(rank, s).ok,
+               qPrintable(QString("rank %1 %2").arg(rank).arg(stage_names()[s])));
+    }
+  }
+  QCOMPARE(run.rings().size(), std::size_t(1));
+  QCOMPARE(run.rings()[0], (std::vector<int>{0, 1, 2, 3}));
+  QCOMPARE(run.trees().size(), std::size_t(2));
+  QCOMPARE(run.transport(0, 1), QString("SHM"));
+  QVERIFY(run.samples() > 0);
+  QVERIFY(run.bandwidth.ranks() > 0);
+}
+
+// One result whose bytes are a string: the run names the agent and the
+// field, and keeps every other event.
+void ModelsTest::anEventThatDoesNotReadIsNamed() {
+  QFile in(kRecording);
+  QVERIFY(in.open(QIODevice::ReadOnly));
+  QTemporaryDir dir;
+  QFile out(dir.filePath("bad.jsonl"));
+  QVERIFY(out.open(QIODevice::WriteOnly));
+  bool changed = false;
+  while (!in.atEnd()) {
+    auto line = nlohmann::json::parse(in.readLine().toStdString());
+    auto& m = line["message"];  // null on the run_begin line
+    if (!changed && m.is_object() && m.value("rank", -1) == 0 && m["event"].value("type", "") == "result") {
+      m["event"]["bytes"] = "8";
+      changed = true;
+    }
+    if (m.is_null()) line.erase("message");
+    out.write(QByteArray::fromStdString(line.dump() + "\n"));
+  }
+  out.close();
+  QVERIFY(changed);
+  RunState run;
+  Testers testers(run);
+  Console::replay(out.fileName(), run);
+  QCOMPARE(run.problems().size(), 1);
+  QVERIFY2(run.problems()[0].contains("127.0.0.1:") &&
+               run.problems()[0].contains("event 'result': 'bytes' is a string, not an integer"),
+           qPrintable(run.problems()[0]));
+  QCOMPARE(run.results.rowCount(), 17);
+  QCOMPARE(run.decisions.rowCount(), 18);
+}
+
+QTEST_MAIN(ModelsTest)
+#include "models_test.moc"

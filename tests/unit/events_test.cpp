@@ -1,0 +1,257 @@
+// The typed events of a run (ringmaster/agent/events.h): every type the
+// protocol lists reads back what its producer wrote, field for field; bad
+// input is refused naming the event, the object and the field; types and
+// fields this build does not know pass.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ringmaster/agent/events.h"
+#include "ringmaster/agent/telemetry.h"
+#include "ringmaster/status.h"
+
+namespace {
+
+using nlohmann::json;
+namespace ev = ringmaster::agent::events;
+using namespace ringmaster;
+
+// What each producer writes, from engine records where the rank makes the
+// event from one.
+std::vector<json> one_of_each() {
+  std::vector<json> out;
+  StageEvent stage;
+  stage.stage = Stage::store_barrier;
+  stage.rank = 3;
+  stage.begin = std::chrono::system_clock::time_point(std::chrono::microseconds(1'796'262'001'196'033));
+  stage.duration = std::chrono::nanoseconds(1'234'567);
+  stage.detail = "4/4 joined";
+  out.push_back(agent::to_json(stage));
+  StageEvent retrying = stage;
+  retrying.stage = Stage::store_connect;
+  retrying.in_progress = true;
+  retrying.connect_outcome = "unanswered";
+  retrying.remote_address = "10.0.0.5:29500";
+  retrying.attempts = 2;
+  retrying.detail = "retrying STORE_CONNECT: SYN to 10.0.0.5:29500 unanswered for 3 s (2 attempts)";
+  out.push_back(agent::to_json(retrying));
+  StageFailure failure;
+  failure.stage = Stage::store_barrier;
+  failure.category = ErrorCategory::timeout;
+  failure.rank = 1;
+  failure.local_address = "10.0.0.6:41000";
+  failure.remote_address = "10.0.0.5:29500";
+  failure.errno_text = "ETIMEDOUT";
+  failure.elapsed = std::chrono::milliseconds(30'000);
+  failure.timeout = std::chrono::milliseconds(30'000);
+  failure.world_size = 4;
+  failure.joined = 3;
+  failure.missing = {2};
+  failure.summary = "3/4 ranks joined";
+  failure.hint = "rank 2 never connected";
+  out.push_back(agent::to_json(failure));
+  PerfSpec spec;
+  spec.collective = Collective::all_reduce;
+  spec.root = -1;
+  PerfRow row;
+  row.bytes = 1 << 20;
+  row.count = 1 << 18;
+  row.out_of_place = {123.5, 8.49, 12.7, 0};
+  row.in_place = {120.25, 8.72, 13.1, 2};
+  out.push_back(agent::to_json(spec, row));
+  row.has_in_place = false;
+  spec.collective = Collective::all_to_all;
+  out.push_back(agent::to_json(spec, row));
+  CollectiveRecord record;
+  record.bytes = 4096;
+  record.protocol = Protocol::ll;
+  record.nchannels = 2;
+  record.time = std::chrono::nanoseconds(15'500);
+  out.push_back(agent::to_json(record));
+  tune::Decision decision;
+  decision.bytes = 4096;
+  decision.nranks = 4;
+  tune::Candidate ring;
+  ring.predicted_us = 12.5;
+  ring.latency_us = 11;
+  ring.bandwidth_gbs = 3.5;
+  tune::Candidate tree = ring;
+  tree.algorithm = Algorithm::tree;
+  tree.excluded = "NCCL_ALGO=Ring";
+  decision.candidates = {ring, tree};
+  decision.chosen = 0;
+  out.push_back(agent::to_json(decision));
+  ConnectionInfo shm{0, 1, true, "SHM", "127.0.0.1:40000", "", 1};
+  ConnectionInfo socket{-1, 2, false, "SOCKET", "10.0.0.6:40001", "the ranks are on different hosts", 4};
+  out.push_back(agent::connections_json({shm, socket}));
+  PeerLinkCounters measured{1, 8 << 20, 4'000'000, 0, 9 << 20};
+  PeerLinkCounters ahead{2, 0, 0, 12, 1 << 20};
+  out.push_back(agent::links_json({measured, ahead}, {shm, socket}));
+  StallReport report;
+  report.reporter = 1;
+  report.seq = 1234;
+  report.stalled_for = std::chrono::milliseconds(10'000);
+  report.gathered_in = std::chrono::milliseconds(700);
+  report.diagnosis = "rank 1 waits on rank 2 at all_reduce #1234 step 3";
+  RankWavefront waiting;
+  waiting.rank = 1;
+  waiting.answered = true;
+  waiting.last_called = 1234;
+  CallRecord call;
+  call.seq = 1234;
+  call.bytes = 1 << 20;
+  call.state = CallState::running;
+  call.age = std::chrono::microseconds(10'500'000);
+  call.duration = std::chrono::microseconds(10'500'000);
+  call.step = 3;
+  call.waits_on = 2;
+  waiting.calls = {call};
+  RankWavefront silent;
+  silent.rank = 2;
+  report.ranks = {waiting, silent};
+  out.push_back(agent::to_json(report));
+  // The events made from no engine record.
+  ev::Sample sample;
+  sample.t_us = 1'796'262'001'296'033;
+  sample.channels = {{0, 100, 200, 300, 4}, {1, 5, 6, 7, 8}};
+  sample.peers = {{1, 200}};
+  sample.calls_started = 9;
+  sample.calls_ended = 8;
+  for (const ev::Event& e : std::vector<ev::Event>{
+           sample, ev::Rings{{{0, {0, 2, 3, 1}}, {1, {0, 1, 3, 2}}}},
+           ev::Trees{{{0, {-1, 0, 0, 1}}, {1, {2, 2, -1, 2}}}}, ev::CollectiveError{"timeout", "x"},
+           ev::RankDone{0, 18, 0}, ev::RankOutput{"{\"not\": \"an event\"}", true}, ev::RankExit{0},
+           ev::RankFailed{4242, std::nullopt, 9, "SIGKILL", "rank 2 was killed by SIGKILL", "..."},
+           ev::RankFailed{4243, 3, std::nullopt, "", "rank 1 exited with status 3", ""}, ev::RunDone{false, true}}) {
+    out.push_back(ev::to_json(e));
+  }
+  return out;
+}
+
+TEST(Events, EveryTypeReadsBackWhatItsProducerWrote) {
+  std::set<std::string> seen;
+  for (const json& j : one_of_each()) {
+    const ev::Event e = ev::parse_event(j);
+    EXPECT_FALSE(std::holds_alternative<ev::Unknown>(e)) << j.dump();
+    EXPECT_EQ(ev::type_of(e), j["type"].get<std::string>());
+    EXPECT_EQ(ev::to_json(e), j) << "written: " << j.dump() << "\nread back: " << ev::to_json(e).dump();
+    seen.insert(std::string(ev::type_of(e)));
+  }
+  // Every type of the variant but Unknown was tried.
+  EXPECT_EQ(seen.size(), std::variant_size_v<ev::Event> - 1);
+}
+
+TEST(Events, FieldsAreTyped) {
+  const auto e = ev::parse_event(one_of_each()[0]);
+  const auto& stage = std::get<ev::StageEnded>(e);
+  EXPECT_EQ(stage.stage, Stage::store_barrier);
+  EXPECT_EQ(stage.rank, 3);
+  EXPECT_EQ(stage.begin_us, 1'796'262'001'196'033);
+  EXPECT_DOUBLE_EQ(stage.duration_ms, 1.234567);
+  const auto links = std::get<ev::Links>(ev::parse_event(one_of_each()[8]));
+  ASSERT_EQ(links.links.size(), 2u);
+  EXPECT_DOUBLE_EQ(*links.links[0].gbs, 2.097152);
+  EXPECT_EQ(links.links[0].transport, "SHM");
+  EXPECT_FALSE(links.links[1].gbs);  // every transfer was ahead of its reader
+  EXPECT_EQ(links.links[1].ahead, 12u);
+}
+
+// Each message names the event, the object within it and the field.
+TEST(Events, BadFieldsAreNamed) {
+  auto error_of = [](const json& j) {
+    try {
+      ev::parse_event(j);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::protocol);
+      return e.status().message();
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(error_of({{"type", "stage"}, {"stage", "STORE_CONNECT"}, {"ok", "yes"}}),
+            "event 'stage': 'ok' is a string, not a boolean");
+  EXPECT_EQ(error_of({{"type", "stage"}, {"stage", "STORE_CONECT"}, {"ok", true}}),
+            "event 'stage': 'stage' names no init stage: 'STORE_CONECT'");
+  EXPECT_EQ(error_of({{"type", "stage"}, {"ok", true}}), "event 'stage': 'stage' is missing");
+  EXPECT_EQ(error_of({{"type", "result"}, {"collective", "all_reduce"}, {"bytes", 8}}),
+            "event 'result': 'out_of_place' is missing");
+  EXPECT_EQ(
+      error_of({{"type", "result"}, {"collective", "all_reduce"}, {"bytes", -8}, {"out_of_place", json::object()}}),
+      "event 'result': 'bytes' is an integer, not an integer of at least 0");
+  EXPECT_EQ(error_of({{"type", "links"}, {"links", {{{"from", 1}}, {{"from", "2"}}}}}),
+            "event 'links': links[1]: 'from' is a string, not an integer");
+  EXPECT_EQ(error_of({{"type", "sample"}, {"t_us", 1}, {"channels", {{{"channel", 0}, {"bytes_sent", 1.5}}}}}),
+            "event 'sample': channels[0]: 'bytes_sent' is a number, not an integer");
+  EXPECT_EQ(error_of({{"type", "tuner"},
+                      {"collective", "all_reduce"},
+                      {"bytes", 8},
+                      {"chosen", 2},
+                      {"candidates", json::array()}}),
+            "event 'tuner': 'chosen' is 2, but there are 0 candidates");
+  EXPECT_EQ(error_of({{"type", "rings"}, {"rings", {{{"channel", 0}, {"ranks", {0, 1.5}}}}}}),
+            "event 'rings': rings[0]: 'ranks' is a number, not an integer");
+  EXPECT_EQ(error_of({{"type", "run_done"}, {"ok", nullptr}}), "event 'run_done': 'ok' is null, not a boolean");
+  EXPECT_EQ(error_of({{"type", 7}}), "an event needs 'type', a string");
+  EXPECT_EQ(error_of(json::array()), "an event is an object, not array");
+}
+
+// A newer rank or agent: a type this build does not know is kept whole,
+// and fields it does not know are skipped.
+TEST(Events, UnknownTypesAndFieldsPass) {
+  const json future = {{"type", "gpu_sample"}, {"gpus", {{{"index", 0}, {"util", 0.93}}}}};
+  const ev::Event e = ev::parse_event(future);
+  ASSERT_TRUE(std::holds_alternative<ev::Unknown>(e));
+  EXPECT_EQ(ev::type_of(e), "gpu_sample");
+  EXPECT_EQ(ev::to_json(e), future);
+  json stage = one_of_each()[0];
+  stage["nvlink"] = "up";
+  EXPECT_EQ(std::get<ev::StageEnded>(ev::parse_event(stage)).detail, "4/4 joined");
+}
+
+TEST(Events, TheEnvelopeNamesTheRankAndRun) {
+  EXPECT_FALSE(ev::parse_event_message({{"type", "heartbeat"}, {"time_us", 1}}));
+  const json good = {{"type", "event"}, {"run_id", "r1"}, {"rank", 2}, {"event", one_of_each()[0]}};
+  const auto m = ev::parse_event_message(good);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->run_id, "r1");
+  EXPECT_EQ(m->rank, 2);
+  EXPECT_TRUE(std::holds_alternative<ev::StageEnded>(m->event));
+  json body = ev::to_json(*m);
+  body["type"] = "event";
+  EXPECT_EQ(body, good);
+  try {
+    ev::parse_event_message({{"type", "event"}, {"run_id", "r1"}, {"rank", 2}, {"event", {{"type", "done"}}}});
+    FAIL() << "accepted a done event without exit_code";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status().message(), "rank 2 of run r1: event 'done': 'exit_code' is missing");
+  }
+}
+
+// docs/protocol.md's table of events lists exactly the types there are.
+TEST(Events, TheProtocolDocumentListsEveryType) {
+  std::ifstream in(RINGMASTER_DOCS_DIR "/protocol.md");
+  ASSERT_TRUE(in) << RINGMASTER_DOCS_DIR "/protocol.md";
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string doc = text.str();
+  const auto from = doc.find("\n## Events");
+  ASSERT_NE(from, std::string::npos);
+  const auto to = doc.find("\n## ", from + 1);
+  const std::string section = doc.substr(from, to - from);
+  std::set<std::string> documented;
+  const std::regex row(R"(\n\| `([a-z_]+)` \|)");
+  for (auto it = std::sregex_iterator(section.begin(), section.end(), row); it != std::sregex_iterator(); ++it)
+    documented.insert((*it)[1]);
+  std::set<std::string> types;
+  for (const json& j : one_of_each())
+    types.insert(j["type"].get<std::string>());
+  documented.erase("type");  // the header row
+  EXPECT_EQ(documented, types);
+}
+
+}  // namespace

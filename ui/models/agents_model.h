@@ -1,0 +1,52 @@
+// The agents the console talks to.
+#pragma once
+
+#include <QAbstractTableModel>
+#include <QString>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+namespace ringmaster::ui {
+
+// Agents: address, state, host, version, topology, round trip, faults.
+class AgentsModel : public QAbstractTableModel {
+  Q_OBJECT
+ public:
+  enum Column {
+    address_column,
+    origin_column,  // the name the agent was found through, if any (beside the address it gave)
+    state_column,
+    host_column,
+    version_column,
+    topology_column,
+    rtt_column,
+    faults_column,
+    column_count
+  };
+  using QAbstractTableModel::QAbstractTableModel;
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
+
+  void add(const QString& address, const QString& origin = {});
+  void set_state(const QString& address, const QString& state);
+  void set_inventory(const QString& address, const nlohmann::json& inventory);
+  void set_rtt(const QString& address, double ms);
+  int row_of(const QString& address) const;
+  QString address(int row) const;
+  const nlohmann::json& inventory(int row) const;
+
+ private:
+  struct Row {
+    QString address, state, host, version, topology;
+    double rtt_ms = -1;
+    int faults = 0;
+    nlohmann::json inventory;
+    QString origin;
+  };
+  std::vector<Row> rows_;
+};
+
+}  // namespace ringmaster::ui

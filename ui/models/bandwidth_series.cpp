@@ -1,0 +1,140 @@
+// bandwidth_series
+#include "models/bandwidth_series.h"
+
+#include <algorithm>
+
+namespace ringmaster::ui {
+
+void BandwidthSeries::clear() {
+  tracks_.clear();
+  peer_tracks_.clear();
+  totals_.clear();
+  origin_us_ = -1;
+  latest_s_ = 0;
+}
+
+void BandwidthSeries::push(Track& t, double x, double y) {
+  t.points.emplace_back(x, y);
+  ++t.received;
+  while (!t.points.empty() && t.points.front().x() < x - window_s_)
+    t.points.pop_front();
+}
+
+void BandwidthSeries::add_sample(int rank, const agent::events::Sample& sample) {
+  const long long t_us = sample.t_us;
+  if (origin_us_ < 0) origin_us_ = t_us;
+  const double x = static_cast<double>(t_us - origin_us_) / 1e6;
+  latest_s_ = std::max(latest_s_, x);
+  double total_rate = 0;
+  bool any = false;
+  std::uint64_t total_bytes = 0;
+  for (const auto& c : sample.channels) {
+    const int channel = c.channel;
+    const std::uint64_t bytes = c.bytes_sent;
+    total_bytes += bytes;
+    Track& t = tracks_[{rank, channel}];
+    if (t.last_us >= 0 && t_us > t.last_us) {
+      const double rate = static_cast<double>(bytes - std::min(bytes, t.last_bytes)) /
+                          (static_cast<double>(t_us - t.last_us) * 1e3);  // bytes/us / 1e3 = GB/s
+      push(t, x, rate);
+      total_rate += rate;
+      any = true;
+    }
+    t.last_us = t_us;
+    t.last_bytes = bytes;
+  }
+  for (const auto& p : sample.peers) {
+    const std::uint64_t bytes = p.bytes_received;
+    Track& t = peer_tracks_[{rank, p.peer}];
+    if (t.last_us >= 0 && t_us > t.last_us) {
+      push(t, x,
+           static_cast<double>(bytes - std::min(bytes, t.last_bytes)) / (static_cast<double>(t_us - t.last_us) * 1e3));
+    }
+    t.last_us = t_us;
+    t.last_bytes = bytes;
+  }
+  Track& total = totals_[rank];
+  if (any) push(total, x, total_rate);
+  total.last_us = t_us;
+  total.last_bytes = total_bytes;
+}
+
+namespace {
+
+// At most `max_points`: the min and the max of each bucket, in order.
+QList<QPointF> decimate(const std::deque<QPointF>& in, int max_points) {
+  QList<QPointF> out;
+  if (max_points <= 0 || in.empty()) return out;
+  if (static_cast<int>(in.size()) <= max_points) {
+    out.reserve(static_cast<qsizetype>(in.size()));
+    for (const auto& p : in)
+      out.append(p);
+    return out;
+  }
+  const int buckets = std::max(1, max_points / 2);
+  const double per = static_cast<double>(in.size()) / buckets;
+  for (int b = 0; b < buckets; ++b) {
+    const auto lo = static_cast<std::size_t>(b * per);
+    const auto hi = std::min(in.size(), static_cast<std::size_t>((b + 1) * per));
+    if (lo >= hi) continue;
+    auto mn = in.begin() + static_cast<std::ptrdiff_t>(lo);
+    auto mx = mn;
+    for (auto it = mn; it != in.begin() + static_cast<std::ptrdiff_t>(hi); ++it) {
+      if (it->y() < mn->y()) mn = it;
+      if (it->y() > mx->y()) mx = it;
+    }
+    if (mn < mx) {
+      out.append(*mn);
+      out.append(*mx);
+    } else if (mx < mn) {
+      out.append(*mx);
+      out.append(*mn);
+    } else {
+      out.append(*mn);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+QList<QPointF> BandwidthSeries::points(int rank, int channel, int max_points) const {
+  const auto it = tracks_.find({rank, channel});
+  return it == tracks_.end() ? QList<QPointF>{} : decimate(it->second.points, max_points);
+}
+
+QList<QPointF> BandwidthSeries::total(int rank, int max_points) const {
+  const auto it = totals_.find(rank);
+  return it == totals_.end() ? QList<QPointF>{} : decimate(it->second.points, max_points);
+}
+
+QList<QPointF> BandwidthSeries::peer_points(int rank, int peer, int max_points) const {
+  const auto it = peer_tracks_.find({rank, peer});
+  return it == peer_tracks_.end() ? QList<QPointF>{} : decimate(it->second.points, max_points);
+}
+
+std::vector<int> BandwidthSeries::peers(int rank) const {
+  std::vector<int> out;
+  for (auto it = peer_tracks_.lower_bound({rank, -1}); it != peer_tracks_.end() && it->first.first == rank; ++it)
+    out.push_back(it->first.second);
+  return out;
+}
+
+int BandwidthSeries::ranks() const {
+  return totals_.empty() ? 0 : totals_.rbegin()->first + 1;
+}
+
+int BandwidthSeries::channels(int rank) const {
+  int n = 0;
+  for (const auto& [key, t] : tracks_) {
+    if (key.first == rank) n = std::max(n, key.second + 1);
+  }
+  return n;
+}
+
+std::size_t BandwidthSeries::points_received(int rank, int channel) const {
+  const auto it = tracks_.find({rank, channel});
+  return it == tracks_.end() ? 0 : it->second.received;
+}
+
+}  // namespace ringmaster::ui

@@ -1,0 +1,52 @@
+// Bandwidth over time from the ranks' samples.
+#pragma once
+
+#include <QList>
+#include <QPointF>
+#include <deque>
+#include <map>
+#include <vector>
+
+#include "ringmaster/agent/events.h"
+
+namespace ringmaster::ui {
+
+// Per-channel bandwidth from the ranks' cumulative counters: a rolling
+// window of points per (rank, channel), and their sum per rank.
+class BandwidthSeries {
+ public:
+  explicit BandwidthSeries(double window_s = 60) : window_s_(window_s) {}
+  void clear();
+  // A `sample` event of `rank`: cumulative bytes per channel at t_us.
+  void add_sample(int rank, const agent::events::Sample& sample);
+  // Points (seconds since the run's first sample, GB/s), at most
+  // `max_points` of them (min and max of each bucket kept).
+  QList<QPointF> points(int rank, int channel, int max_points) const;
+  QList<QPointF> total(int rank, int max_points) const;
+  // What `rank` received from each peer (all channels), from the sample's
+  // "peers" counters.
+  QList<QPointF> peer_points(int rank, int peer, int max_points) const;
+  std::vector<int> peers(int rank) const;
+  int ranks() const;
+  int channels(int rank) const;
+  std::size_t points_received(int rank, int channel) const;
+  double latest_s() const { return latest_s_; }
+  double window_s() const { return window_s_; }
+
+ private:
+  struct Track {
+    long long last_us = -1;
+    std::uint64_t last_bytes = 0;
+    std::size_t received = 0;
+    std::deque<QPointF> points;
+  };
+  void push(Track& t, double x, double y);
+  double window_s_;
+  long long origin_us_ = -1;
+  double latest_s_ = 0;
+  std::map<std::pair<int, int>, Track> tracks_;       // (rank, channel)
+  std::map<int, Track> totals_;                       // rank
+  std::map<std::pair<int, int>, Track> peer_tracks_;  // (rank, peer it received from)
+};
+
+}  // namespace ringmaster::ui

@@ -1,0 +1,166 @@
+// RunState: a run's events into the models.
+#include "models/run_state.h"
+
+#include <QDateTime>
+#include <optional>
+#include <variant>
+
+#include "ringmaster/agent/telemetry.h"
+#include "ringmaster/status.h"
+
+namespace ringmaster::ui {
+
+void RunState::begin(const QString& run_id, int world_size, int agents, std::vector<int> placement) {
+  run_id_ = run_id;
+  placement_ = std::move(placement);
+  rings_.clear();
+  trees_.clear();
+  transports_.clear();
+  world_size_ = world_size;
+  agents_ = agents;
+  agents_done_ = 0;
+  ok_ = true;
+  problems_.clear();
+  slow_links_.clear();
+  links_.clear();
+  samples_ = 0;
+  messages_.clear();
+  recent_samples_.clear();
+  started_ms_ = QDateTime::currentMSecsSinceEpoch();
+  timeline.reset(world_size);
+  results.clear();
+  decisions.clear();
+  tuner.clear();
+  bandwidth.clear();
+  wavefront.clear();
+  emit started(run_id);
+}
+
+std::vector<AgentMessage> RunState::messages() const {
+  std::vector<AgentMessage> all = messages_;
+  for (const auto& s : recent_samples_)
+    all.push_back(s.message);
+  return all;
+}
+
+void RunState::apply(const AgentMessage& m) {
+  if (!m.body) return;
+  std::optional<agent::events::EventMessage> message;
+  try {
+    message = agent::events::parse_event_message(*m.body);
+  } catch (const Error& e) {
+    // Another run's bad event is not this run's problem.
+    const auto run = m.body->find("run_id");
+    if (run != m.body->end() && run->is_string() && QString::fromStdString(run->get<std::string>()) == run_id_) {
+      problems_ << QString("%1 sent an event the console cannot read: %2")
+                       .arg(m.agent, QString::fromStdString(e.status().message()));
+    }
+    return;
+  }
+  if (!message || QString::fromStdString(message->run_id) != run_id_) return;
+  const int rank = message->rank;
+  namespace ev = agent::events;
+  if (!std::holds_alternative<ev::Sample>(message->event)) messages_.push_back(m);
+  std::visit([&](const auto& e) { route(rank, e, m); }, message->event);
+}
+
+void RunState::route(int rank, const agent::events::StageEnded& e, const AgentMessage&) {
+  timeline.add_stage(rank, e);
+}
+
+void RunState::route(int rank, const agent::events::StageProgress& e, const AgentMessage&) {
+  timeline.add_progress(rank, e);
+}
+
+void RunState::route(int rank, const agent::events::StageFailed& e, const AgentMessage&) {
+  timeline.add_failure(rank, e);
+  problems_ << QString("rank %1 failed at %2: %3")
+                   .arg(rank)
+                   .arg(stage_names().value(static_cast<int>(e.stage)))
+                   .arg(QString::fromStdString(e.summary));
+  ok_ = false;
+}
+
+void RunState::route(int rank, const agent::events::Sample& e, const AgentMessage& m) {
+  bandwidth.add_sample(rank, e);
+  ++samples_;
+  // The chart's window and a second more: the first point inside the
+  // window needs the sample before it for its rate.
+  recent_samples_.push_back({e.t_us, m});
+  const long long cutoff = e.t_us - static_cast<long long>((bandwidth.window_s() + 1) * 1e6);
+  while (!recent_samples_.empty() && recent_samples_.front().t_us < cutoff)
+    recent_samples_.pop_front();
+}
+
+void RunState::route(int rank, const agent::events::Result& e, const AgentMessage&) {
+  if (rank != 0) return;
+  results.add(e);
+  tuner.add_measurement(e);
+}
+
+void RunState::route(int rank, const agent::events::TunerTable& e, const AgentMessage&) {
+  if (rank == 0) tuner.add_table(e);
+}
+
+void RunState::route(int, const agent::events::Rings& e, const AgentMessage&) {
+  rings_.clear();
+  for (const auto& r : e.rings)
+    rings_.push_back(r.ranks);
+  emit rings_changed();
+}
+
+void RunState::route(int, const agent::events::Trees& e, const AgentMessage&) {
+  trees_.clear();
+  for (const auto& t : e.trees)
+    trees_.push_back(t.parents);
+  emit rings_changed();
+}
+
+void RunState::route(int rank, const agent::events::Connections& e, const AgentMessage&) {
+  for (const auto& c : e.connections) {
+    if (c.outgoing && c.channel >= 0) transports_[{rank, c.peer}] = QString::fromStdString(c.transport);
+  }
+  emit rings_changed();
+}
+
+void RunState::route(int rank, const agent::events::Decision& e, const AgentMessage&) {
+  if (rank != 0) return;
+  decisions.add(e);
+  tuner.add_measurement(e);
+}
+
+void RunState::route(int rank, const agent::events::CollectiveError& e, const AgentMessage&) {
+  problems_ << QString("rank %1: %2").arg(rank).arg(QString::fromStdString(e.message));
+  ok_ = false;
+}
+
+void RunState::route(int, const agent::events::RankFailed& e, const AgentMessage&) {
+  problems_ << (e.summary.empty() ? QString("a rank failed") : QString::fromStdString(e.summary));
+  ok_ = false;
+}
+
+void RunState::route(int, const agent::events::Stall& e, const AgentMessage&) {
+  wavefront.set(e.report);
+  problems_ << "Stall: " + wavefront.summary();
+  emit stalled();
+}
+
+void RunState::route(int rank, const agent::events::Links& e, const AgentMessage&) {
+  links_.emplace_back(rank, e);
+}
+
+void RunState::route(int, const agent::events::RunDone& e, const AgentMessage&) {
+  ok_ = ok_ && e.ok;
+  if (++agents_done_ == agents_) {
+    for (const auto& l : agent::find_slow_links(links_))
+      slow_links_ << QString::fromStdString(l.describe());
+    emit finished(ok_);
+  }
+}
+
+QString RunState::transport(int from, int to) const {
+  const auto it = transports_.find({from, to});
+  return it == transports_.end() ? QString() : it->second;
+}
+
+}  // namespace ringmaster::ui

@@ -1,0 +1,120 @@
+// The events of one run, routed into the models.
+#pragma once
+
+#include <QObject>
+#include <QString>
+#include <QStringList>
+#include <deque>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "agent_message.h"
+#include "bandwidth_series.h"
+#include "decisions_model.h"
+#include "results_model.h"
+#include "ringmaster/agent/events.h"
+#include "timeline_model.h"
+#include "tuner_model.h"
+#include "wavefront_model.h"
+
+namespace ringmaster::ui {
+
+// Events of one run, routed into the models.
+class RunState : public QObject {
+  Q_OBJECT
+ public:
+  explicit RunState(QObject* parent = nullptr) : QObject(parent) {}
+
+  TimelineModel timeline;
+  ResultsModel results;
+  DecisionsModel decisions;
+  TunerModel tuner;
+  BandwidthSeries bandwidth;
+  WavefrontModel wavefront;  // the latest stall report
+
+  // `placement`: the agent (index) of every rank, for drawing rings over
+  // the nodes.
+  void begin(const QString& run_id, int world_size, int agents, std::vector<int> placement = {});
+  // Takes the message if it is an event of this run. An event that does
+  // not parse is named in problems() and changes nothing else.
+  void apply(const AgentMessage& message);
+  const QString& run_id() const { return run_id_; }
+  int world_size() const { return world_size_; }
+  bool running() const { return !run_id_.isEmpty() && agents_done_ < agents_; }
+  bool ok() const { return ok_; }
+  // "rank 1 was killed by SIGKILL", errors and failures, in arrival order.
+  const QStringList& problems() const { return problems_; }
+  // Links far slower than the run's others, named once every agent is
+  // done ("rank 1 -> rank 2 at 5.1 MB/s, ..."); the run may still be ok.
+  const QStringList& slow_links() const { return slow_links_; }
+  std::size_t samples() const { return samples_; }
+  // Each channel's ring as rank 0 reported it.
+  const std::vector<std::vector<int>>& rings() const { return rings_; }
+  // The all_reduce double binary trees: per tree, each rank's parent (-1 at the root).
+  const std::vector<std::vector<int>>& trees() const { return trees_; }
+  // What carries the connection `from` opened to `to` on a ring channel
+  // ("SHM", "OFI", "SOCKET"; empty until that rank reported its connections).
+  QString transport(int from, int to) const;
+  const std::vector<int>& placement() const { return placement_; }
+  int agents() const { return agents_; }
+  // When begin() was called (ms since the epoch), and the run's messages
+  // since (what the history keeps): every message but the samples, in
+  // arrival order, then the samples of the bandwidth chart's window (and
+  // a second before it), in arrival order. Older samples are dropped as
+  // they leave the window: kept whole, 16 ranks of 32 channels took 1.8 GB
+  // after ten minutes of streaming.
+  qint64 started_ms() const { return started_ms_; }
+  void set_started_ms(qint64 ms) { started_ms_ = ms; }
+  std::vector<AgentMessage> messages() const;
+
+ signals:
+  void started(QString run_id);
+  void finished(bool ok);
+  void rings_changed();
+  void stalled();
+
+ private:
+  // One per event type the models show; the others (done, output,
+  // rank_exit, unknown types) change nothing here.
+  void route(int rank, const agent::events::StageEnded& e, const AgentMessage& m);
+  void route(int rank, const agent::events::StageProgress& e, const AgentMessage& m);
+  void route(int rank, const agent::events::StageFailed& e, const AgentMessage& m);
+  void route(int rank, const agent::events::Sample& e, const AgentMessage& m);
+  void route(int rank, const agent::events::Result& e, const AgentMessage& m);
+  void route(int rank, const agent::events::TunerTable& e, const AgentMessage& m);
+  void route(int rank, const agent::events::Rings& e, const AgentMessage& m);
+  void route(int rank, const agent::events::Trees& e, const AgentMessage& m);
+  void route(int rank, const agent::events::Connections& e, const AgentMessage& m);
+  void route(int rank, const agent::events::Decision& e, const AgentMessage& m);
+  void route(int rank, const agent::events::CollectiveError& e, const AgentMessage& m);
+  void route(int rank, const agent::events::RankFailed& e, const AgentMessage& m);
+  void route(int rank, const agent::events::Stall& e, const AgentMessage& m);
+  void route(int rank, const agent::events::Links& e, const AgentMessage& m);
+  void route(int rank, const agent::events::RunDone& e, const AgentMessage& m);
+  template <class Other>
+  void route(int, const Other&, const AgentMessage&) {}
+
+  QString run_id_;
+  int world_size_ = 0;
+  int agents_ = 0;
+  int agents_done_ = 0;
+  bool ok_ = true;
+  QStringList problems_;
+  QStringList slow_links_;
+  std::vector<AgentMessage> messages_;  // all but samples
+  struct KeptSample {
+    long long t_us = 0;
+    AgentMessage message;
+  };
+  std::deque<KeptSample> recent_samples_;
+  qint64 started_ms_ = 0;
+  std::vector<std::pair<int, agent::events::Links>> links_;
+  std::size_t samples_ = 0;
+  std::vector<std::vector<int>> rings_;
+  std::vector<std::vector<int>> trees_;
+  std::map<std::pair<int, int>, QString> transports_;  // (from, to) -> transport
+  std::vector<int> placement_;
+};
+
+}  // namespace ringmaster::ui
