@@ -37,6 +37,7 @@
 #include "panels/bandwidth_chart.h"
 #include "panels/busbw_plot.h"
 #include "panels/history_panel.h"
+#include "panels/links_panel.h"
 #include "panels/preflight_panel.h"
 #include "panels/rings_view.h"
 #include "panels/scenarios_panel.h"
@@ -242,6 +243,7 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   connect(&console_.run, &RunState::started, this,
           [this] { wavefront_summary_->setText("No stall in this run so far."); });
   tabs_->addTab(new PreflightPanel(console_), "Preflight");
+  tabs_->addTab(new LinksPanel(console_), "Links");
   topology_ = new TopologyView;
   tabs_->addTab(topology_, "Topology");
   tabs_->addTab(new RingsView(console_.run), "Rings");

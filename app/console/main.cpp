@@ -13,6 +13,7 @@
 #include "completion.h"
 #include "main_window.h"
 #include "models/console.h"
+#include "panels/links_panel.h"
 #include "ringmaster/version.h"
 
 int main(int argc, char** argv) {
@@ -57,15 +58,19 @@ int main(int argc, char** argv) {
   QCommandLineOption iters_opt("iters", "Timed iterations per size (default 20).", "n", "20");
   QCommandLineOption per_agent_opt("np-per-agent", "Ranks per agent (default 1).", "n", "1");
   QCommandLineOption record_opt("record", "Write every agent message to this file (JSON lines).", "file");
+  QCommandLineOption replay_opt("replay",
+                                "Show a recorded run (--record, or ringmaster-cli repro run --json-file) instead of "
+                                "starting agents; with --screenshot, the picture of it.",
+                                "file");
   QCommandLineOption tab_opt("tab",
                              "With --screenshot: the tab to show (its title, e.g. Tuner; default Live); Preflight "
-                             "runs a preflight over the agents after the run.",
+                             "runs a preflight over the agents after the run, Links a link check.",
                              "title", "Live");
   QCommandLineOption size_opt("size", "Window size, e.g. 1366x768 (default: as last time).", "WxH");
   const std::initializer_list<const QCommandLineOption*> options = {
-      &agents_opt,  &agents_file_opt, &token_opt,     &tls_opt,    &tls_ca_opt,     &tls_cert_opt,
-      &tls_key_opt, &local_opt,       &run_opt,       &shot_opt,   &collective_opt, &min_opt,
-      &max_opt,     &iters_opt,       &per_agent_opt, &record_opt, &tab_opt,        &size_opt};
+      &agents_opt,    &agents_file_opt, &token_opt, &tls_opt,        &tls_ca_opt, &tls_cert_opt, &tls_key_opt,
+      &local_opt,     &run_opt,         &shot_opt,  &collective_opt, &min_opt,    &max_opt,      &iters_opt,
+      &per_agent_opt, &record_opt,      &tab_opt,   &size_opt,       &replay_opt};
   for (const auto* o : options)
     cli.addOption(*o);
   // For the build: the bash completion script (needs no display).
@@ -157,7 +162,7 @@ int main(int argc, char** argv) {
         ++expected;
       }
     }
-  } else {
+  } else if (!cli.isSet(replay_opt)) {
     expected = cli.value(local_opt).toInt();
     QString error;
     const QString agent = QDir(QCoreApplication::applicationDirPath()).filePath("ringmaster-agent");
@@ -218,21 +223,49 @@ int main(int argc, char** argv) {
         if (window.tabs()->tabText(i).compare(cli.value(tab_opt), Qt::CaseInsensitive) == 0) tab = i;
       }
       window.tabs()->setCurrentIndex(tab);
-      if (window.tabs()->tabText(tab) != "Preflight") {
+      const QString shown = window.tabs()->tabText(tab);
+      if (shown != "Preflight" && shown != "Links") {
         take_shot(ok);
         return;
       }
-      // The Preflight tab shows a preflight over the same agents, run now.
-      QObject::connect(&console, &ringmaster::ui::Console::preflight_finished, &window,
-                       [take_shot, ok] { take_shot(ok); });
-      QObject::connect(&console, &ringmaster::ui::Console::preflight_failed, &window, [](const QString& why) {
-        std::fprintf(stderr, "ringmaster: preflight failed: %s\n", qPrintable(why));
+      // The Preflight and Links tabs show a preflight or a link check over
+      // the same agents, run now.
+      auto failed = [](const QString& why) {
+        std::fprintf(stderr, "ringmaster: %s\n", qPrintable(why));
         QCoreApplication::exit(1);
-      });
+      };
       QString why;
-      if (!console.start_preflight({}, &why)) {
-        std::fprintf(stderr, "ringmaster: preflight not started: %s\n", qPrintable(why));
-        QCoreApplication::exit(1);
+      if (shown == "Preflight") {
+        QObject::connect(&console, &ringmaster::ui::Console::preflight_finished, &window,
+                         [take_shot, ok] { take_shot(ok); });
+        QObject::connect(&console, &ringmaster::ui::Console::preflight_failed, &window,
+                         [failed](const QString& w) { failed("preflight failed: " + w); });
+        if (!console.start_preflight({}, &why)) failed("preflight not started: " + why);
+      } else {
+        QObject::connect(&console, &ringmaster::ui::Console::linkcheck_finished, &window,
+                         [take_shot, ok] { take_shot(ok); });
+        QObject::connect(&console, &ringmaster::ui::Console::linkcheck_failed, &window,
+                         [failed](const QString& w) { failed("link check failed: " + w); });
+        // The local agents share one host: sockets, as between nodes
+        // (shared memory between them is faster than it can be timed).
+        auto* links = window.findChild<ringmaster::ui::LinksPanel*>();
+        links->set_environment("NCCL_SHM_DISABLE=1");
+        if (!links->start()) failed("link check not started");
+      }
+    });
+  }
+  if (cli.isSet(replay_opt)) {
+    const QString file = cli.value(replay_opt);
+    QTimer::singleShot(0, &window, [&console, &window, &cli, &shot_opt, file, screenshot] {
+      if (ringmaster::ui::Console::replay(file, console.run) < 0) {
+        std::fprintf(stderr, "ringmaster: --replay: cannot read %s\n", qPrintable(file));
+        QCoreApplication::exit(2);
+        return;
+      }
+      // A recording cut before every agent said run_done: shown as it is.
+      if (console.run.running() && screenshot) {
+        std::fprintf(stderr, "ringmaster: --replay: the recorded run does not end; saving it as it is\n");
+        QCoreApplication::exit(window.save_screenshot(cli.value(shot_opt)) ? 0 : 1);
       }
     });
   }

@@ -39,6 +39,7 @@
 #include "panels/bandwidth_chart.h"
 #include "panels/busbw_plot.h"
 #include "panels/history_panel.h"
+#include "panels/links_panel.h"
 #include "panels/preflight_panel.h"
 #include "panels/rings_view.h"
 #include "panels/scenarios_panel.h"
@@ -100,6 +101,8 @@ class ConsoleTest : public QObject {
   void historyKeepsTheChartsWindowOfSamples();
   void stallShowsEveryRanksCalls();
   void preflightOverLocalAgents();
+  void linksHeatmapFromACheckAndFromARun();
+  void replayCommand();
 };
 
 // The console's --version is the project's, with no display needed, and
@@ -1000,6 +1003,111 @@ void ConsoleTest::preflightOverLocalAgents() {
   for (int i = 0; i < panel.findings()->count(); ++i)
     QVERIFY2(!panel.findings()->item(i)->text().startsWith("problem"), qPrintable(panel.findings()->item(i)->text()));
   QVERIFY2(m.summary().contains("2 node(s)") && m.summary().contains("no problem found"), qPrintable(m.summary()));
+}
+
+// The Links tab: a link check over three local agents fills a 3 x 3
+// heatmap (every link measured or ahead of its reader, each coloured by its
+// share of the median); a run's links events, when it ends, replace it
+// rank by rank; a link the model holds at a hundredth of the others is
+// painted red and named.
+void ConsoleTest::linksHeatmapFromACheckAndFromARun() {
+  Console console;
+  QAbstractItemModelTester tester(&console.links, QAbstractItemModelTester::FailureReportingMode::QtTest);
+  LinksPanel panel(console);
+  QString error;
+  QVERIFY(!console.start_linkcheck({}, &error));
+  QVERIFY2(error.contains("at least two"), qPrintable(error));
+  QVERIFY2(console.start_local_agents(3, RINGMASTER_AGENT, &error), qPrintable(error));
+  QTRY_COMPARE_WITH_TIMEOUT(console.connected_count(), 3, 20000);
+  panel.resize(1200, 700);
+  panel.show();
+  QSignalSpy done(&console, &Console::linkcheck_finished);
+  QSignalSpy failed(&console, &Console::linkcheck_failed);
+  auto* check = panel.findChild<QPushButton*>("linksCheck");
+  QVERIFY(check != nullptr);
+  panel.set_environment("NCCL_SHM_DISABLE");
+  QVERIFY(!panel.start());
+  panel.set_environment("NCCL_SHM_DISABLE=1");  // sockets, as between nodes
+  QTest::mouseClick(check, Qt::LeftButton);
+  QVERIFY(!check->isEnabled());
+  QVERIFY2(done.wait(120000), failed.isEmpty() ? "no end" : qPrintable(failed.at(0).at(0).toString()));
+  QVERIFY(check->isEnabled());
+  const LinksModel& m = console.links;
+  QCOMPARE(m.rowCount(), 3);
+  QCOMPARE(m.kind(), QString("node"));
+  for (int from = 0; from < 3; ++from) {
+    for (int to = 0; to < 3; ++to) {
+      if (from == to) continue;
+      QVERIFY2(m.cell(from, to).measured, qPrintable(m.index(from, to).data(Qt::ToolTipRole).toString()));
+      QCOMPARE(m.cell(from, to).transport, QString("SOCKET"));
+      QVERIFY(m.index(from, to).data(Qt::BackgroundRole).value<QColor>().isValid());
+      QVERIFY(!m.index(from, to).data().toString().isEmpty());
+    }
+  }
+  QVERIFY2(m.summary().contains("3 nodes") && m.summary().contains("6 of 6 links measured"), qPrintable(m.summary()));
+  QVERIFY(panel.findings()->count() >= 1);
+
+  // A run's links, replayed: ranks as rows and columns.
+  RunState replayed;
+  QVERIFY(Console::replay(RINGMASTER_TEST_DATA_DIR "/console/run-2-agents-4-ranks.jsonl", replayed) > 0);
+  QVERIFY(!replayed.links().empty());
+  std::vector<std::pair<int, ringmaster::agent::events::Links>> links = replayed.links();
+  console.links.set_run(replayed.run_id(), replayed.world_size(), links, replayed.slow_links());
+  QCOMPARE(m.rowCount(), 4);
+  QCOMPARE(m.kind(), QString("rank"));
+  QVERIFY2(m.summary().startsWith("Run " + replayed.run_id() + ": 4 ranks"), qPrintable(m.summary()));
+  // One link a hundredth of the others: red, and named as the findings.
+  ringmaster::agent::events::Links crawl;
+  crawl.links.push_back({0, 8 << 20, 1000, 0, 0.001, "SOCKET"});
+  links = {{1, crawl}};
+  for (int to : {0, 2, 3}) {
+    ringmaster::agent::events::Links fast;
+    fast.links.push_back({(to + 3) % 4, 8 << 20, 1000, 0, 1.0, "SOCKET"});
+    links.emplace_back(to, fast);
+  }
+  console.links.set_run("r", 4, links, {"rank 0 -> rank 1 at 1.0 MB/s"});
+  const QColor slow = m.index(0, 1).data(Qt::BackgroundRole).value<QColor>();
+  const QColor fine = m.index(3, 0).data(Qt::BackgroundRole).value<QColor>();
+  QVERIFY2(slow.red() > 200 && slow.green() < 130, qPrintable(slow.name()));
+  QVERIFY2(fine.green() > 200 && fine.red() < 170, qPrintable(fine.name()));
+  QCOMPARE(m.index(0, 1).data().toString(), QString("1 MB/s"));
+  QVERIFY(m.index(0, 1).data(Qt::ToolTipRole).toString().contains("0.00 of the median SOCKET link"));
+  QCOMPARE(panel.findings()->count(), 1);
+  QCOMPARE(panel.findings()->item(0)->text(), QString("rank 0 -> rank 1 at 1.0 MB/s"));
+}
+
+// --replay shows a recorded run without agents: the Results tab of the
+// recording's run, saved; a recording cut before the run's end is shown as
+// it is, saying so; one that cannot be read exits 2.
+void ConsoleTest::replayCommand() {
+  QTemporaryDir dir;
+  auto console_run = [](const QStringList& args, QString* err = nullptr) {
+    QProcess console;
+    console.start(RINGMASTER_CONSOLE, args);
+    if (!console.waitForFinished(60000)) return -1;
+    if (err) *err = QString::fromUtf8(console.readAllStandardError());
+    return console.exitCode();
+  };
+  const QString recording = RINGMASTER_TEST_DATA_DIR "/console/run-2-agents-4-ranks.jsonl";
+  const QString png = dir.filePath("replayed.png");
+  QCOMPARE(console_run({"--replay", recording, "--tab", "Results", "--size", "1200x700", "--screenshot", png}), 0);
+  const QImage image(png);
+  QCOMPARE(image.size(), QSize(1200, 700));
+  QVERIFY2(colours(image, QRect(image.width() / 2, image.height() / 5, image.width() / 3, image.height() / 3)) > 3,
+           "the results table is blank");
+  QFile in(recording);
+  QVERIFY(in.open(QIODevice::ReadOnly));
+  QFile cut(dir.filePath("cut.jsonl"));
+  QVERIFY(cut.open(QIODevice::WriteOnly));
+  for (int i = 0; i < 40; ++i)
+    cut.write(in.readLine());
+  cut.close();
+  QString err;
+  QCOMPARE(console_run({"--replay", cut.fileName(), "--screenshot", dir.filePath("cut.png")}, &err), 0);
+  QVERIFY2(err.contains("the recorded run does not end"), qPrintable(err));
+  QVERIFY(QFile::exists(dir.filePath("cut.png")));
+  QCOMPARE(console_run({"--replay", dir.filePath("missing.jsonl"), "--screenshot", dir.filePath("x.png")}, &err), 2);
+  QVERIFY2(err.contains("cannot read"), qPrintable(err));
 }
 
 QTEST_MAIN(ConsoleTest)

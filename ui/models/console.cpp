@@ -6,7 +6,9 @@
 #include <QDir>
 #include <QTextStream>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <optional>
 #include <thread>
 
 #include "ringmaster/agent/client.h"
@@ -24,6 +26,9 @@ Console::Console(QObject* parent) : QObject(parent) {
   if (!history.open(RunHistory::default_path(), &error))
     std::fprintf(stderr, "ringmaster: history: %s\n", qPrintable(error));
   connect(&run, &RunState::finished, this, [this] {
+    if (!run.links().empty() && !linkcheck_running_) {
+      links.set_run(run.run_id(), run.world_size(), run.links(), run.slow_links());
+    }
     if (pending_what_.isEmpty()) return;
     QString error;
     if (!keep_run("run", pending_what_, &error)) std::fprintf(stderr, "ringmaster: history: %s\n", qPrintable(error));
@@ -37,6 +42,7 @@ bool Console::keep_run(const QString& kind, const QString& what, QString* error)
 
 Console::~Console() {
   if (preflight_thread_.joinable()) preflight_thread_.join();
+  if (linkcheck_thread_.joinable()) linkcheck_thread_.join();
   links_.clear();  // closes every client (joins its I/O thread)
   for (QProcess* p : local_) {
     p->terminate();
@@ -95,6 +101,63 @@ bool Console::start_preflight(const agent::PreflightOptions& options, QString* e
           preflight.set(std::move(report));
           preflight_running_ = false;
           emit preflight_finished();
+        },
+        Qt::QueuedConnection);
+  });
+  return true;
+}
+
+bool Console::start_linkcheck(const agent::LinkcheckOptions& options, QString* error) {
+  auto clients = connected_clients();
+  if (clients.size() < 2) {
+    if (error) *error = "a link check needs at least two connected agents";
+    return false;
+  }
+  if (preflight_running_) {
+    if (error) *error = "a preflight is under way";
+    return false;
+  }
+  if (linkcheck_running_.exchange(true)) {
+    if (error) *error = "a link check is under way";
+    return false;
+  }
+  if (linkcheck_thread_.joinable()) linkcheck_thread_.join();
+  auto inbox = std::make_shared<Inbox>();
+  linkcheck_inbox_ = inbox;
+  linkcheck_thread_ = std::thread([this, clients = std::move(clients), inbox, options] {
+    std::vector<agent::PreflightAgent> agents;
+    for (const auto& [client, host] : clients)
+      agents.push_back({client.get(), host});
+    const agent::NextMessage next = [inbox](std::chrono::steady_clock::time_point deadline) -> std::optional<json> {
+      std::unique_lock lock(inbox->mutex);
+      if (!inbox->ready.wait_until(lock, deadline, [&] { return !inbox->messages.empty(); })) return std::nullopt;
+      json m = std::move(inbox->messages.front());
+      inbox->messages.pop_front();
+      return m;
+    };
+    agent::LinkcheckReport report;
+    std::vector<std::string> findings;
+    try {
+      report = agent::run_linkcheck(agents, next, options);
+      findings = agent::diagnose_links(report);
+    } catch (const std::exception& e) {
+      QMetaObject::invokeMethod(
+          this,
+          [this, why = QString::fromStdString(e.what())] {
+            linkcheck_inbox_.reset();
+            linkcheck_running_ = false;
+            emit linkcheck_failed(why);
+          },
+          Qt::QueuedConnection);
+      return;
+    }
+    QMetaObject::invokeMethod(
+        this,
+        [this, report = std::move(report), findings = std::move(findings)] {
+          linkcheck_inbox_.reset();
+          links.set_linkcheck(report, findings);
+          linkcheck_running_ = false;
+          emit linkcheck_finished();
         },
         Qt::QueuedConnection);
   });
@@ -236,6 +299,11 @@ void Console::poll_agents() {
 
 void Console::on_message(const AgentMessage& m) {
   if (recording_) record({{"agent", m.agent.toStdString()}, {"message", *m.body}});
+  if (linkcheck_inbox_) {
+    std::lock_guard lock(linkcheck_inbox_->mutex);
+    linkcheck_inbox_->messages.push_back(*m.body);
+    linkcheck_inbox_->ready.notify_all();
+  }
   run.apply(m);
   emit message_received(m);
 }

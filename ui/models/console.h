@@ -10,15 +10,19 @@
 #include <QTemporaryDir>
 #include <QTimer>
 #include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "agents_model.h"
 #include "history.h"
+#include "links_model.h"
 #include "preflight_model.h"
+#include "ringmaster/agent/linkcheck.h"
 #include "ringmaster/agent/preflight.h"
 #include "run_state.h"
 #include "wavefront_model.h"
@@ -94,6 +98,15 @@ class Console : public QObject {
   // one is under way.
   bool start_preflight(const agent::PreflightOptions& options, QString* error = nullptr);
   bool preflight_running() const { return preflight_running_; }
+  // The Links tab's heatmap: the latest link check, or the links of the
+  // latest run that measured any (set when it finishes).
+  LinksModel links;
+  // A link check over the connected agents (docs/bringup.md), in
+  // connection order, on a thread of its own; `links` holds it when
+  // linkcheck_finished comes. False, with why, when fewer than two agents
+  // are connected or a check or preflight is under way.
+  bool start_linkcheck(const agent::LinkcheckOptions& options, QString* error = nullptr);
+  bool linkcheck_running() const { return linkcheck_running_; }
   // Every message from now on, one JSON line each, for replay().
   bool record_to(const QString& path);
   // Feeds a recording into `into` as the live messages were.
@@ -106,6 +119,8 @@ class Console : public QObject {
   void message_received(ringmaster::ui::AgentMessage message);
   void preflight_finished();
   void preflight_failed(QString why);
+  void linkcheck_finished();
+  void linkcheck_failed(QString why);
 
  private:
   struct Link {
@@ -129,6 +144,15 @@ class Console : public QObject {
   std::vector<std::pair<std::shared_ptr<agent::AgentClient>, std::string>> connected_clients() const;
   std::thread preflight_thread_;
   std::atomic<bool> preflight_running_{false};
+  // While a link check runs, the agents' events reach its thread here.
+  struct Inbox {
+    std::mutex mutex;
+    std::condition_variable ready;
+    std::deque<nlohmann::json> messages;
+  };
+  std::shared_ptr<Inbox> linkcheck_inbox_;
+  std::thread linkcheck_thread_;
+  std::atomic<bool> linkcheck_running_{false};
 };
 
 }  // namespace ringmaster::ui

@@ -48,6 +48,8 @@ class RunState : public QObject {
   // Links far slower than the run's others, named once every agent is
   // done ("rank 1 -> rank 2 at 5.1 MB/s, ..."); the run may still be ok.
   const QStringList& slow_links() const { return slow_links_; }
+  // Every rank's `links` event so far (receiving rank, event).
+  const std::vector<std::pair<int, agent::events::Links>>& links() const { return links_; }
   std::size_t samples() const { return samples_; }
   // Each channel's ring as rank 0 reported it.
   const std::vector<std::vector<int>>& rings() const { return rings_; }
