@@ -35,6 +35,12 @@ std::string rate_text(double gbs) {
   return gbs >= 1 ? fmt::format("{:.2f} GB/s", gbs) : fmt::format("{:.1f} MB/s", gbs * 1000);
 }
 
+// A NIC's speed as its vendor says it: "100 Gb/s", "2.5 Gb/s", "100 Mb/s".
+std::string speed_text(int mbps) {
+  if (mbps < 1000) return fmt::format("{} Mb/s", mbps);
+  return mbps % 1000 == 0 ? fmt::format("{} Gb/s", mbps / 1000) : fmt::format("{:.1f} Gb/s", mbps / 1000.0);
+}
+
 // One pair's run: rank 0 on `a`, rank 1 on `b`.
 struct PairRun {
   int a = 0, b = 0;
@@ -78,6 +84,26 @@ LinkcheckReport run_linkcheck(const std::vector<PreflightAgent>& agents, const N
   LinkcheckReport report;
   for (const auto& a : agents)
     report.nodes.push_back(a.address);
+  // Which NIC holds each node's address, and its speed.
+  for (const auto& a : agents) {
+    NodeNic nic;
+    try {
+      const json inventory = a.client->call({{"type", "inventory"}});
+      for (const auto& i : inventory.value("interfaces", json::array())) {
+        if (i.value("address", std::string()) != a.address) continue;
+        nic.name = i.value("name", std::string());
+        nic.speed_mbps = i.value("speed_mbps", 0);
+      }
+    } catch (const std::exception&) {
+      // Not known: the links are measured all the same.
+    }
+    report.nics.push_back(std::move(nic));
+  }
+  const auto nominal_gbs = [&](int a, int b) {
+    const int slower = std::min(report.nics[static_cast<std::size_t>(a)].speed_mbps,
+                                report.nics[static_cast<std::size_t>(b)].speed_mbps);
+    return slower > 0 ? slower / 8000.0 : 0.0;
+  };
   const auto rounds = round_robin_pairs(static_cast<int>(agents.size()));
   report.rounds = static_cast<int>(rounds.size());
   const std::string tag = fmt::format("linkcheck-{}-{}", ::getpid(), started.time_since_epoch().count() % 1000000);
@@ -171,6 +197,7 @@ LinkcheckReport run_linkcheck(const std::vector<PreflightAgent>& agents, const N
       LinkMeasure l;
       l.from = run.a;
       l.to = run.b;
+      l.nominal_gbs = nominal_gbs(run.a, run.b);
       const auto it = measured.find({run.run_id, 1});
       if (it != measured.end()) {
         for (const auto& x : it->second.links) {
@@ -243,9 +270,34 @@ std::vector<std::string> diagnose_links(const LinkcheckReport& r) {
   }
   for (const auto& l : r.links) {
     if (!slow(l) || told.count({l.from, l.to}) != 0) continue;
+    told.insert({l.from, l.to});
     out.push_back(fmt::format("the link node {} -> node {} ({} -> {}) is slow: {} against a median of {} ({})", l.from,
                               l.to, r.nodes[static_cast<std::size_t>(l.from)], r.nodes[static_cast<std::size_t>(l.to)],
                               rate_text(l.gbs), rate_text(medians[l.transport]), l.transport));
+  }
+  // A NIC slower than the others': negotiated down (a bad cable or port,
+  // a switch port forced to a lower speed) or another model.
+  int fastest_nic = 0;
+  for (const auto& nic : r.nics)
+    fastest_nic = std::max(fastest_nic, nic.speed_mbps);
+  for (std::size_t x = 0; x < r.nics.size() && x < r.nodes.size(); ++x) {
+    const NodeNic& nic = r.nics[x];
+    if (nic.speed_mbps <= 0 || nic.speed_mbps >= fastest_nic) continue;
+    out.push_back(
+        fmt::format("node {} ({}) reaches the others through {} at {}, where the fastest node's NIC runs at "
+                    "{}: a link negotiated down (cable, port, switch setting) or another NIC",
+                    x, r.nodes[x], nic.name, speed_text(nic.speed_mbps), speed_text(fastest_nic)));
+  }
+  // Against what the NICs can carry: far under it is slow even when every
+  // link is (a median of slow links calls none of them slow). Far: one
+  // TCP stream fills a fraction of a 400 Gb/s NIC, so only under a
+  // hundredth of it is named here; the ratio is in the report.
+  for (const auto& l : r.links) {
+    if (l.gbs <= 0 || l.nominal_gbs <= 0 || l.gbs >= l.nominal_gbs / 100 || told.count({l.from, l.to}) != 0) continue;
+    out.push_back(fmt::format("the link node {} -> node {} ({} -> {}) moved {}, under a hundredth of its NICs' {} ({})",
+                              l.from, l.to, r.nodes[static_cast<std::size_t>(l.from)],
+                              r.nodes[static_cast<std::size_t>(l.to)], rate_text(l.gbs),
+                              speed_text(static_cast<int>(l.nominal_gbs * 8000)), l.transport));
   }
   return out;
 }
@@ -254,8 +306,14 @@ std::string render_linkcheck(const LinkcheckReport& r, const std::vector<std::st
   const int n = static_cast<int>(r.nodes.size());
   std::string out =
       fmt::format("link check over {} node(s), {} round(s) of disjoint pairs, in {:.1f} s\n", n, r.rounds, r.seconds);
-  for (int i = 0; i < n; ++i)
-    out += fmt::format("  node {:<3} {}\n", i, r.nodes[static_cast<std::size_t>(i)]);
+  for (int i = 0; i < n; ++i) {
+    const auto u = static_cast<std::size_t>(i);
+    const NodeNic* nic = u < r.nics.size() && !r.nics[u].name.empty() ? &r.nics[u] : nullptr;
+    out += fmt::format("  node {:<3} {}{}\n", i, r.nodes[u],
+                       !nic                  ? std::string()
+                       : nic->speed_mbps > 0 ? fmt::format(" ({} at {})", nic->name, speed_text(nic->speed_mbps))
+                                             : fmt::format(" ({}, speed not known)", nic->name));
+  }
   std::set<std::string> transports;
   for (const auto& l : r.links) {
     if (!l.transport.empty()) transports.insert(l.transport);
@@ -288,11 +346,16 @@ json to_json(const LinkcheckReport& r, const std::vector<std::string>& findings)
   json links = json::array();
   for (const auto& l : r.links) {
     json one = {{"from", l.from}, {"to", l.to}, {"gbs", l.gbs}, {"transport", l.transport}};
+    if (l.nominal_gbs > 0) one["nominal_gbs"] = l.nominal_gbs;
     if (l.ahead) one["ahead"] = true;
     if (!l.error.empty()) one["error"] = l.error;
     links.push_back(std::move(one));
   }
-  return {{"nodes", r.nodes}, {"rounds", r.rounds}, {"seconds", r.seconds}, {"links", links}, {"findings", findings}};
+  json nics = json::array();
+  for (const auto& nic : r.nics)
+    nics.push_back({{"name", nic.name}, {"speed_mbps", nic.speed_mbps}});
+  return {{"nodes", r.nodes},     {"nics", nics},   {"rounds", r.rounds},
+          {"seconds", r.seconds}, {"links", links}, {"findings", findings}};
 }
 
 }  // namespace ringmaster::agent

@@ -32,6 +32,7 @@
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <list>
 #include <map>
 #include <mutex>
@@ -96,11 +97,18 @@ json interfaces() {
                           ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr)
                           : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr);
     ::inet_ntop(a->ifa_addr->sa_family, raw, text, sizeof(text));
+    // The link's negotiated speed in Mb/s, 0 when the device has none
+    // (loopback, a tunnel, a link that is down).
+    int speed_mbps = 0;
+    if (std::ifstream in(std::string("/sys/class/net/") + a->ifa_name + "/speed"); in) {
+      if (!(in >> speed_mbps) || speed_mbps < 0) speed_mbps = 0;
+    }
     out.push_back({{"name", a->ifa_name},
                    {"family", a->ifa_addr->sa_family == AF_INET ? "inet" : "inet6"},
                    {"address", text},
                    {"up", (a->ifa_flags & IFF_UP) != 0},
-                   {"loopback", (a->ifa_flags & IFF_LOOPBACK) != 0}});
+                   {"loopback", (a->ifa_flags & IFF_LOOPBACK) != 0},
+                   {"speed_mbps", speed_mbps}});
   }
   ::freeifaddrs(list);
   return out;

@@ -617,6 +617,46 @@ TEST(LinkCheck, ASlowNodeIsNamedAndOneSlowLinkIsNamed) {
   EXPECT_NE(agent::render_linkcheck(r, findings).find("failed"), std::string::npos);
 }
 
+// Against the NICs: a node whose NIC runs slower than the others' is named
+// (a link negotiated down), and so is a link under a hundredth of what its
+// NICs carry, even when every link is that slow (a median of slow links
+// calls none slow).
+TEST(LinkCheck, NicsNegotiatedDownAndLinksFarUnderTheirNicsAreNamed) {
+  agent::LinkcheckReport r;
+  r.nodes = {"10.0.0.1", "10.0.0.2", "10.0.0.3"};
+  r.nics = {{"eth0", 100000}, {"eth0", 100000}, {"eth0", 100000}};
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      if (i != j) r.links.push_back({i, j, 1.0, "SOCKET", false, {}, 12.5});
+    }
+  }
+  EXPECT_TRUE(agent::diagnose_links(r).empty()) << ::testing::PrintToString(agent::diagnose_links(r));
+  r.nics[2].speed_mbps = 25000;
+  for (auto& l : r.links)
+    l.gbs = 0.9;
+  auto findings = agent::diagnose_links(r);
+  ASSERT_FALSE(findings.empty());
+  EXPECT_EQ(findings[0],
+            "node 2 (10.0.0.3) reaches the others through eth0 at 25 Gb/s, where the fastest node's NIC runs at 100 "
+            "Gb/s: a link negotiated down (cable, port, switch setting) or another NIC");
+  // Every link at 100 MB/s on 100 Gb/s NICs: under a hundredth of them all.
+  r.nics[2].speed_mbps = 100000;
+  for (auto& l : r.links)
+    l.gbs = 0.1;
+  findings = agent::diagnose_links(r);
+  ASSERT_EQ(findings.size(), 6u) << ::testing::PrintToString(findings);
+  EXPECT_EQ(
+      findings[0],
+      "the link node 0 -> node 1 (10.0.0.1 -> 10.0.0.2) moved 100.0 MB/s, under a hundredth of its NICs' 100 Gb/s "
+      "(SOCKET)");
+  EXPECT_NE(agent::render_linkcheck(r, findings).find("node 0   10.0.0.1 (eth0 at 100 Gb/s)"), std::string::npos)
+      << agent::render_linkcheck(r, findings);
+  // Not known: nothing said about it.
+  for (auto& l : r.links)
+    l.nominal_gbs = 0;
+  EXPECT_TRUE(agent::diagnose_links(r).empty());
+}
+
 // Three agents: every link measured in both directions by a real
 // two-rank run, over the transport the ranks chose.
 TEST(AgentLinkcheck, EveryLinkOfThreeAgentsIsMeasured) {
@@ -637,6 +677,12 @@ TEST(AgentLinkcheck, EveryLinkOfThreeAgentsIsMeasured) {
   for (const auto& l : report["links"]) {
     EXPECT_TRUE(l["gbs"].get<double>() > 0 || l.value("ahead", false)) << l.dump();
     EXPECT_EQ(l["transport"], "SOCKET") << l.dump();
+  }
+  // Each node's NIC from its agent's inventory: loopback, of no speed.
+  ASSERT_EQ(report["nics"].size(), 3u) << report.dump();
+  for (const auto& nic : report["nics"]) {
+    EXPECT_EQ(nic["name"], "lo") << nic.dump();
+    EXPECT_EQ(nic["speed_mbps"], 0) << nic.dump();
   }
 }
 

@@ -94,6 +94,11 @@ QVariant LinksModel::data(const QModelIndex& index, int role) const {
                     .arg(median > 0 ? c.gbs / median : 1, 0, 'f', 2)
                     .arg(c.transport)
                     .arg(rate_text(median));
+        if (c.nominal_gbs > 0) {
+          text += QString("; %1 of what its NICs carry (%2 Gb/s)")
+                      .arg(c.gbs / c.nominal_gbs, 0, 'f', 2)
+                      .arg(c.nominal_gbs * 8, 0, 'g', 4);
+        }
       } else if (c.ahead) {
         text += ": every transfer was there before its reader asked (faster than it can be timed here)";
       } else if (!c.error.isEmpty()) {
@@ -148,6 +153,7 @@ void LinksModel::set_linkcheck(const agent::LinkcheckReport& report, const std::
     c.measured = l.gbs > 0 || l.ahead;
     c.transport = QString::fromStdString(l.transport);
     c.error = QString::fromStdString(l.error);
+    c.nominal_gbs = l.nominal_gbs;
     measured += c.measured ? 1 : 0;
   }
   for (const auto& f : findings)

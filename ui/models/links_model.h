@@ -24,7 +24,8 @@ class LinksModel : public QAbstractTableModel {
     double gbs = 0;         // 0 when not measured or ahead
     bool ahead = false;     // data was always there before its reader: too fast to time here
     QString transport;
-    QString error;  // why not measured (a link check's)
+    QString error;           // why not measured (a link check's)
+    double nominal_gbs = 0;  // what the two ends' NICs carry, when known (a link check's)
   };
   using QAbstractTableModel::QAbstractTableModel;
   int rowCount(const QModelIndex& parent = {}) const override;

@@ -43,11 +43,20 @@ struct LinkMeasure {
   // Data moved, but always before the receiver waited for it: faster than
   // it could be timed, so not slow (gbs stays 0).
   bool ahead = false;
-  std::string error;  // why not measured
+  std::string error;       // why not measured
+  double nominal_gbs = 0;  // the slower of the two ends' NIC speeds; 0 when either is not known
+};
+
+// The network device that holds a node's address, from its agent's
+// inventory: its name and negotiated speed (0: not known).
+struct NodeNic {
+  std::string name;
+  int speed_mbps = 0;
 };
 
 struct LinkcheckReport {
   std::vector<std::string> nodes;  // each node's address
+  std::vector<NodeNic> nics;       // each node's
   std::vector<LinkMeasure> links;  // every ordered pair
   int rounds = 0;
   double seconds = 0;
@@ -59,12 +68,15 @@ struct LinkcheckReport {
 using NextMessage = std::function<std::optional<nlohmann::json>(std::chrono::steady_clock::time_point)>;
 
 // Runs the check; the agents' clients must be subscribed, their events
-// coming through `next`.
+// coming through `next`. Each agent's inventory says which NIC holds its
+// address, and at what speed.
 LinkcheckReport run_linkcheck(const std::vector<PreflightAgent>& agents, const NextMessage& next,
                               const LinkcheckOptions& options);
 
-// Slow links (below a fifth of the median of their transport's links) and
-// failed pairs, as sentences naming the node or the link; problems only.
+// Slow links (below a fifth of the median of their transport's links),
+// failed pairs, NICs that run slower than the other nodes' (a link
+// negotiated down), and links under a hundredth of their NICs' speed, as
+// sentences naming the node or the link; problems only.
 std::vector<std::string> diagnose_links(const LinkcheckReport& report);
 
 // The matrix in MB/s (rows send, columns receive), then the findings.
