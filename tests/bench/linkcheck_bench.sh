@@ -27,6 +27,7 @@ rates = [l["gbs"] * 1000 for l in r["links"] if l["gbs"] > 0]
 links, rounds, findings = len(r["links"]), r["rounds"], len(r["findings"])
 mid, low, high = statistics.median(rates), min(rates), max(rates)
 print(f"{len(rates)} of {links} links measured in {rounds} rounds, median {mid:.0f} MB/s (min {low:.0f}, max {high:.0f}), {findings} finding(s)")
+for f in r["findings"]: print("  finding:", f)
 ' "$work/report.json")
   echo "run $run: $ms ms (exit $rc): $summary"
 done
