@@ -63,6 +63,20 @@ double LinksModel::median_gbs(const QString& transport) const {
   return rates[rates.size() / 2];
 }
 
+void LinksModel::compute_medians() {
+  medians_.clear();
+  for (const auto& row : cells_) {
+    for (const auto& c : row) {
+      if (!medians_.count(c.transport)) medians_[c.transport] = median_gbs(c.transport);
+    }
+  }
+}
+
+double LinksModel::median_of(const QString& transport) const {
+  const auto it = medians_.find(transport);
+  return it == medians_.end() ? 0 : it->second;
+}
+
 QVariant LinksModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= rowCount() || index.column() >= columnCount()) return {};
   const int from = index.row(), to = index.column();
@@ -77,7 +91,7 @@ QVariant LinksModel::data(const QModelIndex& index, int role) const {
     case Qt::BackgroundRole: {
       if (c.ahead) return heat(1);
       if (c.gbs > 0) {
-        const double median = median_gbs(c.transport);
+        const double median = median_of(c.transport);
         return heat(median > 0 ? c.gbs / median : 1);
       }
       return c.error.isEmpty() ? QVariant() : QVariant(QColor(0xd9, 0xa6, 0xd9));
@@ -88,7 +102,7 @@ QVariant LinksModel::data(const QModelIndex& index, int role) const {
       QString text = QString("%1 %2 -> %1 %3").arg(kind_).arg(from).arg(to);
       if (!c.transport.isEmpty()) text += " over " + c.transport;
       if (c.gbs > 0) {
-        const double median = median_gbs(c.transport);
+        const double median = median_of(c.transport);
         text += QString(": %1, %2 of the median %3 link (%4)")
                     .arg(rate_text(c.gbs))
                     .arg(median > 0 ? c.gbs / median : 1, 0, 'f', 2)
@@ -125,6 +139,7 @@ QString LinksModel::median_text() const {
 // Between beginResetModel() and endResetModel().
 void LinksModel::reset(int n, QStringList names) {
   cells_.assign(static_cast<std::size_t>(std::max(n, 0)), std::vector<Cell>(static_cast<std::size_t>(std::max(n, 0))));
+  medians_.clear();
   names_ = std::move(names);
   findings_.clear();
 }
@@ -156,6 +171,7 @@ void LinksModel::set_linkcheck(const agent::LinkcheckReport& report, const std::
     c.nominal_gbs = l.nominal_gbs;
     measured += c.measured ? 1 : 0;
   }
+  compute_medians();
   for (const auto& f : findings)
     findings_ << QString::fromStdString(f);
   summary_ =
@@ -189,6 +205,7 @@ void LinksModel::set_run(const QString& run_id, int world,
       measured += c.measured ? 1 : 0;
     }
   }
+  compute_medians();
   findings_ = slow;
   summary_ = QString("Run %1: %2 ranks, %3 links measured at their receivers during large transfers, %4; %5")
                  .arg(run_id)

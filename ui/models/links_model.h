@@ -8,6 +8,7 @@
 #include <QAbstractTableModel>
 #include <QString>
 #include <QStringList>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -43,6 +44,9 @@ class LinksModel : public QAbstractTableModel {
   const Cell& cell(int from, int to) const;
   // The median of the measured links of `transport` (all when empty).
   double median_gbs(const QString& transport = {}) const;
+  // median_gbs of the transport, computed once a report (a cell's colour
+  // asks for it: n^2 cells each scanning n^2 would not do for 64 nodes).
+  double median_of(const QString& transport) const;
   // "link check over 3 nodes in 7.4 s: 1 finding" / "run X: 4 ranks, ..."
   QString summary() const { return summary_; }
   const QStringList& findings() const { return findings_; }
@@ -57,6 +61,8 @@ class LinksModel : public QAbstractTableModel {
   QString kind_;
   QString summary_;
   QStringList findings_;
+  void compute_medians();
+  std::map<QString, double> medians_;
 };
 
 }  // namespace ringmaster::ui
