@@ -548,6 +548,10 @@ void ConsoleTest::scenarioFromTheConsole() {
   QVERIFY2(finished.at(0).at(0).toBool(),
            qPrintable(panel->findChild<QPlainTextEdit*>("scenarioOutput")->toPlainText()));
   QVERIFY(verdict->text().startsWith("PASS"));
+  // The console checked the recorded events itself, with repro's library.
+  const QString output = panel->findChild<QPlainTextEdit*>("scenarioOutput")->toPlainText();
+  QVERIFY2(output.contains("Checked here from the recorded events: every expectation about the run is met."),
+           qPrintable(output));
   // The timeline shows the barrier failing with the missing rank.
   const int barrier = static_cast<int>(stage_names().indexOf("STORE_BARRIER"));
   QCOMPARE(console.run.world_size(), 3);
