@@ -620,15 +620,6 @@ Event parse_event(const json& j) {
   return parse_as(type->get<std::string>(), j);
 }
 
-std::optional<std::string> check_event(const json& j) {
-  try {
-    parse_event(j);
-    return std::nullopt;
-  } catch (const Error& e) {
-    return e.status().message();
-  }
-}
-
 std::optional<EventMessage> parse_event_message(const json& message) {
   if (!message.is_object() || message.value("type", json()) != "event") return std::nullopt;
   const Fields f(message, "'event' message");

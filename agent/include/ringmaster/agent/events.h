@@ -237,10 +237,6 @@ nlohmann::json to_json(const Event& e);
 // 'ok' is a string, not a boolean"); fields it does not know are skipped.
 Event parse_event(const nlohmann::json& j);
 
-// Whether `j` holds an event of `type` that parse_event accepts; the
-// reason otherwise.
-std::optional<std::string> check_event(const nlohmann::json& j);
-
 // The agent's `event` message: which run, which rank (-1 for the agent's
 // own), the event.
 struct EventMessage {
