@@ -83,6 +83,9 @@ class Fields {
     for (std::size_t i = 0; i < v->size(); ++i)
       each_one(Fields((*v)[i], fmt::format("{}: {}[{}]", where_, key, i)));
   }
+  // A field as it came, for a reader of its own.
+  const json* raw(const char* key, bool required = false) const { return find(key, required); }
+  const std::string& where() const { return where_; }
   std::optional<Fields> object(const char* key, bool required = false) const {
     const json* v = find(key, required);
     if (!v) return std::nullopt;
@@ -564,6 +567,36 @@ json body(const RunDone& e) {
 RunDone read(const Fields& f, RunDone e) {
   e.ok = f.flag("ok", false, true);
   e.cancelled = f.flag("cancelled", false);
+  return e;
+}
+
+// The fault of a fault event, through the fault library's own checks.
+FaultSpec fault_of(const Fields& f) {
+  try {
+    return parse_fault(*f.raw("fault", true));
+  } catch (const Error& e) {
+    throw Error(ErrorCategory::protocol, fmt::format("{}: {}", f.where(), e.status().message()));
+  }
+}
+
+json body(const FaultApplied& e) {
+  return {{"fault_id", e.fault_id}, {"fault", agent::to_json(e.fault)}, {"mechanism", e.mechanism}, {"note", e.note}};
+}
+FaultApplied read(const Fields& f, FaultApplied e) {
+  e.fault_id = f.integer("fault_id", 0, true);
+  e.fault = fault_of(f);
+  e.mechanism = f.text("mechanism", true);
+  e.note = f.text("note");
+  return e;
+}
+
+json body(const FaultReverted& e) {
+  return {{"fault_id", e.fault_id}, {"fault", agent::to_json(e.fault)}, {"reason", e.reason}};
+}
+FaultReverted read(const Fields& f, FaultReverted e) {
+  e.fault_id = f.integer("fault_id", 0, true);
+  e.fault = fault_of(f);
+  e.reason = f.text("reason", true);
   return e;
 }
 

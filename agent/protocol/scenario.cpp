@@ -72,7 +72,25 @@ Scenario read_scenario(const json& j, const std::string& file) {
   }
   s.timeout_s = field<int>(j, file, "timeout_s", 90);
   if (s.timeout_s < 1) refuse(file, fmt::format("timeout_s {} is not positive", s.timeout_s));
-  s.faults = object_field(j, file, "faults", json::array());
+  const json faults = object_field(j, file, "faults", json::array());
+  for (std::size_t i = 0; i < faults.size(); ++i) {
+    const json& f = faults[i];
+    const std::string where = fmt::format("faults[{}]", i);
+    if (!f.is_object() || !f.contains("fault")) refuse(file, where + " is not {\"fault\": {...}, \"hosts\": [...]}");
+    ScenarioFault sf;
+    try {
+      sf.fault = parse_fault(f["fault"]);
+    } catch (const Error& e) {
+      refuse(file, fmt::format("{}: {}", where, e.status().message()));
+    }
+    for (const auto& h : object_field(f, file, "hosts", json::array())) {
+      if (!h.is_number_integer() || h.get<int>() < 0 || h.get<int>() >= s.hosts) {
+        refuse(file, fmt::format("{}.hosts holds {}, not a host of 0..{}", where, h.dump(), s.hosts - 1));
+      }
+      sf.hosts.push_back(h.get<int>());
+    }
+    s.faults.push_back(std::move(sf));
+  }
   s.run = object_field(j, file, "run", json::object());
   s.expect = object_field(j, file, "expect", json::object());
   s.action = object_field(j, file, "action", json::object());

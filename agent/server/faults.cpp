@@ -61,65 +61,6 @@ std::string trim(std::string s) {
   return s;
 }
 
-// "1025-65535" or "29500": checked, returned as nft writes it.
-std::string port_range(const std::string& text) {
-  const auto dash = text.find('-');
-  auto parse = [&](const std::string& part) {
-    char* end = nullptr;
-    const long v = std::strtol(part.c_str(), &end, 10);
-    if (part.empty() || *end != '\0' || v < 1 || v > 65535) {
-      throw Error(ErrorCategory::config, fmt::format("fault ports '{}': expected PORT or LOW-HIGH in 1..65535", text));
-    }
-    return v;
-  };
-  if (dash == std::string::npos) return std::to_string(parse(text));
-  const long lo = parse(text.substr(0, dash));
-  const long hi = parse(text.substr(dash + 1));
-  if (lo > hi) throw Error(ErrorCategory::config, fmt::format("fault ports '{}': LOW is above HIGH", text));
-  return fmt::format("{}-{}", lo, hi);
-}
-
-std::string direction_of(const json& spec) {
-  const std::string d = spec.value("direction", "both");
-  if (d != "in" && d != "out" && d != "both") {
-    throw Error(ErrorCategory::config, fmt::format("fault direction '{}': expected in, out or both", d));
-  }
-  return d;
-}
-
-std::string interface_of(const json& spec) {
-  const std::string i = spec.value("interface", "");
-  if (i.empty() || i.find_first_of(" ;/\n") != std::string::npos) {
-    throw Error(ErrorCategory::config, "fault needs an 'interface' (the network device to slow down)");
-  }
-  return i;
-}
-
-bool is_ipv6(const std::string& a) {
-  return a.find(':') != std::string::npos;
-}
-
-// drop_ports' "except": "29500" or "29500,29600".
-std::vector<long> except_ports(const json& spec) {
-  std::vector<long> out;
-  const std::string text = spec.value("except", std::string());
-  std::size_t start = 0;
-  while (start < text.size()) {
-    const auto comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    char* end = nullptr;
-    const long port = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || port < 1 || port > 65535) {
-      throw Error(ErrorCategory::config,
-                  fmt::format("drop_ports except '{}': expected ports separated by commas", text));
-    }
-    out.push_back(port);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 FaultManager::FaultManager(bool enabled, std::vector<std::uint16_t> exempt_ports, std::string state_dir)
@@ -218,25 +159,23 @@ void FaultManager::apply_nft() {
   std::string input, output, excepted;
   for (const auto& [id, f] : faults_) {
     if (f.mechanism != "nftables") continue;
-    const std::string kind = f.spec["kind"];
-    const std::string dir = direction_of(f.spec);
-    std::string rule;
-    if (kind == "drop_ports") {
+    if (const auto* d = std::get_if<DropPorts>(&f.spec)) {
       // `except`: ports left open, as a security group's narrower allow
       // rules; `skip_loopback`: traffic within this host is not filtered
       // (a cloud's security group sees only traffic between hosts).
-      for (const auto& port : except_ports(f.spec)) {
+      for (const auto port : d->except)
         excepted += fmt::format("    tcp dport {0} accept\n    tcp sport {0} accept\n", port);
-      }
-      const bool skip_lo = f.spec.value("skip_loopback", false);
-      rule = fmt::format("tcp dport {} counter drop comment \"fault {}\"\n", port_range(f.spec["ports"]), id);
-      if (dir != "out") input += std::string("    ") + (skip_lo ? "iifname != \"lo\" " : "") + rule;
-      if (dir != "in") output += std::string("    ") + (skip_lo ? "oifname != \"lo\" " : "") + rule;
-    } else if (kind == "drop_address") {
-      const std::string a = f.spec["address"];
-      const std::string family = is_ipv6(a) ? "ip6" : "ip";
-      if (dir != "out") input += fmt::format("    {} saddr {} counter drop comment \"fault {}\"\n", family, a, id);
-      if (dir != "in") output += fmt::format("    {} daddr {} counter drop comment \"fault {}\"\n", family, a, id);
+      const std::string rule = fmt::format("tcp dport {} counter drop comment \"fault {}\"\n", port_range(*d), id);
+      if (d->direction != Direction::out)
+        input += std::string("    ") + (d->skip_loopback ? "iifname != \"lo\" " : "") + rule;
+      if (d->direction != Direction::in)
+        output += std::string("    ") + (d->skip_loopback ? "oifname != \"lo\" " : "") + rule;
+    } else if (const auto* a = std::get_if<DropAddress>(&f.spec)) {
+      const std::string family = a->ipv6() ? "ip6" : "ip";
+      if (a->direction != Direction::out)
+        input += fmt::format("    {} saddr {} counter drop comment \"fault {}\"\n", family, a->address, id);
+      if (a->direction != Direction::in)
+        output += fmt::format("    {} daddr {} counter drop comment \"fault {}\"\n", family, a->address, id);
     }
   }
   if (input.empty() && output.empty()) {
@@ -259,30 +198,15 @@ void FaultManager::apply_nft() {
   table_exists_ = true;
 }
 
-json FaultManager::add(const json& spec) {
+events::FaultApplied FaultManager::add(const FaultSpec& spec) {
   if (!enabled_) {
     throw Error(ErrorCategory::config, "fault injection is off; start the agent with --allow-fault-injection");
   }
-  if (!spec.is_object() || !spec.contains("kind") || !spec["kind"].is_string()) {
-    throw Error(ErrorCategory::config, "fault needs a 'kind': drop_ports, drop_address, delay, rate or shm_size");
-  }
-  const std::string kind = spec["kind"];
   Fault f;
   f.id = next_id_;
   f.spec = spec;
   std::string note;
-  if (kind == "drop_ports" || kind == "drop_address") {
-    if (kind == "drop_ports") {
-      if (!spec.contains("ports") || !spec["ports"].is_string()) {
-        throw Error(ErrorCategory::config, "drop_ports needs 'ports' (\"PORT\" or \"LOW-HIGH\")");
-      }
-      port_range(spec["ports"]);
-      except_ports(spec);
-    } else if (!spec.contains("address") || !spec["address"].is_string() ||
-               spec["address"].get<std::string>().find_first_not_of("0123456789abcdefABCDEF.:") != std::string::npos) {
-      throw Error(ErrorCategory::config, "drop_address needs an IP 'address'");
-    }
-    direction_of(spec);
+  if (std::holds_alternative<DropPorts>(spec) || std::holds_alternative<DropAddress>(spec)) {
     if (nft_) {
       f.mechanism = "nftables";
       note = fmt::format("nftables table inet {}", table_);
@@ -291,29 +215,27 @@ json FaultManager::add(const json& spec) {
       note = "falling back to the engine's connect filter for ranks started from now on (outbound connects only): " +
              nft_problem_;
     }
-  } else if (kind == "delay" || kind == "rate") {
-    const std::string dev = interface_of(spec);
+  } else if (std::holds_alternative<Delay>(spec) || std::holds_alternative<Rate>(spec)) {
+    const auto* delay = std::get_if<Delay>(&spec);
+    const auto* rate = std::get_if<Rate>(&spec);
+    const std::string dev = delay ? delay->interface : rate->interface;
     for (const auto& [id, other] : faults_) {
-      if ((other.mechanism == "netem" || other.mechanism == "htb") && other.spec.value("interface", "") == dev) {
+      if (tc_interface(other) == dev) {
         throw Error(ErrorCategory::config,
-                    fmt::format("{} already has fault {} ({}); clear it first", dev, id, other.spec["kind"].dump()));
+                    fmt::format("{} already has fault {} ({}); clear it first", dev, id, describe(other.spec)));
       }
     }
     std::vector<std::vector<std::string>> commands;
-    if (kind == "delay") {
-      const double ms = spec.value("ms", 0.0);
-      if (ms <= 0) throw Error(ErrorCategory::config, "delay needs 'ms' > 0");
+    if (delay) {
       commands.push_back({"tc", "qdisc", "add", "dev", dev, "root", "handle", kQdiscHandle, "netem", "delay",
-                          fmt::format("{}ms", ms)});
+                          fmt::format("{}ms", delay->ms)});
       f.mechanism = "netem";
     } else {
-      const double mbit = spec.value("mbit", 0.0);
-      if (mbit <= 0) throw Error(ErrorCategory::config, "rate needs 'mbit' > 0");
       // Only the data crawls: packets under 128 bytes (the TCP ACKs of
       // what this host receives) take an unshaped class. Queued behind
       // our own sends they would throttle every flow into this host too,
       // and the slow link would no longer be the only one slow.
-      const std::string rate = fmt::format("{}mbit", mbit);
+      const std::string limit = fmt::format("{}mbit", rate->mbit);
       const std::vector<std::string> filter = {"tc", "filter", "add", "dev", dev, "parent", kQdiscHandle};
       auto with = [](std::vector<std::string> head, std::initializer_list<std::string> tail) {
         head.insert(head.end(), tail);
@@ -323,8 +245,8 @@ json FaultManager::add(const json& spec) {
           {"tc", "qdisc", "add", "dev", dev, "root", "handle", kQdiscHandle, "htb", "default", "20"},
           {"tc", "class", "add", "dev", dev, "parent", kQdiscHandle, "classid", "5247:10", "htb", "rate", "100gbit",
            "quantum", "60000"},
-          {"tc", "class", "add", "dev", dev, "parent", kQdiscHandle, "classid", "5247:20", "htb", "rate", rate, "ceil",
-           rate, "quantum", "60000"},
+          {"tc", "class", "add", "dev", dev, "parent", kQdiscHandle, "classid", "5247:20", "htb", "rate", limit, "ceil",
+           limit, "quantum", "60000"},
           with(filter,
                {"protocol", "ip", "prio", "1", "u32", "match", "u16", "0", "0xff80", "at", "2", "flowid", "5247:10"}),
           with(filter,
@@ -336,15 +258,13 @@ json FaultManager::add(const json& spec) {
       const auto [code, out] = run_command(argv);
       if (code != 0) {
         run_command({"tc", "qdisc", "del", "dev", dev, "root"});
-        throw Error(ErrorCategory::config,
-                    fmt::format("cannot {} {}: `{}` failed: {}", kind == "delay" ? "delay" : "rate-limit", dev,
-                                fmt::join(argv, " "), trim(out)));
+        throw Error(ErrorCategory::config, fmt::format("cannot {} {}: `{}` failed: {}", delay ? "delay" : "rate-limit",
+                                                       dev, fmt::join(argv, " "), trim(out)));
       }
     }
     note = fmt::format("tc {} on {}", f.mechanism, dev);
-  } else if (kind == "shm_size") {
-    const auto bytes = spec.value("bytes", std::int64_t{0});
-    if (bytes <= 0) throw Error(ErrorCategory::config, "shm_size needs 'bytes' > 0");
+  } else {
+    const auto bytes = std::get<ShmSize>(spec).bytes;
     for (const auto& [id, other] : faults_) {
       if (other.mechanism == "tmpfs")
         throw Error(ErrorCategory::config, fmt::format("/dev/shm already has fault {}", id));
@@ -363,9 +283,6 @@ json FaultManager::add(const json& spec) {
     }
     f.mechanism = "tmpfs";
     note = fmt::format("/dev/shm is now a {}-byte tmpfs for this agent's ranks", bytes);
-  } else {
-    throw Error(ErrorCategory::config,
-                fmt::format("unknown fault kind '{}': drop_ports, drop_address, delay, rate or shm_size", kind));
   }
   ++next_id_;
   faults_[f.id] = f;
@@ -378,14 +295,20 @@ json FaultManager::add(const json& spec) {
       throw;
     }
   }
-  return {{"fault_id", f.id}, {"mechanism", f.mechanism}, {"note", note}};
+  return {f.id, f.spec, f.mechanism, note};
+}
+
+std::string FaultManager::tc_interface(const Fault& f) {
+  if (const auto* delay = std::get_if<Delay>(&f.spec)) return delay->interface;
+  if (const auto* rate = std::get_if<Rate>(&f.spec)) return rate->interface;
+  return {};
 }
 
 void FaultManager::record_qdiscs() const {
   if (state_dir_.empty()) return;
   nlohmann::json interfaces = nlohmann::json::array();
   for (const auto& [id, f] : faults_) {
-    if (f.mechanism == "netem" || f.mechanism == "htb") interfaces.push_back(f.spec.value("interface", ""));
+    if (const auto dev = tc_interface(f); !dev.empty()) interfaces.push_back(dev);
   }
   const std::string path = state_dir_ + "/faults.json";
   if (interfaces.empty()) {
@@ -402,27 +325,32 @@ void FaultManager::record_qdiscs() const {
 }
 
 void FaultManager::revert(const Fault& f) {
-  if (f.mechanism == "netem" || f.mechanism == "htb") {
-    run_command({"tc", "qdisc", "del", "dev", f.spec.value("interface", ""), "root"});
+  if (const auto dev = tc_interface(f); !dev.empty()) {
+    run_command({"tc", "qdisc", "del", "dev", dev, "root"});
   } else if (f.mechanism == "tmpfs") {
     ::umount2("/dev/shm", MNT_DETACH);
   }
 }
 
-void FaultManager::clear(std::optional<int> id) {
+std::vector<events::FaultReverted> FaultManager::clear(std::optional<int> id) {
+  std::vector<events::FaultReverted> reverted;
   if (id) {
     auto it = faults_.find(*id);
     if (it == faults_.end()) throw Error(ErrorCategory::config, fmt::format("no fault {} on this agent", *id));
     const Fault f = it->second;
     faults_.erase(it);
     revert(f);
+    reverted.push_back({f.id, f.spec, "cleared"});
   } else {
-    for (const auto& [fid, f] : faults_)
+    for (const auto& [fid, f] : faults_) {
       revert(f);
+      reverted.push_back({f.id, f.spec, "cleared"});
+    }
     faults_.clear();
   }
   record_qdiscs();
   if (nft_) apply_nft();
+  return reverted;
 }
 
 void FaultManager::run_started(const std::string& run_id) {
@@ -430,28 +358,32 @@ void FaultManager::run_started(const std::string& run_id) {
     f.runs.push_back(run_id);
 }
 
-void FaultManager::run_ended(const std::string& run_id) {
-  std::vector<int> done;
-  for (const auto& [id, f] : faults_) {
-    if (std::find(f.runs.begin(), f.runs.end(), run_id) != f.runs.end()) done.push_back(id);
+std::vector<events::FaultReverted> FaultManager::run_ended(const std::string& run_id) {
+  std::vector<events::FaultReverted> reverted;
+  for (auto it = faults_.begin(); it != faults_.end();) {
+    const auto& runs = it->second.runs;
+    if (std::find(runs.begin(), runs.end(), run_id) == runs.end()) {
+      ++it;
+      continue;
+    }
+    revert(it->second);
+    reverted.push_back({it->second.id, it->second.spec, "run_ended"});
+    it = faults_.erase(it);
   }
-  if (done.empty()) return;
-  for (int id : done) {
-    revert(faults_[id]);
-    faults_.erase(id);
-  }
+  if (reverted.empty()) return reverted;
   record_qdiscs();
   try {
     if (nft_) apply_nft();
   } catch (const Error& e) {
     log::error("reverting faults after run {}: {}", run_id, e.what());
   }
+  return reverted;
 }
 
 json FaultManager::active() const {
   json out = json::array();
   for (const auto& [id, f] : faults_) {
-    out.push_back({{"fault_id", id}, {"fault", f.spec}, {"mechanism", f.mechanism}, {"runs", f.runs}});
+    out.push_back({{"fault_id", id}, {"fault", to_json(f.spec)}, {"mechanism", f.mechanism}, {"runs", f.runs}});
   }
   return out;
 }
@@ -459,9 +391,12 @@ json FaultManager::active() const {
 std::string FaultManager::connect_filter() const {
   std::vector<std::string> rules;
   for (const auto& [id, f] : faults_) {
-    if (f.mechanism != "connect_filter" || f.spec.value("direction", "both") == "in") continue;
-    if (f.spec["kind"] == "drop_ports") rules.push_back("drop:" + port_range(f.spec["ports"]));
-    if (f.spec["kind"] == "drop_address") rules.push_back("drop:" + f.spec["address"].get<std::string>());
+    if (f.mechanism != "connect_filter") continue;
+    if (const auto* d = std::get_if<DropPorts>(&f.spec); d && d->direction != Direction::in) {
+      rules.push_back("drop:" + port_range(*d));
+    } else if (const auto* a = std::get_if<DropAddress>(&f.spec); a && a->direction != Direction::in) {
+      rules.push_back("drop:" + a->address);
+    }
   }
   return fmt::format("{}", fmt::join(rules, ","));
 }

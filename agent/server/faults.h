@@ -30,6 +30,9 @@
 #include <string>
 #include <vector>
 
+#include "ringmaster/agent/events.h"
+#include "ringmaster/agent/fault.h"
+
 namespace ringmaster::agent {
 
 // The handle of every root qdisc the agent adds ("RG"): at start only
@@ -46,15 +49,17 @@ class FaultManager {
   FaultManager(const FaultManager&) = delete;
   FaultManager& operator=(const FaultManager&) = delete;
 
-  // Applies a fault; returns {fault_id, mechanism, note}. Throws
-  // Error(config) naming what is wrong or what the host lacks.
-  nlohmann::json add(const nlohmann::json& fault);
-  // Reverts one fault, or all. Throws Error(config) for an unknown id.
-  void clear(std::optional<int> id);
+  // Applies a fault (checked by parse_fault); returns what to tell the
+  // client and the subscribers. Throws Error(config) naming what the host
+  // lacks or what clashes with a fault already there.
+  events::FaultApplied add(const FaultSpec& fault);
+  // Reverts one fault, or all; returns what it reverted. Throws
+  // Error(config) for an unknown id.
+  std::vector<events::FaultReverted> clear(std::optional<int> id);
   // A run starts: the active faults are now tied to it.
   void run_started(const std::string& run_id);
-  // That run ended: revert the faults tied to it.
-  void run_ended(const std::string& run_id);
+  // That run ended: revert the faults tied to it, and return them.
+  std::vector<events::FaultReverted> run_ended(const std::string& run_id);
   // For inventory.
   nlohmann::json active() const;
   // RINGMASTER_CONNECT_FILTER for new ranks when drops fell back to it.
@@ -64,12 +69,14 @@ class FaultManager {
  private:
   struct Fault {
     int id = 0;
-    nlohmann::json spec;
+    FaultSpec spec;
     std::string mechanism;  // nftables, netem, htb, connect_filter, tmpfs
     std::vector<std::string> runs;
   };
   void apply_nft();
   void revert(const Fault& f);
+  // The interface of a tc fault (delay, rate); empty for the others.
+  static std::string tc_interface(const Fault& f);
   // STATE_DIR/faults.json: the interfaces that carry a qdisc of ours now.
   void record_qdiscs() const;
 

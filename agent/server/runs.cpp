@@ -209,7 +209,10 @@ void RunManager::finish_if_done(Child& child) {
   emit_({run->id, -1, events::RunDone{!run->any_failed, run->cancelled}, {}});
   if (run->kill_timer) run->kill_timer->cancel();
   runs_.erase(run->id);
-  if (faults_) faults_->run_ended(run->id);
+  if (faults_) {
+    for (auto& reverted : faults_->run_ended(run->id))
+      emit_({run->id, -1, std::move(reverted), {}});
+  }
 }
 
 json RunManager::start(const json& m) {

@@ -372,10 +372,15 @@ class Session : public std::enable_shared_from_this<Session> {
       } else if (type == "run") {
         reply(m, server_.runs->start(m));
       } else if (type == "fault") {
-        reply(m, server_.faults->add(m["fault"]));
+        const auto applied = server_.faults->add(parse_fault(m["fault"]));
+        reply(m, {{"fault_id", applied.fault_id}, {"mechanism", applied.mechanism}, {"note", applied.note}});
+        server_.broadcast({"", -1, applied, {}});
       } else if (type == "fault_clear") {
-        server_.faults->clear(m.contains("fault_id") ? std::optional<int>(m["fault_id"].get<int>()) : std::nullopt);
+        const auto reverted =
+            server_.faults->clear(m.contains("fault_id") ? std::optional<int>(m["fault_id"].get<int>()) : std::nullopt);
         reply(m, {{"faults", server_.faults->active()}});
+        for (const auto& r : reverted)
+          server_.broadcast({"", -1, r, {}});
       } else if (type == "preflight_listen" || type == "preflight_probe") {
         // Answered once the work, off the I/O thread, is done.
         auto answer = [self = shared_from_this(), m](json fields, const std::string& error) {

@@ -22,6 +22,7 @@
 #include "commands.h"
 #include "perf_options.h"
 #include "ringmaster/agent/client.h"
+#include "ringmaster/agent/fault.h"
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/agent/telemetry.h"
 #include "ringmaster/status.h"
@@ -42,8 +43,10 @@ struct RemoteOptions {
   std::string events_file;
   PerfOptions perf;
   // fault
-  std::string kind, ports, address, direction = "both", interface;
+  std::string kind, ports, except, address, direction = "both", interface;
+  bool skip_loopback = false;
   double ms = 0, mbit = 0;
+  std::int64_t bytes = 0;
   int fault_id = 0;
 };
 
@@ -216,27 +219,39 @@ Runner add_remote_command(CLI::App& app) {
   auto* inventory = remote->add_subcommand("inventory", "Print each agent's inventory as a JSON line");
   auto* fault = remote->add_subcommand(
       "fault", "Inject a fault on every agent (needs --allow-fault-injection there; docs/protocol.md)");
-  fault->add_option("kind", o->kind, "drop_ports, drop_address, delay or rate")
+  fault->add_option("kind", o->kind, "drop_ports, drop_address, delay, rate or shm_size")
       ->required()
-      ->check(CLI::IsMember({"drop_ports", "drop_address", "delay", "rate"}));
+      ->check(CLI::IsMember({"drop_ports", "drop_address", "delay", "rate", "shm_size"}));
   fault->add_option("--ports", o->ports, "drop_ports: PORT or LOW-HIGH");
+  fault->add_option("--except", o->except, "drop_ports: ports left open, comma-separated");
+  fault->add_flag("--skip-loopback", o->skip_loopback, "drop_ports: traffic within the host passes");
   fault->add_option("--address", o->address, "drop_address: the peer's IP");
   fault->add_option("--direction", o->direction, "in, out or both")->capture_default_str();
   fault->add_option("--interface", o->interface, "delay, rate: the network device");
   fault->add_option("--ms", o->ms, "delay: milliseconds");
   fault->add_option("--mbit", o->mbit, "rate: Mbit/s");
+  fault->add_option("--bytes", o->bytes, "shm_size: the size /dev/shm shrinks to");
   auto* clear = remote->add_subcommand("fault-clear", "Revert faults on every agent");
   clear->add_option("--id", o->fault_id, "Only this fault (default: all)");
   return [=]() -> int {
     if (inventory->parsed()) return each_agent(*o, {{"type", "inventory"}});
     if (fault->parsed()) {
-      json spec = {{"kind", o->kind}, {"direction", o->direction}};
-      if (!o->ports.empty()) spec["ports"] = o->ports;
-      if (!o->address.empty()) spec["address"] = o->address;
-      if (!o->interface.empty()) spec["interface"] = o->interface;
-      if (o->ms > 0) spec["ms"] = o->ms;
-      if (o->mbit > 0) spec["mbit"] = o->mbit;
-      return each_agent(*o, {{"type", "fault"}, {"fault", spec}});
+      // Checked here, before any agent is asked: an option the kind does
+      // not take is refused by name.
+      const bool drop = o->kind == "drop_ports" || o->kind == "drop_address";
+      json spec = {{"kind", o->kind}};
+      if (drop || !fault->get_option("--direction")->empty()) spec["direction"] = o->direction;
+      if (!fault->get_option("--ports")->empty()) spec["ports"] = o->ports;
+      if (!fault->get_option("--except")->empty()) spec["except"] = o->except;
+      if (o->skip_loopback) spec["skip_loopback"] = true;
+      if (!fault->get_option("--address")->empty()) spec["address"] = o->address;
+      if (!fault->get_option("--interface")->empty()) spec["interface"] = o->interface;
+      if (!fault->get_option("--ms")->empty()) spec["ms"] = o->ms;
+      if (!fault->get_option("--mbit")->empty()) spec["mbit"] = o->mbit;
+      if (!fault->get_option("--bytes")->empty()) spec["bytes"] = o->bytes;
+      const agent::FaultSpec checked = agent::parse_fault(spec);
+      std::printf("# %s\n", agent::describe(checked).c_str());
+      return each_agent(*o, {{"type", "fault"}, {"fault", agent::to_json(checked)}});
     }
     if (clear->parsed()) {
       json request = {{"type", "fault_clear"}};

@@ -286,15 +286,11 @@ std::vector<std::string> our_leftovers() {
 // False (v.skipped set) when a fault could only be stood in for.
 bool apply_faults(Cluster& cluster, const agent::Scenario& s, int hosts, Verdict& v, bool say) {
   for (const auto& f : s.faults) {
-    const json targets = f.value("hosts", json::array());
     for (int h = 0; h < hosts; ++h) {
-      bool hit = targets.empty();
-      for (const auto& t : targets)
-        hit |= t.get<int>() == h;
-      if (!hit) continue;
-      const json reply = cluster.client(h).call({{"type", "fault"}, {"fault", f["fault"]}});
+      if (!f.on(h)) continue;
+      const json reply = cluster.client(h).call({{"type", "fault"}, {"fault", agent::to_json(f.fault)}});
       if (say) {
-        v.report.push_back("host " + std::to_string(h) + ": fault " + f["fault"].dump() + " via " +
+        v.report.push_back("host " + std::to_string(h) + ": fault: " + agent::describe(f.fault) + ", via " +
                            reply.value("mechanism", "?"));
       }
       // The engine's connect filter stands in for a firewall only inside

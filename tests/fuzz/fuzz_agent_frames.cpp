@@ -1,13 +1,15 @@
 // The agent's control-port input as a client can send it: bytes cut into
 // frames by the frame decoder (fed in two pieces, as TCP may deliver them),
 // each frame's JSON checked for depth and against the message schema, as
-// the agent does before it acts on a message. Nothing may crash, hang or
+// the agent does before it acts on a message, and a fault's spec read as
+// the agent reads it. Nothing may crash, hang or
 // leak; every frame is either a message or a clear refusal.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "ringmaster/agent/fault.h"
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/status.h"
 #include "run_env.h"
@@ -25,6 +27,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         auto message = decoder.next();
         if (!message) break;
         if (check_client_message(*message)) continue;
+        // A fault's spec, as the agent reads it next: a clear refusal or a
+        // spec that writes back and reads again the same.
+        if ((*message)["type"] == "fault") {
+          try {
+            const FaultSpec f = parse_fault((*message)["fault"]);
+            if (to_json(parse_fault(to_json(f))) != to_json(f)) __builtin_trap();
+            (void)describe(f);
+          } catch (const ringmaster::Error&) {
+          }
+        }
         // A run's id and environment, as the agent checks them next.
         if ((*message)["type"] == "run") {
           try {

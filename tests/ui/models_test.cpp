@@ -11,6 +11,7 @@
 #include <QtTest>
 #include <nlohmann/json.hpp>
 
+#include "models/agents_model.h"
 #include "models/console.h"
 #include "models/run_state.h"
 #include "ringmaster/stage.h"
@@ -41,6 +42,7 @@ class ModelsTest : public QObject {
   void stagesAreTheEnginesStages();
   void recordedRunReplaysIntoEveryModel();
   void anEventThatDoesNotReadIsNamed();
+  void agentsFollowTheirFaultEvents();
 };
 
 // The timeline's columns are the engine's Stage enum, in its order.
@@ -117,6 +119,32 @@ void ModelsTest::anEventThatDoesNotReadIsNamed() {
            qPrintable(run.problems()[0]));
   QCOMPARE(run.results.rowCount(), 17);
   QCOMPARE(run.decisions.rowCount(), 18);
+}
+
+// The Faults column starts from the inventory and follows the agent's
+// fault_applied and fault_reverted events; its tooltip says what each does.
+void ModelsTest::agentsFollowTheirFaultEvents() {
+  AgentsModel agents;
+  QAbstractItemModelTester tester(&agents, QAbstractItemModelTester::FailureReportingMode::QtTest);
+  agents.add("10.0.0.2:29600");
+  agents.set_inventory("10.0.0.2:29600", {{"hostname", "node2"},
+                                          {"faults",
+                                           {{{"fault_id", 1},
+                                             {"fault", {{"kind", "rate"}, {"interface", "eth0"}, {"mbit", 40}}},
+                                             {"mechanism", "htb"}}}}});
+  const QModelIndex faults = agents.index(0, AgentsModel::faults_column);
+  QCOMPARE(agents.data(faults, Qt::DisplayRole).toInt(), 1);
+  namespace ag = ringmaster::agent;
+  agents.fault_applied("10.0.0.2:29600", {2, ag::DropPorts{1025, 65535, ag::Direction::in, {}, false}, "nftables", ""});
+  QCOMPARE(agents.data(faults, Qt::DisplayRole).toInt(), 2);
+  const QString tip = agents.data(faults, Qt::ToolTipRole).toString();
+  QVERIFY2(tip.contains("fault 1: limit eth0 to 40 Mbit/s") &&
+               tip.contains("fault 2: drop TCP to ports 1025-65535 arriving (nftables)"),
+           qPrintable(tip));
+  agents.fault_reverted("10.0.0.2:29600", 1);
+  QCOMPARE(agents.data(faults, Qt::DisplayRole).toInt(), 1);
+  agents.fault_reverted("10.0.0.9:29600", 2);  // another agent's: nothing here changes
+  QCOMPARE(agents.data(faults, Qt::DisplayRole).toInt(), 1);
 }
 
 QTEST_MAIN(ModelsTest)

@@ -128,7 +128,10 @@ std::vector<json> one_of_each() {
            ev::Trees{{{0, {-1, 0, 0, 1}}, {1, {2, 2, -1, 2}}}}, ev::CollectiveError{"timeout", "x"},
            ev::RankDone{0, 18, 0}, ev::RankOutput{"{\"not\": \"an event\"}", true}, ev::RankExit{0},
            ev::RankFailed{4242, std::nullopt, 9, "SIGKILL", "rank 2 was killed by SIGKILL", "..."},
-           ev::RankFailed{4243, 3, std::nullopt, "", "rank 1 exited with status 3", ""}, ev::RunDone{false, true}}) {
+           ev::RankFailed{4243, 3, std::nullopt, "", "rank 1 exited with status 3", ""}, ev::RunDone{false, true},
+           ev::FaultApplied{1, agent::DropPorts{1025, 65535, agent::Direction::in, {29500}, true}, "nftables",
+                            "nftables table inet ringmaster_agent_42_7"},
+           ev::FaultReverted{2, agent::Rate{"eth0", 40}, "run_ended"}}) {
     out.push_back(ev::to_json(e));
   }
   return out;
@@ -196,6 +199,11 @@ TEST(Events, BadFieldsAreNamed) {
   EXPECT_EQ(error_of({{"type", "rings"}, {"rings", {{{"channel", 0}, {"ranks", {0, 1.5}}}}}}),
             "event 'rings': rings[0]: 'ranks' is a number, not an integer");
   EXPECT_EQ(error_of({{"type", "run_done"}, {"ok", nullptr}}), "event 'run_done': 'ok' is null, not a boolean");
+  EXPECT_EQ(error_of({{"type", "fault_applied"},
+                      {"fault_id", 1},
+                      {"mechanism", "netem"},
+                      {"fault", {{"kind", "delay"}, {"interface", "lo"}, {"ms", "fifty"}}}}),
+            "event 'fault_applied': fault 'delay': 'ms' is a string of 5 characters, not a number");
   EXPECT_EQ(error_of({{"type", 7}}), "an event needs 'type', a string");
   EXPECT_EQ(error_of(json::array()), "an event is an object, not array");
 }
@@ -252,6 +260,81 @@ TEST(Events, TheProtocolDocumentListsEveryType) {
     types.insert(j["type"].get<std::string>());
   documented.erase("type");  // the header row
   EXPECT_EQ(documented, types);
+}
+
+// Fault specs (ringmaster/agent/fault.h): each kind reads back what it
+// wrote, and a bad spec is refused naming the kind and the field, without
+// echoing what was sent.
+TEST(FaultSpecs, EveryKindReadsBackWhatItWrote) {
+  const std::vector<json> specs = {{{"kind", "drop_ports"},
+                                    {"ports", "1025-65535"},
+                                    {"direction", "in"},
+                                    {"except", "29500,29600"},
+                                    {"skip_loopback", true}},
+                                   {{"kind", "drop_ports"}, {"ports", "29500"}, {"direction", "both"}},
+                                   {{"kind", "drop_address"}, {"address", "198.18.0.1"}, {"direction", "out"}},
+                                   {{"kind", "drop_address"}, {"address", "fd00::2"}, {"direction", "both"}},
+                                   {{"kind", "delay"}, {"interface", "eth0"}, {"ms", 50.0}},
+                                   {{"kind", "rate"}, {"interface", "veth-h1.0"}, {"mbit", 40.0}},
+                                   {{"kind", "shm_size"}, {"bytes", 65536}}};
+  for (const json& j : specs) {
+    const agent::FaultSpec f = agent::parse_fault(j);
+    EXPECT_EQ(agent::kind_of(f), j["kind"].get<std::string>());
+    EXPECT_EQ(agent::to_json(f), j) << j.dump();
+  }
+  // Defaults: both ways; the ports as nft writes them.
+  const auto d = std::get<agent::DropPorts>(agent::parse_fault({{"kind", "drop_ports"}, {"ports", "80-80"}}));
+  EXPECT_EQ(d.direction, agent::Direction::both);
+  EXPECT_EQ(agent::port_range(d), "80");
+  EXPECT_EQ(agent::describe(agent::parse_fault(specs[0])),
+            "drop TCP to ports 1025-65535 arriving, except 29500, 29600, not on loopback");
+  EXPECT_EQ(agent::describe(agent::parse_fault(specs[5])), "limit veth-h1.0 to 40 Mbit/s");
+}
+
+TEST(FaultSpecs, BadSpecsAreRefusedByKindAndField) {
+  auto error_of = [](const json& j) {
+    try {
+      agent::parse_fault(j);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::config);
+      return e.status().message();
+    }
+    return std::string("accepted");
+  };
+  const std::string secret = "s3cr3t-value";
+  EXPECT_EQ(error_of({{"kind", "delay"}, {"interface", "lo"}, {"ms", "fifty"}}),
+            "fault 'delay': 'ms' is a string of 5 characters, not a number");
+  EXPECT_EQ(error_of({{"kind", "delay"}, {"interface", "lo"}, {"ms", 0}}),
+            "fault 'delay': 'ms' must be above 0 and at most 60000 ms");
+  EXPECT_EQ(error_of({{"kind", "delay"}, {"ms", 5}}), "fault 'delay': needs 'interface'");
+  EXPECT_EQ(error_of({{"kind", "rate"}, {"interface", "eth0/../x"}, {"mbit", 5}}),
+            "fault 'rate': 'interface' is a string of 9 characters, not a network device's name (1-15 letters, digits, "
+            "'.', '_', '-')");
+  // A typo would otherwise drop every port but the one meant to stay open.
+  EXPECT_EQ(error_of({{"kind", "drop_ports"}, {"ports", "1025-65535"}, {"exept", "29500"}}),
+            "fault 'drop_ports': 'exept' is not a field of drop_ports (its fields: ports, direction, except, "
+            "skip_loopback)");
+  EXPECT_EQ(error_of({{"kind", "drop_ports"}, {"ports", "0-80"}}),
+            "fault 'drop_ports': 'ports' is a string of 4 characters, not PORT or LOW-HIGH with ports in 1..65535");
+  EXPECT_EQ(error_of({{"kind", "drop_ports"}, {"ports", "90-80"}}), "fault 'drop_ports': 'ports' has LOW above HIGH");
+  EXPECT_EQ(error_of({{"kind", "drop_ports"}, {"ports", "80"}, {"direction", "up"}}),
+            "fault 'drop_ports': 'direction' is a string of 2 characters, not in, out or both");
+  EXPECT_EQ(error_of({{"kind", "drop_ports"}, {"ports", "80"}, {"except", "29500,x"}}),
+            "fault 'drop_ports': 'except' is not ports in 1..65535 separated by commas");
+  EXPECT_EQ(error_of({{"kind", "drop_address"}, {"address", "10.0.0.300"}}),
+            "fault 'drop_address': 'address' is a string of 10 characters, not an IPv4 or IPv6 address");
+  EXPECT_EQ(error_of({{"kind", "shm_size"}, {"bytes", 1.5}}), "fault 'shm_size': 'bytes' is a number, not an integer");
+  EXPECT_EQ(error_of({{"kind", "shm_size"}, {"bytes", -1}}), "fault 'shm_size': 'bytes' must be 1..1099511627776");
+  EXPECT_EQ(error_of({{"kind", secret}}),
+            "unknown fault kind (12 characters); the kinds are drop_ports, drop_address, delay, rate or shm_size");
+  EXPECT_EQ(error_of({{"ports", "80"}}), "a fault needs a 'kind': drop_ports, drop_address, delay, rate or shm_size");
+  EXPECT_EQ(error_of(json::array()), "a fault is an array, not an object");
+  // What was sent never comes back.
+  for (const json& j :
+       {json{{"kind", "drop_address"}, {"address", secret}}, json{{"kind", "delay"}, {"interface", secret}, {"ms", 1}},
+        json{{"kind", "drop_ports"}, {"ports", secret}}, json{{"kind", "drop_ports"}, {secret, 1}}}) {
+    EXPECT_EQ(error_of(j).find(secret), std::string::npos) << error_of(j);
+  }
 }
 
 }  // namespace

@@ -43,6 +43,10 @@ TEST(Scenarios, TheShippedCatalogReads) {
   EXPECT_EQ(catalog.front().file, "01-sg-ephemeral-lost.json");  // sorted by file name
   const auto slow = scenario_named("slow-link");
   EXPECT_EQ(slow.placement(), (std::vector<int>{0, 0, 1, 1, 2, 2}));
+  ASSERT_EQ(slow.faults.size(), 1u);  // typed when the catalog is read
+  EXPECT_EQ(agent::describe(slow.faults[0].fault), "limit eth0 to 40 Mbit/s");
+  EXPECT_TRUE(slow.faults[0].on(1));
+  EXPECT_FALSE(slow.faults[0].on(0));
   EXPECT_EQ(scenario_named("world-size-mismatch").world_size(), 3);
 }
 
@@ -75,6 +79,13 @@ TEST(Scenarios, ABadFileIsRefusedByName) {
   EXPECT_EQ(refused(R"({"name": "x", "hosts": 2, "run": {"placement": [0, 2]}})"),
             "scenario 07-bad.json: run.placement names host 2, of 2");
   EXPECT_EQ(refused(R"({"name": "x", "faults": {}})"), "scenario 07-bad.json: 'faults' must be array");
+  EXPECT_EQ(refused(R"({"name": "x", "faults": [{"fault": {"kind": "rate", "interface": "eth0", "mbit": "40"}}]})"),
+            "scenario 07-bad.json: faults[0]: fault 'rate': 'mbit' is a string of 2 characters, not a number");
+  EXPECT_EQ(
+      refused(R"({"name": "x", "hosts": 2, "faults": [{"hosts": [2], "fault": {"kind": "shm_size", "bytes": 1}}]})"),
+      "scenario 07-bad.json: faults[0].hosts holds 2, not a host of 0..1");
+  EXPECT_EQ(refused(R"({"name": "x", "faults": [{"kind": "shm_size", "bytes": 1}]})"),
+            "scenario 07-bad.json: faults[0] is not {\"fault\": {...}, \"hosts\": [...]}");
   std::ofstream(dir / "08-twin.json") << R"({"name": "x"})";
   std::ofstream(dir / "07-bad.json") << R"({"name": "x"})";
   try {

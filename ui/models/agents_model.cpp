@@ -35,7 +35,7 @@ QVariant AgentsModel::data(const QModelIndex& index, int role) const {
       case rtt_column:
         return r.rtt_ms < 0 ? QString() : QString::number(r.rtt_ms, 'f', 2) + " ms";
       case faults_column:
-        return r.faults;
+        return static_cast<int>(r.faults.size());
       case origin_column:
         return r.origin;
       default:
@@ -47,6 +47,12 @@ QVariant AgentsModel::data(const QModelIndex& index, int role) const {
   }
   if (role == Qt::ToolTipRole && index.column() == origin_column && !r.origin.isEmpty()) {
     return QString("found through %1, which resolves to every agent's address").arg(r.origin);
+  }
+  if (role == Qt::ToolTipRole && index.column() == faults_column && !r.faults.empty()) {
+    QStringList lines;
+    for (const auto& [id, what] : r.faults)
+      lines << QString("fault %1: %2").arg(id).arg(what);
+    return lines.join('\n');
   }
   if (role == Qt::ToolTipRole && index.column() == topology_column) {
     return QString::fromStdString(r.inventory.value("topology_summary", std::string()));
@@ -64,7 +70,7 @@ void AgentsModel::add(const QString& a, const QString& origin) {
   if (row_of(a) >= 0) return;
   const int n = rowCount();
   beginInsertRows({}, n, n);
-  rows_.push_back(Row{a, "connecting", {}, {}, {}, -1, 0, {}, origin});
+  rows_.push_back(Row{a, "connecting", {}, {}, {}, -1, {}, {}, origin});
   endInsertRows();
 }
 
@@ -98,8 +104,31 @@ void AgentsModel::set_inventory(const QString& a, const json& inv) {
   r.version = qs(inv, "agent_version");
   const json topo = inv.value("topology", json::object());
   r.topology = qs(topo, "origin");
-  r.faults = static_cast<int>(inv.value("faults", json::array()).size());
+  r.faults.clear();
+  for (const auto& f : inv.value("faults", json::array())) {
+    try {
+      r.faults[f.at("fault_id").get<int>()] =
+          QString::fromStdString(agent::describe(agent::parse_fault(f.at("fault"))));
+    } catch (const std::exception&) {
+      r.faults[f.value("fault_id", -1 - static_cast<int>(r.faults.size()))] = "a fault this console cannot read";
+    }
+  }
   emit dataChanged(index(row, 0), index(row, column_count - 1));
+}
+
+void AgentsModel::fault_applied(const QString& a, const agent::events::FaultApplied& f) {
+  const int row = row_of(a);
+  if (row < 0) return;
+  rows_[static_cast<std::size_t>(row)].faults[f.fault_id] =
+      QString::fromStdString(agent::describe(f.fault) + " (" + f.mechanism + ")");
+  emit dataChanged(index(row, faults_column), index(row, faults_column));
+}
+
+void AgentsModel::fault_reverted(const QString& a, int fault_id) {
+  const int row = row_of(a);
+  if (row < 0) return;
+  rows_[static_cast<std::size_t>(row)].faults.erase(fault_id);
+  emit dataChanged(index(row, faults_column), index(row, faults_column));
 }
 
 void AgentsModel::set_rtt(const QString& a, double ms) {

@@ -3,8 +3,11 @@
 
 #include <QAbstractTableModel>
 #include <QString>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <vector>
+
+#include "ringmaster/agent/events.h"
 
 namespace ringmaster::ui {
 
@@ -34,6 +37,10 @@ class AgentsModel : public QAbstractTableModel {
   void set_state(const QString& address, const QString& state);
   void set_inventory(const QString& address, const nlohmann::json& inventory);
   void set_rtt(const QString& address, double ms);
+  // The agent's `fault_applied` and `fault_reverted` events: the Faults
+  // column follows them between inventories.
+  void fault_applied(const QString& address, const agent::events::FaultApplied& f);
+  void fault_reverted(const QString& address, int fault_id);
   int row_of(const QString& address) const;
   QString address(int row) const;
   const nlohmann::json& inventory(int row) const;
@@ -42,7 +49,7 @@ class AgentsModel : public QAbstractTableModel {
   struct Row {
     QString address, state, host, version, topology;
     double rtt_ms = -1;
-    int faults = 0;
+    std::map<int, QString> faults;  // id → what it does
     nlohmann::json inventory;
     QString origin;
   };

@@ -12,7 +12,9 @@
 #include <thread>
 
 #include "ringmaster/agent/client.h"
+#include "ringmaster/agent/events.h"
 #include "ringmaster/agent/protocol.h"
+#include "ringmaster/status.h"
 
 namespace ringmaster::ui {
 
@@ -303,6 +305,20 @@ void Console::on_message(const AgentMessage& m) {
     std::lock_guard lock(linkcheck_inbox_->mutex);
     linkcheck_inbox_->messages.push_back(*m.body);
     linkcheck_inbox_->ready.notify_all();
+  }
+  if (m.body->value("type", json()) == "event" && m.body->value("rank", json()) == -1) {
+    // The agent's own events (rank -1): its faults, for the agents list.
+    try {
+      if (const auto e = agent::events::parse_event_message(*m.body)) {
+        if (const auto* applied = std::get_if<agent::events::FaultApplied>(&e->event)) {
+          agents.fault_applied(m.agent, *applied);
+        } else if (const auto* reverted = std::get_if<agent::events::FaultReverted>(&e->event)) {
+          agents.fault_reverted(m.agent, reverted->fault_id);
+        }
+      }
+    } catch (const Error&) {
+      // Left to the inventory the console asks for again.
+    }
   }
   run.apply(m);
   emit message_received(m);

@@ -87,7 +87,16 @@ ScenariosPanel::ScenariosPanel(RunState& run, QString catalog, QString cli, QWid
   connect(list_, &QListWidget::currentRowChanged, this, [this](int row) {
     if (row < 0 || row >= static_cast<int>(scenarios_.size())) return;
     const auto& s = scenarios_[static_cast<std::size_t>(row)];
-    story_->setPlainText(QString::fromStdString(s.story) + "\n\nExpected: " + QString::fromStdString(s.expect.dump()));
+    QString text = QString::fromStdString(s.story);
+    for (const auto& f : s.faults) {
+      QStringList hosts;
+      for (int h : f.hosts)
+        hosts << QString::number(h);
+      text += QString("\nFault on %1: %2")
+                  .arg(hosts.isEmpty() ? QString("every host") : "host " + hosts.join(", "),
+                       QString::fromStdString(agent::describe(f.fault)));
+    }
+    story_->setPlainText(text + "\n\nExpected: " + QString::fromStdString(s.expect.dump()));
   });
   connect(run_button_, &QPushButton::clicked, this, &ScenariosPanel::run_selected);
   process_.setProcessChannelMode(QProcess::MergedChannels);

@@ -20,6 +20,7 @@
 #include <variant>
 #include <vector>
 
+#include "ringmaster/agent/fault.h"
 #include "ringmaster/comm.h"
 #include "ringmaster/stage.h"
 #include "ringmaster/tools/perf.h"
@@ -216,15 +217,35 @@ struct RunDone {
   bool ok = false, cancelled = false;
 };
 
+// "fault_applied": the agent injected a fault (docs/protocol.md, "Fault
+// injection"); sent by the agent (rank -1) with an empty run id.
+struct FaultApplied {
+  static constexpr std::string_view kType = "fault_applied";
+  int fault_id = 0;
+  FaultSpec fault;
+  std::string mechanism;  // nftables, connect_filter, netem, htb, tmpfs
+  std::string note;
+};
+
+// "fault_reverted": a fault is gone, because a client cleared it
+// (`cleared`, empty run id) or because the run that started under it
+// ended (`run_ended`, that run's id).
+struct FaultReverted {
+  static constexpr std::string_view kType = "fault_reverted";
+  int fault_id = 0;
+  FaultSpec fault;
+  std::string reason;
+};
+
 // A type this build does not know (a newer rank or agent): kept whole.
 struct Unknown {
   std::string type;
   nlohmann::json body;
 };
 
-using Event =
-    std::variant<StageEnded, StageProgress, StageFailed, Sample, Rings, Trees, Connections, Links, Decision, TunerTable,
-                 Result, CollectiveError, Stall, RankDone, RankOutput, RankExit, RankFailed, RunDone, Unknown>;
+using Event = std::variant<StageEnded, StageProgress, StageFailed, Sample, Rings, Trees, Connections, Links, Decision,
+                           TunerTable, Result, CollectiveError, Stall, RankDone, RankOutput, RankExit, RankFailed,
+                           RunDone, FaultApplied, FaultReverted, Unknown>;
 
 // The `type` of an event.
 std::string_view type_of(const Event& e);

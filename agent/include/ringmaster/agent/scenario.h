@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -16,8 +17,16 @@
 #include <vector>
 
 #include "ringmaster/agent/events.h"
+#include "ringmaster/agent/fault.h"
 
 namespace ringmaster::agent {
+
+// A fault a scenario injects, and on which hosts (every host when empty).
+struct ScenarioFault {
+  std::vector<int> hosts;
+  FaultSpec fault;
+  bool on(int host) const { return hosts.empty() || std::find(hosts.begin(), hosts.end(), host) != hosts.end(); }
+};
 
 struct Scenario {
   std::string file;  // the file's name in the catalog
@@ -25,7 +34,7 @@ struct Scenario {
   int hosts = 2;           // 1..16
   int ranks_per_host = 1;  // 1..16
   int timeout_s = 90;      // the run must end within this
-  nlohmann::json faults = nlohmann::json::array();
+  std::vector<ScenarioFault> faults;
   nlohmann::json run = nlohmann::json::object();     // master_addr, master_port, perf, env, env_on, placement, ...
   nlohmann::json expect = nlohmann::json::object();  // docs/scenarios.md, "Expectations"
   nlohmann::json action = nlohmann::json::object();  // kill_rank, freeze_rank

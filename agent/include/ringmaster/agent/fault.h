@@ -1,0 +1,84 @@
+// The faults an agent injects (docs/protocol.md, "Fault injection"),
+// typed: one struct per `kind`, read from JSON and checked once, here,
+// whoever reads them: the agent from a `fault` request, `ringmaster-cli
+// remote fault` from its options, the repro catalog from a scenario file.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace ringmaster::agent {
+
+// Which packets a drop takes: arriving (in), leaving (out) or both.
+enum class Direction { in, out, both };
+std::string_view to_string(Direction d);
+
+// drop_ports: TCP to ports LOW..HIGH dropped (nftables).
+struct DropPorts {
+  static constexpr std::string_view kKind = "drop_ports";
+  std::uint16_t low = 1, high = 65535;
+  Direction direction = Direction::both;
+  std::vector<std::uint16_t> except;  // left open, as a security group's narrower allow rules
+  bool skip_loopback = false;         // traffic within the host passes (a security group sees only hosts)
+};
+
+// drop_address: TCP/IP from (in) or to (out) one address dropped.
+struct DropAddress {
+  static constexpr std::string_view kKind = "drop_address";
+  std::string address;  // IPv4 or IPv6, as written
+  Direction direction = Direction::both;
+  bool ipv6() const { return address.find(':') != std::string::npos; }
+};
+
+// delay: every packet the interface sends waits (tc netem).
+struct Delay {
+  static constexpr std::string_view kKind = "delay";
+  std::string interface;
+  double ms = 0;
+};
+
+// rate: what the interface sends crawls at `mbit` (tc htb).
+struct Rate {
+  static constexpr std::string_view kKind = "rate";
+  std::string interface;
+  double mbit = 0;
+};
+
+// shm_size: /dev/shm shrunk to `bytes` for the agent's ranks (tmpfs).
+struct ShmSize {
+  static constexpr std::string_view kKind = "shm_size";
+  std::int64_t bytes = 0;
+};
+
+using FaultSpec = std::variant<DropPorts, DropAddress, Delay, Rate, ShmSize>;
+
+// The bounds a spec is checked against.
+inline constexpr double kMostDelayMs = 60'000;
+inline constexpr double kMostRateMbit = 1'000'000;
+inline constexpr std::int64_t kMostShmBytes = std::int64_t{1} << 40;
+
+std::string_view kind_of(const FaultSpec& f);
+
+// A fault from its JSON ({"kind": ..., fields}). Throws Error(config)
+// naming the kind and the field and what was expected ("fault 'delay':
+// 'ms' is a string, not a number"); a value is described by its type and
+// length, never echoed. Fields it does not know are refused too: a typo
+// ("port") would otherwise drop every port.
+FaultSpec parse_fault(const nlohmann::json& j);
+
+// The fault's JSON, as docs/protocol.md lists it (with `kind`).
+nlohmann::json to_json(const FaultSpec& f);
+
+// One line for a person: "drop TCP to ports 1025-65535 arriving, except
+// 29500, not on loopback".
+std::string describe(const FaultSpec& f);
+
+// "P" or "LOW-HIGH" as nft and the connect filter write a port range.
+std::string port_range(const DropPorts& d);
+
+}  // namespace ringmaster::agent
