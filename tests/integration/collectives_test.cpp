@@ -1459,6 +1459,29 @@ TEST(Collectives, OverLibfabric) {
   check({Collective::all_reduce, DataType::bf16, RedOp::max}, 3, {1023, 65537}, Links::ofi);
 }
 
+// Loading libfabric leaves the process's signal handlers as they were.
+// Debian's libfabric loads PSM's libinfinipath, which took SIGINT, SIGTERM,
+// SIGSEGV, SIGBUS, SIGILL and SIGABRT with a handler that calls exit(): an
+// agent told to stop while inside malloc hung there for good, and a crash
+// no longer dumped core.
+TEST(Collectives, LoadingLibfabricKeepsTheProcesssSignalHandlers) {
+  struct sigaction mine = {};
+  mine.sa_handler = [](int) {};
+  sigemptyset(&mine.sa_mask);
+  struct sigaction before = {};
+  ASSERT_EQ(::sigaction(SIGTERM, &mine, &before), 0);
+  const auto& a = transport::ofi::availability("lo");
+  if (a.why.starts_with("built without")) GTEST_SKIP() << a.why;
+  struct sigaction now = {};
+  ::sigaction(SIGTERM, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, mine.sa_handler) << "SIGTERM's handler was replaced";
+  for (const int sig : {SIGINT, SIGSEGV, SIGBUS, SIGILL, SIGABRT}) {
+    ::sigaction(sig, nullptr, &now);
+    EXPECT_EQ(now.sa_handler, SIG_DFL) << "signal " << sig << " was taken by a library libfabric loaded";
+  }
+  ::sigaction(SIGTERM, &before, nullptr);
+}
+
 // NCCL_NET=OFI where libfabric cannot serve says why and what to change.
 // libfabric reads FI_PROVIDER once per process, so this runs as a ctest of
 // its own with FI_PROVIDER=no-such-provider (collectives_ofi_unusable).

@@ -1,6 +1,7 @@
 #include "transport/ofi/ofi.h"
 
 #include <dlfcn.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -43,15 +44,54 @@ int poll_us() {
   return us;
 }
 
+// Puts back the process's signal handlers as they were when it was made.
+// Libraries libfabric loads install their own: Debian's libfabric pulls in
+// PSM's libinfinipath, whose constructor takes SIGINT, SIGTERM, SIGSEGV,
+// SIGBUS, SIGILL and SIGABRT with a handler that calls exit(). Called
+// while the process was inside malloc, that handler deadlocks in exit's
+// destructors: an agent told to stop hung for good, and a rank's crash
+// could no longer dump core. The process's own handlers win.
+class SignalsKept {
+ public:
+  SignalsKept() {
+    for (int sig = 1; sig < kSignals; ++sig)
+      saved_[sig] = ::sigaction(sig, nullptr, &before_[sig]) == 0;
+  }
+  ~SignalsKept() {
+    for (int sig = 1; sig < kSignals; ++sig) {
+      struct sigaction now = {};
+      if (!saved_[sig] || ::sigaction(sig, nullptr, &now) != 0) continue;
+      if (now.sa_handler != before_[sig].sa_handler) ::sigaction(sig, &before_[sig], nullptr);
+    }
+  }
+  SignalsKept(const SignalsKept&) = delete;
+  SignalsKept& operator=(const SignalsKept&) = delete;
+
+ private:
+  static constexpr int kSignals = 32;
+  struct sigaction before_[kSignals] = {};
+  bool saved_[kSignals] = {};
+};
+
 // libfabric itself, opened at the first use: linked in, it would load its
 // providers' libraries into every process (PSM's constructor alone takes
 // 200 ms timing the CPU), though most never use libfabric. The few calls
-// that are not inline in its headers go through this table.
+// that are not inline in its headers go through this table; the ones that
+// may load a provider keep the process's signal handlers.
 struct Library {
-  decltype(&::fi_getinfo) getinfo = nullptr;
+  int getinfo(std::uint32_t version, const char* node, const char* service, std::uint64_t flags, const fi_info* hints,
+              fi_info** info) const {
+    const SignalsKept kept;
+    return getinfo_(version, node, service, flags, hints, info);
+  }
+  int fabric(fi_fabric_attr* attr, fid_fabric** fabric, void* context) const {
+    const SignalsKept kept;
+    return fabric_(attr, fabric, context);
+  }
+  decltype(&::fi_getinfo) getinfo_ = nullptr;
   decltype(&::fi_freeinfo) freeinfo = nullptr;
   decltype(&::fi_dupinfo) dupinfo = nullptr;
-  decltype(&::fi_fabric) fabric = nullptr;
+  decltype(&::fi_fabric) fabric_ = nullptr;
   decltype(&::fi_strerror) strerror = nullptr;
   decltype(&::fi_version) version = nullptr;
   std::string why;  // empty when loaded
@@ -60,6 +100,7 @@ struct Library {
 const Library& library() {
   static const Library lib = [] {
     Library l;
+    const SignalsKept kept;
     void* handle = ::dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
       const char* err = ::dlerror();
@@ -70,10 +111,10 @@ const Library& library() {
       fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(handle, name));
       if (fn == nullptr && l.why.empty()) l.why = fmt::format("libfabric.so.1 has no {}", name);
     };
-    resolve(l.getinfo, "fi_getinfo");
+    resolve(l.getinfo_, "fi_getinfo");
     resolve(l.freeinfo, "fi_freeinfo");
     resolve(l.dupinfo, "fi_dupinfo");
-    resolve(l.fabric, "fi_fabric");
+    resolve(l.fabric_, "fi_fabric");
     resolve(l.strerror, "fi_strerror");
     resolve(l.version, "fi_version");
     return l;
