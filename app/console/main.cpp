@@ -83,6 +83,18 @@ int main(int argc, char** argv) {
     std::fputs(ringmaster::app::bash_completion_script("ringmaster", {top}).c_str(), stdout);
     return 0;
   }
+  // --help needs no display either: answered by a core application, which
+  // loads no platform plugin.
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a(argv[i]);
+    if (a == "-h" || a == "--help" || a == "--help-all" || a == "-?") {
+      QCoreApplication core(argc, argv);
+      QCoreApplication::setApplicationName("ringmaster");
+      QCoreApplication::setApplicationVersion(RINGMASTER_VERSION_STRING);
+      cli.process(core);  // prints the help and exits 0, or a usage error
+      return 2;
+    }
+  }
   QApplication app(argc, argv);
   QApplication::setOrganizationName("Ringmaster");
   QApplication::setApplicationName("ringmaster");

@@ -2,7 +2,9 @@
 // sweep over two local agents, a run that cannot complete its barrier,
 // models under QAbstractItemModelTester, recording and replay, and the
 // --screenshot command.
+#include <signal.h>
 #include <unistd.h>
+
 #include <QAbstractItemModelTester>
 #include <QAbstractScrollArea>
 #include <QAbstractSpinBox>
@@ -103,6 +105,7 @@ class ConsoleTest : public QObject {
   void preflightOverLocalAgents();
   void linksHeatmapFromACheckAndFromARun();
   void replayCommand();
+  void localAgentsEndWithTheConsole();
 };
 
 // The console's --version is the project's, with no display needed, and
@@ -113,6 +116,21 @@ void ConsoleTest::versionAndUsageErrors() {
   QVERIFY(version.waitForFinished(20000));
   QCOMPARE(version.exitCode(), 0);
   QVERIFY2(version.readAllStandardOutput().contains(RINGMASTER_VERSION_STRING), "no version");
+  // --help with no display at all, and no platform asked for: Qt would
+  // abort loading its default platform plugin.
+  for (const char* flag : {"--help", "-h"}) {
+    QProcess help;
+    QProcessEnvironment bare = QProcessEnvironment::systemEnvironment();
+    for (const char* name : {"DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"})
+      bare.remove(name);
+    help.setProcessEnvironment(bare);
+    help.start(RINGMASTER_CONSOLE, {flag});
+    QVERIFY(help.waitForFinished(20000));
+    const QByteArray out = help.readAllStandardOutput();
+    QCOMPARE(help.exitStatus(), QProcess::NormalExit);
+    QCOMPARE(help.exitCode(), 0);
+    QVERIFY2(out.contains("--agents") && out.contains("--screenshot"), out.constData());
+  }
   for (const QStringList& args : {QStringList{"--no-such-flag"}, QStringList{"--agents", "nohost"},
                                   QStringList{"--agents", "h:1", "--tls-cert", "c.pem"}}) {
     QProcess bad;
@@ -1115,4 +1133,53 @@ void ConsoleTest::replayCommand() {
 }
 
 QTEST_MAIN(ConsoleTest)
+namespace {
+
+// The pids of PID's children (every thread's).
+std::set<int> children_of(qint64 pid) {
+  std::set<int> out;
+  const QDir tasks(QString("/proc/%1/task").arg(pid));
+  for (const QString& task : tasks.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+    QFile f(tasks.filePath(task) + "/children");
+    if (!f.open(QIODevice::ReadOnly)) continue;
+    for (const QByteArray& p : f.readAll().split(' '))
+      if (p.trimmed().toInt() > 0) out.insert(p.trimmed().toInt());
+  }
+  return out;
+}
+
+// Whether PID runs (a zombie has ended).
+bool running(int pid) {
+  QFile stat(QString("/proc/%1/stat").arg(pid));
+  if (!stat.open(QIODevice::ReadOnly)) return false;
+  const QByteArray text = stat.readAll();
+  const auto close = text.lastIndexOf(')');
+  return close > 0 && text.size() > close + 2 && text[close + 2] != 'Z' && text[close + 2] != 'X';
+}
+
+}  // namespace
+
+// The console's local agents end with it, however it ends (SIGTERM as at a
+// logout, SIGHUP, SIGINT, SIGKILL as a crash): the kernel sends each agent
+// its parent-death signal, SIGTERM, on which it stops its runs. Before,
+// the agents of a console ended with SIGTERM ran on, orphaned.
+void ConsoleTest::localAgentsEndWithTheConsole() {
+  for (const int sig : {SIGTERM, SIGHUP, SIGINT, SIGKILL}) {
+    QProcess console;
+    console.setProcessChannelMode(QProcess::ForwardedErrorChannel);
+    console.start(RINGMASTER_CONSOLE, {"--local", "2"});
+    QVERIFY(console.waitForStarted(10000));
+    std::set<int> agents;
+    QTRY_VERIFY_WITH_TIMEOUT((agents = children_of(console.processId())).size() == 2, 20000);
+    QTest::qWait(300);  // connected, past start-up
+    ::kill(static_cast<pid_t>(console.processId()), sig);
+    QVERIFY(console.waitForFinished(10000));
+    for (const int agent : agents) {
+      QTRY_VERIFY2_WITH_TIMEOUT(
+          !running(agent), qPrintable(QString("agent %1 outlived the console ended by signal %2").arg(agent).arg(sig)),
+          10000);
+    }
+  }
+}
+
 #include "console_test.moc"

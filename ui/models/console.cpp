@@ -1,6 +1,10 @@
 // Console: connections, local agents, runs, recording.
 #include "console.h"
 
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
 #include <QCoreApplication>
 #include <QDateTime>
 #include <QDir>
@@ -182,6 +186,14 @@ bool Console::start_local_agents(int n, const QString& agent_path, QString* erro
     auto* p = new QProcess;
     p->setProcessChannelMode(QProcess::SeparateChannels);
     p->setProcessChannelMode(QProcess::ForwardedErrorChannel);
+    // A local agent never outlives its console: when the console dies in
+    // any way (SIGKILL, a crash), the kernel sends the agent SIGTERM, on
+    // which it stops its runs and reverts its faults.
+    const pid_t console_pid = ::getpid();
+    p->setChildProcessModifier([console_pid] {
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != console_pid) ::_exit(1);  // it died before the line above
+    });
     // Local agents run the ranks as the console's user, as a local launch would.
     p->start(agent_path, {"--listen", "127.0.0.1:0", "--print-port", "--token-file", local_dir_->filePath("token"),
                           "--state-dir", local_dir_->filePath(QString("agent-%1").arg(local_.size())), "--rank-user",
