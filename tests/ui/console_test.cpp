@@ -106,6 +106,7 @@ class ConsoleTest : public QObject {
   void linksHeatmapFromACheckAndFromARun();
   void replayCommand();
   void localAgentsEndWithTheConsole();
+  void gpuNodesFitAndNameEveryDevice();
 };
 
 // The console's --version is the project's, with no display needed, and
@@ -1133,6 +1134,90 @@ void ConsoleTest::replayCommand() {
 }
 
 QTEST_MAIN(ConsoleTest)
+// GPU nodes as people bring them up, in the Topology tab of a 1600×1000
+// window: the window keeps its width (a p5 drawn as one row of switches
+// made it 4,078 px wide), every GPU has a box that names it and every NIC
+// is named in a box of its own or in its group's, and the devices are
+// drawn large enough to read. A group expands on Enter and shows each NIC.
+void ConsoleTest::gpuNodesFitAndNameEveryDevice() {
+  Console console;
+  MainWindow window(console);
+  window.resize(1600, 1000);
+  window.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&window));
+  auto* view = window.findChild<TopologyView*>();
+  QVERIFY(view);
+  window.tabs()->setCurrentWidget(view);
+  struct Node {
+    const char* file;
+    int gpus, nics;
+  };
+  for (const Node& n :
+       {Node{"p5.48xl-topo.xml", 8, 32}, Node{"p4d-24xl-topo.xml", 8, 4}, Node{"hwloc-nvidiaDGX2.xml", 16, 0}}) {
+    const auto topology = nlohmann::json::parse(
+        ringmaster::topo::Topology::load_file(RINGMASTER_TOPOLOGY_DIR "/" + std::string(n.file)).to_json());
+    view->show_topology("node", topology);
+    QApplication::processEvents();
+    QTest::qWait(50);
+    QCOMPARE(window.width(), 1600);
+    auto* drawing = view->drawing();
+    QVERIFY2(drawing->width() <= 1600, n.file);
+    std::set<int> gpus, nics;
+    for (std::size_t i = 0; i < topology["nodes"].size(); ++i) {
+      const std::string kind = topology["nodes"][i].value("kind", "");
+      if (kind == "gpu") gpus.insert(static_cast<int>(i));
+      if (kind == "nic") nics.insert(static_cast<int>(i));
+    }
+    QCOMPARE(static_cast<int>(gpus.size()), n.gpus);
+    QCOMPARE(static_cast<int>(nics.size()), n.nics);
+    int group = -1;
+    const auto& boxes = drawing->boxes();
+    for (std::size_t i = 0; i < boxes.size(); ++i) {
+      const auto& b = boxes[i];
+      const QString name =
+          QString::fromStdString(topology["nodes"][static_cast<std::size_t>(std::max(b.node, 0))].value("name", ""));
+      if (b.kind == "gpu") {
+        QVERIFY2(b.label.startsWith(name + "\n"), qPrintable(b.label));
+        gpus.erase(b.node);
+        // Legible: a device is drawn at least 100 px wide at the fit.
+        QVERIFY2(drawing->on_screen(static_cast<int>(i)).width() >= 100,
+                 qPrintable(QString("%1: %2 drawn %3 px wide")
+                                .arg(n.file, b.label)
+                                .arg(drawing->on_screen(static_cast<int>(i)).width())));
+      }
+      if (b.kind == "nic") {
+        QVERIFY2(b.label.startsWith(name + " "), qPrintable(b.label));
+        nics.erase(b.node);
+      }
+      if (b.kind == "group" && b.member_kind == "nic") {
+        if (group < 0) group = static_cast<int>(i);
+        for (int m : b.members)
+          nics.erase(m);
+        QVERIFY2(b.label.startsWith(QString("%1 × NIC\n").arg(b.members.size())), qPrintable(b.label));
+      }
+    }
+    QVERIFY2(gpus.empty(), n.file);
+    QVERIFY2(nics.empty(), n.file);
+    if (std::string(n.file) == "p5.48xl-topo.xml") {
+      QVERIFY2(group >= 0, "a p5's NICs are drawn four to a box");
+      QCOMPARE(boxes[static_cast<std::size_t>(group)].label, QString("4 × NIC\nrdmap79s0…82s0\n100 Gb/s each"));
+      const std::vector<int> members = boxes[static_cast<std::size_t>(group)].members;
+      drawing->setFocus();
+      for (int steps = 0; drawing->selected_box() != group && steps < 200; ++steps)
+        QTest::keyClick(drawing, Qt::Key_Right);
+      QCOMPARE(drawing->selected_box(), group);
+      QTest::keyClick(drawing, Qt::Key_Return);
+      int shown = 0;
+      for (const auto& b : drawing->boxes())
+        shown += b.kind == "nic" && std::find(members.begin(), members.end(), b.node) != members.end() ? 1 : 0;
+      QCOMPARE(shown, 4);
+      QCOMPARE(window.width(), 1600);
+    }
+    if (qEnvironmentVariableIsSet("RINGMASTER_TEST_SAVE"))
+      window.grab().save(qEnvironmentVariable("RINGMASTER_TEST_SAVE") + "-" + n.file + ".png");
+  }
+}
+
 namespace {
 
 // The pids of PID's children (every thread's).

@@ -1,11 +1,17 @@
 #include "topology_drawing.h"
 
 #include <QAccessible>
+#include <QHelpEvent>
 #include <QKeyEvent>
 #include <QMouseEvent>
 #include <QPainter>
+#include <QToolTip>
+#include <QWheelEvent>
 #include <algorithm>
-#include <functional>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <utility>
 
 namespace ringmaster::ui {
 
@@ -14,16 +20,25 @@ using nlohmann::json;
 namespace {
 
 constexpr double kPad = 8;
-constexpr double kHeader = 20;
-constexpr double kLeafW = 112;
-constexpr double kLeafH = 40;
+constexpr double kHeader = 22;
+constexpr double kLeafW = 150;
+constexpr double kLeafH = 48;
+constexpr int kGroupFrom = 3;  // alike neighbours collapsed from this many
+constexpr double kMostZoom = 12;
+constexpr double kLegend = 20;
 
 QString s(const json& j, const char* key) {
-  return QString::fromStdString(j.value(key, std::string()));
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? QString::fromStdString(it->get<std::string>()) : QString();
+}
+QString attr(const json& n, const char* key) {
+  const auto it = n.find("attributes");
+  return it == n.end() ? QString() : s(*it, key);
 }
 
 bool is_container(const QString& kind) {
-  return kind == "machine" || kind == "package" || kind == "host_bridge" || kind == "pci_switch";
+  return kind == "machine" || kind == "package" || kind == "host_bridge" || kind == "pci_switch" ||
+         kind == "group_open";
 }
 
 QColor fill_of(const QString& kind) {
@@ -31,123 +46,492 @@ QColor fill_of(const QString& kind) {
   if (kind == "package") return QColor(0xe8, 0xea, 0xf6);
   if (kind == "host_bridge") return QColor(0xff, 0xf8, 0xe1);
   if (kind == "pci_switch") return QColor(0xe1, 0xf5, 0xfe);
+  if (kind == "group_open") return QColor(0xff, 0xf3, 0xe0);
   if (kind == "gpu") return QColor(0xa5, 0xd6, 0xa7);
   if (kind == "nic") return QColor(0xff, 0xcc, 0x80);
-  if (kind == "nvswitch") return QColor(0x81, 0xc7, 0x84);
+  if (kind == "nvswitch") return QColor(0x80, 0xcb, 0xc4);
   if (kind == "cores" || kind == "numa") return QColor(0xd1, 0xc4, 0xe9);
   return QColor(0xee, 0xee, 0xee);
 }
 
+// "0000:4f:00.0" → "4f:00.0": the domain is the same on every node here.
+QString short_bus(const QString& busid) {
+  return busid.startsWith("0000:") ? busid.mid(5) : busid;
+}
+
+// hwloc's and NCCL's CPU mask ("00000000,0000ffff,ffffffff", most
+// significant word first) as a list of ranges: "0-47".
+QString cpu_list(const QString& mask) {
+  if (mask.isEmpty()) return {};
+  std::vector<int> cpus;
+  const QStringList words = mask.split(',');
+  int base = 0;
+  for (auto w = words.rbegin(); w != words.rend(); ++w, base += 32) {
+    bool ok = false;
+    const unsigned long bits = w->trimmed().toULong(&ok, 16);
+    if (!ok) return {};
+    for (int b = 0; b < 32; ++b)
+      if (bits & (1UL << b)) cpus.push_back(base + b);
+  }
+  QStringList ranges;
+  for (std::size_t i = 0; i < cpus.size();) {
+    std::size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1)
+      ++j;
+    ranges << (i == j ? QString::number(cpus[i]) : QString("%1-%2").arg(cpus[i]).arg(cpus[j]));
+    i = j + 1;
+  }
+  return ranges.join(',');
+}
+
+// A PCI link as people say it: "Gen5 x16" (from NCCL's "32.0 GT/s PCIe"
+// and width), or hwloc's bandwidth.
+QString pci_link(const json& n) {
+  const QString width = attr(n, "link_width"), speed = attr(n, "link_speed");
+  if (!width.isEmpty() || !speed.isEmpty()) {
+    const double gts = speed.section(' ', 0, 0).toDouble();
+    const int gen = gts >= 60 ? 6 : gts >= 30 ? 5 : gts >= 15 ? 4 : gts >= 7.5 ? 3 : gts >= 4.5 ? 2 : gts > 0 ? 1 : 0;
+    return QString("%1x%2").arg(gen > 0 ? QString("Gen%1 ").arg(gen) : QString(), width.isEmpty() ? "?" : width);
+  }
+  const QString bw = attr(n, "link_bw");
+  return bw.isEmpty() ? QString() : QString("%1 GB/s").arg(bw.toDouble(), 0, 'f', 1);
+}
+
+// The data-centre GPUs people bring up, by PCI device id (NVIDIA's): what
+// hwloc's files give instead of a name.
+QString gpu_model(const json& n) {
+  static const std::map<QString, QString> models = {{"0x1db1", "V100 SXM2 16GB"},
+                                                    {"0x1db5", "V100 SXM2 32GB"},
+                                                    {"0x1db8", "V100 SXM3 32GB"},
+                                                    {"0x1eb8", "T4"},
+                                                    {"0x20b0", "A100 SXM4 40GB"},
+                                                    {"0x20b2", "A100 SXM4 80GB"},
+                                                    {"0x2237", "A10G"},
+                                                    {"0x2330", "H100 SXM5 80GB"},
+                                                    {"0x2335", "H200 SXM 141GB"},
+                                                    {"0x26b9", "L40S"},
+                                                    {"0x27b8", "L4"}};
+  if (attr(n, "vendor") != "0x10de") return {};
+  const auto it = models.find(attr(n, "device"));
+  return it == models.end() ? QString() : it->second;
+}
+
+QString pci_ids(const json& n) {
+  const QString v = attr(n, "vendor"), d = attr(n, "device");
+  if (v.isEmpty() || d.isEmpty()) return {};
+  return QString("[%1:%2]").arg(v.startsWith("0x") ? v.mid(2) : v, d.startsWith("0x") ? d.mid(2) : d);
+}
+
+// Megabits per second as a NIC's speed is said: "100 Gb/s".
+QString link_speed(double mbps) {
+  if (mbps <= 0) return {};
+  if (mbps >= 1000) return QString("%1 Gb/s").arg(mbps / 1000, 0, 'g', 4);
+  return QString("%1 Mb/s").arg(mbps, 0, 'g', 4);
+}
+
+// One box to be, before it has a place.
+struct Item {
+  TopologyBox box;
+  std::vector<Item> children;
+  QStringList switches;  // a chain of PCIe switches drawn as one box
+  QString alike;         // what makes neighbours alike enough to collapse; empty: never
+  QString short_name;    // in a group's label
+  QPointF at;            // place within the parent
+  QSizeF size;
+};
+
+class Builder {
+ public:
+  Builder(const json& topology, const std::set<int>& expanded)
+      : nodes_(topology.value("nodes", json::array())), expanded_(expanded) {}
+
+  std::vector<Item> roots() {
+    std::vector<Item> out;
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      if (nodes_[i].value("parent", -1) >= 0) continue;
+      if (auto item = build(static_cast<int>(i))) out.push_back(std::move(*item));
+    }
+    return out;
+  }
+
+ private:
+  const json& node(int id) const { return nodes_[static_cast<std::size_t>(id)]; }
+  std::vector<int> children_of(const json& n) const {
+    std::vector<int> out;
+    for (const auto& c : n.value("children", json::array())) {
+      if (c.is_number_integer() && c.get<int>() >= 0 && c.get<int>() < static_cast<int>(nodes_.size()))
+        out.push_back(c.get<int>());
+    }
+    return out;
+  }
+  static bool is_device(const std::string& kind) { return kind == "gpu" || kind == "nic" || kind == "nvswitch"; }
+
+  // A device's box; `pci` is the PCI function it sits on when that is a
+  // node of its own (NCCL's files), else the device itself (hwloc's).
+  Item device(int id, const json& pci) {
+    const json& n = node(id);
+    const std::string kind = n.value("kind", "");
+    Item item;
+    item.box = TopologyBox{id, QString::fromStdString(kind), {}, {}, {}, 0, s(n, "origin") == "declared", {}, {}};
+    const QString busid = attr(pci, "busid").isEmpty() ? attr(n, "busid") : attr(pci, "busid");
+    const QString link = pci_link(pci).isEmpty() ? pci_link(n) : pci_link(pci);
+    QStringList details;
+    if (!busid.isEmpty()) details << "PCI " + busid;
+    if (!link.isEmpty()) details << "link " + link;
+    if (kind == "gpu") {
+      const QString model = attr(n, "model").isEmpty() ? gpu_model(n) : attr(n, "model");
+      const QString sm = attr(n, "sm");
+      const QString what = !model.isEmpty() ? model : !sm.isEmpty() ? "sm_" + sm : pci_ids(n);
+      item.box.label = s(n, "name") + (what.isEmpty() ? "" : "\n" + what) + (link.isEmpty() ? "" : " · " + link);
+      if (!attr(n, "nvml").isEmpty()) details << "NVML " + attr(n, "nvml");
+    } else if (kind == "nic") {
+      QStringList nets;
+      double mbps = 0;
+      for (int c : children_of(n)) {
+        const json& k = node(c);
+        if (k.value("kind", "") != "net") continue;
+        nets << s(k, "name");
+        mbps = std::max(mbps, attr(k, "speed").toDouble());
+        details << QString("%1: %2 (port %3, GPUDirect %4)")
+                       .arg(s(k, "name"), link_speed(attr(k, "speed").toDouble()), attr(k, "port"),
+                            attr(k, "gdr") == "1" ? "yes" : "no");
+      }
+      item.short_name = nets.isEmpty() ? s(n, "name") : nets.join(", ");
+      item.box.label = s(n, "name") + (nets.isEmpty() ? "" : " " + nets.join(", ")) +
+                       (mbps > 0 ? "\n" + link_speed(mbps) : "") + (link.isEmpty() ? "" : " · " + link);
+      item.alike = "nic " + link_speed(mbps);
+    } else {  // nvswitch
+      item.short_name = short_bus(busid);
+      item.box.label = "NVSwitch\n" + short_bus(busid);
+      item.alike = "nvswitch";
+    }
+    item.box.tooltip = s(n, "name") + "\n" + details.join("\n");
+    return item;
+  }
+
+  std::optional<Item> build(int id) {
+    const json& n = node(id);
+    const std::string kind = n.value("kind", "");
+    if (is_device(kind)) return device(id, n);
+    if (kind == "pci_device") {
+      const auto kids = children_of(n);
+      if (kids.size() == 1 && is_device(node(kids[0]).value("kind", ""))) return device(kids[0], n);
+      Item item;
+      const QString ids = pci_ids(n);
+      item.box = TopologyBox{id,
+                             "pci_device",
+                             "PCI " + short_bus(attr(n, "busid")) + (ids.isEmpty() ? "" : "\n" + ids),
+                             s(n, "name"),
+                             {},
+                             0,
+                             s(n, "origin") == "declared",
+                             {},
+                             {}};
+      item.short_name = short_bus(attr(n, "busid"));
+      item.alike = "pci " + ids;
+      return item;
+    }
+    if (kind != "machine" && kind != "package" && kind != "host_bridge" && kind != "pci_switch") return std::nullopt;
+
+    Item item;
+    item.box = TopologyBox{id, QString::fromStdString(kind), {}, {}, {}, 0, s(n, "origin") == "declared", {}, {}};
+    if (kind == "package") {
+      // Cores and NUMA nodes: one summary box.
+      int cores = 0, pus = 0, numa = 0;
+      double memory = 0;
+      for (int c : children_of(n)) {
+        const json& k = node(c);
+        const std::string ck = k.value("kind", "");
+        if (ck == "core") {
+          ++cores;
+          pus += std::max(1, attr(k, "pus").toInt());
+        }
+        if (ck == "numa") {
+          ++numa;
+          memory += attr(k, "local_memory").toDouble();
+        }
+      }
+      if (cores > 0 || numa > 0) {
+        QStringList parts;
+        if (numa > 0) {
+          parts << QString("%1 NUMA node%2").arg(numa).arg(numa == 1 ? "" : "s") +
+                       (memory > 0 ? QString(", %1 GiB").arg(memory / (1 << 30), 0, 'f', 0) : "");
+        }
+        if (cores > 0) parts << QString("%1 cores, %2 PUs").arg(cores).arg(pus);
+        Item summary;
+        summary.box = TopologyBox{-1, "cores", parts.join("\n"), {}, {}, 0, item.box.declared, {}, {}};
+        item.children.push_back(std::move(summary));
+      }
+    }
+    for (int c : children_of(n)) {
+      if (auto child = build(c)) item.children.push_back(std::move(*child));
+    }
+    if (kind == "pci_switch") {
+      const QString me = short_bus(attr(n, "busid"));
+      if (item.children.empty()) return std::nullopt;
+      if (item.children.size() == 1 && item.children.front().box.kind == "pci_switch") {
+        Item chain = std::move(item.children.front());  // a chain with one branch: one box
+        chain.switches.prepend(me);
+        return chain;
+      }
+      if (item.children.size() == 1 && !is_container(item.children.front().box.kind)) {
+        Item device = std::move(item.children.front());  // a switch for one device: the device
+        device.box.tooltip += "\nbehind PCIe switch " + attr(n, "busid");
+        return device;
+      }
+      item.switches.prepend(me);
+      item.box.tooltip = "PCIe switch " + attr(n, "busid") + " " + pci_ids(n) + "\nlink " + pci_link(n);
+    } else if (kind == "package") {
+      QStringList header = {s(n, "name")};
+      if (!attr(n, "numaid").isEmpty()) header << "NUMA " + attr(n, "numaid");
+      const QString cpus = cpu_list(attr(n, "affinity"));
+      if (!cpus.isEmpty()) header << "CPUs " + cpus;
+      const QString model = attr(n, "model").isEmpty() ? attr(n, "vendor") : attr(n, "model");
+      item.box.tooltip = header.join(" · ") + (model.isEmpty() ? "" : "\n" + model);
+      if (!model.isEmpty()) header << model;
+      item.box.label = header.join(" · ");
+    } else if (kind == "host_bridge") {
+      item.box.label = n.value("implicit", false) ? "Host bridge (implied)" : "Host bridge";
+    } else {
+      const QString host = attr(n, "hostname");
+      item.box.label = host.isEmpty() ? "Machine" : "Machine " + host;
+    }
+    group_alike(item);
+    return item;
+  }
+
+  // Three or more alike devices side by side become one box, unless that
+  // group was expanded, when they get a frame that collapses them again.
+  void group_alike(Item& parent) {
+    std::vector<Item> out;
+    auto& kids = parent.children;
+    for (std::size_t i = 0; i < kids.size();) {
+      std::size_t j = i + 1;
+      while (j < kids.size() && !kids[i].alike.isEmpty() && kids[j].alike == kids[i].alike)
+        ++j;
+      if (j - i < kGroupFrom) {
+        for (; i < j; ++i)
+          out.push_back(std::move(kids[i]));
+        continue;
+      }
+      Item group;
+      const Item& first = kids[i];
+      const Item& last = kids[j - 1];
+      const QString what = first.box.kind == "nic" ? "NIC" : first.box.kind == "nvswitch" ? "NVSwitch" : "PCI device";
+      QStringList tips;
+      std::vector<int> members;
+      for (std::size_t k = i; k < j; ++k) {
+        members.push_back(kids[k].box.node);
+        tips << kids[k].box.label.section('\n', 0, 0);
+      }
+      const bool open = expanded_.count(first.box.node) > 0;
+      // "rdmap79s0…82s0": the last without the letters both begin with.
+      QString tail = last.short_name;
+      int common = 0;
+      while (common < first.short_name.size() && common < tail.size() && first.short_name[common] == tail[common])
+        ++common;
+      while (common > 0 && first.short_name[common - 1].isDigit())
+        --common;
+      tail = tail.mid(common);
+      QString label = QString("%1 × %2\n%3…%4").arg(j - i).arg(what, first.short_name, tail);
+      const QString speed = first.alike.section(' ', 1);  // "nic 100 Gb/s"
+      if (first.box.kind == "nic" && !speed.isEmpty()) label += "\n" + speed + " each";
+      group.box =
+          TopologyBox{open ? -1 : first.box.node,
+                      open ? "group_open" : "group",
+                      open ? QString(label).replace('\n', ' ').section(" each", 0, 0) + " (click to collapse)" : label,
+                      tips.join("\n") + (open ? "" : "\n(click or Enter to expand)"),
+                      {},
+                      0,
+                      first.box.declared,
+                      members,
+                      first.box.kind};
+      if (open) {
+        for (std::size_t k = i; k < j; ++k)
+          group.children.push_back(std::move(kids[k]));
+      }
+      out.push_back(std::move(group));
+      i = j;
+    }
+    kids = std::move(out);
+  }
+
+  const json nodes_;
+  const std::set<int>& expanded_;
+};
+
+// Sizes every box and places children within their parent, in rows that
+// wrap where the drawing comes out largest in a view of `aspect` (width
+// over height). A container of containers also tries its children drawn
+// narrower or wider, so that two packages can sit side by side.
+void measure(Item& item, double aspect) {
+  if (!is_container(item.box.kind)) {
+    item.size = {kLeafW, kLeafH};
+    return;
+  }
+  const auto place_rows = [&](double limit, bool commit) {
+    double x = kPad, y = kHeader, row_h = 0, widest = 0;
+    for (auto& c : item.children) {
+      if (x > kPad && x + c.size.width() > limit) {
+        y += row_h + kPad;
+        x = kPad;
+        row_h = 0;
+      }
+      if (commit) c.at = {x, y};
+      x += c.size.width() + kPad;
+      widest = std::max(widest, x);
+      row_h = std::max(row_h, c.size.height());
+    }
+    return QSizeF(std::max(widest, kLeafW + 2 * kPad), y + row_h + kPad);
+  };
+  const bool nested =
+      std::any_of(item.children.begin(), item.children.end(), [](const Item& c) { return is_container(c.box.kind); });
+  std::vector<double> tries = {aspect};
+  if (nested && item.children.size() > 1) tries = {aspect, aspect / 2, aspect / 3, aspect * 2};
+  double best_score = -1, best_limit = 0, best_try = aspect;
+  for (const double t : tries) {
+    for (auto& c : item.children)
+      measure(c, t);
+    // Each way of breaking the first row is a candidate width.
+    double running = kPad;
+    for (const auto& c : item.children) {
+      running += c.size.width() + kPad;
+      const QSizeF sz = place_rows(running, false);
+      const double score = std::min(aspect / sz.width(), 1.0 / sz.height());  // the scale it would be drawn at
+      if (score > best_score * (1 + 1e-9)) {
+        best_score = score;
+        best_limit = running;
+        best_try = t;
+      }
+    }
+  }
+  if (best_try != tries.back()) {
+    for (auto& c : item.children)
+      measure(c, best_try);
+  }
+  item.size = place_rows(best_limit, true);
+}
+
+void emit_boxes(const Item& item, QPointF origin, int depth, std::vector<TopologyBox>& out) {
+  TopologyBox box = item.box;
+  box.rect = QRectF(origin, item.size);
+  box.depth = depth;
+  if (box.kind == "pci_switch") {
+    const auto n = item.switches.size();
+    box.label = n == 1 ? "PCIe switch " + item.switches.front()
+                : n == 2
+                    ? "PCIe " + item.switches.join(" → ")
+                    : QString("PCIe %1 → … → %2 (%3 switches)").arg(item.switches.front(), item.switches.back()).arg(n);
+    box.tooltip = "PCIe switches " + item.switches.join(" → ") + "\n" + box.tooltip;
+  }
+  out.push_back(box);
+  for (const auto& c : item.children)
+    emit_boxes(c, origin + c.at, depth + 1, out);
+}
+
 }  // namespace
 
-std::vector<TopologyBox> layout_topology(const json& topology, QSizeF* size) {
+std::vector<TopologyBox> layout_topology(const json& topology, QSizeF* size, const std::set<int>& expanded,
+                                         double aspect) {
+  // The roots side by side (normally one machine).
+  std::vector<Item> roots = Builder(topology, expanded).roots();
+  for (auto& c : roots)
+    measure(c, aspect);
   std::vector<TopologyBox> boxes;
-  const json nodes = topology.value("nodes", json::array());
-  auto node = [&](int id) -> const json& { return nodes[static_cast<std::size_t>(id)]; };
-
-  // Returns the size of `id`'s box laid out at (x, y), appending its boxes.
-  std::function<QSizeF(int, double, double, int)> place = [&](int id, double x, double y, int depth) -> QSizeF {
-    const json& n = node(id);
-    const QString kind = s(n, "kind");
-    TopologyBox box{id, kind, s(n, "name"), {}, depth, s(n, "origin") == "declared"};
-    if (kind == "gpu" || kind == "nic" || kind == "pci_device" || kind == "nvswitch") {
-      const json attrs = n.value("attributes", json::object());
-      QString second = s(attrs, "busid");
-      if (kind == "nic") {
-        QStringList nets;
-        for (const auto& c : n.value("children", json::array())) {
-          const json& k = node(c.get<int>());
-          if (k.value("kind", "") == "net") nets << s(k, "name");
-        }
-        if (!nets.isEmpty()) second = nets.join(", ");
-      }
-      box.label = s(n, "name") + (second.isEmpty() ? "" : "\n" + second);
-      box.rect = QRectF(x, y, kLeafW, kLeafH);
-      boxes.push_back(box);
-      return box.rect.size();
-    }
-    if (!is_container(kind)) return {0, 0};
-    const std::size_t self = boxes.size();
-    boxes.push_back(box);
-    double cx = x + kPad;
-    double height = 0;
-    // Cores and NUMA nodes of a package: one summary box.
-    int cores = 0, pus = 0, numa = 0;
-    for (const auto& c : n.value("children", json::array())) {
-      const json& k = node(c.get<int>());
-      const std::string ck = k.value("kind", "");
-      if (ck == "core") {
-        ++cores;
-        pus += std::atoi(k.value("attributes", json::object()).value("pus", std::string("1")).c_str());
-      }
-      if (ck == "numa") ++numa;
-    }
-    if (cores > 0 || numa > 0) {
-      QStringList parts;
-      if (numa > 0) parts << QString("%1 NUMA").arg(numa);
-      if (cores > 0) parts << QString("%1 cores, %2 PUs").arg(cores).arg(pus);
-      boxes.push_back(
-          TopologyBox{-1, "cores", parts.join("\n"), QRectF(cx, y + kHeader, kLeafW, kLeafH), depth + 1, box.declared});
-      cx += kLeafW + kPad;
-      height = kLeafH;
-    }
-    for (const auto& c : n.value("children", json::array())) {
-      const QSizeF child = place(c.get<int>(), cx, y + kHeader, depth + 1);
-      if (child.width() <= 0) continue;
-      cx += child.width() + kPad;
-      height = std::max(height, child.height());
-    }
-    const double width = std::max(cx - x, kLeafW + 2 * kPad);
-    boxes[self].rect = QRectF(x, y, width, kHeader + height + kPad);
-    if (kind == "package") {
-      boxes[self].label = s(n, "name");
-    } else if (kind == "pci_switch") {
-      boxes[self].label = "PCIe switch " + s(n.value("attributes", json::object()), "busid");
-    } else if (kind == "host_bridge") {
-      boxes[self].label = n.value("implicit", false) ? "Host bridge (implied)" : "Host bridge";
-    } else if (kind == "machine") {
-      boxes[self].label = "Machine " + s(n.value("attributes", json::object()), "hostname");
-    }
-    return boxes[self].rect.size();
-  };
-
-  QSizeF total(0, 0);
-  double x = 0;
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    if (nodes[i].value("parent", -1) >= 0) continue;
-    const QSizeF sz = place(static_cast<int>(i), x, 0, 0);
-    x += sz.width() + kPad;
-    total = QSizeF(x, std::max(total.height(), sz.height()));
+  double x = 0, height = 0;
+  for (const auto& c : roots) {
+    emit_boxes(c, {x, 0}, 0, boxes);
+    x += c.size.width() + kPad;
+    height = std::max(height, c.size.height());
   }
-  if (size) *size = total;
+  if (size) *size = QSizeF(std::max(0.0, x - kPad), height);
   return boxes;
 }
 
 TopologyDrawing::TopologyDrawing(QWidget* parent) : QWidget(parent) {
   setObjectName("topologyDrawing");
-  setMinimumHeight(160);
+  setMinimumHeight(120);
   setFocusPolicy(Qt::StrongFocus);
+  setMouseTracking(false);
+  setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Expanding);  // never widens the window
   setAccessibleName("Topology drawing");
-  setAccessibleDescription("Arrows move between devices; Enter opens the device in the tree.");
+  setAccessibleDescription(
+      "Arrows move between devices; Enter opens the device in the tree or expands a group; + and - zoom, 0 fits.");
 }
 
 void TopologyDrawing::set_topology(const json& topology) {
-  boxes_ = layout_topology(topology, &size_);
-  declared_ = topology.value("origin", "") == "declared";
+  topology_ = topology;
+  expanded_.clear();
+  zoom_ = 1;
+  pan_ = {};
   selected_ = -1;
+  relayout();
+}
+
+void TopologyDrawing::relayout() {
+  const double aspect =
+      std::clamp(static_cast<double>(std::max(width(), 1)) / std::max(height() - kLegend, 1.0), 0.5, 6.0);
+  const int selected_node = selected_ >= 0 ? boxes_[static_cast<std::size_t>(selected_)].node : -1;
+  boxes_ = layout_topology(topology_, &size_, expanded_, aspect);
+  laid_out_for_ = aspect;
+  selected_ = -1;
+  for (std::size_t i = 0; i < boxes_.size() && selected_node >= 0; ++i) {
+    if (boxes_[i].node == selected_node) selected_ = static_cast<int>(i);
+  }
   update();
 }
 
+void TopologyDrawing::resizeEvent(QResizeEvent*) {
+  if (topology_.is_null()) return;
+  const double aspect = static_cast<double>(std::max(width(), 1)) / std::max(height() - kLegend, 1.0);
+  if (std::abs(std::log(aspect / laid_out_for_)) > 0.15) relayout();
+}
+
 QTransform TopologyDrawing::to_widget() const {
-  const double scale = std::min({(width() - 8) / size_.width(), (height() - 8) / size_.height(), 1.6});
-  return QTransform().translate(4, 4).scale(scale, scale);
+  if (size_.width() <= 0 || size_.height() <= 0) return {};
+  // The legend takes the bottom kLegend pixels.
+  const double fit = std::min((width() - 8) / size_.width(), (height() - kLegend - 8) / size_.height());
+  const double scale = std::max(1e-3, fit * zoom_);
+  const double ox = (width() - size_.width() * scale) / 2 + pan_.x();
+  const double oy = (height() - kLegend - size_.height() * scale) / 2 + pan_.y();
+  return QTransform().translate(ox, oy).scale(scale, scale);
+}
+
+void TopologyDrawing::set_zoom(double zoom, QPointF about) {
+  const QPointF anchor = to_widget().inverted().map(about);
+  zoom_ = std::clamp(zoom, 1.0, kMostZoom);
+  pan_ = {};
+  if (zoom_ > 1) pan_ = about - to_widget().map(anchor);
+  update();
+}
+
+int TopologyDrawing::box_at(QPointF widget_point) const {
+  const QPointF at = to_widget().inverted().map(widget_point);
+  // The innermost box under the point: children come after parents.
+  for (int i = static_cast<int>(boxes_.size()) - 1; i >= 0; --i) {
+    if (boxes_[static_cast<std::size_t>(i)].rect.contains(at)) return i;
+  }
+  return -1;
+}
+
+void TopologyDrawing::toggle_group(int index) {
+  if (index < 0 || index >= static_cast<int>(boxes_.size())) return;
+  const auto& b = boxes_[static_cast<std::size_t>(index)];
+  if (b.members.empty()) return;
+  const int key = b.members.front();
+  if (!expanded_.erase(key)) expanded_.insert(key);
+  relayout();
+  // The group (or its frame) stays selected.
+  for (std::size_t i = 0; i < boxes_.size(); ++i) {
+    if (!boxes_[i].members.empty() && boxes_[i].members.front() == key) select(static_cast<int>(i));
+  }
 }
 
 void TopologyDrawing::select(int box) {
   selected_ = box;
   if (box >= 0) {
     const auto& b = boxes_[static_cast<std::size_t>(box)];
-    setAccessibleDescription(QString("%1: %2").arg(b.kind, b.label));
+    setAccessibleDescription(QString("%1: %2").arg(b.kind, QString(b.label).replace('\n', ' ')));
     QAccessibleEvent changed(this, QAccessible::DescriptionChanged);
     QAccessible::updateAccessibility(&changed);
   }
@@ -155,6 +539,20 @@ void TopologyDrawing::select(int box) {
 }
 
 void TopologyDrawing::keyPressEvent(QKeyEvent* event) {
+  switch (event->key()) {
+    case Qt::Key_Plus:
+    case Qt::Key_Equal:
+      set_zoom(zoom_ * 1.25, rect().center());
+      return;
+    case Qt::Key_Minus:
+      set_zoom(zoom_ / 1.25, rect().center());
+      return;
+    case Qt::Key_0:
+      set_zoom(1, rect().center());
+      return;
+    default:
+      break;
+  }
   // Devices only (the leaves), in drawing order: containers hold them.
   std::vector<int> devices;
   for (std::size_t i = 0; i < boxes_.size(); ++i)
@@ -183,27 +581,73 @@ void TopologyDrawing::keyPressEvent(QKeyEvent* event) {
       return;
     case Qt::Key_Return:
     case Qt::Key_Enter:
-    case Qt::Key_Space:
+    case Qt::Key_Space: {
       if (selected_ < 0) select(devices.front());
-      if (boxes_[static_cast<std::size_t>(selected_)].node >= 0)
-        emit device_activated(boxes_[static_cast<std::size_t>(selected_)].node);
+      const auto& b = boxes_[static_cast<std::size_t>(selected_)];
+      if (!b.members.empty()) {
+        toggle_group(selected_);
+      } else if (b.node >= 0) {
+        emit device_activated(b.node);
+      }
       return;
+    }
     default:
       QWidget::keyPressEvent(event);
   }
 }
 
 void TopologyDrawing::mousePressEvent(QMouseEvent* event) {
-  if (boxes_.empty() || size_.width() <= 0) return;
-  const QPointF at = to_widget().inverted().map(event->position());
-  // The innermost box under the pointer: children come after parents.
-  for (int i = static_cast<int>(boxes_.size()) - 1; i >= 0; --i) {
-    const auto& b = boxes_[static_cast<std::size_t>(i)];
-    if (!b.rect.contains(at)) continue;
-    select(i);
-    if (b.node >= 0) emit device_activated(b.node);
+  pressed_at_ = event->position();
+  pan_at_press_ = pan_;
+  dragging_ = false;
+}
+
+void TopologyDrawing::mouseMoveEvent(QMouseEvent* event) {
+  if (!(event->buttons() & Qt::LeftButton) || zoom_ <= 1) return;
+  const QPointF moved = event->position() - pressed_at_;
+  if (!dragging_ && moved.manhattanLength() < 4) return;
+  dragging_ = true;
+  pan_ = pan_at_press_ + moved;
+  setCursor(Qt::ClosedHandCursor);
+  update();
+}
+
+void TopologyDrawing::mouseReleaseEvent(QMouseEvent* event) {
+  unsetCursor();
+  if (dragging_) {
+    dragging_ = false;
     return;
   }
+  const int i = box_at(event->position());
+  if (i < 0) return;
+  const auto& b = boxes_[static_cast<std::size_t>(i)];
+  if (!b.members.empty()) {
+    toggle_group(i);
+    return;
+  }
+  select(i);
+  if (b.node >= 0) emit device_activated(b.node);
+}
+
+void TopologyDrawing::wheelEvent(QWheelEvent* event) {
+  const double steps = event->angleDelta().y() / 120.0;
+  if (steps == 0) return;
+  set_zoom(zoom_ * std::pow(1.25, steps), event->position());
+  event->accept();
+}
+
+bool TopologyDrawing::event(QEvent* e) {
+  if (e->type() == QEvent::ToolTip) {
+    auto* help = static_cast<QHelpEvent*>(e);
+    const int i = box_at(help->pos());
+    if (i >= 0 && !boxes_[static_cast<std::size_t>(i)].tooltip.isEmpty()) {
+      QToolTip::showText(help->globalPos(), boxes_[static_cast<std::size_t>(i)].tooltip, this);
+    } else {
+      QToolTip::hideText();
+    }
+    return true;
+  }
+  return QWidget::event(e);
 }
 
 void TopologyDrawing::paintEvent(QPaintEvent*) {
@@ -217,17 +661,26 @@ void TopologyDrawing::paintEvent(QPaintEvent*) {
   p.setRenderHint(QPainter::Antialiasing);
   p.setTransform(to_widget());
   QFont font = p.font();
-  font.setPointSizeF(std::max(6.0, font.pointSizeF() * 0.9));
-  p.setFont(font);
+  font.setPointSizeF(8.5);
+  QFont bold = font;
+  bold.setBold(true);
   for (const auto& b : boxes_) {
     p.setPen(QPen(b.declared ? QColor(0xe6, 0x51, 0x00) : QColor(0x60, 0x60, 0x60), b.declared ? 1.5 : 1,
                   b.declared ? Qt::DashLine : Qt::SolidLine));
-    p.setBrush(fill_of(b.kind));
+    p.setBrush(fill_of(b.kind == "group" ? b.member_kind : b.kind));
     p.drawRoundedRect(b.rect, 4, 4);
+    if (b.kind == "group") {  // a stack: alike devices behind the front one
+      p.setBrush(Qt::NoBrush);
+      p.drawLine(b.rect.topLeft() + QPointF(4, -3), b.rect.topRight() + QPointF(-2, -3));
+    }
     p.setPen(Qt::black);
     if (is_container(b.kind)) {
-      p.drawText(b.rect.adjusted(6, 2, -4, 0), Qt::AlignLeft | Qt::AlignTop, b.label);
+      p.setFont(b.kind == "package" || b.kind == "machine" ? bold : font);
+      const QRectF header = b.rect.adjusted(6, 3, -4, 0);
+      p.drawText(header, Qt::AlignLeft | Qt::AlignTop,
+                 p.fontMetrics().elidedText(b.label, Qt::ElideRight, static_cast<int>(header.width())));
     } else {
+      p.setFont(b.kind == "gpu" || b.kind == "group" ? bold : font);
       p.drawText(b.rect.adjusted(3, 2, -3, -2), Qt::AlignCenter | Qt::TextWordWrap, b.label);
     }
   }
@@ -235,6 +688,29 @@ void TopologyDrawing::paintEvent(QPaintEvent*) {
     p.setPen(QPen(palette().highlight().color(), hasFocus() ? 3 : 2, hasFocus() ? Qt::SolidLine : Qt::DotLine));
     p.setBrush(Qt::NoBrush);
     p.drawRoundedRect(boxes_[static_cast<std::size_t>(selected_)].rect.adjusted(-2, -2, 2, 2), 5, 5);
+  }
+  // The legend, in the view's own pixels.
+  p.resetTransform();
+  p.setFont(QFont(font.family(), 8));
+  double x = 6;
+  const double y = height() - 18;
+  for (const auto& [kind, name] : std::vector<std::pair<QString, QString>>{{"gpu", "GPU"},
+                                                                           {"nic", "NIC"},
+                                                                           {"nvswitch", "NVSwitch"},
+                                                                           {"pci_switch", "PCIe switch"},
+                                                                           {"package", "CPU package"},
+                                                                           {"cores", "cores, NUMA"}}) {
+    p.setPen(QColor(0x60, 0x60, 0x60));
+    p.setBrush(fill_of(kind));
+    p.drawRect(QRectF(x, y + 3, 10, 10));
+    p.setPen(palette().text().color());
+    const double w = p.fontMetrics().horizontalAdvance(name);
+    p.drawText(QRectF(x + 14, y, w + 4, 16), Qt::AlignVCenter | Qt::AlignLeft, name);
+    x += w + 28;
+  }
+  if (zoom_ > 1) {
+    p.drawText(QRectF(x, y, 200, 16), Qt::AlignVCenter | Qt::AlignLeft,
+               QString("zoom %1× (0 fits)").arg(zoom_, 0, 'f', 1));
   }
 }
 

@@ -1,31 +1,52 @@
-// An lstopo-like drawing of one node: nested boxes for the machine,
-// packages, host bridges and PCI switches, with GPUs, NICs (and their
-// network devices) and other PCI devices as leaves, cores summarised per
-// package. Geometry is computed apart from painting (layout_topology).
+// An lstopo-like drawing of one node that fits its view at any node size:
+// nested boxes for the machine, packages, host bridges and PCIe switches,
+// with GPUs and NICs labelled by what they are (GPU index and model, NIC
+// and network device with its speed), coloured by kind, and the NUMA node
+// and CPUs of each package on its header. Large nodes stay legible the
+// way lstopo keeps wide machines legible: children wrap into rows, a chain
+// of PCIe switches with one branch is one box, a switch holding a single
+// device is drawn as that device, and three or more alike neighbours (the
+// NICs of one switch, NVSwitches) collapse into one box ("4 × NIC
+// rdmap79s0…rdmap82s0") that a click or Enter expands.
+//
+// The view fits the drawing by default and never asks the window for more
+// room; the wheel or +/- zoom about the pointer, a drag pans, 0 fits again.
 // From the keyboard the arrows move between devices and Enter opens the
 // device's row in the tree beside the drawing; a click does the same.
+// Geometry is computed apart from painting (layout_topology).
 #pragma once
 
 #include <QRectF>
 #include <QString>
 #include <QWidget>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <vector>
 
 namespace ringmaster::ui {
 
 struct TopologyBox {
   int node = -1;  // index in the topology's nodes; -1 for a summary box
-  QString kind;   // machine, package, host_bridge, pci_switch, gpu, nic, pci_device, cores, ...
-  QString label;  // what the box says
-  QRectF rect;    // in layout units (one unit = one pixel at scale 1)
+  // machine, package, host_bridge, pci_switch, gpu, nic, nvswitch,
+  // pci_device, cores, or group (alike devices collapsed into one box)
+  QString kind;
+  QString label;    // what the box says
+  QString tooltip;  // the details: bus ids, links, the switches above
+  QRectF rect;      // in layout units (one unit = one pixel at scale 1)
   int depth = 0;
   bool declared = false;
+  // A group's devices (node indices), and the kind they share; for any
+  // other box, empty.
+  std::vector<int> members;
+  QString member_kind;
 };
 
 // Boxes of Topology::to_json() output, parents before children. `size` gets
-// the extent of the whole drawing.
-std::vector<TopologyBox> layout_topology(const nlohmann::json& topology, QSizeF* size = nullptr);
+// the extent of the whole drawing; `expanded` holds the first member of
+// each group to draw device by device; `aspect` is the width over height
+// the drawing aims for (the view's).
+std::vector<TopologyBox> layout_topology(const nlohmann::json& topology, QSizeF* size = nullptr,
+                                         const std::set<int>& expanded = {}, double aspect = 2.0);
 
 class TopologyDrawing : public QWidget {
   Q_OBJECT
@@ -35,6 +56,15 @@ class TopologyDrawing : public QWidget {
   const std::vector<TopologyBox>& boxes() const { return boxes_; }
   // The device under the keyboard cursor: an index into boxes(), -1 none.
   int selected_box() const { return selected_; }
+  // Where box `index` is drawn, in the widget's pixels.
+  QRectF on_screen(int index) const { return to_widget().mapRect(boxes_.at(static_cast<std::size_t>(index)).rect); }
+  // 1 fits the drawing to the view; more magnifies.
+  double zoom() const { return zoom_; }
+  void set_zoom(double zoom, QPointF about);
+  // Collapses or expands the group of box `index`.
+  void toggle_group(int index);
+  QSize sizeHint() const override { return {480, 320}; }
+  QSize minimumSizeHint() const override { return {160, 120}; }
 
  signals:
   // A device was opened (Enter or a click): its index in the topology's nodes.
@@ -42,18 +72,32 @@ class TopologyDrawing : public QWidget {
 
  protected:
   void paintEvent(QPaintEvent*) override;
+  void resizeEvent(QResizeEvent*) override;
   void keyPressEvent(QKeyEvent* event) override;
   void mousePressEvent(QMouseEvent* event) override;
+  void mouseMoveEvent(QMouseEvent* event) override;
+  void mouseReleaseEvent(QMouseEvent* event) override;
+  void wheelEvent(QWheelEvent* event) override;
+  bool event(QEvent* event) override;  // tooltips
 
  private:
   // Where the drawing's units land in the widget.
   QTransform to_widget() const;
+  int box_at(QPointF widget_point) const;
   void select(int box);
+  void relayout();
 
+  nlohmann::json topology_;
+  std::set<int> expanded_;
   int selected_ = -1;
   std::vector<TopologyBox> boxes_;
   QSizeF size_;
-  bool declared_ = false;
+  double laid_out_for_ = 0;  // the aspect of the last layout
+  double zoom_ = 1;
+  QPointF pan_;  // widget pixels the drawing is moved by
+  QPointF pressed_at_;
+  QPointF pan_at_press_;
+  bool dragging_ = false;
 };
 
 }  // namespace ringmaster::ui

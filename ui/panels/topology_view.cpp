@@ -93,6 +93,10 @@ TopologyView::TopologyView(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
   auto* header = new QHBoxLayout;
   title_ = new QLabel("Connect an agent to see its node.");
+  // A summary as long as a p5's (32 NIC names) wraps instead of widening
+  // the window; the whole of it is the tooltip.
+  title_->setWordWrap(true);
+  title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   badge_ = new QLabel;
   badge_->setObjectName("declaredBadge");
   badge_->setStyleSheet("QLabel { background: #e65100; color: white; padding: 2px 8px; border-radius: 4px; }");
@@ -114,7 +118,7 @@ TopologyView::TopologyView(QWidget* parent) : QWidget(parent) {
   lower->addWidget(matrix_view_);
   split->addWidget(drawing_);
   split->addWidget(lower);
-  split->setSizes({300, 300});
+  split->setSizes({560, 240});
   layout->addWidget(split, 1);
   tree_view_->setAccessibleName("Topology tree");
   matrix_view_->setAccessibleName("GPU and NIC path matrix");
@@ -135,9 +139,14 @@ int TopologyView::current_tree_node() const {
 }
 
 void TopologyView::show_topology(const QString& agent, const json& topology) {
-  title_->setText(QString("%1 — %2").arg(agent, text(topology, "summary")));
+  const QString summary = text(topology, "summary");
+  const auto names = summary.indexOf(" (");  // the network devices' names, listed in the tree
+  title_->setText(QString("%1 — %2").arg(agent, names > 0 ? summary.left(names) : summary));
+  title_->setToolTip(summary);
   const bool declared = topology.value("origin", "") == "declared";
-  badge_->setText(declared ? "DECLARED by " + text(topology, "source") : QString());
+  const QString source = text(topology, "source");
+  badge_->setText(declared ? "DECLARED by " + source.section('/', -1) : QString());
+  badge_->setToolTip(source);
   badge_->setVisible(declared);
   drawing_->set_topology(topology);
   fill_topology_tree(tree_, topology);
