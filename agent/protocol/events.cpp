@@ -600,6 +600,29 @@ FaultReverted read(const Fields& f, FaultReverted e) {
   return e;
 }
 
+json body(const NicSample& e) {
+  json nics = json::array();
+  for (const auto& n : e.nics) {
+    json j = {{"name", n.name}, {"rx_bytes", n.rx_bytes}, {"tx_bytes", n.tx_bytes}, {"speed_mbps", n.speed_mbps}};
+    if (n.rdma) j["rdma"] = true;
+    nics.push_back(std::move(j));
+  }
+  return {{"t_us", e.t_us}, {"nics", std::move(nics)}};
+}
+NicSample read(const Fields& f, NicSample e) {
+  e.t_us = f.integer<long long>("t_us", 0, true);
+  f.each("nics", [&](const Fields& n) {
+    NicSample::Nic nic;
+    nic.name = n.text("name", true);
+    nic.rx_bytes = n.integer<std::uint64_t>("rx_bytes");
+    nic.tx_bytes = n.integer<std::uint64_t>("tx_bytes");
+    nic.speed_mbps = n.integer<std::uint64_t>("speed_mbps");
+    nic.rdma = n.flag("rdma", false);
+    e.nics.push_back(std::move(nic));
+  });
+  return e;
+}
+
 // Tries each alternative's kType in turn.
 template <std::size_t I = 0>
 Event parse_as(std::string_view type, const json& j) {

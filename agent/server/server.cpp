@@ -42,6 +42,7 @@
 #include "http_endpoints.h"
 #include "listener.h"
 #include "metrics.h"
+#include "nic_counters.h"
 #include "preflight_service.h"
 #include "ringmaster/agent/log.h"
 #include "ringmaster/agent/protocol.h"
@@ -609,6 +610,9 @@ awaitable<void> AgentServer::Impl::heartbeat_loop() {
       }
       if (s->authed()) s->send({{"type", "heartbeat"}, {"time_us", wall_us()}});
     }
+    // The rails' traffic, for subscribers (read only when there is one).
+    const bool watched = std::any_of(sessions.begin(), sessions.end(), [](const auto& s) { return s->subscribed(); });
+    if (watched) broadcast({"", -1, read_nic_counters(), {}});
   }
 }
 

@@ -32,6 +32,7 @@
 #include <tuple>
 #include <variant>
 
+#include "agent/server/nic_counters.h"
 #include "process.h"
 #include "ringmaster/agent/client.h"
 #include "ringmaster/agent/command.h"
@@ -312,6 +313,79 @@ TEST(SlowLinks, LinksAheadOfTheirReaderCountAsFast) {
 
 // The inventory's transports come from what the host can use: an agent
 // whose ranks may not share memory says so and why.
+// The rails' counters, read from a sysfs laid out as the kernel does: an
+// Ethernet device, an EFA port (hw_counters, bytes) and an InfiniBand port
+// (counters, 4-byte words); a device whose counters cannot be read is
+// left out.
+TEST(AgentNics, CountersAreReadFromSysfs) {
+  namespace fs = std::filesystem;
+  const fs::path sys = fs::path(::testing::TempDir()) / ("sysfs-" + std::to_string(::getpid()));
+  fs::remove_all(sys);
+  auto put = [&](const fs::path& file, const std::string& text) {
+    fs::create_directories((sys / file).parent_path());
+    std::ofstream(sys / file) << text << "\n";
+  };
+  put("class/net/eth0/statistics/rx_bytes", "1000");
+  put("class/net/eth0/statistics/tx_bytes", "2000");
+  put("class/net/eth0/speed", "100000");
+  put("class/net/tun0/statistics/rx_bytes", "5");
+  put("class/net/tun0/statistics/tx_bytes", "6");
+  put("class/net/tun0/speed", "-1");  // no speed: a tunnel, a link down
+  fs::create_directories(sys / "class/net/broken/statistics");
+  put("class/infiniband/rdmap79s0/ports/1/hw_counters/rx_bytes", "300");
+  put("class/infiniband/rdmap79s0/ports/1/hw_counters/tx_bytes", "400");
+  put("class/infiniband/rdmap79s0/ports/1/rate", "100 Gb/sec (4X EDR)");
+  put("class/infiniband/mlx5_0/ports/1/counters/port_rcv_data", "10");
+  put("class/infiniband/mlx5_0/ports/1/counters/port_xmit_data", "20");
+  const auto sample = agent::read_nic_counters(sys.string());
+  ASSERT_EQ(sample.nics.size(), 4u);
+  EXPECT_EQ(sample.nics[0].name, "eth0");
+  EXPECT_EQ(sample.nics[0].rx_bytes, 1000u);
+  EXPECT_EQ(sample.nics[0].tx_bytes, 2000u);
+  EXPECT_EQ(sample.nics[0].speed_mbps, 100000u);
+  EXPECT_EQ(sample.nics[1].name, "tun0");
+  EXPECT_EQ(sample.nics[1].speed_mbps, 0u);
+  EXPECT_EQ(sample.nics[2].name, "mlx5_0:1");
+  EXPECT_TRUE(sample.nics[2].rdma);
+  EXPECT_EQ(sample.nics[2].rx_bytes, 40u);
+  EXPECT_EQ(sample.nics[2].tx_bytes, 80u);
+  EXPECT_EQ(sample.nics[3].name, "rdmap79s0:1");
+  EXPECT_EQ(sample.nics[3].rx_bytes, 300u);
+  EXPECT_EQ(sample.nics[3].speed_mbps, 100000u);
+  EXPECT_GT(sample.t_us, 0);
+  fs::remove_all(sys);
+}
+
+// A subscriber hears every second what the node's devices carried: here
+// loopback, whose counters grow with the traffic of the client itself.
+TEST(AgentNics, SubscribersGetTheDevicesCounters) {
+  Agent a(std::vector<std::string>{});
+  Inbox inbox;
+  auto client = agent::AgentClient::connect(a.options(), inbox.handler());
+  client->call({{"type", "subscribe"}});
+  std::vector<agent::events::NicSample> samples;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (samples.size() < 2 && std::chrono::steady_clock::now() < deadline) {
+    for (const json& m : inbox.snapshot()) {
+      const auto e = agent::events::parse_event_message(m);
+      if (!e || !e->run_id.empty() || e->rank != -1) continue;
+      if (const auto* s = std::get_if<agent::events::NicSample>(&e->event)) {
+        if (samples.empty() || s->t_us > samples.back().t_us) samples.push_back(*s);
+      }
+    }
+    client->call({{"type", "inventory"}});  // traffic on loopback
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_EQ(samples.size(), 2u) << "fewer than two nic_sample events in 10 s";
+  auto lo = [](const agent::events::NicSample& s) {
+    for (const auto& n : s.nics)
+      if (n.name == "lo") return n;
+    return agent::events::NicSample::Nic{};
+  };
+  EXPECT_EQ(lo(samples[0]).name, "lo");
+  EXPECT_GT(lo(samples[1]).rx_bytes, lo(samples[0]).rx_bytes);
+}
+
 TEST(Agent, InventoryNamesTransportsThatCannotBeUsed) {
   Agent a({}, {"/usr/bin/env", "NCCL_SHM_DISABLE=1"});
   auto client = agent::AgentClient::connect(a.options(), {});

@@ -1036,6 +1036,7 @@ void ConsoleTest::preflightOverLocalAgents() {
 void ConsoleTest::linksHeatmapFromACheckAndFromARun() {
   Console console;
   QAbstractItemModelTester tester(&console.links, QAbstractItemModelTester::FailureReportingMode::QtTest);
+  QAbstractItemModelTester rails(&console.nics, QAbstractItemModelTester::FailureReportingMode::QtTest);
   LinksPanel panel(console);
   QString error;
   QVERIFY(!console.start_linkcheck({}, &error));
@@ -1055,6 +1056,15 @@ void ConsoleTest::linksHeatmapFromACheckAndFromARun() {
   QVERIFY(!check->isEnabled());
   QVERIFY2(done.wait(120000), failed.isEmpty() ? "no end" : qPrintable(failed.at(0).at(0).toString()));
   QVERIFY(check->isEnabled());
+  // The rails: the three agents' network devices (loopback is none), live.
+  QVERIFY(panel.rails() && panel.rails()->model() == &console.nics);
+  QTRY_VERIFY_WITH_TIMEOUT(console.nics.rowCount() >= 3, 5000);
+  QTRY_VERIFY_WITH_TIMEOUT(
+      console.nics
+              .rate(console.nics.index(0, NicRatesModel::agent_column).data().toString(),
+                    console.nics.index(0, NicRatesModel::device_column).data().toString().section(' ', 0, 0))
+              .first >= 0,
+      5000);
   const LinksModel& m = console.links;
   QCOMPARE(m.rowCount(), 3);
   QCOMPARE(m.kind(), QString("node"));

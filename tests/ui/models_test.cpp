@@ -13,6 +13,7 @@
 
 #include "models/agents_model.h"
 #include "models/console.h"
+#include "models/nic_rates_model.h"
 #include "models/run_state.h"
 #include "ringmaster/stage.h"
 
@@ -43,6 +44,7 @@ class ModelsTest : public QObject {
   void recordedRunReplaysIntoEveryModel();
   void anEventThatDoesNotReadIsNamed();
   void agentsFollowTheirFaultEvents();
+  void railsFromNicSamples();
 };
 
 // The timeline's columns are the engine's Stage enum, in its order.
@@ -145,6 +147,34 @@ void ModelsTest::agentsFollowTheirFaultEvents() {
   QCOMPARE(agents.data(faults, Qt::DisplayRole).toInt(), 1);
   agents.fault_reverted("10.0.0.9:29600", 2);  // another agent's: nothing here changes
   QCOMPARE(agents.data(faults, Qt::DisplayRole).toInt(), 1);
+}
+
+// Two samples a second apart give each device's rates; loopback is no rail;
+// a counter that went back (a device reset) counts from zero.
+void ModelsTest::railsFromNicSamples() {
+  NicRatesModel rails;
+  QAbstractItemModelTester tester(&rails, QAbstractItemModelTester::FailureReportingMode::QtTest);
+  using Sample = ringmaster::agent::events::NicSample;
+  rails.add("node2:29600",
+            Sample{1'000'000,
+                   {{"lo", 0, 0, 0, false}, {"rdmap79s0:1", 0, 0, 100000, true}, {"eth0", 1000, 1000, 100000, false}}});
+  QCOMPARE(rails.rowCount(), 2);
+  QCOMPARE(rails.rate("node2:29600", "eth0").first, -1.0);
+  rails.add("node2:29600", Sample{2'000'000,
+                                  {{"rdmap79s0:1", 12'500'000'000, 0, 100000, true},
+                                   {"eth0", 500, 1000 + 125'000'000, 100000, false}}});
+  QCOMPARE(rails.rate("node2:29600", "rdmap79s0:1").first, 100.0);  // 12.5 GB in 1 s: the rail full
+  QCOMPARE(rails.rate("node2:29600", "rdmap79s0:1").second, 0.0);
+  QCOMPARE(rails.rate("node2:29600", "eth0").first, 500 * 8 / 1e9);  // reset: from zero
+  QCOMPARE(rails.rate("node2:29600", "eth0").second, 1.0);
+  // Rows by agent, then device: eth0, then the RDMA port.
+  QCOMPARE(rails.index(1, NicRatesModel::device_column).data().toString(), QString("rdmap79s0:1 (RDMA)"));
+  QCOMPARE(rails.index(1, NicRatesModel::share_column).data().toString(), QString("100.0 %"));
+  rails.add("node1:29600", Sample{1'000'000, {{"eth0", 0, 0, 25000, false}}});
+  QCOMPARE(rails.rowCount(), 3);
+  QCOMPARE(rails.index(0, NicRatesModel::agent_column).data().toString(), QString("node1:29600"));  // sorted
+  rails.remove("node2:29600");
+  QCOMPARE(rails.rowCount(), 1);
 }
 
 QTEST_MAIN(ModelsTest)

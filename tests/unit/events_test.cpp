@@ -131,7 +131,9 @@ std::vector<json> one_of_each() {
            ev::RankFailed{4243, 3, std::nullopt, "", "rank 1 exited with status 3", ""}, ev::RunDone{false, true},
            ev::FaultApplied{1, agent::DropPorts{1025, 65535, agent::Direction::in, {29500}, true}, "nftables",
                             "nftables table inet ringmaster_agent_42_7"},
-           ev::FaultReverted{2, agent::Rate{"eth0", 40}, "run_ended"}}) {
+           ev::FaultReverted{2, agent::Rate{"eth0", 40}, "run_ended"},
+           ev::NicSample{1'796'262'001'296'033,
+                         {{"eth0", 1000, 2000, 100000, false}, {"rdmap79s0:1", 3000, 4000, 100000, true}}}}) {
     out.push_back(ev::to_json(e));
   }
   return out;

@@ -295,6 +295,7 @@ void Console::disconnect_agent(const QString& address) {
   links_.erase(address);
   order_.erase(std::remove(order_.begin(), order_.end(), address), order_.end());
   agents.set_state(address, "disconnected");
+  nics.remove(address);
 }
 
 int Console::connected_count() const {
@@ -319,13 +320,16 @@ void Console::on_message(const AgentMessage& m) {
     linkcheck_inbox_->ready.notify_all();
   }
   if (m.body->value("type", json()) == "event" && m.body->value("rank", json()) == -1) {
-    // The agent's own events (rank -1): its faults, for the agents list.
+    // The agent's own events (rank -1): its faults, for the agents list,
+    // and its NICs' counters, for the rails.
     try {
       if (const auto e = agent::events::parse_event_message(*m.body)) {
         if (const auto* applied = std::get_if<agent::events::FaultApplied>(&e->event)) {
           agents.fault_applied(m.agent, *applied);
         } else if (const auto* reverted = std::get_if<agent::events::FaultReverted>(&e->event)) {
           agents.fault_reverted(m.agent, reverted->fault_id);
+        } else if (const auto* sample = std::get_if<agent::events::NicSample>(&e->event)) {
+          nics.add(m.agent, *sample);
         }
       }
     } catch (const Error&) {

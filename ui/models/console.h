@@ -21,6 +21,7 @@
 #include "agents_model.h"
 #include "history.h"
 #include "links_model.h"
+#include "nic_rates_model.h"
 #include "preflight_model.h"
 #include "ringmaster/agent/linkcheck.h"
 #include "ringmaster/agent/preflight.h"
@@ -101,6 +102,7 @@ class Console : public QObject {
   // The Links tab's heatmap: the latest link check, or the links of the
   // latest run that measured any (set when it finishes).
   LinksModel links;
+  NicRatesModel nics;  // the rails of the connected agents' nodes
   // A link check over the connected agents (docs/bringup.md), in
   // connection order, on a thread of its own; `links` holds it when
   // linkcheck_finished comes. False, with why, when fewer than two agents

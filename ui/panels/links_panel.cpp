@@ -56,8 +56,20 @@ LinksPanel::LinksPanel(Console& console, QWidget* parent) : QWidget(parent), con
   findings_->setWordWrap(true);
   findings_->setAccessibleName("Slow and failed links");
   split->addWidget(findings_);
+  // The rails: every NIC of every connected node, live (nic_sample).
+  rails_ = new QTableView;
+  rails_->setObjectName("linksRails");
+  rails_->setModel(&console_.nics);
+  rails_->setAccessibleName("Each network device's traffic, received and sent per second");
+  rails_->setToolTip(
+      "Every network device of the connected agents' nodes, once a second: an idle or slow rail "
+      "among busy ones shows here, Ringmaster's traffic or not");
+  rails_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  rails_->verticalHeader()->hide();
+  split->addWidget(rails_);
   split->setStretchFactor(0, 3);
   split->setStretchFactor(1, 1);
+  split->setStretchFactor(2, 2);
   layout->addWidget(split, 1);
 
   connect(check_, &QPushButton::clicked, this, [this] { start(); });

@@ -29,6 +29,7 @@ class LinksPanel : public QWidget {
   // The ranks' environment for the next check ("NCCL_SHM_DISABLE=1 NCCL_NET=OFI").
   void set_environment(const QString& assignments);
   QTableView* heatmap() const { return heatmap_; }
+  QTableView* rails() const { return rails_; }
   QListWidget* findings() const { return findings_; }
 
  private:
@@ -41,6 +42,7 @@ class LinksPanel : public QWidget {
   QSpinBox* iters_ = nullptr;
   QLabel* summary_ = nullptr;
   QTableView* heatmap_ = nullptr;
+  QTableView* rails_ = nullptr;
   QListWidget* findings_ = nullptr;
 };
 

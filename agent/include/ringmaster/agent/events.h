@@ -237,6 +237,22 @@ struct FaultReverted {
   std::string reason;
 };
 
+// "nic_sample": what each of the node's network devices has carried so
+// far (cumulative), sent by the agent (rank -1, empty run id) every
+// heartbeat while a client is subscribed: the rails' traffic, Ringmaster's
+// own or not.
+struct NicSample {
+  static constexpr std::string_view kType = "nic_sample";
+  struct Nic {
+    std::string name;  // eth0; an RDMA device as device:port (rdmap79s0:1)
+    std::uint64_t rx_bytes = 0, tx_bytes = 0;
+    std::uint64_t speed_mbps = 0;  // 0 when unknown
+    bool rdma = false;
+  };
+  long long t_us = 0;  // the agent's wall clock
+  std::vector<Nic> nics;
+};
+
 // A type this build does not know (a newer rank or agent): kept whole.
 struct Unknown {
   std::string type;
@@ -245,7 +261,7 @@ struct Unknown {
 
 using Event = std::variant<StageEnded, StageProgress, StageFailed, Sample, Rings, Trees, Connections, Links, Decision,
                            TunerTable, Result, CollectiveError, Stall, RankDone, RankOutput, RankExit, RankFailed,
-                           RunDone, FaultApplied, FaultReverted, Unknown>;
+                           RunDone, FaultApplied, FaultReverted, NicSample, Unknown>;
 
 // The `type` of an event.
 std::string_view type_of(const Event& e);
