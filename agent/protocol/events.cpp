@@ -74,6 +74,17 @@ class Fields {
       out.push_back(integer_of<Int>(x, key));
     return out;
   }
+  std::vector<std::string> texts(const char* key) const {
+    std::vector<std::string> out;
+    const json* v = find(key, false);
+    if (!v) return out;
+    if (!v->is_array()) wrong(key, *v, "an array");
+    for (const auto& x : *v) {
+      if (!x.is_string()) wrong(key, x, "an array of strings");
+      out.push_back(x.get<std::string>());
+    }
+    return out;
+  }
   // Each object of an array field, read by `each` with its own Fields.
   template <class F>
   void each(const char* key, F&& each_one, bool required = false) const {
@@ -221,11 +232,13 @@ StageFailed read(const Fields& f, StageFailed e) {
 json body(const Sample& e) {
   json channels = json::array();
   for (const auto& c : e.channels) {
-    channels.push_back({{"channel", c.channel},
-                        {"bytes_sent", c.bytes_sent},
-                        {"bytes_received", c.bytes_received},
-                        {"busy_ns", c.busy_ns},
-                        {"steps", c.steps}});
+    json j = {{"channel", c.channel},
+              {"bytes_sent", c.bytes_sent},
+              {"bytes_received", c.bytes_received},
+              {"busy_ns", c.busy_ns},
+              {"steps", c.steps}};
+    if (!c.nic.empty()) j["nic"] = c.nic;
+    channels.push_back(std::move(j));
   }
   json peers = json::array();
   for (const auto& p : e.peers)
@@ -240,7 +253,7 @@ Sample read(const Fields& f, Sample e) {
   f.each("channels", [&](const Fields& c) {
     e.channels.push_back({c.integer("channel", 0, true), c.integer<std::uint64_t>("bytes_sent"),
                           c.integer<std::uint64_t>("bytes_received"), c.integer<std::uint64_t>("busy_ns"),
-                          c.integer<std::uint64_t>("steps")});
+                          c.integer<std::uint64_t>("steps"), c.text("nic")});
   });
   f.each("peers", [&](const Fields& p) {
     e.peers.push_back({p.integer("peer", -1, true), p.integer<std::uint64_t>("bytes_received")});
@@ -254,17 +267,32 @@ Sample read(const Fields& f, Sample e) {
 
 json body(const Rings& e) {
   json rings = json::array();
-  for (const auto& r : e.rings)
-    rings.push_back({{"channel", r.channel}, {"ranks", r.ranks}});
-  return {{"rings", std::move(rings)}};
+  for (const auto& r : e.rings) {
+    json j = {{"channel", r.channel}, {"ranks", r.ranks}};
+    if (!r.nics.empty()) j["nics"] = r.nics;
+    if (!r.devices.empty()) j["devices"] = r.devices;
+    rings.push_back(std::move(j));
+  }
+  json j = {{"rings", std::move(rings)}};
+  if (!e.gpus.empty()) j["gpus"] = e.gpus;
+  return j;
 }
 Rings read(const Fields& f, Rings e) {
   f.each(
       "rings",
       [&](const Fields& r) {
-        e.rings.push_back({r.integer("channel", 0), r.integers<int>("ranks")});
+        Rings::Ring ring{r.integer("channel", 0), r.integers<int>("ranks"), r.integers<int>("nics"),
+                         r.texts("devices")};
+        if ((!ring.nics.empty() && ring.nics.size() != ring.ranks.size()) ||
+            (!ring.devices.empty() && ring.devices.size() != ring.ranks.size()))
+          throw Error(ErrorCategory::protocol,
+                      fmt::format("{}: 'nics' and 'devices' give one entry per ring position: {} ranks, {} nics, "
+                                  "{} devices",
+                                  r.where(), ring.ranks.size(), ring.nics.size(), ring.devices.size()));
+        e.rings.push_back(std::move(ring));
       },
       true);
+  e.gpus = f.integers<int>("gpus");
   return e;
 }
 

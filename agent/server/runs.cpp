@@ -268,6 +268,14 @@ json RunManager::start(const json& m) {
 
   auto run = std::make_shared<Run>();
   run->id = id;
+  std::string declared_topology, declared_host;
+  if (!options_.topology_file.empty()) {
+    std::error_code ec;
+    declared_topology = std::filesystem::absolute(options_.topology_file, ec).string();
+    char host[256] = {};
+    ::gethostname(host, sizeof(host) - 1);
+    declared_host = fmt::format("{}-agent-{}", host, ::getpid());
+  }
   json pids = json::array();
   for (std::size_t local = 0; local < ranks.size(); ++local) {
     std::map<std::string, std::string> env;
@@ -283,6 +291,14 @@ json RunManager::start(const json& m) {
     env["MASTER_ADDR"] = m["master_addr"].get<std::string>();
     env["MASTER_PORT"] = std::to_string(port);
     env["RINGMASTER_RUN_ID"] = id;
+    // An agent with a declared topology stands for the node its file
+    // describes: its ranks search their rings over that file and are a
+    // node of their own, so two such agents on one machine rehearse two
+    // nodes (the run's own NCCL_TOPO_FILE or NCCL_HOSTID win).
+    if (!options_.topology_file.empty()) {
+      env["NCCL_TOPO_FILE"] = declared_topology;
+      env["NCCL_HOSTID"] = declared_host;
+    }
     if (faults_) {
       if (auto filter = faults_->connect_filter(); !filter.empty()) env["RINGMASTER_CONNECT_FILTER"] = filter;
     }

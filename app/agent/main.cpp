@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
                  "File of more tokens, one a line as ROLES TOKEN (ROLES: read, run, fault, comma-separated), mode 600");
   app.add_option("--token-file", token_file, "File whose first line is the shared token (required beyond loopback)");
   app.add_option("--topology-file", options.topology_file,
-                 "NCCL or hwloc XML to report instead of discovering this machine (shown as declared)");
+                 "NCCL or hwloc XML to report instead of discovering this machine (shown as declared); this "
+                 "agent's ranks read it as NCCL_TOPO_FILE and are a node of their own (NCCL_HOSTID)");
   app.add_option("--cli", options.cli_path, "ringmaster-cli that runs ranks (default: next to this binary)");
   app.add_flag("--allow-fault-injection", options.allow_fault_injection,
                "Accept fault/fault_clear: nftables drops and tc delay/rate in this network namespace");

@@ -105,13 +105,32 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
     std::fprintf(stderr, "%s\n", e.failure().to_string().c_str());
     return exit_code::init_failed;
   }
-  // The channels' rings: every channel runs its ring in rank order.
+  // The channels' rings as the engine ordered them, with the GPU and NIC
+  // each position goes through when the topology search placed them.
+  const std::vector<RankDevices> devices = comm->devices();
   if (config.rank == 0) {
     agent::events::Rings rings;
-    std::vector<int> order(static_cast<std::size_t>(comm->size()));
-    std::iota(order.begin(), order.end(), 0);
-    for (int c = 0; c < comm->max_channels(); ++c)
-      rings.rings.push_back({c, order});
+    const auto orders = comm->rings();
+    bool placed = false;
+    for (const auto& d : devices)
+      placed = placed || d.gpu >= 0;
+    for (std::size_t c = 0; c < orders.size(); ++c) {
+      agent::events::Rings::Ring ring{static_cast<int>(c), orders[c], {}, {}};
+      for (int r : orders[c]) {
+        const auto& at = devices[static_cast<std::size_t>(r)].channels;
+        ring.nics.push_back(c < at.size() ? at[c].nic : -1);
+        ring.devices.push_back(c < at.size() ? at[c].device : std::string());
+      }
+      if (std::all_of(ring.devices.begin(), ring.devices.end(), [](const auto& d) { return d.empty(); })) {
+        ring.nics.clear();  // the ring never leaves its host
+        ring.devices.clear();
+      }
+      rings.rings.push_back(std::move(ring));
+    }
+    if (placed) {
+      for (const auto& d : devices)
+        rings.gpus.push_back(d.gpu);
+    }
     emit(agent::events::to_json(rings));
     agent::events::Trees trees;
     for (int t = 0; t < 2; ++t)
@@ -131,7 +150,10 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
       agent::events::Sample sample;
       for (int c = 0; c < comm->max_channels(); ++c) {
         const auto k = comm->counters(c);
-        sample.channels.push_back({c, k.bytes_sent, k.bytes_received, k.busy_ns, k.steps});
+        const auto& mine = devices[static_cast<std::size_t>(config.rank)].channels;
+        sample.channels.push_back(
+            {c, k.bytes_sent, k.bytes_received, k.busy_ns, k.steps,
+             static_cast<std::size_t>(c) < mine.size() ? mine[static_cast<std::size_t>(c)].device : std::string()});
       }
       for (const auto& l : comm->peer_links())
         sample.peers.push_back({l.peer, l.total_bytes});

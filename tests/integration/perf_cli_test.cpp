@@ -508,6 +508,90 @@ TEST(PerfCli, RanksOnTwoHostsFollowTheSearchAcrossNodes) {
   EXPECT_EQ(plan.rings[0].ranks, (std::vector<int>{0, 2, 3, 1, 4, 6, 7, 5})) << plan.lines.front();
 }
 
+// NCCL_HOSTID makes the ranks of one machine two nodes, as two agents
+// that each declare a p5 node rehearse them: across the two "hosts" the
+// rings go over sockets (no shared memory), rank 0 reports each channel's
+// ring with the GPU of every rank and the NIC each node is left and
+// entered by (the search's), and every rank's samples name the NIC its
+// channel's traffic crosses the node by.
+TEST(PerfCli, HostIdSplitsOneMachineIntoNodesAndRanksReportTheirDevices) {
+  const std::string file = std::string(RINGMASTER_TOPOLOGY_DIR) + "/p5.48xl-topo.xml";
+  const auto topology = topo::Topology::load_file(file, topo::LoadOptions{"/sys"});
+  const std::vector<topo::NodeRanks> nodes(2, topo::NodeRanks{&topology, 2});
+  const auto plan = topo::search_channels(nodes, 2);
+  constexpr int n = 4;
+  const std::string port = std::to_string(free_port());
+  std::vector<testing_support::ChildProcess> ranks;
+  for (int r = 0; r < n; ++r) {
+    ranks.push_back(testing_support::spawn(
+        {RINGMASTER_CLI, "perf", "all_reduce", "-b", "1M", "-e", "1M", "-n", "5", "-w", "1", "--json"},
+        {{"RANK", std::to_string(r)},
+         {"WORLD_SIZE", std::to_string(n)},
+         {"LOCAL_RANK", std::to_string(r % 2)},
+         {"LOCAL_WORLD_SIZE", "2"},
+         {"RINGMASTER_STORE_TIMEOUT", "60"},
+         {"MASTER_ADDR", "127.0.0.1"},
+         {"MASTER_PORT", port},
+         {"NCCL_HOSTID", "p5-node-" + std::to_string(r / 2)},
+         {"NCCL_TOPO_FILE", file},
+         {"NCCL_MIN_NCHANNELS", "2"},
+         {"NCCL_MAX_NCHANNELS", "2"},
+         {"RINGMASTER_TUNE_CALIBRATE", "0"}},
+        false));
+  }
+  for (auto& r : ranks)
+    r.finish();
+  auto events_of = [](const std::string& out, const std::string& type) {
+    std::vector<nlohmann::json> found;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+      const auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_object() && j.value("type", "") == type) found.push_back(j);
+    }
+    return found;
+  };
+  // The NIC of each node for each channel, by its network device's name.
+  auto device = [&](int nic) {
+    for (int child : topology.node(topology.nics()[static_cast<std::size_t>(nic)]).children) {
+      if (topology.node(child).kind == topo::NodeKind::net) return topology.node(child).name;
+    }
+    return std::string();
+  };
+  for (int r = 0; r < n; ++r)
+    ASSERT_EQ(ranks[static_cast<std::size_t>(r)].exit_code(), 0) << ranks[static_cast<std::size_t>(r)].output;
+  const auto rings = events_of(ranks[0].output, "rings");
+  ASSERT_EQ(rings.size(), 1u) << ranks[0].output;
+  EXPECT_EQ(rings[0]["gpus"], nlohmann::json({0, 1, 0, 1})) << rings[0].dump();
+  ASSERT_EQ(rings[0]["rings"].size(), 2u) << rings[0].dump();
+  for (const auto& ring : plan.rings) {
+    const auto& got = rings[0]["rings"][static_cast<std::size_t>(ring.channel)];
+    EXPECT_EQ(got["ranks"].get<std::vector<int>>(), ring.ranks) << got.dump();
+    for (std::size_t p = 0; p < ring.ranks.size(); ++p) {
+      // Two ranks a node: each enters or leaves its node, by the node's NIC.
+      const int nic = ring.nic[static_cast<std::size_t>(plan.node_of[static_cast<std::size_t>(ring.ranks[p])])];
+      EXPECT_EQ(got["nics"][p], nic) << got.dump();
+      EXPECT_EQ(got["devices"][p], device(nic)) << got.dump();
+    }
+  }
+  EXPECT_NE(plan.rings[0].nic[0], plan.rings[1].nic[0]) << "channels take the NICs in turn";
+  for (int r = 0; r < n; ++r) {
+    const auto& out = ranks[static_cast<std::size_t>(r)].output;
+    const auto samples = events_of(out, "sample");
+    ASSERT_FALSE(samples.empty()) << out;
+    for (const auto& c : samples.back()["channels"]) {
+      const int channel = c["channel"];
+      const int nic = plan.rings[static_cast<std::size_t>(channel)].nic[static_cast<std::size_t>(r / 2)];
+      EXPECT_EQ(c.value("nic", ""), device(nic)) << "rank " << r << ": " << c.dump();
+    }
+    // Across the two nodes: sockets; within one: shared memory.
+    for (const auto& connection : events_of(out, "connections").at(0)["connections"]) {
+      const bool across = connection["peer"].get<int>() / 2 != r / 2;
+      EXPECT_EQ(connection["transport"], across ? "SOCKET" : "SHM") << "rank " << r << ": " << connection.dump();
+      EXPECT_EQ(connection["fallback"], "") << connection.dump();
+    }
+  }
+}
+
 // MASTER_ADDR as an IPv6 literal, as a dual-stack cluster gives it: the
 // store, the bootstrap and the data connections all go over ::1.
 TEST(PerfCli, Ipv6MasterAddr) {

@@ -119,12 +119,15 @@ std::vector<json> one_of_each() {
   // The events made from no engine record.
   ev::Sample sample;
   sample.t_us = 1'796'262'001'296'033;
-  sample.channels = {{0, 100, 200, 300, 4}, {1, 5, 6, 7, 8}};
+  sample.channels = {{0, 100, 200, 300, 4, "rdmap79s0"}, {1, 5, 6, 7, 8, ""}};
   sample.peers = {{1, 200}};
   sample.calls_started = 9;
   sample.calls_ended = 8;
   for (const ev::Event& e : std::vector<ev::Event>{
-           sample, ev::Rings{{{0, {0, 2, 3, 1}}, {1, {0, 1, 3, 2}}}},
+           sample, ev::Rings{{{0, {0, 2, 3, 1}, {}, {}}, {1, {0, 1, 3, 2}, {}, {}}}, {}},
+           ev::Rings{{{0, {0, 1, 3, 2}, {0, 0, 0, 0}, {"rdmap79s0", "rdmap79s0", "rdmap79s0", "rdmap79s0"}},
+                      {1, {1, 0, 2, 3}, {4, 4, 4, 4}, {"rdmap96s0", "rdmap96s0", "rdmap96s0", "rdmap96s0"}}},
+                     {0, 1, 0, 1}},
            ev::Trees{{{0, {-1, 0, 0, 1}}, {1, {2, 2, -1, 2}}}}, ev::CollectiveError{"timeout", "x"},
            ev::RankDone{0, 18, 0}, ev::RankOutput{"{\"not\": \"an event\"}", true}, ev::RankExit{0},
            ev::RankFailed{4242, std::nullopt, 9, "SIGKILL", "rank 2 was killed by SIGKILL", "..."},

@@ -162,6 +162,22 @@ struct ConnectionInfo {
   int sockets = 1;        // over SOCKET: how many carry it (RINGMASTER_NSOCKS_PER_CHANNEL)
 };
 
+// The devices each channel's ring goes through on this rank's node: its
+// GPU, and the NIC by which the ring enters or leaves the node at this
+// rank, as the topology search placed them (NCCL_TOPO_FILE read alike by
+// every rank, each host's ranks its GPUs 0, 1, ... in rank order). Without
+// a topology the GPU is unknown and the NIC is the interface of this
+// rank's network connections.
+struct ChannelDevices {
+  int channel = 0;
+  int nic = -1;        // NIC number on the node; -1 when unknown or when the ring stays on the node here
+  std::string device;  // its network device ("rdmap79s0", "eth0"); empty when the ring stays on the node here
+};
+struct RankDevices {
+  int gpu = -1;  // GPU number on the node; -1 unknown
+  std::vector<ChannelDevices> channels;
+};
+
 // Whether a transport can carry connections from this host, as far as can
 // be told without a peer: shared memory needs a writable /dev/shm with room
 // for a segment and NCCL_SHM_DISABLE unset; libfabric a provider on
@@ -274,6 +290,9 @@ class Communicator {
   // topology search's (GPU-NIC affinity) when every rank read the same
   // NCCL_TOPO_FILE.
   std::vector<std::vector<int>> rings() const;
+  // The GPU and NICs each rank's channels use (every rank's, from the
+  // same search every rank made).
+  std::vector<RankDevices> devices() const;
 
   // A snapshot of channel c's counters.
   ChannelCounters counters(int channel) const;

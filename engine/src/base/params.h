@@ -85,6 +85,9 @@ namespace ringmaster {
     "would, so its peers stall there; the call fails after twice RINGMASTER_COLL_TIMEOUT (unset: off)")          \
   X(TopoFile, "NCCL_TOPO_FILE", "",                                                                              \
     "NCCL or hwloc XML describing this node; used instead of hwloc discovery (marked declared)")                 \
+  X(HostId, "NCCL_HOSTID", "",                                                                                   \
+    "Names this rank's host instead of its hostname: ranks with different values are different nodes to the "    \
+    "rings, trees and transports (no shared memory between them)")                                               \
   X(TopoDumpFile, "NCCL_TOPO_DUMP_FILE", "",                                                                     \
     "Rank 0 writes the topology its communicator used here, as NCCL topology XML (RINGMASTER_TOPO_DUMP_FILE, "   \
     "the earlier name, still read)")                                                                             \

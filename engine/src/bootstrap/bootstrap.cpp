@@ -4,11 +4,13 @@
 // whose hint is chosen from what failed and how (hints.cpp).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
 
 #include "base/log.h"
+#include "base/params.h"
 #include "bootstrap/bootstrap_impl.h"
 #include "bootstrap/hints.h"
 #include "net/interfaces.h"
@@ -27,6 +29,19 @@ std::string hostname() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
   return name;
+}
+
+// This rank's host as the other ranks see it: NCCL_HOSTID when set (ranks
+// of one machine standing for several nodes), else the hostname.
+std::string host_id() {
+  const auto id = param_env(Param::HostId);
+  if (!id) return hostname();
+  if (id->size() > 200 || std::any_of(id->begin(), id->end(), [](unsigned char ch) { return ch <= ' ' || ch > '~'; }))
+    throw Error(ErrorCategory::config,
+                fmt::format("NCCL_HOSTID is {} characters long or holds a space or control character; give at most "
+                            "200 printable characters without spaces",
+                            id->size()));
+  return *id;
 }
 
 int family_of(const std::string& name) {
@@ -381,7 +396,7 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
       throw StageError(f);
     }
     const auto local = s.listener.local_address();
-    PeerInfo me{c.rank, hostname(), static_cast<int>(getpid()), local.to_string(), choice.name, settings};
+    PeerInfo me{c.rank, host_id(), static_cast<int>(getpid()), local.to_string(), choice.name, settings};
     s.store->set(key(c, "addr/" + std::to_string(c.rank)), encode(me));
     s.peers.assign(c.world_size, PeerInfo{});
     s.peers[c.rank] = me;

@@ -283,6 +283,29 @@ std::vector<std::vector<int>> Communicator::rings() const {
   return out;
 }
 
+std::vector<RankDevices> Communicator::devices() const {
+  if (!impl_->searched_devices.empty()) return impl_->searched_devices;
+  // No search: a channel leaves the host by the interface its rank's
+  // network connections use (the bootstrap's, NCCL_SOCKET_IFNAME).
+  const auto& peers = impl_->bootstrap->peers();
+  const int n = impl_->nranks;
+  std::vector<RankDevices> out(static_cast<std::size_t>(n));
+  for (std::size_t c = 0; c < impl_->ring_orders.size(); ++c) {
+    const auto& order = impl_->ring_orders[c];
+    for (int r = 0; r < n; ++r) {
+      const int p = order.position_of[static_cast<std::size_t>(r)];
+      const auto& host = peers[static_cast<std::size_t>(r)].host;
+      const int next = order.rank_at[static_cast<std::size_t>((p + 1) % n)];
+      const int prev = order.rank_at[static_cast<std::size_t>((p + n - 1) % n)];
+      ChannelDevices d{static_cast<int>(c), -1, {}};
+      if (peers[static_cast<std::size_t>(next)].host != host || peers[static_cast<std::size_t>(prev)].host != host)
+        d.device = peers[static_cast<std::size_t>(r)].ifname;
+      out[static_cast<std::size_t>(r)].channels.push_back(std::move(d));
+    }
+  }
+  return out;
+}
+
 std::vector<ConnectionInfo> Communicator::connections() const {
   return impl_->connection_infos;
 }

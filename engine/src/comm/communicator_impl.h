@@ -37,6 +37,7 @@ namespace ringmaster {
 
 namespace topo {
 class Topology;
+struct ChannelPlan;
 }  // namespace topo
 
 using comm::Channel;
@@ -81,6 +82,9 @@ struct Communicator::Impl {
   std::function<void(const CollectiveRecord&)> on_collective;
   std::vector<std::unique_ptr<Channel>> channels;
   std::vector<algo::RingOrder> ring_orders;  // per channel: rank order, or the topology search's
+  // Per rank, the GPU and NICs its channels use when the topology search
+  // ordered the rings; empty otherwise (devices() then names interfaces).
+  std::vector<RankDevices> searched_devices;
   std::vector<ConnectionInfo> connection_infos;
   std::atomic<bool> aborted{false};
   // The first failed collective part is logged; once it has been, every
@@ -141,6 +145,8 @@ struct Communicator::Impl {
   // shares, the rings follow the topology search.
   void describe_topology(bool same_topology);
   std::string order_rings(const topo::Topology& t, const std::vector<std::string>& hosts);
+  std::vector<RankDevices> devices_of(const topo::ChannelPlan& plan, const topo::Topology& t,
+                                      const std::vector<int>& rank_of_index) const;
 
   // TRANSPORT_CONNECT: how the channels wait, and their connections
   // (transport/setup.cpp makes them).

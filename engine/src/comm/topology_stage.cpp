@@ -74,6 +74,51 @@ void Communicator::Impl::describe_topology(bool same_topology) {
   });
 }
 
+namespace {
+
+// A NIC's network device ("rdmap79s0"), or the NIC's own name when the
+// file lists none.
+std::string device_of_nic(const topo::Topology& t, int nic) {
+  const auto nics = t.nics();
+  if (nic < 0 || nic >= static_cast<int>(nics.size())) return {};
+  const auto& node = t.node(nics[static_cast<std::size_t>(nic)]);
+  for (int child : node.children) {
+    if (t.node(child).kind == topo::NodeKind::net) return t.node(child).name;
+  }
+  return node.name;
+}
+
+}  // namespace
+
+// Per rank: its GPU, and per channel the NIC its ring crosses the node
+// boundary by at that rank (the node's NIC for the channel when the rank
+// enters or leaves the node there).
+std::vector<RankDevices> Communicator::Impl::devices_of(const topo::ChannelPlan& plan, const topo::Topology& t,
+                                                        const std::vector<int>& rank_of_index) const {
+  std::vector<RankDevices> out(static_cast<std::size_t>(nranks));
+  const auto gpus = t.gpus();
+  for (int index = 0; index < nranks; ++index) {
+    auto& d = out[static_cast<std::size_t>(rank_of_index[static_cast<std::size_t>(index)])];
+    if (!gpus.empty()) d.gpu = plan.local_of[static_cast<std::size_t>(index)];
+  }
+  for (const auto& ring : plan.rings) {
+    const int n = static_cast<int>(ring.ranks.size());
+    for (int p = 0; p < n; ++p) {
+      const auto at = static_cast<std::size_t>(ring.ranks[static_cast<std::size_t>(p)]);
+      const int node = plan.node_of[at];
+      const int next = plan.node_of[static_cast<std::size_t>(ring.ranks[static_cast<std::size_t>((p + 1) % n)])];
+      const int prev = plan.node_of[static_cast<std::size_t>(ring.ranks[static_cast<std::size_t>((p + n - 1) % n)])];
+      ChannelDevices c{ring.channel, -1, {}};
+      if (next != node || prev != node) {
+        c.nic = ring.nic[static_cast<std::size_t>(node)];
+        c.device = device_of_nic(t, c.nic);
+      }
+      out[static_cast<std::size_t>(rank_of_index[at])].channels.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
 // Every host is taken to be the node `t` describes (every rank read the
 // same NCCL_TOPO_FILE), running its ranks as GPUs 0, 1, ... in rank order
 // (as LOCAL_RANK numbers them). The search's rings leave and enter each
@@ -105,6 +150,7 @@ std::string Communicator::Impl::order_rings(const topo::Topology& t, const std::
       order.push_back(rank_of_index[static_cast<std::size_t>(index)]);
     ring_orders[c] = algo::RingOrder::of(std::move(order));
   }
+  searched_devices = devices_of(plan, t, rank_of_index);
   // The trees chain each node's ranks as the search's first tree does:
   // from the GPU nearest the NIC, in its ring's order.
   tree_chain_key.assign(static_cast<std::size_t>(nranks), 0);

@@ -72,6 +72,7 @@ struct Sample {
   struct Channel {
     int channel = 0;
     std::uint64_t bytes_sent = 0, bytes_received = 0, busy_ns = 0, steps = 0;
+    std::string nic;  // the network device its traffic leaves the node by; empty when it stays on the node
   };
   struct Peer {
     int peer = -1;
@@ -83,14 +84,21 @@ struct Sample {
   std::uint64_t calls_started = 0, calls_ended = 0;
 };
 
-// "rings": each channel's ring order (rank 0, once after init).
+// "rings": each channel's ring order (rank 0, once after init), and the
+// devices it goes through when the engine knows them.
 struct Rings {
   static constexpr std::string_view kType = "rings";
   struct Ring {
     int channel = 0;
     std::vector<int> ranks;
+    // Per ring position (empty when unknown): the NIC number by which the
+    // ring enters or leaves the node there (-1: it stays on the node), and
+    // its network device.
+    std::vector<int> nics;
+    std::vector<std::string> devices;
   };
   std::vector<Ring> rings;
+  std::vector<int> gpus;  // per rank: its GPU number on its node (-1 unknown); empty when unknown
 };
 
 // "trees": each tree's parent of every rank (-1 at a root).

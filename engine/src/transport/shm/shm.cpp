@@ -16,6 +16,7 @@
 #include <random>
 
 #include "base/log.h"
+#include "base/params.h"
 #include "ringmaster/status.h"
 
 namespace ringmaster::transport::shm {
@@ -99,6 +100,9 @@ const HostIdentity& host_identity() {
     HostIdentity id;
     id.text = fmt::format("{} boot={} shm={} netns={}", host, boot.empty() ? "?" : boot.substr(0, 8),
                           shm_ok ? std::to_string(shm_dir.st_dev) : "none", ns_ok ? std::to_string(netns.st_ino) : "?");
+    // Ranks told they are on different nodes (NCCL_HOSTID) are, as NCCL
+    // takes them.
+    if (const auto named = param_env(Param::HostId)) id.text += " hostid=" + *named;
     id.key = fnv1a(id.text);
     return id;
   }();

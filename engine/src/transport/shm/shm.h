@@ -50,9 +50,9 @@
 namespace ringmaster::transport::shm {
 
 // What makes two ranks able to share memory: the same host name, boot,
-// /dev/shm and network namespace (ranks in different network namespaces
-// are different hosts as far as a cluster is concerned, even when a test
-// runs them on one machine).
+// /dev/shm, network namespace and NCCL_HOSTID (ranks in different network
+// namespaces, or given different NCCL_HOSTID, are different hosts as far
+// as a cluster is concerned, even when a test runs them on one machine).
 struct HostIdentity {
   std::uint64_t key = 0;
   std::string text;  // "host boot=... shm=dev:... netns=..." for messages
