@@ -237,7 +237,8 @@ json body(const Sample& e) {
               {"bytes_received", c.bytes_received},
               {"busy_ns", c.busy_ns},
               {"steps", c.steps}};
-    if (!c.nic.empty()) j["nic"] = c.nic;
+    if (!c.nic_out.empty()) j["nic_out"] = c.nic_out;
+    if (!c.nic_in.empty()) j["nic_in"] = c.nic_in;
     channels.push_back(std::move(j));
   }
   json peers = json::array();
@@ -253,7 +254,7 @@ Sample read(const Fields& f, Sample e) {
   f.each("channels", [&](const Fields& c) {
     e.channels.push_back({c.integer("channel", 0, true), c.integer<std::uint64_t>("bytes_sent"),
                           c.integer<std::uint64_t>("bytes_received"), c.integer<std::uint64_t>("busy_ns"),
-                          c.integer<std::uint64_t>("steps"), c.text("nic")});
+                          c.integer<std::uint64_t>("steps"), c.text("nic_out"), c.text("nic_in")});
   });
   f.each("peers", [&](const Fields& p) {
     e.peers.push_back({p.integer("peer", -1, true), p.integer<std::uint64_t>("bytes_received")});

@@ -151,9 +151,10 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
       for (int c = 0; c < comm->max_channels(); ++c) {
         const auto k = comm->counters(c);
         const auto& mine = devices[static_cast<std::size_t>(config.rank)].channels;
-        sample.channels.push_back(
-            {c, k.bytes_sent, k.bytes_received, k.busy_ns, k.steps,
-             static_cast<std::size_t>(c) < mine.size() ? mine[static_cast<std::size_t>(c)].device : std::string()});
+        const ChannelDevices d =
+            static_cast<std::size_t>(c) < mine.size() ? mine[static_cast<std::size_t>(c)] : ChannelDevices{};
+        sample.channels.push_back({c, k.bytes_sent, k.bytes_received, k.busy_ns, k.steps,
+                                   d.leaves ? d.device : std::string(), d.enters ? d.device : std::string()});
       }
       for (const auto& l : comm->peer_links())
         sample.peers.push_back({l.peer, l.total_bytes});

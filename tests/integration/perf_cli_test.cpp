@@ -579,9 +579,13 @@ TEST(PerfCli, HostIdSplitsOneMachineIntoNodesAndRanksReportTheirDevices) {
     const auto samples = events_of(out, "sample");
     ASSERT_FALSE(samples.empty()) << out;
     for (const auto& c : samples.back()["channels"]) {
-      const int channel = c["channel"];
-      const int nic = plan.rings[static_cast<std::size_t>(channel)].nic[static_cast<std::size_t>(r / 2)];
-      EXPECT_EQ(c.value("nic", ""), device(nic)) << "rank " << r << ": " << c.dump();
+      const auto& ring = plan.rings[static_cast<std::size_t>(c["channel"].get<int>())];
+      const auto at = static_cast<std::size_t>(std::find(ring.ranks.begin(), ring.ranks.end(), r) - ring.ranks.begin());
+      const bool leaves = ring.ranks[(at + 1) % n] / 2 != r / 2;
+      const bool enters = ring.ranks[(at + n - 1) % n] / 2 != r / 2;
+      const std::string nic = device(ring.nic[static_cast<std::size_t>(r / 2)]);
+      EXPECT_EQ(c.value("nic_out", ""), leaves ? nic : "") << "rank " << r << ": " << c.dump();
+      EXPECT_EQ(c.value("nic_in", ""), enters ? nic : "") << "rank " << r << ": " << c.dump();
     }
     // Across the two nodes: sockets; within one: shared memory.
     for (const auto& connection : events_of(out, "connections").at(0)["connections"]) {

@@ -119,7 +119,7 @@ std::vector<json> one_of_each() {
   // The events made from no engine record.
   ev::Sample sample;
   sample.t_us = 1'796'262'001'296'033;
-  sample.channels = {{0, 100, 200, 300, 4, "rdmap79s0"}, {1, 5, 6, 7, 8, ""}};
+  sample.channels = {{0, 100, 200, 300, 4, "rdmap79s0", ""}, {1, 5, 6, 7, 8, "", "eth0"}};
   sample.peers = {{1, 200}};
   sample.calls_started = 9;
   sample.calls_ended = 8;

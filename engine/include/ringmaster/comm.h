@@ -170,8 +170,10 @@ struct ConnectionInfo {
 // rank's network connections.
 struct ChannelDevices {
   int channel = 0;
-  int nic = -1;        // NIC number on the node; -1 when unknown or when the ring stays on the node here
-  std::string device;  // its network device ("rdmap79s0", "eth0"); empty when the ring stays on the node here
+  int nic = -1;         // NIC number on the node; -1 when unknown or when the ring stays on the node here
+  std::string device;   // its network device ("rdmap79s0", "eth0"); empty when the ring stays on the node here
+  bool leaves = false;  // this rank sends to the next node through it
+  bool enters = false;  // this rank receives from the previous node through it
 };
 struct RankDevices {
   int gpu = -1;  // GPU number on the node; -1 unknown

@@ -297,9 +297,12 @@ std::vector<RankDevices> Communicator::devices() const {
       const auto& host = peers[static_cast<std::size_t>(r)].host;
       const int next = order.rank_at[static_cast<std::size_t>((p + 1) % n)];
       const int prev = order.rank_at[static_cast<std::size_t>((p + n - 1) % n)];
-      ChannelDevices d{static_cast<int>(c), -1, {}};
-      if (peers[static_cast<std::size_t>(next)].host != host || peers[static_cast<std::size_t>(prev)].host != host)
-        d.device = peers[static_cast<std::size_t>(r)].ifname;
+      ChannelDevices d{static_cast<int>(c),
+                       -1,
+                       {},
+                       peers[static_cast<std::size_t>(next)].host != host,
+                       peers[static_cast<std::size_t>(prev)].host != host};
+      if (d.leaves || d.enters) d.device = peers[static_cast<std::size_t>(r)].ifname;
       out[static_cast<std::size_t>(r)].channels.push_back(std::move(d));
     }
   }

@@ -108,8 +108,8 @@ std::vector<RankDevices> Communicator::Impl::devices_of(const topo::ChannelPlan&
       const int node = plan.node_of[at];
       const int next = plan.node_of[static_cast<std::size_t>(ring.ranks[static_cast<std::size_t>((p + 1) % n)])];
       const int prev = plan.node_of[static_cast<std::size_t>(ring.ranks[static_cast<std::size_t>((p + n - 1) % n)])];
-      ChannelDevices c{ring.channel, -1, {}};
-      if (next != node || prev != node) {
+      ChannelDevices c{ring.channel, -1, {}, next != node, prev != node};
+      if (c.leaves || c.enters) {
         c.nic = ring.nic[static_cast<std::size_t>(node)];
         c.device = device_of_nic(t, c.nic);
       }

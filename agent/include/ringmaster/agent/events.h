@@ -72,7 +72,9 @@ struct Sample {
   struct Channel {
     int channel = 0;
     std::uint64_t bytes_sent = 0, bytes_received = 0, busy_ns = 0, steps = 0;
-    std::string nic;  // the network device its traffic leaves the node by; empty when it stays on the node
+    // The network devices its sends leave the node by and its receives
+    // enter it by; empty where the ring stays on the node.
+    std::string nic_out, nic_in;
   };
   struct Peer {
     int peer = -1;
