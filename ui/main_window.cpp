@@ -177,7 +177,7 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   // during bring-up, with the detail of the stage last clicked.
   auto* live = new QSplitter(Qt::Vertical);
   live->setObjectName("live");
-  bandwidth_ = new BandwidthChart(console_.run.bandwidth);
+  bandwidth_ = new BandwidthChart(console_.run.bandwidth, &console_.run);
   timeline_ = new TimelineView(console_.run.timeline);
   detail_ = new QPlainTextEdit;
   detail_->setObjectName("stageDetail");
@@ -245,8 +245,12 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   tabs_->addTab(new PreflightPanel(console_), "Preflight");
   tabs_->addTab(new LinksPanel(console_), "Links");
   topology_ = new TopologyView;
+  topology_->follow_run(&console_.run);
   tabs_->addTab(topology_, "Topology");
-  tabs_->addTab(new RingsView(console_.run), "Rings");
+  auto* rings = new RingsView(console_.run);
+  tabs_->addTab(rings, "Rings");
+  // A channel opened in the Rings tab is drawn over the node too.
+  connect(rings, &RingsView::channel_activated, this, [this](int channel) { topology_->show_path(channel); });
   scenarios_ = new ScenariosPanel(console_.run, scenario_catalog_path(),
                                   QDir(QCoreApplication::applicationDirPath()).filePath("ringmaster-cli"));
   tabs_->addTab(scenarios_, "Scenarios");

@@ -50,6 +50,11 @@ int main(int argc, char** argv) {
       "file");
   QCommandLineOption tls_key_opt("tls-key", "Private key (PEM) of --tls-cert.", "file");
   QCommandLineOption local_opt("local", "Local agents to start (default 4).", "n", "4");
+  QCommandLineOption local_topology_opt(
+      "local-topology",
+      "The local agents each declare this node (NCCL or hwloc XML) and are a node of their own: a cluster of such "
+      "nodes rehearsed on this machine, its rings drawn through their GPUs and NICs.",
+      "file");
   QCommandLineOption run_opt("run", "Start a run as soon as the agents are connected.");
   QCommandLineOption shot_opt("screenshot", "Run, wait for the results, save the window to this PNG and exit.", "file");
   QCommandLineOption collective_opt("collective", "Collective of the run (default all_reduce).", "name", "all_reduce");
@@ -68,9 +73,9 @@ int main(int argc, char** argv) {
                              "title", "Live");
   QCommandLineOption size_opt("size", "Window size, e.g. 1366x768 (default: as last time).", "WxH");
   const std::initializer_list<const QCommandLineOption*> options = {
-      &agents_opt,    &agents_file_opt, &token_opt, &tls_opt,        &tls_ca_opt, &tls_cert_opt, &tls_key_opt,
-      &local_opt,     &run_opt,         &shot_opt,  &collective_opt, &min_opt,    &max_opt,      &iters_opt,
-      &per_agent_opt, &record_opt,      &tab_opt,   &size_opt,       &replay_opt};
+      &agents_opt,    &agents_file_opt, &token_opt, &tls_opt,        &tls_ca_opt, &tls_cert_opt,      &tls_key_opt,
+      &local_opt,     &run_opt,         &shot_opt,  &collective_opt, &min_opt,    &max_opt,           &iters_opt,
+      &per_agent_opt, &record_opt,      &tab_opt,   &size_opt,       &replay_opt, &local_topology_opt};
   for (const auto* o : options)
     cli.addOption(*o);
   // For the build: the bash completion script (needs no display).
@@ -178,7 +183,7 @@ int main(int argc, char** argv) {
     expected = cli.value(local_opt).toInt();
     QString error;
     const QString agent = QDir(QCoreApplication::applicationDirPath()).filePath("ringmaster-agent");
-    if (!console.start_local_agents(expected, agent, &error)) {
+    if (!console.start_local_agents(expected, agent, &error, cli.value(local_topology_opt))) {
       std::fprintf(stderr, "ringmaster: %s\n", qPrintable(error));
       return 1;
     }

@@ -8,6 +8,7 @@ namespace ringmaster::ui {
 void BandwidthSeries::clear() {
   tracks_.clear();
   peer_tracks_.clear();
+  nic_tracks_.clear();
   totals_.clear();
   origin_us_ = -1;
   latest_s_ = 0;
@@ -20,7 +21,7 @@ void BandwidthSeries::push(Track& t, double x, double y) {
     t.points.pop_front();
 }
 
-void BandwidthSeries::add_sample(int rank, const agent::events::Sample& sample) {
+void BandwidthSeries::add_sample(int rank, const agent::events::Sample& sample, int node) {
   const long long t_us = sample.t_us;
   if (origin_us_ < 0) origin_us_ = t_us;
   const double x = static_cast<double>(t_us - origin_us_) / 1e6;
@@ -57,6 +58,35 @@ void BandwidthSeries::add_sample(int rank, const agent::events::Sample& sample) 
   if (any) push(total, x, total_rate);
   total.last_us = t_us;
   total.last_bytes = total_bytes;
+  // Per NIC: this rank's channels through it update their share of its
+  // bytes; a point is made at most every 90 ms, however many ranks
+  // sample it (the ranks of one node share its clock).
+  std::vector<NicTrack*> touched;
+  auto through = [&](const std::string& device, int channel, bool sent, std::uint64_t bytes) {
+    if (device.empty()) return;
+    NicTrack& n = nic_tracks_[NicKey{node, QString::fromStdString(device)}];
+    std::uint64_t& had = n.through[{rank, channel, sent}];
+    n.bytes += bytes - std::min(bytes, had);
+    had = std::max(had, bytes);
+    if (std::find(touched.begin(), touched.end(), &n) == touched.end()) touched.push_back(&n);
+  };
+  for (const auto& c : sample.channels) {
+    through(c.nic_out, c.channel, true, c.bytes_sent);
+    through(c.nic_in, c.channel, false, c.bytes_received);
+  }
+  for (NicTrack* n : touched) {
+    Track& t = n->track;
+    if (t.last_us < 0) {
+      t.last_us = t_us;
+      t.last_bytes = n->bytes;
+    } else if (t_us - t.last_us >= 90'000) {
+      push(t, x,
+           static_cast<double>(n->bytes - std::min(n->bytes, t.last_bytes)) /
+               (static_cast<double>(t_us - t.last_us) * 1e3));
+      t.last_us = t_us;
+      t.last_bytes = n->bytes;
+    }
+  }
 }
 
 namespace {
@@ -130,6 +160,32 @@ int BandwidthSeries::channels(int rank) const {
     if (key.first == rank) n = std::max(n, key.second + 1);
   }
   return n;
+}
+
+std::vector<NicKey> BandwidthSeries::nics() const {
+  std::vector<NicKey> out;
+  for (const auto& [key, n] : nic_tracks_)
+    out.push_back(key);
+  return out;
+}
+
+QList<QPointF> BandwidthSeries::nic_points(const NicKey& nic, int max_points) const {
+  const auto it = nic_tracks_.find(nic);
+  return it == nic_tracks_.end() ? QList<QPointF>{} : decimate(it->second.track.points, max_points);
+}
+
+double BandwidthSeries::nic_recent_gbs(const NicKey& nic) const {
+  const auto it = nic_tracks_.find(nic);
+  if (it == nic_tracks_.end() || it->second.track.points.empty()) return 0;
+  // The points of the run's last second; none there: idle.
+  double sum = 0;
+  int n = 0;
+  for (auto p = it->second.track.points.rbegin(); p != it->second.track.points.rend() && p->x() >= latest_s_ - 1.0;
+       ++p) {
+    sum += p->y();
+    ++n;
+  }
+  return n == 0 ? 0 : sum / n;
 }
 
 std::size_t BandwidthSeries::points_received(int rank, int channel) const {

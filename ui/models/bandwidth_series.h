@@ -3,22 +3,36 @@
 
 #include <QList>
 #include <QPointF>
+#include <QString>
 #include <deque>
 #include <map>
+#include <tuple>
 #include <vector>
 
 #include "ringmaster/agent/events.h"
 
 namespace ringmaster::ui {
 
+// A NIC of the run: the agent (index in the run) whose node it is on, and
+// its network device.
+struct NicKey {
+  int node = -1;
+  QString device;
+  bool operator<(const NicKey& o) const { return node != o.node ? node < o.node : device < o.device; }
+  bool operator==(const NicKey& o) const { return node == o.node && device == o.device; }
+};
+
 // Per-channel bandwidth from the ranks' cumulative counters: a rolling
-// window of points per (rank, channel), and their sum per rank.
+// window of points per (rank, channel), and their sum per rank; per NIC
+// the bytes the channels through it sent and received (each sample's
+// nic_out and nic_in), summed over the node's ranks.
 class BandwidthSeries {
  public:
   explicit BandwidthSeries(double window_s = 60) : window_s_(window_s) {}
   void clear();
-  // A `sample` event of `rank`: cumulative bytes per channel at t_us.
-  void add_sample(int rank, const agent::events::Sample& sample);
+  // A `sample` event of `rank`, on the node of agent `node` (-1 unknown):
+  // cumulative bytes per channel at t_us.
+  void add_sample(int rank, const agent::events::Sample& sample, int node = -1);
   // Points (seconds since the run's first sample, GB/s), at most
   // `max_points` of them (min and max of each bucket kept).
   QList<QPointF> points(int rank, int channel, int max_points) const;
@@ -30,6 +44,12 @@ class BandwidthSeries {
   int ranks() const;
   int channels(int rank) const;
   std::size_t points_received(int rank, int channel) const;
+  // The NICs some channel went through, in order; each one's bytes sent
+  // and received per second (GB/s) over the window; the rate of its last
+  // second (sent plus received, GB/s), 0 when it has been idle.
+  std::vector<NicKey> nics() const;
+  QList<QPointF> nic_points(const NicKey& nic, int max_points) const;
+  double nic_recent_gbs(const NicKey& nic) const;
   double latest_s() const { return latest_s_; }
   double window_s() const { return window_s_; }
 
@@ -47,6 +67,14 @@ class BandwidthSeries {
   std::map<std::pair<int, int>, Track> tracks_;       // (rank, channel)
   std::map<int, Track> totals_;                       // rank
   std::map<std::pair<int, int>, Track> peer_tracks_;  // (rank, peer it received from)
+  // Per NIC: the cumulative bytes of every (rank, channel, direction)
+  // through it, their sum, and the series made from that sum.
+  struct NicTrack {
+    std::map<std::tuple<int, int, bool>, std::uint64_t> through;  // (rank, channel, sent?) -> cumulative bytes
+    std::uint64_t bytes = 0;
+    Track track;
+  };
+  std::map<NicKey, NicTrack> nic_tracks_;
 };
 
 }  // namespace ringmaster::ui

@@ -8,6 +8,7 @@
 #include <QCoreApplication>
 #include <QDateTime>
 #include <QDir>
+#include <QFileInfo>
 #include <QTextStream>
 #include <algorithm>
 #include <chrono>
@@ -170,7 +171,7 @@ bool Console::start_linkcheck(const agent::LinkcheckOptions& options, QString* e
   return true;
 }
 
-bool Console::start_local_agents(int n, const QString& agent_path, QString* error) {
+bool Console::start_local_agents(int n, const QString& agent_path, QString* error, const QString& topology_file) {
   if (!local_dir_) {
     local_dir_ = std::make_unique<QTemporaryDir>(QDir::tempPath() + "/ringmaster-console-XXXXXX");  // mode 0700
     local_token_ = QString::fromStdString(agent::random_nonce());
@@ -181,6 +182,10 @@ bool Console::start_local_agents(int n, const QString& agent_path, QString* erro
       if (error) *error = "cannot make a private token for the local agents in " + QDir::tempPath();
       return false;
     }
+  }
+  if (!topology_file.isEmpty() && !QFileInfo(topology_file).isReadable()) {
+    if (error) *error = QString("the topology file %1 cannot be read").arg(topology_file);
+    return false;
   }
   for (int i = 0; i < n; ++i) {
     auto* p = new QProcess;
@@ -195,9 +200,17 @@ bool Console::start_local_agents(int n, const QString& agent_path, QString* erro
       if (::getppid() != console_pid) ::_exit(1);  // it died before the line above
     });
     // Local agents run the ranks as the console's user, as a local launch would.
-    p->start(agent_path, {"--listen", "127.0.0.1:0", "--print-port", "--token-file", local_dir_->filePath("token"),
-                          "--state-dir", local_dir_->filePath(QString("agent-%1").arg(local_.size())), "--rank-user",
-                          QString::fromStdString(agent::effective_user_name())});
+    QStringList args = {"--listen",
+                        "127.0.0.1:0",
+                        "--print-port",
+                        "--token-file",
+                        local_dir_->filePath("token"),
+                        "--state-dir",
+                        local_dir_->filePath(QString("agent-%1").arg(local_.size())),
+                        "--rank-user",
+                        QString::fromStdString(agent::effective_user_name())};
+    if (!topology_file.isEmpty()) args << "--topology-file" << QFileInfo(topology_file).absoluteFilePath();
+    p->start(agent_path, args);
     local_.append(p);
     QByteArray line;
     if (p->waitForStarted(5000)) {
@@ -355,14 +368,61 @@ bool Console::record_to(const QString& path) {
   return true;
 }
 
+namespace {
+
+std::vector<std::string> to_strings(const std::vector<QString>& in) {
+  std::vector<std::string> out;
+  for (const auto& s : in)
+    out.push_back(s.toStdString());
+  return out;
+}
+
+std::vector<std::vector<std::string>> to_string_lists(const std::vector<std::vector<QString>>& in) {
+  std::vector<std::vector<std::string>> out;
+  for (const auto& l : in)
+    out.push_back(to_strings(l));
+  return out;
+}
+
+// The rails of an agent's node: the network devices of its topology's
+// NICs, else its interfaces (a node without NICs in its topology).
+std::vector<QString> rails_of(const json& inventory) {
+  std::vector<QString> out;
+  auto add = [&](const std::string& name) {
+    const QString n = QString::fromStdString(name);
+    if (!n.isEmpty() && std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+  };
+  const json nodes = inventory.contains("topology") ? inventory["topology"].value("nodes", json::array()) : json();
+  for (const auto& n : nodes) {
+    if (!n.is_object() || n.value("kind", "") != "net") continue;
+    const int parent = n.value("parent", -1);
+    if (parent >= 0 && parent < static_cast<int>(nodes.size()) &&
+        nodes[static_cast<std::size_t>(parent)].value("kind", "") == "nic")
+      add(n.value("name", ""));
+  }
+  if (out.empty() && inventory.contains("interfaces") && inventory["interfaces"].is_array()) {
+    for (const auto& i : inventory["interfaces"]) {
+      if (i.is_object() && i["name"].is_string()) add(i["name"].get<std::string>());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 QString Console::start_run(const RunSpec& spec) {
   std::vector<std::shared_ptr<agent::AgentClient>> clients;
+  std::vector<QString> addresses;
+  std::vector<std::vector<QString>> rails;
   QString master;
   for (const auto& address : order_) {
     const auto& link = links_.at(address);
     if (!link.client || !link.client->connected()) continue;
     if (clients.empty()) master = link.host;
     clients.push_back(link.client);
+    addresses.push_back(address);
+    const int row = agents.row_of(address);
+    rails.push_back(row >= 0 ? rails_of(agents.inventory(row)) : std::vector<QString>{});
   }
   if (clients.empty()) {
     emit run_launch_failed("no agent is connected");
@@ -375,6 +435,7 @@ QString Console::start_run(const RunSpec& spec) {
   for (int r = 0; r < placed; ++r)
     placement[static_cast<std::size_t>(r)] = r / spec.ranks_per_agent;
   run.begin(run_id, world, static_cast<int>(clients.size()), placement);
+  run.set_agents(addresses, rails);
   pending_what_ = QString("%1 %2..%3 %4 %5, %6 iters, %7 agent(s) x %8 rank(s), world %9")
                       .arg(spec.collective, spec.min_bytes, spec.max_bytes, spec.dtype, spec.op)
                       .arg(spec.iters)
@@ -390,7 +451,9 @@ QString Console::start_run(const RunSpec& spec) {
     record({{"run_begin", run_id.toStdString()},
             {"world_size", world},
             {"agents", clients.size()},
-            {"placement", placement}});
+            {"placement", placement},
+            {"agent_addresses", to_strings(addresses)},
+            {"rails", to_string_lists(rails)}});
   }
   json message = {{"type", "run"},
                   {"run_id", run_id.toStdString()},
@@ -460,6 +523,20 @@ int Console::replay(const QString& path, RunState& into) {
     if (j.contains("run_begin")) {
       into.begin(QString::fromStdString(j["run_begin"].get<std::string>()), j.value("world_size", 0),
                  j.value("agents", 0), j.value("placement", std::vector<int>{}));
+      std::vector<QString> addresses;
+      std::vector<std::vector<QString>> rails;
+      try {
+        for (const auto& a : j.value("agent_addresses", std::vector<std::string>{}))
+          addresses.push_back(QString::fromStdString(a));
+        for (const auto& node : j.value("rails", std::vector<std::vector<std::string>>{})) {
+          rails.emplace_back();
+          for (const auto& d : node)
+            rails.back().push_back(QString::fromStdString(d));
+        }
+      } catch (const json::exception&) {
+        // A recording from before these fields, or a damaged one: no names.
+      }
+      into.set_agents(std::move(addresses), std::move(rails));
       continue;
     }
     into.apply(AgentMessage{QString::fromStdString(j.value("agent", "")),

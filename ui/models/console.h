@@ -82,7 +82,10 @@ class Console : public QObject {
   // them; they stop with the console. They share a token made for them in
   // a private temporary directory, which also holds their state. Returns
   // false, with the reason in `error`, when one does not start.
-  bool start_local_agents(int n, const QString& agent_path, QString* error = nullptr);
+  // With `topology_file`, each agent declares that node (and its ranks are
+  // a node of their own): n such nodes rehearsed on this machine.
+  bool start_local_agents(int n, const QString& agent_path, QString* error = nullptr,
+                          const QString& topology_file = {});
   void connect_agent(const QString& host, quint16 port, const QString& token = {});
   void connect_agent(const QString& host, quint16 port, const AgentAccess& access);
   void disconnect_agent(const QString& address);

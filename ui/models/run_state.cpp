@@ -15,6 +15,10 @@ void RunState::begin(const QString& run_id, int world_size, int agents, std::vec
   placement_ = std::move(placement);
   rings_.clear();
   trees_.clear();
+  gpus_.clear();
+  ring_nics_.clear();
+  agent_addresses_.clear();
+  rails_.clear();
   transports_.clear();
   world_size_ = world_size;
   agents_ = agents;
@@ -81,8 +85,15 @@ void RunState::route(int rank, const agent::events::StageFailed& e, const AgentM
   ok_ = false;
 }
 
+void RunState::set_agents(std::vector<QString> addresses, std::vector<std::vector<QString>> rails) {
+  agent_addresses_ = std::move(addresses);
+  rails_ = std::move(rails);
+}
+
 void RunState::route(int rank, const agent::events::Sample& e, const AgentMessage& m) {
-  bandwidth.add_sample(rank, e);
+  const int node =
+      rank >= 0 && rank < static_cast<int>(placement_.size()) ? placement_[static_cast<std::size_t>(rank)] : -1;
+  bandwidth.add_sample(rank, e, node);
   ++samples_;
   // The chart's window and a second more: the first point inside the
   // window needs the sample before it for its rate.
@@ -104,8 +115,15 @@ void RunState::route(int rank, const agent::events::TunerTable& e, const AgentMe
 
 void RunState::route(int, const agent::events::Rings& e, const AgentMessage&) {
   rings_.clear();
-  for (const auto& r : e.rings)
+  ring_nics_.clear();
+  for (const auto& r : e.rings) {
     rings_.push_back(r.ranks);
+    RingNics n{r.nics, {}};
+    for (const auto& d : r.devices)
+      n.devices.push_back(QString::fromStdString(d));
+    ring_nics_.push_back(std::move(n));
+  }
+  gpus_ = e.gpus;
   emit rings_changed();
 }
 

@@ -55,6 +55,22 @@ class RunState : public QObject {
   const std::vector<std::vector<int>>& rings() const { return rings_; }
   // The all_reduce double binary trees: per tree, each rank's parent (-1 at the root).
   const std::vector<std::vector<int>>& trees() const { return trees_; }
+  // Where the engine placed the ranks (empty when it did not say): each
+  // rank's GPU number on its node, and per channel, per ring position,
+  // the NIC by which the ring enters or leaves the node there (its number,
+  // -1 where it stays on the node, and its network device).
+  const std::vector<int>& gpus() const { return gpus_; }
+  struct RingNics {
+    std::vector<int> nics;
+    std::vector<QString> devices;
+  };
+  const std::vector<RingNics>& ring_nics() const { return ring_nics_; }
+  // The run's agents (index as in placement()) by address, and the NICs
+  // of each one's node (its network devices, from its topology) for the
+  // rails view: a rail no channel uses shows idle.
+  void set_agents(std::vector<QString> addresses, std::vector<std::vector<QString>> rails);
+  const std::vector<QString>& agent_addresses() const { return agent_addresses_; }
+  const std::vector<std::vector<QString>>& rails() const { return rails_; }
   // What carries the connection `from` opened to `to` on a ring channel
   // ("SHM", "OFI", "SOCKET"; empty until that rank reported its connections).
   QString transport(int from, int to) const;
@@ -115,6 +131,10 @@ class RunState : public QObject {
   std::size_t samples_ = 0;
   std::vector<std::vector<int>> rings_;
   std::vector<std::vector<int>> trees_;
+  std::vector<int> gpus_;
+  std::vector<RingNics> ring_nics_;
+  std::vector<QString> agent_addresses_;
+  std::vector<std::vector<QString>> rails_;
   std::map<std::pair<int, int>, QString> transports_;  // (from, to) -> transport
   std::vector<int> placement_;
 };

@@ -6,15 +6,18 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineSeries>
+#include <QStackedWidget>
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <algorithm>
 
 #include "panels/chart_palette.h"
+#include "panels/rails_view.h"
 
 namespace ringmaster::ui {
 
-BandwidthChart::BandwidthChart(const BandwidthSeries& series, QWidget* parent) : QWidget(parent), series_(series) {
+BandwidthChart::BandwidthChart(const BandwidthSeries& series, const RunState* run, QWidget* parent)
+    : QWidget(parent), series_(series) {
   auto* layout = new QVBoxLayout(this);
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel("Rank:"));
@@ -24,7 +27,8 @@ BandwidthChart::BandwidthChart(const BandwidthSeries& series, QWidget* parent) :
   top->addWidget(new QLabel("Series:"));
   mode_ = new QComboBox;
   mode_->setObjectName("bandwidthMode");
-  mode_->addItems({"per channel (sent)", "per peer (received)"});
+  mode_->addItems({"per channel (sent)", "per peer (received)", "per NIC (sent + received, all ranks)"});
+  if (run) mode_->addItem("rails (per NIC, last second)");
   top->addWidget(mode_);
   top->addStretch();
   layout->addLayout(top);
@@ -43,18 +47,46 @@ BandwidthChart::BandwidthChart(const BandwidthSeries& series, QWidget* parent) :
   rank_->setAccessibleName("Rank shown");
   mode_->setAccessibleName("Series shown");
   view_->setRenderHint(QPainter::Antialiasing);
-  layout->addWidget(view_, 1);
+  stack_ = new QStackedWidget;
+  stack_->addWidget(view_);
+  if (run) {
+    rails_ = new RailsView(*run);
+    stack_->addWidget(rails_);
+  }
+  layout->addWidget(stack_, 1);
+  connect(mode_, &QComboBox::currentIndexChanged, this, [this] {
+    rank_->setEnabled(mode() == Mode::per_channel || mode() == Mode::per_peer);
+    refresh();
+  });
   follow_palette(chart_, palette());
   connect(&timer_, &QTimer::timeout, this, [this] { refresh(); });
   timer_.start(100);
 }
 
 bool BandwidthChart::per_peer() const {
-  return mode_->currentIndex() == 1;
+  return mode() == Mode::per_peer;
 }
 
 void BandwidthChart::set_per_peer(bool on) {
-  mode_->setCurrentIndex(on ? 1 : 0);
+  set_mode(on ? Mode::per_peer : Mode::per_channel);
+}
+
+BandwidthChart::Mode BandwidthChart::mode() const {
+  return static_cast<Mode>(std::max(0, mode_->currentIndex()));
+}
+
+void BandwidthChart::set_mode(Mode mode) {
+  if (mode == Mode::rails && !rails_) return;
+  mode_->setCurrentIndex(static_cast<int>(mode));
+}
+
+QStringList BandwidthChart::series_names() const {
+  QStringList out;
+  for (auto* line : lines_) {
+    if (!line->name().isEmpty()) out << line->name();
+  }
+  if (total_ && total_->isVisible()) out << total_->name();
+  return out;
 }
 
 int BandwidthChart::shown_rank() const {
@@ -66,11 +98,23 @@ int BandwidthChart::refresh() {
   while (rank_->count() < series_.ranks())
     rank_->addItem(QString("rank %1").arg(rank_->count()));
   const int rank = shown_rank();
-  const bool by_peer = per_peer();
-  // One line per channel, or per peer this rank receives from.
+  const Mode shown = mode();
+  if (shown == Mode::rails) {
+    stack_->setCurrentWidget(rails_);
+    rails_->refresh();
+    return static_cast<int>(rails_->bars().size());
+  }
+  stack_->setCurrentWidget(view_);
+  const bool by_peer = shown == Mode::per_peer;
+  const bool by_nic = shown == Mode::per_nic;
+  // One line per channel, per peer this rank receives from, or per NIC.
   std::vector<int> keys;
+  const std::vector<NicKey> nics = by_nic ? series_.nics() : std::vector<NicKey>{};
   if (by_peer) {
     keys = series_.peers(rank);
+  } else if (by_nic) {
+    for (std::size_t i = 0; i < nics.size(); ++i)
+      keys.push_back(static_cast<int>(i));
   } else {
     for (int c = 0; c < series_.channels(rank); ++c)
       keys.push_back(c);
@@ -84,9 +128,13 @@ int BandwidthChart::refresh() {
     lines_.push_back(line);
   }
   for (int i = 0; i < static_cast<int>(lines_.size()); ++i) {
+    const auto key = i < channels ? keys[static_cast<std::size_t>(i)] : -1;
     const QString name = i >= channels ? QString()
-                         : by_peer     ? QString("from rank %1").arg(keys[static_cast<std::size_t>(i)])
-                                       : QString("channel %1").arg(keys[static_cast<std::size_t>(i)]);
+                         : by_peer     ? QString("from rank %1").arg(key)
+                         : by_nic      ? QString("agent %1 %2")
+                                        .arg(nics[static_cast<std::size_t>(key)].node)
+                                        .arg(nics[static_cast<std::size_t>(key)].device)
+                                  : QString("channel %1").arg(key);
     if (lines_[static_cast<std::size_t>(i)]->name() != name) lines_[static_cast<std::size_t>(i)]->setName(name);
   }
   if (!total_) {
@@ -108,16 +156,18 @@ int BandwidthChart::refresh() {
     const int key = c < channels ? keys[static_cast<std::size_t>(c)] : -1;
     const auto points = c >= channels ? QList<QPointF>{}
                         : by_peer     ? series_.peer_points(rank, key, width)
+                        : by_nic      ? series_.nic_points(nics[static_cast<std::size_t>(key)], width)
                                       : series_.points(rank, key, width);
     for (const auto& p : points)
       top = std::max(top, p.y());
     lines_[static_cast<std::size_t>(c)]->replace(points);
     drawn += static_cast<int>(points.size());
   }
-  const auto total = by_peer ? QList<QPointF>{} : series_.total(rank, width);
-  total_->setVisible(!by_peer);
-  chart_->setTitle(by_peer ? "Bandwidth received from each peer (GB/s), last 60 s"
-                           : "Per-channel send bandwidth (GB/s), last 60 s");
+  const auto total = by_peer || by_nic ? QList<QPointF>{} : series_.total(rank, width);
+  total_->setVisible(!by_peer && !by_nic);
+  chart_->setTitle(by_peer  ? "Bandwidth received from each peer (GB/s), last 60 s"
+                   : by_nic ? "Each NIC's traffic, sent and received by the run's channels (GB/s), last 60 s"
+                            : "Per-channel send bandwidth (GB/s), last 60 s");
   for (const auto& p : total)
     top = std::max(top, p.y());
   total_->replace(total);

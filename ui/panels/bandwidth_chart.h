@@ -1,6 +1,8 @@
-// Live per-channel bandwidth of one rank: one series per channel plus the
-// rank's total (or one per peer it receives from), a rolling 60 s window, redrawn at 10 Hz with one replace()
-// per series, decimated to the plot's width.
+// Live bandwidth: of one rank, one series per channel plus the rank's
+// total (or one per peer it receives from); of the run, one series per
+// NIC its channels went through, or the rails as bars (one per NIC of
+// every node, idle ones too). A rolling 60 s window, redrawn at 10 Hz with
+// one replace() per series, decimated to the plot's width.
 #pragma once
 
 #include <QComboBox>
@@ -12,22 +14,33 @@
 QT_BEGIN_NAMESPACE
 class QChart;
 class QChartView;
+class QStackedWidget;
 class QLineSeries;
 class QValueAxis;
 QT_END_NAMESPACE
 
 namespace ringmaster::ui {
 
+class RailsView;
+
 class BandwidthChart : public QWidget {
   Q_OBJECT
  public:
-  BandwidthChart(const BandwidthSeries& series, QWidget* parent = nullptr);
+  // What the chart shows.
+  enum class Mode { per_channel, per_peer, per_nic, rails };
+  // `run` (may be null) gives the rails view its nodes and their NICs.
+  explicit BandwidthChart(const BandwidthSeries& series, const RunState* run = nullptr, QWidget* parent = nullptr);
   // One redraw (the 10 Hz timer calls it); returns the points drawn.
   int refresh();
   int shown_rank() const;
   // Series per peer this rank receives from, instead of per channel.
   bool per_peer() const;
   void set_per_peer(bool on);
+  Mode mode() const;
+  void set_mode(Mode mode);
+  // The names of the series drawn now (the legend).
+  QStringList series_names() const;
+  RailsView* rails() const { return rails_; }
 
  protected:
   // Follows the palette: QApplication::setPalette reaches every widget.
@@ -39,6 +52,8 @@ class BandwidthChart : public QWidget {
   QComboBox* mode_ = nullptr;
   QChart* chart_ = nullptr;
   QChartView* view_ = nullptr;
+  RailsView* rails_ = nullptr;
+  QStackedWidget* stack_ = nullptr;
   QValueAxis* x_ = nullptr;
   QValueAxis* y_ = nullptr;
   std::vector<QLineSeries*> lines_;  // channels, then the total last

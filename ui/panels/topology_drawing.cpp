@@ -5,6 +5,7 @@
 #include <QKeyEvent>
 #include <QMouseEvent>
 #include <QPainter>
+#include <QPainterPath>
 #include <QToolTip>
 #include <QWheelEvent>
 #include <algorithm>
@@ -650,6 +651,137 @@ bool TopologyDrawing::event(QEvent* e) {
   return QWidget::event(e);
 }
 
+void TopologyDrawing::set_path(DevicePath path) {
+  path_ = std::move(path);
+  // The devices the path goes through are drawn one by one: a group
+  // holding one of them opens.
+  for (const auto& hop : path_.hops) {
+    for (const auto* end : {&hop.from, &hop.to}) {
+      const int b = box_of(*end);
+      if (b < 0 || boxes_[static_cast<std::size_t>(b)].kind != "group") continue;
+      expanded_.insert(boxes_[static_cast<std::size_t>(b)].members.front());
+      relayout();
+    }
+  }
+  update();
+}
+
+int TopologyDrawing::box_of(const DevicePath::End& end) const {
+  if (end.kind == DevicePath::End::Kind::away || end.index < 0) return -1;
+  const char* kind = end.kind == DevicePath::End::Kind::gpu ? "gpu" : "nic";
+  const json nodes = topology_.value("nodes", json::array());
+  int id = -1;
+  for (std::size_t i = 0; i < nodes.size() && id < 0; ++i) {
+    if (nodes[i].value("kind", "") == kind && nodes[i].value("index", -1) == end.index) id = static_cast<int>(i);
+  }
+  if (id < 0) return -1;
+  // The device's own box; else the group it is collapsed into.
+  int group = -1;
+  for (std::size_t b = 0; b < boxes_.size(); ++b) {
+    const auto& box = boxes_[b];
+    if (box.node == id) return static_cast<int>(b);
+    if (group < 0 && std::find(box.members.begin(), box.members.end(), id) != box.members.end())
+      group = static_cast<int>(b);
+  }
+  return group;
+}
+
+void TopologyDrawing::paint_path(QPainter& p) {
+  if (path_.hops.empty()) {
+    if (!path_.why_empty.isEmpty()) {
+      const QRectF band(0, 0, width(), p.fontMetrics().height() * 2 + 8);
+      p.fillRect(band, palette().toolTipBase());
+      p.setPen(palette().toolTipText().color());
+      p.drawText(band.adjusted(8, 2, -8, -2), Qt::AlignLeft | Qt::AlignVCenter | Qt::TextWordWrap,
+                 path_.title + ": " + path_.why_empty);
+    }
+    return;
+  }
+  const QTransform t = to_widget();
+  // Where an end is drawn: its box's centre; an end on another node at
+  // the edge (left when the path comes from there, right when it goes),
+  // level with the hop's other end.
+  auto at = [&](const DevicePath::End& end) -> std::optional<QPointF> {
+    const int b = box_of(end);
+    if (b < 0) return std::nullopt;
+    return t.map(boxes_[static_cast<std::size_t>(b)].rect.center());
+  };
+  // An end on another node: just below the device the hop joins it at,
+  // left of its middle when the path comes from there, right when it goes.
+  auto away_at = [&](const DevicePath::End& partner, bool coming) {
+    const int b = box_of(partner);
+    if (b < 0) return QPointF(coming ? 14.0 : width() - 14.0, height() / 2.0);
+    const QRectF r = t.mapRect(boxes_[static_cast<std::size_t>(b)].rect);
+    return QPointF(std::clamp(r.center().x() + (coming ? -40.0 : 40.0), 40.0, width() - 40.0),
+                   std::min(r.bottom() + 26, height() - 24.0));
+  };
+  const QColor colour(0xd8, 0x1b, 0x60);
+  QFont small = font();
+  small.setPointSizeF(8);
+  p.setFont(small);
+  const QFontMetricsF fm(small);
+  for (std::size_t i = 0; i < path_.hops.size(); ++i) {
+    const auto& hop = path_.hops[i];
+    auto from = at(hop.from);
+    auto to = at(hop.to);
+    if (!from && !to) continue;
+    const bool from_away = hop.from.kind == DevicePath::End::Kind::away;
+    const bool to_away = hop.to.kind == DevicePath::End::Kind::away;
+    if (!from) from = from_away ? away_at(hop.to, true) : *to;
+    if (!to) to = to_away ? away_at(hop.from, false) : *from;
+    // A hop between two ends in one box (collapsed devices) loops out.
+    QPainterPath line(*from);
+    const QPointF mid = (*from + *to) / 2;
+    const double bend = QLineF(*from, *to).length() < 4 ? 24 : 10 + 4.0 * static_cast<double>(i % 3);
+    const QPointF control = mid + QPointF(bend, -bend);
+    line.quadTo(control, *to);
+    p.setPen(QPen(colour, 2.5));
+    p.setBrush(Qt::NoBrush);
+    p.drawPath(line);
+    // The arrowhead, along the curve's last tangent.
+    const QLineF tangent(control, *to);
+    const double angle = std::atan2(-tangent.dy(), tangent.dx());
+    const QPointF tip = *to;
+    QPolygonF head;
+    head << tip << tip - QPointF(std::cos(angle - 0.4) * 9, -std::sin(angle - 0.4) * 9)
+         << tip - QPointF(std::cos(angle + 0.4) * 9, -std::sin(angle + 0.4) * 9);
+    p.setBrush(colour);
+    p.drawPolygon(head);
+    // The hop's number on the curve, what carries it beside.
+    const QPointF on_curve = 0.25 * *from + 0.5 * control + 0.25 * *to;
+    p.setPen(Qt::white);
+    p.drawEllipse(on_curve, 8, 8);
+    p.drawText(QRectF(on_curve - QPointF(8, 8), QSizeF(16, 16)), Qt::AlignCenter, QString::number(i + 1));
+    if (!hop.label.isEmpty()) {
+      const QRectF text(on_curve + QPointF(10, -7), QSizeF(fm.horizontalAdvance(hop.label) + 6, 14));
+      p.fillRect(text, QColor(255, 255, 255, 210));
+      p.setPen(colour.darker(130));
+      p.drawText(text, Qt::AlignCenter, hop.label);
+    }
+    // The other node, named at the edge.
+    for (const auto* end : {&hop.from, &hop.to}) {
+      if (end->kind != DevicePath::End::Kind::away) continue;
+      const QPointF where = end == &hop.from ? *from : *to;
+      const QString name = (end == &hop.from ? "from " : "to ") + end->text;
+      const double w = fm.horizontalAdvance(name) + 10;
+      // Beside each other below the device: where it comes from on the
+      // left, where it goes on the right.
+      const QRectF pill(end == &hop.from ? std::max(2.0, where.x() - w) : std::min(where.x(), width() - w - 2),
+                        where.y() - 7, w, 15);
+      p.setPen(colour);
+      p.setBrush(QColor(0xfc, 0xe4, 0xec));
+      p.drawRoundedRect(pill, 6, 6);
+      p.setPen(colour.darker(130));
+      p.drawText(pill, Qt::AlignCenter, name);
+    }
+  }
+  const QString title = QString("%1: %2 hops").arg(path_.title).arg(path_.hops.size());
+  const QRectF band(0, 0, fm.horizontalAdvance(title) + 16, fm.height() + 6);
+  p.fillRect(band, QColor(0xfc, 0xe4, 0xec));
+  p.setPen(colour.darker(130));
+  p.drawText(band, Qt::AlignCenter, title);
+}
+
 void TopologyDrawing::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.fillRect(rect(), palette().base());
@@ -689,8 +821,9 @@ void TopologyDrawing::paintEvent(QPaintEvent*) {
     p.setBrush(Qt::NoBrush);
     p.drawRoundedRect(boxes_[static_cast<std::size_t>(selected_)].rect.adjusted(-2, -2, 2, 2), 5, 5);
   }
-  // The legend, in the view's own pixels.
+  // The legend and the path, in the view's own pixels.
   p.resetTransform();
+  paint_path(p);
   p.setFont(QFont(font.family(), 8));
   double x = 6;
   const double y = height() - 18;

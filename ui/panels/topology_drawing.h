@@ -23,6 +23,12 @@
 #include <set>
 #include <vector>
 
+#include "models/device_paths.h"
+
+QT_BEGIN_NAMESPACE
+class QPainter;
+QT_END_NAMESPACE
+
 namespace ringmaster::ui {
 
 struct TopologyBox {
@@ -63,6 +69,15 @@ class TopologyDrawing : public QWidget {
   void set_zoom(double zoom, QPointF about);
   // Collapses or expands the group of box `index`.
   void toggle_group(int index);
+  // A ring's or tree's way through the node, drawn over it: numbered
+  // arrows between the GPUs and NICs it goes through, and to and from
+  // the edge where it goes to or comes from another node. An empty path
+  // draws nothing (its why_empty, if any, is said at the top).
+  void set_path(DevicePath path);
+  const DevicePath& path() const { return path_; }
+  // The box a path's end is drawn at (an index into boxes()), -1 for an
+  // end on another node or a device the drawing does not have.
+  int box_of(const DevicePath::End& end) const;
   QSize sizeHint() const override { return {480, 320}; }
   QSize minimumSizeHint() const override { return {160, 120}; }
 
@@ -86,8 +101,10 @@ class TopologyDrawing : public QWidget {
   int box_at(QPointF widget_point) const;
   void select(int box);
   void relayout();
+  void paint_path(QPainter& p);
 
   nlohmann::json topology_;
+  DevicePath path_;
   std::set<int> expanded_;
   int selected_ = -1;
   std::vector<TopologyBox> boxes_;

@@ -2,13 +2,18 @@
 
 #include "topology_drawing.h"
 
+#include <QComboBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QSignalBlocker>
 #include <QSplitter>
 #include <QTableView>
 #include <QTreeView>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <functional>
+
+#include "models/run_state.h"
 
 namespace ringmaster::ui {
 
@@ -103,6 +108,14 @@ TopologyView::TopologyView(QWidget* parent) : QWidget(parent) {
   badge_->hide();
   header->addWidget(title_, 1);
   header->addWidget(badge_);
+  path_choice_ = new QComboBox;
+  path_choice_->setObjectName("topologyPath");
+  path_choice_->setAccessibleName("Drawn over the node");
+  path_choice_->setToolTip("A ring or tree of the run, drawn through the GPUs and NICs it uses on this node");
+  path_choice_->addItem("no ring", QString());
+  path_choice_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  header->addWidget(path_choice_);
+  connect(path_choice_, &QComboBox::currentIndexChanged, this, [this] { draw_path(); });
   layout->addLayout(header);
   auto* split = new QSplitter(Qt::Vertical);
   tree_view_ = new QTreeView;
@@ -138,7 +151,67 @@ int TopologyView::current_tree_node() const {
   return i.isValid() ? i.siblingAtColumn(0).data(kNodeRole).toInt() : -1;
 }
 
+void TopologyView::follow_run(const RunState* run) {
+  run_ = run;
+  if (!run_) return;
+  connect(run_, &RunState::started, this, [this] { fill_path_choice(); });
+  connect(run_, &RunState::rings_changed, this, [this] { fill_path_choice(); });
+  fill_path_choice();
+}
+
+void TopologyView::fill_path_choice() {
+  const QString was = path_choice_->currentData().toString();
+  const bool placed_before = path_choice_->property("placed").toBool();
+  QSignalBlocker quiet(path_choice_);
+  path_choice_->clear();
+  path_choice_->addItem("no ring", QString());
+  const int rings = run_ ? static_cast<int>(run_->rings().size()) : 0;
+  const int trees = run_ ? static_cast<int>(run_->trees().size()) : 0;
+  for (int c = 0; c < rings; ++c)
+    path_choice_->addItem(QString("ring of channel %1").arg(c), QString("ring:%1").arg(c));
+  for (int t = 0; t < trees; ++t)
+    path_choice_->addItem(QString("all_reduce tree %1").arg(t), QString("tree:%1").arg(t));
+  // Channel 0's ring once the engine says where the ranks are; else what
+  // was picked, when it is still there.
+  const bool placed = run_ && !run_->gpus().empty();
+  path_choice_->setProperty("placed", placed);
+  const QString want = placed && !placed_before && rings > 0 ? QString("ring:0") : was;
+  const int at = path_choice_->findData(want);
+  path_choice_->setCurrentIndex(at < 0 ? 0 : at);
+  draw_path();
+}
+
+void TopologyView::show_path(int channel, int tree) {
+  const QString want = channel >= 0 ? QString("ring:%1").arg(channel)
+                       : tree >= 0  ? QString("tree:%1").arg(tree)
+                                    : QString();
+  const int at = path_choice_->findData(want);
+  path_choice_->setCurrentIndex(at < 0 ? 0 : at);
+  draw_path();
+}
+
+void TopologyView::draw_path() {
+  const QString what = path_choice_->currentData().toString();
+  if (!run_ || what.isEmpty()) {
+    drawing_->set_path({});
+    return;
+  }
+  const auto& agents = run_->agent_addresses();
+  const int agent = static_cast<int>(std::find(agents.begin(), agents.end(), agent_) - agents.begin());
+  const int number = what.section(':', 1).toInt();
+  if (agent >= static_cast<int>(agents.size())) {
+    DevicePath none;
+    none.title =
+        what.startsWith("ring") ? QString("channel %1's ring").arg(number) : QString("all_reduce tree %1").arg(number);
+    none.why_empty = QString("%1 has no rank in this run").arg(agent_);
+    drawing_->set_path(none);
+    return;
+  }
+  drawing_->set_path(what.startsWith("ring") ? ring_path(*run_, agent, number) : tree_path(*run_, agent, number));
+}
+
 void TopologyView::show_topology(const QString& agent, const json& topology) {
+  agent_ = agent;
   const QString summary = text(topology, "summary");
   const auto names = summary.indexOf(" (");  // the network devices' names, listed in the tree
   title_->setText(QString("%1 — %2").arg(agent, names > 0 ? summary.left(names) : summary));
@@ -154,6 +227,7 @@ void TopologyView::show_topology(const QString& agent, const json& topology) {
   tree_view_->expandAll();
   for (int c = 0; c < tree_.columnCount(); ++c)
     tree_view_->resizeColumnToContents(c);
+  draw_path();
 }
 
 }  // namespace ringmaster::ui

@@ -9,12 +9,14 @@
 #include <nlohmann/json.hpp>
 
 QT_BEGIN_NAMESPACE
+class QComboBox;
 class QTreeView;
 class QTableView;
 QT_END_NAMESPACE
 
 namespace ringmaster::ui {
 
+class RunState;
 class TopologyDrawing;
 
 // Each tree row's index in the topology's nodes (column 0).
@@ -34,8 +36,18 @@ class TopologyView : public QWidget {
   TopologyDrawing* drawing() const { return drawing_; }
   // The node of the tree's current row, -1 when none.
   int current_tree_node() const;
+  // Follows `run`: the ring of any channel or either all_reduce tree can
+  // be drawn over the node shown (once the run says where its ranks are,
+  // channel 0's ring is).
+  void follow_run(const RunState* run);
+  // What is drawn over the node: the ring of `channel`, tree `tree`, or
+  // nothing (-1 for both).
+  void show_path(int channel, int tree = -1);
+  QComboBox* path_choice() const { return path_choice_; }
 
  private:
+  void fill_path_choice();
+  void draw_path();
   QLabel* title_ = nullptr;
   QLabel* badge_ = nullptr;
   QStandardItemModel tree_;
@@ -43,6 +55,9 @@ class TopologyView : public QWidget {
   QTreeView* tree_view_ = nullptr;
   QTableView* matrix_view_ = nullptr;
   TopologyDrawing* drawing_ = nullptr;
+  QComboBox* path_choice_ = nullptr;
+  const RunState* run_ = nullptr;
+  QString agent_;  // the address of the agent whose node is shown
 };
 
 }  // namespace ringmaster::ui
