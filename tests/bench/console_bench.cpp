@@ -1,6 +1,7 @@
-// Console figures: GUI-thread time per 100 ms tick while 16 ranks stream
-// 32 channels each (the samples of one tick applied to the models, then
-// the chart redrawn), and resident memory after 1 and 10 minutes of
+// Console figures: GUI-thread time per 100 ms tick while 16 ranks on two
+// nodes stream 32 channels each, every channel through one of a node's 32
+// NICs (the samples of one tick applied to the models, then the chart
+// redrawn), and resident memory after 1 and 10 minutes of
 // streamed data (fed as fast as the models take it; the buffers must stay
 // bounded by the 60 s window). First, the Topology tab's drawing of a
 // declared 4-node cluster of p5.48xlarge nodes (8 GPUs, 32 NICs each):
@@ -93,8 +94,13 @@ int main(int argc, char** argv) {
   constexpr int kRanks = 16;
   constexpr int kChannels = 32;
   ringmaster::ui::RunState run;
-  run.begin("bench", kRanks, 1);
-  ringmaster::ui::BandwidthChart chart(run.bandwidth);
+  // Two nodes of 8 ranks; each channel's ring enters a node at its first
+  // rank and leaves from its last, through the channel's NIC (32 a node).
+  std::vector<int> placement(kRanks);
+  for (int r = 0; r < kRanks; ++r)
+    placement[static_cast<std::size_t>(r)] = r / 8;
+  run.begin("bench", kRanks, 2, placement);
+  ringmaster::ui::BandwidthChart chart(run.bandwidth, &run);
   chart.resize(1200, 500);
   chart.show();
 
@@ -109,11 +115,14 @@ int main(int argc, char** argv) {
       for (int c = 0; c < kChannels; ++c) {
         bytes[static_cast<std::size_t>(r * kChannels + c)] +=
             100'000'000ULL / kChannels + static_cast<std::uint64_t>(c * 1000);
-        channels.push_back({{"channel", c},
-                            {"bytes_sent", bytes[static_cast<std::size_t>(r * kChannels + c)]},
-                            {"bytes_received", 0},
-                            {"busy_ns", 0},
-                            {"steps", 0}});
+        json channel = {{"channel", c},
+                        {"bytes_sent", bytes[static_cast<std::size_t>(r * kChannels + c)]},
+                        {"bytes_received", bytes[static_cast<std::size_t>(r * kChannels + c)]},
+                        {"busy_ns", 0},
+                        {"steps", 0}};
+        if (r % 8 == 0) channel["nic_in"] = "rdmap" + std::to_string(79 + c) + "s0";
+        if (r % 8 == 7) channel["nic_out"] = "rdmap" + std::to_string(79 + c) + "s0";
+        channels.push_back(std::move(channel));
       }
       json body = {{"type", "event"},
                    {"run_id", "bench"},

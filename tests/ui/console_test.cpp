@@ -43,6 +43,7 @@
 #include "panels/history_panel.h"
 #include "panels/links_panel.h"
 #include "panels/preflight_panel.h"
+#include "panels/rails_view.h"
 #include "panels/rings_view.h"
 #include "panels/scenarios_panel.h"
 #include "panels/timeline_view.h"
@@ -51,6 +52,7 @@
 #include "process.h"
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/tools/topology.h"
+#include "ringmaster/tools/topology_search.h"
 #include "ringmaster/version.h"
 
 using namespace ringmaster::ui;
@@ -107,6 +109,7 @@ class ConsoleTest : public QObject {
   void replayCommand();
   void localAgentsEndWithTheConsole();
   void gpuNodesFitAndNameEveryDevice();
+  void ringsDrawnThroughGpusAndNicsOfDeclaredNodes();
 };
 
 // The console's --version is the project's, with no display needed, and
@@ -1226,6 +1229,109 @@ void ConsoleTest::gpuNodesFitAndNameEveryDevice() {
     if (qEnvironmentVariableIsSet("RINGMASTER_TEST_SAVE"))
       window.grab().save(qEnvironmentVariable("RINGMASTER_TEST_SAVE") + "-" + n.file + ".png");
   }
+}
+
+// Two local agents that each declare a p5 node, two ranks each: the
+// engine reports where it placed the ranks (GPU0 and GPU1 of each node),
+// the Topology tab draws channel c's ring through the NIC the search gave
+// it (NIC c of 32, the p5's rdmap79s0, rdmap80s0, ...), entering and
+// leaving the node there, and the Live tab has a series per NIC the run's
+// channels went through; the rails view shows all 64 NICs, the rest idle.
+void ConsoleTest::ringsDrawnThroughGpusAndNicsOfDeclaredNodes() {
+  const QString file = RINGMASTER_TOPOLOGY_DIR "/p5.48xl-topo.xml";
+  const auto p5 = ringmaster::topo::Topology::load_file(file.toStdString());
+  Console console;
+  QString error;
+  QVERIFY2(console.start_local_agents(2, RINGMASTER_AGENT, &error, file), qPrintable(error));
+  MainWindow window(console);
+  window.resize(1600, 1000);
+  window.show();
+  QTRY_COMPARE_WITH_TIMEOUT(console.connected_count(), 2, 20000);
+  auto* view = window.findChild<TopologyView*>();
+  QVERIFY(view);
+  window.tabs()->setCurrentWidget(view);
+  QTRY_VERIFY(!view->drawing()->boxes().empty());
+  RunSpec spec;
+  spec.min_bytes = "4M";
+  spec.max_bytes = "16M";
+  spec.iters = 20;
+  spec.warmup = 1;
+  spec.ranks_per_agent = 2;
+  spec.channels = 2;
+  QSignalSpy finished(&console.run, &RunState::finished);
+  QVERIFY(!console.start_run(spec).isEmpty());
+  QVERIFY(finished.wait(180000));
+  QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(console.run.problems().join("; ")));
+  QCOMPARE(console.run.gpus(), (std::vector<int>{0, 1, 0, 1}));
+  const int channels = static_cast<int>(console.run.rings().size());
+  QVERIFY(channels >= 1);
+  const std::vector<ringmaster::topo::NodeRanks> nodes(2, ringmaster::topo::NodeRanks{&p5, 2});
+  const auto plan = ringmaster::topo::search_channels(nodes, channels);
+  auto device = [&](int nic) {
+    for (int child : p5.node(p5.nics()[static_cast<std::size_t>(nic)]).children) {
+      if (p5.node(child).kind == ringmaster::topo::NodeKind::net) return QString::fromStdString(p5.node(child).name);
+    }
+    return QString();
+  };
+  auto* drawing = view->drawing();
+  std::set<std::pair<int, QString>> used;  // (agent, device)
+  for (int c = 0; c < channels; ++c) {
+    const int nic = plan.rings[static_cast<std::size_t>(c)].nic[0];
+    QCOMPARE(console.run.rings()[static_cast<std::size_t>(c)], plan.rings[static_cast<std::size_t>(c)].ranks);
+    view->show_path(c);
+    const auto& path = drawing->path();
+    QVERIFY2(!path.hops.empty(), qPrintable(path.why_empty));
+    // In by the NIC, to a GPU; out from a GPU, by the same NIC: each end
+    // drawn on the box of that very NIC, which names its device.
+    int in = 0, out = 0;
+    for (const auto& hop : path.hops) {
+      using Kind = DevicePath::End::Kind;
+      if (hop.from.kind == Kind::away) {
+        QCOMPARE(hop.to.kind, Kind::nic);
+        QCOMPARE(hop.to.index, nic);
+        ++in;
+      }
+      if (hop.to.kind == Kind::away) {
+        QCOMPARE(hop.from.kind, Kind::nic);
+        QCOMPARE(hop.from.index, nic);
+        ++out;
+      }
+      for (const auto* end : {&hop.from, &hop.to}) {
+        if (end->kind == Kind::away) continue;
+        const int b = drawing->box_of(*end);
+        QVERIFY2(b >= 0, "every device of the path is drawn");
+        const auto& box = drawing->boxes()[static_cast<std::size_t>(b)];
+        QCOMPARE(box.kind, QString(end->kind == Kind::gpu ? "gpu" : "nic"));
+        if (end->kind == Kind::nic) QVERIFY2(box.label.contains(device(nic)), qPrintable(box.label));
+      }
+    }
+    QCOMPARE(in, 1);
+    QCOMPARE(out, 1);
+    used.insert({0, device(nic)});
+    used.insert({1, device(plan.rings[static_cast<std::size_t>(c)].nic[1])});
+  }
+  // The trees too: tree 0 reaches this node's GPUs.
+  view->show_path(-1, 0);
+  QVERIFY2(!drawing->path().hops.empty(), qPrintable(drawing->path().why_empty));
+  QCOMPARE(window.width(), 1600);
+  // Per NIC: a series for each NIC a channel went through, and no other.
+  std::set<std::pair<int, QString>> series;
+  for (const auto& key : console.run.bandwidth.nics()) {
+    series.insert({key.node, key.device});
+    QVERIFY2(console.run.bandwidth.nic_points(key, 100).size() >= 2, qPrintable(key.device));
+  }
+  QCOMPARE(series, used);
+  window.bandwidth()->set_mode(BandwidthChart::Mode::per_nic);
+  QVERIFY(window.bandwidth()->refresh() > 0);
+  QVERIFY2(window.bandwidth()->series_names().contains(QString("agent 0 %1").arg(device(plan.rings[0].nic[0]))),
+           qPrintable(window.bandwidth()->series_names().join(", ")));
+  window.bandwidth()->set_mode(BandwidthChart::Mode::rails);
+  QCOMPARE(window.bandwidth()->refresh(), 64);
+  int with_traffic = 0;
+  for (const auto& bar : window.bandwidth()->rails()->bars())
+    with_traffic += bar.used ? 1 : 0;
+  QCOMPARE(with_traffic, static_cast<int>(used.size()));
+  window.bandwidth()->set_mode(BandwidthChart::Mode::per_channel);
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/agents_model.h"
+#include "models/bandwidth_series.h"
 #include "models/console.h"
 #include "models/nic_rates_model.h"
 #include "models/run_state.h"
@@ -45,6 +46,7 @@ class ModelsTest : public QObject {
   void anEventThatDoesNotReadIsNamed();
   void agentsFollowTheirFaultEvents();
   void railsFromNicSamples();
+  void perNicSeriesAddUpTheChannelsThroughEachNic();
 };
 
 // The timeline's columns are the engine's Stage enum, in its order.
@@ -175,6 +177,40 @@ void ModelsTest::railsFromNicSamples() {
   QCOMPARE(rails.index(0, NicRatesModel::agent_column).data().toString(), QString("node1:29600"));  // sorted
   rails.remove("node2:29600");
   QCOMPARE(rails.rowCount(), 1);
+}
+
+// Per NIC: what the channels through it sent out of and received into the
+// node, over the node's ranks (rank 0 leaves by eth0, rank 1 enters by
+// it; rank 2, on another node, by its own eth0), held in the 60 s window
+// however long the stream: 5 minutes of samples keep at most a window of
+// points.
+void ModelsTest::perNicSeriesAddUpTheChannelsThroughEachNic() {
+  BandwidthSeries series;
+  using Sample = ringmaster::agent::events::Sample;
+  std::uint64_t bytes = 0;
+  for (int tick = 0; tick <= 3000; ++tick) {
+    const long long t_us = 1'000'000 + 100'000LL * tick;
+    bytes += 100'000'000;  // 1 GB/s each way
+    series.add_sample(0, Sample{t_us, {{0, bytes, bytes, 0, 0, "eth0", ""}, {1, bytes, bytes, 0, 0, "", ""}}, {}, 0, 0},
+                      0);
+    series.add_sample(1, Sample{t_us, {{0, bytes, bytes, 0, 0, "", "eth0"}, {1, bytes, bytes, 0, 0, "", ""}}, {}, 0, 0},
+                      0);
+    series.add_sample(2, Sample{t_us, {{0, bytes, bytes, 0, 0, "eth0", "eth0"}}, {}, 0, 0}, 1);
+  }
+  const std::vector<NicKey> nics = series.nics();
+  QCOMPARE(nics.size(), std::size_t{2});
+  QCOMPARE(nics[0].device, QString("eth0"));
+  QCOMPARE(nics[0].node, 0);
+  QCOMPARE(nics[1].node, 1);
+  // Node 0's eth0: rank 0's sends and rank 1's receives, 2 GB/s; node 1's:
+  // rank 2's both ways, 2 GB/s. Channel 1 stays on the node: not counted.
+  QVERIFY2(std::abs(series.nic_recent_gbs(nics[0]) - 2.0) < 0.01,
+           qPrintable(QString::number(series.nic_recent_gbs(nics[0]))));
+  QVERIFY(std::abs(series.nic_recent_gbs(nics[1]) - 2.0) < 0.01);
+  const auto points = series.nic_points(nics[0], 1'000'000);
+  QVERIFY2(points.size() <= 602, qPrintable(QString("%1 points kept").arg(points.size())));
+  QVERIFY(points.size() >= 590);
+  QCOMPARE(series.nic_recent_gbs(NicKey{0, "eth1"}), 0.0);
 }
 
 QTEST_MAIN(ModelsTest)
