@@ -110,6 +110,7 @@ class ConsoleTest : public QObject {
   void localAgentsEndWithTheConsole();
   void gpuNodesFitAndNameEveryDevice();
   void ringsDrawnThroughGpusAndNicsOfDeclaredNodes();
+  void layoutFitsALaptopAndUsesA4kScreen();
 };
 
 // The console's --version is the project's, with no display needed, and
@@ -1310,6 +1311,9 @@ void ConsoleTest::ringsDrawnThroughGpusAndNicsOfDeclaredNodes() {
     used.insert({0, device(nic)});
     used.insert({1, device(plan.rings[static_cast<std::size_t>(c)].nic[1])});
   }
+  view->show_path(0);
+  if (qEnvironmentVariableIsSet("RINGMASTER_TEST_SAVE"))
+    window.grab().save(qEnvironmentVariable("RINGMASTER_TEST_SAVE") + "-ring.png");
   // The trees too: tree 0 reaches this node's GPUs.
   view->show_path(-1, 0);
   QVERIFY2(!drawing->path().hops.empty(), qPrintable(drawing->path().why_empty));
@@ -1331,7 +1335,51 @@ void ConsoleTest::ringsDrawnThroughGpusAndNicsOfDeclaredNodes() {
   for (const auto& bar : window.bandwidth()->rails()->bars())
     with_traffic += bar.used ? 1 : 0;
   QCOMPARE(with_traffic, static_cast<int>(used.size()));
+  if (qEnvironmentVariableIsSet("RINGMASTER_TEST_SAVE")) {
+    window.tabs()->setCurrentIndex(0);
+    QApplication::processEvents();
+    window.grab().save(qEnvironmentVariable("RINGMASTER_TEST_SAVE") + "-rails.png");
+  }
   window.bandwidth()->set_mode(BandwidthChart::Mode::per_channel);
+}
+
+// The window at a laptop's 1366x768 and on a 4K screen with 16 agents of
+// declared p5 nodes: no tab makes the window grow past the screen, and at
+// 4K the drawing and the agents list take the room there is (every agent
+// listed without scrolling).
+void ConsoleTest::layoutFitsALaptopAndUsesA4kScreen() {
+  Console console;
+  QString error;
+  QVERIFY2(console.start_local_agents(16, RINGMASTER_AGENT, &error, RINGMASTER_TOPOLOGY_DIR "/p5.48xl-topo.xml"),
+           qPrintable(error));
+  MainWindow window(console);
+  window.show();
+  QTRY_COMPARE_WITH_TIMEOUT(console.connected_count(), 16, 30000);
+  auto* view = window.findChild<TopologyView*>();
+  QTRY_VERIFY(!view->drawing()->boxes().empty());
+  for (const QSize screen : {QSize(1366, 768), QSize(3840, 2160)}) {
+    window.resize(screen);
+    for (int t = 0; t < window.tabs()->count(); ++t) {
+      window.tabs()->setCurrentIndex(t);
+      QApplication::processEvents();
+      QVERIFY2(window.width() <= screen.width() && window.height() <= screen.height(),
+               qPrintable(QString("the %1 tab makes the window %2x%3 on a %4x%5 screen")
+                              .arg(window.tabs()->tabText(t))
+                              .arg(window.width())
+                              .arg(window.height())
+                              .arg(screen.width())
+                              .arg(screen.height())));
+    }
+  }
+  window.tabs()->setCurrentWidget(view);
+  QApplication::processEvents();
+  QVERIFY2(view->drawing()->width() >= 2000, qPrintable(QString::number(view->drawing()->width())));
+  auto* agents = window.findChild<QTableView*>("agentsView");
+  QVERIFY(agents);
+  QCOMPARE(agents->model()->rowCount(), 16);
+  QVERIFY2(!agents->verticalScrollBar()->isVisible(), "16 agents listed without scrolling on a 4K screen");
+  if (qEnvironmentVariableIsSet("RINGMASTER_TEST_SAVE"))
+    window.grab().save(qEnvironmentVariable("RINGMASTER_TEST_SAVE") + "-4k.png");
 }
 
 namespace {

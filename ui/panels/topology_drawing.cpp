@@ -491,7 +491,10 @@ void TopologyDrawing::resizeEvent(QResizeEvent*) {
 QTransform TopologyDrawing::to_widget() const {
   if (size_.width() <= 0 || size_.height() <= 0) return {};
   // The legend takes the bottom kLegend pixels.
-  const double fit = std::min((width() - 8) / size_.width(), (height() - kLegend - 8) / size_.height());
+  // Fitted, but on a large screen no larger than twice the layout's
+  // size: text twice the window's reads well from afar; more only
+  // wastes the room (zoom is there for that).
+  const double fit = std::min({(width() - 8) / size_.width(), (height() - kLegend - 8) / size_.height(), 2.0});
   const double scale = std::max(1e-3, fit * zoom_);
   const double ox = (width() - size_.width() * scale) / 2 + pan_.x();
   const double oy = (height() - kLegend - size_.height() * scale) / 2 + pan_.y();
@@ -775,8 +778,10 @@ void TopologyDrawing::paint_path(QPainter& p) {
       p.drawText(pill, Qt::AlignCenter, name);
     }
   }
+  // Named at the bottom right, on the legend's line.
   const QString title = QString("%1: %2 hops").arg(path_.title).arg(path_.hops.size());
-  const QRectF band(0, 0, fm.horizontalAdvance(title) + 16, fm.height() + 6);
+  const double w = fm.horizontalAdvance(title) + 16;
+  const QRectF band(width() - w - 4, height() - 19, w, fm.height() + 4);
   p.fillRect(band, QColor(0xfc, 0xe4, 0xec));
   p.setPen(colour.darker(130));
   p.drawText(band, Qt::AlignCenter, title);
