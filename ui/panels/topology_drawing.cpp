@@ -475,6 +475,7 @@ void TopologyDrawing::relayout() {
   const int selected_node = selected_ >= 0 ? boxes_[static_cast<std::size_t>(selected_)].node : -1;
   boxes_ = layout_topology(topology_, &size_, expanded_, aspect);
   laid_out_for_ = aspect;
+  index_devices();
   selected_ = -1;
   for (std::size_t i = 0; i < boxes_.size() && selected_node >= 0; ++i) {
     if (boxes_[i].node == selected_node) selected_ = static_cast<int>(i);
@@ -671,22 +672,32 @@ void TopologyDrawing::set_path(DevicePath path) {
 
 int TopologyDrawing::box_of(const DevicePath::End& end) const {
   if (end.kind == DevicePath::End::Kind::away || end.index < 0) return -1;
-  const char* kind = end.kind == DevicePath::End::Kind::gpu ? "gpu" : "nic";
-  const json nodes = topology_.value("nodes", json::array());
-  int id = -1;
-  for (std::size_t i = 0; i < nodes.size() && id < 0; ++i) {
-    if (nodes[i].value("kind", "") == kind && nodes[i].value("index", -1) == end.index) id = static_cast<int>(i);
+  const auto it = device_boxes_.find({end.kind == DevicePath::End::Kind::gpu, end.index});
+  return it == device_boxes_.end() ? -1 : it->second;
+}
+
+void TopologyDrawing::index_devices() {
+  device_boxes_.clear();
+  const auto nodes = topology_.find("nodes");
+  if (nodes == topology_.end() || !nodes->is_array()) return;
+  // Per GPU and NIC: its own box; else the group it is collapsed into.
+  for (std::size_t i = 0; i < nodes->size(); ++i) {
+    const json& n = (*nodes)[i];
+    const std::string kind = n.value("kind", "");
+    if (kind != "gpu" && kind != "nic") continue;
+    const int id = static_cast<int>(i);
+    int found = -1;
+    for (std::size_t b = 0; b < boxes_.size(); ++b) {
+      const auto& box = boxes_[b];
+      if (box.node == id) {
+        found = static_cast<int>(b);
+        break;
+      }
+      if (found < 0 && std::find(box.members.begin(), box.members.end(), id) != box.members.end())
+        found = static_cast<int>(b);
+    }
+    if (found >= 0) device_boxes_[{kind == "gpu", n.value("index", -1)}] = found;
   }
-  if (id < 0) return -1;
-  // The device's own box; else the group it is collapsed into.
-  int group = -1;
-  for (std::size_t b = 0; b < boxes_.size(); ++b) {
-    const auto& box = boxes_[b];
-    if (box.node == id) return static_cast<int>(b);
-    if (group < 0 && std::find(box.members.begin(), box.members.end(), id) != box.members.end())
-      group = static_cast<int>(b);
-  }
-  return group;
 }
 
 void TopologyDrawing::paint_path(QPainter& p) {

@@ -19,6 +19,7 @@
 #include <QRectF>
 #include <QString>
 #include <QWidget>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <vector>
@@ -102,9 +103,13 @@ class TopologyDrawing : public QWidget {
   void select(int box);
   void relayout();
   void paint_path(QPainter& p);
+  // Rebuilds device_boxes_ from the boxes.
+  void index_devices();
 
   nlohmann::json topology_;
   DevicePath path_;
+  // (is a GPU, its number) -> the box it is drawn in.
+  std::map<std::pair<bool, int>, int> device_boxes_;
   std::set<int> expanded_;
   int selected_ = -1;
   std::vector<TopologyBox> boxes_;
