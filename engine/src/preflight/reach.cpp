@@ -186,6 +186,25 @@ std::vector<ReachResult> probe_reach(const std::vector<ReachTarget>& targets, st
   std::map<std::string, net::ResolveResult> resolved;
   for (std::size_t first = 0; first < targets.size(); first += kOpenAtOnce)
     probe_batch(targets, first, std::min(targets.size(), first + kOpenAtOnce), window, resolved, out);
+  // A refusal is asked once more, 100 ms later: a firewall's reset comes
+  // again, a passing one (a listener that was not yet accepting) does not.
+  std::vector<ReachTarget> again;
+  std::vector<std::size_t> where;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (out[i].reach != Reach::refused) continue;
+    again.push_back(targets[i]);
+    where.push_back(i);
+  }
+  if (again.empty()) return out;
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::vector<ReachResult> second(again.size());
+  for (std::size_t first = 0; first < again.size(); first += kOpenAtOnce)
+    probe_batch(again, first, std::min(again.size(), first + kOpenAtOnce), window, resolved, second);
+  for (std::size_t k = 0; k < again.size(); ++k) {
+    if (second[k].reach == Reach::refused) continue;
+    out[where[k]] = second[k];
+    out[where[k]].detail += (out[where[k]].detail.empty() ? "" : "; ") + std::string("refused at the first try");
+  }
   return out;
 }
 

@@ -46,7 +46,9 @@ struct ReachResult {
 
 // Connects to every target at once (at most 512 sockets open together),
 // each allowed `window` for an answer, and closes each connection as soon
-// as its handshake completes. Results are in the targets' order.
+// as its handshake completes. A refused target is tried once more 100 ms
+// later (its detail says so when the second try differs). Results are in
+// the targets' order.
 std::vector<ReachResult> probe_reach(const std::vector<ReachTarget>& targets, std::chrono::milliseconds window);
 
 // Listening sockets on every address of this node, accepting and closing
