@@ -744,14 +744,25 @@ void TopologyDrawing::paint_path(QPainter& p) {
     if (!from) from = from_away ? away_at(hop.to, true) : *to;
     if (!to) to = to_away ? away_at(hop.from, false) : *from;
     // A hop between two ends in one box (collapsed devices) loops out.
-    QPainterPath line(*from);
     const QPointF mid = (*from + *to) / 2;
     const double bend = QLineF(*from, *to).length() < 4 ? 24 : 10 + 4.0 * static_cast<double>(i % 3);
     const QPointF control = mid + QPointF(bend, -bend);
-    line.quadTo(control, *to);
-    p.setPen(QPen(colour, 2.5));
+    // Zoomed in, most of a hop lies outside the view: the curve is drawn
+    // as 24 segments, only those in view (stroking whole curves thousands
+    // of pixels long made frames spike to 60 ms).
+    const QRectF view = QRectF(rect()).adjusted(-60, -30, 60, 30);
+    if (!QPolygonF({*from, control, *to}).boundingRect().intersects(view)) continue;
+    QVector<QLineF> segments;
+    QPointF last = *from;
+    for (int k = 1; k <= 24; ++k) {
+      const double t = k / 24.0;
+      const QPointF next = (1 - t) * (1 - t) * *from + 2 * (1 - t) * t * control + t * t * *to;
+      if (QRectF(last, next).normalized().adjusted(-3, -3, 3, 3).intersects(view)) segments.append(QLineF(last, next));
+      last = next;
+    }
+    p.setPen(QPen(colour, 2.5, Qt::SolidLine, Qt::RoundCap, Qt::RoundJoin));
     p.setBrush(Qt::NoBrush);
-    p.drawPath(line);
+    p.drawLines(segments);
     // The arrowhead, along the curve's last tangent.
     const QLineF tangent(control, *to);
     const double angle = std::atan2(-tangent.dy(), tangent.dx());
@@ -763,10 +774,13 @@ void TopologyDrawing::paint_path(QPainter& p) {
     p.drawPolygon(head);
     // The hop's number on the curve, what carries it beside.
     const QPointF on_curve = 0.25 * *from + 0.5 * control + 0.25 * *to;
-    p.setPen(Qt::white);
-    p.drawEllipse(on_curve, 8, 8);
-    p.drawText(QRectF(on_curve - QPointF(8, 8), QSizeF(16, 16)), Qt::AlignCenter, QString::number(i + 1));
-    if (!hop.label.isEmpty()) {
+    const bool badge_in_view = view.contains(on_curve);
+    if (badge_in_view) {
+      p.setPen(Qt::white);
+      p.drawEllipse(on_curve, 8, 8);
+      p.drawText(QRectF(on_curve - QPointF(8, 8), QSizeF(16, 16)), Qt::AlignCenter, QString::number(i + 1));
+    }
+    if (badge_in_view && !hop.label.isEmpty()) {
       const QRectF text(on_curve + QPointF(10, -7), QSizeF(fm.horizontalAdvance(hop.label) + 6, 14));
       p.fillRect(text, QColor(255, 255, 255, 210));
       p.setPen(colour.darker(130));
@@ -807,12 +821,17 @@ void TopologyDrawing::paintEvent(QPaintEvent*) {
     return;
   }
   p.setRenderHint(QPainter::Antialiasing);
-  p.setTransform(to_widget());
+  const QTransform transform = to_widget();
+  p.setTransform(transform);
+  // Zoomed in, most boxes are out of view: their text, laid out at the
+  // zoom's size, cost the most of a frame.
+  const QRectF view = transform.inverted().mapRect(QRectF(rect()));
   QFont font = p.font();
   font.setPointSizeF(8.5);
   QFont bold = font;
   bold.setBold(true);
   for (const auto& b : boxes_) {
+    if (!b.rect.intersects(view)) continue;
     p.setPen(QPen(b.declared ? QColor(0xe6, 0x51, 0x00) : QColor(0x60, 0x60, 0x60), b.declared ? 1.5 : 1,
                   b.declared ? Qt::DashLine : Qt::SolidLine));
     p.setBrush(fill_of(b.kind == "group" ? b.member_kind : b.kind));
