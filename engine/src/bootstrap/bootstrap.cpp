@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <optional>
 #include <thread>
 
 #include "base/log.h"
@@ -23,7 +25,16 @@ using Clock = net::Clock;
 using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 
-constexpr std::uint32_t kRingHelloMagic = 0x52494E47;  // "RING"
+constexpr std::uint32_t kRingHelloMagic = 0x52494E47;      // "RING"
+constexpr std::uint32_t kExchangeHelloMagic = 0x58434847;  // "GHCX": a later round of the address exchange
+
+// Rounds of Bruck's all-gather over n ranks: ceil(log2 n).
+int exchange_rounds(int n) {
+  int rounds = 0;
+  for (long long have = 1; have < n; have *= 2)
+    ++rounds;
+  return rounds;
+}
 
 std::string hostname() {
   char name[256] = {};
@@ -133,10 +144,11 @@ int send_blob(const net::Socket& s, const std::string& blob, Clock::time_point d
   return s.send_all(blob.data(), blob.size(), deadline);
 }
 
-int recv_blob(const net::Socket& s, std::string& blob, Clock::time_point deadline) {
+int recv_blob(const net::Socket& s, std::string& blob, Clock::time_point deadline,
+              std::uint64_t largest = std::uint64_t{1} << 20) {
   std::uint64_t size = 0;
   if (const int err = s.recv_all(&size, sizeof(size), deadline); err != 0) return err;
-  if (size > (1u << 20)) return EPROTO;
+  if (size > largest) return EPROTO;
   blob.assign(size, '\0');
   return s.recv_all(blob.data(), size, deadline);
 }
@@ -189,6 +201,63 @@ bool Bootstrap::hosts_store() const noexcept {
 const std::vector<StageEvent>& Bootstrap::events() const noexcept {
   return impl_->events;
 }
+
+namespace {
+
+// Round `round` of the address exchange sends to rank `to`: a connection
+// to its bootstrap port (the address it published) that says so.
+int connect_exchange_link(Bootstrap::Impl& s, const Config& c, int round, Clock::time_point deadline) {
+  const auto found = s.exchange_to.find(round);
+  if (found == s.exchange_to.end()) return EPROTO;
+  const std::optional<net::SocketAddress> address = found->second;
+  net::Socket link;
+  net::ConnectAttempts attempts;
+  int err = net::connect_with_backoff({*address}, deadline, link, attempts);
+  const std::uint32_t hello[3] = {kExchangeHelloMagic, static_cast<std::uint32_t>(c.rank),
+                                  static_cast<std::uint32_t>(round)};
+  if (err == 0) err = link.send_all(hello, sizeof(hello), deadline);
+  if (err != 0) return err;
+  link.set_nodelay();
+  s.exchange_out[round] = std::move(link);
+  return 0;
+}
+
+// Waits for round `round`'s connection from rank - 2^round; a connection
+// for a later round waits in s.exchange_in for it, any other is dropped.
+int accept_exchange_link(Bootstrap::Impl& s, const Config& c, int round, Clock::time_point deadline) {
+  const int n = c.world_size;
+  const int rounds = exchange_rounds(n);
+  while (s.exchange_in.count(round) == 0) {
+    int err = 0;
+    net::Socket candidate = s.listener.accept(deadline, err);
+    if (err != 0) return err;
+    std::uint32_t got[4] = {};
+    int hello_err = candidate.recv_all(got, 3 * sizeof(got[0]), std::min(deadline, Clock::now() + kHelloWait));
+    // A rank done with the exchange connects for its channels: any other
+    // connection with a 16-byte hello waits for TRANSPORT_CONNECT, which
+    // takes or drops it by that hello.
+    if (hello_err == 0 && got[0] != kExchangeHelloMagic) {
+      hello_err = candidate.recv_all(&got[3], sizeof(got[3]), std::min(deadline, Clock::now() + kHelloWait));
+      if (hello_err == 0) {
+        std::array<std::uint32_t, 4> hello{got[0], got[1], got[2], got[3]};
+        s.early_connections.emplace_back(hello, std::move(candidate));
+        continue;
+      }
+    }
+    const int their_round = static_cast<int>(got[2]);
+    if (hello_err == 0 && got[0] == kExchangeHelloMagic && their_round >= 1 && their_round < rounds &&
+        static_cast<int>(got[1]) == (c.rank - (1 << their_round) + n) % n && s.exchange_in.count(their_round) == 0) {
+      candidate.set_nodelay();
+      s.exchange_in[their_round] = std::move(candidate);
+      continue;
+    }
+    RM_INFO(bootstrap, "dropped a connection on the bootstrap port from {} during the address exchange",
+            candidate.peer_address().to_string());
+  }
+  return 0;
+}
+
+}  // namespace
 
 std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallback& on_event, bool finish,
                                           std::string settings) {
@@ -329,23 +398,24 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
         f.hint = hint_duplicate_rank(c.rank);
         throw StageError(f);
       }
-      s.store->add(key(c, "joined"), 1);
-      std::vector<std::string> all;
-      for (int r = 0; r < c.world_size; ++r)
-        all.push_back(key(c, "rank/" + std::to_string(r)));
+      // The rank that makes the count whole says so under one key, which
+      // every rank waits on: O(1) store operations a rank. (Waiting on
+      // every rank's key was N keys checked at each of N waits, and each
+      // SET woke every waiter to check its N keys again.)
+      if (s.store->add(key(c, "joined"), 1) == c.world_size) s.store->set(key(c, "all_joined"), "1");
       auto left = c.store_timeout - stages.elapsed();
       // The rank hosting the store waits a little longer than the others, so
       // that when the barrier times out they can still ask the store who is
       // missing before this process (and the store with it) goes away.
       if (s.store_server) left += std::min(c.store_timeout / 10, milliseconds(5000));
-      if (!s.store->wait(all, std::max(left, milliseconds(1)))) {
+      if (!s.store->wait({key(c, "all_joined")}, std::max(left, milliseconds(1)))) {
         auto f = stages.failure("not every rank reached the store barrier");
         f.category = ErrorCategory::timeout;
         f.remote_address = master;
         f.timeout = c.store_timeout;
         f.joined = 0;
         for (int r = 0; r < c.world_size; ++r) {
-          if (s.store->check({all[r]})) {
+          if (s.store->check({key(c, "rank/" + std::to_string(r))})) {
             ++f.joined;
           } else {
             f.missing.push_back(r);
@@ -444,9 +514,38 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
     }
     out.set_nodelay();
     s.ring_next = std::move(out);
-    // A connection that does not say prev's ring hello at once (a port
-    // scanner, a health check, a stale rank of an earlier job) is dropped,
-    // and the listener keeps accepting until the deadline.
+    // A rank already in the address exchange may connect for one of its
+    // later rounds before this rank has its ring: such a connection waits
+    // for its round (s.exchange_in). The addresses the exchange sends to
+    // are read from the store now: the rank hosting it may be done with
+    // the exchange, and gone, before this rank is.
+    const int n = c.world_size;
+    const int rounds = exchange_rounds(n);
+    for (int round = 1; round < rounds; ++round) {
+      const int to = (c.rank + (1 << round)) % n;
+      std::optional<PeerInfo> info;
+      try {
+        info = decode(s.store->get(key(c, "addr/" + std::to_string(to))));
+      } catch (const Error& e) {
+        auto f = stages.failure(fmt::format("rank {} never published its bootstrap address", to));
+        f.peer_rank = to;
+        f.errno_text = e.status().message();
+        f.hint = hint_store_lost();
+        throw StageError(f);
+      }
+      const auto address = info ? net::SocketAddress::parse(info->address) : std::nullopt;
+      if (!address) {
+        auto f = stages.failure(fmt::format("rank {} published an unreadable bootstrap address", to));
+        f.category = ErrorCategory::protocol;
+        f.peer_rank = to;
+        throw StageError(f);
+      }
+      s.exchange_to.emplace(round, *address);
+    }
+    // A connection that does not say prev's ring hello or an exchange
+    // round's hello at once (a port scanner, a health check, a stale rank
+    // of an earlier job) is dropped, and the listener keeps accepting
+    // until the deadline.
     net::Socket in;
     int dropped = 0;
     std::string last_dropped;
@@ -454,15 +553,25 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
       net::Socket candidate = s.listener.accept(deadline, err);
       if (err != 0) break;
       std::uint32_t got[2] = {};
-      const int hello_err = candidate.recv_all(got, sizeof(got), std::min(deadline, Clock::now() + kHelloWait));
-      if (hello_err == 0 && got[0] == kRingHelloMagic && static_cast<int>(got[1]) == prev) {
+      int hello_err = candidate.recv_all(got, sizeof(got), std::min(deadline, Clock::now() + kHelloWait));
+      if (hello_err == 0 && got[0] == kRingHelloMagic && static_cast<int>(got[1]) == prev && !in.valid()) {
         in = std::move(candidate);
-        break;
+        continue;
+      }
+      std::uint32_t round = 0;
+      if (hello_err == 0 && got[0] == kExchangeHelloMagic)
+        hello_err = candidate.recv_all(&round, sizeof(round), std::min(deadline, Clock::now() + kHelloWait));
+      if (hello_err == 0 && got[0] == kExchangeHelloMagic && round >= 1 && static_cast<int>(round) < rounds &&
+          static_cast<int>(got[1]) == (c.rank - (1 << round) + n) % n &&
+          s.exchange_in.count(static_cast<int>(round)) == 0) {
+        candidate.set_nodelay();
+        s.exchange_in[static_cast<int>(round)] = std::move(candidate);
+        continue;
       }
       ++dropped;
-      last_dropped = fmt::format("{} ({})", candidate.peer_address().to_string(),
-                                 hello_err != 0 ? net::errno_text(hello_err)
-                                                : std::string("not rank ") + std::to_string(prev) + "'s ring hello");
+      last_dropped = fmt::format(
+          "{} ({})", candidate.peer_address().to_string(),
+          hello_err != 0 ? net::errno_text(hello_err) : std::string("not the hello of a rank this rank waits for"));
       RM_INFO(bootstrap, "dropped a connection on the bootstrap port from {}", last_dropped);
     }
     if (err != 0) {
@@ -488,28 +597,88 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
     if (c.world_size == 1) return std::string("single rank");
     const auto deadline = stages.stage_begin() + c.bootstrap_timeout;
     const int n = c.world_size;
-    const int prev = (c.rank + n - 1) % n;
-    // Ring allgather: at step k send the info of rank (r - k), receive that of (r - k - 1).
-    for (int step = 0; step < n - 1; ++step) {
-      const int send_rank = (c.rank - step + n) % n;
-      const int recv_rank = (c.rank - step - 1 + n) % n;
-      std::string blob;
-      int err = send_blob(s.ring_next, encode(s.peers[send_rank]), deadline);
-      if (err == 0) err = recv_blob(s.ring_prev, blob, deadline);
-      auto info = err == 0 ? decode(blob) : std::nullopt;
-      if (err == 0 && (!info || info->rank != recv_rank)) err = EPROTO;
-      if (err != 0) {
-        auto f =
-            stages.failure(fmt::format("address exchange with rank {} broke at step {}/{}", prev, step + 1, n - 1));
+    const int rounds = exchange_rounds(n);
+    // Bruck's all-gather in ceil(log2 n) rounds: after a round this rank
+    // holds the `have` ranks up to itself (r, r-1, ...). In the round at
+    // distance d = have it sends the entries nearest itself to rank r+d
+    // and takes those of r-d and before from rank r-d. The first round
+    // goes over the bootstrap ring; each later one over a connection of
+    // its own. (The ring all-gather took n-1 steps, each waiting for every
+    // rank to be scheduled: with 1,024 ranks as threads on 2 cores, 3 s.)
+    int have = 1;
+    // Each entry as it arrived, passed on as it is.
+    std::vector<std::string> raw(static_cast<std::size_t>(n));
+    raw[static_cast<std::size_t>(c.rank)] = encode(s.peers[static_cast<std::size_t>(c.rank)]);
+    for (int round = 0; round < rounds; ++round) {
+      const int d = have;
+      const int count = std::min(have, n - have);
+      const int to = (c.rank + d) % n;
+      const int from = (c.rank - d + n) % n;
+      auto broke = [&](int peer, int err, const std::string& what) {
+        auto f = stages.failure(
+            fmt::format("address exchange with rank {} broke in round {}/{}: {}", peer, round + 1, rounds, what));
         f.category = err == ETIMEDOUT ? ErrorCategory::timeout : ErrorCategory::peer;
-        f.peer_rank = prev;
-        f.errno_text = err == EPROTO ? "unexpected data on the bootstrap ring" : net::errno_text(err);
+        f.peer_rank = peer;
+        f.errno_text = err == EPROTO ? "unexpected data on a bootstrap connection" : net::errno_text(err);
         f.timeout = c.bootstrap_timeout;
-        f.hint = hint_exchange_broken(prev);
+        f.hint = hint_exchange_broken(peer);
         throw StageError(f);
+      };
+      std::string blob;
+      for (int i = 0; i < count; ++i) {
+        const std::string& entry = raw[static_cast<std::size_t>((c.rank - i + n) % n)];
+        const auto length = static_cast<std::uint32_t>(entry.size());
+        blob.append(reinterpret_cast<const char*>(&length), sizeof(length));
+        blob += entry;
       }
-      s.peers[recv_rank] = *info;
+      int err = 0;
+      if (round > 0) {
+        err = connect_exchange_link(s, c, round, deadline);
+        if (err != 0) broke(to, err, "cannot connect to it");
+      }
+      const net::Socket& out = round == 0 ? s.ring_next : s.exchange_out.at(round);
+      // A block larger than the sockets' buffers is sent by a thread of its
+      // own: every rank sends before it receives.
+      std::thread sender;
+      int send_err = 0;
+      if (blob.size() > (64u << 10)) {
+        sender = std::thread([&, payload = blob] { send_err = send_blob(out, payload, deadline); });
+      } else {
+        send_err = send_blob(out, blob, deadline);
+      }
+      if (round > 0) err = accept_exchange_link(s, c, round, deadline);
+      if (err == 0) {
+        const net::Socket& in = round == 0 ? s.ring_prev : s.exchange_in.at(round);
+        err = recv_blob(in, blob, deadline, static_cast<std::uint64_t>(count) * 4096);
+      }
+      if (sender.joinable()) sender.join();
+      if (send_err != 0) broke(to, send_err, "sending to it failed");
+      if (err != 0)
+        broke(from, err,
+              round > 0 && s.exchange_in.count(round) == 0 ? "it did not connect to this rank"
+                                                           : "receiving from it failed");
+      if (err != 0) broke(from, err, "receiving from it failed");
+      std::size_t at = 0;
+      for (int i = 0; i < count; ++i) {
+        std::uint32_t length = 0;
+        if (blob.size() - at < sizeof(length)) broke(from, EPROTO, "a short block");
+        std::memcpy(&length, blob.data() + at, sizeof(length));
+        at += sizeof(length);
+        if (blob.size() - at < length) broke(from, EPROTO, "a short block");
+        std::string entry = blob.substr(at, length);
+        at += length;
+        auto info = decode(entry);
+        const int expected = (from - i + n) % n;
+        if (!info || info->rank != expected) broke(from, EPROTO, fmt::format("not rank {}'s entry", expected));
+        s.peers[static_cast<std::size_t>(expected)] = std::move(*info);
+        raw[static_cast<std::size_t>(expected)] = std::move(entry);
+      }
+      have += count;
+      s.exchange_out.erase(round);
+      s.exchange_in.erase(round);
     }
+    s.exchange_in.clear();
+    s.exchange_to.clear();
     int hosts = 0;
     std::vector<std::string> seen;
     for (const auto& p : s.peers) {
@@ -518,7 +687,7 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
         ++hosts;
       }
     }
-    return fmt::format("{} ranks on {} host(s)", n, hosts);
+    return fmt::format("{} ranks on {} host(s), in {} round{}", n, hosts, rounds, rounds == 1 ? "" : "s");
   });
 
   auto bootstrap = std::unique_ptr<Bootstrap>(new Bootstrap(std::move(state)));

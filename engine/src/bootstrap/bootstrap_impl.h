@@ -2,7 +2,9 @@
 // (topology, transports) inside the engine.
 #pragma once
 
+#include <array>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +33,13 @@ struct Bootstrap::Impl {
   net::Socket listener;   // bootstrap listener, kept for later connections
   net::Socket ring_next;  // connected to rank+1
   net::Socket ring_prev;  // accepted from rank-1
+  // The address exchange's later rounds (by round k >= 1): connected to
+  // rank + 2^k, accepted from rank - 2^k; closed once it is done.
+  std::map<int, net::Socket> exchange_out, exchange_in;
+  std::map<int, net::SocketAddress> exchange_to;  // round k's rank + 2^k, read from the store before the exchange
+  // Connections for TRANSPORT_CONNECT accepted during the address
+  // exchange (a rank done with it connects at once), with their hello.
+  std::vector<std::pair<std::array<std::uint32_t, 4>, net::Socket>> early_connections;
   std::string ifname;
   net::SocketAddress local_address;
   std::vector<PeerInfo> peers;

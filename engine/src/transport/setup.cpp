@@ -404,17 +404,26 @@ std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<ChannelLi
     for (std::size_t got = 0; got < expected;) {
       int err = 0;
       Incoming in;
-      in.socket = b.listener.accept(s.deadline, err);
-      if (err != 0) {
-        accept_failed(
-            fmt::format("{} did not open all {} channels to this rank{}", prev_text, channels.size(), stray.note()),
-            err);
-      }
-      // A connection that does not say a hello and an offer at once is
-      // dropped, and the listener keeps accepting.
-      const auto hello_deadline = std::min(s.deadline, net::Clock::now() + kHelloWait);
       Hello hello;
-      err = in.socket.recv_all(&hello, sizeof(hello), hello_deadline);
+      const auto hello_deadline = std::min(s.deadline, net::Clock::now() + kHelloWait);
+      if (!b.early_connections.empty()) {
+        // Accepted, hello read, during the address exchange.
+        auto& [said, socket] = b.early_connections.back();
+        static_assert(sizeof(said) == sizeof(hello));
+        std::memcpy(&hello, said.data(), sizeof(hello));
+        in.socket = std::move(socket);
+        b.early_connections.pop_back();
+      } else {
+        in.socket = b.listener.accept(s.deadline, err);
+        if (err != 0) {
+          accept_failed(
+              fmt::format("{} did not open all {} channels to this rank{}", prev_text, channels.size(), stray.note()),
+              err);
+        }
+        // A connection that does not say a hello and an offer at once is
+        // dropped, and the listener keeps accepting.
+        err = in.socket.recv_all(&hello, sizeof(hello), hello_deadline);
+      }
       if (err == 0 && hello.magic == kExtraSocketHello) {
         early_sockets.emplace_back(hello, std::move(in.socket));
         continue;
