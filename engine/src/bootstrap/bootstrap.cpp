@@ -478,23 +478,28 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
     const auto deadline = stages.stage_begin() + c.bootstrap_timeout;
     const int next = (c.rank + 1) % c.world_size;
     const int prev = (c.rank + c.world_size - 1) % c.world_size;
-    std::optional<PeerInfo> next_info;
-    try {
-      next_info = decode(s.store->get(key(c, "addr/" + std::to_string(next))));
-    } catch (const Error& e) {
-      auto f = stages.failure(fmt::format("rank {} never published its bootstrap address", next));
-      f.peer_rank = next;
-      f.errno_text = e.status().message();
-      f.hint = hint_store_lost();
-      throw StageError(f);
-    }
-    auto next_address = next_info ? net::SocketAddress::parse(next_info->address) : std::nullopt;
-    if (!next_address) {
-      auto f = stages.failure(fmt::format("rank {} published an unreadable bootstrap address", next));
-      f.category = ErrorCategory::protocol;
-      f.peer_rank = next;
-      throw StageError(f);
-    }
+    // The bootstrap address rank `r` published at BOOTSTRAP_LISTEN.
+    auto published_address = [&](int r) {
+      std::optional<PeerInfo> info;
+      try {
+        info = decode(s.store->get(key(c, "addr/" + std::to_string(r))));
+      } catch (const Error& e) {
+        auto f = stages.failure(fmt::format("rank {} never published its bootstrap address", r));
+        f.peer_rank = r;
+        f.errno_text = e.status().message();
+        f.hint = hint_store_lost();
+        throw StageError(f);
+      }
+      auto address = info ? net::SocketAddress::parse(info->address) : std::nullopt;
+      if (!address) {
+        auto f = stages.failure(fmt::format("rank {} published an unreadable bootstrap address", r));
+        f.category = ErrorCategory::protocol;
+        f.peer_rank = r;
+        throw StageError(f);
+      }
+      return *address;
+    };
+    const std::optional<net::SocketAddress> next_address = published_address(next);
     net::Socket out;
     net::ConnectAttempts report;
     int err = net::connect_with_backoff({*next_address}, deadline, out, report, stages.progress_reporter());
@@ -521,27 +526,8 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
     // the exchange, and gone, before this rank is.
     const int n = c.world_size;
     const int rounds = exchange_rounds(n);
-    for (int round = 1; round < rounds; ++round) {
-      const int to = (c.rank + (1 << round)) % n;
-      std::optional<PeerInfo> info;
-      try {
-        info = decode(s.store->get(key(c, "addr/" + std::to_string(to))));
-      } catch (const Error& e) {
-        auto f = stages.failure(fmt::format("rank {} never published its bootstrap address", to));
-        f.peer_rank = to;
-        f.errno_text = e.status().message();
-        f.hint = hint_store_lost();
-        throw StageError(f);
-      }
-      const auto address = info ? net::SocketAddress::parse(info->address) : std::nullopt;
-      if (!address) {
-        auto f = stages.failure(fmt::format("rank {} published an unreadable bootstrap address", to));
-        f.category = ErrorCategory::protocol;
-        f.peer_rank = to;
-        throw StageError(f);
-      }
-      s.exchange_to.emplace(round, *address);
-    }
+    for (int round = 1; round < rounds; ++round)
+      s.exchange_to.emplace(round, published_address((c.rank + (1 << round)) % n));
     // A connection that does not say prev's ring hello or an exchange
     // round's hello at once (a port scanner, a health check, a stale rank
     // of an earlier job) is dropped, and the listener keeps accepting
