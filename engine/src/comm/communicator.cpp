@@ -284,25 +284,37 @@ std::vector<std::vector<int>> Communicator::rings() const {
 }
 
 std::vector<RankDevices> Communicator::devices() const {
-  if (!impl_->searched_devices.empty()) return impl_->searched_devices;
-  // No search: a channel leaves the host by the interface its rank's
-  // network connections use (the bootstrap's, NCCL_SOCKET_IFNAME).
+  // A channel crosses the node boundary at a rank whose ring neighbour is
+  // on another node: by the search's NIC for the channel on that node, or
+  // without a search by the interface of the rank's network connections
+  // (the bootstrap's, NCCL_SOCKET_IFNAME).
   const auto& peers = impl_->bootstrap->peers();
+  const auto& searched = impl_->searched;
   const int n = impl_->nranks;
+  auto apart = [&](int a, int b) {
+    return searched ? searched->node_of[static_cast<std::size_t>(a)] != searched->node_of[static_cast<std::size_t>(b)]
+                    : peers[static_cast<std::size_t>(a)].host != peers[static_cast<std::size_t>(b)].host;
+  };
   std::vector<RankDevices> out(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    if (searched) out[static_cast<std::size_t>(r)].gpu = searched->gpu_of[static_cast<std::size_t>(r)];
+  }
   for (std::size_t c = 0; c < impl_->ring_orders.size(); ++c) {
     const auto& order = impl_->ring_orders[c];
     for (int r = 0; r < n; ++r) {
       const int p = order.position_of[static_cast<std::size_t>(r)];
-      const auto& host = peers[static_cast<std::size_t>(r)].host;
       const int next = order.rank_at[static_cast<std::size_t>((p + 1) % n)];
       const int prev = order.rank_at[static_cast<std::size_t>((p + n - 1) % n)];
-      ChannelDevices d{static_cast<int>(c),
-                       -1,
-                       {},
-                       peers[static_cast<std::size_t>(next)].host != host,
-                       peers[static_cast<std::size_t>(prev)].host != host};
-      if (d.leaves || d.enters) d.device = peers[static_cast<std::size_t>(r)].ifname;
+      ChannelDevices d{static_cast<int>(c), -1, {}, apart(r, next), apart(r, prev)};
+      if (d.leaves || d.enters) {
+        if (searched) {
+          d.nic = searched->nic[c][static_cast<std::size_t>(searched->node_of[static_cast<std::size_t>(r)])];
+          if (d.nic >= 0 && d.nic < static_cast<int>(searched->nic_device.size()))
+            d.device = searched->nic_device[static_cast<std::size_t>(d.nic)];
+        } else {
+          d.device = peers[static_cast<std::size_t>(r)].ifname;
+        }
+      }
       out[static_cast<std::size_t>(r)].channels.push_back(std::move(d));
     }
   }

@@ -82,9 +82,14 @@ struct Communicator::Impl {
   std::function<void(const CollectiveRecord&)> on_collective;
   std::vector<std::unique_ptr<Channel>> channels;
   std::vector<algo::RingOrder> ring_orders;  // per channel: rank order, or the topology search's
-  // Per rank, the GPU and NICs its channels use when the topology search
-  // ordered the rings; empty otherwise (devices() then names interfaces).
-  std::vector<RankDevices> searched_devices;
+  // Where the topology search put the ranks, when it ordered the rings
+  // (devices() names interfaces otherwise).
+  struct SearchedPlacement {
+    std::vector<int> node_of, gpu_of;     // per rank; gpu_of -1 on nodes without GPUs
+    std::vector<std::vector<int>> nic;    // per channel, per node: the NIC number its ring crosses by (-1 none)
+    std::vector<std::string> nic_device;  // per NIC number: its network device
+  };
+  std::optional<SearchedPlacement> searched;
   std::vector<ConnectionInfo> connection_infos;
   std::atomic<bool> aborted{false};
   // The first failed collective part is logged; once it has been, every
@@ -145,8 +150,8 @@ struct Communicator::Impl {
   // shares, the rings follow the topology search.
   void describe_topology(bool same_topology);
   std::string order_rings(const topo::Topology& t, const std::vector<std::string>& hosts);
-  std::vector<RankDevices> devices_of(const topo::ChannelPlan& plan, const topo::Topology& t,
-                                      const std::vector<int>& rank_of_index) const;
+  SearchedPlacement placement_of(const topo::ChannelPlan& plan, const topo::Topology& t,
+                                 const std::vector<int>& rank_of_index) const;
 
   // TRANSPORT_CONNECT: how the channels wait, and their connections
   // (transport/setup.cpp makes them).

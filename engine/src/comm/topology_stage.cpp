@@ -90,32 +90,25 @@ std::string device_of_nic(const topo::Topology& t, int nic) {
 
 }  // namespace
 
-// Per rank: its GPU, and per channel the NIC its ring crosses the node
-// boundary by at that rank (the node's NIC for the channel when the rank
-// enters or leaves the node there).
-std::vector<RankDevices> Communicator::Impl::devices_of(const topo::ChannelPlan& plan, const topo::Topology& t,
-                                                        const std::vector<int>& rank_of_index) const {
-  std::vector<RankDevices> out(static_cast<std::size_t>(nranks));
-  const auto gpus = t.gpus();
+// What devices() needs of the search, in O(ranks + channels x nodes):
+// each rank's node and GPU, each channel's NIC on each node, and the NICs'
+// network devices.
+Communicator::Impl::SearchedPlacement Communicator::Impl::placement_of(const topo::ChannelPlan& plan,
+                                                                       const topo::Topology& t,
+                                                                       const std::vector<int>& rank_of_index) const {
+  SearchedPlacement out;
+  out.node_of.assign(static_cast<std::size_t>(nranks), -1);
+  out.gpu_of.assign(static_cast<std::size_t>(nranks), -1);
+  const bool gpus = !t.gpus().empty();
   for (int index = 0; index < nranks; ++index) {
-    auto& d = out[static_cast<std::size_t>(rank_of_index[static_cast<std::size_t>(index)])];
-    if (!gpus.empty()) d.gpu = plan.local_of[static_cast<std::size_t>(index)];
+    const auto rank = static_cast<std::size_t>(rank_of_index[static_cast<std::size_t>(index)]);
+    out.node_of[rank] = plan.node_of[static_cast<std::size_t>(index)];
+    if (gpus) out.gpu_of[rank] = plan.local_of[static_cast<std::size_t>(index)];
   }
-  for (const auto& ring : plan.rings) {
-    const int n = static_cast<int>(ring.ranks.size());
-    for (int p = 0; p < n; ++p) {
-      const auto at = static_cast<std::size_t>(ring.ranks[static_cast<std::size_t>(p)]);
-      const int node = plan.node_of[at];
-      const int next = plan.node_of[static_cast<std::size_t>(ring.ranks[static_cast<std::size_t>((p + 1) % n)])];
-      const int prev = plan.node_of[static_cast<std::size_t>(ring.ranks[static_cast<std::size_t>((p + n - 1) % n)])];
-      ChannelDevices c{ring.channel, -1, {}, next != node, prev != node};
-      if (c.leaves || c.enters) {
-        c.nic = ring.nic[static_cast<std::size_t>(node)];
-        c.device = device_of_nic(t, c.nic);
-      }
-      out[static_cast<std::size_t>(rank_of_index[at])].channels.push_back(std::move(c));
-    }
-  }
+  for (const auto& ring : plan.rings)
+    out.nic.push_back(ring.nic);
+  for (std::size_t nic = 0; nic < t.nics().size(); ++nic)
+    out.nic_device.push_back(device_of_nic(t, static_cast<int>(nic)));
   return out;
 }
 
@@ -150,7 +143,7 @@ std::string Communicator::Impl::order_rings(const topo::Topology& t, const std::
       order.push_back(rank_of_index[static_cast<std::size_t>(index)]);
     ring_orders[c] = algo::RingOrder::of(std::move(order));
   }
-  searched_devices = devices_of(plan, t, rank_of_index);
+  searched = placement_of(plan, t, rank_of_index);
   // The trees chain each node's ranks as the search's first tree does:
   // from the GPU nearest the NIC, in its ring's order.
   tree_chain_key.assign(static_cast<std::size_t>(nranks), 0);
