@@ -409,8 +409,10 @@ std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<ChannelLi
       if (!b.early_connections.empty()) {
         // Accepted, hello read, during the address exchange.
         auto& [said, socket] = b.early_connections.back();
-        static_assert(sizeof(said) == sizeof(hello));
-        std::memcpy(&hello, said.data(), sizeof(hello));
+        hello.magic = said[0];
+        hello.rank = said[1];
+        hello.connection = said[2];
+        hello.socket = said[3];
         in.socket = std::move(socket);
         b.early_connections.pop_back();
       } else {
