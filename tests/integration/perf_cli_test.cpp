@@ -588,7 +588,9 @@ TEST(PerfCli, HostIdSplitsOneMachineIntoNodesAndRanksReportTheirDevices) {
       EXPECT_EQ(c.value("nic_in", ""), enters ? nic : "") << "rank " << r << ": " << c.dump();
     }
     // Across the two nodes: sockets; within one: shared memory.
-    for (const auto& connection : events_of(out, "connections").at(0)["connections"]) {
+    const auto connections = events_of(out, "connections");
+    ASSERT_FALSE(connections.empty()) << out;
+    for (const auto& connection : connections.front()["connections"]) {
       const bool across = connection["peer"].get<int>() / 2 != r / 2;
       EXPECT_EQ(connection["transport"], across ? "SOCKET" : "SHM") << "rank " << r << ": " << connection.dump();
       EXPECT_EQ(connection["fallback"], "") << connection.dump();
