@@ -171,6 +171,12 @@ class Session : public std::enable_shared_from_this<Session> {
   // Makes at least n bytes readable in the buffer.
   awaitable<void> fill(std::size_t n) {
     if (end_ - begin_ >= n) co_return;
+    if (begin_ == end_ && buffer_.size() > kLargestKeptBuffer) {
+      // A large request has been read: give its buffer back rather than
+      // keep it for as long as the connection lives.
+      std::vector<char>(kFirstBuffer).swap(buffer_);
+      begin_ = end_ = 0;
+    }
     if (begin_ > 0) {
       std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
       end_ -= begin_;
@@ -443,7 +449,12 @@ class Session : public std::enable_shared_from_this<Session> {
   tcp::socket socket_;
   State& state_;
   std::string peer_;
-  std::vector<char> buffer_ = std::vector<char>(64 * 1024);
+  // Reads land here. A connection starts with a few KiB (4,096 idle torch
+  // clients are 4,096 of these) and grows it only for a request that needs
+  // more, up to the value limit, until that request has been read.
+  static constexpr std::size_t kFirstBuffer = 4 * 1024;
+  static constexpr std::size_t kLargestKeptBuffer = 64 * 1024;
+  std::vector<char> buffer_ = std::vector<char>(kFirstBuffer);
   std::size_t begin_ = 0, end_ = 0;
   std::deque<std::string> outbox_;
   bool writing_ = false;
