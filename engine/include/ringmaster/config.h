@@ -14,8 +14,9 @@
 // hosts the store, and store keys carry torchrun's run id and restart
 // count, as torch's own process groups do. It also reads NCCL_SOCKET_IFNAME,
 // NCCL_SOCKET_FAMILY, RINGMASTER_PORT_RANGE, RINGMASTER_STORE_TIMEOUT and
-// RINGMASTER_BOOTSTRAP_TIMEOUT (seconds), RINGMASTER_HOST_STORE and
-// RINGMASTER_RUN_ID. Every value is validated; a bad one throws
+// RINGMASTER_BOOTSTRAP_TIMEOUT (seconds), RINGMASTER_HOST_STORE,
+// RINGMASTER_RUN_ID and RINGMASTER_STORE (etcd://host:port/prefix puts the
+// rendezvous keys in etcd instead). Every value is validated; a bad one throws
 // Error(config) naming the variable. A Config is a plain value.
 #pragma once
 
@@ -47,6 +48,13 @@ struct Config {
   std::uint16_t port_range_hi = 0;  // 0-0: ephemeral
   std::string run_id = "default";   // prefixes every store key, so runs sharing a store stay apart
   int group_rank = 0;               // the node's index among the job's nodes (GROUP_RANK, SLURM_NODEID)
+  // RINGMASTER_STORE=etcd://host[:port][/prefix][?lease=S]: the keys live in
+  // etcd (v3) under the prefix, each rank's under a lease of its own, and
+  // MASTER_ADDR/MASTER_PORT are not used. An empty etcd_host: a TCPStore.
+  std::string etcd_host;
+  std::uint16_t etcd_port = 2379;
+  std::string etcd_prefix = "/ringmaster";
+  std::chrono::seconds etcd_lease{60};
   // Where rank and size came from, for the log: "RANK/WORLD_SIZE",
   // "Open MPI", "PMI", "Slurm", or "none" (one rank by default).
   std::string launcher = "none";

@@ -29,6 +29,8 @@ namespace ringmaster {
   X(HostStore, "RINGMASTER_HOST_STORE", "auto",                                                                  \
     "auto: rank 0 hosts the store when MASTER_ADDR is local; 1: host it; 0: connect to an existing store")       \
   X(RunId, "RINGMASTER_RUN_ID", "default", "Prefix of every store key, so runs sharing one store stay apart")    \
+  X(Store, "RINGMASTER_STORE", "",                                                                               \
+    "etcd://host[:port][/prefix][?lease=S]: rendezvous on etcd v3 (default: a TCPStore on MASTER_ADDR)")         \
   X(ConnectFilter, "RINGMASTER_CONNECT_FILTER", "",                                                              \
     "In-engine firewall for tests and hosts without CAP_NET_ADMIN: drop:PORT|LO-HI|HOST[:LO-HI], allow:...")     \
   X(SocketIfname, "NCCL_SOCKET_IFNAME", "",                                                                      \

@@ -17,6 +17,8 @@
 #include "bootstrap/hints.h"
 #include "net/interfaces.h"
 #include "ringmaster/status.h"
+#include "store/client.h"
+#include "store/etcd.h"
 
 namespace ringmaster {
 namespace {
@@ -276,9 +278,16 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
   const int family = family_of(c.socket_family);
   // "[::1]:29500" for an IPv6 literal, as a URL writes it: "::1:29500"
   // does not say where the address ends.
-  const bool ipv6_literal = c.master_addr.find(':') != std::string::npos && c.master_addr.front() != '[';
-  s.master = (ipv6_literal ? "[" + c.master_addr + "]" : c.master_addr) + ":" + std::to_string(c.master_port);
+  // With RINGMASTER_STORE=etcd://... the keys live in etcd: its host
+  // takes MASTER_ADDR's place and no rank hosts a store.
+  const bool on_etcd = !c.etcd_host.empty();
+  const std::string& store_host = on_etcd ? c.etcd_host : c.master_addr;
+  const std::uint16_t store_port = on_etcd ? c.etcd_port : c.master_port;
+  const bool ipv6_literal = store_host.find(':') != std::string::npos && store_host.front() != '[';
+  s.master = (ipv6_literal ? "[" + store_host + "]" : store_host) + ":" + std::to_string(store_port);
+  if (on_etcd) s.master = "etcd://" + s.master + c.etcd_prefix;
   const std::string& master = s.master;
+  auto store_lost_hint = [&] { return on_etcd ? hint_etcd_lost() : hint_store_lost(); };
   std::vector<net::SocketAddress> master_addresses;
   bool host_store = false;
 
@@ -288,7 +297,7 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
     // record appears only once its pod is ready, often after the workers
     // started. Each failure is reported live.
     const auto deadline = stages.stage_begin() + c.store_timeout;
-    auto resolved = net::resolve(c.master_addr, c.master_port, family);
+    auto resolved = net::resolve(store_host, store_port, family);
     int attempts = 1;
     Clock::time_point last_report{};
     for (auto pause = milliseconds(50); !resolved.ok() && net::may_resolve_later(resolved.gai_error);
@@ -299,24 +308,26 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
       }
       if (Clock::now() >= deadline) break;
       std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));
-      resolved = net::resolve(c.master_addr, c.master_port, family);
+      resolved = net::resolve(store_host, store_port, family);
       ++attempts;
     }
     if (!resolved.ok()) {
-      auto f = stages.failure(fmt::format("MASTER_ADDR '{}' does not resolve ({} attempt(s) in {:.1f} s)",
-                                          c.master_addr, attempts,
+      auto f = stages.failure(fmt::format("{} '{}' does not resolve ({} attempt(s) in {:.1f} s)",
+                                          on_etcd ? "RINGMASTER_STORE's etcd host" : "MASTER_ADDR", store_host,
+                                          attempts,
                                           std::chrono::duration<double>(Clock::now() - stages.stage_begin()).count()));
       f.category = ErrorCategory::config;
       f.remote_address = master;
       f.errno_text = "getaddrinfo: " + (resolved.error.empty() ? std::string("no address") : resolved.error);
       f.timeout = c.store_timeout;
-      f.hint = hint_unresolvable_master(c.master_addr);
+      f.hint = on_etcd ? hint_etcd_unresolvable(store_host) : hint_unresolvable_master(c.master_addr);
       throw StageError(f);
     }
     master_addresses = resolved.addresses;
-    host_store = c.rank == 0 && (c.store_hosting == StoreHosting::host ||
-                                 (c.store_hosting == StoreHosting::automatic && is_local_address(master_addresses[0])));
-    return fmt::format("{} -> {}{}", c.master_addr, master_addresses[0].host(),
+    host_store = !on_etcd && c.rank == 0 &&
+                 (c.store_hosting == StoreHosting::host ||
+                  (c.store_hosting == StoreHosting::automatic && is_local_address(master_addresses[0])));
+    return fmt::format("{} -> {}{}", store_host, master_addresses[0].host(),
                        host_store ? " (this rank hosts the store)" : "");
   });
 
@@ -351,29 +362,37 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
       f.remote_address = report.last_address.to_string();
       f.errno_text = net::errno_text(err);
       f.timeout = c.store_timeout;
-      f.hint = hint_store_connect(err, c.master_port);
+      f.hint = on_etcd ? hint_etcd_connect(err, store_host, store_port) : hint_store_connect(err, c.master_port);
       throw StageError(f);
     }
     s.local_address = socket.local_address();
-    s.store.emplace(std::move(socket), c.store_timeout);
+    if (on_etcd) {
+      store::EtcdEndpoint endpoint{
+          .host = store_host, .address = socket.peer_address(), .prefix = c.etcd_prefix, .lease = c.etcd_lease};
+      s.store = std::make_unique<store::EtcdStore>(std::move(socket), std::move(endpoint), c.store_timeout);
+    } else {
+      s.store = std::make_unique<store::Client>(std::move(socket), c.store_timeout);
+    }
     return fmt::format("{} from {} after {} attempt(s)", master, s.local_address.to_string(), report.attempts);
   });
 
   stages.run(Stage::store_handshake, [&] {
     try {
-      SilentPeerReporter silent(s, Stage::store_handshake, master, "the TCPStore handshake");
+      SilentPeerReporter silent(s, Stage::store_handshake, master,
+                                on_etcd ? "etcd's version and lease" : "the TCPStore handshake");
       s.store->handshake(stages.stage_begin() + c.store_timeout);
     } catch (const Error& e) {
-      auto f = stages.failure("the store at " + master + " did not answer the TCPStore handshake");
+      auto f = stages.failure(on_etcd ? "etcd at " + master + " did not answer its version and a lease"
+                                      : "the store at " + master + " did not answer the TCPStore handshake");
       f.category = e.category();
       f.local_address = s.local_address.to_string();
       f.remote_address = master;
       f.errno_text = e.status().message();
       f.timeout = c.store_timeout;
-      f.hint = hint_store_handshake();
+      f.hint = on_etcd ? hint_etcd_handshake() : hint_store_handshake();
       throw StageError(f);
     }
-    return std::string("VALIDATE + PING answered");
+    return s.store->handshake_detail();
   });
 
   stages.run(Stage::store_barrier, [&] {
@@ -428,11 +447,12 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
     } catch (const StageError&) {
       throw;
     } catch (const Error& e) {
-      auto f = stages.failure("the store connection failed during the barrier");
+      auto f = stages.failure(on_etcd ? "the connection to etcd failed during the barrier"
+                                      : "the store connection failed during the barrier");
       f.category = e.category();
       f.remote_address = master;
       f.errno_text = e.status().message();
-      f.hint = hint_store_lost();
+      f.hint = store_lost_hint();
       throw StageError(f);
     }
     return fmt::format("{}/{} joined", c.world_size, c.world_size);
@@ -487,7 +507,7 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
         auto f = stages.failure(fmt::format("rank {} never published its bootstrap address", r));
         f.peer_rank = r;
         f.errno_text = e.status().message();
-        f.hint = hint_store_lost();
+        f.hint = store_lost_hint();
         throw StageError(f);
       }
       auto address = info ? net::SocketAddress::parse(info->address) : std::nullopt;

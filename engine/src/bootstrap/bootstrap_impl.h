@@ -14,7 +14,7 @@
 #include "net/socket.h"
 #include "ringmaster/store.h"
 #include "ringmaster/tools/bootstrap.h"
-#include "store/client.h"
+#include "store/store.h"
 
 namespace ringmaster {
 
@@ -29,7 +29,7 @@ std::string store_key(const Config& c, const std::string& name);
 struct Bootstrap::Impl {
   Config config;
   std::unique_ptr<TcpStoreServer> store_server;  // on the rank that hosts the store
-  std::optional<store::Client> store;
+  std::unique_ptr<store::Store> store;  // a TCPStore's client, or etcd
   net::Socket listener;   // bootstrap listener, kept for later connections
   net::Socket ring_next;  // connected to rank+1
   net::Socket ring_prev;  // accepted from rank-1
@@ -46,7 +46,7 @@ struct Bootstrap::Impl {
   std::vector<StageEvent> events;
   StageCallback on_event;
   net::Clock::time_point init_begin;
-  std::string master;  // "addr:port"
+  std::string master;  // "addr:port", or "etcd://host:port/prefix"
   net::Clock::time_point stage_begin;
 };
 

@@ -121,6 +121,47 @@ void from_launcher(Config& c) {
   }
 }
 
+// RINGMASTER_STORE=etcd://host[:port][/prefix][?lease=S].
+void parse_store_url(Config& c, const std::string& url) {
+  const std::string variable = "RINGMASTER_STORE=" + url;
+  const std::string scheme = "etcd://";
+  if (url.rfind(scheme, 0) != 0) {
+    throw Error(ErrorCategory::config,
+                variable + " is not a store this engine speaks: etcd://host[:port][/prefix][?lease=seconds]");
+  }
+  std::string rest = url.substr(scheme.size());
+  if (const auto q = rest.find('?'); q != std::string::npos) {
+    const std::string query = rest.substr(q + 1);
+    rest.resize(q);
+    if (query.rfind("lease=", 0) != 0) throw Error(ErrorCategory::config, variable + ": the only option is lease=S");
+    c.etcd_lease = std::chrono::seconds(parse_int("RINGMASTER_STORE's lease", query.substr(6), 2, 86400));
+  }
+  std::string authority = rest;
+  if (const auto slash = rest.find('/'); slash != std::string::npos) {
+    authority = rest.substr(0, slash);
+    std::string prefix = rest.substr(slash);
+    while (prefix.size() > 1 && prefix.back() == '/')
+      prefix.pop_back();
+    if (prefix != "/") c.etcd_prefix = prefix;
+  }
+  std::string host = authority, port;
+  if (!authority.empty() && authority.front() == '[') {  // [v6]:port
+    const auto close = authority.find(']');
+    if (close == std::string::npos) throw Error(ErrorCategory::config, variable + ": an IPv6 host lacks its ']'");
+    host = authority.substr(1, close - 1);
+    if (close + 1 < authority.size()) {
+      if (authority[close + 1] != ':') throw Error(ErrorCategory::config, variable + ": ':' must follow ']'");
+      port = authority.substr(close + 2);
+    }
+  } else if (const auto colon = authority.rfind(':'); colon != std::string::npos) {
+    host = authority.substr(0, colon);
+    port = authority.substr(colon + 1);
+  }
+  if (host.empty()) throw Error(ErrorCategory::config, variable + " names no host");
+  c.etcd_host = host;
+  if (!port.empty()) c.etcd_port = static_cast<std::uint16_t>(parse_int("RINGMASTER_STORE's port", port, 1, 65535));
+}
+
 }  // namespace
 
 std::string first_slurm_host(const std::string& variable, const std::string& nodelist) {
@@ -167,10 +208,15 @@ int slurm_tasks_on_node(const std::string& tasks_per_node, int node) {
 }
 
 std::string Config::describe() const {
-  return "rank " + std::to_string(rank) + " of " + std::to_string(world_size) + " (local " +
-         std::to_string(local_rank) + " of " + std::to_string(local_world_size) + ", node " +
-         std::to_string(group_rank) + ") from " + launcher + "; store " + master_addr + ":" +
-         std::to_string(master_port) + " (address from " + master_addr_from + ", " +
+  const std::string who = "rank " + std::to_string(rank) + " of " + std::to_string(world_size) + " (local " +
+                          std::to_string(local_rank) + " of " + std::to_string(local_world_size) + ", node " +
+                          std::to_string(group_rank) + ") from " + launcher;
+  if (!etcd_host.empty()) {
+    return who + "; store etcd://" + etcd_host + ":" + std::to_string(etcd_port) + etcd_prefix + " (lease " +
+           std::to_string(etcd_lease.count()) + " s); run id " + run_id;
+  }
+  return who + "; store " + master_addr + ":" + std::to_string(master_port) + " (address from " + master_addr_from +
+         ", " +
          (store_hosting == StoreHosting::connect ? "connect"
           : store_hosting == StoreHosting::host  ? "host"
                                                  : "auto") +
@@ -220,6 +266,7 @@ Config Config::from_env() {
   } else {
     throw Error(ErrorCategory::config, "RINGMASTER_HOST_STORE=" + hosting + " must be auto, 1 or 0");
   }
+  if (auto url = param_env(Param::Store)) parse_store_url(c, *url);
   if (auto range = param_env(Param::PortRange)) {
     const auto dash = range->find('-');
     if (dash == std::string::npos) {

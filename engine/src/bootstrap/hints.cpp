@@ -76,6 +76,42 @@ std::string hint_store_lost() {
   return "The connection to the store broke: the store's host (rank 0) probably exited or was killed. Check rank 0.";
 }
 
+std::string hint_etcd_unresolvable(const std::string& host) {
+  return fmt::format(
+      "RINGMASTER_STORE names the etcd host '{}', which this host cannot resolve: check the name (getent hosts {}) "
+      "or give an address.",
+      host, host);
+}
+
+std::string hint_etcd_connect(int err, const std::string& host, std::uint16_t port) {
+  switch (err) {
+    case ETIMEDOUT:
+      return fmt::format(
+          "Connection attempts to etcd at {}:{} got no answer at all: a firewall or security group drops them. "
+          "etcd's client port must be open from every node.",
+          host, port);
+    case ECONNREFUSED:
+      return fmt::format(
+          "Nothing listens at {}:{}: etcd is not running there, or RINGMASTER_STORE names another port than its "
+          "client port (2379 unless --listen-client-urls says otherwise). etcdctl --endpoints {}:{} endpoint health "
+          "tells.",
+          host, port, host, port);
+    default:
+      return "The TCP connection to etcd failed; check RINGMASTER_STORE's host and port and the network to it.";
+  }
+}
+
+std::string hint_etcd_handshake() {
+  return "A TCP connection to RINGMASTER_STORE's port was accepted but no etcd v3 JSON gateway answered /version: the "
+         "port belongs to another service (etcd's peer port, 2380, is not its client port, 2379), or the server is "
+         "hung. etcdctl endpoint status tells.";
+}
+
+std::string hint_etcd_lost() {
+  return "The connection to etcd broke or etcd stopped answering: check its health (etcdctl endpoint health) and its "
+         "log. Keys of ranks that died expire with their leases.";
+}
+
 std::string hint_no_interface(const std::string& ifname_spec) {
   if (ifname_spec.empty()) return "No usable network interface was found; set NCCL_SOCKET_IFNAME to one that exists.";
   return "Set NCCL_SOCKET_IFNAME to one of the interfaces listed (prefixes match: 'eth' matches eth0; '=eth0' is "

@@ -17,6 +17,11 @@ std::string hint_world_size_mismatch();
 std::string hint_duplicate_rank(int rank);
 std::string hint_barrier_timeout(const std::vector<int>& missing);
 std::string hint_store_lost();
+// The same moments with the keys in etcd (RINGMASTER_STORE=etcd://...).
+std::string hint_etcd_unresolvable(const std::string& host);
+std::string hint_etcd_connect(int err, const std::string& host, std::uint16_t port);
+std::string hint_etcd_handshake();
+std::string hint_etcd_lost();
 std::string hint_no_interface(const std::string& ifname_spec);
 std::string hint_listen_failed(std::uint16_t lo, std::uint16_t hi);
 std::string hint_ring_connect(int err, std::uint16_t master_port, const std::string& ifname);

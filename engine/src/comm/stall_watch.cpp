@@ -249,7 +249,7 @@ class StallWatcher {
 
   // Appends this rank's calls to every round it has not answered up to
   // `upto` (the last few: older ones are long reported).
-  static void answer(store::Client& store, Watched& w, std::int64_t upto) {
+  static void answer(store::Store& store, Watched& w, std::int64_t upto) {
     Communicator::Impl& impl = *w.impl;
     const std::string mine = encode_wavefront(own_wavefront(impl));
     for (std::int64_t r = std::max(w.answered_round, upto - 4) + 1; r <= upto; ++r) {

@@ -331,6 +331,21 @@ int Socket::recv_all(void* data, std::size_t size, Clock::time_point deadline) c
   return 0;
 }
 
+int Socket::recv_some(void* data, std::size_t size, Clock::time_point deadline, std::size_t& got) const {
+  got = 0;
+  for (;;) {
+    const ssize_t n = ::recv(fd_, data, size, MSG_DONTWAIT);
+    if (n > 0) {
+      got = static_cast<std::size_t>(n);
+      return 0;
+    }
+    if (n == 0) return kPeerClosed;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return errno;
+    if (const int err = wait_for(fd_, POLLIN, deadline); err != 0) return err;
+  }
+}
+
 SocketAddress Socket::local_address() const {
   SocketAddress a;
   a.length = sizeof(a.storage);

@@ -113,6 +113,9 @@ class Socket {
 
   int send_all(const void* data, std::size_t size, Clock::time_point deadline) const;
   int recv_all(void* data, std::size_t size, Clock::time_point deadline) const;
+  // Receives what has arrived, at least one byte and at most `size`, waiting
+  // until the deadline for the first; `got` says how many.
+  int recv_some(void* data, std::size_t size, Clock::time_point deadline, std::size_t& got) const;
 
   SocketAddress local_address() const;
   SocketAddress peer_address() const;

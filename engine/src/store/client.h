@@ -13,31 +13,33 @@
 #include <vector>
 
 #include "net/socket.h"
+#include "store/store.h"
 
 namespace ringmaster::store {
 
-class Client {
+class Client final : public Store {
  public:
   Client(net::Socket socket, std::chrono::milliseconds timeout);
 
   // VALIDATE, then a PING that must echo before the deadline: a listener
   // that accepts but never serves fails here, not later.
-  void handshake(net::Clock::time_point deadline);
+  void handshake(net::Clock::time_point deadline) override;
+  std::string handshake_detail() const override { return "VALIDATE + PING answered"; }
 
-  void set(const std::string& key, const std::string& value);
-  std::string get(const std::string& key);
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key) override;
   // GET without the WAIT before it: one round trip, for keys known to
   // exist. A missing key makes the server close the connection (torch's
   // protocol has no "not found" answer).
-  std::string get_existing(const std::string& key);
-  std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired);
-  std::int64_t add(const std::string& key, std::int64_t delta);
-  bool check(const std::vector<std::string>& keys);
+  std::string get_existing(const std::string& key) override;
+  std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) override;
+  std::int64_t add(const std::string& key, std::int64_t delta) override;
+  bool check(const std::vector<std::string>& keys) override;
   // Returns false on timeout (after cancelling the wait on the server).
-  bool wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  bool wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   std::int64_t num_keys();
   bool delete_key(const std::string& key);
-  void append(const std::string& key, const std::string& value);
+  void append(const std::string& key, const std::string& value) override;
   std::vector<std::string> multi_get(const std::vector<std::string>& keys);
   void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values);
   std::uint32_t ping(std::uint32_t nonce, net::Clock::time_point deadline);
