@@ -312,10 +312,10 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
       ++attempts;
     }
     if (!resolved.ok()) {
-      auto f = stages.failure(fmt::format("{} '{}' does not resolve ({} attempt(s) in {:.1f} s)",
-                                          on_etcd ? "RINGMASTER_STORE's etcd host" : "MASTER_ADDR", store_host,
-                                          attempts,
-                                          std::chrono::duration<double>(Clock::now() - stages.stage_begin()).count()));
+      auto f =
+          stages.failure(fmt::format("{} '{}' does not resolve ({} attempt(s) in {:.1f} s)",
+                                     on_etcd ? "RINGMASTER_STORE's etcd host" : "MASTER_ADDR", store_host, attempts,
+                                     std::chrono::duration<double>(Clock::now() - stages.stage_begin()).count()));
       f.category = ErrorCategory::config;
       f.remote_address = master;
       f.errno_text = "getaddrinfo: " + (resolved.error.empty() ? std::string("no address") : resolved.error);

@@ -3,12 +3,12 @@
 // Boost 1.74's Beast uses std::exchange without including <utility>.
 #include <utility>
 
+#include <fmt/format.h>
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <array>
@@ -94,7 +94,7 @@ std::int64_t int_field(const json& j, const char* name) {
 // again after a failure.
 struct EtcdStore::Http {
   net::SocketAddress address;
-  std::string where;   // "etcd at 10.0.0.5:2379"
+  std::string where;  // "etcd at 10.0.0.5:2379"
   net::Socket socket;
   std::string unread;  // bytes received and not yet parsed
 
@@ -175,9 +175,8 @@ struct EtcdStore::Http {
     if (!response.keep_alive()) socket.close();
     json answer = json::parse(response.body(), nullptr, false);
     if (answer.is_discarded()) {
-      throw Error(ErrorCategory::protocol,
-                  fmt::format("{} answered {} with HTTP {} and no JSON: '{}'", where, target, response.result_int(),
-                              response.body().substr(0, 200)));
+      throw Error(ErrorCategory::protocol, fmt::format("{} answered {} with HTTP {} and no JSON: '{}'", where, target,
+                                                       response.result_int(), response.body().substr(0, 200)));
     }
     if (response.result() != http::status::ok || (answer.is_object() && answer.contains("error"))) {
       std::string message = answer.dump();
@@ -230,9 +229,8 @@ void EtcdStore::handshake(net::Clock::time_point deadline) {
     throw Error(ErrorCategory::protocol, e.status().message() + "; is it etcd?");
   }
   if (!version.is_object() || !version.contains("etcdserver") || !version["etcdserver"].is_string()) {
-    throw Error(ErrorCategory::protocol,
-                fmt::format("{} answered /version without etcd's version ('{}'); is it etcd?", where_,
-                            version.dump().substr(0, 200)));
+    throw Error(ErrorCategory::protocol, fmt::format("{} answered /version without etcd's version ('{}'); is it etcd?",
+                                                     where_, version.dump().substr(0, 200)));
   }
   version_ = version["etcdserver"].get<std::string>();
   const json lease = http_->post("/v3/lease/grant", {{"TTL", endpoint_.lease.count()}}, deadline);
@@ -313,8 +311,7 @@ bool EtcdStore::put_if_unchanged(const std::string& full_key, const std::string&
 
 void EtcdStore::set(const std::string& key, const std::string& value) {
   http_->post("/v3/kv/put",
-              {{"key", base64(full(key))}, {"value", base64(value)}, {"lease", std::to_string(lease_id_)}},
-              deadline());
+              {{"key", base64(full(key))}, {"value", base64(value)}, {"lease", std::to_string(lease_id_)}}, deadline());
 }
 
 std::string EtcdStore::get(const std::string& key) {

@@ -32,8 +32,7 @@ class Store {
   virtual std::string get(const std::string& key) = 0;
   // One round trip, for keys known to exist; a missing key is an error.
   virtual std::string get_existing(const std::string& key) = 0;
-  virtual std::string compare_set(const std::string& key, const std::string& expected,
-                                  const std::string& desired) = 0;
+  virtual std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) = 0;
   virtual std::int64_t add(const std::string& key, std::int64_t delta) = 0;
   virtual bool check(const std::vector<std::string>& keys) = 0;
   // False when the keys did not all exist within `timeout`.
