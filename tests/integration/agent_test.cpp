@@ -49,6 +49,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
+using testing_support::kAddressSanitizer;
+using testing_support::rss_kib;
 
 // A ringmaster-agent child on a free loopback port.
 struct Agent {
@@ -190,23 +192,6 @@ json one_rank_run(const std::string& id, json env = json::object()) {
           {"master_port", 0},
           {"env", env},
           {"perf", perf_spec("8", "8", 1)}};
-}
-
-// Built with AddressSanitizer (the asan preset): freed memory stays in its
-// quarantine, so resident-memory bounds say nothing there.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-
-// Resident memory of a process, KiB.
-long rss_kib(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
-  }
-  return 0;
 }
 
 std::set<std::string> keys_of(const json& j, const std::string& prefix = "") {

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <random>
 #include <stdexcept>
@@ -21,6 +22,24 @@
 extern char** environ;
 
 namespace ringmaster::testing_support {
+
+// Built with AddressSanitizer (the asan preset): allocations carry red zones
+// and freed memory stays in quarantine, so resident-memory bounds say
+// nothing there.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kAddressSanitizer = true;
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+
+// Resident memory of a process, KiB.
+inline long rss_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return 0;
+}
 
 // A port for a test's store, free now and below the kernel's ephemeral
 // range (32768 and up), so no socket that binds port 0 meanwhile (another

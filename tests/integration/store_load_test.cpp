@@ -9,18 +9,20 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "net/socket.h"
+#include "process.h"
 #include "ringmaster/store.h"
 
 namespace ringmaster {
 namespace {
 
 using namespace std::chrono_literals;
+using testing_support::kAddressSanitizer;
+using testing_support::rss_kib;
 
 TEST(StoreLoad, ThousandClientsHundredAddsEach) {
   constexpr int kClients = 1000;
@@ -72,23 +74,6 @@ TEST(StoreLoad, ThousandClientsHundredAddsEach) {
   TcpStoreClient check("127.0.0.1", server.port(), 5s);
   EXPECT_EQ(check.add("counter", 0), kClients * kAdds);
   EXPECT_EQ(check.get("counter"), std::to_string(kClients * kAdds));
-}
-
-// Built with AddressSanitizer: every allocation carries red zones and freed
-// memory sits in quarantine, so a resident-memory bound says nothing.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-
-// Resident memory of a process, KiB.
-long rss_kib(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
-  }
-  return 0;
 }
 
 // A store server in a child process: its memory is its own to read. The
