@@ -370,6 +370,22 @@ TEST(Topology, HwlocXmlThatBrokeHwlocIsRefusedOrRead) {
   EXPECT_NE(error_of(edited("<object type=\"PU\" os_index=\"3\"", "<object type=\"PU\" os_index=\"4294967295\""))
                 .find("needs an os_index below 1048576 (has \"4294967295\")"),
             std::string::npos);
+  // A distance matrix's nbobjs is what hwloc allocates by: "20000" asked
+  // for 3.2 GB (20000^2 values) before reading the two values written.
+  const std::string matrix = error_of(edited("nbobjs=\"2\"", "nbobjs=\"20000\""));
+  EXPECT_NE(matrix.find("edited.xml:212: <distances2> nbobjs=\"20000\" is not a matrix this file holds"),
+            std::string::npos)
+      << matrix;
+  EXPECT_NE(error_of(edited("nbobjs=\"2\"", "nbobjs=\"-1\"")).find("nbobjs=\"-1\""), std::string::npos);
+  EXPECT_EQ(error_of(real), "(loaded)");
+  // A <cpukind>'s cpuset goes through the same bitmap parser as objects'.
+  std::ifstream dgx_in(kDir + "/hwloc-nvidiaDGX2.xml");
+  std::string dgx((std::istreambuf_iterator<char>(dgx_in)), std::istreambuf_iterator<char>());
+  const std::string kind = "<cpukind cpuset=\"0x03000003\">";
+  ASSERT_NE(dgx.find(kind), std::string::npos);
+  EXPECT_EQ(error_of(dgx), "(loaded)");
+  dgx.replace(dgx.find(kind), kind.size(), "<cpukind cpuset=\"0x03000003,\">");
+  EXPECT_NE(error_of(dgx).find(":483: <cpukind> cpuset is not an hwloc bitmap"), std::string::npos) << error_of(dgx);
 }
 
 TEST(ChannelSearch, BinaryTreesAreTreesAndComplementary) {

@@ -241,25 +241,32 @@ constexpr unsigned kMaxOsIndex = 1u << 20;
 // complete one, as its export always writes: an object with only one of
 // them crashed it inside hwloc_topology_load (found by fuzz_topology_xml).
 // Checked here first, without recursion.
-void check_hwloc_sets(const pugi::xml_node& root, std::string_view text, std::string_view source) {
+void check_what_hwloc_trusts(const pugi::xml_node& root, std::string_view text, std::string_view source) {
   std::vector<pugi::xml_node> pending = {root};
+  std::vector<pugi::xml_node> matrices;
+  std::size_t objects = 0;
   while (!pending.empty()) {
     const pugi::xml_node node = pending.back();
     pending.pop_back();
     for (const pugi::xml_node child : node.children())
       pending.push_back(child);
-    if (std::string_view(node.name()) != "object") continue;
+    const std::string_view element = node.name();
+    if (element.starts_with("distances")) matrices.push_back(node);
+    // Objects' sets, and those of <cpukind> and memory attributes'
+    // initiators, go through the same bitmap parser.
     for (const pugi::xml_attribute attribute : node.attributes()) {
       const std::string_view name = attribute.name();
-      if (name.ends_with("cpuset") || name.ends_with("nodeset")) {
-        if (!is_hwloc_bitmap(attribute.value())) {
-          throw Error(ErrorCategory::config,
-                      fmt::format("{}:{}: <object type=\"{}\"> {} is not an hwloc bitmap (0x-hex words separated by "
-                                  "commas)",
-                                  source, line_of(text, node.offset_debug()), node.attribute("type").value(), name));
-        }
+      if ((name.ends_with("cpuset") || name.ends_with("nodeset")) && !is_hwloc_bitmap(attribute.value())) {
+        const std::string what = element == "object"
+                                     ? fmt::format("<object type=\"{}\">", node.attribute("type").value())
+                                     : fmt::format("<{}>", element);
+        throw Error(ErrorCategory::config,
+                    fmt::format("{}:{}: {} {} is not an hwloc bitmap (0x-hex words separated by commas)", source,
+                                line_of(text, node.offset_debug()), what, name));
       }
     }
+    if (element != "object") continue;
+    ++objects;
     // A PU's or NUMA node's os_index is a bit in hwloc's cpusets and
     // nodesets: without one hwloc takes "unknown" (2^32 - 1) and allocates a
     // 512 MiB bitmap to hold that bit (found by fuzz_topology_xml: a 3 KiB
@@ -288,6 +295,22 @@ void check_hwloc_sets(const pugi::xml_node& root, std::string_view text, std::st
       }
     }
   }
+  // A distance matrix (<distances> in 1.x files, <distances2> and
+  // <distances2hetero> in 2.x) names nbobjs of the file's objects and
+  // writes nbobjs^2 values; hwloc allocates the matrix from nbobjs before
+  // reading them (found by fuzz_topology_xml: nbobjs="20000" asked for
+  // 3.2 GB). A count the file cannot hold is refused.
+  for (const pugi::xml_node& node : matrices) {
+    const std::string_view count = node.attribute("nbobjs").value();
+    std::size_t value = 0;
+    const auto [end, ec] = std::from_chars(count.data(), count.data() + count.size(), value);
+    const bool number = !count.empty() && ec == std::errc() && end == count.data() + count.size();
+    if (!number || value > objects || value * value > text.size()) {
+      throw Error(ErrorCategory::config,
+                  fmt::format("{}:{}: <{}> nbobjs=\"{}\" is not a matrix this file holds ({} objects, {} bytes)",
+                              source, line_of(text, node.offset_debug()), node.name(), count, objects, text.size()));
+    }
+  }
 }
 
 }  // namespace
@@ -307,7 +330,7 @@ Topology read_hwloc_xml(std::string_view text, std::string_view source) {
                 fmt::format("{}:{}: hwloc XML version {} is newer than this hwloc reads (versions 1.x and {}.x)",
                             source, line_of(text, root.offset_debug()), version, HWLOC_API_VERSION >> 16));
   }
-  check_hwloc_sets(root, text, source);
+  check_what_hwloc_trusts(root, text, source);
   auto hw = make_topology();
   hwloc_topology_set_io_types_filter(hw.get(), HWLOC_TYPE_FILTER_KEEP_ALL);
   const std::string copy(text);  // hwloc wants a NUL-terminated buffer
