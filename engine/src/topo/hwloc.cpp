@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <pugixml.hpp>
 #include <vector>
 
@@ -237,10 +238,19 @@ bool is_hwloc_bitmap(std::string_view text) {
 // tops out at 8192): a bitmap this wide is 128 KiB.
 constexpr unsigned kMaxOsIndex = 1u << 20;
 
-// hwloc 2.9 trusts that an object with a cpuset (nodeset) also has the
-// complete one, as its export always writes: an object with only one of
-// them crashed it inside hwloc_topology_load (found by fuzz_topology_xml).
-// Checked here first, without recursion.
+// A decimal number and nothing else ("12", not "12x", "-1" or "").
+std::optional<std::size_t> whole_number(std::string_view text) {
+  std::size_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+// What hwloc 2.9 trusts an XML file to be, as its export writes it, checked
+// here first, without recursion: bitmaps, PUs' and NUMA nodes' os_index,
+// both or neither of a set and its complete one, and the size of distance
+// matrices. Each of them stopped or swelled the process inside
+// hwloc_topology_load (found by fuzz_topology_xml).
 void check_what_hwloc_trusts(const pugi::xml_node& root, std::string_view text, std::string_view source) {
   std::vector<pugi::xml_node> pending = {root};
   std::vector<pugi::xml_node> matrices;
@@ -274,9 +284,8 @@ void check_what_hwloc_trusts(const pugi::xml_node& root, std::string_view text, 
     const std::string_view type = node.attribute("type").value();
     if (type == "PU" || type == "NUMANode") {
       const std::string_view index = node.attribute("os_index").value();
-      unsigned value = 0;
-      const auto [end, ec] = std::from_chars(index.data(), index.data() + index.size(), value);
-      if (index.empty() || ec != std::errc() || end != index.data() + index.size() || value >= kMaxOsIndex) {
+      const auto value = whole_number(index);
+      if (!value || *value >= kMaxOsIndex) {
         throw Error(ErrorCategory::config,
                     fmt::format("{}:{}: <object type=\"{}\"> needs an os_index below {} (has {})", source,
                                 line_of(text, node.offset_debug()), type, kMaxOsIndex,
@@ -302,10 +311,8 @@ void check_what_hwloc_trusts(const pugi::xml_node& root, std::string_view text, 
   // 3.2 GB). A count the file cannot hold is refused.
   for (const pugi::xml_node& node : matrices) {
     const std::string_view count = node.attribute("nbobjs").value();
-    std::size_t value = 0;
-    const auto [end, ec] = std::from_chars(count.data(), count.data() + count.size(), value);
-    const bool number = !count.empty() && ec == std::errc() && end == count.data() + count.size();
-    if (!number || value > objects || value * value > text.size()) {
+    const auto value = whole_number(count);
+    if (!value || *value > objects || *value * *value > text.size()) {
       throw Error(ErrorCategory::config,
                   fmt::format("{}:{}: <{}> nbobjs=\"{}\" is not a matrix this file holds ({} objects, {} bytes)",
                               source, line_of(text, node.offset_debug()), node.name(), count, objects, text.size()));
