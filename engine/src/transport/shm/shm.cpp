@@ -15,6 +15,7 @@
 #include <fstream>
 #include <random>
 
+#include "base/hash.h"
 #include "base/log.h"
 #include "base/params.h"
 #include "ringmaster/status.h"
@@ -31,15 +32,6 @@ struct SegmentHeader {
   std::uint32_t creator_pid;
   std::uint64_t fifo_bytes;
 };
-
-std::uint64_t fnv1a(std::string_view s) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (const char c : s) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 // The line rings (LL, LL128) of one direction: lines of 16 and 128 bytes.
 constexpr std::size_t kLineBytes[2] = {16, 128};
