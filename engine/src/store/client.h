@@ -32,6 +32,7 @@ class Client final : public Store {
   // exist. A missing key makes the server close the connection (torch's
   // protocol has no "not found" answer).
   std::string get_existing(const std::string& key) override;
+  std::vector<std::string> get_many(const std::vector<std::string>& keys) override { return multi_get(keys); }
   std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) override;
   std::int64_t add(const std::string& key, std::int64_t delta) override;
   bool check(const std::vector<std::string>& keys) override;

@@ -328,6 +328,27 @@ std::string EtcdStore::get_existing(const std::string& key) {
   return kv.value;
 }
 
+std::vector<std::string> EtcdStore::get_many(const std::vector<std::string>& keys) {
+  const auto until = net::Clock::now() + timeout_;
+  std::vector<std::string> values;
+  values.reserve(keys.size());
+  for (const auto& key : keys) {
+    const std::string k = full(key);
+    for (;;) {
+      auto kv = range(k);
+      if (kv.exists) {
+        values.push_back(std::move(kv.value));
+        break;
+      }
+      if (!watch_for_put(k, kv.revision, until)) {
+        throw Error(ErrorCategory::timeout,
+                    fmt::format("key '{}' did not appear in {} within {} ms", k, where_, timeout_.count()));
+      }
+    }
+  }
+  return values;
+}
+
 std::string EtcdStore::compare_set(const std::string& key, const std::string& expected, const std::string& desired) {
   const std::string k = full(key);
   auto seen = range(k);

@@ -52,6 +52,8 @@ class EtcdStore final : public Store {
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key) override;
   std::string get_existing(const std::string& key) override;
+  // A range read a key, and a watch for a key not there yet.
+  std::vector<std::string> get_many(const std::vector<std::string>& keys) override;
   std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) override;
   std::int64_t add(const std::string& key, std::int64_t delta) override;
   bool check(const std::vector<std::string>& keys) override;

@@ -32,6 +32,9 @@ class Store {
   virtual std::string get(const std::string& key) = 0;
   // One round trip, for keys known to exist; a missing key is an error.
   virtual std::string get_existing(const std::string& key) = 0;
+  // Every key's value, in order, waiting for keys not there yet; as few
+  // round trips as the server allows (a TCPStore: one WAIT, one MULTI_GET).
+  virtual std::vector<std::string> get_many(const std::vector<std::string>& keys) = 0;
   virtual std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) = 0;
   virtual std::int64_t add(const std::string& key, std::int64_t delta) = 0;
   virtual bool check(const std::vector<std::string>& keys) = 0;
