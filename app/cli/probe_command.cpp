@@ -1,6 +1,7 @@
 // `ringmaster-cli probe`: walk the init stages as one rank (torchrun's
 // environment or flags) or as N local ranks, and print the stage table.
 // `ringmaster-cli env`: every tunable with its default and current value.
+#include <sys/resource.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -22,6 +23,7 @@ using agent::to_json;
 
 struct ProbeOptions {
   int np = 0;
+  int first_rank = 0;
   std::optional<int> rank, world_size;
   std::optional<std::string> master_addr;
   std::optional<int> master_port;
@@ -51,6 +53,9 @@ Runner add_probe_command(CLI::App& app) {
   auto* probe = app.add_subcommand("probe", "Walk the rendezvous stages and print where a job would break");
   auto opts = std::make_shared<ProbeOptions>();
   probe->add_option("--np", opts->np, "Run N local ranks in this process (rank 0 hosts the store)");
+  probe->add_option("--first-rank", opts->first_rank,
+                    "With --np and --world-size: run ranks FIRST .. FIRST+N-1 of a larger job (several processes "
+                    "share one, each under its own descriptor limit)");
   probe->add_option("--rank", opts->rank, "RANK (default: environment)");
   probe->add_option("--world-size", opts->world_size, "WORLD_SIZE (default: environment)");
   probe->add_option("--master-addr", opts->master_addr, "MASTER_ADDR (default: environment, else 127.0.0.1)");
@@ -72,10 +77,15 @@ Runner add_probe_command(CLI::App& app) {
     }
     std::vector<Config> ranks;
     if (opts->np > 0) {
-      base.world_size = opts->np;
+      if (!opts->world_size) base.world_size = opts->np;
+      if (opts->first_rank < 0 || static_cast<long long>(opts->first_rank) + opts->np > base.world_size) {
+        std::fprintf(stderr, "error: --first-rank %d with --np %d runs ranks past --world-size %d\n", opts->first_rank,
+                     opts->np, base.world_size);
+        return exit_code::usage;
+      }
       for (int r = 0; r < opts->np; ++r) {
         Config c = base;
-        c.rank = r;
+        c.rank = opts->first_rank + r;
         ranks.push_back(c);
       }
     } else {
@@ -113,20 +123,27 @@ Runner add_probe_command(CLI::App& app) {
     for (auto& t : threads)
       t.join();
     const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    // The process's peak resident memory: what its ranks held at most.
+    rusage usage{};
+    ::getrusage(RUSAGE_SELF, &usage);
+    const long max_rss_kib = usage.ru_maxrss;
     if (opts->json) {
       for (const auto& f : failures)
         std::printf("%s\n", to_json(f).dump().c_str());
-      std::printf("%s\n",
-                  nlohmann::json{
-                      {"type", "summary"}, {"ranks", ranks.size()}, {"failed", failures.size()}, {"wall_ms", wall_ms}}
-                      .dump()
-                      .c_str());
+      std::printf("%s\n", nlohmann::json{{"type", "summary"},
+                                         {"ranks", ranks.size()},
+                                         {"failed", failures.size()},
+                                         {"wall_ms", wall_ms},
+                                         {"max_rss_kib", max_rss_kib}}
+                              .dump()
+                              .c_str());
     } else {
       print_table(events);
       std::sort(failures.begin(), failures.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
       for (const auto& f : failures)
         std::printf("\n%s\n", f.to_string().c_str());
-      std::printf("\n%zu rank(s), %zu failed, %.1f ms\n", ranks.size(), failures.size(), wall_ms);
+      std::printf("\n%zu rank(s), %zu failed, %.1f ms, %.1f MB resident at most\n", ranks.size(), failures.size(),
+                  wall_ms, max_rss_kib / 1024.0);
     }
     return failures.empty() ? exit_code::ok : exit_code::init_failed;
   };
