@@ -117,12 +117,12 @@ TEST_P(InitSucceeds, EveryStageInOrderOnEveryRank) {
     expect_all_stages_in_order(results[r], r);
   EXPECT_NE(results[0].stages[0]["detail"].get<std::string>().find("hosts the store"), std::string::npos);
   if (n > 1) {
-    // Every rank knows every rank after ceil(log2 n) rounds of the
-    // exchange (the ring all-gather took n - 1 steps).
-    int rounds = 0;
-    while ((1 << rounds) < n)
-      ++rounds;
-    const std::string said = fmt::format("{} ranks on 1 host(s), in {} round{}", n, rounds, rounds == 1 ? "" : "s");
+    // Every rank knows every rank over a tree of depth ceil(log2 n) (the
+    // ring all-gather took n - 1 steps).
+    int depth = 0;
+    while ((1 << depth) < n)
+      ++depth;
+    const std::string said = fmt::format("{} ranks on 1 host(s), over a tree of depth {}", n, depth);
     for (int r = 0; r < n; ++r) {
       const auto exchange = results[static_cast<std::size_t>(r)].stages[6]["detail"].get<std::string>();
       EXPECT_EQ(exchange, said) << "rank " << r;
@@ -131,6 +131,66 @@ TEST_P(InitSucceeds, EveryStageInOrderOnEveryRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, InitSucceeds, testing::Values(1, 2, 3, 4, 5, 8, 13, 16));
+
+// Thousands of ranks: what each rank learns of the others is a record of
+// 12 bytes, not every rank's PeerInfo (315 MB at 1,024 ranks as threads
+// of one process, 1.03 GB at 2,048: every rank decoded and kept every
+// rank's text). One job split over two processes (--first-rank), which
+// also stand for two hosts (NCCL_HOSTID): every rank counts both.
+TEST(InitAtScale, ThousandRanksHoldAFewKilobytesEachAndCountTheirHosts) {
+  const int n = 1024;
+  const std::uint16_t port = free_port();
+  std::vector<ChildProcess> halves;
+  for (int half = 0; half < 2; ++half) {
+    halves.push_back(testing_support::spawn(
+        {RINGMASTER_CLI, "probe", "--json", "--np", std::to_string(n / 2), "--first-rank", std::to_string(half * n / 2),
+         "--world-size", std::to_string(n), "--master-addr", "127.0.0.1", "--master-port", std::to_string(port)},
+        {{"NCCL_HOSTID", half == 0 ? "node-a" : "node-b"},
+         {"RINGMASTER_STORE_TIMEOUT", "60"},
+         {"RINGMASTER_BOOTSTRAP_TIMEOUT", "60"}}));
+  }
+  // Both read at once: a process whose pipe is full stops its ranks.
+  std::vector<bool> ended(halves.size(), false);
+  for (std::size_t open = halves.size(); open > 0;) {
+    std::vector<pollfd> fds;
+    for (std::size_t i = 0; i < halves.size(); ++i)
+      fds.push_back({ended[i] ? -1 : halves[i].out_fd, POLLIN, 0});
+    ASSERT_GT(::poll(fds.data(), fds.size(), 120000), 0) << "no output for 120 s";
+    for (std::size_t i = 0; i < halves.size(); ++i) {
+      if (ended[i] || fds[i].revents == 0) continue;
+      char chunk[65536];
+      const ssize_t got = ::read(halves[i].out_fd, chunk, sizeof(chunk));
+      if (got > 0) {
+        halves[i].output.append(chunk, static_cast<std::size_t>(got));
+      } else {
+        ended[i] = true;
+        --open;
+      }
+    }
+  }
+  int exchanged = 0;
+  for (auto& half : halves) {
+    half.finish();
+    EXPECT_EQ(half.exit_code(), 0) << half.output.substr(0, 4000);
+    std::istringstream lines(half.output);
+    std::optional<json> summary;
+    for (std::string line; std::getline(lines, line);) {
+      const json j = json::parse(line);
+      if (j.value("type", "") == "summary") summary = j;
+      if (j.value("stage", "") != "ADDRESS_EXCHANGE") continue;
+      EXPECT_EQ(j["detail"], fmt::format("{} ranks on 2 host(s), over a tree of depth 10", n)) << line;
+      ++exchanged;
+    }
+    ASSERT_TRUE(summary) << half.output.substr(0, 4000);
+    EXPECT_EQ((*summary)["failed"], 0);
+    // 512 ranks as threads: under 100 KB a rank with the thread stacks,
+    // sockets and the store's share (67 MB for 1,024 in one process).
+    if (!testing_support::kAddressSanitizer) {
+      EXPECT_LT((*summary)["max_rss_kib"].get<long>(), 50 * 1024);
+    }
+  }
+  EXPECT_EQ(exchanged, n);
+}
 
 // The failing rank's report: its last stage event failed, and the failure
 // record names the stage and carries the hint.

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -29,20 +30,26 @@ std::string store_key(const Config& c, const std::string& name);
 struct Bootstrap::Impl {
   Config config;
   std::unique_ptr<TcpStoreServer> store_server;  // on the rank that hosts the store
-  std::unique_ptr<store::Store> store;  // a TCPStore's client, or etcd
-  net::Socket listener;   // bootstrap listener, kept for later connections
-  net::Socket ring_next;  // connected to rank+1
-  net::Socket ring_prev;  // accepted from rank-1
-  // The address exchange's later rounds (by round k >= 1): connected to
-  // rank + 2^k, accepted from rank - 2^k; closed once it is done.
-  std::map<int, net::Socket> exchange_out, exchange_in;
-  std::map<int, net::SocketAddress> exchange_to;  // round k's rank + 2^k, read from the store before the exchange
+  std::unique_ptr<store::Store> store;           // a TCPStore's client, or etcd
+  net::Socket listener;                          // bootstrap listener, kept for later connections
+  net::Socket ring_next;                         // connected to rank+1, closed after the exchange
+  net::Socket ring_prev;                         // accepted from rank-1, closed after the exchange
+  // The address exchange's tree (bootstrap.cpp): connected to this
+  // rank's parent, accepted from its children by rank; closed once the
+  // exchange is done.
+  net::Socket tree_parent;
+  std::map<int, net::Socket> tree_children;
   // Connections for TRANSPORT_CONNECT accepted during the address
   // exchange (a rank done with it connects at once), with their hello.
   std::vector<std::pair<std::array<std::uint32_t, 4>, net::Socket>> early_connections;
   std::string ifname;
   net::SocketAddress local_address;
-  std::vector<PeerInfo> peers;
+  PeerInfo self;
+  std::vector<std::uint32_t> host_of;  // by rank: hosts numbered by their lowest rank
+  int host_count = 1;
+  std::uint64_t placement = 0;  // see Bootstrap::placement
+  std::vector<Bootstrap::SettingsGroup> settings_groups;
+  std::map<int, PeerInfo> peers;  // other ranks' PeerInfo, read from the store when asked for
   std::vector<StageEvent> events;
   StageCallback on_event;
   net::Clock::time_point init_begin;

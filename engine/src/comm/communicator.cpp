@@ -46,8 +46,7 @@ tune::LinkModel Communicator::Impl::calibrate(tune::Shape& shape) {
     for (const char* k = kind; *k != '\0'; ++k)
       run.transport += static_cast<char>(std::tolower(*k));
   }
-  for (const auto& p : bootstrap->peers())
-    run.hosts.push_back(p.host);
+  run.placement = fmt::format("{}:{:016x}", bootstrap->host_count(), bootstrap->placement());
   run.buffsize = buffsize;
   run.tree_nodes = tree_nodes;
   auto link = tune::calibrate(run, shape);
@@ -96,12 +95,22 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
 
   if (config.rank == 0) log::version_banner(RINGMASTER_VERSION_STRING);
   impl->bootstrap = Bootstrap::run(config, options.on_stage, /*finish=*/false, settings.encode());
+  // Should the rest of init fail here, the store's host keeps the store
+  // until the others have left it: they may still read from it what
+  // their own error names (another rank's settings).
+  struct KeepStoreOnFailure {
+    Impl* impl;
+    bool failed = true;
+    ~KeepStoreOnFailure() {
+      if (failed) impl->keep_store_while_ranks_connected();
+    }
+  } keep_store{impl.get()};
   impl->rank = config.rank;
   impl->nranks = config.world_size;
   impl->p2p_sent.assign(static_cast<std::size_t>(config.world_size), 0);
   impl->p2p_received.assign(static_cast<std::size_t>(config.world_size), 0);
   // Every rank computes the same agreement from what all of them asked.
-  const auto agreed = comm::agree(impl->bootstrap->peers());
+  const auto agreed = comm::agree(*impl->bootstrap);
   {
     impl->min_channels = agreed.min_channels;
     impl->max_channels = agreed.max_channels;
@@ -124,14 +133,8 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
   const std::string& tree_nodes = impl->tree_nodes;
   impl->describe_topology(agreed.same_topology);
   {
-    const auto& peers = impl->bootstrap->peers();
-    std::vector<std::string> hosts;
-    for (int r = 0; r < impl->nranks; ++r) {
-      const auto& host = peers[static_cast<std::size_t>(r)].host;
-      auto it = std::find(hosts.begin(), hosts.end(), host);
-      if (it == hosts.end()) it = hosts.insert(hosts.end(), host);
-      impl->tree_node_of.push_back(tree_nodes == "host" ? static_cast<int>(it - hosts.begin()) : r);
-    }
+    for (int r = 0; r < impl->nranks; ++r)
+      impl->tree_node_of.push_back(tree_nodes == "host" ? impl->bootstrap->host_of(r) : r);
     // NCCL's line: per tree, the children (three, -1 for none), this rank, its parent.
     const auto& tree = impl->tree_for(-1);
     std::string line;
@@ -204,6 +207,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
   }
   impl->bootstrap->finish();
   comm::watch_for_stalls(impl.get());
+  keep_store.failed = false;
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
 }
 
@@ -288,12 +292,12 @@ std::vector<RankDevices> Communicator::devices() const {
   // on another node: by the search's NIC for the channel on that node, or
   // without a search by the interface of the rank's network connections
   // (the bootstrap's, NCCL_SOCKET_IFNAME).
-  const auto& peers = impl_->bootstrap->peers();
+  const auto& bootstrap = *impl_->bootstrap;
   const auto& searched = impl_->searched;
   const int n = impl_->nranks;
   auto apart = [&](int a, int b) {
     return searched ? searched->node_of[static_cast<std::size_t>(a)] != searched->node_of[static_cast<std::size_t>(b)]
-                    : peers[static_cast<std::size_t>(a)].host != peers[static_cast<std::size_t>(b)].host;
+                    : bootstrap.host_of(a) != bootstrap.host_of(b);
   };
   std::vector<RankDevices> out(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) {
@@ -312,7 +316,8 @@ std::vector<RankDevices> Communicator::devices() const {
           if (d.nic >= 0 && d.nic < static_cast<int>(searched->nic_device.size()))
             d.device = searched->nic_device[static_cast<std::size_t>(d.nic)];
         } else {
-          d.device = peers[static_cast<std::size_t>(r)].ifname;
+          // Every rank's PeerInfo was read for the direct connections.
+          if (const PeerInfo* info = bootstrap.known_peer(r)) d.device = info->ifname;
         }
       }
       out[static_cast<std::size_t>(r)].channels.push_back(std::move(d));

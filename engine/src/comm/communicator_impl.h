@@ -136,6 +136,9 @@ struct Communicator::Impl {
   // other rank has read the first failure or left (failure.cpp).
   static constexpr std::chrono::seconds kFailureReadersWait{5};
   void keep_store_for_failure_readers();
+  // On the rank that hosts the store, after its init failed: waits until
+  // the other ranks have left the store, or kFailureReadersWait.
+  void keep_store_while_ranks_connected() noexcept;
 
   // The flight recorder's calls with the steps their channels wait at.
   std::vector<CallRecord> recent_calls() const;
@@ -149,7 +152,7 @@ struct Communicator::Impl {
   // The TOPOLOGY stage (topology_stage.cpp): with a topology every rank
   // shares, the rings follow the topology search.
   void describe_topology(bool same_topology);
-  std::string order_rings(const topo::Topology& t, const std::vector<std::string>& hosts);
+  std::string order_rings(const topo::Topology& t);
   SearchedPlacement placement_of(const topo::ChannelPlan& plan, const topo::Topology& t,
                                  const std::vector<int>& rank_of_index) const;
 

@@ -16,12 +16,11 @@
 namespace ringmaster {
 
 void Communicator::Impl::connect_channels(const comm::LocalSettings& settings) {
-  const auto& peers = bootstrap->peers();
   // More ranks on this host than CPUs to run them: a rank spinning on a
   // step keeps the rank it waits for off the CPU, so spinning yields.
-  const auto& host = peers[static_cast<std::size_t>(rank)].host;
-  const int ranks_here =
-      static_cast<int>(std::count_if(peers.begin(), peers.end(), [&](const auto& p) { return p.host == host; }));
+  int ranks_here = 0;
+  for (int r = 0; r < nranks; ++r)
+    ranks_here += bootstrap->host_of(r) == bootstrap->host_of(rank) ? 1 : 0;
   const bool crowded = ranks_here > base::host_cpus();
   const bool yield_while_spinning = settings.spin_yield == "auto" ? crowded : settings.spin_yield == "1";
   // A rank that yields while it spins gives its CPU to whoever can use

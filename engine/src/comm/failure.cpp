@@ -17,7 +17,9 @@
 // failure: they blamed the neighbour they lost. So the host's
 // communicator, after a failure, stays until every other rank has read
 // the first failure or has closed its store connection (a rank that died,
-// or ended), for at most kFailureReadersWait.
+// or ended), for at most kFailureReadersWait. An init that fails after
+// the bootstrap keeps it the same way: the other ranks read from it the
+// records they name in their own error (a rank whose settings differ).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -100,6 +102,16 @@ void Communicator::Impl::keep_store_for_failure_readers() {
   } catch (const std::exception& e) {
     RM_INFO(coll, "the store cannot say who has read the first failure ({})", e.what());
   }
+}
+
+void Communicator::Impl::keep_store_while_ranks_connected() noexcept {
+  if (!bootstrap) return;
+  auto& b = bootstrap->impl();
+  if (!b.store_server) return;
+  // This rank's own connection is the last.
+  const auto deadline = std::chrono::steady_clock::now() + kFailureReadersWait;
+  while (b.store_server->num_connections() > 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
 }
 
 }  // namespace ringmaster

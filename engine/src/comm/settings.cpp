@@ -220,7 +220,18 @@ std::optional<LocalSettings::Wire> LocalSettings::decode(const std::string& word
   return w;
 }
 
-AgreedSettings agree(const std::vector<PeerInfo>& peers) {
+AgreedSettings agree(Bootstrap& bootstrap) {
+  std::vector<int> firsts;
+  for (const auto& group : bootstrap.settings_groups())
+    firsts.push_back(group.first_rank);
+  bootstrap.fetch_peers(firsts);
+  std::vector<PeerInfo> peers;
+  for (const int r : firsts)
+    peers.push_back(bootstrap.peer(r));
+  return agree(peers, bootstrap.config().world_size, bootstrap.host_count() > 1);
+}
+
+AgreedSettings agree(const std::vector<PeerInfo>& peers, int nranks, bool several_hosts) {
   std::vector<LocalSettings::Wire> all;
   for (const auto& p : peers) {
     auto w = LocalSettings::decode(p.settings);
@@ -238,7 +249,7 @@ AgreedSettings agree(const std::vector<PeerInfo>& peers) {
       if (field(all[r]) == field(all[0])) continue;
       throw Error(ErrorCategory::config,
                   fmt::format("ranks disagree on {}: {}, {}; every rank must set the same", what,
-                              has(0, text_of(all[0])), has(static_cast<int>(r), text_of(all[r]))));
+                              has(peers[0].rank, text_of(all[0])), has(peers[r].rank, text_of(all[r]))));
     }
   };
   same([](const auto& w) { return w.algorithms_key; }, "the algorithms (NCCL_ALGO)",
@@ -254,10 +265,10 @@ AgreedSettings agree(const std::vector<PeerInfo>& peers) {
   // on its peer, and runs 1.3-1.6x faster from 1 MiB even on 2 cores
   // (docs/performance-history.md). Ranks that copy through shared memory
   // themselves keep one channel per two cores.
-  const bool network = std::any_of(all.begin(), all.end(), [](const auto& w) { return w.shm_disabled; }) ||
-                       std::any_of(peers.begin(), peers.end(), [&](const auto& p) { return p.host != peers[0].host; });
+  const bool network =
+      std::any_of(all.begin(), all.end(), [](const auto& w) { return w.shm_disabled; }) || several_hosts;
   auto channels_asked = [&](const LocalSettings::Wire& w) {
-    return w.may_raise_channels && network && peers.size() > 1 ? std::max(w.max_channels, 2) : w.max_channels;
+    return w.may_raise_channels && network && nranks > 1 ? std::max(w.max_channels, 2) : w.max_channels;
   };
   // The smallest wins; `reconciled` says so when ranks differed.
   auto smallest = [&](auto field, const char* variable) {
@@ -274,7 +285,7 @@ AgreedSettings agree(const std::vector<PeerInfo>& peers) {
     }
     if (lo != hi) {
       agreed.reconciled.push_back(
-          fmt::format("{}: ranks asked for {} to {}; all use rank {}'s {}", variable, lo, hi, lo_rank, lo));
+          fmt::format("{}: ranks asked for {} to {}; all use rank {}'s {}", variable, lo, hi, peers[lo_rank].rank, lo));
     }
     return lo;
   };

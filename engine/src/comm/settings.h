@@ -104,10 +104,14 @@ struct AgreedSettings {
   std::vector<std::string> reconciled;
 };
 
-// The agreement from every rank's PeerInfo::settings (peers in rank
-// order). Throws Error(config) when ranks differ on what cannot be
-// reconciled, or a rank's settings cannot be read.
-AgreedSettings agree(const std::vector<PeerInfo>& peers);
+// The agreement from every rank's PeerInfo::settings: `firsts` holds the
+// lowest rank of each different settings word, in rank order (rank 0
+// first), of `nranks` ranks. Throws Error(config) when ranks differ on
+// what cannot be reconciled, or a rank's settings cannot be read.
+AgreedSettings agree(const std::vector<PeerInfo>& firsts, int nranks, bool several_hosts);
+// The same from a bootstrap's settings groups, their PeerInfo read from
+// the store (one record, for one settings word, when all ranks agree).
+AgreedSettings agree(Bootstrap& bootstrap);
 
 // NCCL_NET's value as NCCL and its plugins spell it ("AWS Libfabric", IB,
 // Socket, ...) mapped to "", "socket" or "ofi"; Error(config) otherwise.

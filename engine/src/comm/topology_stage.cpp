@@ -25,13 +25,9 @@ namespace ringmaster {
 // (NCCL_TOPO_DUMP_FILE, written by rank 0), and the channel rings.
 void Communicator::Impl::describe_topology(bool same_topology) {
   bootstrap->run_stage(Stage::topology, [&] {
-    const auto& peers = bootstrap->peers();
-    std::vector<std::string> hosts;
-    for (const auto& p : peers) {
-      if (std::find(hosts.begin(), hosts.end(), p.host) == hosts.end()) hosts.push_back(p.host);
-    }
-    std::string detail = fmt::format("{} rank{} on {} host{}", nranks, nranks == 1 ? "" : "s", hosts.size(),
-                                     hosts.size() == 1 ? "" : "s");
+    const int hosts = bootstrap->host_count();
+    std::string detail =
+        fmt::format("{} rank{} on {} host{}", nranks, nranks == 1 ? "" : "s", hosts, hosts == 1 ? "" : "s");
     const auto file = param_env(Param::TopoFile);
     // NCCL's name first; RINGMASTER_TOPO_DUMP_FILE is the earlier spelling.
     const char* dump_variable = param_env(Param::TopoDumpFile) ? "NCCL_TOPO_DUMP_FILE" : "RINGMASTER_TOPO_DUMP_FILE";
@@ -53,7 +49,7 @@ void Communicator::Impl::describe_topology(bool same_topology) {
       }
       detail += "; " + t->summary();
       RM_INFO(graph, "Topology {}", t->summary());
-      if (file && same_topology) detail += "; " + order_rings(*t, hosts);
+      if (file && same_topology) detail += "; " + order_rings(*t);
       if (dump && rank == 0) {
         std::FILE* out = std::fopen(dump->c_str(), "w");
         const std::string xml = t->to_nccl_xml();
@@ -117,14 +113,13 @@ Communicator::Impl::SearchedPlacement Communicator::Impl::placement_of(const top
 // (as LOCAL_RANK numbers them). The search's rings leave and enter each
 // node through one NIC, by the GPUs nearest it; channels take the NICs in
 // turn. A node with more ranks than GPUs keeps rank order.
-std::string Communicator::Impl::order_rings(const topo::Topology& t, const std::vector<std::string>& hosts) {
-  const auto& peers = bootstrap->peers();
+std::string Communicator::Impl::order_rings(const topo::Topology& t) {
   std::vector<int> rank_of_index;  // the search numbers ranks node by node
   std::vector<topo::NodeRanks> nodes;
-  for (const auto& host : hosts) {
+  for (int host = 0; host < bootstrap->host_count(); ++host) {
     int here = 0;
     for (int r = 0; r < nranks; ++r) {
-      if (peers[static_cast<std::size_t>(r)].host != host) continue;
+      if (bootstrap->host_of(r) != host) continue;
       rank_of_index.push_back(r);
       ++here;
     }

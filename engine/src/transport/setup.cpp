@@ -44,8 +44,8 @@ struct Setup {
   const ofi::Availability* fabric = nullptr;  // loaded only when libfabric may be used
   bool ofi_wanted = false;
 
-  const PeerInfo& peer(int r) const { return b.peers[static_cast<std::size_t>(r)]; }
-  bool same_host(int r) const { return peer(r).host == peer(rank).host; }
+  const PeerInfo& peer(int r) const { return bootstrap.peer(r); }
+  bool same_host(int r) const { return bootstrap.host_of(r) == bootstrap.host_of(rank); }
   std::string where(int r) const { return fmt::format("{}[{}]", r, peer(r).host); }
   static std::string connection_name(std::uint32_t connection) {
     return connection == kDirectConnection ? std::string("p2p") : fmt::format("Channel {:02d}", connection);
@@ -288,7 +288,7 @@ std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<ChannelLi
                                const std::vector<RingNeighbours>& rings, const SetupOptions& options) {
   auto& b = bootstrap.impl();
   const int rank = b.config.rank;
-  const int nranks = static_cast<int>(b.peers.size());
+  const int nranks = b.config.world_size;
   // The ranks that open this rank's ring connections: one per channel,
   // the same one unless the rings follow the topology.
   std::vector<int> prevs;
@@ -301,9 +301,7 @@ std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<ChannelLi
   Setup s{bootstrap, b, options, rank, net::Clock::now() + b.config.bootstrap_timeout};
   // libfabric is loaded (tens of ms) only when it may be used: asked for,
   // or by default when some peer is on another host.
-  const bool other_hosts = std::any_of(b.peers.begin(), b.peers.end(), [&](const auto& p) {
-    return p.host != b.peers[static_cast<std::size_t>(rank)].host;
-  });
+  const bool other_hosts = bootstrap.host_count() > 1;
   static const ofi::Availability kNotLoaded{};
   s.fabric = options.net == "ofi" || (options.net.empty() && other_hosts) ? &ofi::availability(s.peer(rank).ifname)
                                                                           : &kNotLoaded;
@@ -327,6 +325,16 @@ std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<ChannelLi
     throw StageError(f);
   }
   std::vector<Connected> made;
+  // Every other rank's PeerInfo (address, host name), in one read from
+  // the store: the direct connections reach every rank.
+  bootstrap.run_stage(Stage::transport_connect, [&] {
+    std::vector<int> others;
+    for (int r = 0; r < nranks; ++r) {
+      if (r != rank) others.push_back(r);
+    }
+    bootstrap.fetch_peers(others);
+    return fmt::format("addresses of {} rank(s) read from the store", others.size());
+  });
 
   // Opening: a hello and every transport's offer on each connection.
   std::vector<Pending> opened;

@@ -139,7 +139,7 @@ LinkModel calibrate(const CalibrationRun& run, Shape& shape) {
     // everyone takes it, or everyone measures.
     const std::string cache = calibration_cache_path();
     const std::string key = fmt::format("{} ranks={} hosts={} channels={} buffsize={} trees={}", link.transport, nranks,
-                                        fmt::join(run.hosts, ","), rings.size(), buffsize, run.tree_nodes);
+                                        run.placement, rings.size(), buffsize, run.tree_nodes);
     CacheOffer offer;
     if (rank == 0) {
       if (const auto c = load_calibration(cache, key, std::chrono::hours(1))) {

@@ -30,7 +30,9 @@ struct CalibrationRun {
   // What carries this rank's links: "shm", "ofi", "socket" or a mix such
   // as "shm+socket"; empty without links (one rank).
   std::string transport;
-  std::vector<std::string> hosts;  // per rank
+  // Which host each rank runs on, as one key (Bootstrap::placement):
+  // a cached calibration is taken only for the same hosts.
+  std::string placement;
   std::size_t buffsize = 0;
   std::string tree_nodes;  // RINGMASTER_TREE_NODES
 };
