@@ -216,21 +216,6 @@ bool matches(const std::byte* got, double expected, DataType type, RedOp op, int
 
 }  // namespace
 
-double bus_factor(Collective c, int n) {
-  switch (c) {
-    case Collective::all_reduce:
-      return n > 1 ? 2.0 * (n - 1) / n : 0.0;
-    case Collective::all_gather:
-    case Collective::reduce_scatter:
-    case Collective::all_to_all:
-    case Collective::gather:
-    case Collective::scatter:
-      return n > 1 ? static_cast<double>(n - 1) / n : 0.0;
-    default:
-      return 1.0;
-  }
-}
-
 std::size_t parse_size(const std::string& text) {
   std::size_t pos = 0;
   double value = 0;

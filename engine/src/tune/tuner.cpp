@@ -81,8 +81,7 @@ std::string size_text(double bytes) {
 // NCCL's algorithms that need hardware this engine does not drive.
 bool foreign_algorithm(const std::string& name) {
   const std::string n = lower(trim(name));
-  return n == "nvls" || n == "nvlstree" || n == "collnetdirect" || n == "collnetchain" || n == "collnet" ||
-         n == "pat";
+  return n == "nvls" || n == "nvlstree" || n == "collnetdirect" || n == "collnetchain" || n == "collnet" || n == "pat";
 }
 
 }  // namespace
@@ -331,10 +330,38 @@ Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol
   out.latency_us = shape_.base_latency_us[ai][pi] + hops * hop_latency + (channels - 1) * shape_.channel_latency_us;
   out.bandwidth_gbs = bandwidth;
   out.predicted_us = out.latency_us;
-  if (bandwidth > 0) {
+  if (crosses && shape_.ranks_per_node > 0 && traffic > 0) {
+    out.predicted_us += split_links_us(c, b, a, p, channels, traffic, &out.bandwidth_gbs);
+  } else if (bandwidth > 0) {
     out.predicted_us += traffic * (1 - reduced) / (bandwidth * 1e3) + traffic * reduced / (reduce_bandwidth * 1e3);
   }
   return out;
+}
+
+double Tuner::split_links_us(Collective c, double bytes, Algorithm a, Protocol p, int channels, double traffic,
+                             double* bandwidth_gbs) const {
+  const int pi = static_cast<int>(p);
+  const double tree_share =
+      a == Algorithm::tree ? at_size(shape_.tree_efficiency_by_size, bytes, shape_.tree_efficiency) : 1.0;
+  auto carried = [&](const LinkModel& l) {
+    return std::min(l.bandwidth_gbs * channels, l.max_bandwidth_gbs) * l.protocol_efficiency[pi] * tree_share;
+  };
+  const double inside = carried(shape_.intra);
+  const double across = carried(shape_.inter);
+  // What leaves one node through its NICs in one call.
+  double leaving = 0;
+  if (a == Algorithm::ring) {
+    const bool chain = c == Collective::broadcast || c == Collective::reduce;
+    leaving = chain ? bytes : traffic;
+  } else {
+    const double whole = c == Collective::all_reduce ? bytes : bytes / 2;
+    leaving = shape_.nnodes == 2 ? whole : 2 * whole;
+  }
+  const double inside_us = inside > 0 ? traffic / (inside * 1e3) : 0;
+  const double across_us = across > 0 ? leaving / (across * 1e3) : 0;
+  const double us = std::max(inside_us, across_us);
+  if (bandwidth_gbs != nullptr && us > 0) *bandwidth_gbs = traffic / (us * 1e3);
+  return us;
 }
 
 Decision Tuner::decide(Collective c, std::size_t bytes) const {
@@ -442,6 +469,21 @@ int binary_tree_depth(int n) {
   return deepest;
 }
 
+double bus_factor(Collective c, int n) {
+  switch (c) {
+    case Collective::all_reduce:
+      return n > 1 ? 2.0 * (n - 1) / n : 0.0;
+    case Collective::all_gather:
+    case Collective::reduce_scatter:
+    case Collective::all_to_all:
+    case Collective::gather:
+    case Collective::scatter:
+      return n > 1 ? static_cast<double>(n - 1) / n : 0.0;
+    default:
+      return 1.0;
+  }
+}
+
 Shape socket_shape(int nranks, double hop_us, double gbs, int max_channels) {
   Shape s;
   s.nranks = nranks;
@@ -462,13 +504,12 @@ Shape socket_shape(int nranks, double hop_us, double gbs, int max_channels) {
   return s;
 }
 
-Shape declared_shape(const topo::Topology& node, int nodes, int ranks_per_node, int max_channels) {
+Shape gpu_cluster(int gpus_per_node, int nodes, int ranks_per_node, int max_channels) {
   Shape s;
-  const auto gpus = node.gpus();
-  const auto nics = node.nics();
-  const int rpn = ranks_per_node < 0 ? std::max<int>(static_cast<int>(gpus.size()), 1) : ranks_per_node;
+  const int rpn = ranks_per_node < 0 ? std::max(gpus_per_node, 1) : ranks_per_node;
   s.nranks = rpn * nodes;
   s.nnodes = nodes;
+  s.ranks_per_node = rpn;
   s.max_channels = max_channels;
   s.tree_depth_intra = rpn - 1;
   s.tree_depth_inter = binary_tree_depth(nodes);
@@ -479,6 +520,13 @@ Shape declared_shape(const topo::Topology& node, int nodes, int ranks_per_node, 
   s.tree_efficiency = 0.92;
   s.tree_channels = max_channels;
   s.channel_latency_us = 0.5;
+  return s;
+}
+
+Shape declared_shape(const topo::Topology& node, int nodes, int ranks_per_node, int max_channels) {
+  const auto gpus = node.gpus();
+  const auto nics = node.nics();
+  Shape s = gpu_cluster(static_cast<int>(gpus.size()), nodes, ranks_per_node, max_channels);
   if (gpus.size() >= 2) {
     const auto path = node.path(gpus[0], gpus[1]);
     const bool nvlink = path.cls == topo::PathClass::nvlink;

@@ -78,9 +78,7 @@ struct PerfRow {
 // Error(config) naming the entry that is wrong.
 std::vector<PerfCandidate> parse_candidates(const std::string& text);
 
-// nccl-tests' bus-bandwidth factor: all_reduce 2(n-1)/n; all_gather and
-// reduce_scatter and all_to_all (n-1)/n; broadcast, reduce and sendrecv 1.
-double bus_factor(Collective c, int nranks);
+using tune::bus_factor;  // nccl-tests' bus-bandwidth factor (tools/tuner.h)
 
 // Parses "8", "64K", "1M", "2G" (powers of 1024); throws Error(config).
 std::size_t parse_size(const std::string& text);

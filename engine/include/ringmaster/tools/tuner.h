@@ -95,6 +95,14 @@ struct Shape {
   int tree_channels = 64;
   // Two ranks exchange whole inputs up to this many bytes (all_reduce).
   std::size_t pair_bytes = 0;
+  // Ranks on each node of a declared cluster (0: not declared). With it
+  // and more than one node, the links inside a node and a node's NICs are
+  // timed apart, the slower deciding: what leaves a node per call is what
+  // the schedule sends across (a ring's 2(n-1)/n of an all_reduce's
+  // buffer; a tree's whole buffer on 2 nodes, where each node is the other's
+  // root in one tree and its leaf in the other, twice it beyond), which is
+  // why NCCL's trees report a bus bandwidth above the NICs' on 2 nodes.
+  int ranks_per_node = 0;
   // Where the numbers come from: "calibrated at ... : ..." or "declared by ...".
   std::string source;
 };
@@ -177,10 +185,21 @@ class Tuner {
 
  private:
   Candidate evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol p, int channels) const;
+  // The time the bytes take on a declared cluster of several nodes: inside
+  // a node and through its NICs timed apart, the slower; sets the
+  // bandwidth the candidate shows (the busiest rank's bytes over it).
+  double split_links_us(Collective c, double bytes, Algorithm a, Protocol p, int channels, double traffic,
+                        double* bandwidth_gbs) const;
 
   Shape shape_;
   Selection algorithms_, protocols_;
 };
+
+// What a declared cluster of `nodes` nodes of `gpus_per_node` GPUs has
+// whatever its links: ranks (`ranks_per_node`, -1: one per GPU), tree
+// depths, NCCL's base latencies and tree discount. The links are the
+// caller's to fill in.
+Shape gpu_cluster(int gpus_per_node, int nodes, int ranks_per_node, int max_channels);
 
 // The shape of `nodes` identical declared nodes with `ranks_per_node` ranks
 // each (-1: one per GPU): NVLink (or PCI) paths inside, the NICs across.
@@ -198,6 +217,11 @@ Shape socket_shape(int nranks, double hop_us, double gbs, int max_channels = 1);
 // The hops from root to deepest leaf of the deeper of the double binary
 // trees over n positions.
 int binary_tree_depth(int n);
+
+// nccl-tests' bus-bandwidth factor (busbw = algbw x this): all_reduce
+// 2(n-1)/n; all_gather, reduce_scatter, all_to_all, gather and scatter
+// (n-1)/n; broadcast, reduce and sendrecv 1.
+double bus_factor(Collective c, int nranks);
 
 // Sizes where the pick changes algorithm or protocol, as "8 KiB: ring/LL ->
 // tree/Simple" lines, for decisions ordered by size.
