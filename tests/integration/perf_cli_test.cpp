@@ -903,5 +903,74 @@ TEST(PerfCli, BadFlagsAreRefused) {
   }
 }
 
+// `simulate`: nccl-tests' table for a declared cluster, the same rows as
+// JSON lines, the profiles listed, and clear errors for what is missing.
+TEST(Simulate, PrintsTheNcclTestsTableOfAnInstanceProfile) {
+  auto run = [](std::vector<std::string> args) {  // stdout and stderr together
+    args.insert(args.begin(), {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", RINGMASTER_CLI});
+    auto child = testing_support::spawn(args, {});
+    child.finish();
+    return child;
+  };
+  auto table =
+      run({"simulate", "all_reduce_perf", "--instance", "p4d", "--nodes", "2", "-b", "16", "-e", "1G", "-f", "4"});
+  ASSERT_EQ(table.exit_code(), 0) << table.output;
+  EXPECT_NE(table.output.find("16 ranks on 2 nodes"), std::string::npos) << table.output;
+  EXPECT_NE(table.output.find("busbw"), std::string::npos) << table.output;
+  int rows = 0;
+  std::istringstream lines(table.output);
+  std::string line;
+  std::string last;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    ++rows;
+    last = line;
+  }
+  EXPECT_EQ(rows, 14) << table.output;  // 16 B x 4^k up to 1 GiB
+  std::istringstream fields(last);
+  std::size_t bytes = 0, count = 0;
+  std::string type, redop, root, algo;
+  double time = 0, algbw = 0, busbw = 0;
+  fields >> bytes >> count >> type >> redop >> root >> time >> algbw >> busbw >> algo;
+  EXPECT_EQ(bytes, std::size_t{1} << 30);
+  EXPECT_EQ(count, std::size_t{1} << 28);
+  EXPECT_EQ(type, "float");
+  EXPECT_NEAR(busbw, algbw * 30 / 16, 0.02);
+  EXPECT_EQ(algo, "Tree") << last;
+
+  auto json = run(
+      {"simulate", "reduce_scatter", "--instance", "p5.48xlarge", "--nodes", "4", "-b", "1M", "-e", "4M", "--json"});
+  ASSERT_EQ(json.exit_code(), 0) << json.output;
+  std::istringstream json_lines(json.output);
+  int results = 0;
+  while (std::getline(json_lines, line)) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << "not JSON: " << line;
+    if (j.value("type", "") == "simulation") {
+      EXPECT_EQ(j.value("nranks", 0), 32);
+    }
+    if (j.value("type", "") != "result") continue;
+    ++results;
+    EXPECT_EQ(j.value("collective", ""), "reduce_scatter");
+    EXPECT_GT(j["out_of_place"].value("busbw", 0.0), 0.0) << line;
+    EXPECT_EQ(j["tuner"].value("algorithm", ""), "Ring") << line;
+  }
+  EXPECT_EQ(results, 3) << json.output;
+
+  auto list = run({"simulate", "--list"});
+  EXPECT_EQ(list.exit_code(), 0);
+  for (const char* name :
+       {"p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "g5.48xlarge", "g6e.48xlarge"})
+    EXPECT_NE(list.output.find(name), std::string::npos) << name << "\n" << list.output;
+
+  auto unknown = run({"simulate", "--instance", "p9.huge", "--nodes", "2"});
+  EXPECT_NE(unknown.exit_code(), 0);
+  EXPECT_NE(unknown.output.find("instance type p9.huge: no profile; known: p4d.24xlarge"), std::string::npos)
+      << unknown.output;
+  auto nothing = run({"simulate", "--nodes", "2"});
+  EXPECT_NE(nothing.exit_code(), 0);
+  EXPECT_NE(nothing.output.find("--instance"), std::string::npos) << nothing.output;
+}
+
 }  // namespace
 }  // namespace ringmaster

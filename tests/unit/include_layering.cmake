@@ -39,6 +39,7 @@ set(header_tools/topology topo)
 set(header_tools/topology_search topo)
 set(header_tools/bootstrap bootstrap)
 set(header_tools/tuner tune)
+set(header_tools/simulate tune)
 set(header_tools/perf perf)
 set(header_tools/preflight preflight)
 

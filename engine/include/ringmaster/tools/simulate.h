@@ -1,0 +1,63 @@
+// The simulator: what nccl-tests would print for a declared cluster,
+// from the tuner's model, with profiles of the AWS GPU instances that say
+// what their topology files leave out (NVLink bandwidth, EFA count and
+// speed). docs/tuner.md compares its tables with published runs.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ringmaster/tools/tuner.h"
+#include "ringmaster/types.h"
+
+namespace ringmaster::tune {
+
+// One instance type as its maker declares it (docs/tuner.md gives the
+// source of every figure).
+struct InstanceProfile {
+  std::string_view name;      // "p5.48xlarge"
+  std::string_view gpu;       // "H100 SXM 80GB"
+  int gpus = 8;               // a node's GPUs
+  double nvlink_gbs = 0;      // NVLink per GPU, one direction, GB/s (0: none)
+  double pci_gbs = 0;         // GPU to GPU over PCIe without NVLink, one direction, GB/s
+  int nics = 1;               // EFA interfaces
+  double nic_gbits = 100;     // each, Gbit/s
+  std::string_view topology;  // its NCCL topology file in resources/topologies ("" none)
+};
+
+// Every profile, in the order `simulate --list` prints them.
+std::span<const InstanceProfile> instance_profiles();
+// By name ("p5.48xlarge"; the family alone, "p5", picks its largest
+// size); throws Error(config) listing the known names.
+const InstanceProfile& instance_profile(std::string_view name);
+
+// The share of a line nccl-tests reaches on these instances, and what one
+// step across EFA costs, as fitted to published runs (docs/tuner.md says
+// which runs fit them and which check them).
+inline constexpr double kNvlinkShare = 0.77;                // 230.8 of 300 GB/s: all_reduce busbw on one p4d
+inline constexpr double kEfaShare = 0.636;                  // 31.8 of 50 GB/s: all_reduce busbw on three p4d
+inline constexpr double kEfaHopUs[3] = {27.0, 46.0, 76.0};  // LL, LL128, Simple
+
+// `nodes` identical instances, `ranks_per_node` ranks each (-1: one per
+// GPU), at most `max_channels` channels (0: 16, or one per NIC beyond).
+Shape instance_shape(const InstanceProfile& p, int nodes, int ranks_per_node = -1, int max_channels = 0);
+
+// One line of the predicted nccl-tests table.
+struct SimulatedRow {
+  std::size_t bytes = 0;  // nccl-tests' size: the larger buffer's bytes
+  std::size_t count = 0;  // elements (per rank for all_gather and reduce_scatter)
+  double time_us = 0;
+  double algbw_gbs = 0;
+  double busbw_gbs = 0;
+  Candidate pick;  // what the tuner chose
+};
+
+// The sweep from min_bytes to max_bytes, multiplying by step_factor, sizes
+// rounded down to whole elements as nccl-tests does.
+std::vector<SimulatedRow> simulate(const Tuner& tuner, Collective c, DataType type, std::size_t min_bytes,
+                                   std::size_t max_bytes, double step_factor);
+
+}  // namespace ringmaster::tune
