@@ -30,9 +30,7 @@ std::optional<Enum> named(std::string_view name, Enum last) {
 // have its type.
 class Fields {
  public:
-  Fields(const json& j, std::string where) : j_(j), where_(std::move(where)) {
-    if (!j_.is_object()) throw Error(ErrorCategory::protocol, fmt::format("{} is {}, not an object", where_, kind(j_)));
-  }
+  Fields(const json& j, std::string where) : j_(j), root_(std::move(where)) { must_be_object(); }
 
   std::string text(const char* key, bool required = false) const {
     const json* v = find(key, required);
@@ -92,20 +90,26 @@ class Fields {
     if (!v) return;
     if (!v->is_array()) wrong(key, *v, "an array");
     for (std::size_t i = 0; i < v->size(); ++i)
-      each_one(Fields((*v)[i], fmt::format("{}: {}[{}]", where_, key, i)));
+      each_one(Fields((*v)[i], this, key, static_cast<std::ptrdiff_t>(i)));
   }
   // A field as it came, for a reader of its own.
   const json* raw(const char* key, bool required = false) const { return find(key, required); }
-  const std::string& where() const { return where_; }
+  // Where this object is, for errors ("event 'sample': channels[2]"): made
+  // only when asked, so reading thousands of samples formats nothing.
+  std::string where() const {
+    if (!parent_) return root_;
+    return index_ < 0 ? fmt::format("{}: {}", parent_->where(), key_)
+                      : fmt::format("{}: {}[{}]", parent_->where(), key_, index_);
+  }
   std::optional<Fields> object(const char* key, bool required = false) const {
     const json* v = find(key, required);
     if (!v) return std::nullopt;
-    return Fields(*v, fmt::format("{}: {}", where_, key));
+    return Fields(*v, this, key, -1);
   }
   Stage stage() const {
     const std::string name = text("stage", true);
     const auto s = named(name, Stage::ready);
-    if (!s) throw Error(ErrorCategory::protocol, fmt::format("{}: 'stage' names no init stage: '{}'", where_, name));
+    if (!s) throw Error(ErrorCategory::protocol, fmt::format("{}: 'stage' names no init stage: '{}'", where(), name));
     return *s;
   }
   template <class Enum>
@@ -113,7 +117,7 @@ class Fields {
     const std::string name = text(key, true);
     const auto e = named(name, last);
     if (!e)
-      throw Error(ErrorCategory::protocol, fmt::format("{}: '{}' is not one of its names: '{}'", where_, key, name));
+      throw Error(ErrorCategory::protocol, fmt::format("{}: '{}' is not one of its names: '{}'", where(), key, name));
     return *e;
   }
 
@@ -130,13 +134,13 @@ class Fields {
   const json* find(const char* key, bool required) const {
     const auto it = j_.find(key);
     if (it == j_.end()) {
-      if (required) throw Error(ErrorCategory::protocol, fmt::format("{}: '{}' is missing", where_, key));
+      if (required) throw Error(ErrorCategory::protocol, fmt::format("{}: '{}' is missing", where(), key));
       return nullptr;
     }
     return &*it;
   }
   [[noreturn]] void wrong(const char* key, const json& v, std::string_view need) const {
-    throw Error(ErrorCategory::protocol, fmt::format("{}: '{}' is {}, not {}", where_, key, kind(v), need));
+    throw Error(ErrorCategory::protocol, fmt::format("{}: '{}' is {}, not {}", where(), key, kind(v), need));
   }
   template <class Int>
   Int integer_of(const json& v, const char* key) const {
@@ -159,8 +163,21 @@ class Fields {
     return static_cast<Int>(i);
   }
 
+  // An object inside `parent`: its field `key`, or element `index` of it.
+  Fields(const json& j, const Fields* parent, const char* key, std::ptrdiff_t index)
+      : j_(j), parent_(parent), key_(key), index_(index) {
+    must_be_object();
+  }
+  void must_be_object() const {
+    if (!j_.is_object())
+      throw Error(ErrorCategory::protocol, fmt::format("{} is {}, not an object", where(), kind(j_)));
+  }
+
   const json& j_;
-  std::string where_;
+  std::string root_;
+  const Fields* parent_ = nullptr;  // outlives this: children are read inside their parent's reader
+  const char* key_ = nullptr;
+  std::ptrdiff_t index_ = -1;
 };
 
 // ---- each type: to JSON, from JSON ----
@@ -705,7 +722,7 @@ Event parse_event(const json& j) {
   return parse_as(type->get<std::string>(), j);
 }
 
-std::optional<EventMessage> parse_event_message(const json& message) {
+std::optional<EventMessage> parse_event_message(const json& message, Body body) {
   if (!message.is_object() || message.value("type", json()) != "event") return std::nullopt;
   const Fields f(message, "'event' message");
   EventMessage m;
@@ -715,7 +732,7 @@ std::optional<EventMessage> parse_event_message(const json& message) {
   if (event == message.end()) throw Error(ErrorCategory::protocol, "'event' message: 'event' is missing");
   try {
     m.event = parse_event(*event);
-    m.body = *event;
+    if (body == Body::keep) m.body = *event;
   } catch (const Error& e) {
     throw Error(ErrorCategory::protocol, fmt::format("rank {} of run {}: {}", m.rank, m.run_id, e.status().message()));
   }

@@ -297,7 +297,11 @@ struct EventMessage {
 };
 // From a message whose `type` is "event"; nothing for any other message.
 // Throws Error(protocol) as parse_event does, naming the rank too.
-std::optional<EventMessage> parse_event_message(const nlohmann::json& message);
+// Body::drop leaves EventMessage::body null: a reader that only routes the
+// typed event (the console, for every sample of every rank) saves copying
+// each event's JSON.
+enum class Body { keep, drop };
+std::optional<EventMessage> parse_event_message(const nlohmann::json& message, Body body = Body::keep);
 // The message's body without the envelope's `type`, `id` and `v` (the
 // agent's session adds them); the event as it came when it came as JSON.
 nlohmann::json to_json(const EventMessage& m);
