@@ -102,17 +102,32 @@ void topology_figures() {
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
-  topology_figures();
-  if (argc > 1 && std::string(argv[1]) == "--topology-only") return 0;
-  constexpr int kRanks = 16;
-  constexpr int kChannels = 32;
+  // --nodes N --ranks-per-node R --channels C: the stream's shape (2 x 8 x 32
+  // by default); --minutes M of stream in all (10, at least 2);
+  // --no-topology skips the drawing figures.
+  int nodes = 2, per_node = 8, kChannels = 32, minutes = 10;
+  bool topology = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--topology-only") {
+      topology_figures();
+      return 0;
+    }
+    if (a == "--no-topology") topology = false;
+    if (i + 1 < argc && a == "--nodes") nodes = std::atoi(argv[++i]);
+    if (i + 1 < argc && a == "--ranks-per-node") per_node = std::atoi(argv[++i]);
+    if (i + 1 < argc && a == "--channels") kChannels = std::atoi(argv[++i]);
+    if (i + 1 < argc && a == "--minutes") minutes = std::max(2, std::atoi(argv[++i]));
+  }
+  if (topology) topology_figures();
+  const int kRanks = nodes * per_node;
   ringmaster::ui::RunState run;
-  // Two nodes of 8 ranks; each channel's ring enters a node at its first
-  // rank and leaves from its last, through the channel's NIC (32 a node).
-  std::vector<int> placement(kRanks);
+  // Nodes of per_node ranks; each channel's ring enters a node at its first
+  // rank and leaves from its last, through the channel's NIC.
+  std::vector<int> placement(static_cast<std::size_t>(kRanks));
   for (int r = 0; r < kRanks; ++r)
-    placement[static_cast<std::size_t>(r)] = r / 8;
-  run.begin("bench", kRanks, 2, placement);
+    placement[static_cast<std::size_t>(r)] = r / per_node;
+  run.begin("bench", kRanks, nodes, placement);
   ringmaster::ui::BandwidthChart chart(run.bandwidth, &run);
   chart.resize(1200, 500);
   chart.show();
@@ -133,15 +148,16 @@ int main(int argc, char** argv) {
                         {"bytes_received", bytes[static_cast<std::size_t>(r * kChannels + c)]},
                         {"busy_ns", 0},
                         {"steps", 0}};
-        if (r % 8 == 0) channel["nic_in"] = "rdmap" + std::to_string(79 + c) + "s0";
-        if (r % 8 == 7) channel["nic_out"] = "rdmap" + std::to_string(79 + c) + "s0";
+        if (r % per_node == 0) channel["nic_in"] = "rdmap" + std::to_string(79 + c) + "s0";
+        if (r % per_node == per_node - 1) channel["nic_out"] = "rdmap" + std::to_string(79 + c) + "s0";
         channels.push_back(std::move(channel));
       }
       json body = {{"type", "event"},
                    {"run_id", "bench"},
                    {"rank", r},
                    {"event", {{"type", "sample"}, {"t_us", t_us}, {"channels", channels}}}};
-      out.push_back(AgentMessage{"bench", std::make_shared<const json>(std::move(body))});
+      // Read as an agent's I/O thread reads it: the GUI thread gets the event.
+      out.push_back(ringmaster::ui::agent_message("bench", std::move(body)));
     }
     return out;
   };
@@ -178,7 +194,7 @@ int main(int argc, char** argv) {
   std::sort(replace_ms.begin(), replace_ms.end());
   // Up to 10 minutes of stream time.
   long rss_minute_2 = 0, rss_minute_5 = 0;
-  for (int i = 900; i < 6000; ++i) {
+  for (int i = 900; i < minutes * 600; ++i) {
     for (const auto& m : tick_messages())
       run.apply(m);
     if (i % 10 == 0) chart.refresh();
@@ -186,7 +202,7 @@ int main(int argc, char** argv) {
     if (i == 3000) rss_minute_5 = rss_kib();
   }
   chart.refresh();
-  const long rss_minute_10 = rss_kib();
+  const long rss_minute_10 = rss_kib();  // the last minute's
 
   std::printf(
       "GUI thread per 100 ms tick, %d ranks x %d channels (apply %d samples + redraw %d series): "
@@ -196,9 +212,9 @@ int main(int argc, char** argv) {
   std::printf("  of which: models %.2f ms, series replace %.2f ms (medians); the rest is Qt Charts painting\n",
               apply_ms[apply_ms.size() / 2], replace_ms[replace_ms.size() / 2]);
   std::printf(
-      "RSS after 1 min of stream: %ld KiB; 2 min: %ld KiB; 5 min: %ld KiB; 10 min: %ld KiB (%+.1f%% from 1 min, "
+      "RSS after 1 min of stream: %ld KiB; 2 min: %ld KiB; 5 min: %ld KiB; %d min: %ld KiB (%+.1f%% from 1 min, "
       "aim within 10%%)\n",
-      rss_minute_1, rss_minute_2, rss_minute_5, rss_minute_10,
+      rss_minute_1, rss_minute_2, rss_minute_5, minutes, rss_minute_10,
       100.0 * static_cast<double>(rss_minute_10 - rss_minute_1) / static_cast<double>(rss_minute_1));
   return 0;
 }

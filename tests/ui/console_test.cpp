@@ -869,7 +869,7 @@ void ConsoleTest::historyKeepsTheChartsWindowOfSamples() {
   run.begin("long", 2, 1);
   auto message = [](json event, int rank) {
     json body = {{"type", "event"}, {"run_id", "long"}, {"rank", rank}, {"event", std::move(event)}};
-    return AgentMessage{"a", std::make_shared<const json>(std::move(body))};
+    return agent_message("a", std::move(body));
   };
   for (int rank = 0; rank < 2; ++rank) {
     run.apply(message({{"type", "stage"},
@@ -965,7 +965,7 @@ void ConsoleTest::stallShowsEveryRanksCalls() {
   QSignalSpy stalled(&run, &RunState::stalled);
   run.begin("stalled", 3, 1);
   json body = {{"type", "event"}, {"run_id", "stalled"}, {"rank", stall->first}, {"event", stall->second}};
-  run.apply(AgentMessage{"a", std::make_shared<const json>(std::move(body))});
+  run.apply(agent_message("a", std::move(body)));
   QCOMPARE(stalled.count(), 1);
   const WavefrontModel& m = run.wavefront;
   QCOMPARE(m.rowCount(), 3);

@@ -250,7 +250,7 @@ void Console::connect_agent(const QString& host, quint16 port, const AgentAccess
   options.tls_name = access.name.toStdString();
   std::thread([guard, address, options] {
     auto on_message = [guard, address](const json& m) {
-      AgentMessage msg{address, std::make_shared<const json>(m)};
+      AgentMessage msg = agent_message(address, m);
       if (guard)
         QMetaObject::invokeMethod(
             guard.data(),
@@ -539,8 +539,7 @@ int Console::replay(const QString& path, RunState& into) {
       into.set_agents(std::move(addresses), std::move(rails));
       continue;
     }
-    into.apply(AgentMessage{QString::fromStdString(j.value("agent", "")),
-                            std::make_shared<const json>(j.value("message", json::object()))});
+    into.apply(agent_message(QString::fromStdString(j.value("agent", "")), j.value("message", json::object())));
     ++n;
   }
   return n;

@@ -130,7 +130,7 @@ int RunHistory::load(const QString& run_id, RunState& into) const {
   while (q.next()) {
     json body = json::parse(q.value(1).toString().toStdString(), nullptr, false);
     if (body.is_discarded()) continue;
-    into.apply(AgentMessage{q.value(0).toString(), std::make_shared<const json>(std::move(body))});
+    into.apply(agent_message(q.value(0).toString(), std::move(body)));
     ++n;
   }
   return n;

@@ -2,6 +2,7 @@
 #include "models/run_state.h"
 
 #include <QDateTime>
+#include <algorithm>
 #include <optional>
 #include <variant>
 
@@ -12,6 +13,7 @@ namespace ringmaster::ui {
 
 void RunState::begin(const QString& run_id, int world_size, int agents, std::vector<int> placement) {
   run_id_ = run_id;
+  run_id_text_ = run_id.toStdString();
   placement_ = std::move(placement);
   rings_.clear();
   trees_.clear();
@@ -30,6 +32,7 @@ void RunState::begin(const QString& run_id, int world_size, int agents, std::vec
   samples_ = 0;
   messages_.clear();
   recent_samples_.clear();
+  kept_sample_us_.assign(static_cast<std::size_t>(std::max(world_size, 0)), -1);
   started_ms_ = QDateTime::currentMSecsSinceEpoch();
   timeline.reset(world_size);
   results.clear();
@@ -42,16 +45,23 @@ void RunState::begin(const QString& run_id, int world_size, int agents, std::vec
 
 std::vector<AgentMessage> RunState::messages() const {
   std::vector<AgentMessage> all = messages_;
-  for (const auto& s : recent_samples_)
-    all.push_back(s.message);
+  for (const auto& s : recent_samples_) {
+    auto body = nlohmann::json::parse(s.text, nullptr, false);
+    if (!body.is_discarded())
+      all.push_back({s.agent, std::make_shared<const nlohmann::json>(std::move(body)), nullptr});
+  }
   return all;
 }
 
 void RunState::apply(const AgentMessage& m) {
   if (!m.body) return;
-  std::optional<agent::events::EventMessage> message;
+  std::optional<agent::events::EventMessage> parsed;
+  const agent::events::EventMessage* message = m.event.get();
   try {
-    message = agent::events::parse_event_message(*m.body);
+    if (!message) {
+      parsed = agent::events::parse_event_message(*m.body, agent::events::Body::drop);
+      if (parsed) message = &*parsed;
+    }
   } catch (const Error& e) {
     // Another run's bad event is not this run's problem.
     const auto run = m.body->find("run_id");
@@ -61,7 +71,7 @@ void RunState::apply(const AgentMessage& m) {
     }
     return;
   }
-  if (!message || QString::fromStdString(message->run_id) != run_id_) return;
+  if (!message || message->run_id != run_id_text_) return;
   const int rank = message->rank;
   namespace ev = agent::events;
   if (!std::holds_alternative<ev::Sample>(message->event)) messages_.push_back(m);
@@ -96,8 +106,17 @@ void RunState::route(int rank, const agent::events::Sample& e, const AgentMessag
   bandwidth.add_sample(rank, e, node);
   ++samples_;
   // The chart's window and a second more: the first point inside the
-  // window needs the sample before it for its rate.
-  recent_samples_.push_back({e.t_us, m});
+  // window needs the sample before it for its rate. Each rank's kept
+  // samples are spaced so that the window holds at most kKeptSamples.
+  const double window_us = (bandwidth.window_s() + 1) * 1e6;
+  const auto spacing_us = static_cast<long long>(window_us * std::max(world_size_, 1) / kKeptSamples);
+  if (rank >= 0 && rank < static_cast<int>(kept_sample_us_.size())) {
+    long long& last = kept_sample_us_[static_cast<std::size_t>(rank)];
+    if (last < 0 || e.t_us - last >= spacing_us) {
+      last = e.t_us;
+      recent_samples_.push_back({e.t_us, m.agent, m.body->dump()});
+    }
+  }
   const long long cutoff = e.t_us - static_cast<long long>((bandwidth.window_s() + 1) * 1e6);
   while (!recent_samples_.empty() && recent_samples_.front().t_us < cutoff)
     recent_samples_.pop_front();
