@@ -51,14 +51,11 @@ Shape instance_shape(const InstanceProfile& p, int nodes, int ranks_per_node, in
   Shape s = gpu_cluster(p.gpus, nodes, ranks_per_node, max_channels);
   const bool nvlink = p.nvlink_gbs > 0;
   const double line = (nvlink ? p.nvlink_gbs : p.pci_gbs) * kNvlinkShare;
-  s.intra.transport = nvlink ? "nvlink" : "pci";
-  const double hop[3] = {nvlink ? 0.6 : 1.0, nvlink ? 1.25 : 1.9, nvlink ? 4.0 : 5.7};
-  std::copy(hop, hop + 3, s.intra.hop_latency_us);
+  set_gpu_link(s.intra, nvlink);
   // NVLink: a channel moves an eighth of what a GPU's links carry, eight
   // fill them; PCIe: two channels fill the GPU's slot.
   s.intra.bandwidth_gbs = line / (nvlink ? 8 : 2);
   s.intra.max_bandwidth_gbs = line;
-  s.intra.ll128 = nvlink;
   s.inter.transport = "efa";
   std::copy(kEfaHopUs, kEfaHopUs + 3, s.inter.hop_latency_us);
   s.inter.bandwidth_gbs = p.nic_gbits / 8 * kEfaShare;

@@ -504,6 +504,13 @@ Shape socket_shape(int nranks, double hop_us, double gbs, int max_channels) {
   return s;
 }
 
+void set_gpu_link(LinkModel& link, bool nvlink) {
+  link.transport = nvlink ? "nvlink" : "pci";
+  const double hop[3] = {nvlink ? 0.6 : 1.0, nvlink ? 1.25 : 1.9, nvlink ? 4.0 : 5.7};
+  std::copy(hop, hop + 3, link.hop_latency_us);
+  link.ll128 = nvlink;
+}
+
 Shape gpu_cluster(int gpus_per_node, int nodes, int ranks_per_node, int max_channels) {
   Shape s;
   const int rpn = ranks_per_node < 0 ? std::max(gpus_per_node, 1) : ranks_per_node;
@@ -530,13 +537,10 @@ Shape declared_shape(const topo::Topology& node, int nodes, int ranks_per_node, 
   if (gpus.size() >= 2) {
     const auto path = node.path(gpus[0], gpus[1]);
     const bool nvlink = path.cls == topo::PathClass::nvlink;
-    s.intra.transport = nvlink ? "nvlink" : "pci";
-    const double hop[3] = {nvlink ? 0.6 : 1.0, nvlink ? 1.25 : 1.9, nvlink ? 4.0 : 5.7};
-    std::copy(hop, hop + 3, s.intra.hop_latency_us);
+    set_gpu_link(s.intra, nvlink);
     const double bw = path.bandwidth > 0 ? path.bandwidth : (nvlink ? 20.0 : 12.0);
     s.intra.bandwidth_gbs = std::min(bw, 20.0);
     s.intra.max_bandwidth_gbs = bw;
-    s.intra.ll128 = nvlink;
   } else {
     s.intra.transport = "shm";
     s.intra.bandwidth_gbs = s.intra.max_bandwidth_gbs = 5.0;

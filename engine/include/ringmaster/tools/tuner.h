@@ -201,6 +201,11 @@ class Tuner {
 // caller's to fill in.
 Shape gpu_cluster(int gpus_per_node, int nodes, int ranks_per_node, int max_channels);
 
+// A link between GPUs of one node, NVLink or PCIe: its transport, NCCL's
+// hop latencies for that link class, and whether it carries LL128. The
+// bandwidths are the caller's.
+void set_gpu_link(LinkModel& link, bool nvlink);
+
 // The shape of `nodes` identical declared nodes with `ranks_per_node` ranks
 // each (-1: one per GPU): NVLink (or PCI) paths inside, the NICs across.
 Shape declared_shape(const topo::Topology& node, int nodes, int ranks_per_node = -1, int max_channels = 16);
