@@ -23,6 +23,7 @@
 #include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSettings>
 #include <QSpinBox>
 #include <QSplitter>
@@ -184,8 +185,17 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   detail_->setReadOnly(true);
   detail_->setAccessibleName("Stage detail");
   detail_->setPlaceholderText("Click a stage for its detail: addresses, errno, joined and missing ranks, the hint.");
+  // A run of 2,048 ranks shows its 256 nodes, each at least a line high:
+  // the timeline scrolls.
+  auto* timeline_scroll = new QScrollArea;
+  timeline_scroll->setObjectName("timelineScroll");
+  timeline_scroll->setAccessibleName("Rendezvous timeline, scrolled");
+  timeline_scroll->setWidgetResizable(true);
+  timeline_scroll->setFrameShape(QFrame::NoFrame);
+  timeline_scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  timeline_scroll->setWidget(timeline_);
   live->addWidget(bandwidth_);
-  live->addWidget(timeline_);
+  live->addWidget(timeline_scroll);
   live->addWidget(detail_);
   live->setStretchFactor(0, 5);
   live->setStretchFactor(1, 3);
@@ -300,6 +310,8 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   connect(run_button_, &QPushButton::clicked, this, &MainWindow::start_run);
   connect(cancel_button, &QPushButton::clicked, &console_, &Console::cancel_run);
   connect(timeline_, &TimelineView::segment_clicked, this, &MainWindow::show_stage_detail);
+  connect(timeline_, &TimelineView::node_segment_clicked, this,
+          [this](int node, int stage) { detail_->setPlainText(console_.run.timeline.node_summary(node, stage)); });
   connect(table, &QTableView::clicked, this, [this](const QModelIndex& i) {
     show_stage_detail(i.row(), i.column());
     tabs_->setCurrentIndex(0);

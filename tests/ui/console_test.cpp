@@ -24,6 +24,7 @@
 #include <QProcess>
 #include <QPushButton>
 #include <QRegularExpression>
+#include <QScrollArea>
 #include <QScrollBar>
 #include <QSettings>
 #include <QSignalSpy>
@@ -111,6 +112,7 @@ class ConsoleTest : public QObject {
   void gpuNodesFitAndNameEveryDevice();
   void ringsDrawnThroughGpusAndNicsOfDeclaredNodes();
   void layoutFitsALaptopAndUsesA4kScreen();
+  void timelineOfThousandsOfRanksDrillsIntoANode();
 };
 
 // The console's --version is the project's, with no display needed, and
@@ -1145,6 +1147,91 @@ void ConsoleTest::replayCommand() {
   QVERIFY(QFile::exists(dir.filePath("cut.png")));
   QCOMPARE(console_run({"--replay", dir.filePath("missing.jsonl"), "--screenshot", dir.filePath("x.png")}, &err), 2);
   QVERIFY2(err.contains("cannot read"), qPrintable(err));
+}
+
+// 2,048 ranks on 256 nodes: the timeline scrolls over a row per node;
+// Enter on a node opens its ranks under it and names the node's stage;
+// Down walks into its ranks; Backspace closes it; clicking a node's name
+// opens it; the cursor's row scrolls into view.
+void ConsoleTest::timelineOfThousandsOfRanksDrillsIntoANode() {
+  namespace ev = ringmaster::agent::events;
+  const int world = 2048;
+  std::vector<int> placement(world);
+  for (int r = 0; r < world; ++r)
+    placement[static_cast<std::size_t>(r)] = r / 8;
+  TimelineModel model;
+  model.reset(world, placement);
+  for (int r = 0; r < world; ++r) {
+    for (int s = 0; s < 4; ++s) {
+      ev::StageEnded e;
+      e.stage = static_cast<ringmaster::Stage>(s);
+      e.begin_us = 1'000'000 + s * 10'000 + r;
+      e.duration_ms = 5.0;
+      e.ok = true;
+      model.add_stage(r, e);
+    }
+  }
+  QScrollArea scroll;
+  scroll.setWidgetResizable(true);
+  auto* view = new TimelineView(model);
+  scroll.setWidget(view);
+  scroll.resize(900, 300);
+  scroll.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&scroll));
+  QVERIFY2(view->height() >= 256 * 16, qPrintable(QString("%1 px for 256 nodes").arg(view->height())));
+  QCOMPARE(view->rows().size(), std::size_t(256));
+  // What shows is the first nodes' stages, drawn.
+  const QImage shown = scroll.viewport()->grab().toImage();
+  int coloured = 0;
+  for (int y = 0; y < shown.height(); y += 2)
+    for (int x = 0; x < shown.width(); x += 2)
+      coloured += shown.pixelColor(x, y) == stage_color(0) ? 1 : 0;
+  QVERIFY2(coloured > 50, "no stage drawn in the visible rows");
+
+  QSignalSpy nodes(view, &TimelineView::node_segment_clicked);
+  view->setFocus();
+  QTest::keyClick(view, Qt::Key_Home);
+  QCOMPARE(view->current_node(), 0);
+  QCOMPARE(view->current_rank(), -1);
+  QCOMPARE(view->current_stage(), 0);
+  QTest::keyClick(view, Qt::Key_Return);
+  QVERIFY(view->expanded(0));
+  QCOMPARE(nodes.count(), 1);
+  QCOMPARE(view->rows().size(), std::size_t(264));
+  QVERIFY(QAccessible::queryAccessibleInterface(view)->text(QAccessible::Description).startsWith("agent 0, "));
+  QTest::keyClick(view, Qt::Key_Down);
+  QCOMPARE(view->current_rank(), 0);
+  for (int i = 0; i < 8; ++i)
+    QTest::keyClick(view, Qt::Key_Down);
+  QCOMPARE(view->current_node(), 1);
+  QCOMPARE(view->current_rank(), -1);
+  QTest::keyClick(view, Qt::Key_Up);
+  QCOMPARE(view->current_rank(), 7);
+  QTest::keyClick(view, Qt::Key_Backspace);
+  QVERIFY(!view->expanded(0));
+  QCOMPARE(view->current_node(), 0);
+  QCOMPARE(view->current_rank(), -1);
+  QCOMPARE(view->rows().size(), std::size_t(256));
+  // Far down: the scroll area follows the cursor.
+  for (int i = 0; i < 200; ++i)
+    QTest::keyClick(view, Qt::Key_Down);
+  QCOMPARE(view->current_node(), 200);
+  QVERIFY2(scroll.verticalScrollBar()->value() > 150 * 16,
+           qPrintable(QString("scrolled to %1").arg(scroll.verticalScrollBar()->value())));
+  // A node's name opens it; a rank's segment then names that rank.
+  const QRectF area = view->plot_area();
+  const double row_h = area.height() / static_cast<double>(view->rows().size());
+  QTest::mouseClick(view, Qt::LeftButton, {}, QPoint(10, static_cast<int>(area.top() + 3.5 * row_h)));
+  QVERIFY(view->expanded(3));
+  QSignalSpy ranks(view, &TimelineView::segment_clicked);
+  for (const auto& s : view->segments()) {
+    if (s.rank == 26 && s.stage == 2) {
+      QTest::mouseClick(view, Qt::LeftButton, {}, s.rect.center().toPoint());
+      break;
+    }
+  }
+  QCOMPARE(ranks.count(), 1);
+  QCOMPARE(ranks.front().at(0).toInt(), 26);
 }
 
 QTEST_MAIN(ConsoleTest)

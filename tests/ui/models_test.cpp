@@ -48,6 +48,7 @@ class ModelsTest : public QObject {
   void railsFromNicSamples();
   void perNicSeriesAddUpTheChannelsThroughEachNic();
   void thousandsOfRanksKeepAFewSamplesEachForTheHistory();
+  void aTimelineOfThousandsOfRanksGroupsThemByNode();
 };
 
 // The timeline's columns are the engine's Stage enum, in its order.
@@ -249,6 +250,99 @@ void ModelsTest::thousandsOfRanksKeepAFewSamplesEachForTheHistory() {
   QVERIFY(!points.isEmpty());
   for (const auto& p : points)
     QVERIFY2(std::abs(p.y() - 1.0) < 0.01, qPrintable(QString::number(p.y())));
+}
+
+// 2,048 ranks on 256 agents of 8: the timeline shows a row per node, each
+// stage spanning its ranks; the node of a failed rank is red, a node some
+// of whose ranks have not reached a stage is marked partial; opening a
+// node adds its ranks' rows under it. Up to kFlatRanks ranks, a row each.
+void ModelsTest::aTimelineOfThousandsOfRanksGroupsThemByNode() {
+  namespace ev = ringmaster::agent::events;
+  const int world = 2048;
+  std::vector<int> placement(world);
+  for (int r = 0; r < world; ++r)
+    placement[static_cast<std::size_t>(r)] = r / 8;
+  RunState run;
+  // No model tester here: it would walk 20,480 cells on each of 14,000 changes.
+  run.begin("big", world, 256, placement);
+  std::vector<QString> addresses;
+  for (int a = 0; a < 256; ++a)
+    addresses.push_back(QString("10.0.%1.%2:7070").arg(a / 250).arg(a % 250 + 1));
+  run.set_agents(addresses, {});
+  const int ring = static_cast<int>(stage_names().indexOf("BOOTSTRAP_RING"));
+  for (int r = 0; r < world; ++r) {
+    for (int s = 0; s <= ring; ++s) {
+      if (s == ring && r == 100) continue;  // rank 100 never got there
+      ev::StageEnded e;
+      e.stage = static_cast<ringmaster::Stage>(s);
+      e.begin_us = 1'000'000 + s * 10'000 + r;
+      e.duration_ms = r == 45 && s == ring ? 30.0 : 5.0;  // rank 45 ends the ring last on its node
+      e.ok = true;
+      run.timeline.add_stage(r, e);
+    }
+  }
+  ev::StageFailed failed;
+  failed.stage = static_cast<ringmaster::Stage>(ring);
+  failed.summary = "connect to rank 44 refused";
+  run.timeline.add_failure(43, failed);
+
+  QCOMPARE(run.timeline.nodes(), 256);
+  QCOMPARE(run.timeline.node_of(43), 5);
+  QCOMPARE(run.timeline.ranks_of(5), (std::vector<int>{40, 41, 42, 43, 44, 45, 46, 47}));
+  QCOMPARE(run.timeline.node_name(5), QString("agent 5"));
+  QCOMPARE(run.timeline.node_title(5), QString("agent 5 (10.0.0.6:7070), 8 ranks"));
+  const auto five = run.timeline.node_cell(5, ring);
+  QVERIFY(five.seen && !five.ok);
+  QCOMPARE(five.failed_rank, 43);
+  QCOMPARE(five.last_rank, 45);
+  QCOMPARE(five.reached, 8);
+  const auto twelve = run.timeline.node_cell(12, ring);
+  QCOMPARE(twelve.reached, 7);
+  QCOMPARE(twelve.ranks, 8);
+  QVERIFY(twelve.ok);
+  const QString summary = run.timeline.node_summary(5, ring);
+  QVERIFY2(summary.contains("FAILED on rank(s) 43") && summary.contains("last to end: rank 45") &&
+               summary.contains("connect to rank 44 refused"),
+           qPrintable(summary));
+  QVERIFY2(run.timeline.node_summary(12, ring).contains("not reached by rank(s) 100"),
+           qPrintable(run.timeline.node_summary(12, ring)));
+
+  // A row per node; the failed and the partial stage marked as such.
+  const auto rows = timeline_rows(run.timeline);
+  QCOMPARE(rows.size(), std::size_t(256));
+  QVERIFY(std::all_of(rows.begin(), rows.end(), [](const TimelineRow& r) { return r.summary(); }));
+  const auto segments = layout_timeline(run.timeline, QRectF(0, 0, 1000, 256 * 16));
+  QCOMPARE(segments.size(), std::size_t(256 * (ring + 1)));
+  for (const auto& s : segments) {
+    if (s.stage != ring) continue;
+    QCOMPARE(s.failed, s.node == 5);
+    QCOMPARE(s.partial, s.node == 12);
+    QCOMPARE(s.rank, -1);
+  }
+  // Node 5 opened: its eight ranks follow it.
+  std::vector<bool> open(256, false);
+  open[5] = true;
+  const auto drilled = timeline_rows(run.timeline, open);
+  QCOMPARE(drilled.size(), std::size_t(264));
+  QCOMPARE(drilled[5], (TimelineRow{5, -1}));
+  for (int i = 0; i < 8; ++i)
+    QCOMPARE(drilled[static_cast<std::size_t>(6 + i)], (TimelineRow{5, 40 + i}));
+  QCOMPARE(drilled[14], (TimelineRow{6, -1}));
+  int failed_rows = 0;
+  for (const auto& s : layout_timeline(run.timeline, QRectF(0, 0, 1000, 264 * 16), drilled))
+    failed_rows += s.failed ? 1 : 0;
+  QCOMPARE(failed_rows, 2);  // node 5's row and rank 43's
+
+  // No placement: blocks of eight ranks; few ranks: a row each.
+  TimelineModel unplaced;
+  unplaced.reset(100);
+  QCOMPARE(unplaced.nodes(), 13);
+  QCOMPARE(unplaced.node_name(12), QString("ranks 96-99"));
+  TimelineModel small;
+  small.reset(kFlatRanks, std::vector<int>(kFlatRanks, 0));
+  const auto flat = timeline_rows(small);
+  QCOMPARE(flat.size(), std::size_t(kFlatRanks));
+  QCOMPARE(flat.back(), (TimelineRow{0, kFlatRanks - 1}));
 }
 
 QTEST_MAIN(ModelsTest)

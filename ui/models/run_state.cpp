@@ -34,7 +34,7 @@ void RunState::begin(const QString& run_id, int world_size, int agents, std::vec
   recent_samples_.clear();
   kept_sample_us_.assign(static_cast<std::size_t>(std::max(world_size, 0)), -1);
   started_ms_ = QDateTime::currentMSecsSinceEpoch();
-  timeline.reset(world_size);
+  timeline.reset(world_size, placement_);
   results.clear();
   decisions.clear();
   tuner.clear();
@@ -96,6 +96,7 @@ void RunState::route(int rank, const agent::events::StageFailed& e, const AgentM
 }
 
 void RunState::set_agents(std::vector<QString> addresses, std::vector<std::vector<QString>> rails) {
+  timeline.set_agent_addresses(addresses);
   agent_addresses_ = std::move(addresses);
   rails_ = std::move(rails);
 }

@@ -4,6 +4,7 @@
 #include <QBrush>
 #include <QColor>
 #include <algorithm>
+#include <map>
 
 namespace ringmaster::ui {
 
@@ -49,12 +50,113 @@ QVariant TimelineModel::headerData(int section, Qt::Orientation orientation, int
   return QString("rank %1").arg(section);
 }
 
-void TimelineModel::reset(int world_size) {
+void TimelineModel::reset(int world_size, std::vector<int> placement) {
   beginResetModel();
-  cells_.assign(static_cast<std::size_t>(std::max(world_size, 0)),
-                std::vector<Cell>(static_cast<std::size_t>(stage_names().size())));
+  const auto n = static_cast<std::size_t>(std::max(world_size, 0));
+  cells_.assign(n, std::vector<Cell>(static_cast<std::size_t>(stage_names().size())));
   origin_us_ = 0;
+  groups_.clear();
+  group_of_.assign(n, -1);
+  agent_addresses_.clear();
+  std::map<int, int> group_of_agent;  // agent (or -1 - block) -> group
+  for (std::size_t r = 0; r < n; ++r) {
+    const bool placed_run = !placement.empty();
+    const int agent = !placed_run ? -1 : r < placement.size() ? placement[r] : -1;
+    const int key = placed_run ? agent : -2 - static_cast<int>(r / kBlockRanks);
+    auto [at, added] = group_of_agent.try_emplace(key, static_cast<int>(groups_.size()));
+    if (added) groups_.push_back(Group{agent, !placed_run || agent >= 0, {}});
+    groups_[static_cast<std::size_t>(at->second)].ranks.push_back(static_cast<int>(r));
+    group_of_[r] = at->second;
+  }
   endResetModel();
+}
+
+int TimelineModel::node_of(int rank) const {
+  return rank >= 0 && rank < static_cast<int>(group_of_.size()) ? group_of_[static_cast<std::size_t>(rank)] : -1;
+}
+
+const std::vector<int>& TimelineModel::ranks_of(int node) const {
+  static const std::vector<int> none;
+  return node >= 0 && node < nodes() ? groups_[static_cast<std::size_t>(node)].ranks : none;
+}
+
+QString TimelineModel::node_name(int node) const {
+  if (node < 0 || node >= nodes()) return {};
+  const Group& g = groups_[static_cast<std::size_t>(node)];
+  if (!g.placed) return "not placed";
+  if (g.agent >= 0) return QString("agent %1").arg(g.agent);
+  return QString("ranks %1-%2").arg(g.ranks.front()).arg(g.ranks.back());
+}
+
+void TimelineModel::set_agent_addresses(std::vector<QString> addresses) {
+  agent_addresses_ = std::move(addresses);
+}
+
+QString TimelineModel::node_title(int node) const {
+  QString title = node_name(node);
+  if (node < 0 || node >= nodes()) return title;
+  const Group& g = groups_[static_cast<std::size_t>(node)];
+  if (g.agent >= 0 && g.agent < static_cast<int>(agent_addresses_.size()))
+    title += QString(" (%1)").arg(agent_addresses_[static_cast<std::size_t>(g.agent)]);
+  if (g.agent >= 0 || !g.placed)
+    title += QString(", %1 rank%2").arg(g.ranks.size()).arg(g.ranks.size() == 1 ? "" : "s");
+  return title;
+}
+
+TimelineModel::NodeCell TimelineModel::node_cell(int node, int stage) const {
+  NodeCell out;
+  if (stage < 0 || stage >= columnCount()) return out;
+  double end = 0;
+  double last_end = -1;
+  for (int r : ranks_of(node)) {
+    ++out.ranks;
+    const Cell& c = cells_[static_cast<std::size_t>(r)][static_cast<std::size_t>(stage)];
+    if (!c.seen) continue;
+    ++out.reached;
+    out.begin_ms = out.seen ? std::min(out.begin_ms, c.begin_ms) : c.begin_ms;
+    end = std::max(end, c.begin_ms + c.duration_ms);
+    if (c.begin_ms + c.duration_ms > last_end) {
+      last_end = c.begin_ms + c.duration_ms;
+      out.last_rank = r;
+    }
+    out.seen = true;
+    out.live = out.live || c.live;
+    if (!c.ok && out.ok) {
+      out.ok = false;
+      out.failed_rank = r;
+    }
+  }
+  if (out.seen) out.duration_ms = end - out.begin_ms;
+  return out;
+}
+
+QString TimelineModel::node_summary(int node, int stage) const {
+  if (node < 0 || node >= nodes() || stage < 0 || stage >= columnCount()) return {};
+  const NodeCell n = node_cell(node, stage);
+  QString text =
+      QString("%1, %2: %3/%4 ranks reached it").arg(node_title(node), stage_names()[stage]).arg(n.reached).arg(n.ranks);
+  if (!n.seen) return text;
+  text += QString(", from %1 ms for %2 ms").arg(n.begin_ms, 0, 'f', 3).arg(n.duration_ms, 0, 'f', 3);
+  QStringList failed, live, missing;
+  for (int r : ranks_of(node)) {
+    const Cell& c = cell(r, stage);
+    if (!c.seen)
+      missing << QString::number(r);
+    else if (c.live)
+      live << QString::number(r);
+    else if (!c.ok)
+      failed << QString::number(r);
+  }
+  text += n.ok && live.isEmpty() ? "; ok" : "";
+  if (n.last_rank >= 0)
+    text +=
+        QString("\nlast to end: rank %1 (%2 ms)").arg(n.last_rank).arg(cell(n.last_rank, stage).duration_ms, 0, 'f', 3);
+  if (!failed.isEmpty()) text += "\nFAILED on rank(s) " + failed.join(", ");
+  if (!live.isEmpty()) text += "\nstill retrying: rank(s) " + live.join(", ");
+  if (!missing.isEmpty()) text += "\nnot reached by rank(s) " + missing.join(", ");
+  if (n.failed_rank >= 0)
+    text += "\n\nrank " + QString::number(n.failed_rank) + ": " + cell(n.failed_rank, stage).detail;
+  return text;
 }
 
 const TimelineModel::Cell& TimelineModel::cell(int rank, int stage) const {
@@ -153,27 +255,55 @@ double TimelineModel::span_ms() const {
   return end;
 }
 
-std::vector<TimelineSegment> layout_timeline(const TimelineModel& model, const QRectF& area) {
+std::vector<TimelineRow> timeline_rows(const TimelineModel& model, const std::vector<bool>& expanded) {
+  std::vector<TimelineRow> rows;
+  if (model.ranks() <= kFlatRanks) {
+    for (int r = 0; r < model.ranks(); ++r)
+      rows.push_back({model.node_of(r), r});
+    return rows;
+  }
+  for (int n = 0; n < model.nodes(); ++n) {
+    rows.push_back({n, -1});
+    if (n < static_cast<int>(expanded.size()) && expanded[static_cast<std::size_t>(n)]) {
+      for (int r : model.ranks_of(n))
+        rows.push_back({n, r});
+    }
+  }
+  return rows;
+}
+
+std::vector<TimelineSegment> layout_timeline(const TimelineModel& model, const QRectF& area,
+                                             const std::vector<TimelineRow>& rows) {
   std::vector<TimelineSegment> out;
-  const int ranks = model.ranks();
-  if (ranks == 0 || area.width() <= 0 || area.height() <= 0) return out;
+  if (rows.empty() || area.width() <= 0 || area.height() <= 0) return out;
   const double span = std::max(model.span_ms(), 1e-3);
-  const double row_h = area.height() / ranks;
+  const double row_h = area.height() / static_cast<double>(rows.size());
   const double scale = area.width() / span;
-  for (int r = 0; r < ranks; ++r) {
+  auto place = [&](int row, double begin_ms, double duration_ms) {
+    const double x = std::min(area.left() + begin_ms * scale, area.right() - 2.0);
+    const double w = std::max(2.0, duration_ms * scale);  // a 10 us stage stays visible
+    return QRectF(x, area.top() + row * row_h + 1, std::min(w, area.right() - x), std::max(1.0, row_h - 2));
+  };
+  for (int i = 0; i < static_cast<int>(rows.size()); ++i) {
+    const TimelineRow& row = rows[static_cast<std::size_t>(i)];
     for (int s = 0; s < stage_names().size(); ++s) {
-      const auto& c = model.cell(r, s);
+      if (row.summary()) {
+        const auto n = model.node_cell(row.node, s);
+        if (!n.seen) continue;
+        out.push_back(TimelineSegment{-1, s, place(i, n.begin_ms, n.duration_ms), !n.ok, n.live, row.node, i,
+                                      n.reached < n.ranks});
+        continue;
+      }
+      const auto& c = model.cell(row.rank, s);
       if (!c.seen) continue;
-      const double x = area.left() + c.begin_ms * scale;
-      const double w = std::max(2.0, c.duration_ms * scale);  // a 10 us stage stays visible
-      out.push_back(
-          TimelineSegment{r, s,
-                          QRectF(std::min(x, area.right() - 2.0), area.top() + r * row_h + 1,
-                                 std::min(w, area.right() - std::min(x, area.right() - 2.0)), std::max(1.0, row_h - 2)),
-                          !c.ok, c.live});
+      out.push_back(TimelineSegment{row.rank, s, place(i, c.begin_ms, c.duration_ms), !c.ok, c.live, row.node, i});
     }
   }
   return out;
+}
+
+std::vector<TimelineSegment> layout_timeline(const TimelineModel& model, const QRectF& area) {
+  return layout_timeline(model, area, timeline_rows(model));
 }
 
 }  // namespace ringmaster::ui
