@@ -113,6 +113,7 @@ class ConsoleTest : public QObject {
   void ringsDrawnThroughGpusAndNicsOfDeclaredNodes();
   void layoutFitsALaptopAndUsesA4kScreen();
   void timelineOfThousandsOfRanksDrillsIntoANode();
+  void bandwidthOfThousandsOfRanksOpensOnTheRunsTotal();
 };
 
 // The console's --version is the project's, with no display needed, and
@@ -1232,6 +1233,51 @@ void ConsoleTest::timelineOfThousandsOfRanksDrillsIntoANode() {
   }
   QCOMPARE(ranks.count(), 1);
   QCOMPARE(ranks.front().at(0).toInt(), 26);
+}
+
+// A run of 2,048 ranks opens the chart on its total (right axis) and its
+// eight busiest channels; per NIC, the 16 busiest of its 256 NICs. A run
+// of 4 ranks keeps a rank's channels.
+void ConsoleTest::bandwidthOfThousandsOfRanksOpensOnTheRunsTotal() {
+  namespace ev = ringmaster::agent::events;
+  const int world = 2048;
+  std::vector<int> placement(world);
+  for (int r = 0; r < world; ++r)
+    placement[static_cast<std::size_t>(r)] = r / 8;
+  RunState run;
+  BandwidthChart chart(run.bandwidth, &run);
+  chart.resize(1000, 500);
+  chart.show();
+  QCOMPARE(chart.mode(), BandwidthChart::Mode::per_channel);
+  run.begin("big", world, 256, placement);
+  QCOMPARE(chart.mode(), BandwidthChart::Mode::run_total);
+  for (int tick = 0; tick <= 20; ++tick) {
+    for (int r = 0; r < world; ++r) {
+      ev::Sample sample;
+      sample.t_us = 1'000'000 + tick * 100'000;
+      for (int c = 0; c < 2; ++c) {
+        const double gbs = r == 1500 && c == 1 ? 4.0 : 1.0 + r * 1e-4;
+        const auto b = static_cast<std::uint64_t>(tick * gbs * 1e8);
+        // Each node's last rank leaves it by one of its NICs; every NIC busy.
+        sample.channels.push_back(
+            {c, b, b, 0, 0, r % 8 == 7 ? "efa" + std::to_string(c) : std::string{}, std::string{}});
+      }
+      run.bandwidth.add_sample(r, sample, r / 8);
+    }
+  }
+  QVERIFY(chart.refresh() > 0);
+  const QStringList names = chart.series_names();
+  QCOMPARE(names.size(), BandwidthChart::kTopChannels + 1);
+  QCOMPARE(names.front(), QString("rank 1500 channel 1"));
+  QCOMPARE(names[1], QString("rank 2047 channel 0"));  // then the fastest of the rest
+  QVERIFY(names.contains("run total (right axis)"));
+  chart.set_mode(BandwidthChart::Mode::per_nic);
+  chart.refresh();
+  QCOMPARE(chart.series_names().size(), BandwidthChart::kTopNics);
+  QVERIFY2(chart.series_names().contains("agent 255 efa0"), qPrintable(chart.series_names().join(", ")));
+  chart.set_mode(BandwidthChart::Mode::per_channel);
+  run.begin("small", 4, 2, {0, 0, 1, 1});
+  QCOMPARE(chart.mode(), BandwidthChart::Mode::per_channel);
 }
 
 QTEST_MAIN(ConsoleTest)

@@ -49,6 +49,7 @@ class ModelsTest : public QObject {
   void perNicSeriesAddUpTheChannelsThroughEachNic();
   void thousandsOfRanksKeepAFewSamplesEachForTheHistory();
   void aTimelineOfThousandsOfRanksGroupsThemByNode();
+  void theRunsTotalAndItsBusiestChannels();
 };
 
 // The timeline's columns are the engine's Stage enum, in its order.
@@ -343,6 +344,58 @@ void ModelsTest::aTimelineOfThousandsOfRanksGroupsThemByNode() {
   const auto flat = timeline_rows(small);
   QCOMPARE(flat.size(), std::size_t(kFlatRanks));
   QCOMPARE(flat.back(), (TimelineRow{0, kFlatRanks - 1}));
+}
+
+// 2,048 ranks x 4 channels at 1 GB/s a channel, two faster, one that
+// stopped: the run's total adds every channel up (8,198 GB/s), and the
+// busiest are the two fast ones, then the slowest-numbered of the rest;
+// the one that stopped is not among them.
+void ModelsTest::theRunsTotalAndItsBusiestChannels() {
+  namespace ev = ringmaster::agent::events;
+  const int world = 2048, channels = 4;
+  BandwidthSeries series;
+  std::vector<std::uint64_t> bytes(static_cast<std::size_t>(world * channels), 0);
+  auto gbs = [](int rank, int channel) {
+    if (rank == 1500 && channel == 2) return 5.0;
+    if (rank == 7 && channel == 0) return 3.0;
+    if (rank == 9 && channel == 1) return 10.0;  // until it stops
+    return 1.0;
+  };
+  for (int tick = 0; tick <= 50; ++tick) {  // 5 s at 10 Hz
+    for (int r = 0; r < world; ++r) {
+      ev::Sample sample;
+      sample.t_us = 1'000'000 + tick * 100'000 + r % 7;  // the ranks' clocks differ by a few us
+      for (int c = 0; c < channels; ++c) {
+        auto& b = bytes[static_cast<std::size_t>(r * channels + c)];
+        if (tick > 0 && !(r == 9 && c == 1 && tick > 20)) b += static_cast<std::uint64_t>(gbs(r, c) * 1e8);
+        sample.channels.push_back({c, b, 0, 0, 0, {}, {}});
+      }
+      series.add_sample(r, sample);
+    }
+  }
+  QCOMPARE(series.channels_seen(), world * channels);
+  const auto top = series.top_channels(8);
+  QCOMPARE(top.size(), std::size_t(8));
+  QCOMPARE(std::make_pair(top[0].rank, top[0].channel), std::make_pair(1500, 2));
+  QCOMPARE(std::make_pair(top[1].rank, top[1].channel), std::make_pair(7, 0));
+  QVERIFY(std::abs(top[0].gbs - 5.0) < 0.01);
+  QCOMPARE(std::make_pair(top[2].rank, top[2].channel), std::make_pair(0, 0));
+  for (const auto& t : top)
+    QVERIFY2(!(t.rank == 9 && t.channel == 1), "a channel that stopped sending is among the busiest");
+  // Whole buckets after rank 9's channel 1 stopped (2 s): every other
+  // channel's rate, summed.
+  const auto total = series.run_total();
+  QVERIFY(total.size() >= 8);
+  const double expected = (world * channels - 3) * 1.0 + 5.0 + 3.0;
+  int checked = 0;
+  for (const auto& p : total) {
+    if (p.x() <= 2.5 || p.x() > 4.5) continue;
+    QVERIFY2(std::abs(p.y() - expected) < 0.01 * expected,
+             qPrintable(QString("%1 GB/s at %2 s, expected %3").arg(p.y()).arg(p.x()).arg(expected)));
+    ++checked;
+  }
+  QVERIFY(checked >= 3);
+  QVERIFY2(total.back().x() <= series.latest_s(), "the bucket still filling is drawn");
 }
 
 QTEST_MAIN(ModelsTest)

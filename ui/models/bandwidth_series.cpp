@@ -2,6 +2,7 @@
 #include "models/bandwidth_series.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace ringmaster::ui {
 
@@ -10,6 +11,8 @@ void BandwidthSeries::clear() {
   peer_tracks_.clear();
   nic_tracks_.clear();
   totals_.clear();
+  run_buckets_.clear();
+  channels_seen_ = 0;
   origin_us_ = -1;
   latest_s_ = 0;
 }
@@ -35,6 +38,7 @@ void BandwidthSeries::add_sample(int rank, const agent::events::Sample& sample, 
   double total_rate = 0;
   bool any = false;
   std::uint64_t total_bytes = 0;
+  double sent = 0;  // since this rank's previous sample
   for (const auto& c : sample.channels) {
     const int channel = c.channel;
     if (channel < 0 || channel >= kMaxChannels) continue;
@@ -42,9 +46,11 @@ void BandwidthSeries::add_sample(int rank, const agent::events::Sample& sample, 
     total_bytes += bytes;
     if (static_cast<int>(channels.size()) <= channel) channels.resize(static_cast<std::size_t>(channel) + 1);
     Track& t = channels[static_cast<std::size_t>(channel)];
+    if (t.last_us < 0) ++channels_seen_;
     if (t.last_us >= 0 && t_us > t.last_us) {
-      const double rate = static_cast<double>(bytes - std::min(bytes, t.last_bytes)) /
-                          (static_cast<double>(t_us - t.last_us) * 1e3);  // bytes/us / 1e3 = GB/s
+      const double moved = static_cast<double>(bytes - std::min(bytes, t.last_bytes));
+      const double rate = moved / (static_cast<double>(t_us - t.last_us) * 1e3);  // bytes/us / 1e3 = GB/s
+      sent += moved;
       push(t, x, rate);
       total_rate += rate;
       any = true;
@@ -64,6 +70,19 @@ void BandwidthSeries::add_sample(int rank, const agent::events::Sample& sample, 
   }
   Track& total = totals_[static_cast<std::size_t>(rank)];
   if (any) push(total, x, total_rate);
+  if (any) {
+    const auto bucket = static_cast<long long>(x / kRunBucketS);
+    const auto span = static_cast<long long>(window_s_ / kRunBucketS) + 2;
+    if (!run_buckets_.empty() && bucket - run_buckets_.back().first > span) run_buckets_.clear();  // a long gap
+    for (long long b = run_buckets_.empty() ? bucket : run_buckets_.back().first + 1; b <= bucket; ++b)
+      run_buckets_.emplace_back(b, 0.0);
+    // Ranks' clocks differ a little: a late sample lands in its own bucket.
+    const long long back = run_buckets_.back().first;
+    if (bucket >= run_buckets_.front().first)
+      run_buckets_[static_cast<std::size_t>(bucket - run_buckets_.front().first)].second += sent;
+    while (run_buckets_.front().first < back - span)
+      run_buckets_.pop_front();
+  }
   total.last_us = t_us;
   total.last_bytes = total_bytes;
   // Per NIC: this rank's channels through it update their share of its
@@ -187,18 +206,55 @@ QList<QPointF> BandwidthSeries::nic_points(const NicKey& nic, int max_points) co
   return it == nic_tracks_.end() ? QList<QPointF>{} : decimate(it->second.track.points, max_points);
 }
 
-double BandwidthSeries::nic_recent_gbs(const NicKey& nic) const {
-  const auto it = nic_tracks_.find(nic);
-  if (it == nic_tracks_.end() || it->second.track.points.empty()) return 0;
+double BandwidthSeries::recent_gbs(const Track& t) const {
   // The points of the run's last second; none there: idle.
   double sum = 0;
   int n = 0;
-  for (auto p = it->second.track.points.rbegin(); p != it->second.track.points.rend() && p->x() >= latest_s_ - 1.0;
-       ++p) {
+  for (auto p = t.points.rbegin(); p != t.points.rend() && p->x() >= latest_s_ - 1.0; ++p) {
     sum += p->y();
     ++n;
   }
   return n == 0 ? 0 : sum / n;
+}
+
+double BandwidthSeries::nic_recent_gbs(const NicKey& nic) const {
+  const auto it = nic_tracks_.find(nic);
+  return it == nic_tracks_.end() ? 0 : recent_gbs(it->second.track);
+}
+
+QList<QPointF> BandwidthSeries::run_total() const {
+  QList<QPointF> out;
+  if (run_buckets_.size() < 2) return out;
+  out.reserve(static_cast<qsizetype>(run_buckets_.size()) - 1);
+  for (std::size_t i = 0; i + 1 < run_buckets_.size(); ++i) {
+    const auto& [bucket, bytes] = run_buckets_[i];
+    const double end_s = static_cast<double>(bucket + 1) * kRunBucketS;
+    if (end_s < latest_s_ - window_s_) continue;
+    out.append(QPointF(end_s, bytes / kRunBucketS / 1e9));
+  }
+  return out;
+}
+
+std::vector<BandwidthSeries::ChannelRate> BandwidthSeries::top_channels(int n) const {
+  std::vector<ChannelRate> all;
+  all.reserve(static_cast<std::size_t>(channels_seen_));
+  for (std::size_t r = 0; r < tracks_.size(); ++r) {
+    for (std::size_t c = 0; c < tracks_[r].size(); ++c) {
+      const double gbs = recent_gbs(tracks_[r][c]);
+      if (gbs > 0) all.push_back({static_cast<int>(r), static_cast<int>(c), gbs});
+    }
+  }
+  const auto keep = std::min(all.size(), static_cast<std::size_t>(std::max(n, 0)));
+  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(),
+                    [](const ChannelRate& a, const ChannelRate& b) {
+                      return a.gbs != b.gbs ? a.gbs > b.gbs : std::tie(a.rank, a.channel) < std::tie(b.rank, b.channel);
+                    });
+  all.resize(keep);
+  return all;
+}
+
+int BandwidthSeries::channels_seen() const {
+  return channels_seen_;
 }
 
 std::size_t BandwidthSeries::points_received(int rank, int channel) const {

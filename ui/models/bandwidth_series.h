@@ -41,6 +41,20 @@ class BandwidthSeries {
   // "peers" counters.
   QList<QPointF> peer_points(int rank, int peer, int max_points) const;
   std::vector<int> peers(int rank) const;
+  // The run's send rate, every rank's channels summed (GB/s), in buckets
+  // of kRunBucketS: each sample's bytes count in the bucket it was taken
+  // in, and the newest bucket, still filling, is left out.
+  static constexpr double kRunBucketS = 0.5;
+  QList<QPointF> run_total() const;
+  // The `n` busiest (rank, channel) pairs: the highest send rates over
+  // the run's last second, busiest first; idle ones left out.
+  struct ChannelRate {
+    int rank = 0;
+    int channel = 0;
+    double gbs = 0;
+  };
+  std::vector<ChannelRate> top_channels(int n) const;
+  int channels_seen() const;  // (rank, channel) pairs with a sample
   int ranks() const;
   int channels(int rank) const;
   std::size_t points_received(int rank, int channel) const;
@@ -62,6 +76,7 @@ class BandwidthSeries {
   };
   void push(Track& t, double x, double y);
   const Track* track(int rank, int channel) const;  // null when never sampled
+  double recent_gbs(const Track& t) const;          // its mean over the run's last second
   double window_s_;
   long long origin_us_ = -1;
   double latest_s_ = 0;
@@ -73,6 +88,9 @@ class BandwidthSeries {
   std::vector<std::vector<Track>> tracks_;            // [rank][channel]
   std::vector<Track> totals_;                         // [rank]
   std::map<std::pair<int, int>, Track> peer_tracks_;  // (rank, peer it received from)
+  // The run's bytes sent per bucket of kRunBucketS: (bucket index, bytes).
+  std::deque<std::pair<long long, double>> run_buckets_;
+  int channels_seen_ = 0;
   // Per NIC: the cumulative bytes of every (rank, channel, direction)
   // through it, their sum, and the series made from that sum.
   struct NicTrack {

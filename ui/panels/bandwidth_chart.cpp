@@ -27,8 +27,11 @@ BandwidthChart::BandwidthChart(const BandwidthSeries& series, const RunState* ru
   top->addWidget(new QLabel("Series:"));
   mode_ = new QComboBox;
   mode_->setObjectName("bandwidthMode");
-  mode_->addItems({"per channel (sent)", "per peer (received)", "per NIC (sent + received, all ranks)"});
-  if (run) mode_->addItem("rails (per NIC, last second)");
+  mode_->addItem("per channel (sent)", static_cast<int>(Mode::per_channel));
+  mode_->addItem("per peer (received)", static_cast<int>(Mode::per_peer));
+  mode_->addItem("run total and busiest channels", static_cast<int>(Mode::run_total));
+  mode_->addItem("per NIC (sent + received, all ranks)", static_cast<int>(Mode::per_nic));
+  if (run) mode_->addItem("rails (per NIC, last second)", static_cast<int>(Mode::rails));
   top->addWidget(mode_);
   top->addStretch();
   layout->addLayout(top);
@@ -39,8 +42,12 @@ BandwidthChart::BandwidthChart(const BandwidthSeries& series, const RunState* ru
   x_->setTitleText("s since the run's first sample");
   y_ = new QValueAxis;
   y_->setTitleText("GB/s");
+  y_run_ = new QValueAxis;
+  y_run_->setTitleText("run total, GB/s");
+  y_run_->setVisible(false);
   chart_->addAxis(x_, Qt::AlignBottom);
   chart_->addAxis(y_, Qt::AlignLeft);
+  chart_->addAxis(y_run_, Qt::AlignRight);
   view_ = new QChartView(chart_);
   view_->setObjectName("bandwidthChart");
   view_->setAccessibleName("Per-channel bandwidth chart");
@@ -58,6 +65,13 @@ BandwidthChart::BandwidthChart(const BandwidthSeries& series, const RunState* ru
     rank_->setEnabled(mode() == Mode::per_channel || mode() == Mode::per_peer);
     refresh();
   });
+  // Thousands of ranks: one rank's channels say little, the run's total
+  // and its busiest channels more.
+  if (run) {
+    connect(run, &RunState::started, this, [this, run] {
+      if (run->world_size() > kFlatRanks && mode() == Mode::per_channel) set_mode(Mode::run_total);
+    });
+  }
   follow_palette(chart_, palette());
   connect(&timer_, &QTimer::timeout, this, [this] { refresh(); });
   timer_.start(100);
@@ -72,12 +86,11 @@ void BandwidthChart::set_per_peer(bool on) {
 }
 
 BandwidthChart::Mode BandwidthChart::mode() const {
-  return static_cast<Mode>(std::max(0, mode_->currentIndex()));
+  return static_cast<Mode>(mode_->currentData().toInt());
 }
 
 void BandwidthChart::set_mode(Mode mode) {
-  if (mode == Mode::rails && !rails_) return;
-  mode_->setCurrentIndex(static_cast<int>(mode));
+  if (const int i = mode_->findData(static_cast<int>(mode)); i >= 0) mode_->setCurrentIndex(i);
 }
 
 QStringList BandwidthChart::series_names() const {
@@ -107,13 +120,34 @@ int BandwidthChart::refresh() {
   stack_->setCurrentWidget(view_);
   const bool by_peer = shown == Mode::per_peer;
   const bool by_nic = shown == Mode::per_nic;
-  // One line per channel, per peer this rank receives from, or per NIC.
+  const bool by_run = shown == Mode::run_total;
+  // One line per channel, per peer this rank receives from, per NIC (the
+  // busiest), or per busiest channel of the run.
   std::vector<int> keys;
-  const std::vector<NicKey> nics = by_nic ? series_.nics() : std::vector<NicKey>{};
+  std::vector<NicKey> nics;
+  std::size_t nics_seen = 0;
+  std::vector<BandwidthSeries::ChannelRate> top;
   if (by_peer) {
     keys = series_.peers(rank);
   } else if (by_nic) {
+    nics = series_.nics();
+    nics_seen = nics.size();
+    if (nics.size() > static_cast<std::size_t>(kTopNics)) {
+      std::vector<std::pair<double, std::size_t>> rates;
+      for (std::size_t i = 0; i < nics.size(); ++i)
+        rates.emplace_back(-series_.nic_recent_gbs(nics[i]), i);
+      std::partial_sort(rates.begin(), rates.begin() + kTopNics, rates.end());
+      std::vector<NicKey> busiest;
+      for (int i = 0; i < kTopNics; ++i)
+        busiest.push_back(nics[rates[static_cast<std::size_t>(i)].second]);
+      std::sort(busiest.begin(), busiest.end());
+      nics = std::move(busiest);
+    }
     for (std::size_t i = 0; i < nics.size(); ++i)
+      keys.push_back(static_cast<int>(i));
+  } else if (by_run) {
+    top = series_.top_channels(kTopChannels);
+    for (std::size_t i = 0; i < top.size(); ++i)
       keys.push_back(static_cast<int>(i));
   } else {
     for (int c = 0; c < series_.channels(rank); ++c)
@@ -127,14 +161,15 @@ int BandwidthChart::refresh() {
     line->attachAxis(y_);
     lines_.push_back(line);
   }
+  auto name_of = [&](int key) {
+    const auto k = static_cast<std::size_t>(key);
+    if (by_peer) return QString("from rank %1").arg(key);
+    if (by_nic) return QString("agent %1 %2").arg(nics[k].node).arg(nics[k].device);
+    if (by_run) return QString("rank %1 channel %2").arg(top[k].rank).arg(top[k].channel);
+    return QString("channel %1").arg(key);
+  };
   for (int i = 0; i < static_cast<int>(lines_.size()); ++i) {
-    const auto key = i < channels ? keys[static_cast<std::size_t>(i)] : -1;
-    const QString name = i >= channels ? QString()
-                         : by_peer     ? QString("from rank %1").arg(key)
-                         : by_nic      ? QString("agent %1 %2")
-                                        .arg(nics[static_cast<std::size_t>(key)].node)
-                                        .arg(nics[static_cast<std::size_t>(key)].device)
-                                  : QString("channel %1").arg(key);
+    const QString name = i >= channels ? QString() : name_of(keys[static_cast<std::size_t>(i)]);
     if (lines_[static_cast<std::size_t>(i)]->name() != name) lines_[static_cast<std::size_t>(i)]->setName(name);
   }
   if (!total_) {
@@ -147,34 +182,55 @@ int BandwidthChart::refresh() {
     total_->attachAxis(x_);
     total_->attachAxis(y_);
   }
+  // The run's total is thousands of times a channel's: its own axis.
+  if (by_run != y_run_->isVisible()) {
+    total_->detachAxis(by_run ? y_ : y_run_);
+    total_->attachAxis(by_run ? y_run_ : y_);
+    y_run_->setVisible(by_run);
+    total_->setName(by_run ? "run total (right axis)" : "total");
+  }
   // A point per 3 pixels reads as a continuous line and keeps a redraw of
   // 33 series cheap.
   const int width = std::max(50, view_->width() / 3);
   int drawn = 0;
-  double top = 0.1;
+  double top_y = 0.1;
   for (int c = 0; c < static_cast<int>(lines_.size()); ++c) {
     const int key = c < channels ? keys[static_cast<std::size_t>(c)] : -1;
+    const auto k = static_cast<std::size_t>(key);
     const auto points = c >= channels ? QList<QPointF>{}
                         : by_peer     ? series_.peer_points(rank, key, width)
-                        : by_nic      ? series_.nic_points(nics[static_cast<std::size_t>(key)], width)
+                        : by_nic      ? series_.nic_points(nics[k], width)
+                        : by_run      ? series_.points(top[k].rank, top[k].channel, width)
                                       : series_.points(rank, key, width);
     for (const auto& p : points)
-      top = std::max(top, p.y());
+      top_y = std::max(top_y, p.y());
     lines_[static_cast<std::size_t>(c)]->replace(points);
     drawn += static_cast<int>(points.size());
   }
-  const auto total = by_peer || by_nic ? QList<QPointF>{} : series_.total(rank, width);
+  const auto total = by_run ? series_.run_total() : by_peer || by_nic ? QList<QPointF>{} : series_.total(rank, width);
   total_->setVisible(!by_peer && !by_nic);
   chart_->setTitle(by_peer  ? "Bandwidth received from each peer (GB/s), last 60 s"
-                   : by_nic ? "Each NIC's traffic, sent and received by the run's channels (GB/s), last 60 s"
-                            : "Per-channel send bandwidth (GB/s), last 60 s");
+                   : by_nic ? (nics_seen > nics.size()
+                                   ? QString("The %1 busiest of %2 NICs: sent and received by the run's channels "
+                                             "(GB/s), last 60 s")
+                                         .arg(nics.size())
+                                         .arg(nics_seen)
+                                   : QString("Each NIC's traffic, sent and received by the run's channels (GB/s), "
+                                             "last 60 s"))
+                   : by_run ? QString("The run's send rate over %1 channels, and its %2 busiest (GB/s), last 60 s")
+                                  .arg(series_.channels_seen())
+                                  .arg(top.size())
+                            : QString("Per-channel send bandwidth (GB/s), last 60 s"));
+  double total_top = 0.1;
+  double& total_axis_top = by_run ? total_top : top_y;
   for (const auto& p : total)
-    top = std::max(top, p.y());
+    total_axis_top = std::max(total_axis_top, p.y());
   total_->replace(total);
   drawn += static_cast<int>(total.size());
   const double right = std::max(1.0, series_.latest_s());
   x_->setRange(std::max(0.0, right - 60.0), right);
-  y_->setRange(0, top * 1.1);
+  y_->setRange(0, top_y * 1.1);
+  if (by_run) y_run_->setRange(0, total_top * 1.1);
   return drawn;
 }
 

@@ -1,8 +1,11 @@
 // Live bandwidth: of one rank, one series per channel plus the rank's
-// total (or one per peer it receives from); of the run, one series per
-// NIC its channels went through, or the rails as bars (one per NIC of
-// every node, idle ones too). A rolling 60 s window, redrawn at 10 Hz with
-// one replace() per series, decimated to the plot's width.
+// total (or one per peer it receives from); of the run, its total send
+// rate (on its own axis) with the kTopChannels busiest channels of all
+// ranks, one series per NIC its channels went through (the kTopNics
+// busiest), or the rails as bars (one per NIC of every node, idle ones
+// too). A rolling 60 s window, redrawn at 10 Hz with one replace() per
+// series, decimated to the plot's width. A run of more than kFlatRanks
+// ranks opens on its total.
 #pragma once
 
 #include <QComboBox>
@@ -27,7 +30,9 @@ class BandwidthChart : public QWidget {
   Q_OBJECT
  public:
   // What the chart shows.
-  enum class Mode { per_channel, per_peer, per_nic, rails };
+  enum class Mode { per_channel, per_peer, per_nic, rails, run_total };
+  static constexpr int kTopChannels = 8;
+  static constexpr int kTopNics = 16;
   // `run` (may be null) gives the rails view its nodes and their NICs.
   explicit BandwidthChart(const BandwidthSeries& series, const RunState* run = nullptr, QWidget* parent = nullptr);
   // One redraw (the 10 Hz timer calls it); returns the points drawn.
@@ -56,6 +61,7 @@ class BandwidthChart : public QWidget {
   QStackedWidget* stack_ = nullptr;
   QValueAxis* x_ = nullptr;
   QValueAxis* y_ = nullptr;
+  QValueAxis* y_run_ = nullptr;      // the run's total, right
   std::vector<QLineSeries*> lines_;  // channels, then the total last
   QLineSeries* total_ = nullptr;
   QTimer timer_;
