@@ -50,6 +50,7 @@ class ModelsTest : public QObject {
   void thousandsOfRanksKeepAFewSamplesEachForTheHistory();
   void aTimelineOfThousandsOfRanksGroupsThemByNode();
   void theRunsTotalAndItsBusiestChannels();
+  void aSampleCrossesAsTextItsTreeFreedWhereItArrived();
 };
 
 // The timeline's columns are the engine's Stage enum, in its order.
@@ -396,6 +397,49 @@ void ModelsTest::theRunsTotalAndItsBusiestChannels() {
   }
   QVERIFY(checked >= 3);
   QVERIFY2(total.back().x() <= series.latest_s(), "the bucket still filling is drawn");
+}
+
+// A sample is read where it arrives and crosses to the GUI thread as its
+// event and its compact text, not as a JSON tree that thread would free
+// (2,048 of them a tick cost it more than applying them); every other
+// message keeps its body. The run keeps the text for its history.
+void ModelsTest::aSampleCrossesAsTextItsTreeFreedWhereItArrived() {
+  using nlohmann::json;
+  const json sample = {
+      {"type", "event"},
+      {"run_id", "r"},
+      {"rank", 1},
+      {"event",
+       {{"type", "sample"}, {"t_us", 5'000'000}, {"channels", json::array({{{"channel", 0}, {"bytes_sent", 100}}})}}}};
+  const AgentMessage m = agent_message("a:1", sample);
+  QVERIFY(m.event);
+  QVERIFY(!m.body);
+  QVERIFY(m.text);
+  QCOMPARE(m.json(), sample);
+  QVERIFY(!m.empty());
+  const json stage = {{"type", "event"},
+                      {"run_id", "r"},
+                      {"rank", 1},
+                      {"event",
+                       {{"type", "stage"},
+                        {"stage", "STORE_CONNECT"},
+                        {"begin_us", 1},
+                        {"duration_ms", 1.0},
+                        {"ok", true},
+                        {"detail", ""}}}};
+  const AgentMessage s = agent_message("a:1", stage);
+  QVERIFY(s.body && !s.text);
+  QCOMPARE(s.json(), stage);
+  RunState run;
+  run.begin("r", 2, 1, {0, 0});
+  run.apply(m);
+  run.apply(s);
+  QCOMPARE(run.samples(), std::size_t(1));
+  QVERIFY(run.timeline.cell(1, 1).seen);
+  int samples = 0;
+  for (const auto& kept : run.messages())
+    samples += kept.json()["event"]["type"] == "sample" ? 1 : 0;
+  QCOMPARE(samples, 1);
 }
 
 QTEST_MAIN(ModelsTest)

@@ -326,13 +326,21 @@ void Console::poll_agents() {
 }
 
 void Console::on_message(const AgentMessage& m) {
-  if (recording_) record({{"agent", m.agent.toStdString()}, {"message", *m.body}});
+  if (recording_) {
+    if (m.text) {  // a sample: its text as it is
+      const std::string line = R"({"agent":)" + json(m.agent.toStdString()).dump() + R"(,"message":)" + *m.text + "}\n";
+      recording_->write(line.data(), static_cast<qint64>(line.size()));
+      recording_->flush();
+    } else {
+      record({{"agent", m.agent.toStdString()}, {"message", m.json()}});
+    }
+  }
   if (linkcheck_inbox_) {
     std::lock_guard lock(linkcheck_inbox_->mutex);
-    linkcheck_inbox_->messages.push_back(*m.body);
+    linkcheck_inbox_->messages.push_back(m.json());
     linkcheck_inbox_->ready.notify_all();
   }
-  if (m.body->value("type", json()) == "event" && m.body->value("rank", json()) == -1) {
+  if (m.body && m.body->value("type", json()) == "event" && m.body->value("rank", json()) == -1) {
     // The agent's own events (rank -1): its faults, for the agents list,
     // and its NICs' counters, for the rails.
     try {

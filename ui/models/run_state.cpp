@@ -54,11 +54,11 @@ std::vector<AgentMessage> RunState::messages() const {
 }
 
 void RunState::apply(const AgentMessage& m) {
-  if (!m.body) return;
+  if (!m.body && !m.event) return;
   std::optional<agent::events::EventMessage> parsed;
   const agent::events::EventMessage* message = m.event.get();
   try {
-    if (!message) {
+    if (!message && m.body) {
       parsed = agent::events::parse_event_message(*m.body, agent::events::Body::drop);
       if (parsed) message = &*parsed;
     }
@@ -115,7 +115,7 @@ void RunState::route(int rank, const agent::events::Sample& e, const AgentMessag
     long long& last = kept_sample_us_[static_cast<std::size_t>(rank)];
     if (last < 0 || e.t_us - last >= spacing_us) {
       last = e.t_us;
-      recent_samples_.push_back({e.t_us, m.agent, m.body->dump()});
+      recent_samples_.push_back({e.t_us, m.agent, m.text ? *m.text : m.body->dump()});
     }
   }
   const long long cutoff = e.t_us - static_cast<long long>((bandwidth.window_s() + 1) * 1e6);
