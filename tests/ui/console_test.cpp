@@ -11,6 +11,7 @@
 #include <QAccessible>
 #include <QAction>
 #include <QApplication>
+#include <QChartView>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
@@ -32,6 +33,7 @@
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QValueAxis>
 #include <memory>
 #include <optional>
 #include <set>
@@ -114,6 +116,7 @@ class ConsoleTest : public QObject {
   void layoutFitsALaptopAndUsesA4kScreen();
   void timelineOfThousandsOfRanksDrillsIntoANode();
   void bandwidthOfThousandsOfRanksOpensOnTheRunsTotal();
+  void chartKeepsItsAxesAndLegendWhileRanksStream();
 };
 
 // The console's --version is the project's, with no display needed, and
@@ -1278,6 +1281,64 @@ void ConsoleTest::bandwidthOfThousandsOfRanksOpensOnTheRunsTotal() {
   chart.set_mode(BandwidthChart::Mode::per_channel);
   run.begin("small", 4, 2, {0, 0, 1, 1});
   QCOMPARE(chart.mode(), BandwidthChart::Mode::per_channel);
+}
+
+// 2,048 ranks streaming nearly equal rates: ticks redraw the lines but
+// leave the x axis where it is (seconds before the latest sample), the y
+// axis on its round number, and the legend's names for at least a second:
+// each change lays the whole chart out again (before, the x axis moved
+// every tick and the busiest channels were renamed nearly every tick).
+void ConsoleTest::chartKeepsItsAxesAndLegendWhileRanksStream() {
+  namespace ev = ringmaster::agent::events;
+  const int world = 2048, channels = 4;
+  std::vector<int> placement(world);
+  for (int r = 0; r < world; ++r)
+    placement[static_cast<std::size_t>(r)] = r / 8;
+  RunState run;
+  BandwidthChart chart(run.bandwidth, &run);
+  chart.resize(1000, 500);
+  chart.show();
+  run.begin("big", world, 256, placement);
+  auto* view = chart.findChild<QChartView*>("bandwidthChart");
+  QVERIFY(view);
+  std::vector<std::uint64_t> bytes(static_cast<std::size_t>(world * channels), 0);
+  std::uint32_t noise = 12345;
+  int renamed = 0, x_moved = 0, y_moved = 0;
+  QStringList names;
+  std::pair<double, double> x_range{0, 0}, y_range{0, 0};
+  for (int tick = 0; tick < 40; ++tick) {  // 4 s at 10 Hz
+    for (int r = 0; r < world; ++r) {
+      ev::Sample sample;
+      sample.t_us = 1'000'000 + tick * 100'000;
+      for (int c = 0; c < channels; ++c) {
+        noise = noise * 1664525u + 1013904223u;
+        auto& b = bytes[static_cast<std::size_t>(r * channels + c)];
+        b += 100'000'000ULL + noise % 5'000'000;  // 1 GB/s, give or take 5%
+        sample.channels.push_back({c, b, b, 0, 0, {}, {}});
+      }
+      run.bandwidth.add_sample(r, sample, r / 8);
+    }
+    chart.refresh();
+    const auto* x = qobject_cast<QValueAxis*>(view->chart()->axes(Qt::Horizontal).front());
+    const auto* y = qobject_cast<QValueAxis*>(view->chart()->axes(Qt::Vertical).front());
+    if (tick < 12) {  // the first second of rates
+      names = chart.series_names();
+      x_range = {x->min(), x->max()};
+      y_range = {y->min(), y->max()};
+      continue;
+    }
+    renamed += chart.series_names() != names ? 1 : 0;
+    x_moved += std::make_pair(x->min(), x->max()) != x_range ? 1 : 0;
+    y_moved += std::make_pair(y->min(), y->max()) != y_range ? 1 : 0;
+    names = chart.series_names();
+    x_range = {x->min(), x->max()};
+    y_range = {y->min(), y->max()};
+  }
+  QCOMPARE(x_moved, 0);
+  QCOMPARE(x_range, std::make_pair(-60.0, 0.0));
+  QCOMPARE(y_moved, 0);
+  QVERIFY2(renamed <= 3, qPrintable(QString("the legend changed on %1 of 28 ticks").arg(renamed)));
+  QCOMPARE(chart.series_names().size(), BandwidthChart::kTopChannels + 1);
 }
 
 QTEST_MAIN(ConsoleTest)

@@ -253,6 +253,11 @@ std::vector<BandwidthSeries::ChannelRate> BandwidthSeries::top_channels(int n) c
   return all;
 }
 
+double BandwidthSeries::recent_gbs(int rank, int channel) const {
+  const Track* t = track(rank, channel);
+  return t ? recent_gbs(*t) : 0;
+}
+
 int BandwidthSeries::channels_seen() const {
   return channels_seen_;
 }

@@ -54,7 +54,8 @@ class BandwidthSeries {
     double gbs = 0;
   };
   std::vector<ChannelRate> top_channels(int n) const;
-  int channels_seen() const;  // (rank, channel) pairs with a sample
+  int channels_seen() const;                       // (rank, channel) pairs with a sample
+  double recent_gbs(int rank, int channel) const;  // over the run's last second
   int ranks() const;
   int channels(int rank) const;
   std::size_t points_received(int rank, int channel) const;

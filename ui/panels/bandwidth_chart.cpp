@@ -10,11 +10,26 @@
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <algorithm>
+#include <cmath>
 
 #include "panels/chart_palette.h"
 #include "panels/rails_view.h"
 
 namespace ringmaster::ui {
+
+namespace {
+
+// The round number (1, 2 or 5 times a power of ten) at or above `v`.
+double round_up(double v) {
+  if (v <= 0) return 1;
+  const double power = std::pow(10.0, std::floor(std::log10(v)));
+  for (const double step : {1.0, 2.0, 5.0, 10.0}) {
+    if (step * power >= v) return step * power;
+  }
+  return 10 * power;
+}
+
+}  // namespace
 
 BandwidthChart::BandwidthChart(const BandwidthSeries& series, const RunState* run, QWidget* parent)
     : QWidget(parent), series_(series) {
@@ -39,7 +54,10 @@ BandwidthChart::BandwidthChart(const BandwidthSeries& series, const RunState* ru
   chart_->setTitle("Per-channel send bandwidth (GB/s), last 60 s");
   chart_->legend()->setAlignment(Qt::AlignBottom);
   x_ = new QValueAxis;
-  x_->setTitleText("s since the run's first sample");
+  // Seconds before the latest sample: an axis that never moves (a range
+  // changed every tick laid the whole chart out again each time).
+  x_->setTitleText("s before the latest sample");
+  x_->setRange(-60, 0);
   y_ = new QValueAxis;
   y_->setTitleText("GB/s");
   y_run_ = new QValueAxis;
@@ -146,9 +164,33 @@ int BandwidthChart::refresh() {
     for (std::size_t i = 0; i < nics.size(); ++i)
       keys.push_back(static_cast<int>(i));
   } else if (by_run) {
-    top = series_.top_channels(kTopChannels);
-    for (std::size_t i = 0; i < top.size(); ++i)
-      keys.push_back(static_cast<int>(i));
+    // A line keeps its channel while that sends at least 0.8 x the rate of
+    // the kTopChannels-th busiest, and the choice is made again at most
+    // once a second: renaming a line lays the legend and the chart out
+    // again, and channels of nearly equal rates trade places every tick.
+    if (shown_top_.empty() || series_.latest_s() >= top_chosen_s_ + 1 || series_.latest_s() < top_chosen_s_) {
+      top_chosen_s_ = series_.latest_s();
+      const auto busiest = series_.top_channels(kTopChannels);
+      const double bar = busiest.size() < static_cast<std::size_t>(kTopChannels) ? 0 : 0.8 * busiest.back().gbs;
+      std::vector<std::pair<int, int>> kept(static_cast<std::size_t>(kTopChannels), {-1, -1});
+      for (std::size_t i = 0; i < shown_top_.size() && i < kept.size(); ++i) {
+        const double gbs = series_.recent_gbs(shown_top_[i].first, shown_top_[i].second);
+        if (gbs > 0 && gbs >= bar) kept[i] = shown_top_[i];
+      }
+      for (const auto& b : busiest) {
+        const std::pair<int, int> channel{b.rank, b.channel};
+        if (std::find(kept.begin(), kept.end(), channel) != kept.end()) continue;
+        const auto free = std::find(kept.begin(), kept.end(), std::pair<int, int>{-1, -1});
+        if (free != kept.end()) *free = channel;
+      }
+      while (!kept.empty() && kept.back().first < 0)
+        kept.pop_back();
+      shown_top_ = kept;
+    }
+    for (const auto& [r, c] : shown_top_) {
+      top.push_back({r, c, 0});
+      keys.push_back(static_cast<int>(top.size()) - 1);
+    }
   } else {
     for (int c = 0; c < series_.channels(rank); ++c)
       keys.push_back(c);
@@ -192,45 +234,55 @@ int BandwidthChart::refresh() {
   // A point per 3 pixels reads as a continuous line and keeps a redraw of
   // 33 series cheap.
   const int width = std::max(50, view_->width() / 3);
+  const double now = series_.latest_s();
   int drawn = 0;
   double top_y = 0.1;
   for (int c = 0; c < static_cast<int>(lines_.size()); ++c) {
     const int key = c < channels ? keys[static_cast<std::size_t>(c)] : -1;
     const auto k = static_cast<std::size_t>(key);
-    const auto points = c >= channels ? QList<QPointF>{}
-                        : by_peer     ? series_.peer_points(rank, key, width)
-                        : by_nic      ? series_.nic_points(nics[k], width)
-                        : by_run      ? series_.points(top[k].rank, top[k].channel, width)
-                                      : series_.points(rank, key, width);
-    for (const auto& p : points)
+    auto points = c >= channels ? QList<QPointF>{}
+                  : by_peer     ? series_.peer_points(rank, key, width)
+                  : by_nic      ? series_.nic_points(nics[k], width)
+                  : by_run      ? series_.points(top[k].rank, top[k].channel, width)
+                                : series_.points(rank, key, width);
+    for (auto& p : points) {
       top_y = std::max(top_y, p.y());
+      p.rx() -= now;
+    }
     lines_[static_cast<std::size_t>(c)]->replace(points);
     drawn += static_cast<int>(points.size());
   }
-  const auto total = by_run ? series_.run_total() : by_peer || by_nic ? QList<QPointF>{} : series_.total(rank, width);
-  total_->setVisible(!by_peer && !by_nic);
-  chart_->setTitle(by_peer  ? "Bandwidth received from each peer (GB/s), last 60 s"
-                   : by_nic ? (nics_seen > nics.size()
-                                   ? QString("The %1 busiest of %2 NICs: sent and received by the run's channels "
-                                             "(GB/s), last 60 s")
-                                         .arg(nics.size())
-                                         .arg(nics_seen)
-                                   : QString("Each NIC's traffic, sent and received by the run's channels (GB/s), "
-                                             "last 60 s"))
-                   : by_run ? QString("The run's send rate over %1 channels, and its %2 busiest (GB/s), last 60 s")
-                                  .arg(series_.channels_seen())
-                                  .arg(top.size())
-                            : QString("Per-channel send bandwidth (GB/s), last 60 s"));
+  auto total = by_run ? series_.run_total() : by_peer || by_nic ? QList<QPointF>{} : series_.total(rank, width);
+  if (total_->isVisible() != (!by_peer && !by_nic)) total_->setVisible(!by_peer && !by_nic);
+  const QString title = by_peer  ? "Bandwidth received from each peer (GB/s), last 60 s"
+                        : by_nic ? (nics_seen > nics.size()
+                                        ? QString("The %1 busiest of %2 NICs: sent and received by the run's channels "
+                                                  "(GB/s), last 60 s")
+                                              .arg(nics.size())
+                                              .arg(nics_seen)
+                                        : QString("Each NIC's traffic, sent and received by the run's channels (GB/s), "
+                                                  "last 60 s"))
+                        : by_run ? QString("The run's send rate over %1 channels, and its %2 busiest (GB/s), last 60 s")
+                                       .arg(series_.channels_seen())
+                                       .arg(top.size())
+                                 : QString("Per-channel send bandwidth (GB/s), last 60 s");
+  if (chart_->title() != title) chart_->setTitle(title);
   double total_top = 0.1;
   double& total_axis_top = by_run ? total_top : top_y;
-  for (const auto& p : total)
+  for (auto& p : total) {
     total_axis_top = std::max(total_axis_top, p.y());
+    p.rx() -= now;
+  }
   total_->replace(total);
   drawn += static_cast<int>(total.size());
-  const double right = std::max(1.0, series_.latest_s());
-  x_->setRange(std::max(0.0, right - 60.0), right);
-  y_->setRange(0, top_y * 1.1);
-  if (by_run) y_run_->setRange(0, total_top * 1.1);
+  // The y axes move in steps: each ends on a round number, and changes
+  // when the data passes it or falls below a third of it.
+  auto fit = [](QValueAxis* axis, double top) {
+    const double wanted = round_up(top * 1.1);
+    if (top > axis->max() || top < axis->max() / 3 || axis->max() <= 0) axis->setRange(0, wanted);
+  };
+  fit(y_, top_y);
+  if (by_run) fit(y_run_, total_top);
   return drawn;
 }
 

@@ -64,6 +64,8 @@ class BandwidthChart : public QWidget {
   QValueAxis* y_run_ = nullptr;      // the run's total, right
   std::vector<QLineSeries*> lines_;  // channels, then the total last
   QLineSeries* total_ = nullptr;
+  std::vector<std::pair<int, int>> shown_top_;  // (rank, channel) of each line, in run_total
+  double top_chosen_s_ = 0;                     // when shown_top_ was chosen (the series' clock)
   QTimer timer_;
 };
 
