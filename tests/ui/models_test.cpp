@@ -51,6 +51,7 @@ class ModelsTest : public QObject {
   void aTimelineOfThousandsOfRanksGroupsThemByNode();
   void theRunsTotalAndItsBusiestChannels();
   void aSampleCrossesAsTextItsTreeFreedWhereItArrived();
+  void aChannelThatJoinsLateGetsRatesFromItsSecondSample();
 };
 
 // The timeline's columns are the engine's Stage enum, in its order.
@@ -440,6 +441,53 @@ void ModelsTest::aSampleCrossesAsTextItsTreeFreedWhereItArrived() {
   for (const auto& kept : run.messages())
     samples += kept.json()["event"]["type"] == "sample" ? 1 : 0;
   QCOMPARE(samples, 1);
+}
+
+// A rank's samples are kept as rows of every channel's bytes: a channel
+// that first shows in the fourth sample widens the rows and gets a rate
+// from its second sample on; a sample that leaves a channel out counts
+// it idle; the window keeps 60 s of rates.
+void ModelsTest::aChannelThatJoinsLateGetsRatesFromItsSecondSample() {
+  namespace ev = ringmaster::agent::events;
+  BandwidthSeries series;
+  for (int i = 0; i < 700; ++i) {  // 70 s at 10 Hz
+    ev::Sample s;
+    s.t_us = 1'000'000 + i * 100'000LL;
+    s.channels.push_back({0, static_cast<std::uint64_t>(i) * 100'000'000ULL, 0, 0, 0, {}, {}});  // 1 GB/s
+    if (i >= 3 && i != 10)
+      s.channels.push_back({1, static_cast<std::uint64_t>(i - 3) * 50'000'000ULL, 0, 0, 0, {}, {}});  // 0.5 GB/s
+    series.add_sample(0, s);
+  }
+  QCOMPARE(series.channels(0), 2);
+  QCOMPARE(series.channels_seen(), 2);
+  QCOMPARE(series.points_received(0, 0), std::size_t(699));
+  QCOMPARE(series.points_received(0, 1), std::size_t(695));  // from the fifth sample, less the one left out
+  const auto zero = series.points(0, 0, 100000);
+  QCOMPARE(zero.size(), 601);  // the last 60 s, both ends in
+  for (const auto& p : zero)
+    QVERIFY(std::abs(p.y() - 1.0) < 1e-9);
+  const auto one = series.points(0, 1, 100000);
+  QCOMPARE(one.size(), 601);
+  for (const auto& p : one)
+    QVERIFY(std::abs(p.y() - 0.5) < 1e-9);
+  QVERIFY(std::abs(series.recent_gbs(0, 1) - 0.5) < 1e-9);
+  const auto total = series.total(0, 100000);
+  QCOMPARE(total.size(), 601);
+  QVERIFY(std::abs(total.back().y() - 1.5) < 1e-9);
+
+  // Early on: channel 1 left out of the eleventh sample is idle there.
+  BandwidthSeries early;
+  for (int i = 0; i < 20; ++i) {
+    ev::Sample s;
+    s.t_us = 1'000'000 + i * 100'000LL;
+    if (i != 10) s.channels.push_back({1, static_cast<std::uint64_t>(i) * 50'000'000ULL, 0, 0, 0, {}, {}});
+    s.channels.push_back({0, static_cast<std::uint64_t>(i) * 100'000'000ULL, 0, 0, 0, {}, {}});
+    early.add_sample(0, s);
+  }
+  const auto gap = early.points(0, 1, 1000);
+  QCOMPARE(gap.size(), 19);
+  QCOMPARE(gap[9].y(), 0.0);                    // 0.9 s -> 1.0 s: no bytes counted
+  QVERIFY(std::abs(gap[10].y() - 1.0) < 1e-9);  // 1.0 s -> 1.1 s: both intervals' bytes
 }
 
 QTEST_MAIN(ModelsTest)

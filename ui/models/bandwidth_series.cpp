@@ -7,10 +7,9 @@
 namespace ringmaster::ui {
 
 void BandwidthSeries::clear() {
-  tracks_.clear();
+  ranks_.clear();
   peer_tracks_.clear();
   nic_tracks_.clear();
-  totals_.clear();
   run_buckets_.clear();
   channels_seen_ = 0;
   origin_us_ = -1;
@@ -28,39 +27,67 @@ void BandwidthSeries::add_sample(int rank, const agent::events::Sample& sample, 
   if (rank < 0 || rank >= kMaxRanks) return;
   const long long t_us = sample.t_us;
   if (origin_us_ < 0) origin_us_ = t_us;
-  if (static_cast<int>(totals_.size()) <= rank) {
-    totals_.resize(static_cast<std::size_t>(rank) + 1);
-    tracks_.resize(static_cast<std::size_t>(rank) + 1);
-  }
-  auto& channels = tracks_[static_cast<std::size_t>(rank)];
+  if (static_cast<int>(ranks_.size()) <= rank) ranks_.resize(static_cast<std::size_t>(rank) + 1);
+  Rows& rows = ranks_[static_cast<std::size_t>(rank)];
   const double x = static_cast<double>(t_us - origin_us_) / 1e6;
   latest_s_ = std::max(latest_s_, x);
-  double total_rate = 0;
   bool any = false;
-  std::uint64_t total_bytes = 0;
   double sent = 0;  // since this rank's previous sample
+  // A later sample: a row (a channel it does not carry keeps its bytes).
+  const bool later = rows.t_us.empty() || t_us > rows.t_us.back();
+  int widest = rows.stride;
   for (const auto& c : sample.channels) {
-    const int channel = c.channel;
-    if (channel < 0 || channel >= kMaxChannels) continue;
-    const std::uint64_t bytes = c.bytes_sent;
-    total_bytes += bytes;
-    if (static_cast<int>(channels.size()) <= channel) channels.resize(static_cast<std::size_t>(channel) + 1);
-    Track& t = channels[static_cast<std::size_t>(channel)];
-    if (t.last_us < 0) ++channels_seen_;
-    if (t.last_us >= 0 && t_us > t.last_us) {
-      const double moved = static_cast<double>(bytes - std::min(bytes, t.last_bytes));
-      const double rate = moved / (static_cast<double>(t_us - t.last_us) * 1e3);  // bytes/us / 1e3 = GB/s
-      sent += moved;
-      push(t, x, rate);
-      total_rate += rate;
+    if (c.channel >= 0 && c.channel < kMaxChannels) widest = std::max(widest, c.channel + 1);
+  }
+  if (widest > rows.stride) {  // a channel not seen before: every row widens
+    std::deque<std::uint64_t> wider;
+    for (std::size_t r = 0; r < rows.t_us.size(); ++r) {
+      for (int c = 0; c < widest; ++c)
+        wider.push_back(
+            c < rows.stride ? rows.bytes[r * static_cast<std::size_t>(rows.stride) + static_cast<std::size_t>(c)] : 0);
+    }
+    rows.bytes = std::move(wider);
+    rows.stride = widest;
+    rows.since_us.resize(static_cast<std::size_t>(widest), -1);
+    rows.received.resize(static_cast<std::size_t>(widest), 0);
+  }
+  const auto stride = static_cast<std::size_t>(rows.stride);
+  if (later) {
+    const std::size_t previous = rows.t_us.size();
+    rows.t_us.push_back(t_us);
+    for (std::size_t c = 0; c < stride; ++c)
+      rows.bytes.push_back(previous == 0 ? 0 : rows.bytes[(previous - 1) * stride + c]);
+  }
+  const std::size_t last = rows.t_us.size() - 1;
+  for (const auto& c : sample.channels) {
+    if (c.channel < 0 || c.channel >= kMaxChannels) continue;
+    const auto channel = static_cast<std::size_t>(c.channel);
+    std::uint64_t& bytes = rows.bytes[last * stride + channel];
+    if (rows.since_us[channel] < 0) {
+      rows.since_us[channel] = t_us;
+      ++channels_seen_;
+    } else if (later) {
+      sent += static_cast<double>(c.bytes_sent - std::min(c.bytes_sent, bytes));
+      ++rows.received[channel];
       any = true;
     }
-    t.last_us = t_us;
-    t.last_bytes = bytes;
+    bytes = c.bytes_sent;
   }
+  // The window, and the row before it.
+  const auto cutoff = t_us - static_cast<long long>(window_s_ * 1e6);
+  while (rows.t_us.size() >= 2 && rows.t_us[1] < cutoff) {
+    rows.t_us.pop_front();
+    rows.bytes.erase(rows.bytes.begin(), rows.bytes.begin() + static_cast<std::ptrdiff_t>(stride));
+  }
+  if (!sample.peers.empty() && static_cast<int>(peer_tracks_.size()) <= rank)
+    peer_tracks_.resize(static_cast<std::size_t>(rank) + 1);
   for (const auto& p : sample.peers) {
     const std::uint64_t bytes = p.bytes_received;
-    Track& t = peer_tracks_[{rank, p.peer}];
+    PeerTracks& of_rank = peer_tracks_[static_cast<std::size_t>(rank)];
+    auto at = std::lower_bound(of_rank.begin(), of_rank.end(), p.peer,
+                               [](const std::pair<int, Track>& e, int peer) { return e.first < peer; });
+    if (at == of_rank.end() || at->first != p.peer) at = of_rank.insert(at, {p.peer, Track{}});
+    Track& t = at->second;
     if (t.last_us >= 0 && t_us > t.last_us) {
       push(t, x,
            static_cast<double>(bytes - std::min(bytes, t.last_bytes)) / (static_cast<double>(t_us - t.last_us) * 1e3));
@@ -68,8 +95,6 @@ void BandwidthSeries::add_sample(int rank, const agent::events::Sample& sample, 
     t.last_us = t_us;
     t.last_bytes = bytes;
   }
-  Track& total = totals_[static_cast<std::size_t>(rank)];
-  if (any) push(total, x, total_rate);
   if (any) {
     const auto bucket = static_cast<long long>(x / kRunBucketS);
     const auto span = static_cast<long long>(window_s_ / kRunBucketS) + 2;
@@ -83,8 +108,6 @@ void BandwidthSeries::add_sample(int rank, const agent::events::Sample& sample, 
     while (run_buckets_.front().first < back - span)
       run_buckets_.pop_front();
   }
-  total.last_us = t_us;
-  total.last_bytes = total_bytes;
   // Per NIC: this rank's channels through it update their share of its
   // bytes; a point is made at most every 90 ms, however many ranks
   // sample it (the ranks of one node share its clock).
@@ -119,7 +142,8 @@ void BandwidthSeries::add_sample(int rank, const agent::events::Sample& sample, 
 namespace {
 
 // At most `max_points`: the min and the max of each bucket, in order.
-QList<QPointF> decimate(const std::deque<QPointF>& in, int max_points) {
+template <class Points>
+QList<QPointF> decimate(const Points& in, int max_points) {
   QList<QPointF> out;
   if (max_points <= 0 || in.empty()) return out;
   if (static_cast<int>(in.size()) <= max_points) {
@@ -155,43 +179,79 @@ QList<QPointF> decimate(const std::deque<QPointF>& in, int max_points) {
 
 }  // namespace
 
-const BandwidthSeries::Track* BandwidthSeries::track(int rank, int channel) const {
-  if (rank < 0 || rank >= static_cast<int>(tracks_.size())) return nullptr;
-  const auto& channels = tracks_[static_cast<std::size_t>(rank)];
-  return channel < 0 || channel >= static_cast<int>(channels.size()) ? nullptr
-                                                                     : &channels[static_cast<std::size_t>(channel)];
+const BandwidthSeries::Rows* BandwidthSeries::rows_of(int rank) const {
+  return rank < 0 || rank >= static_cast<int>(ranks_.size()) || ranks_[static_cast<std::size_t>(rank)].t_us.empty()
+             ? nullptr
+             : &ranks_[static_cast<std::size_t>(rank)];
+}
+
+bool BandwidthSeries::Rows::rate(std::size_t i, int c, double& gbs) const {
+  const auto channel = static_cast<std::size_t>(c);
+  if (i == 0 || since_us[channel] < 0 || since_us[channel] > t_us[i - 1]) return false;
+  const auto s = static_cast<std::size_t>(stride);
+  const std::uint64_t now = bytes[i * s + channel], before = bytes[(i - 1) * s + channel];
+  gbs = static_cast<double>(now - std::min(now, before)) / (static_cast<double>(t_us[i] - t_us[i - 1]) * 1e3);
+  return true;  // bytes/us / 1e3 = GB/s
 }
 
 QList<QPointF> BandwidthSeries::points(int rank, int channel, int max_points) const {
-  const Track* t = track(rank, channel);
-  return t ? decimate(t->points, max_points) : QList<QPointF>{};
+  const Rows* rows = rows_of(rank);
+  if (!rows || channel < 0 || channel >= rows->stride) return {};
+  std::vector<QPointF> points;
+  points.reserve(rows->t_us.size());
+  for (std::size_t i = 1; i < rows->t_us.size(); ++i) {
+    if (double gbs = 0; rows->rate(i, channel, gbs)) points.emplace_back(rows->x(i, origin_us_), gbs);
+  }
+  return decimate(points, max_points);
 }
 
 QList<QPointF> BandwidthSeries::total(int rank, int max_points) const {
-  if (rank < 0 || rank >= static_cast<int>(totals_.size())) return {};
-  return decimate(totals_[static_cast<std::size_t>(rank)].points, max_points);
+  const Rows* rows = rows_of(rank);
+  if (!rows) return {};
+  std::vector<QPointF> points;
+  points.reserve(rows->t_us.size());
+  for (std::size_t i = 1; i < rows->t_us.size(); ++i) {
+    double sum = 0;
+    bool any = false;
+    for (int c = 0; c < rows->stride; ++c) {
+      if (double gbs = 0; rows->rate(i, c, gbs)) {
+        sum += gbs;
+        any = true;
+      }
+    }
+    if (any) points.emplace_back(rows->x(i, origin_us_), sum);
+  }
+  return decimate(points, max_points);
+}
+
+const BandwidthSeries::Track* BandwidthSeries::peer_track(int rank, int peer) const {
+  if (rank < 0 || rank >= static_cast<int>(peer_tracks_.size())) return nullptr;
+  const PeerTracks& of_rank = peer_tracks_[static_cast<std::size_t>(rank)];
+  const auto at = std::lower_bound(of_rank.begin(), of_rank.end(), peer,
+                                   [](const std::pair<int, Track>& e, int p) { return e.first < p; });
+  return at == of_rank.end() || at->first != peer ? nullptr : &at->second;
 }
 
 QList<QPointF> BandwidthSeries::peer_points(int rank, int peer, int max_points) const {
-  const auto it = peer_tracks_.find({rank, peer});
-  return it == peer_tracks_.end() ? QList<QPointF>{} : decimate(it->second.points, max_points);
+  const Track* t = peer_track(rank, peer);
+  return t ? decimate(t->points, max_points) : QList<QPointF>{};
 }
 
 std::vector<int> BandwidthSeries::peers(int rank) const {
   std::vector<int> out;
-  for (auto it = peer_tracks_.lower_bound({rank, -1}); it != peer_tracks_.end() && it->first.first == rank; ++it)
-    out.push_back(it->first.second);
+  if (rank < 0 || rank >= static_cast<int>(peer_tracks_.size())) return out;
+  for (const auto& [peer, track] : peer_tracks_[static_cast<std::size_t>(rank)])
+    out.push_back(peer);
   return out;
 }
 
 int BandwidthSeries::ranks() const {
-  return static_cast<int>(totals_.size());
+  return static_cast<int>(ranks_.size());
 }
 
 int BandwidthSeries::channels(int rank) const {
-  return rank < 0 || rank >= static_cast<int>(tracks_.size())
-             ? 0
-             : static_cast<int>(tracks_[static_cast<std::size_t>(rank)].size());
+  const Rows* rows = rows_of(rank);
+  return rows ? rows->stride : 0;
 }
 
 std::vector<NicKey> BandwidthSeries::nics() const {
@@ -238,10 +298,25 @@ QList<QPointF> BandwidthSeries::run_total() const {
 std::vector<BandwidthSeries::ChannelRate> BandwidthSeries::top_channels(int n) const {
   std::vector<ChannelRate> all;
   all.reserve(static_cast<std::size_t>(channels_seen_));
-  for (std::size_t r = 0; r < tracks_.size(); ++r) {
-    for (std::size_t c = 0; c < tracks_[r].size(); ++c) {
-      const double gbs = recent_gbs(tracks_[r][c]);
-      if (gbs > 0) all.push_back({static_cast<int>(r), static_cast<int>(c), gbs});
+  // One pass over each rank's rows of the last second, every channel at once.
+  const auto cutoff_us = origin_us_ + static_cast<long long>((latest_s_ - 1.0) * 1e6);
+  std::vector<double> sum;
+  std::vector<int> count;
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    const Rows& rows = ranks_[r];
+    sum.assign(static_cast<std::size_t>(rows.stride), 0.0);
+    count.assign(static_cast<std::size_t>(rows.stride), 0);
+    for (std::size_t i = rows.t_us.size(); i-- > 1 && rows.t_us[i] >= cutoff_us;) {
+      for (int c = 0; c < rows.stride; ++c) {
+        if (double gbs = 0; rows.rate(i, c, gbs)) {
+          sum[static_cast<std::size_t>(c)] += gbs;
+          ++count[static_cast<std::size_t>(c)];
+        }
+      }
+    }
+    for (int c = 0; c < rows.stride; ++c) {
+      const auto k = static_cast<std::size_t>(c);
+      if (count[k] > 0 && sum[k] > 0) all.push_back({static_cast<int>(r), c, sum[k] / count[k]});
     }
   }
   const auto keep = std::min(all.size(), static_cast<std::size_t>(std::max(n, 0)));
@@ -254,8 +329,18 @@ std::vector<BandwidthSeries::ChannelRate> BandwidthSeries::top_channels(int n) c
 }
 
 double BandwidthSeries::recent_gbs(int rank, int channel) const {
-  const Track* t = track(rank, channel);
-  return t ? recent_gbs(*t) : 0;
+  const Rows* rows = rows_of(rank);
+  if (!rows || channel < 0 || channel >= rows->stride) return 0;
+  // The rates of the run's last second; none there: idle.
+  double sum = 0;
+  int n = 0;
+  for (std::size_t i = rows->t_us.size() - 1; i > 0 && rows->x(i, origin_us_) >= latest_s_ - 1.0; --i) {
+    if (double gbs = 0; rows->rate(i, channel, gbs)) {
+      sum += gbs;
+      ++n;
+    }
+  }
+  return n == 0 ? 0 : sum / n;
 }
 
 int BandwidthSeries::channels_seen() const {
@@ -263,8 +348,8 @@ int BandwidthSeries::channels_seen() const {
 }
 
 std::size_t BandwidthSeries::points_received(int rank, int channel) const {
-  const Track* t = track(rank, channel);
-  return t ? t->received : 0;
+  const Rows* rows = rows_of(rank);
+  return rows && channel >= 0 && channel < rows->stride ? rows->received[static_cast<std::size_t>(channel)] : 0;
 }
 
 }  // namespace ringmaster::ui

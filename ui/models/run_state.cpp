@@ -48,7 +48,7 @@ std::vector<AgentMessage> RunState::messages() const {
   for (const auto& s : recent_samples_) {
     auto body = nlohmann::json::parse(s.text, nullptr, false);
     if (!body.is_discarded())
-      all.push_back({s.agent, std::make_shared<const nlohmann::json>(std::move(body)), nullptr});
+      all.push_back({s.agent, std::make_shared<const nlohmann::json>(std::move(body)), nullptr, nullptr});
   }
   return all;
 }
