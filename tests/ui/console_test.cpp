@@ -1269,6 +1269,8 @@ void ConsoleTest::bandwidthOfThousandsOfRanksOpensOnTheRunsTotal() {
     }
   }
   QVERIFY(chart.refresh() > 0);
+  // Plain lines at this size: antialiased, they took 2 to 5 ms a frame.
+  QVERIFY(!chart.findChild<QChartView*>("bandwidthChart")->renderHints().testFlag(QPainter::Antialiasing));
   const QStringList names = chart.series_names();
   QCOMPARE(names.size(), BandwidthChart::kTopChannels + 1);
   QCOMPARE(names.front(), QString("rank 1500 channel 1"));
@@ -1281,6 +1283,8 @@ void ConsoleTest::bandwidthOfThousandsOfRanksOpensOnTheRunsTotal() {
   chart.set_mode(BandwidthChart::Mode::per_channel);
   run.begin("small", 4, 2, {0, 0, 1, 1});
   QCOMPARE(chart.mode(), BandwidthChart::Mode::per_channel);
+  chart.refresh();
+  QVERIFY(chart.findChild<QChartView*>("bandwidthChart")->renderHints().testFlag(QPainter::Antialiasing));
 }
 
 // 2,048 ranks streaming nearly equal rates: ticks redraw the lines but

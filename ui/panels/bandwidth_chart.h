@@ -5,7 +5,7 @@
 // busiest), or the rails as bars (one per NIC of every node, idle ones
 // too). A rolling 60 s window, redrawn at 10 Hz with one replace() per
 // series, decimated to the plot's width. A run of more than kFlatRanks
-// ranks opens on its total.
+// ranks opens on its total, and draws its lines without antialiasing.
 #pragma once
 
 #include <QComboBox>
