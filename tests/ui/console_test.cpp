@@ -52,6 +52,7 @@
 #include "panels/timeline_view.h"
 #include "panels/topology_drawing.h"
 #include "panels/topology_view.h"
+#include "placement.h"
 #include "process.h"
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/tools/topology.h"
@@ -1160,9 +1161,7 @@ void ConsoleTest::replayCommand() {
 void ConsoleTest::timelineOfThousandsOfRanksDrillsIntoANode() {
   namespace ev = ringmaster::agent::events;
   const int world = 2048;
-  std::vector<int> placement(world);
-  for (int r = 0; r < world; ++r)
-    placement[static_cast<std::size_t>(r)] = r / 8;
+  const std::vector<int> placement = ranks_in_nodes(world, 8);
   TimelineModel model;
   model.reset(world, placement);
   for (int r = 0; r < world; ++r) {
@@ -1244,9 +1243,7 @@ void ConsoleTest::timelineOfThousandsOfRanksDrillsIntoANode() {
 void ConsoleTest::bandwidthOfThousandsOfRanksOpensOnTheRunsTotal() {
   namespace ev = ringmaster::agent::events;
   const int world = 2048;
-  std::vector<int> placement(world);
-  for (int r = 0; r < world; ++r)
-    placement[static_cast<std::size_t>(r)] = r / 8;
+  const std::vector<int> placement = ranks_in_nodes(world, 8);
   RunState run;
   BandwidthChart chart(run.bandwidth, &run);
   chart.resize(1000, 500);
@@ -1295,9 +1292,7 @@ void ConsoleTest::bandwidthOfThousandsOfRanksOpensOnTheRunsTotal() {
 void ConsoleTest::chartKeepsItsAxesAndLegendWhileRanksStream() {
   namespace ev = ringmaster::agent::events;
   const int world = 2048, channels = 4;
-  std::vector<int> placement(world);
-  for (int r = 0; r < world; ++r)
-    placement[static_cast<std::size_t>(r)] = r / 8;
+  const std::vector<int> placement = ranks_in_nodes(world, 8);
   RunState run;
   BandwidthChart chart(run.bandwidth, &run);
   chart.resize(1000, 500);

@@ -16,6 +16,7 @@
 #include "models/console.h"
 #include "models/nic_rates_model.h"
 #include "models/run_state.h"
+#include "placement.h"
 #include "ringmaster/stage.h"
 
 using namespace ringmaster::ui;
@@ -262,9 +263,7 @@ void ModelsTest::thousandsOfRanksKeepAFewSamplesEachForTheHistory() {
 void ModelsTest::aTimelineOfThousandsOfRanksGroupsThemByNode() {
   namespace ev = ringmaster::agent::events;
   const int world = 2048;
-  std::vector<int> placement(world);
-  for (int r = 0; r < world; ++r)
-    placement[static_cast<std::size_t>(r)] = r / 8;
+  const std::vector<int> placement = ranks_in_nodes(world, 8);
   RunState run;
   // No model tester here: it would walk 20,480 cells on each of 14,000 changes.
   run.begin("big", world, 256, placement);
