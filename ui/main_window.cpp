@@ -229,7 +229,7 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   decisions->setAccessibleName("Engine decisions");
   decisions->horizontalHeader()->setStretchLastSection(true);
   tabs_->addTab(decisions, "Engine decisions");
-  auto* tuner = new TunerPanel(console_.run.tuner);
+  auto* tuner = new TunerPanel(console_.run.tuner, &console_.run.results);
   tuner->setObjectName("tunerPanel");
   tabs_->addTab(tuner, "Tuner");
   // The latest stall: every rank's recent calls around the stalled one.

@@ -52,6 +52,7 @@
 #include "panels/timeline_view.h"
 #include "panels/topology_drawing.h"
 #include "panels/topology_view.h"
+#include "panels/tuner_panel.h"
 #include "placement.h"
 #include "process.h"
 #include "ringmaster/agent/protocol.h"
@@ -118,6 +119,7 @@ class ConsoleTest : public QObject {
   void timelineOfThousandsOfRanksDrillsIntoANode();
   void bandwidthOfThousandsOfRanksOpensOnTheRunsTotal();
   void chartKeepsItsAxesAndLegendWhileRanksStream();
+  void tunerTabSimulatesAClusterBesideTheRun();
 };
 
 // The console's --version is the project's, with no display needed, and
@@ -1338,6 +1340,33 @@ void ConsoleTest::chartKeepsItsAxesAndLegendWhileRanksStream() {
   QCOMPARE(y_moved, 0);
   QVERIFY2(renamed <= 3, qPrintable(QString("the legend changed on %1 of 28 ticks").arg(renamed)));
   QCOMPARE(chart.series_names().size(), BandwidthChart::kTopChannels + 1);
+}
+
+// The Tuner tab: Simulate shows 2 x p5.48xlarge at 8 B .. 1 GiB before
+// any run; once the run's rows come, the same cluster at its sizes with
+// the measured busbw beside.
+void ConsoleTest::tunerTabSimulatesAClusterBesideTheRun() {
+  TunerModel tuner;
+  ResultsModel results;
+  TunerPanel panel(tuner, &results);
+  auto* go = panel.findChild<QPushButton*>("simulate");
+  auto* table = panel.findChild<QTableView*>("simulatedTable");
+  QVERIFY(go && table);
+  QCOMPARE(panel.findChild<QComboBox*>("simulatedInstance")->currentText(), QString("p5.48xlarge"));
+  go->click();
+  QCOMPARE(table->model()->rowCount(), 14);
+  QVERIFY2(panel.findChild<QLabel*>("simulatedSummary")->text().startsWith("2 x p5.48xlarge (16 ranks"),
+           qPrintable(panel.findChild<QLabel*>("simulatedSummary")->text()));
+  ringmaster::agent::events::Result r;
+  r.collective = "all_reduce";
+  r.dtype = "float";
+  r.bytes = 64 << 20;
+  r.out_of_place.busbw = 12.5;
+  results.add(r);
+  QCOMPARE(table->model()->rowCount(), 1);
+  QCOMPARE(table->model()->index(0, 1).data().toString(), QString("12.50"));
+  QVERIFY(!panel.simulate("nonesuch", 2));
+  QVERIFY(panel.findChild<QLabel*>("simulatedSummary")->text().startsWith("Not simulated: "));
 }
 
 QTEST_MAIN(ConsoleTest)

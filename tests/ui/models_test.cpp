@@ -16,6 +16,7 @@
 #include "models/console.h"
 #include "models/nic_rates_model.h"
 #include "models/run_state.h"
+#include "models/simulation_model.h"
 #include "placement.h"
 #include "ringmaster/stage.h"
 
@@ -53,6 +54,7 @@ class ModelsTest : public QObject {
   void theRunsTotalAndItsBusiestChannels();
   void aSampleCrossesAsTextItsTreeFreedWhereItArrived();
   void aChannelThatJoinsLateGetsRatesFromItsSecondSample();
+  void aSimulatedClusterBesideTheRun();
 };
 
 // The timeline's columns are the engine's Stage enum, in its order.
@@ -487,6 +489,45 @@ void ModelsTest::aChannelThatJoinsLateGetsRatesFromItsSecondSample() {
   QCOMPARE(gap.size(), 19);
   QCOMPARE(gap[9].y(), 0.0);                    // 0.9 s -> 1.0 s: no bytes counted
   QVERIFY(std::abs(gap[10].y() - 1.0) < 1e-9);  // 1.0 s -> 1.1 s: both intervals' bytes
+}
+
+// The Tuner tab's simulated cluster: at each size the run measured, what
+// the simulator predicts on 2 x p4d.24xlarge (as ringmaster-cli simulate
+// does; 57.2 GB/s published at 1 GiB, docs/tuner.md), beside the busbw
+// measured; before any run, 8 B to 1 GiB; an unknown instance named.
+void ModelsTest::aSimulatedClusterBesideTheRun() {
+  namespace ev = ringmaster::agent::events;
+  ResultsModel results;
+  SimulationModel simulation;
+  QAbstractItemModelTester tester(&simulation, QAbstractItemModelTester::FailureReportingMode::QtTest);
+  QString error;
+  QVERIFY2(simulation.simulate("p4d.24xlarge", 2, results, &error), qPrintable(error));
+  QCOMPARE(simulation.rowCount(), 14);  // 8 B .. 1 GiB by 4
+  QCOMPARE(simulation.index(0, 0).data().toString(), QString("8"));
+  QVERIFY(simulation.index(0, 1).data().toString().isEmpty());  // nothing measured
+  for (const std::uint64_t bytes : {std::uint64_t{1} << 20, std::uint64_t{1} << 30}) {
+    ev::Result r;
+    r.collective = "all_reduce";
+    r.dtype = "float";
+    r.bytes = bytes;
+    r.out_of_place.busbw = bytes == (1u << 20) ? 10.0 : 40.0;
+    results.add(r);
+  }
+  QVERIFY2(simulation.simulate("p4d.24xlarge", 2, results, &error), qPrintable(error));
+  QCOMPARE(simulation.rowCount(), 2);
+  QCOMPARE(simulation.index(1, 0).data().toString(), QString("1073741824"));
+  QCOMPARE(simulation.index(1, 1).data().toString(), QString("40.00"));
+  const double busbw = simulation.index(1, 3).data().toString().toDouble();
+  QVERIFY2(std::abs(busbw - 57.2) < 0.25 * 57.2, qPrintable(QString("%1 GB/s simulated").arg(busbw)));
+  QCOMPARE(simulation.index(1, 4).data().toString(), QString("%1x").arg(busbw / 40.0, 0, 'f', 1));
+  QVERIFY(!simulation.index(1, 5).data().toString().isEmpty());
+  QVERIFY2(simulation.title().startsWith("2 x p4d.24xlarge (16 ranks"), qPrintable(simulation.title()));
+  QVERIFY(simulation.title().endsWith("all_reduce float"));
+  QVERIFY(!simulation.simulate("p9.huge", 2, results, &error));
+  QVERIFY2(error.contains("p5.48xlarge"), qPrintable(error));
+  QCOMPARE(simulation.rowCount(), 2);  // the last one stays
+  QVERIFY(!simulation.simulate("p5.48xlarge", 0, results, &error));
+  QVERIFY(SimulationModel::instances().contains("p5en.48xlarge"));
 }
 
 QTEST_MAIN(ModelsTest)

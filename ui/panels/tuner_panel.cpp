@@ -4,12 +4,15 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QPushButton>
+#include <QSpinBox>
 #include <QTableView>
 #include <QVBoxLayout>
 
 namespace ringmaster::ui {
 
-TunerPanel::TunerPanel(TunerModel& model, QWidget* parent) : QWidget(parent), model_(model) {
+TunerPanel::TunerPanel(TunerModel& model, const ResultsModel* results, QWidget* parent)
+    : QWidget(parent), model_(model), results_(results) {
   auto* layout = new QVBoxLayout(this);
   auto* row = new QHBoxLayout;
   row->addWidget(new QLabel("Collective and size:"));
@@ -31,6 +34,50 @@ TunerPanel::TunerPanel(TunerModel& model, QWidget* parent) : QWidget(parent), mo
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->verticalHeader()->setVisible(false);
   layout->addWidget(table_, 1);
+  if (results_) {
+    // A simulated cluster beside the run.
+    auto* sim = new QHBoxLayout;
+    sim->addWidget(new QLabel("Simulate beside the run:"));
+    instance_ = new QComboBox;
+    instance_->setObjectName("simulatedInstance");
+    instance_->setAccessibleName("Simulated instance");
+    instance_->addItems(SimulationModel::instances());
+    instance_->setCurrentText("p5.48xlarge");
+    sim->addWidget(instance_);
+    sim->addWidget(new QLabel("x"));
+    nodes_ = new QSpinBox;
+    nodes_->setObjectName("simulatedNodes");
+    nodes_->setAccessibleName("Simulated nodes");
+    nodes_->setRange(1, 4096);
+    nodes_->setValue(2);
+    nodes_->setSuffix(" node(s)");
+    sim->addWidget(nodes_);
+    auto* go = new QPushButton("Simulate");
+    go->setObjectName("simulate");
+    sim->addWidget(go);
+    simulated_ = new QLabel(
+        "What the simulator predicts for that cluster at each size the run measured "
+        "(ringmaster-cli simulate; docs/tuner.md).");
+    simulated_->setObjectName("simulatedSummary");
+    simulated_->setWordWrap(true);
+    sim->addWidget(simulated_, 1);
+    layout->addLayout(sim);
+    auto* simulated_table = new QTableView;
+    simulated_table->setObjectName("simulatedTable");
+    simulated_table->setAccessibleName("Simulated cluster beside the run");
+    simulated_table->setModel(&simulation_);
+    simulated_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    simulated_table->horizontalHeader()->setStretchLastSection(true);
+    simulated_table->verticalHeader()->setVisible(false);
+    layout->addWidget(simulated_table, 1);
+    connect(go, &QPushButton::clicked, this, [this] { simulate(instance_->currentText(), nodes_->value()); });
+    // The run's rows as they come, and a new run, against the same cluster.
+    auto again = [this] {
+      if (simulation_.active()) simulate(instance_->currentText(), nodes_->value());
+    };
+    connect(results_, &QAbstractItemModel::rowsInserted, this, again);
+    connect(results_, &QAbstractItemModel::modelReset, this, again);
+  }
 
   connect(&model_, &TunerModel::tables_changed, this, &TunerPanel::refresh_tables);
   connect(sizes_, &QComboBox::currentIndexChanged, this, [this](int i) { model_.select(i); });
@@ -51,6 +98,17 @@ TunerPanel::TunerPanel(TunerModel& model, QWidget* parent) : QWidget(parent), mo
   connect(&model_, &QAbstractItemModel::dataChanged, this, update_summary);
   refresh_tables();
   update_summary();
+}
+
+bool TunerPanel::simulate(const QString& instance, int nodes) {
+  if (!results_) return false;
+  QString error;
+  if (!simulation_.simulate(instance, nodes, *results_, &error)) {
+    simulated_->setText("Not simulated: " + error);
+    return false;
+  }
+  simulated_->setText(simulation_.title() + (results_->rowCount() == 0 ? " (no run yet: 8 B to 1 GiB)" : ""));
+  return true;
 }
 
 void TunerPanel::refresh_tables() {
