@@ -37,16 +37,6 @@ struct SimulateOptions {
   bool list = false;
 };
 
-Collective collective_named(std::string name) {
-  if (name.size() > 5 && name.ends_with("_perf")) name.resize(name.size() - 5);
-  for (const auto c : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
-                       Collective::broadcast, Collective::reduce}) {
-    if (name == name_of(c)) return c;
-  }
-  throw Error(ErrorCategory::config,
-              fmt::format("collective {}: expected all_reduce, all_gather, reduce_scatter, broadcast or reduce", name));
-}
-
 void print_profiles() {
   std::printf("# %-17s %-15s %4s %-18s %s\n", "instance", "gpu", "gpus", "gpu link", "efa");
   for (const auto& p : tune::instance_profiles()) {
@@ -63,7 +53,7 @@ int run_simulate(const SimulateOptions& o) {
     return 0;
   }
   const auto started = std::chrono::steady_clock::now();
-  const Collective collective = collective_named(o.collective);
+  const Collective collective = tune::simulated_collective(o.collective);
   const auto type = parse_data_type(o.type);
   if (!type) throw Error(ErrorCategory::config, fmt::format("--datatype {}: not a data type nccl-tests names", o.type));
   const auto op = parse_red_op(o.op);

@@ -1,6 +1,7 @@
 // simulation_model
 #include "models/simulation_model.h"
 
+#include "models/text.h"
 #include "ringmaster/status.h"
 #include "ringmaster/tools/simulate.h"
 
@@ -9,18 +10,6 @@ namespace ringmaster::ui {
 namespace {
 
 enum Column { kSize, kMeasured, kTime, kBusbw, kRatio, kPick, kColumns };
-
-std::optional<Collective> collective_named(const std::string& name) {
-  for (const auto c : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
-                       Collective::broadcast, Collective::reduce}) {
-    if (name == name_of(c)) return c;
-  }
-  return std::nullopt;
-}
-
-QString text(std::string_view s) {
-  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
-}
 
 }  // namespace
 
@@ -48,7 +37,7 @@ QVariant SimulationModel::data(const QModelIndex& index, int role) const {
   if (role != Qt::DisplayRole) return {};
   switch (index.column()) {
     case kSize:
-      return QString::number(r.bytes);
+      return size_text(r.bytes);
     case kMeasured:
       return r.measured_busbw < 0 ? QString() : QString::number(r.measured_busbw, 'f', 2);
     case kTime:
@@ -67,7 +56,7 @@ QVariant SimulationModel::data(const QModelIndex& index, int role) const {
 QStringList SimulationModel::instances() {
   QStringList out;
   for (const auto& p : tune::instance_profiles())
-    out << text(p.name);
+    out << qs(p.name);
   return out;
 }
 
@@ -101,26 +90,22 @@ bool SimulationModel::simulate(const QString& instance, int nodes, const Results
     for (std::uint64_t b = 8; b <= (1ULL << 30); b *= 4)
       sizes.emplace_back(b, -1.0);
   }
-  const auto collective = collective_named(collective_name);
-  if (!collective)
-    return fail(QString("collective %1: the simulator covers all_reduce, all_gather, "
-                        "reduce_scatter, broadcast and reduce")
-                    .arg(QString::fromStdString(collective_name)));
   const auto type = parse_data_type(type_name);
   if (!type) return fail(QString("data type %1 is not one the simulator knows").arg(QString::fromStdString(type_name)));
   std::vector<Row> rows;
   QString title;
   try {
+    const Collective collective = tune::simulated_collective(collective_name);
     const auto& profile = tune::instance_profile(instance.toStdString());
     const tune::Shape shape = tune::instance_shape(profile, nodes);
     const tune::Tuner tuner(shape);
     for (const auto& [bytes, busbw] : sizes) {
-      const auto simulated = tune::simulate(tuner, *collective, *type, bytes, bytes, 2);
+      const auto simulated = tune::simulate(tuner, collective, *type, bytes, bytes, 2);
       if (simulated.empty()) continue;
       const auto& s = simulated.front();
       rows.push_back({bytes, busbw, s.time_us, s.busbw_gbs,
                       QString("%1/%2 on %3 channel(s)")
-                          .arg(text(name_of(s.pick.algorithm)), text(name_of(s.pick.protocol)))
+                          .arg(qs(name_of(s.pick.algorithm)), qs(name_of(s.pick.protocol)))
                           .arg(s.pick.channels)});
     }
     title = QString("%1 x %2 (%3 ranks, %4 EFA x %5 Gbit/s each): %6 %7")

@@ -4,6 +4,7 @@
 #include <QString>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 namespace ringmaster::ui {
 
@@ -11,6 +12,11 @@ namespace ringmaster::ui {
 inline QString qs(const nlohmann::json& j, const char* key) {
   const auto it = j.find(key);
   return it != j.end() && it->is_string() ? QString::fromStdString(it->get<std::string>()) : QString();
+}
+
+// A name the engine spells (name_of(...)): its UTF-8, as a QString.
+inline QString qs(std::string_view s) {
+  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
 }
 
 inline QString size_text(std::uint64_t bytes) {

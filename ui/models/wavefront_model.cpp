@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "models/text.h"
+
 namespace ringmaster::ui {
 
 int WavefrontModel::rowCount(const QModelIndex& parent) const {
@@ -51,8 +53,7 @@ int WavefrontModel::stalled_column() const {
 QString WavefrontModel::summary() const {
   if (!report_) return {};
   return QString("%1 #%2 stalled %3 s (seen by rank %4): %5")
-      .arg(
-          QString::fromUtf8(name_of(report_->collective).data(), static_cast<int>(name_of(report_->collective).size())))
+      .arg(qs(name_of(report_->collective)))
       .arg(report_->seq)
       .arg(report_->stalled_for.count() / 1000.0, 0, 'f', 1)
       .arg(report_->reporter)
@@ -128,13 +129,13 @@ QVariant WavefrontModel::data(const QModelIndex& index, int role) const {
   }
   if (role == Qt::ToolTipRole && c != nullptr) {
     return QString("%1 #%2, %3 bytes, %4/%5 on %6 channel(s): %7, submitted %8 ms before the report, ran %9 ms")
-        .arg(QString::fromUtf8(name_of(c->collective).data(), static_cast<int>(name_of(c->collective).size())))
+        .arg(qs(name_of(c->collective)))
         .arg(c->seq)
         .arg(static_cast<qulonglong>(c->bytes))
-        .arg(QString::fromUtf8(name_of(c->algorithm).data(), static_cast<int>(name_of(c->algorithm).size())))
-        .arg(QString::fromUtf8(name_of(c->protocol).data(), static_cast<int>(name_of(c->protocol).size())))
+        .arg(qs(name_of(c->algorithm)))
+        .arg(qs(name_of(c->protocol)))
         .arg(c->channels)
-        .arg(QString::fromUtf8(name_of(c->state).data(), static_cast<int>(name_of(c->state).size())))
+        .arg(qs(name_of(c->state)))
         .arg(c->age.count() / 1000)
         .arg(c->duration.count() / 1000);
   }

@@ -45,6 +45,17 @@ const InstanceProfile& instance_profile(std::string_view name) {
   throw Error(ErrorCategory::config, fmt::format("instance type {}: no profile; known: {}", name, known));
 }
 
+Collective simulated_collective(std::string_view name) {
+  std::string_view bare = name;
+  if (bare.size() > 5 && bare.ends_with("_perf")) bare.remove_suffix(5);
+  for (const auto c : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
+                       Collective::broadcast, Collective::reduce}) {
+    if (bare == name_of(c)) return c;
+  }
+  throw Error(ErrorCategory::config,
+              fmt::format("collective {}: expected all_reduce, all_gather, reduce_scatter, broadcast or reduce", name));
+}
+
 Shape instance_shape(const InstanceProfile& p, int nodes, int ranks_per_node, int max_channels) {
   if (nodes < 1) throw Error(ErrorCategory::config, fmt::format("{} nodes: expected at least 1", nodes));
   if (max_channels <= 0) max_channels = std::max(16, p.nics);

@@ -34,6 +34,12 @@ std::span<const InstanceProfile> instance_profiles();
 // size); throws Error(config) listing the known names.
 const InstanceProfile& instance_profile(std::string_view name);
 
+// The collective a simulation runs, by its name or nccl-tests' binary name
+// ("all_reduce", "all_reduce_perf"); throws Error(config) naming the five
+// the tuner models (all_reduce, all_gather, reduce_scatter, broadcast,
+// reduce).
+Collective simulated_collective(std::string_view name);
+
 // The share of a line nccl-tests reaches on these instances, and what one
 // step across EFA costs, as fitted to published runs (docs/tuner.md says
 // which runs fit them and which check them).
