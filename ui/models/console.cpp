@@ -326,15 +326,13 @@ void Console::poll_agents() {
 }
 
 void Console::on_message(const AgentMessage& m) {
-  if (recording_) {
-    if (m.text) {  // a sample: its text as it is
-      const std::string line = R"({"agent":)" + json(m.agent.toStdString()).dump() + R"(,"message":)" + *m.text + "}\n";
-      recording_->write(line.data(), static_cast<qint64>(line.size()));
-      recording_->flush();
-    } else {
-      record({{"agent", m.agent.toStdString()}, {"message", m.json()}});
-    }
-  }
+  // As it came: a sample's text is not parsed again.
+  if (recording_)
+    record_text(R"({"agent":)" + json(m.agent.toStdString()).dump() + R"(,"message":)" +
+                (m.text   ? *m.text
+                 : m.body ? m.body->dump()
+                          : "null") +
+                "}");
   if (linkcheck_inbox_) {
     std::lock_guard lock(linkcheck_inbox_->mutex);
     linkcheck_inbox_->messages.push_back(m.json());
@@ -362,7 +360,11 @@ void Console::on_message(const AgentMessage& m) {
 }
 
 void Console::record(const json& line) {
-  const std::string text = line.dump() + "\n";
+  record_text(line.dump());
+}
+
+void Console::record_text(const std::string& line) {
+  const std::string text = line + "\n";
   recording_->write(text.data(), static_cast<qint64>(text.size()));
   recording_->flush();
 }

@@ -135,6 +135,7 @@ class Console : public QObject {
   };
   void on_message(const AgentMessage& m);
   void record(const nlohmann::json& line);
+  void record_text(const std::string& line);  // one JSON line, without its newline
   void poll_agents();
 
   std::map<QString, Link> links_;

@@ -144,7 +144,6 @@ int BandwidthChart::refresh() {
   std::vector<int> keys;
   std::vector<NicKey> nics;
   std::size_t nics_seen = 0;
-  std::vector<BandwidthSeries::ChannelRate> top;
   if (by_peer) {
     keys = series_.peers(rank);
   } else if (by_nic) {
@@ -187,10 +186,8 @@ int BandwidthChart::refresh() {
         kept.pop_back();
       shown_top_ = kept;
     }
-    for (const auto& [r, c] : shown_top_) {
-      top.push_back({r, c, 0});
-      keys.push_back(static_cast<int>(top.size()) - 1);
-    }
+    for (std::size_t i = 0; i < shown_top_.size(); ++i)
+      keys.push_back(static_cast<int>(i));
   } else {
     for (int c = 0; c < series_.channels(rank); ++c)
       keys.push_back(c);
@@ -207,7 +204,7 @@ int BandwidthChart::refresh() {
     const auto k = static_cast<std::size_t>(key);
     if (by_peer) return QString("from rank %1").arg(key);
     if (by_nic) return QString("agent %1 %2").arg(nics[k].node).arg(nics[k].device);
-    if (by_run) return QString("rank %1 channel %2").arg(top[k].rank).arg(top[k].channel);
+    if (by_run) return QString("rank %1 channel %2").arg(shown_top_[k].first).arg(shown_top_[k].second);
     return QString("channel %1").arg(key);
   };
   for (int i = 0; i < static_cast<int>(lines_.size()); ++i) {
@@ -243,7 +240,7 @@ int BandwidthChart::refresh() {
     auto points = c >= channels ? QList<QPointF>{}
                   : by_peer     ? series_.peer_points(rank, key, width)
                   : by_nic      ? series_.nic_points(nics[k], width)
-                  : by_run      ? series_.points(top[k].rank, top[k].channel, width)
+                  : by_run      ? series_.points(shown_top_[k].first, shown_top_[k].second, width)
                                 : series_.points(rank, key, width);
     for (auto& p : points) {
       top_y = std::max(top_y, p.y());
@@ -264,7 +261,7 @@ int BandwidthChart::refresh() {
                                                   "last 60 s"))
                         : by_run ? QString("The run's send rate over %1 channels, and its %2 busiest (GB/s), last 60 s")
                                        .arg(series_.channels_seen())
-                                       .arg(top.size())
+                                       .arg(shown_top_.size())
                                  : QString("Per-channel send bandwidth (GB/s), last 60 s");
   if (chart_->title() != title) chart_->setTitle(title);
   double total_top = 0.1;
