@@ -178,7 +178,7 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   // during bring-up, with the detail of the stage last clicked.
   auto* live = new QSplitter(Qt::Vertical);
   live->setObjectName("live");
-  bandwidth_ = new BandwidthChart(console_.run.bandwidth, &console_.run);
+  bandwidth_ = new BandwidthChart(console_.run.bandwidth(), &console_.run);
   timeline_ = new TimelineView(console_.run.timeline);
   detail_ = new QPlainTextEdit;
   detail_->setObjectName("stageDetail");

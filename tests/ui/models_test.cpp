@@ -98,7 +98,7 @@ void ModelsTest::recordedRunReplaysIntoEveryModel() {
   QCOMPARE(run.trees().size(), std::size_t(2));
   QCOMPARE(run.transport(0, 1), QString("SHM"));
   QVERIFY(run.samples() > 0);
-  QVERIFY(run.bandwidth.ranks() > 0);
+  QVERIFY(run.bandwidth().read()->ranks() > 0);
 }
 
 // One result whose bytes are a string: the run names the agent and the
@@ -252,7 +252,7 @@ void ModelsTest::thousandsOfRanksKeepAFewSamplesEachForTheHistory() {
   again.begin("big", kRanks, 256);
   for (const auto& m : kept)
     again.apply(m);
-  const auto points = again.bandwidth.points(kRanks - 1, 3, 100);
+  const auto points = again.bandwidth().read()->points(kRanks - 1, 3, 100);
   QVERIFY(!points.isEmpty());
   for (const auto& p : points)
     QVERIFY2(std::abs(p.y() - 1.0) < 0.01, qPrintable(QString::number(p.y())));

@@ -25,7 +25,51 @@ namespace ringmaster::ui {
 
 using nlohmann::json;
 
-Console::Console(QObject* parent) : QObject(parent) {
+// A file of messages, one JSON line each, written from any thread (each
+// agent's I/O thread writes its own messages, in the order they came).
+class Console::Recording {
+ public:
+  ~Recording() { close(); }
+  bool open(const QString& path) {
+    std::lock_guard lock(mutex_);
+    if (file_) std::fclose(file_);
+    file_ = std::fopen(QFile::encodeName(path).constData(), "w");
+    return file_ != nullptr;
+  }
+  void close() {
+    std::lock_guard lock(mutex_);
+    if (file_) std::fclose(file_);
+    file_ = nullptr;
+  }
+  bool is_open() const {
+    std::lock_guard lock(mutex_);
+    return file_ != nullptr;
+  }
+  // One line, without its newline; flushed, so that a console that dies
+  // leaves what it received.
+  void write(const std::string& line) {
+    std::lock_guard lock(mutex_);
+    if (!file_) return;
+    std::fwrite(line.data(), 1, line.size(), file_);
+    std::fputc('\n', file_);
+    std::fflush(file_);
+  }
+  // A message as it came: a sample's text is not parsed again.
+  void write(const AgentMessage& m) {
+    if (!is_open()) return;
+    write(R"({"agent":)" + json(m.agent.toStdString()).dump() + R"(,"message":)" +
+          (m.text   ? *m.text
+           : m.body ? m.body->dump()
+                    : "null") +
+          "}");
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::FILE* file_ = nullptr;
+};
+
+Console::Console(QObject* parent) : QObject(parent), recording_(std::make_shared<Recording>()) {
   qRegisterMetaType<AgentMessage>();
   connect(&poll_, &QTimer::timeout, this, &Console::poll_agents);
   poll_.start(1000);
@@ -248,17 +292,8 @@ void Console::connect_agent(const QString& host, quint16 port, const AgentAccess
   options.tls_cert_file = access.tls_cert.toStdString();
   options.tls_key_file = access.tls_key.toStdString();
   options.tls_name = access.name.toStdString();
-  std::thread([guard, address, options] {
-    auto on_message = [guard, address](const json& m) {
-      AgentMessage msg = agent_message(address, m);
-      if (guard)
-        QMetaObject::invokeMethod(
-            guard.data(),
-            [guard, msg] {
-              if (guard) guard->on_message(msg);
-            },
-            Qt::QueuedConnection);
-    };
+  std::thread([guard, address, options, arrived = arrival()] {
+    auto on_message = [address, arrived](const json& m) { arrived(agent_message(address, m)); };
     auto on_close = [guard, address](const std::string& why) {
       const QString w = QString::fromStdString(why);
       if (guard) {
@@ -325,14 +360,39 @@ void Console::poll_agents() {
   }
 }
 
+Console::Arrival Console::arrival() {
+  QPointer<Console> guard(this);
+  return [guard, recording = recording_, samples = run.shared_samples(), queue = queue_](AgentMessage m) {
+    recording->write(m);
+    if (samples->take(m)) return;  // freed here, not on the GUI thread
+    bool first = false;
+    {
+      std::lock_guard lock(queue->mutex);
+      first = queue->messages.empty();
+      queue->messages.push_back(std::move(m));
+    }
+    if (first && guard) {
+      QMetaObject::invokeMethod(
+          guard.data(),
+          [guard] {
+            if (guard) guard->take_queued();
+          },
+          Qt::QueuedConnection);
+    }
+  };
+}
+
+void Console::take_queued() {
+  std::vector<AgentMessage> messages;
+  {
+    std::lock_guard lock(queue_->mutex);
+    messages.swap(queue_->messages);
+  }
+  for (const auto& m : messages)
+    on_message(m);
+}
+
 void Console::on_message(const AgentMessage& m) {
-  // As it came: a sample's text is not parsed again.
-  if (recording_)
-    record_text(R"({"agent":)" + json(m.agent.toStdString()).dump() + R"(,"message":)" +
-                (m.text   ? *m.text
-                 : m.body ? m.body->dump()
-                          : "null") +
-                "}");
   if (linkcheck_inbox_) {
     std::lock_guard lock(linkcheck_inbox_->mutex);
     linkcheck_inbox_->messages.push_back(m.json());
@@ -360,22 +420,11 @@ void Console::on_message(const AgentMessage& m) {
 }
 
 void Console::record(const json& line) {
-  record_text(line.dump());
-}
-
-void Console::record_text(const std::string& line) {
-  const std::string text = line + "\n";
-  recording_->write(text.data(), static_cast<qint64>(text.size()));
-  recording_->flush();
+  recording_->write(line.dump());
 }
 
 bool Console::record_to(const QString& path) {
-  recording_ = std::make_unique<QFile>(path);
-  if (!recording_->open(QIODevice::WriteOnly | QIODevice::Truncate)) {
-    recording_.reset();
-    return false;
-  }
-  return true;
+  return recording_->open(path);
 }
 
 namespace {
@@ -457,7 +506,7 @@ QString Console::start_run(const RunSpec& spec) {
                          .arg(spec.algo.isEmpty() ? "-" : spec.algo, spec.proto.isEmpty() ? "-" : spec.proto)
                          .arg(spec.channels);
   }
-  if (recording_) {
+  if (recording_->is_open()) {
     record({{"run_begin", run_id.toStdString()},
             {"world_size", world},
             {"agents", clients.size()},

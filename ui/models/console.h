@@ -12,6 +12,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -114,6 +115,12 @@ class Console : public QObject {
   bool linkcheck_running() const { return linkcheck_running_; }
   // Every message from now on, one JSON line each, for replay().
   bool record_to(const QString& path);
+  // What an agent's I/O thread does with each message it receives: records
+  // it; applies it to the run's samples when it is a sample of the run
+  // shown; queues anything else for the GUI thread, which takes all that
+  // is queued in one go. Safe on any thread, and after the console is gone.
+  using Arrival = std::function<void(AgentMessage)>;
+  Arrival arrival();
   // Feeds a recording into `into` as the live messages were.
   static int replay(const QString& path, RunState& into);
 
@@ -134,8 +141,8 @@ class Console : public QObject {
     std::shared_ptr<agent::AgentClient> client;
   };
   void on_message(const AgentMessage& m);
+  void take_queued();  // on_message for each message arrival() queued
   void record(const nlohmann::json& line);
-  void record_text(const std::string& line);  // one JSON line, without its newline
   void poll_agents();
 
   std::map<QString, Link> links_;
@@ -144,7 +151,16 @@ class Console : public QObject {
   std::unique_ptr<QTemporaryDir> local_dir_;  // the local agents' token and state
   QString local_token_;
   QTimer poll_;
-  std::unique_ptr<QFile> recording_;
+  // Written by the agents' I/O threads and, for a run's beginning, here.
+  class Recording;
+  std::shared_ptr<Recording> recording_;
+  // Messages for the GUI thread, in arrival order: one queued call takes
+  // them all (a call each cost 2,048 ranks' stage events a tick 6 ms).
+  struct Queue {
+    std::mutex mutex;
+    std::vector<AgentMessage> messages;
+  };
+  const std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
   QString pending_what_;  // the run started here that is not kept yet
   // The connected agents' clients and addresses, in connection order.
   std::vector<std::pair<std::shared_ptr<agent::AgentClient>, std::string>> connected_clients() const;

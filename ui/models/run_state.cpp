@@ -29,27 +29,21 @@ void RunState::begin(const QString& run_id, int world_size, int agents, std::vec
   problems_.clear();
   slow_links_.clear();
   links_.clear();
-  samples_ = 0;
   messages_.clear();
-  recent_samples_.clear();
-  kept_sample_us_.assign(static_cast<std::size_t>(std::max(world_size, 0)), -1);
+  samples_->begin(run_id_text_, world_size, placement_);
   started_ms_ = QDateTime::currentMSecsSinceEpoch();
   timeline.reset(world_size, placement_);
   results.clear();
   decisions.clear();
   tuner.clear();
-  bandwidth.clear();
   wavefront.clear();
   emit started(run_id);
 }
 
 std::vector<AgentMessage> RunState::messages() const {
   std::vector<AgentMessage> all = messages_;
-  for (const auto& s : recent_samples_) {
-    auto body = nlohmann::json::parse(s.text, nullptr, false);
-    if (!body.is_discarded())
-      all.push_back({s.agent, std::make_shared<const nlohmann::json>(std::move(body)), nullptr, nullptr});
-  }
+  for (auto& s : samples_->kept())
+    all.push_back(std::move(s));
   return all;
 }
 
@@ -72,9 +66,11 @@ void RunState::apply(const AgentMessage& m) {
     return;
   }
   if (!message || message->run_id != run_id_text_) return;
+  // A sample the agent's I/O thread did not take (a replay, a test, one
+  // read again here).
+  if (samples_->take(m, *message)) return;
   const int rank = message->rank;
-  namespace ev = agent::events;
-  if (!std::holds_alternative<ev::Sample>(message->event)) messages_.push_back(m);
+  messages_.push_back(m);
   std::visit([&](const auto& e) { route(rank, e, m); }, message->event);
 }
 
@@ -99,28 +95,6 @@ void RunState::set_agents(std::vector<QString> addresses, std::vector<std::vecto
   timeline.set_agent_addresses(addresses);
   agent_addresses_ = std::move(addresses);
   rails_ = std::move(rails);
-}
-
-void RunState::route(int rank, const agent::events::Sample& e, const AgentMessage& m) {
-  const int node =
-      rank >= 0 && rank < static_cast<int>(placement_.size()) ? placement_[static_cast<std::size_t>(rank)] : -1;
-  bandwidth.add_sample(rank, e, node);
-  ++samples_;
-  // The chart's window and a second more: the first point inside the
-  // window needs the sample before it for its rate. Each rank's kept
-  // samples are spaced so that the window holds at most kKeptSamples.
-  const double window_us = (bandwidth.window_s() + 1) * 1e6;
-  const auto spacing_us = static_cast<long long>(window_us * std::max(world_size_, 1) / kKeptSamples);
-  if (rank >= 0 && rank < static_cast<int>(kept_sample_us_.size())) {
-    long long& last = kept_sample_us_[static_cast<std::size_t>(rank)];
-    if (last < 0 || e.t_us - last >= spacing_us) {
-      last = e.t_us;
-      recent_samples_.push_back({e.t_us, m.agent, m.text ? *m.text : m.body->dump()});
-    }
-  }
-  const long long cutoff = e.t_us - static_cast<long long>((bandwidth.window_s() + 1) * 1e6);
-  while (!recent_samples_.empty() && recent_samples_.front().t_us < cutoff)
-    recent_samples_.pop_front();
 }
 
 void RunState::route(int rank, const agent::events::Result& e, const AgentMessage&) {

@@ -6,14 +6,15 @@
 #include <QStringList>
 #include <deque>
 #include <map>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "agent_message.h"
-#include "bandwidth_series.h"
 #include "decisions_model.h"
 #include "results_model.h"
 #include "ringmaster/agent/events.h"
+#include "run_samples.h"
 #include "timeline_model.h"
 #include "tuner_model.h"
 #include "wavefront_model.h"
@@ -30,8 +31,11 @@ class RunState : public QObject {
   ResultsModel results;
   DecisionsModel decisions;
   TunerModel tuner;
-  BandwidthSeries bandwidth;
   WavefrontModel wavefront;  // the latest stall report
+  // The run's samples: the bandwidth series and those the history keeps.
+  // The agents' I/O threads apply samples to it directly (Console).
+  RunSamples& bandwidth() const { return *samples_; }
+  std::shared_ptr<RunSamples> shared_samples() const { return samples_; }
 
   // `placement`: the agent (index) of every rank, for drawing rings over
   // the nodes.
@@ -50,7 +54,7 @@ class RunState : public QObject {
   const QStringList& slow_links() const { return slow_links_; }
   // Every rank's `links` event so far (receiving rank, event).
   const std::vector<std::pair<int, agent::events::Links>>& links() const { return links_; }
-  std::size_t samples() const { return samples_; }
+  std::size_t samples() const { return samples_->count(); }
   // Each channel's ring as rank 0 reported it.
   const std::vector<std::vector<int>>& rings() const { return rings_; }
   // The all_reduce double binary trees: per tree, each rank's parent (-1 at the root).
@@ -82,9 +86,7 @@ class RunState : public QObject {
   // a second before it), in arrival order. Older samples are dropped as
   // they leave the window: kept whole, 16 ranks of 32 channels took 1.8 GB
   // after ten minutes of streaming. The window's samples are kept as text,
-  // and thinned per rank so that at most kKeptSamples stay (their counters
-  // are cumulative, so a chart rebuilt from every other sample shows the
-  // same rates averaged over twice the time): as parsed JSON, 2,048 ranks
+  // and thinned per rank so that at most RunSamples::kKept stay: as parsed JSON, 2,048 ranks
   // sampling at 10 Hz held 4.4 GB.
   qint64 started_ms() const { return started_ms_; }
   void set_started_ms(qint64 ms) { started_ms_ = ms; }
@@ -97,12 +99,11 @@ class RunState : public QObject {
   void stalled();
 
  private:
-  // One per event type the models show; the others (done, output,
-  // rank_exit, unknown types) change nothing here.
+  // One per event type the models show but samples (RunSamples); the
+  // others (done, output, rank_exit, unknown types) change nothing here.
   void route(int rank, const agent::events::StageEnded& e, const AgentMessage& m);
   void route(int rank, const agent::events::StageProgress& e, const AgentMessage& m);
   void route(int rank, const agent::events::StageFailed& e, const AgentMessage& m);
-  void route(int rank, const agent::events::Sample& e, const AgentMessage& m);
   void route(int rank, const agent::events::Result& e, const AgentMessage& m);
   void route(int rank, const agent::events::TunerTable& e, const AgentMessage& m);
   void route(int rank, const agent::events::Rings& e, const AgentMessage& m);
@@ -126,17 +127,9 @@ class RunState : public QObject {
   QStringList slow_links_;
   std::string run_id_text_;             // run_id_, as events spell it
   std::vector<AgentMessage> messages_;  // all but samples
-  static constexpr std::size_t kKeptSamples = 120'000;
-  struct KeptSample {
-    long long t_us = 0;
-    QString agent;
-    std::string text;  // the message's body as it came, compact
-  };
-  std::deque<KeptSample> recent_samples_;
-  std::vector<long long> kept_sample_us_;  // per rank: when its last kept sample was taken
   qint64 started_ms_ = 0;
   std::vector<std::pair<int, agent::events::Links>> links_;
-  std::size_t samples_ = 0;
+  const std::shared_ptr<RunSamples> samples_ = std::make_shared<RunSamples>();
   std::vector<std::vector<int>> rings_;
   std::vector<std::vector<int>> trees_;
   std::vector<int> gpus_;

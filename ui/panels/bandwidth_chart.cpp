@@ -11,6 +11,7 @@
 #include <QValueAxis>
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "panels/chart_palette.h"
 #include "panels/rails_view.h"
@@ -31,8 +32,8 @@ double round_up(double v) {
 
 }  // namespace
 
-BandwidthChart::BandwidthChart(const BandwidthSeries& series, const RunState* run, QWidget* parent)
-    : QWidget(parent), series_(series) {
+BandwidthChart::BandwidthChart(const RunSamples& samples, const RunState* run, QWidget* parent)
+    : QWidget(parent), samples_(samples) {
   auto* layout = new QVBoxLayout(this);
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel("Rank:"));
@@ -125,12 +126,16 @@ int BandwidthChart::shown_rank() const {
 }
 
 int BandwidthChart::refresh() {
+  // The samples wait while the series is read, not while it is drawn.
+  std::optional<RunSamples::Reading> reading(samples_.read());
+  const BandwidthSeries& series = **reading;
   // Rank choices follow what has arrived.
-  while (rank_->count() < series_.ranks())
+  while (rank_->count() < series.ranks())
     rank_->addItem(QString("rank %1").arg(rank_->count()));
   const int rank = shown_rank();
   const Mode shown = mode();
   if (shown == Mode::rails) {
+    reading.reset();
     stack_->setCurrentWidget(rails_);
     rails_->refresh();
     return static_cast<int>(rails_->bars().size());
@@ -145,14 +150,14 @@ int BandwidthChart::refresh() {
   std::vector<NicKey> nics;
   std::size_t nics_seen = 0;
   if (by_peer) {
-    keys = series_.peers(rank);
+    keys = series.peers(rank);
   } else if (by_nic) {
-    nics = series_.nics();
+    nics = series.nics();
     nics_seen = nics.size();
     if (nics.size() > static_cast<std::size_t>(kTopNics)) {
       std::vector<std::pair<double, std::size_t>> rates;
       for (std::size_t i = 0; i < nics.size(); ++i)
-        rates.emplace_back(-series_.nic_recent_gbs(nics[i]), i);
+        rates.emplace_back(-series.nic_recent_gbs(nics[i]), i);
       std::partial_sort(rates.begin(), rates.begin() + kTopNics, rates.end());
       std::vector<NicKey> busiest;
       for (int i = 0; i < kTopNics; ++i)
@@ -167,13 +172,13 @@ int BandwidthChart::refresh() {
     // the kTopChannels-th busiest, and the choice is made again at most
     // once a second: renaming a line lays the legend and the chart out
     // again, and channels of nearly equal rates trade places every tick.
-    if (shown_top_.empty() || series_.latest_s() >= top_chosen_s_ + 1 || series_.latest_s() < top_chosen_s_) {
-      top_chosen_s_ = series_.latest_s();
-      const auto busiest = series_.top_channels(kTopChannels);
+    if (shown_top_.empty() || series.latest_s() >= top_chosen_s_ + 1 || series.latest_s() < top_chosen_s_) {
+      top_chosen_s_ = series.latest_s();
+      const auto busiest = series.top_channels(kTopChannels);
       const double bar = busiest.size() < static_cast<std::size_t>(kTopChannels) ? 0 : 0.8 * busiest.back().gbs;
       std::vector<std::pair<int, int>> kept(static_cast<std::size_t>(kTopChannels), {-1, -1});
       for (std::size_t i = 0; i < shown_top_.size() && i < kept.size(); ++i) {
-        const double gbs = series_.recent_gbs(shown_top_[i].first, shown_top_[i].second);
+        const double gbs = series.recent_gbs(shown_top_[i].first, shown_top_[i].second);
         if (gbs > 0 && gbs >= bar) kept[i] = shown_top_[i];
       }
       for (const auto& b : busiest) {
@@ -189,7 +194,7 @@ int BandwidthChart::refresh() {
     for (std::size_t i = 0; i < shown_top_.size(); ++i)
       keys.push_back(static_cast<int>(i));
   } else {
-    for (int c = 0; c < series_.channels(rank); ++c)
+    for (int c = 0; c < series.channels(rank); ++c)
       keys.push_back(c);
   }
   const int channels = static_cast<int>(keys.size());
@@ -231,17 +236,28 @@ int BandwidthChart::refresh() {
   // A point per 3 pixels reads as a continuous line and keeps a redraw of
   // 33 series cheap.
   const int width = std::max(50, view_->width() / 3);
-  const double now = series_.latest_s();
+  const double now = series.latest_s();
+  std::vector<QList<QPointF>> lists(lines_.size());
+  for (int c = 0; c < channels; ++c) {
+    const int key = keys[static_cast<std::size_t>(c)];
+    const auto k = static_cast<std::size_t>(key);
+    lists[static_cast<std::size_t>(c)] = by_peer  ? series.peer_points(rank, key, width)
+                                         : by_nic ? series.nic_points(nics[k], width)
+                                         : by_run ? series.points(shown_top_[k].first, shown_top_[k].second, width)
+                                                  : series.points(rank, key, width);
+  }
+  auto total = by_run ? series.run_total() : by_peer || by_nic ? QList<QPointF>{} : series.total(rank, width);
+  const int channels_seen = series.channels_seen();
+  // Smooth lines for runs of up to kFlatRanks ranks. Past that the GUI
+  // thread has thousands of samples a tick to take in, and antialiasing
+  // the 1,900 points of a run's total and its busiest channels took it
+  // 2 to 5 ms a frame more.
+  const bool smooth = series.ranks() <= kFlatRanks;
+  reading.reset();
   int drawn = 0;
   double top_y = 0.1;
   for (int c = 0; c < static_cast<int>(lines_.size()); ++c) {
-    const int key = c < channels ? keys[static_cast<std::size_t>(c)] : -1;
-    const auto k = static_cast<std::size_t>(key);
-    auto points = c >= channels ? QList<QPointF>{}
-                  : by_peer     ? series_.peer_points(rank, key, width)
-                  : by_nic      ? series_.nic_points(nics[k], width)
-                  : by_run      ? series_.points(shown_top_[k].first, shown_top_[k].second, width)
-                                : series_.points(rank, key, width);
+    auto& points = lists[static_cast<std::size_t>(c)];
     for (auto& p : points) {
       top_y = std::max(top_y, p.y());
       p.rx() -= now;
@@ -249,7 +265,6 @@ int BandwidthChart::refresh() {
     lines_[static_cast<std::size_t>(c)]->replace(points);
     drawn += static_cast<int>(points.size());
   }
-  auto total = by_run ? series_.run_total() : by_peer || by_nic ? QList<QPointF>{} : series_.total(rank, width);
   if (total_->isVisible() != (!by_peer && !by_nic)) total_->setVisible(!by_peer && !by_nic);
   const QString title = by_peer  ? "Bandwidth received from each peer (GB/s), last 60 s"
                         : by_nic ? (nics_seen > nics.size()
@@ -260,7 +275,7 @@ int BandwidthChart::refresh() {
                                         : QString("Each NIC's traffic, sent and received by the run's channels (GB/s), "
                                                   "last 60 s"))
                         : by_run ? QString("The run's send rate over %1 channels, and its %2 busiest (GB/s), last 60 s")
-                                       .arg(series_.channels_seen())
+                                       .arg(channels_seen)
                                        .arg(shown_top_.size())
                                  : QString("Per-channel send bandwidth (GB/s), last 60 s");
   if (chart_->title() != title) chart_->setTitle(title);
@@ -280,11 +295,6 @@ int BandwidthChart::refresh() {
   };
   fit(y_, top_y);
   if (by_run) fit(y_run_, total_top);
-  // Smooth lines for runs of up to kFlatRanks ranks. Past that the GUI
-  // thread has thousands of samples a tick to take in, and antialiasing
-  // the 1,900 points of a run's total and its busiest channels took it
-  // 2 to 5 ms a frame more.
-  const bool smooth = series_.ranks() <= kFlatRanks;
   if (view_->renderHints().testFlag(QPainter::Antialiasing) != smooth)
     view_->setRenderHint(QPainter::Antialiasing, smooth);
   return drawn;

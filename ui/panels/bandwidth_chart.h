@@ -34,7 +34,7 @@ class BandwidthChart : public QWidget {
   static constexpr int kTopChannels = 8;
   static constexpr int kTopNics = 16;
   // `run` (may be null) gives the rails view its nodes and their NICs.
-  explicit BandwidthChart(const BandwidthSeries& series, const RunState* run = nullptr, QWidget* parent = nullptr);
+  explicit BandwidthChart(const RunSamples& samples, const RunState* run = nullptr, QWidget* parent = nullptr);
   // One redraw (the 10 Hz timer calls it); returns the points drawn.
   int refresh();
   int shown_rank() const;
@@ -52,7 +52,7 @@ class BandwidthChart : public QWidget {
   void changeEvent(QEvent* event) override;
 
  private:
-  const BandwidthSeries& series_;
+  const RunSamples& samples_;
   QComboBox* rank_ = nullptr;
   QComboBox* mode_ = nullptr;
   QChart* chart_ = nullptr;

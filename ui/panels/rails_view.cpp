@@ -7,12 +7,13 @@ namespace ringmaster::ui {
 
 std::vector<RailBar> rail_bars(const RunState& run) {
   std::vector<RailBar> out;
-  const auto seen = run.bandwidth.nics();
+  const auto series = run.bandwidth().read();
+  const auto seen = series->nics();
   const int nodes = std::max(run.agents(), static_cast<int>(run.rails().size()));
   auto add = [&](int node, const QString& device) {
     const NicKey key{node, device};
     const bool used = std::find(seen.begin(), seen.end(), key) != seen.end();
-    out.push_back({node, device, used ? run.bandwidth.nic_recent_gbs(key) : 0.0, used});
+    out.push_back({node, device, used ? series->nic_recent_gbs(key) : 0.0, used});
   };
   for (int node = -1; node < nodes; ++node) {
     if (node >= 0 && node < static_cast<int>(run.rails().size())) {
