@@ -79,6 +79,20 @@ void BandwidthSeries::add_sample(int rank, const agent::events::Sample& sample, 
     rows.t_us.pop_front();
     rows.bytes.erase(rows.bytes.begin(), rows.bytes.begin() + static_cast<std::ptrdiff_t>(stride));
   }
+  // Each channel's rate over this rank's last second.
+  rows.recent.assign(stride, 0.0);
+  std::vector<int> rates(stride, 0);
+  const long long second_us = rows.t_us.back() - 1'000'000;
+  for (std::size_t i = rows.t_us.size(); i-- > 1 && rows.t_us[i] >= second_us;) {
+    for (std::size_t c = 0; c < stride; ++c) {
+      if (double gbs = 0; rows.rate(i, static_cast<int>(c), gbs)) {
+        rows.recent[c] += gbs;
+        ++rates[c];
+      }
+    }
+  }
+  for (std::size_t c = 0; c < stride; ++c)
+    rows.recent[c] = rates[c] == 0 ? 0 : rows.recent[c] / rates[c];
   if (!sample.peers.empty() && static_cast<int>(peer_tracks_.size()) <= rank)
     peer_tracks_.resize(static_cast<std::size_t>(rank) + 1);
   for (const auto& p : sample.peers) {
@@ -298,25 +312,12 @@ QList<QPointF> BandwidthSeries::run_total() const {
 std::vector<BandwidthSeries::ChannelRate> BandwidthSeries::top_channels(int n) const {
   std::vector<ChannelRate> all;
   all.reserve(static_cast<std::size_t>(channels_seen_));
-  // One pass over each rank's rows of the last second, every channel at once.
   const auto cutoff_us = origin_us_ + static_cast<long long>((latest_s_ - 1.0) * 1e6);
-  std::vector<double> sum;
-  std::vector<int> count;
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     const Rows& rows = ranks_[r];
-    sum.assign(static_cast<std::size_t>(rows.stride), 0.0);
-    count.assign(static_cast<std::size_t>(rows.stride), 0);
-    for (std::size_t i = rows.t_us.size(); i-- > 1 && rows.t_us[i] >= cutoff_us;) {
-      for (int c = 0; c < rows.stride; ++c) {
-        if (double gbs = 0; rows.rate(i, c, gbs)) {
-          sum[static_cast<std::size_t>(c)] += gbs;
-          ++count[static_cast<std::size_t>(c)];
-        }
-      }
-    }
-    for (int c = 0; c < rows.stride; ++c) {
-      const auto k = static_cast<std::size_t>(c);
-      if (count[k] > 0 && sum[k] > 0) all.push_back({static_cast<int>(r), c, sum[k] / count[k]});
+    if (rows.t_us.empty() || rows.t_us.back() < cutoff_us) continue;
+    for (std::size_t c = 0; c < rows.recent.size(); ++c) {
+      if (rows.recent[c] > 0) all.push_back({static_cast<int>(r), static_cast<int>(c), rows.recent[c]});
     }
   }
   const auto keep = std::min(all.size(), static_cast<std::size_t>(std::max(n, 0)));
@@ -330,17 +331,9 @@ std::vector<BandwidthSeries::ChannelRate> BandwidthSeries::top_channels(int n) c
 
 double BandwidthSeries::recent_gbs(int rank, int channel) const {
   const Rows* rows = rows_of(rank);
-  if (!rows || channel < 0 || channel >= rows->stride) return 0;
-  // The rates of the run's last second; none there: idle.
-  double sum = 0;
-  int n = 0;
-  for (std::size_t i = rows->t_us.size() - 1; i > 0 && rows->x(i, origin_us_) >= latest_s_ - 1.0; --i) {
-    if (double gbs = 0; rows->rate(i, channel, gbs)) {
-      sum += gbs;
-      ++n;
-    }
-  }
-  return n == 0 ? 0 : sum / n;
+  if (!rows || channel < 0 || channel >= static_cast<int>(rows->recent.size())) return 0;
+  const auto cutoff_us = origin_us_ + static_cast<long long>((latest_s_ - 1.0) * 1e6);
+  return rows->t_us.back() < cutoff_us ? 0 : rows->recent[static_cast<std::size_t>(channel)];
 }
 
 int BandwidthSeries::channels_seen() const {
