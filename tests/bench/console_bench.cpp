@@ -41,6 +41,7 @@
 #include <ctime>
 #include <deque>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -336,6 +337,25 @@ int replay_scaled(const QString& path, int scale, int per_agent, int seconds) {
   const QString run_id = QString::fromStdString(begin.value("run_begin", ""));
   console.run.begin(run_id, world, agents * scale, scaled_placement);
   console.run.set_agents(addresses, rails);
+  // The agents list: every agent connected, its round trip updated each
+  // second as the console polls it.
+  std::map<std::string, int> agent_index;  // recorded address -> its index
+  {
+    const auto recorded_addresses = begin.value("agent_addresses", std::vector<std::string>{});
+    for (std::size_t a = 0; a < recorded_addresses.size(); ++a)
+      agent_index[recorded_addresses[a]] = static_cast<int>(a);
+  }
+  for (const QString& a : addresses) {
+    console.agents.add(a);
+    console.agents.set_state(a, "connected");
+  }
+  QTimer poll;
+  QObject::connect(&poll, &QTimer::timeout, [&] {
+    for (std::size_t a = 0; a < addresses.size(); ++a)
+      console.agents.set_rtt(addresses[a], 0.1 + 0.001 * static_cast<double>(a));
+  });
+  poll.start(1000);
+
   // The agents' messages made ahead, each 100 ms of recorded time copied
   // and read as an agent's I/O thread reads them, a few ticks ahead.
   using Tick = std::vector<AgentMessage>;
@@ -356,9 +376,18 @@ int replay_scaled(const QString& path, int scale, int per_agent, int seconds) {
         const bool ranked =
             rank >= 0 && rank < static_cast<int>(placement.size()) && placement[static_cast<std::size_t>(rank)] >= 0;
         const std::string type = message.value("event", json::object()).value("type", "");
-        // Rings, trees and links name the recorded ranks: kept once, as recorded.
+        // Rings, trees and links name the recorded ranks: kept once, as
+        // recorded. An agent's own NIC counters go to each of its copies.
+        const auto from = agent_index.find(r.agent);
+        const bool nic_sample = rank == -1 && type == "nic_sample" && from != agent_index.end();
         const bool copied = ranked && (type == "stage" || type == "stage_progress" || type == "failure" ||
                                        type == "sample" || type == "rank_exit");
+        if (nic_sample) {
+          for (int k = 0; k < scale; ++k)
+            tick.push_back(
+                ringmaster::ui::agent_message(addresses[static_cast<std::size_t>(from->second + k * agents)], message));
+          continue;
+        }
         for (int k = 0; k < (copied ? scale : 1); ++k) {
           for (int c = 0; c < (copied ? copies_per_rank : 1); ++c) {
             json body = message;

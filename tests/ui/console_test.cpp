@@ -17,6 +17,7 @@
 #include <QDir>
 #include <QFile>
 #include <QFont>
+#include <QIdentityProxyModel>
 #include <QImage>
 #include <QLabel>
 #include <QLineEdit>
@@ -122,6 +123,7 @@ class ConsoleTest : public QObject {
   void chartKeepsItsAxesAndLegendWhileRanksStream();
   void tunerTabSimulatesAClusterBesideTheRun();
   void samplesAreTakenOnTheThreadThatReceivedThem();
+  void railsTableKeepsItsColumnsWhileNicsStream();
 };
 
 // The console's --version is the project's, with no display needed, and
@@ -1726,6 +1728,57 @@ void ConsoleTest::samplesAreTakenOnTheThreadThatReceivedThem() {
   QCOMPARE(lines.size(), 45);
   QVERIFY(json::parse(lines.front().toStdString())["message"] == sample("arrive", 0, 0));
   QVERIFY(json::parse(lines.back().toStdString())["message"] == sample("another run", 0, 0));
+}
+
+// The Links tab's rails: 256 agents' NIC counters each second do not make
+// the table measure every row's text again. Sized to contents, each
+// agent's sample did (14 to 20 ms of the GUI thread once a second at 32
+// agents, with the tab not even shown); columns now fit when rows come.
+void ConsoleTest::railsTableKeepsItsColumnsWhileNicsStream() {
+  Console console;
+  MainWindow window(console);
+  window.resize(1400, 900);
+  window.show();
+  auto* rails = window.findChild<QTableView*>("linksRails");
+  QVERIFY(rails);
+  struct Counting : QIdentityProxyModel {
+    mutable int reads = 0;
+    QVariant data(const QModelIndex& index, int role) const override {
+      if (role == Qt::DisplayRole) ++reads;
+      return QIdentityProxyModel::data(index, role);
+    }
+  } counting;
+  counting.setSourceModel(&console.nics);
+  rails->setModel(&counting);
+  auto nic_sample = [](int second) {
+    ringmaster::agent::events::NicSample s;
+    s.t_us = 1'000'000LL * second;
+    for (int n = 0; n < 4; ++n) {
+      const auto bytes = static_cast<std::uint64_t>(second) * 1'000'000'000ULL * static_cast<std::uint64_t>(n + 1);
+      s.nics.push_back({"rdmap" + std::to_string(n) + "s0:1", bytes, bytes, 100'000, true});
+    }
+    return s;
+  };
+  for (int a = 0; a < 256; ++a)
+    console.nics.add(QString("10.0.%1.%2:29400").arg(a / 100).arg(a % 100), nic_sample(1));
+  QCOMPARE(console.nics.rowCount(), 1024);
+  QTRY_VERIFY(rails->columnWidth(NicRatesModel::agent_column) >=
+              rails->fontMetrics().horizontalAdvance("10.0.0.10:29400"));
+  QTest::qWait(300);
+  counting.reads = 0;
+  for (int second = 2; second <= 4; ++second) {
+    for (int a = 0; a < 256; ++a)
+      console.nics.add(QString("10.0.%1.%2:29400").arg(a / 100).arg(a % 100), nic_sample(second));
+    QCoreApplication::processEvents();
+  }
+  QTest::qWait(300);
+  // Painting the rows in view reads some; measuring all 1,024 rows' six
+  // columns after each second read 6,144 or more.
+  QVERIFY2(counting.reads < 3000, qPrintable(QString("%1 reads of the rails' text").arg(counting.reads)));
+  // A rate fits its column whatever it grows to.
+  const int rate = rails->fontMetrics().horizontalAdvance("888.88 Mb/s");
+  QVERIFY(rails->columnWidth(NicRatesModel::receive_column) >= rate);
+  QVERIFY(rails->columnWidth(NicRatesModel::send_column) >= rate);
 }
 
 #include "console_test.moc"

@@ -71,14 +71,12 @@ void AgentsModel::add(const QString& a, const QString& origin) {
   const int n = rowCount();
   beginInsertRows({}, n, n);
   rows_.push_back(Row{a, "connecting", {}, {}, {}, -1, {}, {}, origin});
+  row_by_address_.insert(a, n);
   endInsertRows();
 }
 
 int AgentsModel::row_of(const QString& a) const {
-  for (std::size_t i = 0; i < rows_.size(); ++i) {
-    if (rows_[i].address == a) return static_cast<int>(i);
-  }
-  return -1;
+  return row_by_address_.value(a, -1);
 }
 
 QString AgentsModel::address(int row) const {

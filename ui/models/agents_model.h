@@ -2,6 +2,7 @@
 #pragma once
 
 #include <QAbstractTableModel>
+#include <QHash>
 #include <QString>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -54,6 +55,7 @@ class AgentsModel : public QAbstractTableModel {
     QString origin;
   };
   std::vector<Row> rows_;
+  QHash<QString, int> row_by_address_;  // each row's index: 256 agents' round trips a second looked each up
 };
 
 }  // namespace ringmaster::ui

@@ -62,10 +62,10 @@ QVariant NicRatesModel::data(const QModelIndex& index, int role) const {
 }
 
 int NicRatesModel::row_of(const QString& agent, const QString& device) const {
-  for (std::size_t i = 0; i < rows_.size(); ++i) {
-    if (rows_[i].agent == agent && rows_[i].device == device) return static_cast<int>(i);
-  }
-  return -1;
+  // Rows are sorted by agent, then device.
+  const auto at = std::partition_point(
+      rows_.begin(), rows_.end(), [&](const Row& r) { return r.agent != agent ? r.agent < agent : r.device < device; });
+  return at != rows_.end() && at->agent == agent && at->device == device ? static_cast<int>(at - rows_.begin()) : -1;
 }
 
 void NicRatesModel::add(const QString& agent, const agent::events::NicSample& sample) {

@@ -6,6 +6,7 @@
 // it ends, rank by rank.
 #pragma once
 
+#include <QTimer>
 #include <QWidget>
 
 class QLabel;
@@ -43,6 +44,7 @@ class LinksPanel : public QWidget {
   QLabel* summary_ = nullptr;
   QTableView* heatmap_ = nullptr;
   QTableView* rails_ = nullptr;
+  QTimer fit_rails_;  // sizes the rails' columns once rows have come or gone
   QListWidget* findings_ = nullptr;
 };
 
