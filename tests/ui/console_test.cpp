@@ -91,6 +91,15 @@ int stage_colours(const QImage& image, const QRect& region) {
   return static_cast<int>(seen.size());
 }
 
+// A model as another model shows it, counting the reads of its text.
+struct CountingReads : QIdentityProxyModel {
+  mutable int reads = 0;
+  QVariant data(const QModelIndex& index, int role) const override {
+    if (role == Qt::DisplayRole) ++reads;
+    return QIdentityProxyModel::data(index, role);
+  }
+};
+
 }  // namespace
 
 class ConsoleTest : public QObject {
@@ -124,6 +133,7 @@ class ConsoleTest : public QObject {
   void tunerTabSimulatesAClusterBesideTheRun();
   void samplesAreTakenOnTheThreadThatReceivedThem();
   void railsTableKeepsItsColumnsWhileNicsStream();
+  void stagesTableKeepsItsColumnsWhileRanksComeUp();
 };
 
 // The console's --version is the project's, with no display needed, and
@@ -1741,13 +1751,7 @@ void ConsoleTest::railsTableKeepsItsColumnsWhileNicsStream() {
   window.show();
   auto* rails = window.findChild<QTableView*>("linksRails");
   QVERIFY(rails);
-  struct Counting : QIdentityProxyModel {
-    mutable int reads = 0;
-    QVariant data(const QModelIndex& index, int role) const override {
-      if (role == Qt::DisplayRole) ++reads;
-      return QIdentityProxyModel::data(index, role);
-    }
-  } counting;
+  CountingReads counting;
   counting.setSourceModel(&console.nics);
   rails->setModel(&counting);
   auto nic_sample = [](int second) {
@@ -1779,6 +1783,49 @@ void ConsoleTest::railsTableKeepsItsColumnsWhileNicsStream() {
   const int rate = rails->fontMetrics().horizontalAdvance("888.88 Mb/s");
   QVERIFY(rails->columnWidth(NicRatesModel::receive_column) >= rate);
   QVERIFY(rails->columnWidth(NicRatesModel::send_column) >= rate);
+}
+
+// The Stages table while 2,048 ranks come up: their stage events do not
+// make it measure its rows' text again at each batch (sized to contents,
+// 40% of the GUI thread while a scaled run's ranks came up).
+void ConsoleTest::stagesTableKeepsItsColumnsWhileRanksComeUp() {
+  using nlohmann::json;
+  Console console;
+  MainWindow window(console);
+  window.resize(1400, 900);
+  window.show();
+  auto* table = window.findChild<QTableView*>("timelineTable");
+  QVERIFY(table);
+  const int world = 2048;
+  console.run.begin("up", world, 256, ranks_in_nodes(world, 8));
+  CountingReads counting;
+  counting.setSourceModel(&console.run.timeline);
+  table->setModel(&counting);
+  QTest::qWait(300);
+  counting.reads = 0;
+  for (int s = 0; s < 8; ++s) {
+    for (int r = 0; r < world; ++r) {
+      console.run.apply(
+          agent_message("a:1", {{"type", "event"},
+                                {"run_id", "up"},
+                                {"rank", r},
+                                {"event",
+                                 {{"type", "stage"},
+                                  {"stage", std::string(ringmaster::name_of(static_cast<ringmaster::Stage>(s)))},
+                                  {"begin_us", 1'000 + s * 2'000 + r},
+                                  {"duration_ms", 1.5 + r},
+                                  {"ok", true},
+                                  {"detail", ""}}}}));
+    }
+    QCoreApplication::processEvents();
+  }
+  QTest::qWait(300);
+  QVERIFY(console.run.timeline.cell(world - 1, 7).seen);
+  // Measuring 64 rows of every stage after each batch read 5,120.
+  QVERIFY2(counting.reads < 2000, qPrintable(QString("%1 reads of the stages' text").arg(counting.reads)));
+  // A stage's time fits its column.
+  for (int c = 0; c < counting.columnCount(); ++c)
+    QVERIFY(table->columnWidth(c) >= table->fontMetrics().horizontalAdvance("88888.88"));
 }
 
 #include "console_test.moc"

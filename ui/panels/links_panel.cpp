@@ -12,6 +12,7 @@
 #include <QVBoxLayout>
 
 #include "models/console.h"
+#include "panels/table_columns.h"
 
 namespace ringmaster::ui {
 
@@ -64,25 +65,13 @@ LinksPanel::LinksPanel(Console& console, QWidget* parent) : QWidget(parent), con
   rails_->setToolTip(
       "Every network device of the connected agents' nodes, once a second: an idle or slow rail "
       "among busy ones shows here, Ringmaster's traffic or not");
-  // Columns fit their text when rows come or go, not at every sample:
-  // sized to contents, each agent's sample (one a second) measured every
-  // row's text again, 10 to 20 ms of the GUI thread at 32 agents. The
-  // rates' columns are wide enough for any rate.
-  rails_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
-  rails_->horizontalHeader()->setResizeContentsPrecision(64);
-  rails_->verticalHeader()->hide();
-  fit_rails_.setSingleShot(true);
-  fit_rails_.setInterval(200);
-  connect(&fit_rails_, &QTimer::timeout, this, [this] {
-    rails_->resizeColumnsToContents();
-    const int rate = rails_->fontMetrics().horizontalAdvance("888.88 Mb/s") + 16;
-    for (const int c : {NicRatesModel::receive_column, NicRatesModel::send_column}) {
-      if (rails_->columnWidth(c) < rate) rails_->setColumnWidth(c, rate);
-    }
+  // Sized to contents, each agent's sample (one a second) measured every
+  // row's text again: 10 to 20 ms of the GUI thread at 32 agents.
+  fit_columns_when_rows_change(rails_, [](int column) {
+    return column == NicRatesModel::receive_column || column == NicRatesModel::send_column ? QString("888.88 Mb/s")
+                                                                                           : QString();
   });
-  for (const auto rows_changed : {&QAbstractItemModel::rowsInserted, &QAbstractItemModel::rowsRemoved})
-    connect(&console_.nics, rows_changed, this, [this] { fit_rails_.start(); });
-  connect(&console_.nics, &QAbstractItemModel::modelReset, this, [this] { fit_rails_.start(); });
+  rails_->verticalHeader()->hide();
   split->addWidget(rails_);
   split->setStretchFactor(0, 3);
   split->setStretchFactor(1, 1);

@@ -6,7 +6,6 @@
 // it ends, rank by rank.
 #pragma once
 
-#include <QTimer>
 #include <QWidget>
 
 class QLabel;
@@ -44,7 +43,6 @@ class LinksPanel : public QWidget {
   QLabel* summary_ = nullptr;
   QTableView* heatmap_ = nullptr;
   QTableView* rails_ = nullptr;
-  QTimer fit_rails_;  // sizes the rails' columns once rows have come or gone
   QListWidget* findings_ = nullptr;
 };
 
