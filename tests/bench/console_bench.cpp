@@ -606,8 +606,8 @@ int main(int argc, char** argv) {
   for (int i = 900; i < minutes * 600; ++i) {
     arrive(tick_messages());
     if (i % 10 == 0) chart.refresh();
-    if (i == 1200) rss_minute_2 = rss_kib();
-    if (i == 3000) rss_minute_5 = rss_kib();
+    if (i + 1 == 1200) rss_minute_2 = rss_kib();
+    if (i + 1 == 3000) rss_minute_5 = rss_kib();
   }
   chart.refresh();
   const long rss_minute_10 = rss_kib();  // the last minute's
