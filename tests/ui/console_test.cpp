@@ -61,6 +61,7 @@
 #include "ringmaster/tools/topology.h"
 #include "ringmaster/tools/topology_search.h"
 #include "ringmaster/version.h"
+#include "stage_event.h"
 
 using namespace ringmaster::ui;
 
@@ -1696,25 +1697,13 @@ void ConsoleTest::samplesAreTakenOnTheThreadThatReceivedThem() {
                   {"t_us", 1'000'000 + 100'000 * tick},
                   {"channels", json::array({{{"channel", 0}, {"bytes_sent", bytes}}})}}}};
   };
-  auto stage = [](int rank) {
-    return json{{"type", "event"},
-                {"run_id", "arrive"},
-                {"rank", rank},
-                {"event",
-                 {{"type", "stage"},
-                  {"stage", "STORE_CONNECT"},
-                  {"begin_us", 1},
-                  {"duration_ms", 1.0},
-                  {"ok", true},
-                  {"detail", ""}}}};
-  };
   std::thread io([&, arrived = console.arrival()] {
     for (int tick = 0; tick < 10; ++tick) {
       for (int r = 0; r < 4; ++r)
         arrived(agent_message(r < 2 ? "a:1" : "b:1", sample("arrive", r, tick)));
     }
     for (int r = 0; r < 4; ++r)
-      arrived(agent_message(r < 2 ? "a:1" : "b:1", stage(r)));
+      arrived(agent_message(r < 2 ? "a:1" : "b:1", stage_event("arrive", r, "STORE_CONNECT")));
     arrived(agent_message("a:1", sample("another run", 0, 0)));
   });
   io.join();
@@ -1806,16 +1795,8 @@ void ConsoleTest::stagesTableKeepsItsColumnsWhileRanksComeUp() {
   for (int s = 0; s < 8; ++s) {
     for (int r = 0; r < world; ++r) {
       console.run.apply(
-          agent_message("a:1", {{"type", "event"},
-                                {"run_id", "up"},
-                                {"rank", r},
-                                {"event",
-                                 {{"type", "stage"},
-                                  {"stage", std::string(ringmaster::name_of(static_cast<ringmaster::Stage>(s)))},
-                                  {"begin_us", 1'000 + s * 2'000 + r},
-                                  {"duration_ms", 1.5 + r},
-                                  {"ok", true},
-                                  {"detail", ""}}}}));
+          agent_message("a:1", stage_event("up", r, ringmaster::name_of(static_cast<ringmaster::Stage>(s)),
+                                           1'000 + s * 2'000 + r, 1.5 + r)));
     }
     QCoreApplication::processEvents();
   }

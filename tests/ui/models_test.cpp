@@ -19,6 +19,7 @@
 #include "models/simulation_model.h"
 #include "placement.h"
 #include "ringmaster/stage.h"
+#include "stage_event.h"
 
 using namespace ringmaster::ui;
 
@@ -419,16 +420,7 @@ void ModelsTest::aSampleCrossesAsTextItsTreeFreedWhereItArrived() {
   QVERIFY(m.text);
   QCOMPARE(m.json(), sample);
   QVERIFY(!m.empty());
-  const json stage = {{"type", "event"},
-                      {"run_id", "r"},
-                      {"rank", 1},
-                      {"event",
-                       {{"type", "stage"},
-                        {"stage", "STORE_CONNECT"},
-                        {"begin_us", 1},
-                        {"duration_ms", 1.0},
-                        {"ok", true},
-                        {"detail", ""}}}};
+  const json stage = stage_event("r", 1, "STORE_CONNECT");
   const AgentMessage s = agent_message("a:1", stage);
   QVERIFY(s.body && !s.text);
   QCOMPARE(s.json(), stage);
