@@ -812,7 +812,7 @@ TunerTable tuner_table(const tune::Decision& d) {
   t.nranks = d.nranks;
   t.chosen = d.chosen;
   for (const auto& c : d.candidates) {
-    t.candidates.push_back({std::string(name_of(c.algorithm)), std::string(name_of(c.protocol)), c.channels,
+    t.candidates.push_back({std::string(tune::algorithm_name(c)), std::string(name_of(c.protocol)), c.channels,
                             c.predicted_us, c.latency_us, c.bandwidth_gbs, c.excluded});
   }
   return t;

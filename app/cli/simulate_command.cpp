@@ -38,11 +38,12 @@ struct SimulateOptions {
 };
 
 void print_profiles() {
-  std::printf("# %-17s %-15s %4s %-18s %s\n", "instance", "gpu", "gpus", "gpu link", "efa");
+  std::printf("# %-17s %-15s %4s %-25s %s\n", "instance", "gpu", "gpus", "gpu link", "efa");
   for (const auto& p : tune::instance_profiles()) {
-    const std::string link =
-        p.nvlink_gbs > 0 ? fmt::format("NVLink {:.0f} GB/s", p.nvlink_gbs) : fmt::format("PCIe {:.1f} GB/s", p.pci_gbs);
-    std::printf("  %-17s %-15s %4d %-18s %d x %.0f Gbit/s\n", std::string(p.name).c_str(), std::string(p.gpu).c_str(),
+    const std::string link = p.nvlink_gbs > 0
+                                 ? fmt::format("NVLink {:.0f} GB/s{}", p.nvlink_gbs, p.switch_reduces ? ", SHARP" : "")
+                                 : fmt::format("PCIe {:.1f} GB/s", p.pci_gbs);
+    std::printf("  %-17s %-15s %4d %-25s %d x %.0f Gbit/s\n", std::string(p.name).c_str(), std::string(p.gpu).c_str(),
                 p.gpus, link.c_str(), p.nics, p.nic_gbits);
   }
 }
@@ -109,7 +110,7 @@ int run_simulate(const SimulateOptions& o) {
       result.root = rooted ? 0 : -1;
       result.out_of_place = {r.time_us, r.algbw_gbs, r.busbw_gbs, 0};
       result.tuner =
-          agent::events::Result::Pick{std::string(name_of(r.pick.algorithm)), std::string(name_of(r.pick.protocol)),
+          agent::events::Result::Pick{std::string(tune::algorithm_name(r.pick)), std::string(name_of(r.pick.protocol)),
                                       r.pick.channels, r.pick.predicted_us};
       std::printf("%s\n", agent::events::to_json(result).dump().c_str());
     }
@@ -120,14 +121,14 @@ int run_simulate(const SimulateOptions& o) {
               std::string(name_of(collective)).c_str(), cluster.c_str(), shape.nranks, shape.nnodes,
               shape.nnodes == 1 ? "" : "s");
   std::printf("# Tuner: %s\n#\n", tuner.describe().c_str());
-  std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s  %-5s %-7s %8s\n", "size", "count", "type", "redop", "root", "time",
+  std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s  %-8s %-7s %8s\n", "size", "count", "type", "redop", "root", "time",
               "algbw", "busbw", "algo", "proto", "channels");
   std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)");
   for (const auto& r : rows) {
-    std::printf("  %10zu %12zu %8s %6s %6s %9.2f %7.2f %7.2f  %-5s %-7s %8d\n", r.bytes, r.count,
+    std::printf("  %10zu %12zu %8s %6s %6s %9.2f %7.2f %7.2f  %-8s %-7s %8d\n", r.bytes, r.count,
                 std::string(name_of(*type)).c_str(), has_op ? std::string(name_of(*op)).c_str() : "none",
                 rooted ? "0" : "-1", r.time_us, r.algbw_gbs, r.busbw_gbs,
-                std::string(name_of(r.pick.algorithm)).c_str(), std::string(name_of(r.pick.protocol)).c_str(),
+                std::string(tune::algorithm_name(r.pick)).c_str(), std::string(name_of(r.pick.protocol)).c_str(),
                 r.pick.channels);
   }
   std::printf("# Avg bus bandwidth    : %g\n", avg_busbw);

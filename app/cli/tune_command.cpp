@@ -80,7 +80,7 @@ int run_tune(const TuneOptions& o) {
     for (std::size_t i = 0; i < d.candidates.size(); ++i) {
       const auto& c = d.candidates[i];
       if (!c.excluded.empty()) {
-        reasons.insert(fmt::format("{}/{}: {}", name_of(c.algorithm), name_of(c.protocol), c.excluded));
+        reasons.insert(fmt::format("{}/{}: {}", tune::algorithm_name(c), name_of(c.protocol), c.excluded));
         if (!o.all) continue;
       }
       if (static_cast<int>(i) == d.chosen) shown.chosen = static_cast<int>(shown.candidates.size());
@@ -93,10 +93,10 @@ int run_tune(const TuneOptions& o) {
     for (const auto& r : reasons)
       std::printf("#   %s\n", r.c_str());
   }
-  std::printf("#\n# %12s  %-5s %-7s %8s %14s\n", "size", "algo", "proto", "channels", "predicted(us)");
+  std::printf("#\n# %12s  %-8s %-7s %8s %14s\n", "size", "algo", "proto", "channels", "predicted(us)");
   for (const auto& d : decisions) {
     const auto& p = d.pick();
-    std::printf("  %12zu  %-5s %-7s %8d %14.1f\n", d.bytes, std::string(name_of(p.algorithm)).c_str(),
+    std::printf("  %12zu  %-8s %-7s %8d %14.1f\n", d.bytes, std::string(tune::algorithm_name(p)).c_str(),
                 std::string(name_of(p.protocol)).c_str(), p.channels, p.predicted_us);
   }
   const auto lines = tune::crossovers(decisions);

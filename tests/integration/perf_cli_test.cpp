@@ -957,8 +957,16 @@ TEST(Simulate, PrintsTheNcclTestsTableOfAnInstanceProfile) {
   }
   EXPECT_EQ(results, 3) << json.output;
 
+  // Two p5: the NVSwitch reduces (NVLink SHARP), and the table names
+  // NCCL's NVLSTree for the large sizes.
+  auto p5 = run({"simulate", "all_reduce_perf", "--instance", "p5", "--nodes", "2", "-b", "1G", "-e", "1G"});
+  ASSERT_EQ(p5.exit_code(), 0) << p5.output;
+  EXPECT_NE(p5.output.find("(NVLink SHARP)"), std::string::npos) << p5.output;
+  EXPECT_NE(p5.output.find(" NVLSTree Simple "), std::string::npos) << p5.output;
+
   auto list = run({"simulate", "--list"});
   EXPECT_EQ(list.exit_code(), 0);
+  EXPECT_NE(list.output.find("NVLink 450 GB/s, SHARP"), std::string::npos) << list.output;
   for (const char* name :
        {"p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "g5.48xlarge", "g6e.48xlarge"})
     EXPECT_NE(list.output.find(name), std::string::npos) << name << "\n" << list.output;

@@ -97,6 +97,24 @@ TEST(Selection, NcclsOtherAlgorithmsAreIgnored) {
   const auto no_tree = algos("^Tree,NVLS");
   EXPECT_FALSE(no_tree.allows(Collective::all_reduce, kTree));
   EXPECT_TRUE(no_tree.allows(Collective::all_reduce, kRing));
+  // What they say of NVLS and NVLSTree holds for a simulated cluster whose
+  // switch reduces: read as NCCL reads them.
+  const auto in_switch = [](const tune::Selection& s, bool tree) {
+    return s.why_not_in_switch(Collective::all_reduce, tree).empty();
+  };
+  EXPECT_FALSE(in_switch(no_tree, false));
+  EXPECT_TRUE(in_switch(no_tree, true));
+  EXPECT_FALSE(in_switch(ring, false));
+  EXPECT_FALSE(in_switch(ring, true));
+  EXPECT_EQ(ring.why_not_in_switch(Collective::all_reduce, true), "NCCL_ALGO=Ring,CollNetDirect,PAT");
+  const auto nvls = algos("NVLS");
+  EXPECT_TRUE(in_switch(nvls, false));
+  EXPECT_FALSE(in_switch(nvls, true));
+  EXPECT_TRUE(in_switch(algos("CollNetChain"), false));
+  EXPECT_TRUE(in_switch(algos("CollNetChain"), true));
+  EXPECT_TRUE(in_switch(algos("^Tree"), true));
+  EXPECT_TRUE(in_switch(algos("broadcast:Ring"), true));
+  EXPECT_TRUE(in_switch(tune::Selection{}, false));
   // Protocols: NCCL's set is ours.
   expect_error([] { protos("NVLS"); }, "unknown protocol 'NVLS'");
 }
@@ -233,8 +251,11 @@ TEST(Simulator, PredictsThePublishedAwsRuns) {
       {"p4d.24xlarge", 3, std::size_t{1} << 30, 31.77, 0, true},   // NVIDIA/nccl#527
       {"p4d.24xlarge", 4, std::size_t{1} << 30, 29.61, 0, false},  // NVIDIA/nccl#527
       {"p5.48xlarge", 2, 8, 0, 69.29, true},                       // aws/aws-k8s-tester#585
+      {"p5.48xlarge", 1, std::size_t{8} << 30, 480, 0, true},      // NVIDIA/nccl-tests#212 (NVLS peak)
       // crazyguitar/aws-gpu-communication-benchmark, data/nccl_all_reduce.csv
-      // (2 nodes, 435.14 GB/s, is missed: docs/tuner.md says why).
+      // (2 nodes: 287.8 GB/s predicted before NVLink SHARP was modeled).
+      {"p5.48xlarge", 2, std::size_t{1} << 30, 435.14, 0, false},
+      {"p5.48xlarge", 2, std::size_t{8} << 30, 477.71, 0, false},
       {"p5.48xlarge", 4, std::size_t{1} << 30, 280.30, 0, false},
       {"p5.48xlarge", 8, std::size_t{1} << 30, 274.47, 0, false},
       {"p5.48xlarge", 16, std::size_t{1} << 30, 269.23, 0, false},
@@ -276,6 +297,54 @@ TEST(Simulator, TwoNodeTreesBeatTheNicsLineAndRingsWinBeyond) {
   const auto ring = tune::simulate(three, Collective::all_reduce, DataType::fp32, 1u << 30, 1u << 30, 2).front();
   EXPECT_EQ(ring.pick.algorithm, Algorithm::ring);
   EXPECT_LE(ring.busbw_gbs, nics * 1.001);
+}
+
+// H100 and later add in the NVSwitch (NVLink SHARP): all_reduce gets NCCL's
+// NVLS on one node and NVLSTree across nodes, which on two nodes sends a
+// node's buffer through its NICs once and reports a bus bandwidth near
+// twice their line. NCCL_ALGO removes them as it does in NCCL; A100 nodes
+// and communicators that calibrate their own links never list them.
+TEST(Simulator, NvlinkSharpReducesInTheSwitch) {
+  const auto& p5 = tune::instance_profile("p5");
+  const double nics = p5.nics * p5.nic_gbits / 8 * tune::kEfaShare;
+  const auto at_1g = [](const tune::Tuner& t) {
+    return tune::simulate(t, Collective::all_reduce, DataType::fp32, 1u << 30, 1u << 30, 2).front();
+  };
+  const auto one = at_1g(tune::Tuner(tune::instance_shape(p5, 1)));
+  EXPECT_EQ(tune::algorithm_name(one.pick), "NVLS");
+  EXPECT_EQ(one.pick.protocol, Protocol::simple);
+  EXPECT_GT(one.busbw_gbs, p5.nvlink_gbs * tune::kNvlinkShare * 1.2);  // above what rings reach over NVLink
+  const auto two = at_1g(tune::Tuner(tune::instance_shape(p5, 2)));
+  EXPECT_EQ(tune::algorithm_name(two.pick), "NVLSTree");
+  EXPECT_GT(two.busbw_gbs, nics * 1.6);
+  // A small call still goes by LL over the links.
+  const tune::Tuner p5_two(tune::instance_shape(p5, 2));
+  EXPECT_FALSE(p5_two.decide(Collective::all_reduce, 8).pick().in_switch);
+  // Only all_reduce.
+  for (const auto c : {Collective::all_gather, Collective::broadcast, Collective::reduce_scatter}) {
+    const auto d = p5_two.decide(c, std::size_t{1} << 30);
+    EXPECT_TRUE(std::none_of(d.candidates.begin(), d.candidates.end(), [](const tune::Candidate& k) {
+      return k.in_switch;
+    })) << name_of(c);
+  }
+  // NCCL_ALGO=^NVLS,NVLSTree: the trees over NVLink again, the switch's
+  // candidates listed with what removed them.
+  const tune::Tuner without(tune::instance_shape(p5, 2),
+                            tune::Selection::parse(tune::Selection::Kind::algorithm, "NCCL_ALGO", "^NVLS,NVLSTree"));
+  const auto d = without.decide(Collective::all_reduce, std::size_t{1} << 30);
+  EXPECT_FALSE(d.pick().in_switch) << tune::render(d);
+  EXPECT_GT(d.pick().predicted_us, two.time_us * 1.3);
+  const auto listed =
+      std::find_if(d.candidates.begin(), d.candidates.end(), [](const tune::Candidate& k) { return k.in_switch; });
+  ASSERT_NE(listed, d.candidates.end());
+  EXPECT_EQ(listed->excluded, "removed by NCCL_ALGO=^NVLS,NVLSTree");
+  EXPECT_NE(tune::render(d).find("NVLSTree"), std::string::npos);
+  // A100's switch does not add; nor do sockets.
+  for (const auto& shape : {tune::instance_shape(tune::instance_profile("p4d"), 2), tune::socket_shape(8, 20, 5, 4)}) {
+    const auto a100 = tune::Tuner(shape).decide(Collective::all_reduce, std::size_t{1} << 30);
+    EXPECT_TRUE(std::none_of(a100.candidates.begin(), a100.candidates.end(),
+                             [](const tune::Candidate& k) { return k.in_switch; }));
+  }
 }
 
 TEST(Simulator, UnknownInstancesNameTheKnownOnes) {

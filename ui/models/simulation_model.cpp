@@ -105,7 +105,7 @@ bool SimulationModel::simulate(const QString& instance, int nodes, const Results
       const auto& s = simulated.front();
       rows.push_back({bytes, busbw, s.time_us, s.busbw_gbs,
                       QString("%1/%2 on %3 channel(s)")
-                          .arg(qs(name_of(s.pick.algorithm)), qs(name_of(s.pick.protocol)))
+                          .arg(qs(tune::algorithm_name(s.pick)), qs(name_of(s.pick.protocol)))
                           .arg(s.pick.channels)});
     }
     title = QString("%1 x %2 (%3 ranks, %4 EFA x %5 Gbit/s each): %6 %7")

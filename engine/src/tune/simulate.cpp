@@ -16,10 +16,10 @@ namespace {
 constexpr InstanceProfile kProfiles[] = {
     {"p4d.24xlarge", "A100 SXM4 40GB", 8, 300, 0, 4, 100, "p4d-24xl-topo.xml"},
     {"p4de.24xlarge", "A100 SXM4 80GB", 8, 300, 0, 4, 100, "p4d-24xl-topo.xml"},
-    {"p5.48xlarge", "H100 SXM 80GB", 8, 450, 0, 32, 100, "p5.48xl-topo.xml"},
-    {"p5e.48xlarge", "H200 141GB", 8, 450, 0, 32, 100, "p5.48xl-topo.xml"},
-    {"p5en.48xlarge", "H200 141GB", 8, 450, 0, 16, 200, ""},
-    {"p6-b200.48xlarge", "B200 180GB", 8, 900, 0, 8, 400, ""},
+    {"p5.48xlarge", "H100 SXM 80GB", 8, 450, 0, 32, 100, "p5.48xl-topo.xml", true},
+    {"p5e.48xlarge", "H200 141GB", 8, 450, 0, 32, 100, "p5.48xl-topo.xml", true},
+    {"p5en.48xlarge", "H200 141GB", 8, 450, 0, 16, 200, "", true},
+    {"p6-b200.48xlarge", "B200 180GB", 8, 900, 0, 8, 400, "", true},
     {"g5.48xlarge", "A10G 24GB", 8, 0, 31.5, 1, 100, "g5.48xl-topo.xml"},
     {"g6e.48xlarge", "L40S 48GB", 8, 0, 31.5, 4, 100, ""},
 };
@@ -72,9 +72,10 @@ Shape instance_shape(const InstanceProfile& p, int nodes, int ranks_per_node, in
   s.inter.bandwidth_gbs = p.nic_gbits / 8 * kEfaShare;
   s.inter.max_bandwidth_gbs = s.inter.bandwidth_gbs * p.nics;
   s.inter.ll128 = nvlink;
-  s.source =
-      fmt::format("profile of {} x {}: {} x {}, {} {:.0f} GB/s a GPU, {} x {:.0f} Gbit/s EFA", nodes, p.name, p.gpus,
-                  p.gpu, nvlink ? "NVLink" : "PCIe", nvlink ? p.nvlink_gbs : p.pci_gbs, p.nics, p.nic_gbits);
+  if (p.switch_reduces) s.switch_algbw_gbs = p.nvlink_gbs * kSwitchShare;
+  s.source = fmt::format("profile of {} x {}: {} x {}, {} {:.0f} GB/s a GPU{}, {} x {:.0f} Gbit/s EFA", nodes, p.name,
+                         p.gpus, p.gpu, nvlink ? "NVLink" : "PCIe", nvlink ? p.nvlink_gbs : p.pci_gbs,
+                         p.switch_reduces ? " (NVLink SHARP)" : "", p.nics, p.nic_gbits);
   return s;
 }
 

@@ -1,13 +1,12 @@
-// The tuner's cost model and NCCL_ALGO / NCCL_PROTO selections.
+// The tuner's cost model (tools/tuner.h); NCCL_ALGO / NCCL_PROTO are read in
+// selection.cpp.
 #include "ringmaster/tools/tuner.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 
-#include "base/log.h"
 #include "base/params.h"
 #include "ringmaster/status.h"
 #include "ringmaster/tools/topology.h"
@@ -16,47 +15,7 @@
 namespace ringmaster::tune {
 namespace {
 
-constexpr int kCollectiveCount = static_cast<int>(Collective::scatter) + 1;  // the last of the enum
 constexpr std::size_t kP2pLlBytes = 16384;
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
-    s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
-    s.remove_suffix(1);
-  return std::string(s);
-}
-
-std::vector<std::string> split(std::string_view s, char sep) {
-  std::vector<std::string> out;
-  std::size_t pos = 0;
-  for (;;) {
-    const auto at = s.find(sep, pos);
-    out.push_back(trim(s.substr(pos, at == std::string_view::npos ? std::string_view::npos : at - pos)));
-    if (at == std::string_view::npos) return out;
-    pos = at + 1;
-  }
-}
-
-// NCCL's function names, and ours.
-std::optional<Collective> function_named(const std::string& name) {
-  std::string n;
-  for (char c : name)
-    if (c != '_') n += c;
-  if (n == "allreduce") return Collective::all_reduce;
-  if (n == "allgather") return Collective::all_gather;
-  if (n == "reducescatter") return Collective::reduce_scatter;
-  if (n == "broadcast") return Collective::broadcast;
-  if (n == "reduce") return Collective::reduce;
-  return std::nullopt;
-}
 
 bool has_tree(Collective c) {
   return c == Collective::all_reduce || c == Collective::broadcast || c == Collective::reduce;
@@ -78,112 +37,11 @@ std::string size_text(double bytes) {
                                     : fmt::format("{:.1f} {}", bytes, units[u]);
 }
 
-// NCCL's algorithms that need hardware this engine does not drive.
-bool foreign_algorithm(const std::string& name) {
-  const std::string n = lower(trim(name));
-  return n == "nvls" || n == "nvlstree" || n == "collnetdirect" || n == "collnetchain" || n == "collnet" || n == "pat";
-}
-
 }  // namespace
 
-// ---- Selection ----
-
-Selection Selection::parse(Kind kind, std::string_view variable, std::string_view spec) {
-  Selection s;
-  s.variable_ = std::string(variable);
-  s.spec_ = trim(spec);
-  const int entries = kind == Kind::algorithm ? kAlgorithms : kProtocols;
-  const std::uint8_t all = static_cast<std::uint8_t>((1u << entries) - 1);
-  s.all_ = all;
-  s.allowed_.assign(kCollectiveCount, all);
-  s.origin_.assign(kCollectiveCount, "");
-  if (s.spec_.empty()) {
-    s.allowed_.clear();
-    s.origin_.clear();
-    return s;
-  }
-  auto fail = [&](const std::string& what) {
-    throw Error(ErrorCategory::config, fmt::format("{}={}: {}", variable, s.spec_, what));
-  };
-  for (const auto& section : split(s.spec_, ';')) {
-    if (section.empty()) continue;
-    std::vector<Collective> targets;
-    std::string list = section;
-    if (const auto colon = section.find(':'); colon != std::string::npos) {
-      const std::string function = lower(trim(section.substr(0, colon)));
-      const auto c = function_named(function);
-      if (!c) {
-        fail(fmt::format("unknown function '{}' (allreduce, allgather, reducescatter, broadcast, reduce)",
-                         section.substr(0, colon)));
-      }
-      targets.push_back(*c);
-      list = trim(section.substr(colon + 1));
-    } else {
-      for (int c = 0; c < kCollectiveCount; ++c)
-        targets.push_back(static_cast<Collective>(c));
-    }
-    const bool exclude = !list.empty() && list.front() == '^';
-    if (exclude) list.erase(0, 1);
-    std::uint8_t mask = 0;
-    int named = 0;
-    for (const auto& item : split(list, ',')) {
-      if (item.empty()) fail(fmt::format("empty name in '{}'", section));
-      if (kind == Kind::algorithm && foreign_algorithm(item)) {
-        if (std::find(s.ignored_.begin(), s.ignored_.end(), trim(item)) == s.ignored_.end())
-          s.ignored_.push_back(trim(item));
-        continue;
-      }
-      ++named;
-      int found = -1;
-      if (kind == Kind::algorithm) {
-        if (const auto a = parse_algorithm(item)) found = static_cast<int>(*a);
-      } else if (const auto p = parse_protocol(item)) {
-        found = static_cast<int>(*p);
-      }
-      if (found < 0) {
-        fail(kind == Kind::algorithm ? fmt::format("unknown algorithm '{}' (Ring, Tree)", item)
-                                     : fmt::format("unknown protocol '{}' (LL, LL128, Simple)", item));
-      }
-      mask = static_cast<std::uint8_t>(mask | (1u << found));
-    }
-    if (exclude || named == 0) mask = static_cast<std::uint8_t>(all & ~mask);
-    for (const auto c : targets) {
-      s.allowed_[static_cast<std::size_t>(c)] = mask;
-      s.origin_[static_cast<std::size_t>(c)] = section;
-    }
-  }
-  if (!s.ignored_.empty()) {
-    std::string names;
-    for (const auto& n : s.ignored_)
-      names += (names.empty() ? "" : ", ") + n;
-    RM_INFO(env, "{}: {} do(es) not apply here (no NVLink SHARP, in-network reduction or GPU kernels); ignored",
-            variable, names);
-  }
-  return s;
-}
-
-std::string Selection::allowed_key() const {
-  if (std::all_of(allowed_.begin(), allowed_.end(), [&](std::uint8_t m) { return m == all_; })) return {};
-  std::string key;
-  for (const std::uint8_t mask : allowed_)
-    key += "0123456789abcdef"[mask & 0xF];
-  return key;
-}
-
-std::string Selection::text() const {
-  return spec_.empty() ? std::string() : variable_ + "=" + spec_;
-}
-
-bool Selection::allows(Collective c, int index) const {
-  if (allowed_.empty()) return true;
-  return (allowed_[static_cast<std::size_t>(c)] >> index) & 1u;
-}
-
-std::string Selection::why_not(Collective c, int index) const {
-  if (allows(c, index)) return {};
-  const auto& origin = origin_[static_cast<std::size_t>(c)];
-  return origin == spec_ ? fmt::format("{}={}", variable_, spec_)
-                         : fmt::format("{}={} (section '{}')", variable_, spec_, origin);
+std::string_view algorithm_name(const Candidate& c) noexcept {
+  if (c.in_switch) return c.algorithm == Algorithm::tree ? "NVLSTree" : "NVLS";
+  return name_of(c.algorithm);
 }
 
 // ---- the model ----
@@ -364,13 +222,54 @@ double Tuner::split_links_us(Collective c, double bytes, Algorithm a, Protocol p
   return us;
 }
 
+Candidate Tuner::evaluate_in_switch(Collective c, std::size_t bytes) const {
+  Candidate out;
+  const bool across = shape_.nnodes > 1;
+  out.algorithm = across ? Algorithm::tree : Algorithm::ring;
+  out.protocol = Protocol::simple;  // NVLS runs Simple only
+  out.channels = shape_.max_channels;
+  out.in_switch = true;
+  if (auto why = algorithms_.why_not_in_switch(c, across); !why.empty()) {
+    out.excluded = "removed by " + why;
+  } else if (auto why_p = protocols_.why_not(c, static_cast<int>(Protocol::simple)); !why_p.empty()) {
+    out.excluded = "removed by " + why_p + " (NVLS runs Simple only)";
+  }
+  const int pi = static_cast<int>(Protocol::simple);
+  const double b = static_cast<double>(bytes);
+  // The switch adds what a node's ranks send and multicasts the sum back:
+  // a step up and one down inside the node; across nodes, the tree's
+  // levels between them, up and down.
+  auto level = [&](const LinkModel& l) {
+    return l.tree_hop_latency_us[pi] > 0 ? l.tree_hop_latency_us[pi] : shape_.tree_hop_factor * l.hop_latency_us[pi];
+  };
+  const int ai = static_cast<int>(out.algorithm);
+  out.latency_us =
+      shape_.base_latency_us[ai][pi] +
+      2.0 * (shape_.intra.hop_latency_us[pi] + (across ? shape_.tree_depth_inter * level(shape_.inter) : 0)) +
+      (out.channels - 1) * shape_.channel_latency_us;
+  // Inside a node the switch's own rate; across nodes the NICs carry the
+  // node's buffer once on two nodes (each is the other's root in one tree)
+  // and twice beyond, plus a piece per level and pass to fill the tree.
+  double us = b / (shape_.switch_algbw_gbs * 1e3);
+  if (across) {
+    const double nics = std::min(shape_.inter.bandwidth_gbs * out.channels, shape_.inter.max_bandwidth_gbs) *
+                        shape_.inter.protocol_efficiency[pi];
+    const double piece = std::min(b / out.channels / 2, static_cast<double>(shape_.slot_bytes));
+    const double leaving = (shape_.nnodes == 2 ? b : 2 * b) + 2.0 * shape_.tree_depth_inter * piece;
+    if (nics > 0) us = std::max(us, leaving / (nics * 1e3));
+  }
+  out.bandwidth_gbs = us > 0 ? b / (us * 1e3) : 0;  // the node's buffer over its time
+  out.predicted_us = out.latency_us + us;
+  return out;
+}
+
 Decision Tuner::decide(Collective c, std::size_t bytes) const {
   Decision d = decide_or_null(c, bytes);
   if (d.chosen >= 0) return d;
   std::vector<std::string> removed;
   for (const auto& cand : d.candidates) {
-    if (cand.channels != shape_.min_channels) continue;
-    removed.push_back(fmt::format("{}/{}: {}", name_of(cand.algorithm), name_of(cand.protocol), cand.excluded));
+    if (cand.channels != shape_.min_channels && !cand.in_switch) continue;
+    removed.push_back(fmt::format("{}/{}: {}", algorithm_name(cand), name_of(cand.protocol), cand.excluded));
   }
   throw Error(ErrorCategory::config,
               fmt::format("no algorithm and protocol left for {}: {}", name_of(c), fmt::join(removed, "; ")));
@@ -408,6 +307,11 @@ Decision Tuner::decide_or_null(Collective c, std::size_t bytes) const {
         d.candidates.push_back(evaluate(c, bytes, static_cast<Algorithm>(a), static_cast<Protocol>(p), ch));
     }
   }
+  // A node whose switch reduces (a simulated H100 or later): all_reduce
+  // through it as well.
+  const int per_node = shape_.nnodes > 1 ? shape_.ranks_per_node : shape_.nranks;
+  if (c == Collective::all_reduce && shape_.switch_algbw_gbs > 0 && per_node >= 2)
+    d.candidates.push_back(evaluate_in_switch(c, bytes));
   for (std::size_t i = 0; i < d.candidates.size(); ++i) {
     const auto& cand = d.candidates[i];
     if (!cand.excluded.empty()) continue;
@@ -449,6 +353,9 @@ std::string Tuner::describe() const {
       shape_.tree_efficiency_by_size.empty() ? fmt::format("{:.2f}", shape_.tree_efficiency)
                                              : along(shape_.tree_efficiency_by_size),
       link(shape_.intra));
+  if (shape_.switch_algbw_gbs > 0) {
+    out += fmt::format("; the NVSwitch reduces: {:.0f} GB/s a node's all_reduce (NVLS)", shape_.switch_algbw_gbs);
+  }
   if (shape_.nnodes > 1) out += "; across nodes: " + link(shape_.inter);
   if (!algorithms_.empty() || !protocols_.empty()) out += "; overrides apply";
   if (!shape_.source.empty()) out += "; " + shape_.source;
@@ -570,10 +477,9 @@ std::vector<std::string> crossovers(const std::vector<Decision>& decisions) {
     const auto& a = decisions[i - 1];
     const auto& b = decisions[i];
     if (a.chosen < 0 || b.chosen < 0) continue;
-    if (a.pick().algorithm == b.pick().algorithm && a.pick().protocol == b.pick().protocol) continue;
-    out.push_back(fmt::format("{}: {}/{} -> {}/{}", size_text(static_cast<double>(b.bytes)),
-                              name_of(a.pick().algorithm), name_of(a.pick().protocol), name_of(b.pick().algorithm),
-                              name_of(b.pick().protocol)));
+    if (algorithm_name(a.pick()) == algorithm_name(b.pick()) && a.pick().protocol == b.pick().protocol) continue;
+    out.push_back(fmt::format("{}: {}/{} -> {}/{}", size_text(static_cast<double>(b.bytes)), algorithm_name(a.pick()),
+                              name_of(a.pick().protocol), algorithm_name(b.pick()), name_of(b.pick().protocol)));
   }
   return out;
 }
@@ -581,17 +487,17 @@ std::vector<std::string> crossovers(const std::vector<Decision>& decisions) {
 std::string render(const Decision& d) {
   std::string out =
       fmt::format("# {} {} on {} ranks\n", name_of(d.collective), size_text(static_cast<double>(d.bytes)), d.nranks);
-  out += fmt::format("#   {:<5} {:<7} {:>8} {:>12} {:>10} {:>13}\n", "algo", "proto", "channels", "latency(us)",
+  out += fmt::format("#   {:<8} {:<7} {:>8} {:>12} {:>10} {:>13}\n", "algo", "proto", "channels", "latency(us)",
                      "bw(GB/s)", "predicted(us)");
   for (std::size_t i = 0; i < d.candidates.size(); ++i) {
     const auto& c = d.candidates[i];
     const char* mark = static_cast<int>(i) == d.chosen ? "=>" : "  ";
     if (!c.excluded.empty()) {
-      out += fmt::format("# {} {:<5} {:<7} {:>8} {}\n", mark, name_of(c.algorithm), name_of(c.protocol), c.channels,
+      out += fmt::format("# {} {:<8} {:<7} {:>8} {}\n", mark, algorithm_name(c), name_of(c.protocol), c.channels,
                          "excluded: " + c.excluded);
       continue;
     }
-    out += fmt::format("# {} {:<5} {:<7} {:>8} {:>12.1f} {:>10.2f} {:>13.1f}\n", mark, name_of(c.algorithm),
+    out += fmt::format("# {} {:<8} {:<7} {:>8} {:>12.1f} {:>10.2f} {:>13.1f}\n", mark, algorithm_name(c),
                        name_of(c.protocol), c.channels, c.latency_us, c.bandwidth_gbs, c.predicted_us);
   }
   return out;

@@ -103,6 +103,13 @@ struct Shape {
   // root in one tree and its leaf in the other, twice it beyond), which is
   // why NCCL's trees report a bus bandwidth above the NICs' on 2 nodes.
   int ranks_per_node = 0;
+  // A node whose NVSwitch adds what its GPUs send and multicasts the sum
+  // back (NVLink SHARP, H100 and later): the algorithm bandwidth one
+  // node's all_reduce reaches that way, GB/s; 0 where the switch does not
+  // reduce. With it, all_reduce gets NCCL's NVLS candidate on one node
+  // and NVLSTree (the switch inside each node, a tree between nodes)
+  // across several. Only a declared instance sets it.
+  double switch_algbw_gbs = 0;
   // Where the numbers come from: "calibrated at ... : ..." or "declared by ...".
   std::string source;
 };
@@ -129,11 +136,16 @@ class Selection {
   std::string allowed_key() const;
   // "NCCL_ALGO=ring;allreduce:tree" as given; "" when empty.
   std::string text() const;
-  // NCCL's names that do not apply here (NVLS, NVLSTree, CollNetDirect,
-  // CollNetChain, PAT: they need NVLink SHARP, in-network reduction or
-  // GPUs), dropped from the selection; a section left with none of ours
-  // allows everything.
+  // NCCL's names that do not apply to a communicator here (NVLS, NVLSTree,
+  // CollNetDirect, CollNetChain, PAT: they need NVLink SHARP, in-network
+  // reduction or GPUs), dropped from what allows Ring and Tree; a section
+  // left with neither allows both.
   const std::vector<std::string>& ignored() const { return ignored_; }
+  // What it says of NVLS (`tree` false) or NVLSTree (true), which only a
+  // simulated cluster whose switch reduces offers: as for Ring and Tree,
+  // except that a section naming only NVLS algorithms leaves Ring and Tree
+  // allowed (above); "" when allowed, else what removed it.
+  std::string why_not_in_switch(Collective c, bool tree) const;
 
  private:
   std::string variable_, spec_;
@@ -143,6 +155,8 @@ class Selection {
   // and the section that set it.
   std::vector<std::uint8_t> allowed_;
   std::vector<std::string> origin_;
+  // Per collective: bit 0 NVLS, bit 1 NVLSTree; empty when all allowed.
+  std::vector<std::uint8_t> in_switch_;
 };
 
 struct Candidate {
@@ -153,7 +167,13 @@ struct Candidate {
   double bandwidth_gbs = 0;
   double predicted_us = 0;
   std::string excluded;  // why it cannot be chosen; empty when it can
+  // Reduced in the NVSwitch (Shape::switch_algbw_gbs): NCCL's NVLS on one
+  // node (algorithm ring), NVLSTree across nodes (algorithm tree).
+  bool in_switch = false;
 };
+
+// "Ring", "Tree", "NVLS" or "NVLSTree".
+std::string_view algorithm_name(const Candidate& c) noexcept;
 
 struct Decision {
   Collective collective = Collective::all_reduce;
@@ -185,6 +205,8 @@ class Tuner {
 
  private:
   Candidate evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol p, int channels) const;
+  // all_reduce reduced in the NVSwitch: NVLS, or NVLSTree across nodes.
+  Candidate evaluate_in_switch(Collective c, std::size_t bytes) const;
   // The time the bytes take on a declared cluster of several nodes: inside
   // a node and through its NICs timed apart, the slower; sets the
   // bandwidth the candidate shows (the busiest rank's bytes over it).
