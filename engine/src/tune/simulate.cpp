@@ -16,10 +16,10 @@ namespace {
 constexpr InstanceProfile kProfiles[] = {
     {"p4d.24xlarge", "A100 SXM4 40GB", 8, 300, 0, 4, 100, "p4d-24xl-topo.xml"},
     {"p4de.24xlarge", "A100 SXM4 80GB", 8, 300, 0, 4, 100, "p4d-24xl-topo.xml"},
-    {"p5.48xlarge", "H100 SXM 80GB", 8, 450, 0, 32, 100, "p5.48xl-topo.xml", true},
-    {"p5e.48xlarge", "H200 141GB", 8, 450, 0, 32, 100, "p5.48xl-topo.xml", true},
-    {"p5en.48xlarge", "H200 141GB", 8, 450, 0, 16, 200, "", true},
-    {"p6-b200.48xlarge", "B200 180GB", 8, 900, 0, 8, 400, "", true},
+    {"p5.48xlarge", "H100 SXM 80GB", 8, 450, 0, 32, 100, "p5.48xl-topo.xml", true, kEfaShareP5},
+    {"p5e.48xlarge", "H200 141GB", 8, 450, 0, 32, 100, "p5.48xl-topo.xml", true, kEfaShareP5},
+    {"p5en.48xlarge", "H200 141GB", 8, 450, 0, 16, 200, "", true, kEfaShareP5},
+    {"p6-b200.48xlarge", "B200 180GB", 8, 900, 0, 8, 400, "", true, kEfaShareP5},
     {"g5.48xlarge", "A10G 24GB", 8, 0, 31.5, 1, 100, "g5.48xl-topo.xml"},
     {"g6e.48xlarge", "L40S 48GB", 8, 0, 31.5, 4, 100, ""},
 };
@@ -69,7 +69,7 @@ Shape instance_shape(const InstanceProfile& p, int nodes, int ranks_per_node, in
   s.intra.max_bandwidth_gbs = line;
   s.inter.transport = "efa";
   std::copy(kEfaHopUs, kEfaHopUs + 3, s.inter.hop_latency_us);
-  s.inter.bandwidth_gbs = p.nic_gbits / 8 * kEfaShare;
+  s.inter.bandwidth_gbs = p.nic_gbits / 8 * p.efa_share;
   s.inter.max_bandwidth_gbs = s.inter.bandwidth_gbs * p.nics;
   s.inter.ll128 = nvlink;
   if (p.switch_reduces) s.switch_algbw_gbs = p.nvlink_gbs * kSwitchShare;

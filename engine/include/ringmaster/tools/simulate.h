@@ -15,18 +15,33 @@
 
 namespace ringmaster::tune {
 
+// The share of a line nccl-tests reaches on these instances, and what one
+// step across EFA costs, as fitted to published runs (docs/tuner.md says
+// which runs fit them and which check them).
+inline constexpr double kNvlinkShare = 0.77;  // 230.8 of 300 GB/s: all_reduce busbw on one p4d
+// EFA's share depends on the stack: NCCL 2.9.9 on p4d in 2022 reached
+// 31.8 of 50 GB/s on three nodes; the p5 table of 2 to 32 nodes from 1 to
+// 8 GiB comes closest, every row within 0.82-1.22, at 0.75.
+inline constexpr double kEfaShare = 0.636;
+inline constexpr double kEfaShareP5 = 0.75;
+inline constexpr double kEfaHopUs[3] = {27.0, 46.0, 76.0};  // LL, LL128, Simple
+// A node's all_reduce through NVLink SHARP, as algbw over one GPU's
+// NVLink line: 275 of 450 GB/s on eight H100 (NVIDIA/nccl-tests#212).
+inline constexpr double kSwitchShare = 0.611;
+
 // One instance type as its maker declares it (docs/tuner.md gives the
 // source of every figure).
 struct InstanceProfile {
-  std::string_view name;        // "p5.48xlarge"
-  std::string_view gpu;         // "H100 SXM 80GB"
-  int gpus = 8;                 // a node's GPUs
-  double nvlink_gbs = 0;        // NVLink per GPU, one direction, GB/s (0: none)
-  double pci_gbs = 0;           // GPU to GPU over PCIe without NVLink, one direction, GB/s
-  int nics = 1;                 // EFA interfaces
-  double nic_gbits = 100;       // each, Gbit/s
-  std::string_view topology;    // its NCCL topology file in resources/topologies ("" none)
-  bool switch_reduces = false;  // NVLink SHARP: its NVSwitch adds (H100 and later)
+  std::string_view name;         // "p5.48xlarge"
+  std::string_view gpu;          // "H100 SXM 80GB"
+  int gpus = 8;                  // a node's GPUs
+  double nvlink_gbs = 0;         // NVLink per GPU, one direction, GB/s (0: none)
+  double pci_gbs = 0;            // GPU to GPU over PCIe without NVLink, one direction, GB/s
+  int nics = 1;                  // EFA interfaces
+  double nic_gbits = 100;        // each, Gbit/s
+  std::string_view topology;     // its NCCL topology file in resources/topologies ("" none)
+  bool switch_reduces = false;   // NVLink SHARP: its NVSwitch adds (H100 and later)
+  double efa_share = kEfaShare;  // of each interface's line, as fitted to its family's runs
 };
 
 // Every profile, in the order `simulate --list` prints them.
@@ -40,16 +55,6 @@ const InstanceProfile& instance_profile(std::string_view name);
 // the tuner models (all_reduce, all_gather, reduce_scatter, broadcast,
 // reduce).
 Collective simulated_collective(std::string_view name);
-
-// The share of a line nccl-tests reaches on these instances, and what one
-// step across EFA costs, as fitted to published runs (docs/tuner.md says
-// which runs fit them and which check them).
-inline constexpr double kNvlinkShare = 0.77;                // 230.8 of 300 GB/s: all_reduce busbw on one p4d
-inline constexpr double kEfaShare = 0.636;                  // 31.8 of 50 GB/s: all_reduce busbw on three p4d
-inline constexpr double kEfaHopUs[3] = {27.0, 46.0, 76.0};  // LL, LL128, Simple
-// A node's all_reduce through NVLink SHARP, as algbw over one GPU's
-// NVLink line: 275 of 450 GB/s on eight H100 (NVIDIA/nccl-tests#212).
-inline constexpr double kSwitchShare = 0.611;
 
 // `nodes` identical instances, `ranks_per_node` ranks each (-1: one per
 // GPU), at most `max_channels` channels (0: 16, or one per NIC beyond).
