@@ -169,14 +169,15 @@ bool Selection::allows(Collective c, int index) const {
 }
 
 std::string Selection::why_not(Collective c, int index) const {
-  if (allows(c, index)) return {};
-  const auto& origin = origin_[static_cast<std::size_t>(c)];
-  return origin == spec_ ? fmt::format("{}={}", variable_, spec_)
-                         : fmt::format("{}={} (section '{}')", variable_, spec_, origin);
+  return allows(c, index) ? std::string() : removed_by(c);
 }
 
 std::string Selection::why_not_in_switch(Collective c, bool tree) const {
   if (in_switch_.empty() || ((in_switch_[static_cast<std::size_t>(c)] >> (tree ? 1 : 0)) & 1u)) return {};
+  return removed_by(c);
+}
+
+std::string Selection::removed_by(Collective c) const {
   const auto& origin = origin_[static_cast<std::size_t>(c)];
   return origin == spec_ ? fmt::format("{}={}", variable_, spec_)
                          : fmt::format("{}={} (section '{}')", variable_, spec_, origin);

@@ -157,6 +157,8 @@ class Selection {
   std::vector<std::string> origin_;
   // Per collective: bit 0 NVLS, bit 1 NVLSTree; empty when all allowed.
   std::vector<std::uint8_t> in_switch_;
+  // "NCCL_ALGO=..." and, when not the whole value, the section that set c.
+  std::string removed_by(Collective c) const;
 };
 
 struct Candidate {
