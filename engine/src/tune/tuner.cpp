@@ -17,6 +17,19 @@ namespace {
 
 constexpr std::size_t kP2pLlBytes = 16384;
 
+// What a tree level costs on link l under protocol pi: measured, or the
+// shape's factor times a hop.
+double tree_level_us(const Shape& s, const LinkModel& l, int pi) {
+  return l.tree_hop_latency_us[pi] > 0 ? l.tree_hop_latency_us[pi] : s.tree_hop_factor * l.hop_latency_us[pi];
+}
+
+// What leaves one node through its NICs when a tree moves `whole` bytes:
+// once on two nodes (each is the root of one tree and a leaf of the
+// other), twice beyond.
+double tree_leaving(const Shape& s, double whole) {
+  return s.nnodes == 2 ? whole : 2 * whole;
+}
+
 bool has_tree(Collective c) {
   return c == Collective::all_reduce || c == Collective::broadcast || c == Collective::reduce;
 }
@@ -163,9 +176,7 @@ Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol
     const double up_down = c == Collective::all_reduce ? 2.0 : 1.0;
     const double depth = shape_.tree_depth_intra + shape_.tree_depth_inter;
     hops = up_down * depth;
-    auto level = [&](const LinkModel& l) {
-      return l.tree_hop_latency_us[pi] > 0 ? l.tree_hop_latency_us[pi] : shape_.tree_hop_factor * l.hop_latency_us[pi];
-    };
+    auto level = [&](const LinkModel& l) { return tree_level_us(shape_, l, pi); };
     hop_latency =
         depth > 0
             ? (shape_.tree_depth_intra * level(shape_.intra) + shape_.tree_depth_inter * level(shape_.inter)) / depth
@@ -213,7 +224,7 @@ double Tuner::split_links_us(Collective c, double bytes, Algorithm a, Protocol p
     leaving = chain ? bytes : traffic;
   } else {
     const double whole = c == Collective::all_reduce ? bytes : bytes / 2;
-    leaving = shape_.nnodes == 2 ? whole : 2 * whole;
+    leaving = tree_leaving(shape_, whole);
   }
   const double inside_us = inside > 0 ? traffic / (inside * 1e3) : 0;
   const double across_us = across > 0 ? leaving / (across * 1e3) : 0;
@@ -239,9 +250,7 @@ Candidate Tuner::evaluate_in_switch(Collective c, std::size_t bytes) const {
   // The switch adds what a node's ranks send and multicasts the sum back:
   // a step up and one down inside the node; across nodes, the tree's
   // levels between them, up and down.
-  auto level = [&](const LinkModel& l) {
-    return l.tree_hop_latency_us[pi] > 0 ? l.tree_hop_latency_us[pi] : shape_.tree_hop_factor * l.hop_latency_us[pi];
-  };
+  auto level = [&](const LinkModel& l) { return tree_level_us(shape_, l, pi); };
   const int ai = static_cast<int>(out.algorithm);
   out.latency_us =
       shape_.base_latency_us[ai][pi] +
@@ -255,7 +264,7 @@ Candidate Tuner::evaluate_in_switch(Collective c, std::size_t bytes) const {
     const double nics = std::min(shape_.inter.bandwidth_gbs * out.channels, shape_.inter.max_bandwidth_gbs) *
                         shape_.inter.protocol_efficiency[pi];
     const double piece = std::min(b / out.channels / 2, static_cast<double>(shape_.slot_bytes));
-    const double leaving = (shape_.nnodes == 2 ? b : 2 * b) + 2.0 * shape_.tree_depth_inter * piece;
+    const double leaving = tree_leaving(shape_, b) + 2.0 * shape_.tree_depth_inter * piece;
     if (nics > 0) us = std::max(us, leaving / (nics * 1e3));
   }
   out.bandwidth_gbs = us > 0 ? b / (us * 1e3) : 0;  // the node's buffer over its time
