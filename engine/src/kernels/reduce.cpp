@@ -13,7 +13,7 @@
 
 #include "base/log.h"
 #include "base/params.h"
-#include "kernels/half.h"
+#include "kernels/elementwise.h"
 #include "kernels/reduce_table.h"
 #include "ringmaster/status.h"
 
@@ -96,38 +96,35 @@ IsaLevel choose_level() {
   return levels.back();
 }
 
+// Loops over the one-element definitions the CUDA kernels share
+// (elementwise.h).
 template <class T>
 void divide_all(void* buffer, std::size_t count, int nranks) {
   auto* p = static_cast<T*>(buffer);
   for (std::size_t i = 0; i < count; ++i) {
     T v;
     std::memcpy(&v, p + i, sizeof(T));
-    if constexpr (std::is_integral_v<T>) {
-      using Wide = std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>;
-      v = static_cast<T>(static_cast<Wide>(v) / static_cast<Wide>(nranks));
-    } else {
-      v = v / static_cast<T>(nranks);
-    }
+    v = divide_element(v, nranks);
     std::memcpy(p + i, &v, sizeof(T));
   }
 }
 
-template <float (*widen)(std::uint16_t), std::uint16_t (*narrow)(float)>
-void divide_half(void* buffer, std::size_t count, int nranks) {
+template <Half kind>
+void divide_half_all(void* buffer, std::size_t count, int nranks) {
   auto* p = static_cast<std::uint16_t*>(buffer);
-  const auto n = static_cast<float>(nranks);
   for (std::size_t i = 0; i < count; ++i) {
     std::uint16_t v;
     std::memcpy(&v, p + i, sizeof(v));
-    v = narrow(widen(v) / n);
+    v = divide_half<kind>(v, nranks);
     std::memcpy(p + i, &v, sizeof(v));
   }
 }
 
 template <class T>
-void scale_all(void* dst, const void* src, std::size_t count, T s) {
+void scale_all(void* dst, const void* src, std::size_t count, int nranks) {
   auto* out = static_cast<T*>(dst);
   const auto* in = static_cast<const T*>(src);
+  const T s = avg_scale<T>(nranks);
   for (std::size_t i = 0; i < count; ++i) {
     T v;
     std::memcpy(&v, in + i, sizeof(T));
@@ -136,15 +133,15 @@ void scale_all(void* dst, const void* src, std::size_t count, T s) {
   }
 }
 
-template <float (*widen)(std::uint16_t), std::uint16_t (*narrow)(float)>
-void scale_half(void* dst, const void* src, std::size_t count, int nranks) {
+template <Half kind>
+void scale_half_all(void* dst, const void* src, std::size_t count, int nranks) {
   auto* out = static_cast<std::uint16_t*>(dst);
   const auto* in = static_cast<const std::uint16_t*>(src);
-  const float s = widen(narrow(1.0f / static_cast<float>(nranks)));  // the scalar as the type holds it
+  const float s = avg_scale_half<kind>(nranks);
   for (std::size_t i = 0; i < count; ++i) {
     std::uint16_t v;
     std::memcpy(&v, in + i, sizeof(v));
-    v = narrow(widen(v) * s);
+    v = scale_half<kind>(v, s);
     std::memcpy(out + i, &v, sizeof(v));
   }
 }
@@ -155,13 +152,13 @@ void premultiply_avg(void* dst, const void* src, std::size_t count, DataType typ
   if (nranks <= 0) throw Error(ErrorCategory::internal, "premultiply_avg called with nranks=" + std::to_string(nranks));
   switch (type) {
     case DataType::fp16:
-      return scale_half<half_to_float, float_to_half>(dst, src, count, nranks);
+      return scale_half_all<Half::fp16>(dst, src, count, nranks);
     case DataType::bf16:
-      return scale_half<bf16_to_float, float_to_bf16>(dst, src, count, nranks);
+      return scale_half_all<Half::bf16>(dst, src, count, nranks);
     case DataType::fp32:
-      return scale_all<float>(dst, src, count, 1.0f / static_cast<float>(nranks));
+      return scale_all<float>(dst, src, count, nranks);
     case DataType::fp64:
-      return scale_all<double>(dst, src, count, 1.0 / nranks);
+      return scale_all<double>(dst, src, count, nranks);
     default:
       throw Error(ErrorCategory::internal,
                   "premultiply_avg called for " + std::string(ringmaster::name_of(type)) + ", an integer type");
@@ -263,9 +260,9 @@ void finish_avg(void* buffer, std::size_t count, DataType type, int nranks) {
     case DataType::uint64:
       return divide_all<std::uint64_t>(buffer, count, nranks);
     case DataType::fp16:
-      return divide_half<half_to_float, float_to_half>(buffer, count, nranks);
+      return divide_half_all<Half::fp16>(buffer, count, nranks);
     case DataType::bf16:
-      return divide_half<bf16_to_float, float_to_bf16>(buffer, count, nranks);
+      return divide_half_all<Half::bf16>(buffer, count, nranks);
     case DataType::fp32:
       return divide_all<float>(buffer, count, nranks);
     case DataType::fp64:

@@ -17,7 +17,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "kernels/half.h"
+#include "kernels/elementwise.h"
 #include "kernels/reduce_table.h"
 
 #if RINGMASTER_VEC_BYTES > 0 && defined(RINGMASTER_HAVE_NEON)
@@ -45,31 +45,6 @@ T load(const T* p) {
 template <class T>
 void store(T* p, T v) {
   std::memcpy(p, &v, sizeof(T));
-}
-
-// Works on scalars and on GCC vector types alike.
-template <RedOp op, class X>
-X apply(X a, X b) {
-  if constexpr (op == RedOp::sum || op == RedOp::avg) {
-    return a + b;
-  } else if constexpr (op == RedOp::prod) {
-    return a * b;
-  } else if constexpr (op == RedOp::max) {
-    return (a > b || a != a) ? a : b;  // a != a: a is NaN, keep it
-  } else {
-    return (a < b || a != a) ? a : b;
-  }
-}
-
-// Scalar element ops on the storage type; narrow integers promote to int,
-// which is exact, and wrap when stored back.
-template <RedOp op, class T>
-T apply_element(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    return static_cast<T>(apply<op>(a, b));
-  } else {
-    return apply<op>(a, b);
-  }
 }
 
 #if RINGMASTER_VEC_BYTES > 0
@@ -116,10 +91,10 @@ void reduce_native(void* dst_v, const void* a_v, const void* b_v, std::size_t n)
     // Large outputs bypass the cache: no read-for-ownership of dst, and the
     // inputs are not evicted by data nobody reads soon.
     for (; i < n && !aligned(dst + i); ++i)
-      store(dst + i, apply_element<op>(load(a + i), load(b + i)));
+      store(dst + i, combine_element<op>(load(a + i), load(b + i)));
 #pragma GCC unroll 4
     for (; i + lanes <= n; i += lanes)
-      stream(dst + i, apply<op>(load(reinterpret_cast<const V*>(a + i)), load(reinterpret_cast<const V*>(b + i))));
+      stream(dst + i, combine<op>(load(reinterpret_cast<const V*>(a + i)), load(reinterpret_cast<const V*>(b + i))));
     _mm_sfence();
   } else
 #endif
@@ -127,27 +102,15 @@ void reduce_native(void* dst_v, const void* a_v, const void* b_v, std::size_t n)
 #pragma GCC unroll 4
     for (; i + lanes <= n; i += lanes) {
       store(reinterpret_cast<V*>(dst + i),
-            apply<op>(load(reinterpret_cast<const V*>(a + i)), load(reinterpret_cast<const V*>(b + i))));
+            combine<op>(load(reinterpret_cast<const V*>(a + i)), load(reinterpret_cast<const V*>(b + i))));
     }
   }
 #endif
   for (; i < n; ++i)
-    store(dst + i, apply_element<op>(load(a + i), load(b + i)));
+    store(dst + i, combine_element<op>(load(a + i), load(b + i)));
 }
 
-// fp16 and bf16: widen to fp32 lanes, reduce, round back.
-enum class Half { fp16, bf16 };
-
-template <Half kind>
-float widen(std::uint16_t h) {
-  return kind == Half::fp16 ? half_to_float(h) : bf16_to_float(h);
-}
-
-template <Half kind>
-std::uint16_t narrow(float f) {
-  return kind == Half::fp16 ? float_to_half(f) : float_to_bf16(f);
-}
-
+// fp16 and bf16: widen to fp32 lanes, reduce, round back (elementwise.h).
 #if RINGMASTER_VEC_BYTES > 0
 constexpr std::size_t kHalfLanes = kVecBytes / sizeof(float);
 using VF = Vec<float>;
@@ -232,14 +195,14 @@ void reduce_half(void* dst_v, const void* a_v, const void* b_v, std::size_t n) {
     };
 #pragma GCC unroll 4
     for (; i + kHalfLanes <= n; i += kHalfLanes) {
-      const VF r = apply<op>(widen_v(load(reinterpret_cast<const VU16*>(a + i))),
-                             widen_v(load(reinterpret_cast<const VU16*>(b + i))));
+      const VF r = combine<op>(widen_v(load(reinterpret_cast<const VU16*>(a + i))),
+                               widen_v(load(reinterpret_cast<const VU16*>(b + i))));
       store(reinterpret_cast<VU16*>(dst + i), narrow_v(r));
     }
   }
 #endif
   for (; i < n; ++i) {
-    store(dst + i, narrow<kind>(apply<op>(widen<kind>(load(a + i)), widen<kind>(load(b + i)))));
+    store(dst + i, combine_half<kind, op>(load(a + i), load(b + i)));
   }
 }
 
