@@ -45,9 +45,31 @@ if(RINGMASTER_CUDA STREQUAL "OFF")
 else()
   find_package(CUDAToolkit QUIET)
   if(CUDAToolkit_FOUND)
-    # The toolkit is detected now so the summary tells the truth; the CUDA
-    # kernels and transport switch this to enabled when they exist.
-    ringmaster_feature_result(RINGMASTER_CUDA FALSE "toolkit ${CUDAToolkit_VERSION} found at ${CUDAToolkit_BIN_DIR}, but the engine has no CUDA code yet")
+    # The kernels are built for Ampere (sm_80) and Hopper (sm_90) with PTX
+    # for later GPUs, which the driver compiles at load; the runtime is
+    # linked statically and opens the driver itself, so the binaries run
+    # (with CUDA reported unusable) where no driver is installed.
+    if(NOT DEFINED CMAKE_CUDA_COMPILER)
+      set(CMAKE_CUDA_COMPILER ${CUDAToolkit_NVCC_EXECUTABLE})
+    endif()
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 80-real 90-real 90-virtual)
+    endif()
+    include(CheckLanguage)
+    check_language(CUDA)
+    if(CMAKE_CUDA_COMPILER)
+      enable_language(CUDA)
+      # CMake 3.25 does not know nvcc's C++20 flag; it is told here.
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA_STANDARD 20)
+      set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+      ringmaster_feature_result(RINGMASTER_CUDA TRUE
+                                "toolkit ${CUDAToolkit_VERSION}, kernels for ${CMAKE_CUDA_ARCHITECTURES}")
+    else()
+      ringmaster_feature_result(RINGMASTER_CUDA FALSE
+                                "toolkit ${CUDAToolkit_VERSION} found, but nvcc cannot compile with this host compiler")
+    endif()
   else()
     ringmaster_feature_result(RINGMASTER_CUDA FALSE "no CUDA toolkit found (nvcc on PATH or in /usr/local/cuda)")
   endif()

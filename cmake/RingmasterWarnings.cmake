@@ -1,9 +1,13 @@
 # Warnings for our own targets. They become errors when CI is set in the
 # environment, so a warning never lands unseen.
 add_library(ringmaster_warnings INTERFACE)
-target_compile_options(ringmaster_warnings INTERFACE -Wall -Wextra -Wpedantic)
+# CUDA sources (nvcc) pass the host compiler's share through -Xcompiler;
+# -Wpedantic stays off there, as nvcc's generated host code is not ISO C++.
+target_compile_options(ringmaster_warnings INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra;-Wpedantic>
+                                                     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
 if(DEFINED ENV{CI} AND NOT "$ENV{CI}" STREQUAL "" AND NOT "$ENV{CI}" STREQUAL "false")
-  target_compile_options(ringmaster_warnings INTERFACE -Werror)
+  target_compile_options(ringmaster_warnings INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Werror>
+                                                       $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings>)
   message(STATUS "CI is set: warnings are errors")
 endif()
 # GCC 12 reports -Wrestrict falsely inside std::string's operator+ at -O2

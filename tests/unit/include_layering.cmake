@@ -18,6 +18,7 @@ set(layer_kernels 2)
 set(layer_topo 2)
 set(layer_preflight 2)
 set(layer_bootstrap 3)
+set(layer_gpu 3)
 set(layer_transport 4)
 set(layer_algo 5)
 set(layer_tune 6)
@@ -59,7 +60,7 @@ function(layer_of kind name out)
   set(${out} ${name} PARENT_SCOPE)
 endfunction()
 
-file(GLOB_RECURSE sources RELATIVE ${ENGINE_DIR} ${ENGINE_DIR}/src/*.h ${ENGINE_DIR}/src/*.cpp
+file(GLOB_RECURSE sources RELATIVE ${ENGINE_DIR} ${ENGINE_DIR}/src/*.h ${ENGINE_DIR}/src/*.cpp ${ENGINE_DIR}/src/*.cu
      ${ENGINE_DIR}/include/ringmaster/*.h)
 # The embedder's API must not pull in the tools surface.
 foreach(source IN LISTS sources)

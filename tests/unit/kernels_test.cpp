@@ -8,6 +8,9 @@
 // forces through RINGMASTER_CPU_KERNEL (the test checks that the force
 // took); a level the CPU lacks is skipped. RINGMASTER_TEST_LARGE_COUNT
 // lowers the largest size, for runs under CPU emulation.
+//
+// The Gpu* suites run the CUDA kernels (gpu/reduce.cu) against the same
+// reference; without a usable device they skip, saying why.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/gpu.h"
 #include "kernels/half.h"
 #include "kernels/reduce.h"
 #include "kernels/reduce_table.h"
@@ -449,6 +453,148 @@ TEST(FinishAvg, AvgOverRanksMatchesMean) {
   for (std::size_t i = 0; i < count; ++i) {
     EXPECT_DOUBLE_EQ(acc[i], (ranks[0][i] + ranks[1][i] + ranks[2][i] + ranks[3][i]) / 4);
   }
+}
+
+// The CUDA kernels against the same reference, element by element: every
+// dtype x op, sizes around the 16-byte vector width, misaligned pointers
+// (the element path) and in place. Skipped, with the reason, where no
+// device is usable.
+class GpuReduceKernel : public testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    if (!gpu::availability().usable) GTEST_SKIP() << "no CUDA device: " << gpu::availability().why;
+  }
+
+  void run(std::size_t count, std::size_t misalign, bool in_place) {
+    const auto [type, op] = GetParam();
+    const std::size_t bytes = count * size_of(type);
+    std::mt19937_64 rng(count * 131 + misalign * 7 + (in_place ? 1 : 0));
+    std::vector<std::uint8_t> a(bytes), b(bytes), out(bytes);
+    fill_random(a.data(), count, type, rng);
+    fill_random(b.data(), count, type, rng);
+    gpu::DeviceMemory da(bytes + 64), db(bytes + 64), dout(bytes + 64);
+    auto* pa = static_cast<std::uint8_t*>(da.data()) + misalign;
+    auto* pb = static_cast<std::uint8_t*>(db.data()) + misalign;
+    auto* pout = in_place ? pa : static_cast<std::uint8_t*>(dout.data()) + (misalign * 3) % 64;
+    gpu::copy_async(pa, a.data(), bytes, nullptr);
+    gpu::copy_async(pb, b.data(), bytes, nullptr);
+    gpu::reduce(pout, pa, pb, count, type, op, nullptr);
+    gpu::copy_async(out.data(), pout, bytes, nullptr);
+    gpu::synchronize(nullptr);
+    int reported = 0;
+    for (std::size_t i = 0; i < count && reported < 5; ++i) {
+      const std::string why = check_element(type, op, a.data(), b.data(), out.data(), i);
+      if (!why.empty()) {
+        ADD_FAILURE() << "CUDA, count " << count << ", misalign " << misalign << (in_place ? ", in place" : "")
+                      << ", element " << i << ": " << why;
+        ++reported;
+      }
+    }
+  }
+};
+
+TEST_P(GpuReduceKernel, MatchesReferenceAtEverySize) {
+  for (std::size_t count : {std::size_t{1}, std::size_t{3}, std::size_t{7}, std::size_t{15}, std::size_t{16},
+                            std::size_t{17}, std::size_t{1023}, large_count(), std::size_t{16} << 20})
+    run(count, 0, false);
+}
+
+TEST_P(GpuReduceKernel, PointersOffTheVectorWidth) {
+  // Element-aligned but not 16-byte aligned: the element path (a device
+  // load must be aligned to its type, as NCCL requires of its buffers).
+  for (std::size_t elements : {1u, 3u})
+    run(4099, elements * size_of(GetParam().type), false);
+}
+
+TEST_P(GpuReduceKernel, InPlace) {
+  run(17, 0, true);
+  run(large_count(), 0, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(GpuTypesAndOps, GpuReduceKernel, testing::ValuesIn(all_cases()), case_name);
+
+bool is_nan(DataType type, const std::uint8_t* p, std::size_t i) {
+  switch (type) {
+    case DataType::fp16:
+      return std::isnan(half_to_float(get<std::uint16_t>(p, i)));
+    case DataType::bf16:
+      return std::isnan(bf16_to_float(get<std::uint16_t>(p, i)));
+    case DataType::fp32:
+      return std::isnan(get<float>(p, i));
+    case DataType::fp64:
+      return std::isnan(get<double>(p, i));
+    default:
+      return false;
+  }
+}
+
+// avg on the device: the premultiply and the final division give what the
+// CPU's give, bit for bit.
+TEST(GpuAvg, PremultiplyAndFinishMatchTheCpu) {
+  if (!gpu::availability().usable) GTEST_SKIP() << "no CUDA device: " << gpu::availability().why;
+  const std::size_t count = 100003;
+  for (DataType type : kAllDataTypes) {
+    const std::size_t bytes = count * size_of(type);
+    std::mt19937_64 rng(static_cast<unsigned>(type) + 11);
+    std::vector<std::uint8_t> in(bytes), cpu(bytes), dev(bytes);
+    fill_random(in.data(), count, type, rng);
+    gpu::DeviceMemory d_in(bytes), d_out(bytes);
+    gpu::copy_async(d_in.data(), in.data(), bytes, nullptr);
+    for (int nranks : {3, 8}) {
+      if (avg_premultiplies(type)) {
+        premultiply_avg(cpu.data(), in.data(), count, type, nranks);
+        gpu::premultiply_avg(d_out.data(), d_in.data(), count, type, nranks, nullptr);
+      } else {
+        cpu = in;
+        finish_avg(cpu.data(), count, type, nranks);
+        gpu::copy_async(d_out.data(), d_in.data(), bytes, nullptr);
+        gpu::finish_avg(d_out.data(), count, type, nranks, nullptr);
+      }
+      gpu::copy_async(dev.data(), d_out.data(), bytes, nullptr);
+      gpu::synchronize(nullptr);
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < count; ++i) {
+        const bool same =
+            std::memcmp(cpu.data() + i * size_of(type), dev.data() + i * size_of(type), size_of(type)) == 0;
+        // The GPU's arithmetic returns its canonical NaN where x86 keeps
+        // the input's payload: NaN-ness is what must agree.
+        if (!same && !(is_nan(type, cpu.data(), i) && is_nan(type, dev.data(), i))) ++differ;
+      }
+      EXPECT_EQ(differ, 0u) << name_of(type) << " avg over " << nranks << " ranks";
+    }
+  }
+}
+
+// Every build answers availability(); where no device is usable the
+// reason is named, and asking for device memory is a config error that
+// names it too, never a silent success.
+TEST(GpuAvailability, NamesWhyWhenNotUsable) {
+  const auto& a = gpu::availability();
+  if (a.usable) {
+    EXPECT_TRUE(a.built);
+    EXPECT_GT(a.devices, 0);
+    gpu::DeviceMemory memory(64);
+    EXPECT_TRUE(gpu::is_device_pointer(memory.data()));
+    std::vector<int> host(4);
+    EXPECT_FALSE(gpu::is_device_pointer(host.data()));
+    return;
+  }
+  EXPECT_FALSE(a.why.empty());
+#if defined(RINGMASTER_HAVE_CUDA)
+  EXPECT_TRUE(a.built);
+#else
+  EXPECT_FALSE(a.built);
+  EXPECT_NE(a.why.find("no CUDA"), std::string::npos) << a.why;
+#endif
+  try {
+    gpu::DeviceMemory memory(64);
+    ADD_FAILURE() << "device memory was handed out where CUDA is not usable";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status().category(), ErrorCategory::config);
+    EXPECT_NE(std::string(e.what()).find(a.why), std::string::npos) << e.what();
+  }
+  std::vector<float> host(4);
+  EXPECT_FALSE(gpu::is_device_pointer(host.data()));
 }
 
 }  // namespace
