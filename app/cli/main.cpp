@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   add(ringmaster::cli::add_repro_command);
   add(ringmaster::cli::add_tune_command);
   add(ringmaster::cli::add_simulate_command);
+  add(ringmaster::cli::add_gpus_command);
   // For the build: the bash completion script and every subcommand's help
   // in one text (help2man makes the man page of it). Not in --help.
   if (argc == 2 && std::string_view(argv[1]) == "--bash-completion") {

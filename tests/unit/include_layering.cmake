@@ -43,6 +43,7 @@ set(header_tools/tuner tune)
 set(header_tools/simulate tune)
 set(header_tools/perf perf)
 set(header_tools/preflight preflight)
+set(header_tools/gpus gpu)
 
 # The layer a path's folder or public header belongs to, in `out`.
 function(layer_of kind name out)

@@ -205,6 +205,14 @@ struct CommOptions {
   std::optional<bool> shared_memory;
   // Overrides NCCL_NET: "Socket" or "OFI" (libfabric) to other hosts.
   std::optional<std::string> net;
+  // CUDA device buffers (docs/gpu.md): a call whose send or recv is device
+  // memory first waits for the work queued on this stream (a cudaStream_t;
+  // nullptr: the legacy default stream), then stages the buffers through
+  // pinned host memory, and returns once recv holds the result, so work
+  // queued afterwards on any stream sees it. The Request it returns is
+  // complete (wait() reports a failure). Every device buffer of the
+  // communicator is on the device current at its first such call.
+  void* cuda_stream = nullptr;
   StageCallback on_stage;
   std::function<void(const CollectiveRecord&)> on_collective;
   // The tuner's table the first time a (collective, size) is decided.

@@ -49,6 +49,7 @@ void check_root(int root, int n) {
 }  // namespace
 
 Request Communicator::all_reduce(const void* send, void* recv, std::size_t count, DataType type, RedOp op) {
+  if (impl_->on_device(send, recv)) return impl_->staged_all_reduce(*this, send, recv, count, type, op);
   const std::size_t es = size_of(type);
   const auto choice = impl_->choose(Collective::all_reduce, count * es);
   if (choice.algorithm == Algorithm::tree) {
@@ -83,6 +84,11 @@ Request Communicator::all_reduce(const void* send, void* recv, std::size_t count
 }
 
 Request Communicator::all_gather(const void* send, void* recv, std::size_t count, DataType type) {
+  if (impl_->on_device(send, recv)) {
+    const std::size_t block = count * size_of(type);
+    return impl_->staged(send, block, recv, block * static_cast<std::size_t>(impl_->nranks),
+                         [=, this](const void* s, void* r) { return all_gather(s, r, count, type); });
+  }
   const std::size_t es = size_of(type);
   const std::size_t stride = count * es;
   return impl_->submit({Collective::all_gather, count * es * static_cast<std::size_t>(impl_->nranks), count, type},
@@ -98,6 +104,11 @@ Request Communicator::all_gather(const void* send, void* recv, std::size_t count
 }
 
 Request Communicator::reduce_scatter(const void* send, void* recv, std::size_t count, DataType type, RedOp op) {
+  if (impl_->on_device(send, recv)) {
+    const std::size_t block = count * size_of(type);
+    return impl_->staged(send, block * static_cast<std::size_t>(impl_->nranks), recv, block,
+                         [=, this](const void* s, void* r) { return reduce_scatter(s, r, count, type, op); });
+  }
   const std::size_t es = size_of(type);
   const int n = impl_->nranks;
   return impl_->submit({Collective::reduce_scatter, count * es * static_cast<std::size_t>(n), count, type, op},
@@ -125,6 +136,12 @@ Request Communicator::reduce_scatter(const void* send, void* recv, std::size_t c
 }
 
 Request Communicator::broadcast(const void* send, void* recv, std::size_t count, DataType type, int root) {
+  if (impl_->on_device(send, recv)) {
+    check_root(root, impl_->nranks);
+    const std::size_t block = count * size_of(type);
+    return impl_->staged(send, impl_->rank == root ? block : 0, recv, block,
+                         [=, this](const void* s, void* r) { return broadcast(s, r, count, type, root); });
+  }
   check_root(root, impl_->nranks);
   const std::size_t es = size_of(type);
   const algo::DoubleTree* tree = &impl_->tree_for(root);
@@ -145,6 +162,12 @@ Request Communicator::broadcast(const void* send, void* recv, std::size_t count,
 }
 
 Request Communicator::reduce(const void* send, void* recv, std::size_t count, DataType type, RedOp op, int root) {
+  if (impl_->on_device(send, recv)) {
+    check_root(root, impl_->nranks);
+    const std::size_t block = count * size_of(type);
+    return impl_->staged(send, block, recv, impl_->rank == root ? block : 0,
+                         [=, this](const void* s, void* r) { return reduce(s, r, count, type, op, root); });
+  }
   check_root(root, impl_->nranks);
   const std::size_t es = size_of(type);
   const algo::DoubleTree* tree = &impl_->tree_for(root);
@@ -186,6 +209,11 @@ Request Communicator::barrier() {
 }
 
 Request Communicator::all_to_all(const void* send, void* recv, std::size_t count, DataType type) {
+  if (impl_->on_device(send, recv)) {
+    const std::size_t all = count * size_of(type) * static_cast<std::size_t>(impl_->nranks);
+    return impl_->staged(send, all, recv, all,
+                         [=, this](const void* s, void* r) { return all_to_all(s, r, count, type); });
+  }
   const std::size_t block = count * size_of(type);
   return impl_->submit_single({Collective::all_to_all, block * static_cast<std::size_t>(impl_->nranks), count, type},
                               [=, this](Channel& ch, const algo::Task& task) {
@@ -196,6 +224,12 @@ Request Communicator::all_to_all(const void* send, void* recv, std::size_t count
 }
 
 Request Communicator::gather(const void* send, void* recv, std::size_t count, DataType type, int root) {
+  if (impl_->on_device(send, recv)) {
+    check_root(root, impl_->nranks);
+    const std::size_t block = count * size_of(type);
+    return impl_->staged(send, block, recv, impl_->rank == root ? block * static_cast<std::size_t>(impl_->nranks) : 0,
+                         [=, this](const void* s, void* r) { return gather(s, r, count, type, root); });
+  }
   check_root(root, impl_->nranks);
   const std::size_t block = count * size_of(type);
   return impl_->submit_single(
@@ -207,6 +241,12 @@ Request Communicator::gather(const void* send, void* recv, std::size_t count, Da
 }
 
 Request Communicator::scatter(const void* send, void* recv, std::size_t count, DataType type, int root) {
+  if (impl_->on_device(send, recv)) {
+    check_root(root, impl_->nranks);
+    const std::size_t block = count * size_of(type);
+    return impl_->staged(send, impl_->rank == root ? block * static_cast<std::size_t>(impl_->nranks) : 0, recv, block,
+                         [=, this](const void* s, void* r) { return scatter(s, r, count, type, root); });
+  }
   check_root(root, impl_->nranks);
   const std::size_t block = count * size_of(type);
   return impl_->submit_single(
@@ -229,16 +269,33 @@ void check_peer(const char* call, int peer, int rank, int n) {
 }  // namespace
 
 Request Communicator::send(const void* buf, std::size_t count, DataType type, int peer) {
+  if (impl_->on_device(buf, nullptr)) {
+    throw Error(ErrorCategory::config,
+                "send of a CUDA device buffer: device buffers go through sendrecv (staged "
+                "calls block, so a lone send could wait for ever on its peer's lone send)");
+  }
   check_peer("send", peer, impl_->rank, impl_->nranks);
   return point_to_point(buf, peer, nullptr, -1, count, type);
 }
 
 Request Communicator::recv(void* buf, std::size_t count, DataType type, int peer) {
+  if (impl_->on_device(nullptr, buf)) {
+    throw Error(ErrorCategory::config,
+                "recv into a CUDA device buffer: device buffers go through sendrecv (staged "
+                "calls block, so a lone recv could wait for ever on its peer's lone recv)");
+  }
   check_peer("recv", peer, impl_->rank, impl_->nranks);
   return point_to_point(nullptr, -1, buf, peer, count, type);
 }
 
 Request Communicator::sendrecv(const void* send, int to, void* recv, int from, std::size_t count, DataType type) {
+  if (impl_->on_device(send, recv)) {
+    check_peer("sendrecv", to, impl_->rank, impl_->nranks);
+    check_peer("sendrecv", from, impl_->rank, impl_->nranks);
+    const std::size_t bytes = count * size_of(type);
+    return impl_->staged(send, bytes, recv, bytes,
+                         [=, this](const void* s, void* r) { return point_to_point(s, to, r, from, count, type); });
+  }
   check_peer("sendrecv", to, impl_->rank, impl_->nranks);
   check_peer("sendrecv", from, impl_->rank, impl_->nranks);
   return point_to_point(send, to, recv, from, count, type);

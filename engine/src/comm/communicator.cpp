@@ -77,6 +77,8 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
   const auto settings = comm::LocalSettings::resolve(options);
   impl->timeout = settings.timeout;
   impl->on_collective = options.on_collective;
+  impl->cuda_stream = options.cuda_stream;
+  impl->cuda_usable = gpu::availability().usable;
   impl->stall_after = settings.stall_after;
   impl->hold_at_call = settings.hold_at_call;
   impl->on_stall = options.on_stall;

@@ -27,9 +27,11 @@
 #include "algo/ring.h"
 #include "algo/tree.h"
 #include "comm/channel.h"
+#include "comm/device_staging.h"
 #include "comm/flight_recorder.h"
 #include "comm/request.h"
 #include "comm/settings.h"
+#include "gpu/gpu.h"
 #include "ringmaster/comm.h"
 #include "ringmaster/tools/tuner.h"
 
@@ -117,6 +119,11 @@ struct Communicator::Impl {
   // Point-to-point messages are numbered per pair and direction, so they
   // are checked without involving the other ranks' sequence.
   std::vector<std::uint64_t> p2p_sent, p2p_received;
+  // CUDA device buffers (comm/device_calls.cpp): checked on every call
+  // only where a device is usable; staged through pinned memory.
+  bool cuda_usable = false;
+  void* cuda_stream = nullptr;
+  std::unique_ptr<comm::DeviceStaging> staging;
 
   ~Impl();
 
@@ -229,6 +236,23 @@ struct Communicator::Impl {
         call, [work = std::move(work)](Channel& ch, int, int, const algo::Task& task) { work(ch, task); },
         /*channels=*/1);
   }
+
+  // Whether a call's buffers include device memory.
+  bool on_device(const void* a, const void* b) const {
+    return cuda_usable && (gpu::is_device_pointer(a) || gpu::is_device_pointer(b));
+  }
+  // Runs host_call(host_send, host_recv) on pinned copies of device (or
+  // host) buffers of send_bytes and recv_bytes (0: that buffer is not used
+  // on this rank, and is passed on as it is) and copies recv back; blocks
+  // until done. A failure is in the returned (complete) request.
+  using HostCall = std::function<Request(const void* host_send, void* host_recv)>;
+  Request staged(const void* send, std::size_t send_bytes, void* recv, std::size_t recv_bytes,
+                 const HostCall& host_call);
+  // all_reduce of device buffers, pipelined: each chunk's host all_reduce
+  // starts when its bytes have reached the host, and each result goes back
+  // while later chunks are still being reduced.
+  Request staged_all_reduce(Communicator& comm, const void* send, void* recv, std::size_t count, DataType type,
+                            RedOp op);
 
   algo::Context context(Channel& c) {
     return algo::Context{c.link, rank, nranks, c.scratch, &ring_orders[static_cast<std::size_t>(c.index)]};

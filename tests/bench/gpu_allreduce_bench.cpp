@@ -1,0 +1,123 @@
+// all_reduce of CUDA device buffers (staged through pinned host memory,
+// comm/device_calls.cpp) against the same all_reduce of host buffers, in
+// the same run: ranks as threads of this process, every rank on the first
+// GPU. Prints, per size, each form's time per call and bus bandwidth
+// (nccl-tests' definition) and their ratio; without a usable device it
+// says why and exits 0 (nothing measured).
+//
+//   gpu_allreduce_bench [--ranks 2] [--iters 20] [--sizes 16777216,67108864,268435456]
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpu/gpu.h"
+#include "net/socket.h"
+#include "ringmaster/comm.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+namespace gpu = ringmaster::gpu;
+
+std::uint16_t free_port() {
+  int err = 0;
+  const auto any = ringmaster::net::SocketAddress::parse("127.0.0.1:0");
+  const ringmaster::net::Socket s = ringmaster::net::Socket::listen(*any, 1, err);
+  return s.local_address().port();
+}
+
+// Microseconds per call of all_reduce on (send, recv), over `iters` calls
+// after 3 warm-ups, the ranks lined up by a barrier first.
+double time_calls(ringmaster::Communicator& comm, void* send, void* recv, std::size_t count, int iters) {
+  for (int i = 0; i < 3; ++i)
+    comm.all_reduce(send, recv, count, ringmaster::DataType::fp32, ringmaster::RedOp::sum).wait();
+  comm.barrier().wait();
+  const auto start = Clock::now();
+  for (int i = 0; i < iters; ++i)
+    comm.all_reduce(send, recv, count, ringmaster::DataType::fp32, ringmaster::RedOp::sum).wait();
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int ranks = 2;
+  int iters = 20;
+  std::vector<std::size_t> sizes = {std::size_t{16} << 20, std::size_t{64} << 20, std::size_t{256} << 20};
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--ranks") == 0) ranks = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--iters") == 0) iters = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--sizes") == 0) {
+      sizes.clear();
+      std::stringstream in(argv[i + 1]);
+      for (std::string item; std::getline(in, item, ',');)
+        sizes.push_back(std::stoull(item));
+    }
+  }
+  if (!gpu::availability().usable) {
+    fmt::print("gpu_allreduce_bench: nothing measured: {}\n", gpu::availability().why);
+    return 0;
+  }
+  fmt::print("# all_reduce fp32 sum, {} ranks as threads on GPU 0, {} calls per size\n", ranks, iters);
+  fmt::print("{:>12} {:>11} {:>11} {:>11} {:>11} {:>8} {:>6}\n", "bytes", "host_us", "host_busbw", "device_us",
+             "dev_busbw", "ratio", "wrong");
+  const auto port = free_port();
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        gpu::set_device(0);
+        ringmaster::Config c;
+        c.rank = r;
+        c.world_size = ranks;
+        c.master_port = port;
+        c.store_timeout = 60s;
+        c.bootstrap_timeout = 60s;
+        auto comm = ringmaster::Communicator::create(c);
+        for (std::size_t bytes : sizes) {
+          const std::size_t count = bytes / sizeof(float);
+          std::vector<float> host(count, 1.0f);
+          const double host_us = time_calls(*comm, host.data(), host.data(), count, iters);
+          gpu::DeviceMemory dev(bytes);
+          gpu::copy_async(dev.data(), host.data(), bytes, nullptr);  // any values: the check below resets
+          gpu::synchronize(nullptr);
+          const double dev_us = time_calls(*comm, dev.data(), dev.data(), count, iters);
+          // One checked call: ones summed over the ranks.
+          std::vector<float> ones(count, 1.0f);
+          gpu::copy_async(dev.data(), ones.data(), bytes, nullptr);
+          gpu::synchronize(nullptr);
+          comm->all_reduce(dev.data(), dev.data(), count, ringmaster::DataType::fp32, ringmaster::RedOp::sum).wait();
+          gpu::copy_async(ones.data(), dev.data(), bytes, nullptr);
+          gpu::synchronize(nullptr);
+          long wrong = 0;
+          for (float v : ones)
+            wrong += v != static_cast<float>(ranks) ? 1 : 0;
+          if (r == 0) {
+            const double factor = 2.0 * (ranks - 1) / ranks;
+            const double host_bus = static_cast<double>(bytes) / host_us / 1e3 * factor;
+            const double dev_bus = static_cast<double>(bytes) / dev_us / 1e3 * factor;
+            fmt::print("{:>12} {:>11.1f} {:>11.2f} {:>11.1f} {:>11.2f} {:>8.2f} {:>6}\n", bytes, host_us, host_bus,
+                       dev_us, dev_bus, host_us / dev_us, wrong);
+            std::fflush(stdout);
+          }
+          if (wrong != 0) ++failures;
+        }
+      } catch (const std::exception& e) {
+        fmt::print(stderr, "rank {}: {}\n", r, e.what());
+        ++failures;
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  return failures == 0 ? 0 : 1;
+}

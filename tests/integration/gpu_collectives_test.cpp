@@ -1,0 +1,188 @@
+// Collectives on CUDA device buffers (comm/device_calls.cpp), ranks as
+// threads of this process on the current GPU: every collective's result,
+// in place and out of place, checked element by element after copying it
+// back. Without a usable device every test skips, saying why.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "gpu/gpu.h"
+#include "process.h"
+#include "ringmaster/comm.h"
+
+namespace ringmaster {
+namespace {
+
+using namespace std::chrono_literals;
+
+class GpuCollectives : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (!gpu::availability().usable) GTEST_SKIP() << "no CUDA device: " << gpu::availability().why;
+  }
+
+  // Runs body(rank, communicator) on n ranks as threads; each failure is
+  // reported with its rank.
+  static void run_ranks(int n, const std::function<void(int, Communicator&)>& body) {
+    const auto port = testing_support::free_port();
+    std::vector<std::thread> threads;
+    std::vector<std::string> errors(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      threads.emplace_back([&, r] {
+        try {
+          gpu::set_device(0);
+          Config c;
+          c.rank = r;
+          c.world_size = n;
+          c.master_addr = "127.0.0.1";
+          c.master_port = port;
+          c.store_timeout = 30s;
+          c.bootstrap_timeout = 30s;
+          auto comm = Communicator::create(c);
+          body(r, *comm);
+        } catch (const std::exception& e) {
+          errors[static_cast<std::size_t>(r)] = e.what();
+        }
+      });
+    }
+    for (auto& t : threads)
+      t.join();
+    for (int r = 0; r < n; ++r)
+      EXPECT_EQ(errors[static_cast<std::size_t>(r)], "") << "rank " << r;
+  }
+};
+
+std::vector<float> to_host(const gpu::DeviceMemory& d, std::size_t count) {
+  std::vector<float> out(count);
+  gpu::copy_async(out.data(), d.data(), count * sizeof(float), nullptr);
+  gpu::synchronize(nullptr);
+  return out;
+}
+
+gpu::DeviceMemory to_device(const std::vector<float>& v) {
+  gpu::DeviceMemory d(v.size() * sizeof(float));
+  gpu::copy_async(d.data(), v.data(), v.size() * sizeof(float), nullptr);
+  gpu::synchronize(nullptr);
+  return d;
+}
+
+// Rank r's element i: small integers, so every sum is exact in fp32.
+float value(int r, std::size_t i) {
+  return static_cast<float>((static_cast<std::size_t>(r) * 7 + i) % 97);
+}
+
+std::vector<float> input(int r, std::size_t count) {
+  std::vector<float> v(count);
+  for (std::size_t i = 0; i < count; ++i)
+    v[i] = value(r, i);
+  return v;
+}
+
+// First index where got differs from want, or -1.
+long first_wrong(const std::vector<float>& got, const std::vector<float>& want) {
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (got[i] != want[i]) return static_cast<long>(i);
+  }
+  return -1;
+}
+
+TEST_F(GpuCollectives, AllReduceInAndOutOfPlaceAtEverySize) {
+  const int n = 3;
+  run_ranks(n, [&](int r, Communicator& comm) {
+    // Small, one chunk, several pipeline chunks with a tail.
+    for (std::size_t count : {std::size_t{1}, std::size_t{1000}, (std::size_t{3} << 20) + 5}) {
+      std::vector<float> want(count);
+      for (std::size_t i = 0; i < count; ++i)
+        for (int q = 0; q < n; ++q)
+          want[i] += value(q, i);
+      auto send = to_device(input(r, count));
+      gpu::DeviceMemory recv(count * sizeof(float));
+      comm.all_reduce(send.data(), recv.data(), count, DataType::fp32, RedOp::sum).wait();
+      EXPECT_EQ(first_wrong(to_host(recv, count), want), -1) << "out of place, count " << count;
+      comm.all_reduce(send.data(), send.data(), count, DataType::fp32, RedOp::sum).wait();
+      EXPECT_EQ(first_wrong(to_host(send, count), want), -1) << "in place, count " << count;
+    }
+  });
+}
+
+TEST_F(GpuCollectives, EveryCollectiveOnDeviceBuffers) {
+  const int n = 2;
+  const std::size_t count = 70001;
+  run_ranks(n, [&](int r, Communicator& comm) {
+    const std::size_t all = count * n;
+    // all_gather, out of place and in place.
+    {
+      auto send = to_device(input(r, count));
+      gpu::DeviceMemory recv(all * sizeof(float));
+      comm.all_gather(send.data(), recv.data(), count, DataType::fp32).wait();
+      std::vector<float> want;
+      for (int q = 0; q < n; ++q) {
+        const auto block = input(q, count);
+        want.insert(want.end(), block.begin(), block.end());
+      }
+      EXPECT_EQ(first_wrong(to_host(recv, all), want), -1) << "all_gather";
+      std::vector<float> staged(all, -1.0f);
+      std::copy_n(input(r, count).begin(), count, staged.begin() + static_cast<long>(r * count));
+      auto inplace = to_device(staged);
+      auto* mine = static_cast<float*>(inplace.data()) + r * count;
+      comm.all_gather(mine, inplace.data(), count, DataType::fp32).wait();
+      EXPECT_EQ(first_wrong(to_host(inplace, all), want), -1) << "all_gather in place";
+    }
+    // reduce_scatter: rank r gets block r of the sum.
+    {
+      std::vector<float> in(all);
+      for (std::size_t i = 0; i < all; ++i)
+        in[i] = value(r, i);
+      auto send = to_device(in);
+      gpu::DeviceMemory recv(count * sizeof(float));
+      comm.reduce_scatter(send.data(), recv.data(), count, DataType::fp32, RedOp::sum).wait();
+      std::vector<float> want(count);
+      for (std::size_t i = 0; i < count; ++i)
+        for (int q = 0; q < n; ++q)
+          want[i] += value(q, static_cast<std::size_t>(r) * count + i);
+      EXPECT_EQ(first_wrong(to_host(recv, count), want), -1) << "reduce_scatter";
+    }
+    // broadcast from rank 1, in place; reduce to rank 0.
+    {
+      auto buf = to_device(r == 1 ? input(1, count) : std::vector<float>(count, 0.0f));
+      comm.broadcast(buf.data(), buf.data(), count, DataType::fp32, 1).wait();
+      EXPECT_EQ(first_wrong(to_host(buf, count), input(1, count)), -1) << "broadcast";
+      auto send = to_device(input(r, count));
+      gpu::DeviceMemory recv(count * sizeof(float));
+      comm.reduce(send.data(), recv.data(), count, DataType::fp32, RedOp::max, 0).wait();
+      if (r == 0) {
+        std::vector<float> want(count);
+        for (std::size_t i = 0; i < count; ++i)
+          want[i] = std::max(value(0, i), value(1, i));
+        EXPECT_EQ(first_wrong(to_host(recv, count), want), -1) << "reduce";
+      }
+    }
+    // all_to_all and sendrecv around the ring.
+    {
+      std::vector<float> in(all);
+      for (std::size_t i = 0; i < all; ++i)
+        in[i] = value(r, i);
+      auto send = to_device(in);
+      gpu::DeviceMemory recv(all * sizeof(float));
+      comm.all_to_all(send.data(), recv.data(), count, DataType::fp32).wait();
+      std::vector<float> want(all);
+      for (int q = 0; q < n; ++q)
+        for (std::size_t i = 0; i < count; ++i)
+          want[static_cast<std::size_t>(q) * count + i] = value(q, static_cast<std::size_t>(r) * count + i);
+      EXPECT_EQ(first_wrong(to_host(recv, all), want), -1) << "all_to_all";
+
+      auto mine = to_device(input(r, count));
+      gpu::DeviceMemory theirs(count * sizeof(float));
+      comm.sendrecv(mine.data(), (r + 1) % n, theirs.data(), (r + n - 1) % n, count, DataType::fp32).wait();
+      EXPECT_EQ(first_wrong(to_host(theirs, count), input((r + n - 1) % n, count)), -1) << "sendrecv";
+      EXPECT_THROW(comm.send(mine.data(), count, DataType::fp32, (r + 1) % n), Error) << "a lone send of device memory";
+    }
+  });
+}
+
+}  // namespace
+}  // namespace ringmaster
