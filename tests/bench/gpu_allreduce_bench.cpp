@@ -1,6 +1,6 @@
 // all_reduce of CUDA device buffers (staged through pinned host memory,
 // comm/device_calls.cpp) against the same all_reduce of host buffers, in
-// the same run: ranks as threads of this process, every rank on the first
+// the same run, calls of the two taking turns (medians): ranks as threads of this process, every rank on the first
 // GPU. Prints, per size, each form's time per call and bus bandwidth
 // (nccl-tests' definition) and their ratio; without a usable device it
 // says why and exits 0 (nothing measured).
@@ -8,6 +8,7 @@
 //   gpu_allreduce_bench [--ranks 2] [--iters 20] [--sizes 16777216,67108864,268435456]
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -34,16 +35,35 @@ std::uint16_t free_port() {
   return s.local_address().port();
 }
 
-// Microseconds per call of all_reduce on (send, recv), over `iters` calls
-// after 3 warm-ups, the ranks lined up by a barrier first.
-double time_calls(ringmaster::Communicator& comm, void* send, void* recv, std::size_t count, int iters) {
-  for (int i = 0; i < 3; ++i)
-    comm.all_reduce(send, recv, count, ringmaster::DataType::fp32, ringmaster::RedOp::sum).wait();
-  comm.barrier().wait();
-  const auto start = Clock::now();
-  for (int i = 0; i < iters; ++i)
-    comm.all_reduce(send, recv, count, ringmaster::DataType::fp32, ringmaster::RedOp::sum).wait();
-  return std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters;
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// Median microseconds per call of all_reduce on host buffers and on device
+// buffers, the two timed in turn (a host call, then a device call, `iters`
+// times) so both meet the same moments of a noisy machine; each call is
+// lined up by a barrier first. 3 warm-up calls of each.
+std::pair<double, double> time_pairs(ringmaster::Communicator& comm, void* host, void* dev, std::size_t count,
+                                     int iters) {
+  auto call = [&](void* buf) {
+    comm.all_reduce(buf, buf, count, ringmaster::DataType::fp32, ringmaster::RedOp::sum).wait();
+  };
+  for (int i = 0; i < 3; ++i) {
+    call(host);
+    call(dev);
+  }
+  std::vector<double> host_us, dev_us;
+  for (int i = 0; i < iters; ++i) {
+    for (void* buf : {host, dev}) {
+      comm.barrier().wait();
+      const auto start = Clock::now();
+      call(buf);
+      (buf == host ? host_us : dev_us)
+          .push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    }
+  }
+  return {median(host_us), median(dev_us)};
 }
 
 }  // namespace
@@ -66,9 +86,13 @@ int main(int argc, char** argv) {
     fmt::print("gpu_allreduce_bench: nothing measured: {}\n", gpu::availability().why);
     return 0;
   }
-  fmt::print("# all_reduce fp32 sum, {} ranks as threads on GPU 0, {} calls per size\n", ranks, iters);
-  fmt::print("{:>12} {:>11} {:>11} {:>11} {:>11} {:>8} {:>6}\n", "bytes", "host_us", "host_busbw", "device_us",
-             "dev_busbw", "ratio", "wrong");
+  fmt::print("# all_reduce fp32 sum, {} ranks as threads on GPU 0, {} calls of each per size, in turn; medians\n",
+             ranks, iters);
+  const char* chunk = std::getenv("RINGMASTER_CUDA_STAGE_CHUNK");
+  fmt::print("# staging chunk: {}\n",
+             chunk != nullptr && std::strcmp(chunk, "0") != 0 ? chunk : "an eighth of the call, 1-16 MiB (default)");
+  fmt::print("{:>12} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>6}\n", "bytes", "host_us", "host_busbw", "device_us",
+             "dev_busbw", "ratio", "copies_us", "wrong");
   const auto port = free_port();
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
@@ -86,11 +110,22 @@ int main(int argc, char** argv) {
         for (std::size_t bytes : sizes) {
           const std::size_t count = bytes / sizeof(float);
           std::vector<float> host(count, 1.0f);
-          const double host_us = time_calls(*comm, host.data(), host.data(), count, iters);
           gpu::DeviceMemory dev(bytes);
           gpu::copy_async(dev.data(), host.data(), bytes, nullptr);  // any values: the check below resets
           gpu::synchronize(nullptr);
-          const double dev_us = time_calls(*comm, dev.data(), dev.data(), count, iters);
+          const auto [host_us, dev_us] = time_pairs(*comm, host.data(), dev.data(), count, iters);
+          // The copies alone: to pinned memory and back, every rank at once.
+          gpu::PinnedMemory pinned(bytes);
+          gpu::Stream stream;
+          comm->barrier().wait();
+          const auto copies_start = Clock::now();
+          for (int i = 0; i < iters; ++i) {
+            gpu::copy_async(pinned.data(), dev.data(), bytes, stream.get());
+            gpu::copy_async(dev.data(), pinned.data(), bytes, stream.get());
+          }
+          stream.synchronize();
+          const double copies_us =
+              std::chrono::duration<double, std::micro>(Clock::now() - copies_start).count() / iters;
           // One checked call: ones summed over the ranks.
           std::vector<float> ones(count, 1.0f);
           gpu::copy_async(dev.data(), ones.data(), bytes, nullptr);
@@ -105,8 +140,8 @@ int main(int argc, char** argv) {
             const double factor = 2.0 * (ranks - 1) / ranks;
             const double host_bus = static_cast<double>(bytes) / host_us / 1e3 * factor;
             const double dev_bus = static_cast<double>(bytes) / dev_us / 1e3 * factor;
-            fmt::print("{:>12} {:>11.1f} {:>11.2f} {:>11.1f} {:>11.2f} {:>8.2f} {:>6}\n", bytes, host_us, host_bus,
-                       dev_us, dev_bus, host_us / dev_us, wrong);
+            fmt::print("{:>12} {:>11.1f} {:>11.2f} {:>11.1f} {:>11.2f} {:>8.2f} {:>9.1f} {:>6}\n", bytes, host_us,
+                       host_bus, dev_us, dev_bus, host_us / dev_us, copies_us, wrong);
             std::fflush(stdout);
           }
           if (wrong != 0) ++failures;

@@ -74,6 +74,9 @@ namespace ringmaster {
     "CPUs online)")                                                                                              \
   X(InlineBytes, "RINGMASTER_INLINE_BYTES", "65536",                                                             \
     "Collectives up to this size run on the calling thread when their channel is idle (0: never)")               \
+  X(CudaStageChunk, "RINGMASTER_CUDA_STAGE_CHUNK", "8388608",                                                    \
+    "all_reduce of CUDA device buffers moves through host memory in chunks of this many bytes, each its own "    \
+    "host all_reduce (the same on every rank)")                                                                  \
   X(PairBytes, "RINGMASTER_PAIR_BYTES", "16384",                                                                 \
     "2-rank all_reduce up to this many bytes exchanges whole inputs in one step instead of the ring's two "      \
     "(unset: 16384 over shared memory, 524288 over sockets and libfabric)")                                      \

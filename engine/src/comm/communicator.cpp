@@ -79,6 +79,12 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
   impl->on_collective = options.on_collective;
   impl->cuda_stream = options.cuda_stream;
   impl->cuda_usable = gpu::availability().usable;
+  if (impl->cuda_usable) {
+    const auto chunk = param_int(Param::CudaStageChunk);
+    if (chunk < 0)
+      throw Error(ErrorCategory::config, fmt::format("RINGMASTER_CUDA_STAGE_CHUNK={}: must be 0 or more bytes", chunk));
+    if (chunk > 0) impl->stage_chunk = static_cast<std::size_t>(chunk);
+  }
   impl->stall_after = settings.stall_after;
   impl->hold_at_call = settings.hold_at_call;
   impl->on_stall = options.on_stall;

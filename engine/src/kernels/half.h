@@ -7,6 +7,9 @@
 //
 // The same definitions run on the GPU (RINGMASTER_HD): the CUDA kernels
 // round exactly as the CPU kernels do, and their arithmetic is tested here.
+// For fp16 the GPU uses its conversion instructions, which round the same
+// way (only a NaN's payload differs); software conversions made the fp16
+// kernels 0.70x a device copy against 0.93x for bf16 on an H200.
 //
 // The functions have internal linkage (an unnamed namespace) on purpose:
 // reduce_impl.h calls them from units compiled with AVX-512 or AVX2 flags,
@@ -22,6 +25,12 @@ namespace ringmaster::kernels {
 namespace {
 
 RINGMASTER_HD inline float half_to_float(std::uint16_t h) noexcept {
+#if defined(__CUDA_ARCH__)
+  // The GPU's own conversion: exact, as below (a NaN's payload aside).
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+#else
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t exponent = (h >> 10) & 0x1Fu;
   const std::uint32_t mantissa = h & 0x3FFu;
@@ -32,9 +41,17 @@ RINGMASTER_HD inline float half_to_float(std::uint16_t h) noexcept {
   }
   if (exponent == 31) return bits_as<float>(sign | 0x7F800000u | (mantissa << 13));
   return bits_as<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
+#endif
 }
 
 RINGMASTER_HD inline std::uint16_t float_to_half(float value) noexcept {
+#if defined(__CUDA_ARCH__)
+  // Round to nearest even in hardware, as below; a NaN comes out as the
+  // GPU's canonical NaN rather than with its payload.
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(value));
+  return h;
+#else
   std::uint32_t bits = bits_as<std::uint32_t>(value);
   const std::uint32_t sign = (bits >> 16) & 0x8000u;
   bits &= 0x7FFFFFFFu;
@@ -51,6 +68,7 @@ RINGMASTER_HD inline std::uint16_t float_to_half(float value) noexcept {
   const std::uint32_t odd = (bits >> 13) & 1u;
   bits += 0xC8000FFFu + odd;  // rebias the exponent (-112 << 23) and round half to even
   return static_cast<std::uint16_t>(sign | (bits >> 13));
+#endif
 }
 
 RINGMASTER_HD inline float bf16_to_float(std::uint16_t h) noexcept {

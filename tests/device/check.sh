@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The prepared check for a GPU machine (docs/gpu.md): run from the
+# repository root with the bundle tests/device/bundle.sh made
+# (.device-bundle); writes check.log (every step's output) and gpus.json
+# (the NVML inventory) under $OUT (default ./device-out). Every step has its own time limit; the whole
+# run stays under 5 minutes on one H200.
+#
+# Steps: the GPU as nvidia-smi sees it; the CUDA sources compiled there
+# (sm_90) and the carried binaries' machine code listed; the kernels
+# against the CPU reference for every dtype x op; collectives on device
+# buffers; reduce bandwidth against a device-to-device copy; staged
+# all_reduce of device buffers against host buffers; the NVML inventory;
+# NCCL side by side (needs a second GPU: one GPU cannot hold two NCCL ranks).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+bundle=${BUNDLE:-.device-bundle}
+out=${OUT:-device-out}
+mkdir -p "$out"
+log="$out/check.log"
+: >"$log"
+steps=$(mktemp -d)
+failures=0
+
+say() { echo "$*" | tee -a "$log"; }
+
+# Our programs with the bundle's libraries; with the bundle's glibc too
+# when the system's is older than the one they were built against.
+export LD_LIBRARY_PATH="$PWD/$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+loader=()
+if ! "$bundle/bin/ringmaster-cli" --version >/dev/null 2>&1; then
+  loader=("$bundle/glibc/ld-linux-x86-64.so.2" --library-path "$PWD/$bundle/lib:$PWD/$bundle/glibc:/usr/local/nvidia/lib64:/usr/lib/x86_64-linux-gnu")
+  say "# the system's C library is older than the build's: running through the bundled loader"
+fi
+
+# step NAME LIMIT_S COMMAND...: runs it, its output into the log. SKIP
+# (space-separated step names) leaves steps out, e.g. a second run's.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  if [[ " ${SKIP:-} " == *" $name "* ]]; then
+    say "== $name: left out (SKIP)"
+    return 0
+  fi
+  say "== $name"
+  local start=$SECONDS
+  timeout "$limit" "$@" >"$steps/$name.txt" 2>&1
+  local rc=$?
+  cat "$steps/$name.txt" >>"$log"
+  say "-- $name: exit $rc in $((SECONDS - start)) s"
+  if (( rc != 0 )); then failures=$((failures + 1)); fi
+  return 0
+}
+# One of the bundle's programs, through the bundled loader when needed.
+run=(${loader[@]+"${loader[@]}"})
+
+say "# $(date -u +%FT%TZ) $(uname -r)"
+step gpu 20 nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.max.sm --format=csv
+if command -v nvcc >/dev/null; then
+  # cuobjdump sits beside nvcc.
+  tools=$(dirname "$(command -v nvcc)")
+  step build 120 bash -c "nvcc --version | tail -2 && nvcc -std=c++20 -O3 -gencode arch=compute_90,code=sm_90 -Iengine/include -Iengine/src -I$bundle/include -c engine/src/gpu/reduce.cu -o /tmp/reduce.o && $tools/cuobjdump --list-elf /tmp/reduce.o | head -3 && echo carried: && $tools/cuobjdump --list-elf --list-ptx $bundle/bin/kernels_test | sort | uniq -c | head"
+else
+  say "== build: skipped, no nvcc on this machine"
+fi
+step kernels 150 ${run[@]+"${run[@]}"} "$bundle/bin/kernels_test" --gtest_filter='Gpu*'
+step collectives 120 ${run[@]+"${run[@]}"} "$bundle/bin/gpu_collectives_test"
+step reduce_bandwidth 60 ${run[@]+"${run[@]}"} "$bundle/bin/gpu_reduce_bench" --bytes 268435456 --iters 50
+step staged_all_reduce 120 ${run[@]+"${run[@]}"} "$bundle/bin/gpu_allreduce_bench" --ranks 2 --iters 30 --sizes 16777216,67108864,268435456
+# The pipeline's chunk: smaller keeps chunks in cache, larger costs fewer calls.
+for chunk in 2097152 16777216; do
+  step "staged_all_reduce_chunk_$chunk" 60 env RINGMASTER_CUDA_STAGE_CHUNK=$chunk ${run[@]+"${run[@]}"} \
+    "$bundle/bin/gpu_allreduce_bench" --ranks 2 --iters 30 --sizes 16777216,67108864,268435456
+done
+# Where a staged call's time goes (first chunk on the host, last reduced, done).
+step staged_phases 60 env NCCL_DEBUG=TRACE NCCL_DEBUG_SUBSYS=COLL ${run[@]+"${run[@]}"} \
+  "$bundle/bin/gpu_allreduce_bench" --ranks 2 --iters 5 --sizes 16777216,268435456
+step inventory 30 ${run[@]+"${run[@]}"} "$bundle/bin/ringmaster-cli" gpus
+step inventory_json 30 ${run[@]+"${run[@]}"} "$bundle/bin/ringmaster-cli" gpus --json
+[[ -f "$steps/inventory_json.txt" ]] && cp "$steps/inventory_json.txt" "$out/gpus.json"
+# On a machine with a GPU, a GPU test that skipped is a failure.
+if nvidia-smi -L >/dev/null 2>&1; then
+  for name in kernels collectives; do
+    if [[ -f "$steps/$name.txt" ]] && grep -q 'SKIPPED \] [1-9]' "$steps/$name.txt"; then
+      say "!! $name: skipped although nvidia-smi sees a GPU"
+      failures=$((failures + 1))
+    fi
+  done
+fi
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if (( gpus >= 2 )); then
+  say "== nccl: not run: the NCCL runner is not part of this check yet"
+else
+  say "== nccl: skipped: $gpus GPU here; NCCL cannot put two ranks on one GPU"
+fi
+say "# $(date -u +%FT%TZ) done, $failures step(s) failed"
+exit $(( failures > 0 ))
