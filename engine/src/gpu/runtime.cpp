@@ -18,6 +18,32 @@
 
 namespace ringmaster::gpu {
 
+// Moving an owner swaps its handle: the same with or without CUDA.
+DeviceMemory::DeviceMemory(DeviceMemory&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
+  std::swap(data_, other.data_);
+  std::swap(size_, other.size_);
+  return *this;
+}
+PinnedMemory::PinnedMemory(PinnedMemory&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+PinnedMemory& PinnedMemory::operator=(PinnedMemory&& other) noexcept {
+  std::swap(data_, other.data_);
+  std::swap(size_, other.size_);
+  return *this;
+}
+Stream::Stream(Stream&& other) noexcept : stream_(std::exchange(other.stream_, nullptr)) {}
+Stream& Stream::operator=(Stream&& other) noexcept {
+  std::swap(stream_, other.stream_);
+  return *this;
+}
+Event::Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+Event& Event::operator=(Event&& other) noexcept {
+  std::swap(event_, other.event_);
+  return *this;
+}
+
 #if defined(RINGMASTER_HAVE_CUDA)
 
 namespace {
@@ -100,13 +126,6 @@ DeviceMemory::DeviceMemory(std::size_t bytes) : size_(bytes) {
 DeviceMemory::~DeviceMemory() {
   if (data_ != nullptr) cudaFree(data_);
 }
-DeviceMemory::DeviceMemory(DeviceMemory&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
-DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
-  std::swap(data_, other.data_);
-  std::swap(size_, other.size_);
-  return *this;
-}
 
 PinnedMemory::PinnedMemory(std::size_t bytes) : size_(bytes) {
   require_usable();
@@ -117,13 +136,6 @@ PinnedMemory::PinnedMemory(std::size_t bytes) : size_(bytes) {
 PinnedMemory::~PinnedMemory() {
   if (data_ != nullptr) cudaFreeHost(data_);
 }
-PinnedMemory::PinnedMemory(PinnedMemory&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
-PinnedMemory& PinnedMemory::operator=(PinnedMemory&& other) noexcept {
-  std::swap(data_, other.data_);
-  std::swap(size_, other.size_);
-  return *this;
-}
 
 Stream::Stream() {
   require_usable();
@@ -133,11 +145,6 @@ Stream::Stream() {
 }
 Stream::~Stream() {
   if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
-}
-Stream::Stream(Stream&& other) noexcept : stream_(std::exchange(other.stream_, nullptr)) {}
-Stream& Stream::operator=(Stream&& other) noexcept {
-  std::swap(stream_, other.stream_);
-  return *this;
 }
 void Stream::synchronize() const {
   check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "cudaStreamSynchronize");
@@ -151,11 +158,6 @@ Event::Event() {
 }
 Event::~Event() {
   if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
-}
-Event::Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
-Event& Event::operator=(Event&& other) noexcept {
-  std::swap(event_, other.event_);
-  return *this;
 }
 void Event::record(void* stream) const {
   check(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream)), "cudaEventRecord");
@@ -226,33 +228,14 @@ DeviceMemory::DeviceMemory(std::size_t) {
   no_cuda();
 }
 DeviceMemory::~DeviceMemory() = default;
-DeviceMemory::DeviceMemory(DeviceMemory&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
-DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
-  std::swap(data_, other.data_);
-  std::swap(size_, other.size_);
-  return *this;
-}
 PinnedMemory::PinnedMemory(std::size_t) {
   no_cuda();
 }
 PinnedMemory::~PinnedMemory() = default;
-PinnedMemory::PinnedMemory(PinnedMemory&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
-PinnedMemory& PinnedMemory::operator=(PinnedMemory&& other) noexcept {
-  std::swap(data_, other.data_);
-  std::swap(size_, other.size_);
-  return *this;
-}
 Stream::Stream() {
   no_cuda();
 }
 Stream::~Stream() = default;
-Stream::Stream(Stream&& other) noexcept : stream_(std::exchange(other.stream_, nullptr)) {}
-Stream& Stream::operator=(Stream&& other) noexcept {
-  std::swap(stream_, other.stream_);
-  return *this;
-}
 void Stream::synchronize() const {
   no_cuda();
 }
@@ -260,11 +243,6 @@ Event::Event() {
   no_cuda();
 }
 Event::~Event() = default;
-Event::Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
-Event& Event::operator=(Event&& other) noexcept {
-  std::swap(event_, other.event_);
-  return *this;
-}
 void Event::record(void*) const {
   no_cuda();
 }
