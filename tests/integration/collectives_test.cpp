@@ -46,17 +46,7 @@ namespace {
 using namespace std::chrono_literals;
 
 using testing_support::free_port;
-
-Config rank_config(int rank, int n, std::uint16_t port) {
-  Config c;
-  c.rank = rank;
-  c.world_size = n;
-  c.master_addr = "127.0.0.1";
-  c.master_port = port;
-  c.store_timeout = 30s;
-  c.bootstrap_timeout = 30s;
-  return c;
-}
+using testing_support::rank_config;
 
 // What carries the connections between the ranks of a test: mixed keeps
 // rank 0 on sockets, mixed_ofi on libfabric, the others share memory.

@@ -17,8 +17,6 @@
 namespace ringmaster {
 namespace {
 
-using namespace std::chrono_literals;
-
 class GpuCollectives : public testing::Test {
  protected:
   void SetUp() override {
@@ -35,14 +33,7 @@ class GpuCollectives : public testing::Test {
       threads.emplace_back([&, r] {
         try {
           gpu::set_device(0);
-          Config c;
-          c.rank = r;
-          c.world_size = n;
-          c.master_addr = "127.0.0.1";
-          c.master_port = port;
-          c.store_timeout = 30s;
-          c.bootstrap_timeout = 30s;
-          auto comm = Communicator::create(c);
+          auto comm = Communicator::create(testing_support::rank_config(r, n, port));
           body(r, *comm);
         } catch (const std::exception& e) {
           errors[static_cast<std::size_t>(r)] = e.what();

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "net/socket.h"
+#include "ringmaster/config.h"
 
 extern char** environ;
 
@@ -45,6 +46,20 @@ inline long rss_kib(pid_t pid) {
 // range (32768 and up), so no socket that binds port 0 meanwhile (another
 // test's listener or connection, a libfabric endpoint) can take it before
 // rank 0 listens on it.
+// A rank of an n-rank job whose store is on loopback at `port`, with
+// timeouts short enough for tests.
+inline Config rank_config(int rank, int n, std::uint16_t port) {
+  using namespace std::chrono_literals;
+  Config c;
+  c.rank = rank;
+  c.world_size = n;
+  c.master_addr = "127.0.0.1";
+  c.master_port = port;
+  c.store_timeout = 30s;
+  c.bootstrap_timeout = 30s;
+  return c;
+}
+
 inline std::uint16_t free_port() {
   static std::mt19937 pick(static_cast<unsigned>(::getpid()) ^
                            static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
