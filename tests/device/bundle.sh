@@ -2,9 +2,10 @@
 # Packs what tests/device/check.sh runs on a GPU machine that has none of
 # our Debian libraries: the CUDA-enabled test programs and ringmaster-cli
 # from a build made here, the shared libraries they need beyond glibc and
-# libstdc++, and this machine's glibc as a fallback loader for an older
-# system there. The CUDA runtime is linked statically; the driver
-# (libcuda.so.1, libnvidia-ml.so.1) is the GPU machine's own.
+# libstdc++, the CUDA module (libringmaster_cuda.so, the CUDA runtime
+# linked into it statically), and this machine's glibc as a fallback
+# loader for an older system there. The driver (libcuda.so.1,
+# libnvidia-ml.so.1) is the GPU machine's own.
 #
 #   tests/device/bundle.sh [BUILD_DIR] [BUNDLE_DIR]     (build/cuda, .device-bundle)
 #
@@ -30,7 +31,7 @@ mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/glibc"
 for p in "${programs[@]}"; do
   cp "$build/$p" "$bundle/bin/"
 done
-cp "$build/tests/unit/libnvml_double.so" "$bundle/lib/"
+cp "$build/tests/unit/libnvml_double.so" "$build/engine/libringmaster_cuda.so" "$bundle/lib/"
 # Every library the programs load, except the C library's own parts
 # (those go to glibc/, used only when the system's are older).
 for p in "${programs[@]}"; do

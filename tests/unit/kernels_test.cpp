@@ -11,6 +11,7 @@
 //
 // The Gpu* suites run the CUDA kernels (gpu/reduce.cu) against the same
 // reference; without a usable device they skip, saying why.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/cuda_module.h"
 #include "gpu/gpu.h"
 #include "kernels/half.h"
 #include "kernels/reduce.h"
@@ -564,6 +566,31 @@ TEST(GpuAvg, PremultiplyAndFinishMatchTheCpu) {
     }
   }
 }
+
+#if defined(RINGMASTER_CUDA_MODULE_FILE)
+// The CUDA module this build made loads on its own (the CUDA runtime is
+// inside it), gives its table at this version, and answers without a
+// driver with an error rather than a crash.
+TEST(GpuModule, LoadsAndAnswersWithoutADevice) {
+  void* handle = ::dlopen(RINGMASTER_CUDA_MODULE_FILE, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << ::dlerror();
+  using Entry = const RingmasterCudaApi* (*)();
+  auto entry = reinterpret_cast<Entry>(::dlsym(handle, "ringmaster_cuda_api"));
+  ASSERT_NE(entry, nullptr);
+  const RingmasterCudaApi* api = entry();
+  ASSERT_NE(api, nullptr);
+  EXPECT_EQ(api->version, kRingmasterCudaApiVersion);
+  int runtime = 0;
+  EXPECT_EQ(api->runtime_version(&runtime), 0);
+  EXPECT_GE(runtime, 12000);
+  if (!gpu::availability().usable) {
+    int devices = -1;
+    const int err = api->device_count(&devices);
+    EXPECT_TRUE(err != 0 || devices == 0) << "a device counted where none is usable";
+    EXPECT_NE(std::string(api->error_name(err == 0 ? 100 : err)), "");
+  }
+}
+#endif
 
 // Every build answers availability(); where no device is usable the
 // reason is named, and asking for device memory is a config error that

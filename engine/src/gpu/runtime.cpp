@@ -1,24 +1,176 @@
-// The CUDA runtime behind gpu.h: availability, pointer queries and the
-// owners of device memory, pinned memory, streams and events. Compiled by
-// the C++ compiler against cuda_runtime.h when the build has CUDA
-// (RINGMASTER_HAVE_CUDA); otherwise every function says the build has no
-// CUDA.
+// gpu.h over the CUDA module (gpu/cuda_module.h): availability, pointer
+// queries, the owners of device memory, pinned memory, streams and events,
+// and the kernels, each forwarded to libringmaster_cuda.so once it is open.
+// Arguments are checked here, and a CUDA failure becomes an Error naming
+// the call.
+#include <dlfcn.h>
 #include <fmt/format.h>
 
-#include <mutex>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "base/log.h"
+#include "gpu/cuda_module.h"
 #include "gpu/gpu.h"
 #include "ringmaster/status.h"
 
-#if defined(RINGMASTER_HAVE_CUDA)
-#include <cuda_runtime.h>
-#endif
-
 namespace ringmaster::gpu {
 
-// Moving an owner swaps its handle: the same with or without CUDA.
+namespace {
+
+struct Loaded {
+  Availability availability;
+  const RingmasterCudaApi* api = nullptr;
+};
+
+#if defined(RINGMASTER_HAVE_CUDA)
+// Where the module is looked for: RINGMASTER_CUDA_MODULE, else the one
+// this build made (in a build tree), else by name on the library path
+// (an install puts it beside libringmaster.so).
+const RingmasterCudaApi* open_module(std::string& why) {
+  std::vector<std::string> tries;
+  if (const char* forced = std::getenv("RINGMASTER_CUDA_MODULE")) tries.emplace_back(forced);
+#if defined(RINGMASTER_CUDA_MODULE_BUILT)
+  tries.emplace_back(RINGMASTER_CUDA_MODULE_BUILT);
+#endif
+  tries.emplace_back("libringmaster_cuda.so");
+  std::string errors;
+  for (const auto& path : tries) {
+    void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* err = ::dlerror();
+      errors += fmt::format("{}{}", errors.empty() ? "" : "; ", err != nullptr ? err : path);
+      continue;
+    }
+    using Entry = const RingmasterCudaApi* (*)();
+    auto entry = reinterpret_cast<Entry>(::dlsym(handle, "ringmaster_cuda_api"));
+    const RingmasterCudaApi* api = entry != nullptr ? entry() : nullptr;
+    if (api == nullptr || api->version != kRingmasterCudaApiVersion) {
+      errors += fmt::format("{}{}: not this version's CUDA module", errors.empty() ? "" : "; ", path);
+      ::dlclose(handle);
+      continue;
+    }
+    return api;  // kept open for the process's life
+  }
+  why = "the CUDA module did not load (" + errors + ")";
+  return nullptr;
+}
+#endif
+
+Loaded probe() {
+  Loaded l;
+  Availability& a = l.availability;
+#if !defined(RINGMASTER_HAVE_CUDA)
+  a.why = "this build has no CUDA (configured without the CUDA toolkit, or with RINGMASTER_CUDA=OFF)";
+  return l;
+#else
+  a.built = true;
+  // The driver first: where there is none the module is never opened.
+  if (::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL) == nullptr) {
+    a.why = "no NVIDIA driver (libcuda.so.1 did not load)";
+    return l;
+  }
+  const RingmasterCudaApi* api = open_module(a.why);
+  if (api == nullptr) return l;
+  api->runtime_version(&a.runtime_version);
+  if (api->driver_version(&a.driver_version) != 0 || a.driver_version == 0) {
+    a.why = "no NVIDIA driver (the CUDA runtime found none)";
+    return l;
+  }
+  if (const int err = api->device_count(&a.devices); err != 0 || a.devices == 0) {
+    a.devices = 0;
+    a.why = err == 0 ? "no CUDA device is visible"
+                     : fmt::format("no CUDA device is usable: {} ({})", api->error_string(err), api->error_name(err));
+    return l;
+  }
+  if (a.driver_version < a.runtime_version) {
+    a.why =
+        fmt::format("the driver supports CUDA {}.{}, older than this build's runtime {}.{}", a.driver_version / 1000,
+                    a.driver_version % 1000 / 10, a.runtime_version / 1000, a.runtime_version % 1000 / 10);
+    return l;
+  }
+  a.usable = true;
+  l.api = api;
+  return l;
+#endif
+}
+
+const Loaded& loaded() {
+  static const Loaded l = [] {
+    Loaded probed = probe();
+    const auto& a = probed.availability;
+    if (a.usable) {
+      RM_INFO(init, "CUDA: {} device(s), driver {}.{}, runtime {}.{}", a.devices, a.driver_version / 1000,
+              a.driver_version % 1000 / 10, a.runtime_version / 1000, a.runtime_version % 1000 / 10);
+    }
+    return probed;
+  }();
+  return l;
+}
+
+// The module's table; throws Error(config) naming why CUDA is not usable.
+const RingmasterCudaApi& api() {
+  const Loaded& l = loaded();
+  if (l.api == nullptr) throw Error(ErrorCategory::config, "CUDA is not usable here: " + l.availability.why);
+  return *l.api;
+}
+
+void check(int err, const char* what) {
+  if (err == 0) return;
+  const auto& a = api();
+  throw Error(ErrorCategory::internal,
+              fmt::format("CUDA: {} failed: {} ({})", what, a.error_string(err), a.error_name(err)));
+}
+
+}  // namespace
+
+const Availability& availability() {
+  return loaded().availability;
+}
+
+int device_of(const void* p) noexcept {
+  const Loaded& l = loaded();
+  if (p == nullptr || l.api == nullptr) return -1;
+  int device = -1;
+  return l.api->pointer_device(p, &device) == 0 ? device : -1;
+}
+
+bool is_device_pointer(const void* p) noexcept {
+  return device_of(p) >= 0;
+}
+
+void reduce(void* dst, const void* a, const void* b, std::size_t count, DataType type, RedOp op, void* stream) {
+  const auto& cuda = api();
+  const std::size_t width = size_of(type);
+  for (const void* p : {static_cast<const void*>(dst), a, b}) {
+    if (reinterpret_cast<std::uintptr_t>(p) % width != 0) {
+      throw Error(ErrorCategory::config, fmt::format("a device buffer of {} is not aligned to its element size ({} "
+                                                     "bytes), as CUDA loads require",
+                                                     name_of(type), width));
+    }
+  }
+  check(cuda.reduce(dst, a, b, count, static_cast<int>(type), static_cast<int>(op), stream), "the reduce kernel");
+}
+
+void premultiply_avg(void* dst, const void* src, std::size_t count, DataType type, int nranks, void* stream) {
+  const auto& cuda = api();
+  if (nranks <= 0) throw Error(ErrorCategory::internal, fmt::format("premultiply_avg called with nranks={}", nranks));
+  if (!is_floating(type)) {
+    throw Error(ErrorCategory::internal, fmt::format("premultiply_avg called for {}, an integer type", name_of(type)));
+  }
+  check(cuda.premultiply_avg(dst, src, count, static_cast<int>(type), nranks, stream), "the avg kernel");
+}
+
+void finish_avg(void* buffer, std::size_t count, DataType type, int nranks, void* stream) {
+  const auto& cuda = api();
+  if (nranks <= 0) throw Error(ErrorCategory::internal, fmt::format("finish_avg called with nranks={}", nranks));
+  check(cuda.finish_avg(buffer, count, static_cast<int>(type), nranks, stream), "the avg kernel");
+}
+
+// Moving an owner swaps its handle.
 DeviceMemory::DeviceMemory(DeviceMemory&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
 DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
@@ -44,227 +196,63 @@ Event& Event::operator=(Event&& other) noexcept {
   return *this;
 }
 
-#if defined(RINGMASTER_HAVE_CUDA)
-
-namespace {
-
-[[noreturn]] void fail(cudaError_t err, const char* what) {
-  throw Error(ErrorCategory::internal,
-              fmt::format("CUDA: {} failed: {} ({})", what, cudaGetErrorString(err), cudaGetErrorName(err)));
-}
-
-void check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) fail(err, what);
-}
-
-void require_usable() {
-  const auto& a = availability();
-  if (!a.usable) throw Error(ErrorCategory::config, "CUDA is not usable here: " + a.why);
-}
-
-Availability probe() {
-  Availability a;
-  a.built = true;
-  cudaRuntimeGetVersion(&a.runtime_version);
-  const cudaError_t driver = cudaDriverGetVersion(&a.driver_version);
-  if (driver != cudaSuccess || a.driver_version == 0) {
-    a.why = "no NVIDIA driver (libcuda.so.1 did not load)";
-    cudaGetLastError();
-    return a;
-  }
-  const cudaError_t count = cudaGetDeviceCount(&a.devices);
-  if (count != cudaSuccess || a.devices == 0) {
-    a.devices = 0;
-    a.why = count == cudaSuccess
-                ? "no CUDA device is visible"
-                : fmt::format("no CUDA device is usable: {} ({})", cudaGetErrorString(count), cudaGetErrorName(count));
-    cudaGetLastError();
-    return a;
-  }
-  if (a.driver_version < a.runtime_version) {
-    a.why =
-        fmt::format("the driver supports CUDA {}.{}, older than this build's runtime {}.{}", a.driver_version / 1000,
-                    a.driver_version % 1000 / 10, a.runtime_version / 1000, a.runtime_version % 1000 / 10);
-    return a;
-  }
-  a.usable = true;
-  return a;
-}
-
-}  // namespace
-
-const Availability& availability() {
-  static const Availability a = [] {
-    Availability probed = probe();
-    if (probed.usable) {
-      RM_INFO(init, "CUDA: {} device(s), driver {}.{}, runtime {}.{}", probed.devices, probed.driver_version / 1000,
-              probed.driver_version % 1000 / 10, probed.runtime_version / 1000, probed.runtime_version % 1000 / 10);
-    }
-    return probed;
-  }();
-  return a;
-}
-
-int device_of(const void* p) noexcept {
-  if (p == nullptr || !availability().usable) return -1;
-  cudaPointerAttributes attributes{};
-  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
-    cudaGetLastError();  // an unregistered host pointer on old drivers
-    return -1;
-  }
-  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged ? attributes.device : -1;
-}
-
-bool is_device_pointer(const void* p) noexcept {
-  return device_of(p) >= 0;
-}
-
 DeviceMemory::DeviceMemory(std::size_t bytes) : size_(bytes) {
-  require_usable();
-  check(cudaMalloc(&data_, bytes == 0 ? 1 : bytes), "cudaMalloc");
+  check(api().malloc_device(&data_, bytes == 0 ? 1 : bytes), "cudaMalloc");
 }
 DeviceMemory::~DeviceMemory() {
-  if (data_ != nullptr) cudaFree(data_);
+  if (data_ != nullptr) api().free_device(data_);
 }
 
 PinnedMemory::PinnedMemory(std::size_t bytes) : size_(bytes) {
-  require_usable();
   void* p = nullptr;
-  check(cudaMallocHost(&p, bytes == 0 ? 1 : bytes), "cudaMallocHost");
+  check(api().malloc_pinned(&p, bytes == 0 ? 1 : bytes), "cudaMallocHost");
   data_ = static_cast<std::byte*>(p);
 }
 PinnedMemory::~PinnedMemory() {
-  if (data_ != nullptr) cudaFreeHost(data_);
+  if (data_ != nullptr) api().free_pinned(data_);
 }
 
 Stream::Stream() {
-  require_usable();
-  cudaStream_t s = nullptr;
-  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-  stream_ = s;
+  check(api().stream_create(&stream_), "cudaStreamCreateWithFlags");
 }
 Stream::~Stream() {
-  if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+  if (stream_ != nullptr) api().stream_destroy(stream_);
 }
 void Stream::synchronize() const {
-  check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "cudaStreamSynchronize");
+  check(api().stream_synchronize(stream_), "cudaStreamSynchronize");
 }
 
 Event::Event() {
-  require_usable();
-  cudaEvent_t e = nullptr;
-  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-  event_ = e;
+  check(api().event_create(&event_), "cudaEventCreateWithFlags");
 }
 Event::~Event() {
-  if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+  if (event_ != nullptr) api().event_destroy(event_);
 }
 void Event::record(void* stream) const {
-  check(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream)), "cudaEventRecord");
+  check(api().event_record(event_, stream), "cudaEventRecord");
 }
 void Event::synchronize() const {
-  check(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "cudaEventSynchronize");
+  check(api().event_synchronize(event_), "cudaEventSynchronize");
 }
 void Event::wait_on(void* stream) const {
-  check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event_), 0),
-        "cudaStreamWaitEvent");
+  check(api().stream_wait_event(stream, event_), "cudaStreamWaitEvent");
 }
 
 void copy_async(void* dst, const void* src, std::size_t bytes, void* stream) {
   if (bytes == 0) return;
-  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)), "cudaMemcpyAsync");
+  check(api().copy_async(dst, src, bytes, stream), "cudaMemcpyAsync");
 }
 
 void synchronize(void* stream) {
-  check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
+  check(api().stream_synchronize(stream), "cudaStreamSynchronize");
 }
 
 void synchronize_device() {
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  check(api().device_synchronize(), "cudaDeviceSynchronize");
 }
 
 void set_device(int device) {
-  require_usable();
-  check(cudaSetDevice(device), "cudaSetDevice");
+  check(api().set_device(device), "cudaSetDevice");
 }
-
-#else  // no CUDA in this build
-
-namespace {
-
-[[noreturn]] void no_cuda() {
-  throw Error(ErrorCategory::config, "CUDA is not usable here: " + availability().why);
-}
-
-}  // namespace
-
-const Availability& availability() {
-  static const Availability a = [] {
-    Availability none;
-    none.why = "this build has no CUDA (configured without the CUDA toolkit, or with RINGMASTER_CUDA=OFF)";
-    return none;
-  }();
-  return a;
-}
-
-int device_of(const void*) noexcept {
-  return -1;
-}
-bool is_device_pointer(const void*) noexcept {
-  return false;
-}
-
-void reduce(void*, const void*, const void*, std::size_t, DataType, RedOp, void*) {
-  no_cuda();
-}
-void premultiply_avg(void*, const void*, std::size_t, DataType, int, void*) {
-  no_cuda();
-}
-void finish_avg(void*, std::size_t, DataType, int, void*) {
-  no_cuda();
-}
-
-DeviceMemory::DeviceMemory(std::size_t) {
-  no_cuda();
-}
-DeviceMemory::~DeviceMemory() = default;
-PinnedMemory::PinnedMemory(std::size_t) {
-  no_cuda();
-}
-PinnedMemory::~PinnedMemory() = default;
-Stream::Stream() {
-  no_cuda();
-}
-Stream::~Stream() = default;
-void Stream::synchronize() const {
-  no_cuda();
-}
-Event::Event() {
-  no_cuda();
-}
-Event::~Event() = default;
-void Event::record(void*) const {
-  no_cuda();
-}
-void Event::synchronize() const {
-  no_cuda();
-}
-void Event::wait_on(void*) const {
-  no_cuda();
-}
-void copy_async(void*, const void*, std::size_t, void*) {
-  no_cuda();
-}
-void synchronize(void*) {
-  no_cuda();
-}
-void synchronize_device() {
-  no_cuda();
-}
-void set_device(int) {
-  no_cuda();
-}
-
-#endif
 
 }  // namespace ringmaster::gpu

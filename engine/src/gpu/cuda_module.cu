@@ -1,4 +1,6 @@
-// The element-wise kernels on device memory: every dtype x op of
+// The CUDA module (libringmaster_cuda.so, gpu/cuda_module.h): the CUDA
+// runtime calls the engine makes, and the element-wise kernels on device
+// memory: every dtype x op of
 // kernels::reduce, from the same one-element definitions
 // (kernels/elementwise.h), so the GPU rounds, wraps and propagates NaN
 // exactly as the CPU does.
@@ -9,11 +11,10 @@
 // unaligned buffers go element by element.
 #include <cuda_runtime.h>
 #include <cstdint>
-#include <string>
 
-#include "gpu/gpu.h"
+#include "gpu/cuda_module.h"
 #include "kernels/elementwise.h"
-#include "ringmaster/status.h"
+#include "ringmaster/types.h"
 
 namespace ringmaster::gpu {
 namespace {
@@ -99,17 +100,24 @@ __global__ void divide_half_kernel(std::uint16_t* buffer, std::size_t n, int nra
     buffer[i] = kernels::divide_half<kind>(buffer[i], nranks);
 }
 
-void check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) {
-    // No fmt here: nvcc cannot evaluate its compile-time format checks.
-    throw Error(ErrorCategory::internal, std::string("CUDA: ") + what + " failed: " + cudaGetErrorString(err) + " (" +
-                                             cudaGetErrorName(err) + ")");
-  }
+// A failed CUDA call inside the module; the exported function returns its code.
+struct Failure {
+  cudaError_t code;
+};
+
+void check(cudaError_t err) {
+  if (err != cudaSuccess) throw Failure{err};
 }
 
-void require_usable() {
-  const auto& a = availability();
-  if (!a.usable) throw Error(ErrorCategory::config, "CUDA is not usable here: " + a.why);
+// Runs body, turning a failure into its code (nothing throws out of the module).
+template <class Body>
+int guarded(Body body) {
+  try {
+    body();
+    return cudaSuccess;
+  } catch (const Failure& f) {
+    return f.code;
+  }
 }
 
 // Enough blocks to cover `work` items, at most a few per multiprocessor
@@ -117,8 +125,8 @@ void require_usable() {
 unsigned blocks_for(std::size_t work) {
   int device = 0;
   int sms = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  check(cudaGetDevice(&device));
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const std::size_t wanted = (work + kThreads - 1) / kThreads;
   const std::size_t most = static_cast<std::size_t>(sms > 0 ? sms : 1) * 4;
   return static_cast<unsigned>(wanted == 0 ? 1 : (wanted < most ? wanted : most));
@@ -135,7 +143,7 @@ void launch_reduce(void* dst, const void* a, const void* b, std::size_t n, cudaS
   const std::size_t work = vectors ? n / (16 / sizeof(S)) + 16 : n;
   reduce_kernel<Op><<<blocks_for(work), kThreads, 0, stream>>>(static_cast<S*>(dst), static_cast<const S*>(a),
                                                                static_cast<const S*>(b), n, vectors);
-  check(cudaGetLastError(), "launching the reduce kernel");
+  check(cudaGetLastError());
 }
 
 template <RedOp op>
@@ -173,22 +181,11 @@ void reduce_op(void* dst, const void* a, const void* b, std::size_t n, DataType 
 template <class T>
 void launch_divide(void* buffer, std::size_t n, int nranks, cudaStream_t s) {
   divide_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(static_cast<T*>(buffer), n, nranks);
-  check(cudaGetLastError(), "launching the avg kernel");
+  check(cudaGetLastError());
 }
 
-}  // namespace
-
 void reduce(void* dst, const void* a, const void* b, std::size_t count, DataType type, RedOp op, void* stream) {
-  require_usable();
   if (count == 0) return;
-  const std::size_t width = size_of(type);
-  for (const void* p : {static_cast<const void*>(dst), a, b}) {
-    if (reinterpret_cast<std::uintptr_t>(p) % width != 0) {
-      throw Error(ErrorCategory::config, "a device buffer of " + std::string(ringmaster::name_of(type)) +
-                                             " is not aligned to its element size (" + std::to_string(width) +
-                                             " bytes), as CUDA loads require");
-    }
-  }
   auto s = static_cast<cudaStream_t>(stream);
   switch (op) {
     case RedOp::sum:
@@ -205,8 +202,6 @@ void reduce(void* dst, const void* a, const void* b, std::size_t count, DataType
 }
 
 void premultiply_avg(void* dst, const void* src, std::size_t count, DataType type, int nranks, void* stream) {
-  require_usable();
-  if (nranks <= 0) throw Error(ErrorCategory::internal, "premultiply_avg called with nranks=" + std::to_string(nranks));
   if (count == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
   const unsigned blocks = blocks_for(count);
@@ -228,16 +223,13 @@ void premultiply_avg(void* dst, const void* src, std::size_t count, DataType typ
           <<<blocks, kThreads, 0, s>>>(static_cast<double*>(dst), static_cast<const double*>(src), count, nranks);
       break;
     default:
-      throw Error(ErrorCategory::internal,
-                  "premultiply_avg called for " + std::string(ringmaster::name_of(type)) + ", an integer type");
+      return;  // integers: the engine never asks
   }
-  check(cudaGetLastError(), "launching the avg kernel");
+  check(cudaGetLastError());
 }
 
 void finish_avg(void* buffer, std::size_t count, DataType type, int nranks, void* stream) {
-  require_usable();
-  if (nranks <= 0) throw Error(ErrorCategory::internal, "finish_avg called with nranks=" + std::to_string(nranks));
-  if (nranks == 1 || count == 0) return;
+  if (nranks <= 1 || count == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
   switch (type) {
     case DataType::int8:
@@ -265,7 +257,74 @@ void finish_avg(void* buffer, std::size_t count, DataType type, int nranks, void
     case DataType::fp64:
       return launch_divide<double>(buffer, count, nranks, s);
   }
-  check(cudaGetLastError(), "launching the avg kernel");
+  check(cudaGetLastError());
 }
 
+// The exported table: the runtime calls as they are, the kernels guarded.
+int pointer_device(const void* p, int* device) {
+  cudaPointerAttributes attributes{};
+  const cudaError_t err = cudaPointerGetAttributes(&attributes, p);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // an unregistered host pointer on old drivers
+    *device = -1;
+    return cudaSuccess;
+  }
+  const bool on_device = attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+  *device = on_device ? attributes.device : -1;
+  return cudaSuccess;
+}
+
+constexpr RingmasterCudaApi kApi = {
+    kRingmasterCudaApiVersion,
+    [](int code) { return cudaGetErrorName(static_cast<cudaError_t>(code)); },
+    [](int code) { return cudaGetErrorString(static_cast<cudaError_t>(code)); },
+    [](int* v) -> int { return cudaDriverGetVersion(v); },
+    [](int* v) -> int { return cudaRuntimeGetVersion(v); },
+    [](int* n) -> int { return cudaGetDeviceCount(n); },
+    pointer_device,
+    [](void** p, std::size_t bytes) -> int { return cudaMalloc(p, bytes); },
+    [](void* p) -> int { return cudaFree(p); },
+    [](void** p, std::size_t bytes) -> int { return cudaMallocHost(p, bytes); },
+    [](void* p) -> int { return cudaFreeHost(p); },
+    [](void** s) -> int {
+      cudaStream_t stream = nullptr;
+      const cudaError_t err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+      *s = stream;
+      return err;
+    },
+    [](void* s) -> int { return cudaStreamDestroy(static_cast<cudaStream_t>(s)); },
+    [](void* s) -> int { return cudaStreamSynchronize(static_cast<cudaStream_t>(s)); },
+    [](void** e) -> int {
+      cudaEvent_t event = nullptr;
+      const cudaError_t err = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+      *e = event;
+      return err;
+    },
+    [](void* e) -> int { return cudaEventDestroy(static_cast<cudaEvent_t>(e)); },
+    [](void* e, void* s) -> int { return cudaEventRecord(static_cast<cudaEvent_t>(e), static_cast<cudaStream_t>(s)); },
+    [](void* e) -> int { return cudaEventSynchronize(static_cast<cudaEvent_t>(e)); },
+    [](void* s, void* e) -> int {
+      return cudaStreamWaitEvent(static_cast<cudaStream_t>(s), static_cast<cudaEvent_t>(e), 0);
+    },
+    [](void* dst, const void* src, std::size_t bytes, void* s) -> int {
+      return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(s));
+    },
+    []() -> int { return cudaDeviceSynchronize(); },
+    [](int device) -> int { return cudaSetDevice(device); },
+    [](void* dst, const void* a, const void* b, std::size_t count, int type, int op, void* s) -> int {
+      return guarded([&] { reduce(dst, a, b, count, static_cast<DataType>(type), static_cast<RedOp>(op), s); });
+    },
+    [](void* dst, const void* src, std::size_t count, int type, int nranks, void* s) -> int {
+      return guarded([&] { premultiply_avg(dst, src, count, static_cast<DataType>(type), nranks, s); });
+    },
+    [](void* buffer, std::size_t count, int type, int nranks, void* s) -> int {
+      return guarded([&] { finish_avg(buffer, count, static_cast<DataType>(type), nranks, s); });
+    },
+};
+
+}  // namespace
 }  // namespace ringmaster::gpu
+
+extern "C" __attribute__((visibility("default"))) const RingmasterCudaApi* ringmaster_cuda_api() {
+  return &ringmaster::gpu::kApi;
+}
