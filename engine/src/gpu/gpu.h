@@ -5,9 +5,9 @@
 // No CUDA header is needed to include this file, and every function exists
 // in every build: a build without the CUDA toolkit (RINGMASTER_CUDA off)
 // says so through availability() and never sees a device pointer. The
-// CUDA runtime is linked statically and opens the driver (libcuda.so.1)
-// itself, so a host without a driver or without a GPU only reads
-// "not usable" with the reason.
+// CUDA runtime and kernels are in a module opened only where the driver
+// (libcuda.so.1) loads (gpu/cuda_module.h), so a host without a driver or
+// without a GPU only reads "not usable" with the reason.
 //
 // Streams are `cudaStream_t` passed as void* (nullptr: the legacy default
 // stream).
