@@ -761,6 +761,146 @@ TEST(Collectives, PointToPointLeavesCollectivesInStep) {
   });
 }
 
+// The ranks each rank reaches directly (channel -1), by rank.
+std::set<int> direct_peers(const Communicator& comm) {
+  std::set<int> peers;
+  for (const auto& c : comm.connections()) {
+    if (c.channel < 0) peers.insert(c.peer);
+  }
+  return peers;
+}
+
+// Init connects the rings and all_reduce's tree neighbours; any other
+// direct connection is made by the first call that needs it. Every rank
+// used to open one to every other at init: 7 a rank at 8 ranks, 56 ends in
+// all, most of them never used.
+TEST(Collectives, DirectConnectionsAreMadeWhenFirstUsed) {
+  constexpr int kRanks = 8;
+  std::mutex mutex;
+  std::vector<std::set<int>> at_init(kRanks);
+  std::atomic<int> published{0};
+  run_ranks(kRanks, [&](Communicator& comm) {
+    const int rank = comm.rank();
+    {
+      std::lock_guard lock(mutex);
+      at_init[static_cast<std::size_t>(rank)] = direct_peers(comm);
+    }
+    ++published;
+    while (published.load() < kRanks)
+      std::this_thread::sleep_for(1ms);
+    std::size_t ends = 0;
+    for (const auto& peers : at_init) {
+      EXPECT_LE(peers.size(), 6u);  // a parent and two children in each of the two trees
+      ends += peers.size();
+    }
+    EXPECT_LT(ends, static_cast<std::size_t>(kRanks * (kRanks - 1)));
+    // A pair with no direct connection yet: a message between them
+    // connects them, and only them.
+    int a = -1, b = -1;
+    for (int x = 0; x < kRanks && a < 0; ++x) {
+      for (int y = x + 1; y < kRanks && a < 0; ++y) {
+        if (at_init[static_cast<std::size_t>(x)].count(y) == 0) {
+          a = x;
+          b = y;
+        }
+      }
+    }
+    ASSERT_GE(a, 0) << "every pair was connected at init";
+    std::vector<std::int32_t> message(1000);
+    if (rank == b) {
+      for (int i = 0; i < 1000; ++i)
+        message[static_cast<std::size_t>(i)] = i * 7;
+      comm.send(message.data(), message.size(), DataType::int32, a).wait();  // the higher rank first
+    } else if (rank == a) {
+      std::this_thread::sleep_for(50ms);  // its offer waits for this call
+      comm.recv(message.data(), message.size(), DataType::int32, b).wait();
+      EXPECT_EQ(message[999], 999 * 7);
+    }
+    auto now = direct_peers(comm);
+    auto expected = at_init[static_cast<std::size_t>(rank)];
+    if (rank == a) expected.insert(b);
+    if (rank == b) expected.insert(a);
+    EXPECT_EQ(now, expected) << "rank " << rank;
+    // all_to_all reaches every rank.
+    std::vector<std::int32_t> send(kRanks), recv(kRanks, -1);
+    for (int p = 0; p < kRanks; ++p)
+      send[static_cast<std::size_t>(p)] = rank * 100 + p;
+    comm.all_to_all(send.data(), recv.data(), 1, DataType::int32).wait();
+    for (int p = 0; p < kRanks; ++p)
+      EXPECT_EQ(recv[static_cast<std::size_t>(p)], p * 100 + rank);
+    EXPECT_EQ(direct_peers(comm).size(), static_cast<std::size_t>(kRanks - 1)) << "rank " << rank;
+    // Each pair once: ends counted at both ranks add up to 2 per pair.
+    for (const auto& c : comm.connections()) {
+      if (c.channel < 0) EXPECT_EQ(c.transport, "SHM");
+    }
+  });
+}
+
+// A message whose peer never comes fails after the call's timeout, naming
+// that peer, whichever of the two opens the connection.
+TEST(Collectives, DirectConnectionToAPeerThatNeverComesTimesOut) {
+  constexpr int kRanks = 8;
+  std::mutex mutex;
+  std::vector<std::set<int>> at_init(kRanks);
+  std::atomic<int> published{0}, done{0};
+  std::vector<std::string> errors(kRanks);
+  CommOptions options;
+  options.timeout = 2s;
+  run_ranks(
+      kRanks,
+      [&](Communicator& comm) {
+        const int rank = comm.rank();
+        {
+          std::lock_guard lock(mutex);
+          at_init[static_cast<std::size_t>(rank)] = direct_peers(comm);
+        }
+        ++published;
+        while (published.load() < kRanks)
+          std::this_thread::sleep_for(1ms);
+        // Two unconnected pairs (a, b), (c, d): a sends to b (a opens the
+        // connection and waits for an answer), d sends to c (d waits for
+        // c's offer); b and c never receive.
+        std::vector<std::pair<int, int>> pairs;
+        std::set<int> used;
+        for (int x = 0; x < kRanks && pairs.size() < 2; ++x) {
+          for (int y = x + 1; y < kRanks && pairs.size() < 2; ++y) {
+            if (used.count(x) || used.count(y) || at_init[static_cast<std::size_t>(x)].count(y)) continue;
+            pairs.emplace_back(x, y);
+            used.insert(x);
+            used.insert(y);
+          }
+        }
+        ASSERT_EQ(pairs.size(), 2u);
+        const auto [a, b] = pairs[0];
+        const auto [c, d] = pairs[1];
+        std::vector<float> data(16, 1.0f);
+        const auto start = std::chrono::steady_clock::now();
+        try {
+          if (rank == a) comm.send(data.data(), data.size(), DataType::fp32, b).wait();
+          if (rank == d) comm.send(data.data(), data.size(), DataType::fp32, c).wait();
+        } catch (const Error& e) {
+          errors[static_cast<std::size_t>(rank)] = e.what();
+          EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+        }
+        ++done;
+        while (done.load() < kRanks)
+          std::this_thread::sleep_for(1ms);
+        if (rank == a) {
+          EXPECT_NE(errors[static_cast<std::size_t>(a)].find(fmt::format("rank {} did not answer", b)),
+                    std::string::npos)
+              << errors[static_cast<std::size_t>(a)];
+        }
+        if (rank == d) {
+          EXPECT_NE(errors[static_cast<std::size_t>(d)].find(fmt::format("rank {} did not open", c)), std::string::npos)
+              << errors[static_cast<std::size_t>(d)];
+        }
+        if (rank == a || rank == d) {
+          EXPECT_NE(errors[static_cast<std::size_t>(rank)].find("RINGMASTER_COLL_TIMEOUT"), std::string::npos);
+        }
+      },
+      options);
+}
+
 TEST(Collectives, MismatchedCountsNameBothRanks) {
   std::atomic<int> mismatches{0};
   const auto port = free_port();

@@ -192,18 +192,35 @@ const std::vector<Bootstrap::SettingsGroup>& Bootstrap::settings_groups() const 
 void Bootstrap::fetch_peers(const std::vector<int>& ranks) {
   auto& s = *impl_;
   std::vector<int> wanted;
+  for (const int r : ranks) {
+    if (r == s.config.rank || s.peers.count(r) != 0 || std::find(wanted.begin(), wanted.end(), r) != wanted.end())
+      continue;
+    wanted.push_back(r);
+  }
+  if (wanted.empty()) return;
+  for (auto& info : read_peers(wanted))
+    s.peers.emplace(info.rank, std::move(info));
+}
+
+std::vector<PeerInfo> Bootstrap::read_peers(const std::vector<int>& ranks) const {
+  const auto& s = *impl_;
+  std::vector<PeerInfo> out;
+  std::vector<int> wanted;
   std::vector<std::string> keys;
   for (const int r : ranks) {
     if (r < 0 || r >= s.config.world_size) {
       throw Error(ErrorCategory::internal,
                   fmt::format("no rank {} among {} ranks to read a PeerInfo of", r, s.config.world_size));
     }
-    if (r == s.config.rank || s.peers.count(r) != 0 || std::find(wanted.begin(), wanted.end(), r) != wanted.end())
+    if (r == s.config.rank) {
+      out.push_back(s.self);
       continue;
+    }
     wanted.push_back(r);
     keys.push_back(store_key(s.config, "addr/" + std::to_string(r)));
   }
-  if (wanted.empty()) return;
+  if (wanted.empty()) return out;
+  if (!s.store) throw Error(ErrorCategory::internal, "no store connection to read the ranks' records from");
   const auto values = s.store->get_many(keys);
   for (std::size_t i = 0; i < wanted.size(); ++i) {
     auto info = decode(values[i]);
@@ -211,8 +228,9 @@ void Bootstrap::fetch_peers(const std::vector<int>& ranks) {
       throw Error(ErrorCategory::protocol,
                   fmt::format("rank {}'s record in the store is unreadable: '{}'", wanted[i], values[i]));
     }
-    s.peers.emplace(wanted[i], std::move(*info));
+    out.push_back(std::move(*info));
   }
+  return out;
 }
 
 const PeerInfo* Bootstrap::known_peer(int rank) const noexcept {

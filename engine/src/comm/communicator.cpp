@@ -11,6 +11,7 @@
 // channel (and no peer) waits for a partner that has already failed.
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -25,6 +26,7 @@
 #include "kernels/reduce.h"
 #include "ringmaster/tools/tuner.h"
 #include "ringmaster/version.h"
+#include "transport/direct.h"
 #include "transport/link.h"
 #include "tune/calibrate.h"
 
@@ -307,6 +309,30 @@ std::vector<RankDevices> Communicator::devices() const {
     return searched ? searched->node_of[static_cast<std::size_t>(a)] != searched->node_of[static_cast<std::size_t>(b)]
                     : bootstrap.host_of(a) != bootstrap.host_of(b);
   };
+  // Without a search, the interfaces of the ranks whose ring leaves the
+  // node: their records, read from the store in one round trip (this rank
+  // read only its neighbours' at init).
+  std::map<int, std::string> ifname_of;
+  if (!searched) {
+    std::vector<int> wanted;
+    for (const auto& order : impl_->ring_orders) {
+      for (int r = 0; r < n; ++r) {
+        const int p = order.position_of[static_cast<std::size_t>(r)];
+        const int next = order.rank_at[static_cast<std::size_t>((p + 1) % n)];
+        const int prev = order.rank_at[static_cast<std::size_t>((p + n - 1) % n)];
+        if (apart(r, next) || apart(r, prev)) wanted.push_back(r);
+      }
+    }
+    std::sort(wanted.begin(), wanted.end());
+    wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+    try {
+      std::lock_guard lock(impl_->store_mutex);
+      for (auto& info : bootstrap.read_peers(wanted))
+        ifname_of[info.rank] = std::move(info.ifname);
+    } catch (const Error& e) {
+      RM_INFO(init, "the ranks' interfaces are unknown: {}", e.what());
+    }
+  }
   std::vector<RankDevices> out(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) {
     if (searched) out[static_cast<std::size_t>(r)].gpu = searched->gpu_of[static_cast<std::size_t>(r)];
@@ -324,8 +350,7 @@ std::vector<RankDevices> Communicator::devices() const {
           if (d.nic >= 0 && d.nic < static_cast<int>(searched->nic_device.size()))
             d.device = searched->nic_device[static_cast<std::size_t>(d.nic)];
         } else {
-          // Every rank's PeerInfo was read for the direct connections.
-          if (const PeerInfo* info = bootstrap.known_peer(r)) d.device = info->ifname;
+          if (const auto found = ifname_of.find(r); found != ifname_of.end()) d.device = found->second;
         }
       }
       out[static_cast<std::size_t>(r)].channels.push_back(std::move(d));
@@ -335,7 +360,7 @@ std::vector<RankDevices> Communicator::devices() const {
 }
 
 std::vector<ConnectionInfo> Communicator::connections() const {
-  return impl_->connection_infos;
+  return impl_->connections();
 }
 
 std::vector<CallRecord> Communicator::recent_calls() const {

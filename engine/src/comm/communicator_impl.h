@@ -4,7 +4,8 @@
 //   communicator.cpp     the facade: create() runs init in order, accessors
 //   settings.cpp         settings resolved per rank and agreed by all
 //   topology_stage.cpp   the TOPOLOGY stage: hosts, hardware, ring order
-//   transport/setup.cpp  TRANSPORT_CONNECT: every connection and its transport
+//   transport/setup.cpp  TRANSPORT_CONNECT: the rings' connections and their transports
+//   transport/direct.cpp direct connections, at init for the trees, later on first use
 //   tune/calibrate.cpp   the links measured for the tuner
 //   enqueue.cpp          choosing, splitting and queueing a call (submit)
 //   channel.cpp          channels' progress threads and parked work
@@ -41,11 +42,17 @@ namespace topo {
 class Topology;
 struct ChannelPlan;
 }  // namespace topo
+namespace transport {
+class DirectConnections;
+}  // namespace transport
 
 using comm::Channel;
 
 struct Communicator::Impl {
   std::unique_ptr<Bootstrap> bootstrap;
+  // Direct connections made when first used (channel 0's mesh); outlives
+  // the channels, whose threads use it.
+  std::unique_ptr<transport::DirectConnections> direct;
   int rank = 0;
   int nranks = 1;
   int min_channels = 1;
@@ -171,6 +178,8 @@ struct Communicator::Impl {
   // TRANSPORT_CONNECT: how the channels wait, and their connections
   // (transport/setup.cpp makes them).
   void connect_channels(const comm::LocalSettings& settings);
+  // Those made at init and the direct ones made since.
+  std::vector<ConnectionInfo> connections() const;
 
   // The links measured for the tuner (tune/calibrate.cpp does the work);
   // the channels' counters start from zero afterwards.

@@ -1,7 +1,9 @@
 // TRANSPORT_CONNECT from the communicator's side: how its channels wait
 // for their peers (spinning, yielding, work on the caller's thread) given
-// how many ranks share this host's CPUs, then every connection, made by
-// transport/setup.cpp, recorded as ConnectionInfo.
+// how many ranks share this host's CPUs, then the rings' connections
+// (transport/setup.cpp) and all_reduce's tree neighbours (the direct
+// connections' connector, transport/direct.h, makes any others on first
+// use), recorded as ConnectionInfo.
 #include <algorithm>
 #include <limits>
 #include <string>
@@ -11,6 +13,7 @@
 #include "base/cycles.h"
 #include "bootstrap/bootstrap_impl.h"
 #include "comm/communicator_impl.h"
+#include "transport/direct.h"
 #include "transport/setup.h"
 
 namespace ringmaster {
@@ -64,10 +67,38 @@ void Communicator::Impl::connect_channels(const comm::LocalSettings& settings) {
     neighbours.push_back({order.rank_at[static_cast<std::size_t>((p + 1) % nranks)],
                           order.rank_at[static_cast<std::size_t>((p + nranks - 1) % nranks)]});
   }
-  for (const auto& c : transport::connect(*bootstrap, links, neighbours, options)) {
+  auto& first = channels.front()->link;
+  first.mesh.resize(static_cast<std::size_t>(nranks));
+  direct = std::make_unique<transport::DirectConnections>(*bootstrap, options, store_mutex);
+  direct->start();
+  first.connector = direct.get();
+  for (const auto& c : transport::connect(*bootstrap, links, neighbours, options, *direct)) {
     connection_infos.push_back(
         {c.channel, c.peer, c.outgoing, std::string(transport::name_of(c.kind)), c.address, c.fallback, c.sockets});
   }
+  // all_reduce's trees (and calibration's) at once; every other direct
+  // connection when a call first needs it (transport/direct.h).
+  const auto& tree = tree_for(-1);
+  std::vector<int> tree_peers;
+  for (std::size_t t = 0; t < 2; ++t) {
+    tree_peers.push_back(tree.parent[t]);
+    tree_peers.insert(tree_peers.end(), tree.children[t].begin(), tree.children[t].end());
+  }
+  bootstrap->run_stage(Stage::transport_connect, [&] {
+    direct->connect_at_init(first, tree_peers);
+    return std::string("direct connections to all_reduce's tree neighbours");
+  });
+}
+
+std::vector<ConnectionInfo> Communicator::Impl::connections() const {
+  std::vector<ConnectionInfo> all = connection_infos;
+  if (direct) {
+    for (const auto& c : direct->made()) {
+      all.push_back(
+          {c.channel, c.peer, c.outgoing, std::string(transport::name_of(c.kind)), c.address, c.fallback, c.sockets});
+    }
+  }
+  return all;
 }
 
 }  // namespace ringmaster

@@ -9,6 +9,7 @@
 
 #include "base/log.h"
 #include "comm/communicator_impl.h"
+#include "transport/direct.h"
 
 namespace ringmaster {
 

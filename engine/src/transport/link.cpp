@@ -196,36 +196,7 @@ void ChannelLink::transfer(const StepHeader& header_out, const StepHeader& expec
   const bool has_tree = expect.collective == static_cast<std::uint8_t>(Collective::all_reduce) ||
                         expect.collective == static_cast<std::uint8_t>(Collective::broadcast) ||
                         expect.collective == static_cast<std::uint8_t>(Collective::reduce);
-  auto look_elsewhere = [&] {
-    const Peer* others[3] = {&this->prev, &this->next, nullptr};
-    if (from->rank >= 0 && static_cast<std::size_t>(from->rank) < mesh.size()) {
-      others[2] = &mesh[static_cast<std::size_t>(from->rank)];
-    }
-    const bool from_mesh = from == others[2];
-    for (const Peer* other : others) {
-      if (other == nullptr || !other->valid() || other->rank != from->rank || other->connection == from->connection)
-        continue;
-      StepHeader there{};
-      if (!other->connection->look_ahead(&there, sizeof there)) continue;
-      if (there.magic != kStepMagic || there.seq != expect.seq || there.collective != expect.collective) continue;
-      // The same call by the same algorithm is this rank's own traffic on
-      // that connection (a rooted call's closing step on the ring).
-      const auto field = signature_mismatch(there, expect);
-      if (!field) continue;
-      if (!field->theirs.starts_with("algorithm=")) {
-        throw Error(ErrorCategory::peer, field->message(expect, from->rank, rank));
-      }
-      StepHeader mine = expect;
-      mine.bytes = recv_bytes;
-      throw Error(ErrorCategory::peer,
-                  fmt::format("collective mismatch: rank {} sent {} over {} but rank {} expected {} over {}: the "
-                              "two ranks run it with different algorithms; every rank must call the same "
-                              "collectives in the same order with the same counts (and the same NCCL_ALGO and "
-                              "NCCL_PROTO)",
-                              from->rank, describe(there), from_mesh ? "the ring (Ring)" : "a direct connection (Tree)",
-                              rank, describe(mine), from_mesh ? "a direct connection (Tree)" : "the ring (Ring)"));
-    }
-  };
+  auto look_elsewhere = [&] { look_for_step_elsewhere(expect, from->rank, from, recv_bytes); };
 
   // A peer whose liveness socket closed may have sent its last data just
   // before (still in the FIFO, or in libfabric, which may need several
@@ -464,6 +435,39 @@ void ChannelLink::progress_unflushed(bool peers_may_leave) {
   }
 }
 
+void ChannelLink::look_for_step_elsewhere(const StepHeader& expect, int peer, const Peer* from,
+                                          std::size_t recv_bytes) const {
+  const Peer* others[3] = {&this->prev, &this->next, nullptr};
+  if (peer >= 0 && static_cast<std::size_t>(peer) < mesh.size()) {
+    others[2] = &mesh[static_cast<std::size_t>(peer)];
+  }
+  const bool from_mesh = from == others[2];
+  for (const Peer* other : others) {
+    if (other == nullptr || !other->valid() || other->rank != peer ||
+        (from != nullptr && other->connection == from->connection))
+      continue;
+    StepHeader there{};
+    if (!other->connection->look_ahead(&there, sizeof there)) continue;
+    if (there.magic != kStepMagic || there.seq != expect.seq || there.collective != expect.collective) continue;
+    // The same call by the same algorithm is this rank's own traffic on
+    // that connection (a rooted call's closing step on the ring).
+    const auto field = signature_mismatch(there, expect);
+    if (!field) continue;
+    if (!field->theirs.starts_with("algorithm=")) {
+      throw Error(ErrorCategory::peer, field->message(expect, peer, rank));
+    }
+    StepHeader mine = expect;
+    mine.bytes = recv_bytes;
+    throw Error(ErrorCategory::peer,
+                fmt::format("collective mismatch: rank {} sent {} over {} but rank {} expected {} over {}: the "
+                            "two ranks run it with different algorithms; every rank must call the same "
+                            "collectives in the same order with the same counts (and the same NCCL_ALGO and "
+                            "NCCL_PROTO)",
+                            peer, describe(there), from_mesh ? "the ring (Ring)" : "a direct connection (Tree)", rank,
+                            describe(mine), from_mesh ? "a direct connection (Tree)" : "the ring (Ring)"));
+  }
+}
+
 void ChannelLink::progress_idle_connections(const Peer& busy_next, const Peer& busy_prev) {
   auto nudge = [&](const Peer& p) {
     if (p.valid() && &p != &busy_next && &p != &busy_prev && p.connection->kind() == TransportKind::ofi) {
@@ -548,9 +552,23 @@ void ChannelLink::flush() {
   }
 }
 
+void ChannelLink::attach_mesh(int p, Peer peer) {
+  std::lock_guard lock(mesh_mutex_);
+  mesh.at(static_cast<std::size_t>(p)) = std::move(peer);
+}
+
+void ChannelLink::connect_missing(int to, int from, const StepHeader& call) {
+  if (connector == nullptr) {
+    const int missing = to >= 0 && !mesh.at(static_cast<std::size_t>(to)).valid() ? to : from;
+    throw Error(ErrorCategory::internal, fmt::format("rank {}: no direct connection to rank {}", rank, missing));
+  }
+  connector->connect(*this, {to, from}, call);
+}
+
 void ChannelLink::shutdown() noexcept {
   if (next.valid()) next.connection->shutdown();
   if (prev.valid()) prev.connection->shutdown();
+  std::lock_guard lock(mesh_mutex_);
   for (auto& peer : mesh) {
     if (peer.valid()) peer.connection->shutdown();
   }

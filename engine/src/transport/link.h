@@ -18,7 +18,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -93,6 +95,20 @@ struct Peer {
   TransportKind kind() const { return connection ? connection->kind() : TransportKind::socket; }
 };
 
+class ChannelLink;
+
+// Makes direct connections when a call first needs them (transport/direct.h).
+class MeshConnector {
+ public:
+  virtual ~MeshConnector() = default;
+  // Connects link.mesh to each rank in `peers` (-1 and this rank skipped)
+  // that it has no connection to yet. Each of those ranks makes its part
+  // of the same call, which needs this rank: `call` is the step header of
+  // this rank's part. Throws Error naming the peer (timeout, a peer that
+  // runs the call over the ring, abort).
+  virtual void connect(ChannelLink& link, std::initializer_list<int> peers, const StepHeader& call) = 0;
+};
+
 class ChannelLink {
  public:
   Peer next;  // we send to it
@@ -137,15 +153,22 @@ class ChannelLink {
     transfer(expect, expect, nullptr, nullptr, 0, &prev, recv, bytes, 0);
   }
 
-  // Direct connections to every peer (channel 0 only), for all_to_all and
-  // point-to-point; mesh[rank] is empty.
+  // Direct connections (channel 0 only), for trees, all_to_all and
+  // point-to-point: mesh[p] to rank p once connected; mesh[rank] is empty.
+  // The tree neighbours of all_reduce are connected at init, any other
+  // peer by `connector` when a call first needs it.
   std::vector<Peer> mesh;
+  MeshConnector* connector = nullptr;
+  // Puts a connection made here in mesh[p] (shutdown may look at mesh
+  // from another thread meanwhile).
+  void attach_mesh(int p, Peer peer);
 
   // Sends to mesh peer `to` while receiving from mesh peer `from` (either
   // may be -1: no transfer that way). The outgoing header is `out`; the
   // incoming one must match `in`.
   void exchange_mesh(const StepHeader& out, int to, const void* send, std::size_t send_bytes, const StepHeader& in,
                      int from, void* recv, std::size_t recv_bytes) {
+    connect_mesh(to, from, in);
     transfer(out, in, to >= 0 ? &mesh.at(static_cast<std::size_t>(to)) : nullptr, send, send_bytes,
              from >= 0 ? &mesh.at(static_cast<std::size_t>(from)) : nullptr, recv, recv_bytes, 0);
   }
@@ -154,6 +177,7 @@ class ChannelLink {
   // exchange_reading does.
   void recv_mesh_reading(const StepHeader& in, int from, void* recv, std::size_t recv_bytes, std::size_t unit,
                          const std::byte* toward, const SlotRead& on_read) {
+    connect_mesh(-1, from, in);
     transfer(in, in, nullptr, nullptr, 0, &mesh.at(static_cast<std::size_t>(from)), recv, recv_bytes, 0, unit, &on_read,
              toward);
   }
@@ -166,7 +190,21 @@ class ChannelLink {
   // Wakes a blocked exchange; it then throws.
   void shutdown() noexcept;
 
+  // A tree's step waits on `peer` (from: the connection it waits on, or
+  // an unconnected mesh slot): when that rank has sent this very call's
+  // step on another of this link's connections with a different
+  // signature (another algorithm), throws the mismatch naming both ranks.
+  void look_for_step_elsewhere(const StepHeader& expect, int peer, const Peer* from, std::size_t recv_bytes) const;
+
  private:
+  std::mutex mesh_mutex_;  // attach_mesh against shutdown
+  void connect_mesh(int to, int from, const StepHeader& call) {
+    if ((to >= 0 && !mesh.at(static_cast<std::size_t>(to)).valid()) ||
+        (from >= 0 && !mesh.at(static_cast<std::size_t>(from)).valid())) {
+      connect_missing(to, from, call);
+    }
+  }
+  void connect_missing(int to, int from, const StepHeader& call);
   // Connections whose sends still need progress (see flush); every
   // transfer drives them, so a later step never waits on an earlier one.
   std::vector<const Peer*> unflushed_;

@@ -1,16 +1,17 @@
-// Connection set-up (the TRANSPORT_CONNECT stage): every connection of a
-// communicator's channels and what carries it.
+// Connection set-up (the TRANSPORT_CONNECT stage): the connections of a
+// communicator's rings and what carries each.
 //
 // Every connection starts as a socket through the peer's bootstrap
 // listener. The opening rank says a Hello and an Offer: each transport in
-// the table (setup.cpp, in priority order: shared memory, libfabric,
+// the table (transports.h, in priority order: shared memory, libfabric,
 // sockets) adds what it can offer to this peer. The accepting rank asks
 // each transport in the same order whether it takes the offer; the first
 // that does makes the connection, and the Answer says which (and, on one
 // host, why shared memory was not used). Answers go back only after a
 // rank has accepted all of its connections, so no rank waits on another
-// that is itself still connecting. docs/transports.md describes the
-// exchange.
+// that is itself still connecting. Direct connections (trees, all_to_all,
+// point-to-point) are made the same way by DirectConnections (direct.h)
+// when first needed. docs/transports.md describes the exchange.
 #pragma once
 
 #include <cstddef>
@@ -49,11 +50,14 @@ struct RingNeighbours {
   int prev = 0;
 };
 
+class DirectConnections;
+
 // Connects channel c's ring (channels[c]->next to rings[c].next, prev
-// from rings[c].prev) and the direct connections on channels[0]->mesh
-// (each rank opens those to every higher rank), each step on the
-// bootstrap's timeline. Throws StageError naming the peer and what failed.
+// from rings[c].prev), each step on the bootstrap's timeline; a direct
+// connection's offer that comes meanwhile goes to `direct`. Throws
+// StageError naming the peer and what failed.
 std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<ChannelLink*>& channels,
-                               const std::vector<RingNeighbours>& rings, const SetupOptions& options);
+                               const std::vector<RingNeighbours>& rings, const SetupOptions& options,
+                               DirectConnections& direct);
 
 }  // namespace ringmaster::transport

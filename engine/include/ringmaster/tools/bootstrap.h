@@ -72,6 +72,9 @@ class Bootstrap {
   // unreadable.
   const PeerInfo& peer(int rank);
   void fetch_peers(const std::vector<int>& ranks);
+  // The records of `ranks` (this rank's included), read from the store in
+  // one round trip without keeping them. Throws as peer() does.
+  std::vector<PeerInfo> read_peers(const std::vector<int>& ranks) const;
   // Rank `rank`'s PeerInfo when this rank has it already, else null.
   const PeerInfo* known_peer(int rank) const noexcept;
   // The ranks whose settings word is the same, by the lowest of them, in
