@@ -114,6 +114,9 @@ json to_json(const NodeFacts& f) {
   json unusable = json::array();
   for (const auto& [name, why] : f.transports_unusable)
     unusable.push_back({{"name", name}, {"why", why}});
+  json stack = json::array();
+  for (const auto& [component, version] : f.stack)
+    stack.push_back({{"component", component}, {"version", version}});
   return {{"hostname", f.hostname},
           {"ephemeral", {f.ephemeral_lo, f.ephemeral_hi}},
           {"interfaces", interfaces},
@@ -129,7 +132,8 @@ json to_json(const NodeFacts& f) {
           {"nofile", {f.nofile_soft, f.nofile_hard}},
           {"efa_devices", f.efa_devices},
           {"transports", f.transports},
-          {"transports_unusable", unusable}};
+          {"transports_unusable", unusable},
+          {"stack", stack}};
 }
 
 NodeFacts node_facts_from_json(const json& j) {
@@ -162,6 +166,9 @@ NodeFacts node_facts_from_json(const json& j) {
   f.transports = j.value("transports", std::vector<std::string>{});
   for (const auto& u : j.value("transports_unusable", json::array()))
     f.transports_unusable.emplace_back(u.value("name", std::string()), u.value("why", std::string()));
+  for (const auto& c : j.value("stack", json::array())) {
+    if (c.is_object()) f.stack.emplace_back(c.value("component", std::string()), c.value("version", std::string()));
+  }
   return f;
 }
 

@@ -1,12 +1,15 @@
 // Preflight's parts on this node: probes over real sockets (ok, refused,
 // unresolved), listeners, node facts; and the diagnosis of reports built
 // the way run_preflight builds them.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <regex>
+#include <tuple>
 
 #include "ringmaster/tools/preflight.h"
 
@@ -84,6 +87,38 @@ TEST(NodeFacts, ReadsThisNode) {
   EXPECT_EQ(f.socket_ifname_matches, std::vector<std::string>{"lo"});
   EXPECT_GT(f.shm_bytes, 0u);
   EXPECT_NE(f.nofile_soft, 0);
+}
+
+// The stack as this node has it: every component, in order; a version
+// read through the library itself where it loads, the reason where not.
+TEST(NodeFacts, ReadsTheSoftwareStack) {
+  EXPECT_EQ(nccl_version_text(22809), "2.28.9");
+  EXPECT_EQ(nccl_version_text(21903), "2.19.3");
+  EXPECT_EQ(nccl_version_text(2803), "2.8.3");
+  const auto stack = read_software_stack();
+  std::vector<std::string> components;
+  for (const auto& [component, version] : stack)
+    components.push_back(component);
+  EXPECT_EQ(components, (std::vector<std::string>{"nvidia_driver", "cuda_driver", "nccl", "libfabric", "aws_ofi_nccl",
+                                                  "efa_driver"}));
+  // Where a library loads here, its version has the form its own call
+  // gives; where it does not, the loader's reason.
+  for (const auto& [component, library, pattern] :
+       {std::tuple<std::string, const char*, const char*>{"nccl", "libnccl.so.2", R"(\d+\.\d+\.\d+)"},
+        {"libfabric", "libfabric.so.1", R"(\d+\.\d+)"},
+        {"cuda_driver", "libcuda.so.1", R"(\d+\.\d+)"}}) {
+    const auto found = std::find_if(stack.begin(), stack.end(), [&](const auto& e) { return e.first == component; });
+    ASSERT_NE(found, stack.end());
+    void* handle = ::dlopen(library, RTLD_NOW | RTLD_LOCAL);
+    if (handle != nullptr) {
+      ::dlclose(handle);
+      EXPECT_TRUE(std::regex_match(found->second, std::regex(pattern))) << component << ": " << found->second;
+    } else {
+      EXPECT_TRUE(found->second.starts_with("not found (")) << component << ": " << found->second;
+      EXPECT_NE(found->second.find(library), std::string::npos) << found->second;
+    }
+  }
+  EXPECT_EQ(gather_node_facts({}).stack.size(), stack.size());
 }
 
 // A report of `n` healthy nodes with two ports per class, every probe
@@ -232,6 +267,30 @@ TEST(PreflightDiagnosis, NodeFactsThatBreakAJob) {
   EXPECT_TRUE(any_says(findings, {"node 2 (node2)'s clock is +2.5 s off"})) << all_text(findings);
   // Problems come first.
   EXPECT_EQ(findings.front().severity, PreflightFinding::Severity::problem);
+}
+
+// Nodes whose NCCL (or driver, or plugin) differ are named with their
+// versions; a component missing everywhere, for whatever reason, is not a
+// difference.
+TEST(PreflightDiagnosis, SoftwareStacksThatDifferAreNamed) {
+  ReportBuilder b(3);
+  for (auto& n : b.r.nodes) {
+    n.facts.stack = {{"nvidia_driver", "580.159.04"},
+                     {"nccl", "2.27.3"},
+                     {"aws_ofi_nccl", "not found (libnccl-net.so: cannot open shared object file)"}};
+  }
+  EXPECT_FALSE(any_says(diagnose_preflight(b.r), {"software stacks differ"})) << all_text(diagnose_preflight(b.r));
+  b.r.nodes[2].facts.stack[1].second = "2.26.2";
+  b.r.nodes[1].facts.stack[2].second = "not found (libnccl-net.so: wrong ELF class)";
+  const auto findings = diagnose_preflight(b.r);
+  EXPECT_TRUE(any_says(
+      findings, {"software stacks differ in nccl", "2.27.3 on nodes 0 (node0), 1 (node1)", "2.26.2 on node 2 (node2)"}))
+      << all_text(findings);
+  EXPECT_FALSE(any_says(findings, {"aws_ofi_nccl"})) << all_text(findings);
+  EXPECT_FALSE(any_says(findings, {"nvidia_driver"})) << all_text(findings);
+  EXPECT_NE(render_preflight(b.r, findings).find("stack: nvidia_driver 580.159.04, nccl 2.26.2, aws_ofi_nccl -"),
+            std::string::npos)
+      << render_preflight(b.r, findings);
 }
 
 TEST(PreflightDiagnosis, TheTextHasAMatrixPerClassAndLettersBeyondEightNodes) {

@@ -447,6 +447,50 @@ struct Reader {
     }
   }
 
+  // The software stacks (NodeFacts::stack), component by component: a
+  // job whose nodes run different NCCL, driver or plugin versions fails
+  // in ways that name none of them.
+  void read_stacks() {
+    std::vector<std::string> components;
+    for (int i = 0; i < n(); ++i) {
+      if (!present(i)) continue;
+      for (const auto& [component, version] : report.nodes[static_cast<std::size_t>(i)].facts.stack) {
+        if (std::find(components.begin(), components.end(), component) == components.end())
+          components.push_back(component);
+      }
+    }
+    for (const auto& component : components) {
+      std::vector<std::pair<std::string, std::vector<int>>> versions;  // in the order first seen
+      for (int i = 0; i < n(); ++i) {
+        if (!present(i)) continue;
+        const auto& stack = report.nodes[static_cast<std::size_t>(i)].facts.stack;
+        const auto found =
+            std::find_if(stack.begin(), stack.end(), [&](const auto& entry) { return entry.first == component; });
+        if (found == stack.end()) continue;  // an agent that does not report it
+        // "not found (why)" differs in its why from node to node; the
+        // component is missing alike.
+        const std::string version = found->second.starts_with("not found") ? "not found" : found->second;
+        auto same = std::find_if(versions.begin(), versions.end(), [&](const auto& v) { return v.first == version; });
+        if (same == versions.end()) {
+          versions.push_back({version, {i}});
+        } else {
+          same->second.push_back(i);
+        }
+      }
+      if (versions.size() < 2) continue;
+      std::vector<std::string> seen;
+      for (const auto& [version, nodes] : versions) {
+        std::vector<std::string> named;
+        for (const int i : nodes)
+          named.push_back(fmt::format("{} ({})", i, name(i)));
+        seen.push_back(fmt::format("{} on node{} {}", version, nodes.size() == 1 ? "" : "s", fmt::join(named, ", ")));
+      }
+      add(Severity::warning, fmt::format("the nodes' software stacks differ in {}: {}; every node of a job should "
+                                         "run the same versions",
+                                         component, fmt::join(seen, "; ")));
+    }
+  }
+
   void read_absent_nodes() {
     for (int i = 0; i < n(); ++i) {
       if (!present(i))
@@ -506,6 +550,7 @@ std::vector<PreflightFinding> diagnose_preflight(const PreflightReport& report) 
   reader.read_master_addr();
   reader.read_interfaces();
   reader.read_node_limits();
+  reader.read_stacks();
   std::stable_sort(reader.out.begin(), reader.out.end(),
                    [](const PreflightFinding& a, const PreflightFinding& b) { return a.severity < b.severity; });
   return std::move(reader.out);
@@ -527,6 +572,12 @@ std::string render_preflight(const PreflightReport& report, const std::vector<Pr
     out += fmt::format("  ephemeral {}-{}  /dev/shm {}  nofile {}  memlock {}  clock {:+.1f} ms  transports {}\n",
                        f.ephemeral_lo, f.ephemeral_hi, bytes_text(f.shm_bytes), limit_text(f.nofile_soft),
                        limit_text(f.memlock_soft), node.clock_offset_ms, fmt::join(f.transports, ","));
+    if (!f.stack.empty()) {
+      std::vector<std::string> parts;
+      for (const auto& [component, version] : f.stack)
+        parts.push_back(component + " " + (version.starts_with("not found") ? std::string("-") : version));
+      out += fmt::format("            stack: {}\n", fmt::join(parts, ", "));
+    }
   }
   // Words for a few nodes, one letter each beyond 8.
   const bool letters = n > 8;

@@ -1,5 +1,6 @@
 // gather_node_facts: what a job on this node will meet, read from the
 // kernel (/proc, /sys, getrlimit, statvfs) and the resolver.
+#include <dlfcn.h>
 #include <fmt/format.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -11,9 +12,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
+#include <sstream>
 
 #include "net/interfaces.h"
 #include "net/socket.h"
@@ -72,7 +77,108 @@ std::vector<std::string> efa_devices() {
   return out;
 }
 
+// The library `names` name (the first that loads), and a function of it;
+// closed again when done.
+struct Loaded {
+  void* handle = nullptr;
+  std::string name, why;
+  explicit Loaded(std::initializer_list<const char*> names) {
+    for (const char* n : names) {
+      ::dlerror();
+      handle = ::dlopen(n, RTLD_NOW | RTLD_LOCAL);
+      if (handle != nullptr) {
+        name = n;
+        return;
+      }
+      if (why.empty()) {
+        const char* e = ::dlerror();
+        why = e != nullptr ? e : std::string(n) + " did not load";
+      }
+    }
+  }
+  ~Loaded() {
+    if (handle != nullptr) ::dlclose(handle);
+  }
+  Loaded(const Loaded&) = delete;
+  Loaded& operator=(const Loaded&) = delete;
+  template <class F>
+  F* symbol(const char* s) const {
+    return handle == nullptr ? nullptr : reinterpret_cast<F*>(::dlsym(handle, s));
+  }
+};
+
+std::string not_found(const std::string& why) {
+  return "not found (" + why + ")";
+}
+
 }  // namespace
+
+std::string nccl_version_text(int code) {
+  // 2.19 and later: 21903 (major * 10000 + minor * 100 + patch); before:
+  // 2803 (major * 1000 + minor * 100 + patch).
+  if (code >= 10000) return fmt::format("{}.{}.{}", code / 10000, code % 10000 / 100, code % 100);
+  return fmt::format("{}.{}.{}", code / 1000, code % 1000 / 100, code % 100);
+}
+
+std::vector<std::pair<std::string, std::string>> read_software_stack() {
+  std::vector<std::pair<std::string, std::string>> out;
+  {
+    // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu ..."
+    std::string version = read_line("/sys/module/nvidia/version");
+    if (version.empty()) {
+      const std::string line = read_line("/proc/driver/nvidia/version");
+      const auto at = line.find("Kernel Module");
+      if (at != std::string::npos) {
+        std::istringstream words(line.substr(at + 13));
+        words >> version;
+      }
+    }
+    out.emplace_back("nvidia_driver", version.empty() ? not_found("no nvidia kernel module loaded") : version);
+  }
+  {
+    Loaded cuda({"libcuda.so.1"});
+    int v = 0;
+    using GetVersion = int(int*);
+    auto* get = cuda.symbol<GetVersion>("cuDriverGetVersion");
+    out.emplace_back("cuda_driver", get != nullptr && get(&v) == 0
+                                        ? fmt::format("{}.{}", v / 1000, v % 1000 / 10)
+                                        : not_found(cuda.handle == nullptr ? cuda.why : "no cuDriverGetVersion"));
+  }
+  {
+    Loaded nccl({"libnccl.so.2"});
+    int v = 0;
+    using GetVersion = int(int*);
+    auto* get = nccl.symbol<GetVersion>("ncclGetVersion");
+    out.emplace_back("nccl", get != nullptr && get(&v) == 0
+                                 ? nccl_version_text(v)
+                                 : not_found(nccl.handle == nullptr ? nccl.why : "no ncclGetVersion"));
+  }
+  {
+    Loaded fabric({"libfabric.so.1"});
+    using Version = std::uint32_t();
+    auto* get = fabric.symbol<Version>("fi_version");
+    const std::uint32_t v = get != nullptr ? get() : 0;
+    out.emplace_back("libfabric", get != nullptr ? fmt::format("{}.{}", v >> 16, v & 0xffff)
+                                                 : not_found(fabric.handle == nullptr ? fabric.why : "no fi_version"));
+  }
+  {
+    // The plugin NCCL loads for EFA: NCCL_NET_PLUGIN names it, else
+    // libnccl-net.so (aws-ofi-nccl installs both names).
+    const char* named = std::getenv("NCCL_NET_PLUGIN");
+    const std::string plugin =
+        named != nullptr && *named != '\0' ? fmt::format("libnccl-net-{}.so", named) : std::string("libnccl-net.so");
+    Loaded ofi_nccl({plugin.c_str(), "libnccl-net-ofi.so"});
+    out.emplace_back("aws_ofi_nccl",
+                     ofi_nccl.handle != nullptr ? "present (" + ofi_nccl.name + ")" : not_found(ofi_nccl.why));
+  }
+  {
+    const std::string efa = read_line("/sys/module/efa/version");
+    out.emplace_back("efa_driver", !efa.empty()                    ? efa
+                                   : fs::exists("/sys/module/efa") ? std::string("loaded, no version")
+                                                                   : not_found("no efa kernel module loaded"));
+  }
+  return out;
+}
 
 NodeFacts gather_node_facts(const NodeFactsQuery& query) {
   NodeFacts f;
@@ -125,6 +231,7 @@ NodeFacts gather_node_facts(const NodeFactsQuery& query) {
     f.nofile_hard = limit_value(limit.rlim_max);
   }
   f.efa_devices = efa_devices();
+  f.stack = read_software_stack();
   return f;
 }
 

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ringmaster {
@@ -111,7 +112,19 @@ struct NodeFacts {
   // ("ofi": "no provider..."); filled by the caller, which sees the engine.
   std::vector<std::string> transports;
   std::vector<std::pair<std::string, std::string>> transports_unusable;
+  // The software a GPU job meets here (read_software_stack).
+  std::vector<std::pair<std::string, std::string>> stack;
 };
+
+// The versions of what a GPU job runs on, as (component, version) in this
+// order: nvidia_driver, cuda_driver, nccl, libfabric, aws_ofi_nccl,
+// efa_driver. Each read where it lives (the kernel modules' version files,
+// the libraries' own version calls through dlopen), "not found (why)"
+// where it is not. Nodes of one job should match; the preflight diagnosis
+// names the components that differ.
+std::vector<std::pair<std::string, std::string>> read_software_stack();
+// ncclGetVersion's code as "2.27.3" (both of NCCL's encodings).
+std::string nccl_version_text(int code);
 
 struct NodeFactsQuery {
   std::string master_addr;
