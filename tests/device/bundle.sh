@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what tests/device/check.sh runs on a GPU machine that has none of
-# our Debian libraries: the CUDA-enabled test programs and ringmaster-cli
-# from a build made here, the shared libraries they need beyond glibc and
+# our Debian libraries: the CUDA-enabled test programs, ringmaster-cli and
+# ringmaster-nccl-perf from a build made here, the shared libraries they need beyond glibc and
 # libstdc++, the CUDA module (libringmaster_cuda.so, the CUDA runtime
 # linked into it statically), and this machine's glibc as a fallback
 # loader for an older system there. The driver (libcuda.so.1,
@@ -22,9 +22,9 @@ if ! grep -q '^RINGMASTER_CUDA_ENABLED:INTERNAL=TRUE' "$build/CMakeCache.txt" 2>
   exit 2
 fi
 programs=(tests/unit/kernels_test tests/unit/gpus_test tests/integration/gpu_collectives_test
-          tests/bench/gpu_reduce_bench tests/bench/gpu_allreduce_bench app/ringmaster-cli)
+          tests/bench/gpu_reduce_bench tests/bench/gpu_allreduce_bench app/ringmaster-cli app/ringmaster-nccl-perf)
 cmake --build "$build" --target kernels_test gpus_test nvml_double gpu_collectives_test gpu_reduce_bench \
-  gpu_allreduce_bench ringmaster-cli
+  gpu_allreduce_bench ringmaster-cli ringmaster-nccl-perf
 
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/glibc"

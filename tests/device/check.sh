@@ -9,8 +9,10 @@
 # (sm_90) and the carried binaries' machine code listed; the kernels
 # against the CPU reference for every dtype x op; collectives on device
 # buffers; reduce bandwidth against a device-to-device copy; staged
-# all_reduce of device buffers against host buffers; the NVML inventory;
-# NCCL side by side (needs a second GPU: one GPU cannot hold two NCCL ranks).
+# all_reduce of device buffers against host buffers; the NVML inventory
+# and the software stack; the same sweep through NCCL on every GPU here
+# (ringmaster-nccl-perf, with NCCL's decisions read from its INFO lines;
+# nccl.json), NCCL from the system or from the Python environment's wheel.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 bundle=${BUNDLE:-.device-bundle}
@@ -58,7 +60,7 @@ step gpu 20 nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.ge
 if command -v nvcc >/dev/null; then
   # cuobjdump sits beside nvcc.
   tools=$(dirname "$(command -v nvcc)")
-  step build 120 bash -c "nvcc --version | tail -2 && nvcc -std=c++20 -O3 -gencode arch=compute_90,code=sm_90 -Iengine/include -Iengine/src -I$bundle/include -c engine/src/gpu/reduce.cu -o /tmp/reduce.o && $tools/cuobjdump --list-elf /tmp/reduce.o | head -3 && echo carried: && $tools/cuobjdump --list-elf --list-ptx $bundle/bin/kernels_test | sort | uniq -c | head"
+  step build 120 bash -c "nvcc --version | tail -2 && nvcc -std=c++20 -O3 -gencode arch=compute_90,code=sm_90 -Iengine/include -Iengine/src -I$bundle/include -c engine/src/gpu/cuda_module.cu -o /tmp/cuda_module.o && $tools/cuobjdump --list-elf /tmp/cuda_module.o | head -3 && echo carried: && $tools/cuobjdump --list-elf --list-ptx $bundle/bin/kernels_test | sort | uniq -c | head"
 else
   say "== build: skipped, no nvcc on this machine"
 fi
@@ -86,11 +88,21 @@ if nvidia-smi -L >/dev/null 2>&1; then
     fi
   done
 fi
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-if (( gpus >= 2 )); then
-  say "== nccl: not run: the NCCL runner is not part of this check yet"
+# NCCL: the system's, else the one a PyTorch wheel carries.
+nccl=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 /{print $NF; exit}')
+if [[ -z "$nccl" ]]; then
+  nccl=$(python3 -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib", "libnccl.so.2"))' \
+    2>/dev/null || true)
+fi
+if [[ -n "$nccl" && -f "$nccl" ]]; then
+  step nccl 120 env RINGMASTER_NCCL_LIBRARY="$nccl" ${run[@]+"${run[@]}"} "$bundle/bin/ringmaster-nccl-perf" \
+    all_reduce -b 8 -e 256M -f 4 -n 20 --json "$out/nccl.json"
+  if [[ -f "$steps/nccl.txt" ]] && grep -q '^not run' "$steps/nccl.txt" && nvidia-smi -L >/dev/null 2>&1; then
+    say "!! nccl: not run although nvidia-smi sees a GPU"
+    failures=$((failures + 1))
+  fi
 else
-  say "== nccl: skipped: $gpus GPU here; NCCL cannot put two ranks on one GPU"
+  say "== nccl: not run: no libnccl.so.2 (ldconfig, or a Python environment's nvidia.nccl)"
 fi
 say "# $(date -u +%FT%TZ) done, $failures step(s) failed"
 exit $(( failures > 0 ))

@@ -42,6 +42,7 @@ set(header_tools/bootstrap bootstrap)
 set(header_tools/tuner tune)
 set(header_tools/simulate tune)
 set(header_tools/perf perf)
+set(header_tools/nccl_log perf)
 set(header_tools/preflight preflight)
 set(header_tools/gpus gpu)
 
