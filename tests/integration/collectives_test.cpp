@@ -770,26 +770,38 @@ std::set<int> direct_peers(const Communicator& comm) {
   return peers;
 }
 
+// What every rank of a run_ranks job reaches directly after init: each
+// rank records its own, then waits until all have.
+struct DirectPeersAtInit {
+  explicit DirectPeersAtInit(int n) : by_rank(static_cast<std::size_t>(n)), ranks(n) {}
+  void record(const Communicator& comm) {
+    {
+      std::lock_guard lock(mutex);
+      by_rank[static_cast<std::size_t>(comm.rank())] = direct_peers(comm);
+    }
+    ++recorded;
+    while (recorded.load() < ranks)
+      std::this_thread::sleep_for(1ms);
+  }
+  bool connected(int a, int b) const { return by_rank[static_cast<std::size_t>(a)].count(b) != 0; }
+  std::vector<std::set<int>> by_rank;
+  const int ranks;
+  std::mutex mutex;
+  std::atomic<int> recorded{0};
+};
+
 // Init connects the rings and all_reduce's tree neighbours; any other
 // direct connection is made by the first call that needs it. Every rank
 // used to open one to every other at init: 7 a rank at 8 ranks, 56 ends in
 // all, most of them never used.
 TEST(Collectives, DirectConnectionsAreMadeWhenFirstUsed) {
   constexpr int kRanks = 8;
-  std::mutex mutex;
-  std::vector<std::set<int>> at_init(kRanks);
-  std::atomic<int> published{0};
+  DirectPeersAtInit init(kRanks);
   run_ranks(kRanks, [&](Communicator& comm) {
     const int rank = comm.rank();
-    {
-      std::lock_guard lock(mutex);
-      at_init[static_cast<std::size_t>(rank)] = direct_peers(comm);
-    }
-    ++published;
-    while (published.load() < kRanks)
-      std::this_thread::sleep_for(1ms);
+    init.record(comm);
     std::size_t ends = 0;
-    for (const auto& peers : at_init) {
+    for (const auto& peers : init.by_rank) {
       EXPECT_LE(peers.size(), 6u);  // a parent and two children in each of the two trees
       ends += peers.size();
     }
@@ -799,7 +811,7 @@ TEST(Collectives, DirectConnectionsAreMadeWhenFirstUsed) {
     int a = -1, b = -1;
     for (int x = 0; x < kRanks && a < 0; ++x) {
       for (int y = x + 1; y < kRanks && a < 0; ++y) {
-        if (at_init[static_cast<std::size_t>(x)].count(y) == 0) {
+        if (!init.connected(x, y)) {
           a = x;
           b = y;
         }
@@ -817,7 +829,7 @@ TEST(Collectives, DirectConnectionsAreMadeWhenFirstUsed) {
       EXPECT_EQ(message[999], 999 * 7);
     }
     auto now = direct_peers(comm);
-    auto expected = at_init[static_cast<std::size_t>(rank)];
+    auto expected = init.by_rank[static_cast<std::size_t>(rank)];
     if (rank == a) expected.insert(b);
     if (rank == b) expected.insert(a);
     EXPECT_EQ(now, expected) << "rank " << rank;
@@ -840,9 +852,8 @@ TEST(Collectives, DirectConnectionsAreMadeWhenFirstUsed) {
 // that peer, whichever of the two opens the connection.
 TEST(Collectives, DirectConnectionToAPeerThatNeverComesTimesOut) {
   constexpr int kRanks = 8;
-  std::mutex mutex;
-  std::vector<std::set<int>> at_init(kRanks);
-  std::atomic<int> published{0}, done{0};
+  DirectPeersAtInit init(kRanks);
+  std::atomic<int> done{0};
   std::vector<std::string> errors(kRanks);
   CommOptions options;
   options.timeout = 2s;
@@ -850,13 +861,7 @@ TEST(Collectives, DirectConnectionToAPeerThatNeverComesTimesOut) {
       kRanks,
       [&](Communicator& comm) {
         const int rank = comm.rank();
-        {
-          std::lock_guard lock(mutex);
-          at_init[static_cast<std::size_t>(rank)] = direct_peers(comm);
-        }
-        ++published;
-        while (published.load() < kRanks)
-          std::this_thread::sleep_for(1ms);
+        init.record(comm);
         // Two unconnected pairs (a, b), (c, d): a sends to b (a opens the
         // connection and waits for an answer), d sends to c (d waits for
         // c's offer); b and c never receive.
@@ -864,7 +869,7 @@ TEST(Collectives, DirectConnectionToAPeerThatNeverComesTimesOut) {
         std::set<int> used;
         for (int x = 0; x < kRanks && pairs.size() < 2; ++x) {
           for (int y = x + 1; y < kRanks && pairs.size() < 2; ++y) {
-            if (used.count(x) || used.count(y) || at_init[static_cast<std::size_t>(x)].count(y)) continue;
+            if (used.count(x) || used.count(y) || init.connected(x, y)) continue;
             pairs.emplace_back(x, y);
             used.insert(x);
             used.insert(y);

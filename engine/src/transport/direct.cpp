@@ -107,25 +107,25 @@ void DirectConnections::check_waiting(ChannelLink& link, int peer, const StepHea
                   setup_.rank, peer, waiting_for, call_name(call), link.timeout.count() / 1000.0, stray_.note()));
 }
 
-void DirectConnections::connect(ChannelLink& link, std::initializer_list<int> peers, const StepHeader& call) {
+std::vector<int> DirectConnections::missing(const ChannelLink& link, std::span<const int> peers) const {
   std::vector<int> need;
   for (const int p : peers) {
     if (p < 0 || p == setup_.rank || link.mesh.at(static_cast<std::size_t>(p)).valid()) continue;
     if (std::find(need.begin(), need.end(), p) == need.end()) need.push_back(p);
   }
+  return need;
+}
+
+void DirectConnections::connect(ChannelLink& link, std::initializer_list<int> peers, const StepHeader& call) {
+  const auto need = missing(link, {peers.begin(), peers.size()});
   if (need.empty()) return;
   setup_.during_init = false;
   connect_peers(link, need, &call);
 }
 
 void DirectConnections::connect_at_init(ChannelLink& link, const std::vector<int>& peers) {
-  std::vector<int> need;
-  for (const int p : peers) {
-    if (p < 0 || p == setup_.rank || link.mesh.at(static_cast<std::size_t>(p)).valid()) continue;
-    if (std::find(need.begin(), need.end(), p) == need.end()) need.push_back(p);
-  }
   setup_.during_init = true;
-  connect_peers(link, need, nullptr);
+  connect_peers(link, missing(link, peers), nullptr);
 }
 
 void DirectConnections::connect_peers(ChannelLink& link, const std::vector<int>& need, const StepHeader* call) {

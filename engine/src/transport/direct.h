@@ -22,6 +22,7 @@
 #include <initializer_list>
 #include <map>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "transport/link.h"
@@ -55,6 +56,8 @@ class DirectConnections final : public MeshConnector {
   std::vector<Connected> made() const;
 
  private:
+  // Of `peers`, those link has no connection to yet (once each).
+  std::vector<int> missing(const ChannelLink& link, std::span<const int> peers) const;
   void connect_peers(ChannelLink& link, const std::vector<int>& need, const StepHeader* call);
   // Accepts what has come to the listener until `until`; true when a
   // connection came.
