@@ -40,9 +40,9 @@ tune::LinkModel Communicator::Impl::calibrate(tune::Shape& shape) {
     run.rings.push_back(context(*c));
   run.tree = &tree_for(-1);
   // What carries this rank's links ("shm", "ofi", "socket" or a mix).
+  const auto made = connections();
   for (const char* kind : {"SHM", "OFI", "SOCKET"}) {
-    const bool used = std::any_of(connection_infos.begin(), connection_infos.end(),
-                                  [&](const auto& c) { return c.transport == kind; });
+    const bool used = std::any_of(made.begin(), made.end(), [&](const auto& c) { return c.transport == kind; });
     if (!used) continue;
     if (!run.transport.empty()) run.transport += '+';
     for (const char* k = kind; *k != '\0'; ++k)

@@ -66,8 +66,11 @@ net::Socket Setup::open_socket(int peer_rank, const Hello& hello, int& err) cons
   const auto address = net::SocketAddress::parse(peer(peer_rank).address);
   net::Socket s;
   net::ConnectAttempts report;
-  err = net::connect_with_backoff({*address}, deadline, s, report,
-                                  connect_progress(bootstrap.impl(), Stage::transport_connect));
+  // Retries are reported as the stage's progress during init; a direct
+  // connection made later is a call's, and its errors say so.
+  err = net::connect_with_backoff(
+      {*address}, deadline, s, report,
+      during_init ? connect_progress(bootstrap.impl(), Stage::transport_connect) : net::ConnectProgress{});
   if (err == 0) err = s.send_all(&hello, sizeof(hello), deadline);
   return s;
 }
