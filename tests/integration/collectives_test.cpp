@@ -841,10 +841,14 @@ TEST(Collectives, DirectConnectionsAreMadeWhenFirstUsed) {
     for (int p = 0; p < kRanks; ++p)
       EXPECT_EQ(recv[static_cast<std::size_t>(p)], p * 100 + rank);
     EXPECT_EQ(direct_peers(comm).size(), static_cast<std::size_t>(kRanks - 1)) << "rank " << rank;
-    // Each pair once: ends counted at both ranks add up to 2 per pair.
+    // One connection a peer, over shared memory as the rings' are.
+    int direct = 0;
     for (const auto& c : comm.connections()) {
-      if (c.channel < 0) EXPECT_EQ(c.transport, "SHM");
+      if (c.channel >= 0) continue;
+      ++direct;
+      EXPECT_EQ(c.transport, "SHM") << "rank " << rank << " to " << c.peer;
     }
+    EXPECT_EQ(direct, kRanks - 1) << "rank " << rank;
   });
 }
 
