@@ -49,6 +49,7 @@
 #include "ringmaster/agent/server.h"
 #include "ringmaster/comm.h"
 #include "ringmaster/status.h"
+#include "ringmaster/tools/gpus.h"
 #include "ringmaster/tools/topology.h"
 #include "runs.h"
 #include "spawn.h"
@@ -131,6 +132,7 @@ struct AgentServer::Impl {
   std::unique_ptr<RunManager> runs;
   std::unique_ptr<PreflightService> preflight;
   json topology;
+  json gpus;  // the NVML inventory (tools/gpus.h), read once at start
   std::string topology_summary;
   std::string hostname;
   Clock::time_point started = Clock::now();
@@ -481,6 +483,7 @@ json AgentServer::Impl::inventory() const {
               {"protocol", kProtocolVersion},
               {"topology", topology},
               {"topology_summary", topology_summary},
+              {"gpus", gpus},
               {"interfaces", interfaces()},
               {"clock_us", wall_us()},
               {"uptime_s", std::chrono::duration<double>(Clock::now() - started).count()},
@@ -727,8 +730,16 @@ AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>())
   s.preflight = std::make_unique<PreflightService>(s.io);
   s.faults = std::make_unique<FaultManager>(s.options.allow_fault_injection, exempt, s.options.state_dir);
   // Discovery after the fault manager has removed stale drop rules.
-  const auto topo =
+  auto topo =
       s.options.topology_file.empty() ? topo::Topology::discover() : topo::Topology::load_file(s.options.topology_file);
+  // The GPUs as NVML sees them (nothing where there is no driver); on a
+  // discovered tree their NVLinks join it, matched by PCI bus id.
+  const GpuInventory gpus = read_gpu_inventory();
+  if (s.options.topology_file.empty()) {
+    for (const auto& line : add_nvml_to_topology(topo, gpus))
+      log::warn("NVML: {}", line);
+  }
+  s.gpus = json::parse(to_json(gpus));
   s.topology = json::parse(topo.to_json());
   s.topology_summary = topo.summary();
   s.runs = std::make_unique<RunManager>(

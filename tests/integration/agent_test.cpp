@@ -407,6 +407,17 @@ TEST(Agent, FourRanksAcrossTwoAgentsStreamEverything) {
   for (const auto& i : inventory["interfaces"])
     has_lo |= i["name"] == "lo";
   EXPECT_TRUE(has_lo) << inventory["interfaces"].dump();
+  // The GPUs as NVML sees them: here, where nvidia-smi lists none, that
+  // there is no driver, and why.
+  const json& gpus = inventory["gpus"];
+  ASSERT_TRUE(gpus.is_object()) << inventory.dump();
+  if (std::system("nvidia-smi -L >/dev/null 2>&1") != 0) {
+    EXPECT_FALSE(gpus["loaded"].get<bool>()) << gpus.dump();
+    EXPECT_NE(gpus["why"].get<std::string>().find("libnvidia-ml.so.1"), std::string::npos) << gpus.dump();
+  } else {
+    EXPECT_TRUE(gpus["loaded"].get<bool>()) << gpus.dump();
+    EXPECT_FALSE(gpus["gpus"].empty()) << gpus.dump();
+  }
 
   ca->call({{"type", "subscribe"}});
   cb->call({{"type", "subscribe"}});

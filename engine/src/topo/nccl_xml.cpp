@@ -15,17 +15,11 @@
 namespace ringmaster::topo {
 namespace {
 
-// NVLink bandwidth per link in GB/s by GPU generation (the <gpu sm="...">
-// attribute): what a collective sees, as NCCL models it.
+// NVLink bandwidth per link of a GPU by its generation (the <gpu sm="...">
+// attribute).
 double nvlink_bandwidth(const Node& gpu) {
   const std::string* sm = gpu.attribute("sm");
-  const int v = sm ? std::atoi(sm->c_str()) : 0;
-  if (v >= 100) return 40.0;
-  if (v >= 90) return 20.6;
-  if (v == 86 || v == 87 || v == 89) return 12.0;
-  if (v >= 70) return 20.0;
-  if (v >= 60) return 18.0;
-  return 20.0;
+  return topo::nvlink_bandwidth(sm ? std::atoi(sm->c_str()) : 0);
 }
 
 std::string read_sysfs(const std::string& path) {
@@ -317,6 +311,16 @@ class NcclWriter {
 };
 
 }  // namespace
+
+double nvlink_bandwidth(int sm) {
+  // What a collective sees per link, as NCCL models it.
+  if (sm >= 100) return 40.0;
+  if (sm >= 90) return 20.6;
+  if (sm == 86 || sm == 87 || sm == 89) return 12.0;
+  if (sm >= 70) return 20.0;
+  if (sm >= 60) return 18.0;
+  return 20.0;
+}
 
 Topology read_nccl_document(std::string_view text, std::string_view source, const pugi::xml_node& root,
                             const LoadOptions& options) {

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "ringmaster/tools/topology.h"
+
 namespace ringmaster {
 
 struct NvLinkInfo {
@@ -59,6 +61,13 @@ struct GpuInventory {
 // Reads NVML; `library` overrides the file opened (tests open one that is
 // not there). Never throws: failures are in `why` and `warnings`.
 GpuInventory read_gpu_inventory(const std::string& library = "libnvidia-ml.so.1");
+
+// Places what NVML knows in a topology discovered through hwloc, matching
+// GPUs by PCI bus id: each becomes a GPU node (attributes model, uuid, sm)
+// and its active NVLinks links, bonded per far end, to the GPU there or to
+// an NVSwitch node made for that bus id (hwloc does not list NVSwitches as
+// such). Returns the GPUs it could not place, one line each.
+std::vector<std::string> add_nvml_to_topology(topo::Topology& topology, const GpuInventory& inventory);
 
 // As JSON (an object: loaded, why, driver_version, cuda_driver_version,
 // gpus: [{index, name, uuid, bus_id, ..., nvlinks: [...]}]).

@@ -181,4 +181,8 @@ class Topology {
 // ("8 GT/s", "16.0 GT/s PCIe") and a lane count; 0 when unknown.
 double pci_bandwidth(std::string_view link_speed, int link_width);
 
+// One NVLink's bandwidth per direction in GB/s for a GPU of compute
+// capability `sm` (80 for 8.0), as NCCL models it; 20 when unknown.
+double nvlink_bandwidth(int sm);
+
 }  // namespace ringmaster::topo
