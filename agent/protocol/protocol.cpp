@@ -231,7 +231,7 @@ const std::vector<Field>& perf_schema() {
       {"op", Kind::string, false},          {"root", Kind::integer, false},      {"blocking", Kind::boolean, false},
       {"algo", Kind::string, false},        {"proto", Kind::string, false},      {"channels", Kind::integer, false},
       {"warmup_ms", Kind::integer, false},  {"agg_iters", Kind::integer, false}, {"run_cycles", Kind::integer, false},
-      {"average", Kind::integer, false},
+      {"average", Kind::integer, false},    {"engine", Kind::string, false},
   };
   return s;
 }

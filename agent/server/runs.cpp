@@ -123,6 +123,51 @@ std::vector<std::string> perf_argv(const std::string& cli, const json& perf) {
   return argv;
 }
 
+// ringmaster-nccl-perf's arguments for a run with engine "nccl": the sizes
+// and iterations (the rest was refused by the protocol check); one GPU a
+// rank; the agent's events on stdout.
+std::vector<std::string> nccl_perf_argv(const std::string& program, const json& perf) {
+  std::vector<std::string> argv = {program, perf["collective"].get<std::string>(), "-g", "1", "--events"};
+  auto add = [&](const char* flag, const char* key, auto&& convert) {
+    if (perf.contains(key)) {
+      argv.push_back(flag);
+      argv.push_back(convert(perf[key]));
+    }
+  };
+  auto num = [](const json& v) { return v.dump(); };
+  add("-b", "min_bytes", size_arg);
+  add("-e", "max_bytes", size_arg);
+  add("-f", "step_factor", num);
+  add("-i", "step_bytes", size_arg);
+  add("-n", "iters", num);
+  add("-w", "warmup", num);
+  return argv;
+}
+
+// Whether the run goes through NCCL; throws Error(config) naming what
+// NCCL's runner does not take.
+bool nccl_engine(const json& perf) {
+  const std::string engine = perf.value("engine", std::string("ringmaster"));
+  if (engine == "ringmaster") return false;
+  if (engine != "nccl") {
+    throw Error(ErrorCategory::config, fmt::format("run.perf.engine must be ringmaster or nccl, got '{}'", engine));
+  }
+  const auto& c = perf["collective"].get_ref<const std::string&>();
+  if (c != "all_reduce" && c != "all_gather" && c != "reduce_scatter" && c != "broadcast") {
+    throw Error(
+        ErrorCategory::config,
+        fmt::format("run.perf.engine nccl runs all_reduce, all_gather, reduce_scatter or broadcast, not '{}'", c));
+  }
+  for (const char* key :
+       {"check", "dtype", "op", "root", "blocking", "warmup_ms", "agg_iters", "run_cycles", "average"}) {
+    if (perf.contains(key)) {
+      throw Error(ErrorCategory::config,
+                  fmt::format("run.perf.{} is not taken with engine nccl (fp32 sums, every size checked once)", key));
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 // The run's process group (its first rank's pid), while one of its ranks
@@ -218,6 +263,7 @@ void RunManager::finish_if_done(Child& child) {
 json RunManager::start(const json& m) {
   const std::string id = m["run_id"].get<std::string>();
   check_run_id(id);
+  const bool nccl = nccl_engine(m["perf"]);
   if (runs_.count(id)) throw Error(ErrorCategory::config, fmt::format("run {} is already running here", id));
   if (static_cast<int>(runs_.size()) >= options_.max_runs) {
     throw Error(ErrorCategory::config, fmt::format("this agent runs {} runs already (its cap)", runs_.size()));
@@ -264,7 +310,17 @@ json RunManager::start(const json& m) {
     }
     port = pick_free_port();
   }
-  const auto argv_strings = perf_argv(options_.cli_path, m["perf"]);
+  // The sweep through NCCL runs ringmaster-nccl-perf from beside the CLI
+  // (built where the CUDA toolkit carries nccl.h).
+  const std::string nccl_perf =
+      (std::filesystem::path(options_.cli_path).parent_path() / "ringmaster-nccl-perf").string();
+  if (nccl && access(nccl_perf.c_str(), X_OK) != 0) {
+    throw Error(ErrorCategory::config,
+                fmt::format("engine nccl: this agent has no {} ({}); it is built only where the CUDA toolkit's "
+                            "nccl.h is",
+                            nccl_perf, strerror(errno)));
+  }
+  const auto argv_strings = nccl ? nccl_perf_argv(nccl_perf, m["perf"]) : perf_argv(options_.cli_path, m["perf"]);
 
   auto run = std::make_shared<Run>();
   run->id = id;
@@ -308,6 +364,17 @@ json RunManager::start(const json& m) {
       if (t.contains("store_s")) env["RINGMASTER_STORE_TIMEOUT"] = seconds(t["store_s"]);
       if (t.contains("bootstrap_s")) env["RINGMASTER_BOOTSTRAP_TIMEOUT"] = seconds(t["bootstrap_s"]);
       if (t.contains("coll_s")) env["RINGMASTER_COLL_TIMEOUT"] = seconds(t["coll_s"]);
+    }
+    // NCCL's own names for what the run forces.
+    if (nccl) {
+      const auto& perf = m["perf"];
+      if (perf.contains("algo") && !perf["algo"].get<std::string>().empty())
+        env["NCCL_ALGO"] = perf["algo"].get<std::string>();
+      if (perf.contains("proto") && !perf["proto"].get<std::string>().empty())
+        env["NCCL_PROTO"] = perf["proto"].get<std::string>();
+      if (perf.contains("channels") && perf["channels"].get<long long>() > 0) {
+        env["NCCL_MIN_NCHANNELS"] = env["NCCL_MAX_NCHANNELS"] = perf["channels"].dump();
+      }
     }
     for (const auto& [k, v] : client_env)
       env[k] = v;

@@ -42,6 +42,7 @@ struct RemoteOptions {
   double bootstrap_timeout_s = 0;
   std::string events_file;
   PerfOptions perf;
+  std::string engine = "ringmaster";  // perf: ringmaster, or nccl (ringmaster-nccl-perf on each agent)
   // fault
   std::string kind, ports, except, address, direction = "both", interface;
   bool skip_loopback = false;
@@ -49,6 +50,22 @@ struct RemoteOptions {
   std::int64_t bytes = 0;
   int fault_id = 0;
 };
+
+// The run's perf spec: the engine's whole, or what NCCL's runner takes
+// (sizes, iterations, NCCL_ALGO/NCCL_PROTO/channels; fp32 sums).
+json remote_perf_spec(const RemoteOptions& o) {
+  if (o.engine == "ringmaster") return perf_spec_json(o.perf);
+  if (o.engine != "nccl") throw Error(ErrorCategory::config, "--engine " + o.engine + ": ringmaster or nccl");
+  if (o.perf.type != "float" || o.perf.op != "sum") {
+    throw Error(ErrorCategory::config, "--engine nccl runs float sums (-d float -o sum)");
+  }
+  const json all = perf_spec_json(o.perf);
+  json spec = {{"engine", "nccl"}};
+  for (const char* key : {"collective", "min_bytes", "max_bytes", "step_factor", "step_bytes", "iters", "warmup",
+                          "algo", "proto", "channels"})
+    spec[key] = all[key];
+  return spec;
+}
 
 int run_remote(const RemoteOptions& o) {
   const PerfSpec spec = make_perf_spec(o.perf);
@@ -75,7 +92,7 @@ int run_remote(const RemoteOptions& o) {
                              std::to_string(std::chrono::system_clock::now().time_since_epoch().count() % 1000000);
   json run = {{"type", "run"},       {"run_id", run_id},
               {"world_size", world}, {"master_addr", o.master_addr.empty() ? endpoints[0].host : o.master_addr},
-              {"master_port", 0},    {"perf", perf_spec_json(o.perf)}};
+              {"master_port", 0},    {"perf", remote_perf_spec(o)}};
   json timeouts = json::object();
   if (o.store_timeout_s > 0) timeouts["store_s"] = o.store_timeout_s;
   if (o.bootstrap_timeout_s > 0) timeouts["bootstrap_s"] = o.bootstrap_timeout_s;
@@ -216,6 +233,10 @@ Runner add_remote_command(CLI::App& app) {
   remote->require_subcommand(1);
   auto* perf = remote->add_subcommand("perf", "nccl-tests style sweep, as `ringmaster-cli perf`");
   add_perf_options(perf, o->perf);
+  perf->add_option("--engine", o->engine,
+                   "ringmaster, or nccl: the same sweep through NCCL on each agent's GPUs (ringmaster-nccl-perf, "
+                   "float sums; its rows come back as \"NCCL <version>\")")
+      ->capture_default_str();
   auto* inventory = remote->add_subcommand("inventory", "Print each agent's inventory as a JSON line");
   auto* fault = remote->add_subcommand(
       "fault", "Inject a fault on every agent (needs --allow-fault-injection there; docs/protocol.md)");

@@ -15,7 +15,9 @@
 //
 // Exit status: 0 when the sweep ran and every element checked out, 1 when
 // one was wrong or a call failed, 0 with "not run: why" (and "ran": false
-// in the JSON) when there is no GPU or no NCCL here.
+// in the JSON) when there is no GPU or no NCCL here. With --events (an
+// agent's run) stdout carries the agent's event lines, and not running is
+// exit 2 with an "error" event saying why.
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <nccl.h>
@@ -31,6 +33,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -38,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "ringmaster/agent/events.h"
 #include "ringmaster/store.h"
 #include "ringmaster/tools/nccl_log.h"
 #include "ringmaster/tools/preflight.h"
@@ -148,10 +152,11 @@ struct Part {
 
 struct Options {
   std::string collective = "all_reduce";
-  std::string min_bytes = "8", max_bytes = "128M";
+  std::string min_bytes = "8", max_bytes = "128M", step_bytes = "1M";
   double factor = 2;
   int iters = 20, warmup = 5, gpus = 0;
   std::string nccl, json_file;
+  bool events = false;  // the agent's event lines on stdout (docs/protocol.md), the table on stderr
 };
 
 std::string debug_dir() {
@@ -173,15 +178,128 @@ ringmaster::NcclDecisions read_debug_files(const std::string& dir) {
   return ringmaster::read_nccl_log(text);
 }
 
+// Exit status of a run asked for with --events that could not start.
+constexpr int kNotRun = 2;
+
+std::string fmt_not_run(const std::string& host, const std::string& why) {
+  return "NCCL side by side not run on " + host + ": " + why;
+}
+
+const char* collective_name(Op op) {
+  switch (op) {
+    case Op::all_reduce:
+      return "all_reduce";
+    case Op::all_gather:
+      return "all_gather";
+    case Op::reduce_scatter:
+      return "reduce_scatter";
+    case Op::broadcast:
+      return "broadcast";
+  }
+  return "?";
+}
+
+// NCCL's name for a collective in its TUNING lines.
+const char* nccl_function_name(Op op) {
+  switch (op) {
+    case Op::all_reduce:
+      return "AllReduce";
+    case Op::all_gather:
+      return "AllGather";
+    case Op::reduce_scatter:
+      return "ReduceScatter";
+    case Op::broadcast:
+      return "Broadcast";
+  }
+  return "?";
+}
+
+// What the sweep measured and NCCL decided, as the agent's events (the
+// events `ringmaster-cli perf --json` writes), so a run through NCCL shows
+// in the console as Ringmaster's do: its rows (candidate "NCCL <version>",
+// with NCCL's pick for each size), its decisions, and the rings, trees and
+// connections rank 0 read from NCCL's lines.
+template <class Emit>
+void emit_events(Emit& emit, Op op, int nranks, const std::vector<Part>& parts, const json& rows,
+                 const ringmaster::NcclDecisions& decisions, const std::string& version) {
+  namespace ev = ringmaster::agent::events;
+  const std::string name = collective_name(op);
+  const ringmaster::NcclPick* last = nullptr;
+  for (const auto& p : decisions.picks) {
+    if (p.collective != nccl_function_name(op)) continue;
+    if (last == nullptr || last->bytes != p.bytes) {
+      emit(ev::Decision{name, p.bytes, p.algorithm, p.protocol, p.channel_hi - p.channel_lo + 1, 0});
+    }
+    last = &p;
+  }
+  for (const auto& row : rows) {
+    ev::Result r;
+    r.collective = name;
+    r.dtype = std::string(ringmaster::name_of(ringmaster::DataType::fp32));
+    r.redop = std::string(ringmaster::name_of(ringmaster::RedOp::sum));
+    r.bytes = row["bytes"].get<std::uint64_t>();
+    r.count = row["count"].get<std::uint64_t>();
+    r.root = 0;
+    r.out_of_place = {row["time_us"].get<double>(), row["algbw_gbs"].get<double>(), row["busbw_gbs"].get<double>(),
+                      row["wrong"].get<long long>()};
+    r.candidate = "NCCL " + version;
+    // NCCL logs a call's bytes as its count times the type's size.
+    for (const auto& p : decisions.picks) {
+      if (p.collective == nccl_function_name(op) && p.bytes == r.count * sizeof(float)) {
+        r.tuner = ev::Result::Pick{p.algorithm, p.protocol, p.channel_hi - p.channel_lo + 1, 0};
+      }
+    }
+    emit(r);
+  }
+  const int rank = parts.empty() ? -1 : parts.front().rank;
+  if (rank == 0 && !decisions.rings.empty()) {
+    ev::Rings rings;
+    for (const auto& ring : decisions.rings)
+      rings.rings.push_back({ring.channel, ring.ranks, {}, {}});
+    emit(rings);
+  }
+  if (!decisions.trees.empty()) {
+    std::map<int, std::vector<int>> parents;  // by channel
+    for (const auto& t : decisions.trees) {
+      auto& of = parents.try_emplace(t.channel, std::vector<int>(static_cast<std::size_t>(nranks), -1)).first->second;
+      if (t.rank >= 0 && t.rank < nranks) of[static_cast<std::size_t>(t.rank)] = t.parent;
+    }
+    ev::Trees trees;
+    for (auto& [channel, of] : parents)
+      trees.trees.push_back({channel, std::move(of)});
+    emit(trees);
+  }
+  ev::Connections connections;
+  for (const auto& c : decisions.connections) {
+    if (c.from == rank) connections.connections.push_back({c.channel, c.to, true, c.transport, "", "", 1});
+  }
+  if (!connections.connections.empty()) emit(connections);
+}
+
 int run(const Options& o) {
   json out = {{"ran", false}, {"collective", o.collective}};
   auto finish = [&](int code) {
     if (!o.json_file.empty()) std::ofstream(o.json_file) << out.dump(2) << "\n";
     return code;
   };
+  // In events mode the table goes to stderr: stdout carries events only.
+  std::FILE* table = o.events ? stderr : stdout;
+  auto emit = [&](const ringmaster::agent::events::Event& e) {
+    std::printf("%s\n", ringmaster::agent::events::to_json(e).dump().c_str());
+    std::fflush(stdout);
+  };
+  // Asked for by an agent's run, not running is that rank's failure, with
+  // the reason; run by hand it is a clean skip.
   auto not_run = [&](const std::string& why) {
-    std::printf("not run: %s\n", why.c_str());
     out["why"] = why;
+    if (o.events) {
+      char host[256] = {};
+      ::gethostname(host, sizeof(host) - 1);
+      emit(ringmaster::agent::events::CollectiveError{"config", fmt_not_run(host, why)});
+      emit(ringmaster::agent::events::RankDone{0, 0, kNotRun});
+      return finish(kNotRun);
+    }
+    std::printf("not run: %s\n", why.c_str());
     return finish(0);
   };
   const auto op = op_named(o.collective);
@@ -266,6 +384,7 @@ int run(const Options& o) {
   }
 
   const std::uint64_t lo = parse_size(o.min_bytes), hi = std::max(lo, parse_size(o.max_bytes));
+  const std::uint64_t step = std::max<std::uint64_t>(1, parse_size(o.step_bytes));
   std::uint64_t largest_elements = hi / sizeof(float) + static_cast<std::uint64_t>(nranks);
   for (auto& p : parts) {
     cuda_check(cudaSetDevice(p.device), "cudaSetDevice");
@@ -333,10 +452,11 @@ int run(const Options& o) {
     return wrong;
   };
 
-  std::printf("# ringmaster-nccl-perf: %s through NCCL %s (%s), %d rank(s)%s\n", o.collective.c_str(),
-              ringmaster::nccl_version_text(version).c_str(), nccl.path.c_str(), nranks,
-              world > 1 ? " (torchrun)" : " in one process");
-  std::printf("#%12s %12s %8s %10s %10s %10s %8s\n", "size", "count", "type", "time(us)", "algbw", "busbw", "#wrong");
+  std::fprintf(table, "# ringmaster-nccl-perf: %s through NCCL %s (%s), %d rank(s)%s\n", o.collective.c_str(),
+               ringmaster::nccl_version_text(version).c_str(), nccl.path.c_str(), nranks,
+               world > 1 ? " (torchrun)" : " in one process");
+  std::fprintf(table, "#%12s %12s %8s %10s %10s %10s %8s\n", "size", "count", "type", "time(us)", "algbw", "busbw",
+               "#wrong");
   json rows = json::array();
   std::uint64_t wrong_total = 0;
   for (std::uint64_t bytes = lo; bytes <= hi;) {
@@ -354,16 +474,16 @@ int run(const Options& o) {
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / o.iters;
     const double algbw = static_cast<double>(bytes) / us / 1e3;  // GB/s
     const double busbw = algbw * bus_factor(*op, nranks);
-    std::printf(" %12llu %12llu %8s %10.2f %10.2f %10.2f %8llu\n", static_cast<unsigned long long>(bytes),
-                static_cast<unsigned long long>(count), "float", us, algbw, busbw,
-                static_cast<unsigned long long>(wrong));
+    std::fprintf(table, " %12llu %12llu %8s %10.2f %10.2f %10.2f %8llu\n", static_cast<unsigned long long>(bytes),
+                 static_cast<unsigned long long>(count), "float", us, algbw, busbw,
+                 static_cast<unsigned long long>(wrong));
     rows.push_back({{"bytes", bytes},
                     {"count", count},
                     {"time_us", us},
                     {"algbw_gbs", algbw},
                     {"busbw_gbs", busbw},
                     {"wrong", wrong}});
-    const auto next = o.factor > 1 ? static_cast<std::uint64_t>(static_cast<double>(bytes) * o.factor) : bytes + 1;
+    const auto next = o.factor > 1 ? static_cast<std::uint64_t>(static_cast<double>(bytes) * o.factor) : bytes + step;
     if (next <= bytes) break;
     bytes = next;
   }
@@ -375,26 +495,31 @@ int run(const Options& o) {
     cudaStreamDestroy(p.stream);
   }
   const auto decisions = read_debug_files(dir);
-  std::printf("# NCCL's decisions: %d coll channel(s), %zu ring(s), %zu tree line(s), %zu connection(s):",
-              decisions.coll_channels, decisions.rings.size(), decisions.trees.size(), decisions.connections.size());
+  std::fprintf(table, "# NCCL's decisions: %d coll channel(s), %zu ring(s), %zu tree line(s), %zu connection(s):",
+               decisions.coll_channels, decisions.rings.size(), decisions.trees.size(), decisions.connections.size());
   std::vector<std::string> kinds;
   for (const auto& c : decisions.connections) {
     if (std::find(kinds.begin(), kinds.end(), c.transport) == kinds.end()) kinds.push_back(c.transport);
   }
   for (const auto& k : kinds)
-    std::printf(" %s", k.c_str());
-  std::printf("\n");
+    std::fprintf(table, " %s", k.c_str());
+  std::fprintf(table, "\n");
   for (const auto& p : decisions.picks)
-    std::printf("#   %s %llu B: %s/%s on channels %d..%d\n", p.collective.c_str(),
-                static_cast<unsigned long long>(p.bytes), p.algorithm.c_str(), p.protocol.c_str(), p.channel_lo,
-                p.channel_hi);
+    std::fprintf(table, "#   %s %llu B: %s/%s on channels %d..%d\n", p.collective.c_str(),
+                 static_cast<unsigned long long>(p.bytes), p.algorithm.c_str(), p.protocol.c_str(), p.channel_lo,
+                 p.channel_hi);
   out["ran"] = true;
   out["nccl_version"] = ringmaster::nccl_version_text(version);
   out["nccl_library"] = nccl.path;
   out["ranks"] = nranks;
   out["rows"] = rows;
   out["decisions"] = json::parse(ringmaster::to_json(decisions));
-  std::printf("# %s\n", wrong_total == 0 ? "every element checked out" : "wrong elements");
+  std::fprintf(table, "# %s\n", wrong_total == 0 ? "every element checked out" : "wrong elements");
+  if (o.events) {
+    emit_events(emit, *op, nranks, parts, rows, decisions, ringmaster::nccl_version_text(version));
+    emit(ringmaster::agent::events::RankDone{static_cast<long long>(wrong_total), static_cast<long long>(rows.size()),
+                                             wrong_total == 0 ? 0 : 1});
+  }
   return finish(wrong_total == 0 ? 0 : 1);
 }
 
@@ -408,6 +533,8 @@ int main(int argc, char** argv) {
   app.add_option("-b,--minbytes", o.min_bytes, "Smallest size (K, M, G suffixes)")->capture_default_str();
   app.add_option("-e,--maxbytes", o.max_bytes, "Largest size")->capture_default_str();
   app.add_option("-f,--stepfactor", o.factor, "Multiply the size by this each step")->capture_default_str();
+  app.add_option("-i,--stepbytes", o.step_bytes, "Add this to the size each step (when -f is 1)")
+      ->capture_default_str();
   app.add_option("-n,--iters", o.iters, "Timed iterations")->capture_default_str()->check(CLI::Range(1, 100000));
   app.add_option("-w,--warmup_iters", o.warmup, "Warm-up iterations")
       ->capture_default_str()
@@ -417,6 +544,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 64));
   app.add_option("--nccl", o.nccl, "The NCCL library to open (default libnccl.so.2, or RINGMASTER_NCCL_LIBRARY)");
   app.add_option("--json", o.json_file, "Also write the rows and NCCL's decisions as JSON to this file");
+  app.add_flag("--events", o.events,
+               "Write the agent's event lines on stdout (rows, NCCL's decisions, rings, trees, connections) and the "
+               "table on stderr; not running is then a failure (exit 2) with the reason");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(o);

@@ -1333,6 +1333,65 @@ TEST(Agent, KilledRankIsReportedAndTheNextRunWorks) {
   EXPECT_TRUE(after_ok);
 }
 
+// A run with engine "nccl" starts ringmaster-nccl-perf from beside the CLI
+// instead of the engine's perf: on a GPU node its rows come back as
+// "NCCL <version>" rows; here, without a driver, each rank fails saying
+// why; in a build without the CUDA toolkit the agent refuses it, naming
+// the missing program. What NCCL cannot take is refused up front.
+TEST(Agent, NcclEngineRunsThroughNcclOrSaysWhy) {
+  Agent a;
+  Inbox inbox;
+  auto client = agent::AgentClient::connect(a.options(), inbox.handler());
+  client->call({{"type", "subscribe"}});
+  auto refused = [&](json run, const std::string& says) {
+    try {
+      client->call(run);
+      ADD_FAILURE() << run.dump() << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  json run = one_rank_run("nccl");
+  run["perf"] = {{"collective", "all_reduce"}, {"min_bytes", "8"}, {"max_bytes", "1K"}, {"iters", 2}, {"engine", "mpi"}};
+  refused(run, "run.perf.engine must be ringmaster or nccl, got 'mpi'");
+  run["perf"]["engine"] = "nccl";
+  run["perf"]["collective"] = "alltoall";
+  refused(run, "engine nccl runs all_reduce, all_gather, reduce_scatter or broadcast, not 'alltoall'");
+  run["perf"]["collective"] = "all_reduce";
+  run["perf"]["dtype"] = "half";
+  refused(run, "run.perf.dtype is not taken with engine nccl");
+  run["perf"].erase("dtype");
+
+  const bool built = std::filesystem::exists(std::filesystem::path(RINGMASTER_CLI).parent_path() /
+                                             "ringmaster-nccl-perf");
+  if (!built) {
+    refused(run, "engine nccl: this agent has no ");
+    return;
+  }
+  client->call(run);
+  std::string error;
+  bool done_ok = true, rows = false;
+  for (const auto& m : inbox.run_events("nccl", 1, 60s)) {
+    const json& e = m["event"];
+    if (e["type"] == "error") error = e["message"];
+    if (e["type"] == "result") {
+      rows = true;
+      EXPECT_EQ(e["candidate"].get<std::string>().rfind("NCCL ", 0), 0u) << e.dump();
+      EXPECT_EQ(e["out_of_place"]["wrong"], 0) << e.dump();
+    }
+    if (e["type"] == "run_done") done_ok = e["ok"].get<bool>();
+  }
+  if (std::system("nvidia-smi -L >/dev/null 2>&1") == 0) {
+    EXPECT_TRUE(done_ok) << error;
+    EXPECT_TRUE(rows);
+  } else {
+    EXPECT_FALSE(done_ok);
+    EXPECT_FALSE(rows);
+    EXPECT_NE(error.find("NCCL side by side not run on "), std::string::npos) << error;
+    EXPECT_NE(error.find("no NVIDIA driver"), std::string::npos) << error;
+  }
+}
+
 // A network namespace of this test's own, with loopback up.
 struct NetNamespace : testing_support::NetNamespace {
   NetNamespace() : testing_support::NetNamespace("rm-agent-test-") {}
