@@ -136,6 +136,12 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   channels_ = new QSpinBox;
   channels_->setRange(0, 64);
   channels_->setSpecialValueText("tuner");
+  engine_ = new QComboBox;
+  engine_->addItems({"Ringmaster", "NCCL"});
+  engine_->setToolTip(
+      "NCCL: the same sweep through NCCL on each agent's GPUs (ringmaster-nccl-perf; float sums), to compare in "
+      "History");
+  form->addRow("Engine", engine_);
   form->addRow("Collective", collective_);
   form->addRow("Min bytes (-b)", min_bytes_);
   form->addRow("Max bytes (-e)", max_bytes_);
@@ -545,6 +551,7 @@ RunSpec MainWindow::run_spec() const {
   s.algo = algo_->currentIndex() == 0 ? QString() : algo_->currentText();
   s.proto = proto_->currentIndex() == 0 ? QString() : proto_->currentText();
   s.channels = channels_->value();
+  s.engine = engine_->currentIndex() == 1 ? "nccl" : "ringmaster";
   return s;
 }
 
@@ -561,6 +568,7 @@ void MainWindow::set_run_spec(const RunSpec& s) {
   algo_->setCurrentText(s.algo.isEmpty() ? "tuner" : s.algo);
   proto_->setCurrentText(s.proto.isEmpty() ? "tuner" : s.proto);
   channels_->setValue(s.channels);
+  engine_->setCurrentIndex(s.engine == "nccl" ? 1 : 0);
 }
 
 void MainWindow::start_run() {

@@ -95,6 +95,7 @@ class MainWindow : public QMainWindow {
   QComboBox* algo_ = nullptr;
   QComboBox* proto_ = nullptr;
   QSpinBox* channels_ = nullptr;
+  QComboBox* engine_ = nullptr;
   QPushButton* run_button_ = nullptr;
   QLabel* status_agents_ = nullptr;
   QLabel* status_run_ = nullptr;

@@ -16,6 +16,7 @@
 #include <QComboBox>
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QFont>
 #include <QIdentityProxyModel>
 #include <QImage>
@@ -109,6 +110,7 @@ class ConsoleTest : public QObject {
  private slots:
   void sweepOverTwoLocalAgents();
   void missingRankShowsAtTheBarrier();
+  void ncclEngineRunSaysWhyItDidNotRun();
   void screenshotCommand();
   void p4dDrawing();
   void scenarioFromTheConsole();
@@ -503,6 +505,46 @@ void ConsoleTest::missingRankShowsAtTheBarrier() {
   for (const auto& s : layout_timeline(console.run.timeline, QRectF(0, 0, 800, 200)))
     red |= s.failed;
   QVERIFY(red);
+}
+
+// The Engine field runs the same sweep through NCCL on each agent's GPUs.
+// On a node with a GPU it completes; here each rank fails and the run's
+// problems say why (no driver); in a build without the CUDA toolkit the
+// agents refuse it, naming the program they lack.
+void ConsoleTest::ncclEngineRunSaysWhyItDidNotRun() {
+  Console console;
+  QString error;
+  QVERIFY2(console.start_local_agents(2, RINGMASTER_AGENT, &error), qPrintable(error));
+  QTRY_COMPARE_WITH_TIMEOUT(console.connected_count(), 2, 20000);
+  MainWindow window(console);
+  RunSpec spec;
+  spec.min_bytes = "8";
+  spec.max_bytes = "1K";
+  spec.iters = 2;
+  spec.ranks_per_agent = 1;
+  spec.engine = "nccl";
+  window.set_run_spec(spec);
+  QCOMPARE(window.run_spec().engine, QString("nccl"));
+  const bool built = QFileInfo::exists(QFileInfo(RINGMASTER_AGENT).dir().filePath("ringmaster-nccl-perf"));
+  if (!built) {
+    QSignalSpy failed(&console, &Console::run_launch_failed);
+    console.start_run(window.run_spec());
+    QVERIFY(failed.wait(20000));
+    QVERIFY2(failed.at(0).at(0).toString().contains("engine nccl: this agent has no"),
+             qPrintable(failed.at(0).at(0).toString()));
+    return;
+  }
+  QSignalSpy finished(&console.run, &RunState::finished);
+  console.start_run(window.run_spec());
+  QVERIFY(finished.wait(60000));
+  const QString problems = console.run.problems().join("; ");
+  if (QProcess::execute("nvidia-smi", {"-L"}) == 0) {
+    QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(problems));
+    return;
+  }
+  QCOMPARE(finished.at(0).at(0).toBool(), false);
+  QVERIFY2(problems.contains("NCCL side by side not run on") && problems.contains("no NVIDIA driver"),
+           qPrintable(problems));
 }
 
 void ConsoleTest::screenshotCommand() {

@@ -501,6 +501,7 @@ QString Console::start_run(const RunSpec& spec) {
                       .arg(clients.size())
                       .arg(spec.ranks_per_agent)
                       .arg(world);
+  if (spec.engine == "nccl") pending_what_ = "through NCCL: " + pending_what_;
   if (!spec.algo.isEmpty() || !spec.proto.isEmpty() || spec.channels > 0) {
     pending_what_ += QString(", forced %1/%2/%3 ch")
                          .arg(spec.algo.isEmpty() ? "-" : spec.algo, spec.proto.isEmpty() ? "-" : spec.proto)
@@ -531,6 +532,12 @@ QString Console::start_run(const RunSpec& spec) {
                     {"algo", spec.algo.toStdString()},
                     {"proto", spec.proto.toStdString()},
                     {"channels", spec.channels}}}};
+  if (spec.engine == "nccl") {
+    auto& perf = message["perf"];
+    perf.erase("dtype");
+    perf.erase("op");
+    perf["engine"] = "nccl";
+  }
   json timeouts = json::object();
   if (spec.store_timeout_s > 0) timeouts["store_s"] = spec.store_timeout_s;
   if (spec.coll_timeout_s > 0) timeouts["coll_s"] = spec.coll_timeout_s;

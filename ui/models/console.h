@@ -51,6 +51,9 @@ struct RunSpec {
   int world_size = 0;          // 0: agents x ranks_per_agent
   double store_timeout_s = 0;  // 0: the ranks' default
   double coll_timeout_s = 0;
+  // "ringmaster", or "nccl": the same sweep through NCCL on each agent's
+  // GPUs (ringmaster-nccl-perf; fp32 sums, so dtype and op are not sent).
+  QString engine = "ringmaster";
 };
 
 // How the console reaches an agent: the token and, when the agent serves
