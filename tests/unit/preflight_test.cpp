@@ -109,7 +109,7 @@ TEST(NodeFacts, ReadsTheSoftwareStack) {
         {"cuda_driver", "libcuda.so.1", R"(\d+\.\d+)"}}) {
     const auto found = std::find_if(stack.begin(), stack.end(), [&](const auto& e) { return e.first == component; });
     ASSERT_NE(found, stack.end());
-    void* handle = ::dlopen(library, RTLD_NOW | RTLD_LOCAL);
+    void* handle = ::dlopen(library, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (handle != nullptr) {
       ::dlclose(handle);
       EXPECT_TRUE(std::regex_match(found->second, std::regex(pattern))) << component << ": " << found->second;

@@ -78,14 +78,16 @@ std::vector<std::string> efa_devices() {
 }
 
 // The library `names` name (the first that loads), and a function of it;
-// closed again when done.
+// its handle released when done (the library stays mapped).
 struct Loaded {
   void* handle = nullptr;
   std::string name, why;
   explicit Loaded(std::initializer_list<const char*> names) {
     for (const char* n : names) {
       ::dlerror();
-      handle = ::dlopen(n, RTLD_NOW | RTLD_LOCAL);
+      // Never unloaded: a library's constructors allocate (NCCL's, libfabric's),
+      // and unmapping it would strand what its globals hold.
+      handle = ::dlopen(n, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
       if (handle != nullptr) {
         name = n;
         return;
