@@ -90,9 +90,28 @@ std::uint16_t pick_free_port() {
   return ntohs(a.sin_port);
 }
 
+// The sweep's sizes and iterations, nccl-tests' flags, as both the
+// engine's perf and NCCL's runner take them.
+void add_sweep_args(std::vector<std::string>& argv, const json& perf) {
+  auto add = [&](const char* flag, const char* key, auto&& convert) {
+    if (perf.contains(key)) {
+      argv.push_back(flag);
+      argv.push_back(convert(perf[key]));
+    }
+  };
+  auto num = [](const json& v) { return v.dump(); };
+  add("-b", "min_bytes", size_arg);
+  add("-e", "max_bytes", size_arg);
+  add("-f", "step_factor", num);
+  add("-i", "step_bytes", size_arg);
+  add("-n", "iters", num);
+  add("-w", "warmup", num);
+}
+
 // ringmaster-cli perf's arguments for the run's perf spec.
 std::vector<std::string> perf_argv(const std::string& cli, const json& perf) {
   std::vector<std::string> argv = {cli, "perf", perf["collective"].get<std::string>(), "--json"};
+  add_sweep_args(argv, perf);
   auto add = [&](const char* flag, const char* key, auto&& convert) {
     if (perf.contains(key)) {
       argv.push_back(flag);
@@ -102,12 +121,6 @@ std::vector<std::string> perf_argv(const std::string& cli, const json& perf) {
   auto str = [](const json& v) { return v.get<std::string>(); };
   auto num = [](const json& v) { return v.dump(); };
   auto flag01 = [](const json& v) { return std::string(v.is_boolean() ? (v.get<bool>() ? "1" : "0") : v.dump()); };
-  add("-b", "min_bytes", size_arg);
-  add("-e", "max_bytes", size_arg);
-  add("-f", "step_factor", num);
-  add("-i", "step_bytes", size_arg);
-  add("-n", "iters", num);
-  add("-w", "warmup", num);
   add("-c", "check", flag01);
   add("-d", "dtype", str);
   add("-o", "op", str);
@@ -124,23 +137,11 @@ std::vector<std::string> perf_argv(const std::string& cli, const json& perf) {
 }
 
 // ringmaster-nccl-perf's arguments for a run with engine "nccl": the sizes
-// and iterations (the rest was refused by the protocol check); one GPU a
-// rank; the agent's events on stdout.
+// and iterations (nccl_engine refused the rest); one GPU a rank; the
+// agent's events on stdout.
 std::vector<std::string> nccl_perf_argv(const std::string& program, const json& perf) {
   std::vector<std::string> argv = {program, perf["collective"].get<std::string>(), "-g", "1", "--events"};
-  auto add = [&](const char* flag, const char* key, auto&& convert) {
-    if (perf.contains(key)) {
-      argv.push_back(flag);
-      argv.push_back(convert(perf[key]));
-    }
-  };
-  auto num = [](const json& v) { return v.dump(); };
-  add("-b", "min_bytes", size_arg);
-  add("-e", "max_bytes", size_arg);
-  add("-f", "step_factor", num);
-  add("-i", "step_bytes", size_arg);
-  add("-n", "iters", num);
-  add("-w", "warmup", num);
+  add_sweep_args(argv, perf);
   return argv;
 }
 
