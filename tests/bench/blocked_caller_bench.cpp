@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "net/socket.h"
+#include "process.h"  // tests/integration: rank_config
 #include "ringmaster/comm.h"
 
 namespace {
@@ -60,14 +61,7 @@ double run_case(int n, std::size_t bytes, std::chrono::milliseconds block) {
       double us = 0;
       int code = 0;
       try {
-        ringmaster::Config c;
-        c.rank = r;
-        c.world_size = n;
-        c.master_addr = "127.0.0.1";
-        c.master_port = port;
-        c.store_timeout = 30s;
-        c.bootstrap_timeout = 30s;
-        auto comm = ringmaster::Communicator::create(c);
+        auto comm = ringmaster::Communicator::create(ringmaster::testing_support::rank_config(r, n, port));
         std::vector<float> data(std::max<std::size_t>(bytes / 4, 1), 1.0f);
         for (int i = 0; i < 3; ++i)  // warm: the first calls after init run slower
           comm->all_reduce(data.data(), data.data(), data.size(), ringmaster::DataType::fp32, ringmaster::RedOp::sum)
