@@ -28,6 +28,7 @@ struct SimulateOptions {
   int nodes = 1;
   int ranks_per_node = -1;
   int channels = 0;
+  double efa_share = 0;  // 0: the profile's
   std::string min_bytes = "8";
   std::string max_bytes = "8G";
   double step_factor = 2;
@@ -64,10 +65,20 @@ int run_simulate(const SimulateOptions& o) {
   tune::Shape shape;
   std::string cluster;
   if (!o.instance.empty()) {
-    const auto& profile = tune::instance_profile(o.instance);
+    tune::InstanceProfile profile = tune::instance_profile(o.instance);
+    // The share of EFA's line a stack reaches moves with NCCL and plugin
+    // versions more than with the hardware (docs/tuner.md): a user who
+    // measured their own sets it.
+    if (o.efa_share != 0) {
+      if (!(o.efa_share > 0 && o.efa_share <= 1))
+        throw Error(ErrorCategory::config,
+                    fmt::format("--efa-share {}: expected a share above 0, at most 1", o.efa_share));
+      profile.efa_share = o.efa_share;
+    }
     shape = tune::instance_shape(profile, o.nodes, o.ranks_per_node, o.channels);
     cluster = fmt::format("{} x {}", o.nodes, profile.name);
   } else if (!o.file.empty()) {
+    if (o.efa_share != 0) throw Error(ErrorCategory::config, "--efa-share takes an --instance profile, not --file");
     const auto node = topo::Topology::load_file(o.file);
     shape = tune::declared_shape(node, o.nodes, o.ranks_per_node, o.channels > 0 ? o.channels : 16);
     cluster = fmt::format("{} x {}", o.nodes, o.file);
@@ -151,6 +162,9 @@ Runner add_simulate_command(CLI::App& app) {
   sub->add_option("--nodes", o->nodes, "Nodes of the cluster")->capture_default_str();
   sub->add_option("--ranks-per-node", o->ranks_per_node, "Ranks per node (default: one per GPU)");
   sub->add_option("--channels", o->channels, "Most channels (default: 16, or one per EFA beyond)");
+  sub->add_option("--efa-share", o->efa_share,
+                  "Share of each EFA interface's line the stack reaches (default: the profile's, fitted to "
+                  "published runs)");
   sub->add_option("-b,--minbytes", o->min_bytes, "Smallest size (K, M, G suffixes)")->capture_default_str();
   sub->add_option("-e,--maxbytes", o->max_bytes, "Largest size")->capture_default_str();
   sub->add_option("-f,--stepfactor", o->step_factor, "Multiply the size by this each step")->capture_default_str();

@@ -964,6 +964,30 @@ TEST(Simulate, PrintsTheNcclTestsTableOfAnInstanceProfile) {
   EXPECT_NE(p5.output.find("(NVLink SHARP)"), std::string::npos) << p5.output;
   EXPECT_NE(p5.output.find(" NVLSTree Simple "), std::string::npos) << p5.output;
 
+  // A stack's own EFA share: more of the line, more bus bandwidth; a
+  // share outside (0, 1] and one without a profile are refused by name.
+  auto busbw_at_1g = [&](const std::string& share) {
+    std::vector<std::string> args = {"simulate", "--instance", "p4de", "--nodes", "2",
+                                     "-b",       "1G",         "-e",   "1G",      "--json"};
+    if (!share.empty()) args.insert(args.end(), {"--efa-share", share});
+    auto r = run(args);
+    EXPECT_EQ(r.exit_code(), 0) << r.output;
+    std::istringstream lines(r.output);
+    std::string l;
+    while (std::getline(lines, l)) {
+      const auto j = nlohmann::json::parse(l, nullptr, false);
+      if (j.is_object() && j.value("type", "") == "result") return j["out_of_place"].value("busbw", 0.0);
+    }
+    return 0.0;
+  };
+  const double profile_share = busbw_at_1g("");
+  EXPECT_GT(profile_share, 0.0);
+  EXPECT_GT(busbw_at_1g("0.75"), profile_share * 1.1);
+  auto too_much = run({"simulate", "--instance", "p4de", "--nodes", "2", "--efa-share", "1.5"});
+  EXPECT_NE(too_much.exit_code(), 0);
+  EXPECT_NE(too_much.output.find("--efa-share 1.5: expected a share above 0, at most 1"), std::string::npos)
+      << too_much.output;
+
   auto list = run({"simulate", "--list"});
   EXPECT_EQ(list.exit_code(), 0);
   EXPECT_NE(list.output.find("NVLink 450 GB/s, SHARP"), std::string::npos) << list.output;

@@ -14,8 +14,8 @@ namespace {
 
 // docs/tuner.md, "Instance profiles", gives the page each line comes from.
 constexpr InstanceProfile kProfiles[] = {
-    {"p4d.24xlarge", "A100 SXM4 40GB", 8, 300, 0, 4, 100, "p4d-24xl-topo.xml"},
-    {"p4de.24xlarge", "A100 SXM4 80GB", 8, 300, 0, 4, 100, "p4d-24xl-topo.xml"},
+    {"p4d.24xlarge", "A100 SXM4 40GB", 8, 300, 0, 4, 100, "p4d-24xl-topo.xml", false, kEfaShare, kEfaV1HopScale},
+    {"p4de.24xlarge", "A100 SXM4 80GB", 8, 300, 0, 4, 100, "p4d-24xl-topo.xml", false, kEfaShare, kEfaV1HopScale},
     {"p5.48xlarge", "H100 SXM 80GB", 8, 450, 0, 32, 100, "p5.48xl-topo.xml", true, kEfaShareP5},
     {"p5e.48xlarge", "H200 141GB", 8, 450, 0, 32, 100, "p5.48xl-topo.xml", true, kEfaShareP5},
     {"p5en.48xlarge", "H200 141GB", 8, 450, 0, 16, 200, "", true, kEfaShareP5},
@@ -68,7 +68,8 @@ Shape instance_shape(const InstanceProfile& p, int nodes, int ranks_per_node, in
   s.intra.bandwidth_gbs = line / (nvlink ? 8 : 2);
   s.intra.max_bandwidth_gbs = line;
   s.inter.transport = "efa";
-  std::copy(kEfaHopUs, kEfaHopUs + 3, s.inter.hop_latency_us);
+  for (int i = 0; i < 3; ++i)
+    s.inter.hop_latency_us[i] = kEfaHopUs[i] * p.efa_hop_scale;
   s.inter.bandwidth_gbs = p.nic_gbits / 8 * p.efa_share;
   s.inter.max_bandwidth_gbs = s.inter.bandwidth_gbs * p.nics;
   s.inter.ll128 = nvlink;

@@ -25,6 +25,9 @@ inline constexpr double kNvlinkShare = 0.77;  // 230.8 of 300 GB/s: all_reduce b
 inline constexpr double kEfaShare = 0.636;
 inline constexpr double kEfaShareP5 = 0.75;
 inline constexpr double kEfaHopUs[3] = {27.0, 46.0, 76.0};  // LL, LL128, Simple
+// First-generation EFA (p4d, p4de) takes longer a step: 182 us for 8 B on
+// two p4d against 69 on two p5 with a recent stack.
+inline constexpr double kEfaV1HopScale = 3.1;
 // A node's all_reduce through NVLink SHARP, as algbw over one GPU's
 // NVLink line: 275 of 450 GB/s on eight H100 (NVIDIA/nccl-tests#212).
 inline constexpr double kSwitchShare = 0.611;
@@ -42,6 +45,7 @@ struct InstanceProfile {
   std::string_view topology;     // its NCCL topology file in resources/topologies ("" none)
   bool switch_reduces = false;   // NVLink SHARP: its NVSwitch adds (H100 and later)
   double efa_share = kEfaShare;  // of each interface's line, as fitted to its family's runs
+  double efa_hop_scale = 1;      // an EFA step's cost over kEfaHopUs (first generation: kEfaV1HopScale)
 };
 
 // Every profile, in the order `simulate --list` prints them.
