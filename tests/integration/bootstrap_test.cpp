@@ -21,6 +21,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bootstrap/exchange.h"
 #include "net/socket.h"
 #include "process.h"
 
@@ -190,6 +191,67 @@ TEST(InitAtScale, ThousandRanksHoldAFewKilobytesEachAndCountTheirHosts) {
     }
   }
   EXPECT_EQ(exchanged, n);
+}
+
+// What rank 0 spreads down the exchange's tree is the job's layout, runs
+// of ranks a host, not every rank's record: 4,096 ranks on 512 hosts of 8
+// take 4 KiB where the records took 48 KiB to each rank (192 MiB for the
+// job); ranks interleaved over hosts still read back rank by rank, and a
+// layout that cannot be one of n ranks is refused.
+TEST(AddressExchange, SpreadsTheJobsLayoutAsRunsOfRanksAHost) {
+  JobLayout by_node;
+  for (int r = 0; r < 4096; ++r)
+    by_node.host_of.push_back(static_cast<std::uint32_t>(r / 8));
+  by_node.host_count = 512;
+  by_node.placement = 0x0123456789abcdefull;
+  by_node.settings_groups = {{0, 4096}};
+  const auto bytes = encode_layout(by_node);
+  EXPECT_EQ(bytes.size(), kLayoutHeader + 8 + 512 * 8);
+  EXPECT_LT(bytes.size(), 4096u * 12 / 10);
+  const auto back = decode_layout(bytes, 4096);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->host_of, by_node.host_of);
+  EXPECT_EQ(back->host_count, 512);
+  EXPECT_EQ(back->placement, by_node.placement);
+  ASSERT_EQ(back->settings_groups.size(), 1u);
+  EXPECT_EQ(back->settings_groups[0].ranks, 4096);
+
+  JobLayout interleaved;
+  interleaved.host_of = {0, 0, 1, 0, 2, 2, 1};
+  interleaved.host_count = 3;
+  interleaved.settings_groups = {{0, 5}, {3, 2}};
+  const auto mixed = encode_layout(interleaved);
+  EXPECT_EQ(mixed.size(), kLayoutHeader + 2 * 8 + 5 * 8);
+  const auto read = decode_layout(mixed, 7);
+  ASSERT_TRUE(read);
+  EXPECT_EQ(read->host_of, interleaved.host_of);
+  EXPECT_EQ(read->settings_groups[1].first_rank, 3);
+  EXPECT_EQ(read->settings_groups[1].ranks, 2);
+
+  EXPECT_FALSE(decode_layout(mixed, 6));  // seven ranks' layout for a job of six
+  EXPECT_FALSE(decode_layout(mixed, 8));  // a rank left without a host
+  auto bad_host = mixed;
+  bad_host[kLayoutHeader + 2 * 8 + 4] = 3;  // the first run on host 3 of 3
+  EXPECT_FALSE(decode_layout(bad_host, 7));
+  auto cut = mixed;
+  cut.pop_back();
+  EXPECT_FALSE(decode_layout(cut, 7));
+  EXPECT_EQ(layout_body_bytes(mixed.data(), 1), 0u);  // more hosts than ranks
+}
+
+// Ranks of one host need not be neighbours: hosts placed round the job
+// (NCCL_HOSTID per process) are counted alike on every rank.
+TEST(AddressExchange, RanksInterleavedOverHostsCountTheirHosts) {
+  const char* hosts[] = {"a", "a", "b", "a", "c", "c", "b"};
+  Job job(7);
+  for (int r = 0; r < 7; ++r)
+    job.start(r, {{"NCCL_HOSTID", hosts[r]}});
+  const auto results = job.finish();
+  for (int r = 0; r < 7; ++r) {
+    expect_all_stages_in_order(results[static_cast<std::size_t>(r)], r);
+    EXPECT_EQ(results[static_cast<std::size_t>(r)].stages[6]["detail"], "7 ranks on 3 host(s), over a tree of depth 3")
+        << "rank " << r;
+  }
 }
 
 // The failing rank's report: its last stage event failed, and the failure

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <optional>
+#include <span>
 #include <unordered_map>
 
 #include "base/hash.h"
@@ -31,6 +33,84 @@ std::vector<int> tree_children(int r, int n) {
 }
 bool is_tree_child(int child, int parent, int n) {
   return child > 0 && child < n && tree_parent(child) == parent;
+}
+
+namespace {
+
+void put_le(std::vector<unsigned char>& out, std::uint64_t v, int width) {
+  for (int i = 0; i < width; ++i)
+    out.push_back(static_cast<unsigned char>(v >> (8 * i)));
+}
+
+std::uint64_t get_le(const unsigned char* at, int width) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < width; ++i)
+    v |= static_cast<std::uint64_t>(at[i]) << (8 * i);
+  return v;
+}
+
+}  // namespace
+
+std::vector<unsigned char> encode_layout(const JobLayout& layout) {
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> runs;  // (ranks, host)
+  for (const std::uint32_t host : layout.host_of) {
+    if (!runs.empty() && runs.back().second == host) {
+      ++runs.back().first;
+    } else {
+      runs.push_back({1, host});
+    }
+  }
+  std::vector<unsigned char> out;
+  out.reserve(kLayoutHeader + 8 * (layout.settings_groups.size() + runs.size()));
+  put_le(out, layout.placement, 8);
+  put_le(out, static_cast<std::uint64_t>(layout.host_count), 4);
+  put_le(out, layout.settings_groups.size(), 4);
+  put_le(out, runs.size(), 4);
+  for (const auto& g : layout.settings_groups) {
+    put_le(out, static_cast<std::uint64_t>(g.first_rank), 4);
+    put_le(out, static_cast<std::uint64_t>(g.ranks), 4);
+  }
+  for (const auto& [ranks, host] : runs) {
+    put_le(out, ranks, 4);
+    put_le(out, host, 4);
+  }
+  return out;
+}
+
+std::size_t layout_body_bytes(const unsigned char* header, int n) {
+  const auto hosts = get_le(header + 8, 4), groups = get_le(header + 12, 4), runs = get_le(header + 16, 4);
+  const auto most = static_cast<std::uint64_t>(n);
+  if (hosts == 0 || groups == 0 || runs == 0 || hosts > most || groups > most || runs > most) return 0;
+  return static_cast<std::size_t>(8 * (groups + runs));
+}
+
+std::optional<JobLayout> decode_layout(std::span<const unsigned char> bytes, int n) {
+  if (bytes.size() < kLayoutHeader || layout_body_bytes(bytes.data(), n) != bytes.size() - kLayoutHeader)
+    return std::nullopt;
+  const unsigned char* at = bytes.data();
+  JobLayout layout;
+  layout.placement = get_le(at, 8);
+  layout.host_count = static_cast<int>(get_le(at + 8, 4));
+  const auto groups = get_le(at + 12, 4), runs = get_le(at + 16, 4);
+  at += kLayoutHeader;
+  std::uint64_t grouped = 0;
+  for (std::uint64_t g = 0; g < groups; ++g, at += 8) {
+    const auto first = get_le(at, 4), ranks = get_le(at + 4, 4);
+    if (first >= static_cast<std::uint64_t>(n) || ranks == 0) return std::nullopt;
+    grouped += ranks;
+    layout.settings_groups.push_back({static_cast<int>(first), static_cast<int>(ranks)});
+  }
+  layout.host_of.reserve(static_cast<std::size_t>(n));
+  for (std::uint64_t r = 0; r < runs; ++r, at += 8) {
+    const auto ranks = get_le(at, 4), host = get_le(at + 4, 4);
+    if (ranks == 0 || host >= static_cast<std::uint64_t>(layout.host_count) ||
+        layout.host_of.size() + ranks > static_cast<std::size_t>(n))
+      return std::nullopt;
+    layout.host_of.insert(layout.host_of.end(), static_cast<std::size_t>(ranks), static_cast<std::uint32_t>(host));
+  }
+  if (grouped != static_cast<std::uint64_t>(n) || layout.host_of.size() != static_cast<std::size_t>(n))
+    return std::nullopt;
+  return layout;
 }
 
 namespace {
@@ -150,48 +230,58 @@ std::string exchange_addresses(Bootstrap::Impl& s, const std::string& settings, 
       broke(parent, err, "sending it this rank's records failed");
     subtree = {};
   }
-  // Down, in pieces: each piece passed on to the children as it comes
-  // and read into host numbers and settings groups, so that no rank but
-  // rank 0 holds every record (48 KB a rank at 4,096 ranks; a piece is
-  // 12 KB). Each piece wakes every rank once more: at 4,096 ranks as
-  // threads on 2 cores, pieces of 256 records took the stage's median
-  // to 1.33 s against 0.83 s with these (one run each).
-  constexpr int kPiece = 1024;
-  std::vector<unsigned char> piece(c.rank == 0 ? 0 : bytes(std::min(kPiece, n)));
-  s.host_of.resize(static_cast<std::size_t>(n));
-  std::unordered_map<std::uint64_t, std::uint32_t> host_numbers;
-  std::unordered_map<std::uint32_t, std::size_t> group_of;
-  s.placement = fnv1a("");  // FNV-1a over the ranks' host hashes
-  for (int first = 0; first < n; first += kPiece) {
-    const int count = std::min(kPiece, n - first);
-    const unsigned char* records = subtree.data() + bytes(first);
-    if (c.rank != 0) {
-      if (const int err = s.tree_parent.recv_all(piece.data(), bytes(count), deadline))
-        broke(parent, err, "receiving every rank's records failed");
-      records = piece.data();
-    }
-    // The largest subtree first: the longest chain starts soonest.
-    for (auto child = children.rbegin(); child != children.rend(); ++child) {
-      if (const int err = s.tree_children.at(*child).send_all(records, bytes(count), deadline))
-        broke(*child, err, "sending it every rank's records failed");
-    }
-    // Hosts and settings words numbered in rank order, by their lowest rank.
-    for (int i = 0; i < count; ++i) {
-      const unsigned char* record = records + bytes(i);
+  // Down: not every record (each rank then received N of them, N^2 for
+  // the job: ADDRESS_EXCHANGE grew 7.7x from 1,024 to 4,096 ranks) but
+  // what every rank needs of them, worked out once by rank 0: hosts
+  // numbered by their lowest rank, as runs of consecutive ranks on one
+  // host (a run a node where ranks are placed by node, as launchers do),
+  // the settings words' groups and the placement hash.
+  std::vector<unsigned char> layout;
+  if (c.rank == 0) {
+    JobLayout job;
+    std::unordered_map<std::uint64_t, std::uint32_t> host_numbers;
+    std::unordered_map<std::uint32_t, std::size_t> group_of;
+    job.host_of.resize(static_cast<std::size_t>(n));
+    job.placement = fnv1a("");  // FNV-1a over the ranks' host hashes
+    for (int r = 0; r < n; ++r) {
+      const unsigned char* record = subtree.data() + bytes(r);
       const std::uint64_t host_hash = record_host(record);
-      s.placement = (s.placement ^ host_hash) * 1099511628211ull;
+      job.placement = (job.placement ^ host_hash) * 1099511628211ull;
       const auto host = host_numbers.emplace(host_hash, static_cast<std::uint32_t>(host_numbers.size()));
-      s.host_of[static_cast<std::size_t>(first + i)] = host.first->second;
-      const auto group = group_of.emplace(record_settings(record), s.settings_groups.size());
-      if (group.second) s.settings_groups.push_back({first + i, 0});
-      ++s.settings_groups[group.first->second].ranks;
+      job.host_of[static_cast<std::size_t>(r)] = host.first->second;
+      const auto group = group_of.emplace(record_settings(record), job.settings_groups.size());
+      if (group.second) job.settings_groups.push_back({r, 0});
+      ++job.settings_groups[group.first->second].ranks;
     }
+    job.host_count = static_cast<int>(host_numbers.size());
+    subtree = {};
+    layout = encode_layout(job);
+  } else {
+    layout.resize(kLayoutHeader);
+    int err = s.tree_parent.recv_all(layout.data(), layout.size(), deadline);
+    if (err == 0) {
+      const std::size_t body = layout_body_bytes(layout.data(), n);
+      if (body == 0) broke(parent, EPROTO, "it sent a job layout this rank cannot read");
+      layout.resize(kLayoutHeader + body);
+      err = s.tree_parent.recv_all(layout.data() + kLayoutHeader, body, deadline);
+    }
+    if (err != 0) broke(parent, err, "receiving the job's layout failed");
   }
+  // The largest subtree first: the longest chain starts soonest.
+  for (auto child = children.rbegin(); child != children.rend(); ++child) {
+    if (const int err = s.tree_children.at(*child).send_all(layout.data(), layout.size(), deadline))
+      broke(*child, err, "sending it the job's layout failed");
+  }
+  auto job = decode_layout(layout, n);
+  if (!job) broke(parent, EPROTO, "it sent a job layout this rank cannot read");
+  s.host_of = std::move(job->host_of);
+  s.host_count = job->host_count;
+  s.placement = job->placement;
+  s.settings_groups = std::move(job->settings_groups);
   s.tree_children.clear();
   s.tree_parent = net::Socket();
   s.ring_next = net::Socket();
   s.ring_prev = net::Socket();
-  s.host_count = static_cast<int>(host_numbers.size());
   int depth = 0;
   for (int have = 1; have < n; have *= 2)
     ++depth;
