@@ -237,25 +237,26 @@ std::string exchange_addresses(Bootstrap::Impl& s, const std::string& settings, 
   // host (a run a node where ranks are placed by node, as launchers do),
   // the settings words' groups and the placement hash.
   std::vector<unsigned char> layout;
+  std::optional<JobLayout> job;
   if (c.rank == 0) {
-    JobLayout job;
+    job.emplace();
     std::unordered_map<std::uint64_t, std::uint32_t> host_numbers;
     std::unordered_map<std::uint32_t, std::size_t> group_of;
-    job.host_of.resize(static_cast<std::size_t>(n));
-    job.placement = fnv1a("");  // FNV-1a over the ranks' host hashes
+    job->host_of.resize(static_cast<std::size_t>(n));
+    job->placement = fnv1a("");  // FNV-1a over the ranks' host hashes
     for (int r = 0; r < n; ++r) {
       const unsigned char* record = subtree.data() + bytes(r);
       const std::uint64_t host_hash = record_host(record);
-      job.placement = (job.placement ^ host_hash) * 1099511628211ull;
+      job->placement = (job->placement ^ host_hash) * 1099511628211ull;
       const auto host = host_numbers.emplace(host_hash, static_cast<std::uint32_t>(host_numbers.size()));
-      job.host_of[static_cast<std::size_t>(r)] = host.first->second;
-      const auto group = group_of.emplace(record_settings(record), job.settings_groups.size());
-      if (group.second) job.settings_groups.push_back({r, 0});
-      ++job.settings_groups[group.first->second].ranks;
+      job->host_of[static_cast<std::size_t>(r)] = host.first->second;
+      const auto group = group_of.emplace(record_settings(record), job->settings_groups.size());
+      if (group.second) job->settings_groups.push_back({r, 0});
+      ++job->settings_groups[group.first->second].ranks;
     }
-    job.host_count = static_cast<int>(host_numbers.size());
+    job->host_count = static_cast<int>(host_numbers.size());
     subtree = {};
-    layout = encode_layout(job);
+    layout = encode_layout(*job);
   } else {
     layout.resize(kLayoutHeader);
     int err = s.tree_parent.recv_all(layout.data(), layout.size(), deadline);
@@ -272,7 +273,7 @@ std::string exchange_addresses(Bootstrap::Impl& s, const std::string& settings, 
     if (const int err = s.tree_children.at(*child).send_all(layout.data(), layout.size(), deadline))
       broke(*child, err, "sending it the job's layout failed");
   }
-  auto job = decode_layout(layout, n);
+  if (c.rank != 0) job = decode_layout(layout, n);  // rank 0 keeps what it encoded
   if (!job) broke(parent, EPROTO, "it sent a job layout this rank cannot read");
   s.host_of = std::move(job->host_of);
   s.host_count = job->host_count;
