@@ -28,11 +28,13 @@
 #include <QSpinBox>
 #include <QSplitter>
 #include <QStatusBar>
+#include <QStringList>
 #include <QStyleFactory>
 #include <QTabWidget>
 #include <QTableView>
 #include <QUrl>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "about.h"
 #include "panels/bandwidth_chart.h"
@@ -48,6 +50,11 @@
 #include "panels/tuner_panel.h"
 
 namespace ringmaster::ui {
+
+namespace {
+// RunSpec::engine for each entry of the Engine field, in its order.
+const QStringList kEngines = {"ringmaster", "nccl", "both"};
+}  // namespace
 
 MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent), console_(console) {
   setWindowTitle("Ringmaster");
@@ -137,10 +144,10 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   channels_->setRange(0, 64);
   channels_->setSpecialValueText("tuner");
   engine_ = new QComboBox;
-  engine_->addItems({"Ringmaster", "NCCL"});
+  engine_->addItems({"Ringmaster", "NCCL", "Ringmaster, then NCCL"});
   engine_->setToolTip(
-      "NCCL: the same sweep through NCCL on each agent's GPUs (ringmaster-nccl-perf; float sums), to compare in "
-      "History");
+      "NCCL: the same sweep through NCCL on each agent's GPUs (ringmaster-nccl-perf; float sums). Ringmaster, then "
+      "NCCL: both runs, one after the other, compared size by size in History");
   form->addRow("Engine", engine_);
   form->addRow("Collective", collective_);
   form->addRow("Min bytes (-b)", min_bytes_);
@@ -286,6 +293,13 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   connect(history_, &HistoryPanel::opened, this, [this] {
     tabs_->setCurrentIndex(0);
     update_status();
+  });
+  connect(&console_, &Console::engines_compared, this, [this](const QString& ours, const QString& nccl) {
+    // Called as the NCCL run ends: console_.run is that run.
+    const QStringList problems = console_.run.problems();
+    const QString remark = console_.run.ok() || problems.isEmpty() ? QString() : "NCCL: " + problems.front();
+    history_->compare_runs(ours, nccl, "Ringmaster", "NCCL", remark);
+    statusBar()->showMessage("Ringmaster and NCCL compared size by size in History", 15000);
   });
   setCentralWidget(tabs_);
 
@@ -551,7 +565,7 @@ RunSpec MainWindow::run_spec() const {
   s.algo = algo_->currentIndex() == 0 ? QString() : algo_->currentText();
   s.proto = proto_->currentIndex() == 0 ? QString() : proto_->currentText();
   s.channels = channels_->value();
-  s.engine = engine_->currentIndex() == 1 ? "nccl" : "ringmaster";
+  s.engine = kEngines[engine_->currentIndex()];
   return s;
 }
 
@@ -568,7 +582,7 @@ void MainWindow::set_run_spec(const RunSpec& s) {
   algo_->setCurrentText(s.algo.isEmpty() ? "tuner" : s.algo);
   proto_->setCurrentText(s.proto.isEmpty() ? "tuner" : s.proto);
   channels_->setValue(s.channels);
-  engine_->setCurrentIndex(s.engine == "nccl" ? 1 : 0);
+  engine_->setCurrentIndex(std::max(0, static_cast<int>(kEngines.indexOf(s.engine))));
 }
 
 void MainWindow::start_run() {

@@ -61,6 +61,10 @@ int main(int argc, char** argv) {
   QCommandLineOption min_opt("min-bytes", "Smallest size (default 8).", "size", "8");
   QCommandLineOption max_opt("max-bytes", "Largest size (default 64M).", "size", "64M");
   QCommandLineOption iters_opt("iters", "Timed iterations per size (default 20).", "n", "20");
+  QCommandLineOption engine_opt("engine",
+                                "Engine of the run: ringmaster (default); nccl, the same sweep through NCCL; both, "
+                                "Ringmaster then NCCL, compared size by size in History.",
+                                "name", "ringmaster");
   QCommandLineOption per_agent_opt("np-per-agent", "Ranks per agent (default 1).", "n", "1");
   QCommandLineOption record_opt("record", "Write every agent message to this file (JSON lines).", "file");
   QCommandLineOption replay_opt("replay",
@@ -73,9 +77,10 @@ int main(int argc, char** argv) {
                              "title", "Live");
   QCommandLineOption size_opt("size", "Window size, e.g. 1366x768 (default: as last time).", "WxH");
   const std::initializer_list<const QCommandLineOption*> options = {
-      &agents_opt,    &agents_file_opt, &token_opt, &tls_opt,        &tls_ca_opt, &tls_cert_opt,      &tls_key_opt,
-      &local_opt,     &run_opt,         &shot_opt,  &collective_opt, &min_opt,    &max_opt,           &iters_opt,
-      &per_agent_opt, &record_opt,      &tab_opt,   &size_opt,       &replay_opt, &local_topology_opt};
+      &agents_opt,  &agents_file_opt,    &token_opt,     &tls_opt,    &tls_ca_opt,     &tls_cert_opt,
+      &tls_key_opt, &local_opt,          &run_opt,       &shot_opt,   &collective_opt, &min_opt,
+      &max_opt,     &iters_opt,          &per_agent_opt, &record_opt, &tab_opt,        &size_opt,
+      &replay_opt,  &local_topology_opt, &engine_opt};
   for (const auto* o : options)
     cli.addOption(*o);
   // For the build: the bash completion script (needs no display).
@@ -116,6 +121,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cli.isSet("help")) cli.showHelp(0);
+  const QString engine = cli.value(engine_opt);
+  if (engine != "ringmaster" && engine != "nccl" && engine != "both") {
+    std::fprintf(stderr, "ringmaster: --engine %s: ringmaster, nccl or both\n", qPrintable(engine));
+    return 2;
+  }
 
   ringmaster::ui::Console console;
   if (cli.isSet(record_opt) && !console.record_to(cli.value(record_opt))) {
@@ -196,6 +206,7 @@ int main(int argc, char** argv) {
   spec.max_bytes = cli.value(max_opt);
   spec.iters = cli.value(iters_opt).toInt();
   spec.ranks_per_agent = cli.value(per_agent_opt).toInt();
+  spec.engine = engine;
   window.set_run_spec(spec);
   if (cli.isSet(size_opt)) {
     const auto wh = cli.value(size_opt).split('x');
@@ -234,7 +245,8 @@ int main(int argc, char** argv) {
         QCoreApplication::exit(saved ? 0 : 1);
       });
     };
-    QObject::connect(&console.run, &ringmaster::ui::RunState::finished, &window, [&, take_shot](bool ok) {
+    // With both engines, the picture waits for the second run.
+    auto shoot = [&, take_shot](bool ok) {
       int tab = 0;
       for (int i = 0; i < window.tabs()->count(); ++i) {
         if (window.tabs()->tabText(i).compare(cli.value(tab_opt), Qt::CaseInsensitive) == 0) tab = i;
@@ -269,7 +281,13 @@ int main(int argc, char** argv) {
         links->set_environment("NCCL_SHM_DISABLE=1");
         if (!links->start()) failed("link check not started");
       }
-    });
+    };
+    if (engine == "both") {
+      QObject::connect(&console, &ringmaster::ui::Console::engines_compared, &window,
+                       [&, shoot] { shoot(console.run.ok()); });
+    } else {
+      QObject::connect(&console.run, &ringmaster::ui::RunState::finished, &window, shoot);
+    }
   }
   if (cli.isSet(replay_opt)) {
     const QString file = cli.value(replay_opt);

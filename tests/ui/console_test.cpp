@@ -111,6 +111,7 @@ class ConsoleTest : public QObject {
   void sweepOverTwoLocalAgents();
   void missingRankShowsAtTheBarrier();
   void ncclEngineRunSaysWhyItDidNotRun();
+  void bothEnginesCompareSizeBySize();
   void screenshotCommand();
   void p4dDrawing();
   void scenarioFromTheConsole();
@@ -162,8 +163,9 @@ void ConsoleTest::versionAndUsageErrors() {
     QCOMPARE(help.exitCode(), 0);
     QVERIFY2(out.contains("--agents") && out.contains("--screenshot"), out.constData());
   }
-  for (const QStringList& args : {QStringList{"--no-such-flag"}, QStringList{"--agents", "nohost"},
-                                  QStringList{"--agents", "h:1", "--tls-cert", "c.pem"}}) {
+  for (const QStringList& args :
+       {QStringList{"--no-such-flag"}, QStringList{"--agents", "nohost"},
+        QStringList{"--agents", "h:1", "--tls-cert", "c.pem"}, QStringList{"--engine", "gloo"}}) {
     QProcess bad;
     bad.start(RINGMASTER_CONSOLE, args);
     QVERIFY(bad.waitForFinished(20000));
@@ -545,6 +547,94 @@ void ConsoleTest::ncclEngineRunSaysWhyItDidNotRun() {
   QCOMPARE(finished.at(0).at(0).toBool(), false);
   QVERIFY2(problems.contains("NCCL side by side not run on") && problems.contains("no NVIDIA driver"),
            qPrintable(problems));
+}
+
+// Engine "both": the sweep through Ringmaster, then through NCCL over the
+// same agents, the two kept and compared size by size in History. Where
+// NCCL cannot run (no driver here) its column is empty and the note says
+// why; where nvidia-smi lists a GPU both columns hold figures.
+void ConsoleTest::bothEnginesCompareSizeBySize() {
+  QTemporaryDir dir;
+  Console console;
+  QString error;
+  QVERIFY2(console.history.open(dir.filePath("history.sqlite"), &error), qPrintable(error));
+  QVERIFY2(console.start_local_agents(2, RINGMASTER_AGENT, &error), qPrintable(error));
+  QTRY_COMPARE_WITH_TIMEOUT(console.connected_count(), 2, 20000);
+  MainWindow window(console);
+  RunSpec spec;
+  spec.min_bytes = "8";
+  spec.max_bytes = "1K";
+  spec.iters = 2;
+  spec.ranks_per_agent = 1;
+  spec.engine = "both";
+  window.set_run_spec(spec);
+  QCOMPARE(window.run_spec().engine, QString("both"));
+
+  // NCCL's runner sums floats: anything else is refused before a rank starts.
+  {
+    QSignalSpy failed(&console, &Console::run_launch_failed);
+    RunSpec halves = spec;
+    halves.dtype = "half";
+    QVERIFY(console.start_run(halves).isEmpty());
+    QCOMPARE(failed.size(), 1);
+    QVERIFY2(failed.at(0).at(0).toString().contains("float sums"), qPrintable(failed.at(0).at(0).toString()));
+    RunSpec all_to_all = spec;
+    all_to_all.collective = "all_to_all";
+    QVERIFY(console.start_run(all_to_all).isEmpty());
+    QVERIFY2(failed.at(1).at(0).toString().contains("not all_to_all"), qPrintable(failed.at(1).at(0).toString()));
+    QCOMPARE(console.history.rowCount(), 0);
+  }
+
+  const bool built = QFileInfo::exists(QFileInfo(RINGMASTER_AGENT).dir().filePath("ringmaster-nccl-perf"));
+  QSignalSpy compared(&console, &Console::engines_compared);
+  QSignalSpy failed(&console, &Console::run_launch_failed);
+  QSignalSpy finished(&console.run, &RunState::finished);
+  window.start_run();
+  if (!built) {
+    // The Ringmaster run is kept; the NCCL run is refused by the agents.
+    QVERIFY(failed.wait(120000));
+    QVERIFY2(failed.at(0).at(0).toString().contains("engine nccl: this agent has no"),
+             qPrintable(failed.at(0).at(0).toString()));
+    QCOMPARE(finished.size(), 1);
+    QCOMPARE(console.history.rowCount(), 1);
+    QCOMPARE(compared.size(), 0);
+    return;
+  }
+  QVERIFY(compared.wait(180000));
+  QCOMPARE(finished.size(), 2);
+  QCOMPARE(finished.at(0).at(0).toBool(), true);  // Ringmaster's
+  QCOMPARE(console.history.rowCount(), 2);
+  const QString ours = compared.at(0).at(0).toString(), nccl = compared.at(0).at(1).toString();
+  QCOMPARE(nccl, console.run.run_id());
+  QCOMPARE(console.history.run_id_at(0), nccl);  // newest first
+  QCOMPARE(console.history.run_id_at(1), ours);
+  QVERIFY(console.history.data(console.history.index(0, RunHistory::what_column), Qt::DisplayRole)
+              .toString()
+              .startsWith("through NCCL: all_reduce 8..1K float sum"));
+
+  auto* panel = window.findChild<HistoryPanel*>();
+  QVERIFY(panel);
+  QTableWidget* table = panel->comparison();
+  QCOMPARE(table->horizontalHeaderItem(1)->text(), QString("busbw Ringmaster (GB/s)"));
+  QCOMPARE(table->horizontalHeaderItem(2)->text(), QString("busbw NCCL (GB/s)"));
+  QCOMPARE(table->horizontalHeaderItem(3)->text(), QString("NCCL / Ringmaster"));
+  QCOMPARE(table->rowCount(), 8);  // 8 B .. 1 KiB
+  const QString note = window.findChild<QLabel*>("historyNote")->text();
+  QVERIFY2(note.contains(ours) && note.contains(nccl), qPrintable(note));
+  const bool gpu = QProcess::execute("nvidia-smi", {"-L"}) == 0;
+  for (int r = 0; r < table->rowCount(); ++r) {
+    QCOMPARE(table->item(r, 0)->text().toULongLong(), 8ull << r);
+    QVERIFY2(table->item(r, 1)->text().toDouble() > 0, qPrintable(table->item(r, 1)->text()));
+    if (gpu) {
+      QVERIFY2(table->item(r, 2)->text().toDouble() > 0, qPrintable(table->item(r, 2)->text()));
+    } else {
+      QCOMPARE(table->item(r, 2)->text(), QString("—"));
+    }
+  }
+  if (!gpu) {
+    QCOMPARE(console.run.ok(), false);
+    QVERIFY2(note.contains("NCCL: ") && note.contains("no NVIDIA driver"), qPrintable(note));
+  }
 }
 
 void ConsoleTest::screenshotCommand() {

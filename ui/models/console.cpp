@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "ringmaster/agent/client.h"
 #include "ringmaster/agent/events.h"
@@ -84,6 +85,20 @@ Console::Console(QObject* parent) : QObject(parent), recording_(std::make_shared
     QString error;
     if (!keep_run("run", pending_what_, &error)) std::fprintf(stderr, "ringmaster: history: %s\n", qPrintable(error));
     pending_what_.clear();
+    if (!nccl_follows_.isEmpty()) {
+      emit engines_compared(std::exchange(nccl_follows_, {}), run.run_id());
+    } else if (then_nccl_) {
+      // Whatever became of the Ringmaster run, NCCL's over the same agents
+      // says whether the fault is ours; started once this signal is over.
+      QTimer::singleShot(0, this, [this, next = *std::exchange(then_nccl_, std::nullopt), first = run.run_id()] {
+        if (!start_run(next).isEmpty()) nccl_follows_ = first;
+      });
+    }
+  });
+  // A pair whose NCCL run could not start compares nothing.
+  connect(this, &Console::run_launch_failed, this, [this] {
+    then_nccl_.reset();
+    nccl_follows_.clear();
   });
 }
 
@@ -467,9 +482,42 @@ std::vector<QString> rails_of(const json& inventory) {
   return out;
 }
 
+// NCCL's runner takes these collectives, in float sums.
+bool nccl_runs(const RunSpec& spec, QString* why) {
+  static const QStringList taken = {"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
+  if (!taken.contains(spec.collective)) {
+    *why = QString("engine both: NCCL's runner takes %1, not %2").arg(taken.join(", "), spec.collective);
+    return false;
+  }
+  if (spec.dtype != "float" || spec.op != "sum") {
+    *why = QString("engine both compares float sums (NCCL's runner runs no other), not %1 %2").arg(spec.dtype, spec.op);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 QString Console::start_run(const RunSpec& spec) {
+  then_nccl_.reset();
+  nccl_follows_.clear();
+  if (spec.engine == "both") {
+    QString why;
+    if (!nccl_runs(spec, &why)) {
+      emit run_launch_failed(why);
+      return {};
+    }
+    RunSpec first = spec, second = spec;
+    first.engine = "ringmaster";
+    second.engine = "nccl";
+    const QString id = start_run(first);
+    if (!id.isEmpty()) then_nccl_ = second;
+    return id;
+  }
+  if (spec.engine != "ringmaster" && spec.engine != "nccl") {
+    emit run_launch_failed("engine must be ringmaster, nccl or both, not " + spec.engine);
+    return {};
+  }
   std::vector<std::shared_ptr<agent::AgentClient>> clients;
   std::vector<QString> addresses;
   std::vector<std::vector<QString>> rails;
@@ -572,6 +620,7 @@ QString Console::start_run(const RunSpec& spec) {
 }
 
 void Console::cancel_run() {
+  then_nccl_.reset();  // a cancelled pair stops here
   if (run.run_id().isEmpty()) return;
   for (const auto& [a, link] : links_) {
     if (link.client) link.client->request({{"type", "cancel"}, {"run_id", run.run_id().toStdString()}});

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -51,8 +52,11 @@ struct RunSpec {
   int world_size = 0;          // 0: agents x ranks_per_agent
   double store_timeout_s = 0;  // 0: the ranks' default
   double coll_timeout_s = 0;
-  // "ringmaster", or "nccl": the same sweep through NCCL on each agent's
-  // GPUs (ringmaster-nccl-perf; fp32 sums, so dtype and op are not sent).
+  // "ringmaster"; "nccl": the same sweep through NCCL on each agent's GPUs
+  // (ringmaster-nccl-perf; fp32 sums, so dtype and op are not sent);
+  // "both": through Ringmaster, then through NCCL, the two runs compared
+  // size by size (engines_compared). Both need float sums of a collective
+  // NCCL's runner takes.
   QString engine = "ringmaster";
 };
 
@@ -131,6 +135,9 @@ class Console : public QObject {
   void agent_connected(QString address);
   void agent_lost(QString address, QString why);
   void run_launch_failed(QString why);
+  // A run with engine "both" ended: its Ringmaster run, then its NCCL run,
+  // both kept in the history.
+  void engines_compared(QString ringmaster_run, QString nccl_run);
   void message_received(ringmaster::ui::AgentMessage message);
   void preflight_finished();
   void preflight_failed(QString why);
@@ -165,6 +172,10 @@ class Console : public QObject {
   };
   const std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
   QString pending_what_;  // the run started here that is not kept yet
+  // Engine "both": the NCCL run to start when the Ringmaster run ends,
+  // and, while the NCCL run goes, the Ringmaster run it follows.
+  std::optional<RunSpec> then_nccl_;
+  QString nccl_follows_;
   // The connected agents' clients and addresses, in connection order.
   std::vector<std::pair<std::shared_ptr<agent::AgentClient>, std::string>> connected_clients() const;
   std::thread preflight_thread_;

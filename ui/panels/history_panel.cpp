@@ -84,11 +84,18 @@ bool HistoryPanel::open_row(int row) {
 }
 
 bool HistoryPanel::compare_rows(int row_a, int row_b) {
-  const QString a = console_.history.run_id_at(row_a), b = console_.history.run_id_at(row_b);
+  return compare_runs(console_.history.run_id_at(row_a), console_.history.run_id_at(row_b));
+}
+
+bool HistoryPanel::compare_runs(const QString& a, const QString& b, const QString& name_a, const QString& name_b,
+                                const QString& remark) {
   if (a.isEmpty() || b.isEmpty()) return false;
   const auto rows = console_.history.compare(a, b);
+  comparison_->setHorizontalHeaderLabels({"Size (B)", QString("busbw %1 (GB/s)").arg(name_a),
+                                          QString("busbw %1 (GB/s)").arg(name_b),
+                                          QString("%1 / %2").arg(name_b, name_a)});
   comparison_->setRowCount(static_cast<int>(rows.size()));
-  auto cell = [](double v) { return new QTableWidgetItem(v < 0 ? QString("—") : QString::number(v, 'f', 3)); };
+  auto cell = [](double v) { return new QTableWidgetItem(v < 0 ? QString("—") : QString::number(v, 'g', 4)); };
   for (int r = 0; r < static_cast<int>(rows.size()); ++r) {
     const auto& c = rows[static_cast<std::size_t>(r)];
     comparison_->setItem(r, 0, new QTableWidgetItem(QString::number(static_cast<qulonglong>(c.bytes))));
@@ -96,7 +103,7 @@ bool HistoryPanel::compare_rows(int row_a, int row_b) {
     comparison_->setItem(r, 2, cell(c.busbw_b));
     comparison_->setItem(r, 3, cell(c.busbw_a > 0 && c.busbw_b >= 0 ? c.busbw_b / c.busbw_a : -1));
   }
-  note_->setText(QString("A: %1   B: %2").arg(a, b));
+  note_->setText(QString("%1: %2   %3: %4").arg(name_a, a, name_b, b) + (remark.isEmpty() ? "" : "   " + remark));
   return true;
 }
 

@@ -21,6 +21,10 @@ class HistoryPanel : public QWidget {
   bool open_row(int row);
   // Fills the comparison table from two rows; false unless both are runs.
   bool compare_rows(int row_a, int row_b);
+  // The same for two kept runs by id, their columns named `name_a` and
+  // `name_b` (e.g. the two engines of one sweep), `remark` after the ids.
+  bool compare_runs(const QString& run_a, const QString& run_b, const QString& name_a = "A",
+                    const QString& name_b = "B", const QString& remark = {});
   QTableWidget* comparison() const { return comparison_; }
 
  signals:
