@@ -221,10 +221,12 @@ int main(int argc, char** argv) {
 
   const bool screenshot = cli.isSet(shot_opt);
   if (cli.isSet(run_opt) || screenshot) {
-    int connected = 0;
-    QObject::connect(&console, &ringmaster::ui::Console::agent_connected, &window, [&] {
-      if (++connected == expected) window.start_run();
-    });
+    // The count lives in the slot: a local of this block would be gone by
+    // the time the agents connect.
+    QObject::connect(&console, &ringmaster::ui::Console::agent_connected, &window,
+                     [&window, expected, connected = 0]() mutable {
+                       if (++connected == expected) window.start_run();
+                     });
     QObject::connect(&console, &ringmaster::ui::Console::agent_lost, &window,
                      [&](const QString& a, const QString& why) {
                        std::fprintf(stderr, "ringmaster: agent %s: %s\n", qPrintable(a), qPrintable(why));
