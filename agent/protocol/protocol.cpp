@@ -416,6 +416,17 @@ std::string effective_user_name() {
   return std::to_string(::geteuid());
 }
 
+std::string nccl_runner_refusal(std::string_view collective, std::string_view dtype, std::string_view op) {
+  static constexpr std::string_view kTaken[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
+  if (std::find(std::begin(kTaken), std::end(kTaken), collective) == std::end(kTaken)) {
+    return fmt::format("NCCL's runner takes all_reduce, all_gather, reduce_scatter or broadcast, not '{}'", collective);
+  }
+  if (dtype != "float" || op != "sum") {
+    return fmt::format("NCCL's runner runs float sums, not {} {}", dtype, op);
+  }
+  return {};
+}
+
 std::string role_names(unsigned roles) {
   std::vector<std::string> names;
   if (roles & kRoleRead) names.emplace_back("read");

@@ -153,12 +153,8 @@ bool nccl_engine(const json& perf) {
   if (engine != "nccl") {
     throw Error(ErrorCategory::config, fmt::format("run.perf.engine must be ringmaster or nccl, got '{}'", engine));
   }
-  const auto& c = perf["collective"].get_ref<const std::string&>();
-  if (c != "all_reduce" && c != "all_gather" && c != "reduce_scatter" && c != "broadcast") {
-    throw Error(
-        ErrorCategory::config,
-        fmt::format("run.perf.engine nccl runs all_reduce, all_gather, reduce_scatter or broadcast, not '{}'", c));
-  }
+  const std::string refused = nccl_runner_refusal(perf["collective"].get_ref<const std::string&>());
+  if (!refused.empty()) throw Error(ErrorCategory::config, "run.perf.engine nccl: " + refused);
   for (const char* key :
        {"check", "dtype", "op", "root", "blocking", "warmup_ms", "agg_iters", "run_cycles", "average"}) {
     if (perf.contains(key)) {

@@ -2,6 +2,7 @@
 // the headless console. Sends each agent its share of a run, then prints
 // rank 0's stage table and the nccl-tests table from the relayed events.
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <netdb.h>
 #include <unistd.h>
 #include <algorithm>
@@ -42,7 +43,7 @@ struct RemoteOptions {
   double bootstrap_timeout_s = 0;
   std::string events_file;
   PerfOptions perf;
-  std::string engine = "ringmaster";  // perf: ringmaster, or nccl (ringmaster-nccl-perf on each agent)
+  std::string engine = "ringmaster";  // perf: ringmaster, nccl (ringmaster-nccl-perf on each agent) or both
   // fault
   std::string kind, ports, except, address, direction = "both", interface;
   bool skip_loopback = false;
@@ -51,14 +52,11 @@ struct RemoteOptions {
   int fault_id = 0;
 };
 
-// The run's perf spec: the engine's whole, or what NCCL's runner takes
-// (sizes, iterations, NCCL_ALGO/NCCL_PROTO/channels; fp32 sums).
-json remote_perf_spec(const RemoteOptions& o) {
-  if (o.engine == "ringmaster") return perf_spec_json(o.perf);
-  if (o.engine != "nccl") throw Error(ErrorCategory::config, "--engine " + o.engine + ": ringmaster or nccl");
-  if (o.perf.type != "float" || o.perf.op != "sum") {
-    throw Error(ErrorCategory::config, "--engine nccl runs float sums (-d float -o sum)");
-  }
+// The run's perf spec through `engine`: the engine's whole, or what NCCL's
+// runner takes (sizes, iterations, NCCL_ALGO/NCCL_PROTO/channels; fp32
+// sums).
+json remote_perf_spec(const RemoteOptions& o, const std::string& engine) {
+  if (engine == "ringmaster") return perf_spec_json(o.perf);
   const json all = perf_spec_json(o.perf);
   json spec = {{"engine", "nccl"}};
   for (const char* key : {"collective", "min_bytes", "max_bytes", "step_factor", "step_bytes", "iters", "warmup",
@@ -67,51 +65,96 @@ json remote_perf_spec(const RemoteOptions& o) {
   return spec;
 }
 
-int run_remote(const RemoteOptions& o) {
-  const PerfSpec spec = make_perf_spec(o.perf);
-  (void)make_comm_options(o.perf);  // the same checks perf makes, before anything starts
-  const auto endpoints = endpoints_of(o.agents, "remote");
-  if (o.np_per_agent < 1) throw Error(ErrorCategory::config, "--np-per-agent must be at least 1");
-  const std::string token = token_of(o.agents);
+// --engine, checked before any agent is asked: the engines it names, in
+// the order they run.
+std::vector<std::string> engines_of(const RemoteOptions& o) {
+  if (o.engine == "ringmaster") return {"ringmaster"};
+  if (o.engine != "nccl" && o.engine != "both") {
+    throw Error(ErrorCategory::config, "--engine " + o.engine + ": ringmaster, nccl or both");
+  }
+  const std::string refused = agent::nccl_runner_refusal(o.perf.collective, o.perf.type, o.perf.op);
+  if (!refused.empty()) throw Error(ErrorCategory::config, "--engine " + o.engine + ": " + refused);
+  if (o.engine == "nccl") return {"nccl"};
+  return {"ringmaster", "nccl"};
+}
 
-  auto inbox = std::make_shared<Inbox>();
+// One sweep's end: the exit code it gives, rank 0's rows, and the first
+// failure a rank reported.
+struct Sweep {
+  int code = 0;
+  std::vector<PerfRow> rows;
+  std::string failure;
+};
+
+// A connection to every agent, their messages in one inbox.
+struct Agents {
+  std::shared_ptr<Inbox> inbox = std::make_shared<Inbox>();
   std::vector<std::unique_ptr<agent::AgentClient>> clients;
-  for (std::size_t i = 0; i < endpoints.size(); ++i) {
-    const agent::ClientOptions c = client_options(o.agents, endpoints[i], token);
-    const std::string address = endpoints[i].host + ":" + std::to_string(endpoints[i].port);
-    clients.push_back(agent::AgentClient::connect(
+};
+
+Agents subscribe_all(const RemoteOptions& o) {
+  Agents agents;
+  const auto endpoints = endpoints_of(o.agents, "remote");
+  const std::string token = token_of(o.agents);
+  for (const auto& endpoint : endpoints) {
+    const agent::ClientOptions c = client_options(o.agents, endpoint, token);
+    const std::string address = endpoint.host + ":" + std::to_string(endpoint.port);
+    auto inbox = agents.inbox;
+    agents.clients.push_back(agent::AgentClient::connect(
         c, [inbox](const json& m) { inbox->push(m); },
         [inbox, address](const std::string& why) {
           inbox->push(json{{"type", "closed"}, {"agent", address}, {"message", why}});
         }));
-    clients.back()->call({{"type", "subscribe"}});
+    agents.clients.back()->call({{"type", "subscribe"}});
   }
+  return agents;
+}
 
-  const int world = static_cast<int>(endpoints.size()) * o.np_per_agent;
+// Runs the sweep through `engine` on every agent and prints rank 0's stage
+// table and the nccl-tests table as the events come.
+Sweep run_sweep(const RemoteOptions& o, const std::string& engine, Agents& agents) {
+  const PerfSpec spec = make_perf_spec(o.perf);
+  auto& clients = agents.clients;
+  auto& inbox = agents.inbox;
+  const auto endpoints = endpoints_of(o.agents, "remote");
+  const int world = static_cast<int>(clients.size()) * o.np_per_agent;
   const std::string run_id = "remote-" + std::to_string(::getpid()) + "-" +
                              std::to_string(std::chrono::system_clock::now().time_since_epoch().count() % 1000000);
   json run = {{"type", "run"},       {"run_id", run_id},
               {"world_size", world}, {"master_addr", o.master_addr.empty() ? endpoints[0].host : o.master_addr},
-              {"master_port", 0},    {"perf", remote_perf_spec(o)}};
+              {"master_port", 0},    {"perf", remote_perf_spec(o, engine)}};
   json timeouts = json::object();
   if (o.store_timeout_s > 0) timeouts["store_s"] = o.store_timeout_s;
   if (o.bootstrap_timeout_s > 0) timeouts["bootstrap_s"] = o.bootstrap_timeout_s;
   if (o.coll_timeout_s > 0) timeouts["coll_s"] = o.coll_timeout_s;
   if (!timeouts.empty()) run["timeouts"] = timeouts;
   // Agent 0 holds rank 0 and hosts the store: it picks the port first.
+  // When an agent refuses the run, those that took it cancel it.
+  Sweep sweep;
   for (std::size_t i = 0; i < clients.size(); ++i) {
     json ranks = json::array();
     for (int l = 0; l < o.np_per_agent; ++l)
       ranks.push_back(static_cast<int>(i) * o.np_per_agent + l);
     run["ranks"] = ranks;
-    const json reply = clients[i]->call(run);
-    if (i == 0) run["master_port"] = reply["master_port"];
+    try {
+      const json reply = clients[i]->call(run);
+      if (i == 0) run["master_port"] = reply["master_port"];
+    } catch (const Error& e) {
+      for (std::size_t j = 0; j < i; ++j)
+        clients[j]->request({{"type", "cancel"}, {"run_id", run_id}});
+      // With --engine both, NCCL's refusal is its column's reason.
+      if (engine != "nccl" || o.engine != "both") throw;
+      std::fprintf(stderr, "# %s\n", e.what());
+      sweep.code = exit_code::failed;
+      sweep.failure = e.what();
+      return sweep;
+    }
   }
 
   std::ofstream events;
   if (!o.events_file.empty()) events.open(o.events_file);
   std::vector<agent::events::StageEnded> stages;
-  std::vector<PerfRow> rows;
+  std::vector<PerfRow>& rows = sweep.rows;
   std::vector<std::pair<int, agent::events::Links>> links;
   bool header_printed = false;
   std::size_t agents_done = 0;
@@ -136,13 +179,15 @@ int run_remote(const RemoteOptions& o) {
                    o.timeout_s);
       for (auto& c : clients)
         c->request({{"type", "cancel"}, {"run_id", run_id}});
-      return exit_code::remote_failed;
+      sweep.code = exit_code::remote_failed;
+      return sweep;
     }
     const std::string type = m->value("type", "");
     if (type == "closed") {
       std::fprintf(stderr, "ringmaster-cli remote: agent %s: %s\n", m->value("agent", "?").c_str(),
                    m->value("message", "").c_str());
-      return exit_code::remote_failed;
+      sweep.code = exit_code::remote_failed;
+      return sweep;
     }
     if (type != "event" || m->value("run_id", "") != run_id) continue;
     if (events.is_open()) events << m->dump() << "\n";
@@ -170,12 +215,15 @@ int run_remote(const RemoteOptions& o) {
             ok = false;
             std::fprintf(stderr, "# rank %d failed at %s: %s\n#   hint: %s\n", rank,
                          std::string(name_of(e.stage)).c_str(), e.summary.c_str(), e.hint.c_str());
+            if (sweep.failure.empty()) sweep.failure = e.summary;
           } else if constexpr (std::is_same_v<E, ev::CollectiveError>) {
             ok = false;
             std::fprintf(stderr, "# rank %d: %s\n", rank, e.message.c_str());
+            if (sweep.failure.empty()) sweep.failure = e.message;
           } else if constexpr (std::is_same_v<E, ev::RankFailed>) {
             ok = false;
             std::fprintf(stderr, "# %s\n", e.summary.empty() ? "a rank failed" : e.summary.c_str());
+            if (sweep.failure.empty()) sweep.failure = e.summary;
           } else if constexpr (std::is_same_v<E, ev::Links>) {
             links.emplace_back(rank, e);
           } else if constexpr (std::is_same_v<E, ev::RunDone>) {
@@ -193,7 +241,51 @@ int run_remote(const RemoteOptions& o) {
   long wrong = 0;
   for (const auto& r : rows)
     wrong += r.out_of_place.wrong + r.in_place.wrong;
-  return ok && wrong == 0 ? 0 : 1;
+  sweep.code = ok && wrong == 0 ? 0 : 1;
+  return sweep;
+}
+
+// busbw through both engines, size by size (out of place): where NCCL did
+// not run its column is "-" and the reason follows.
+void print_engines_compared(const Sweep& ringmaster, const Sweep& nccl) {
+  std::printf("#\n# Ringmaster against NCCL, out-of-place busbw (GB/s)\n");
+  std::printf("# %12s %12s %12s %16s\n", "size", "Ringmaster", "NCCL", "NCCL/Ringmaster");
+  std::map<std::size_t, std::pair<const PerfRow*, const PerfRow*>> by_size;
+  for (const auto& r : ringmaster.rows)
+    by_size[r.bytes].first = &r;
+  for (const auto& r : nccl.rows)
+    by_size[r.bytes].second = &r;
+  auto cell = [](const PerfRow* r) { return r ? fmt::format("{:.4g}", r->out_of_place.busbw) : std::string("-"); };
+  for (const auto& [bytes, pair] : by_size) {
+    const auto [a, b] = pair;
+    const std::string ratio = a && b && a->out_of_place.busbw > 0
+                                  ? fmt::format("{:.3g}", b->out_of_place.busbw / a->out_of_place.busbw)
+                                  : std::string("-");
+    std::printf("  %12zu %12s %12s %16s\n", bytes, cell(a).c_str(), cell(b).c_str(), ratio.c_str());
+  }
+  if (nccl.rows.empty()) {
+    std::printf("# NCCL did not run: %s\n", nccl.failure.empty() ? "see above" : nccl.failure.c_str());
+  }
+  std::fflush(stdout);
+}
+
+int run_remote(const RemoteOptions& o) {
+  (void)make_perf_spec(o.perf);
+  (void)make_comm_options(o.perf);  // the same checks perf makes, before anything starts
+  const std::vector<std::string> engines = engines_of(o);
+  (void)endpoints_of(o.agents, "remote");
+  if (o.np_per_agent < 1) throw Error(ErrorCategory::config, "--np-per-agent must be at least 1");
+  Agents agents = subscribe_all(o);
+  std::vector<Sweep> sweeps;
+  for (const auto& engine : engines) {
+    if (!sweeps.empty()) std::printf("#\n# The same sweep through NCCL\n");
+    sweeps.push_back(run_sweep(o, engine, agents));
+    if (sweeps.back().code == exit_code::remote_failed) return exit_code::remote_failed;
+  }
+  if (sweeps.size() == 2) print_engines_compared(sweeps[0], sweeps[1]);
+  for (const auto& s : sweeps)
+    if (s.code != 0) return s.code;
+  return 0;
 }
 
 std::vector<std::unique_ptr<agent::AgentClient>> connect_all(const RemoteOptions& o) {
@@ -234,8 +326,9 @@ Runner add_remote_command(CLI::App& app) {
   auto* perf = remote->add_subcommand("perf", "nccl-tests style sweep, as `ringmaster-cli perf`");
   add_perf_options(perf, o->perf);
   perf->add_option("--engine", o->engine,
-                   "ringmaster, or nccl: the same sweep through NCCL on each agent's GPUs (ringmaster-nccl-perf, "
-                   "float sums; its rows come back as \"NCCL <version>\")")
+                   "ringmaster; nccl: the same sweep through NCCL on each agent's GPUs (ringmaster-nccl-perf, "
+                   "float sums; its rows come back as \"NCCL <version>\"); both: Ringmaster, then NCCL, and "
+                   "their busbw size by size")
       ->capture_default_str();
   auto* inventory = remote->add_subcommand("inventory", "Print each agent's inventory as a JSON line");
   auto* fault = remote->add_subcommand(

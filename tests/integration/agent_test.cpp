@@ -1352,18 +1352,19 @@ TEST(Agent, NcclEngineRunsThroughNcclOrSaysWhy) {
     }
   };
   json run = one_rank_run("nccl");
-  run["perf"] = {{"collective", "all_reduce"}, {"min_bytes", "8"}, {"max_bytes", "1K"}, {"iters", 2}, {"engine", "mpi"}};
+  run["perf"] = {
+      {"collective", "all_reduce"}, {"min_bytes", "8"}, {"max_bytes", "1K"}, {"iters", 2}, {"engine", "mpi"}};
   refused(run, "run.perf.engine must be ringmaster or nccl, got 'mpi'");
   run["perf"]["engine"] = "nccl";
   run["perf"]["collective"] = "alltoall";
-  refused(run, "engine nccl runs all_reduce, all_gather, reduce_scatter or broadcast, not 'alltoall'");
+  refused(run, "engine nccl: NCCL's runner takes all_reduce, all_gather, reduce_scatter or broadcast, not 'alltoall'");
   run["perf"]["collective"] = "all_reduce";
   run["perf"]["dtype"] = "half";
   refused(run, "run.perf.dtype is not taken with engine nccl");
   run["perf"].erase("dtype");
 
-  const bool built = std::filesystem::exists(std::filesystem::path(RINGMASTER_CLI).parent_path() /
-                                             "ringmaster-nccl-perf");
+  const bool built =
+      std::filesystem::exists(std::filesystem::path(RINGMASTER_CLI).parent_path() / "ringmaster-nccl-perf");
   if (!built) {
     refused(run, "engine nccl: this agent has no ");
     return;
@@ -1389,6 +1390,70 @@ TEST(Agent, NcclEngineRunsThroughNcclOrSaysWhy) {
     EXPECT_FALSE(rows);
     EXPECT_NE(error.find("NCCL side by side not run on "), std::string::npos) << error;
     EXPECT_NE(error.find("no NVIDIA driver"), std::string::npos) << error;
+  }
+}
+
+// `ringmaster-cli remote perf --engine both`: the sweep through Ringmaster,
+// then through NCCL, then both engines' busbw size by size. Here, without
+// a GPU, NCCL's column is "-" with the reason, and the exit is 1; what
+// NCCL's runner cannot take is refused before any agent is asked.
+TEST(Agent, RemoteCliComparesTheEnginesOrSaysWhyNot) {
+  const std::string token_file = write_token("agent-token-both", "both-engines-token-0123456789");
+  for (const auto& [collective, engine, says] :
+       {std::tuple{"all_to_all", "both",
+                   "--engine both: NCCL's runner takes all_reduce, all_gather, reduce_scatter or broadcast, not "
+                   "'all_to_all'"},
+        std::tuple{"all_reduce", "gloo", "--engine gloo: ringmaster, nccl or both"}}) {
+    // Nothing listens on port 1: the refusal comes before any connection.
+    auto refused = testing_support::spawn({RINGMASTER_CLI, "remote", "--agents", "127.0.0.1:1", "--token-file",
+                                           token_file, "perf", collective, "--engine", engine},
+                                          {}, true);
+    refused.finish();
+    EXPECT_EQ(refused.exit_code(), 2) << refused.output;
+    EXPECT_NE(refused.output.find(says), std::string::npos) << refused.output;
+  }
+
+  Agent a({"--token-file", token_file}), b({"--token-file", token_file});
+  auto cli = testing_support::spawn(
+      {RINGMASTER_CLI, "remote",
+       "--agents",     "127.0.0.1:" + std::to_string(a.port) + ",127.0.0.1:" + std::to_string(b.port),
+       "--token-file", token_file,
+       "perf",         "all_reduce",
+       "--engine",     "both",
+       "-b",           "8",
+       "-e",           "1K",
+       "-f",           "4",
+       "-n",           "2",
+       "-w",           "1"},
+      {});
+  cli.finish();
+  // Ringmaster's table, then the comparison with a row per size.
+  EXPECT_NE(cli.output.find("# Out of bounds values : 0 OK"), std::string::npos) << cli.output;
+  EXPECT_NE(cli.output.find("# Ringmaster against NCCL, out-of-place busbw (GB/s)"), std::string::npos) << cli.output;
+  const bool gpu = std::system("nvidia-smi -L >/dev/null 2>&1") == 0;
+  const std::regex compared(gpu ? R"( +(8|32|128|512) +[0-9.e+-]+ +[0-9.e+-]+ +[0-9.e+-]+)"
+                                : R"( +(8|32|128|512) +[0-9.e+-]+ +- +-)");
+  std::istringstream printed(cli.output);
+  int rows = 0;
+  for (std::string line; std::getline(printed, line);)
+    rows += std::regex_match(line, compared) ? 1 : 0;
+  EXPECT_EQ(rows, 4) << cli.output;
+  if (gpu) {
+    EXPECT_EQ(cli.exit_code(), 0) << cli.output;
+    return;
+  }
+  EXPECT_EQ(cli.exit_code(), 1) << cli.output;
+  // Without the runner the agents refuse the NCCL run, naming it; with it
+  // each rank says there is no driver.
+  const bool built =
+      std::filesystem::exists(std::filesystem::path(RINGMASTER_CLI).parent_path() / "ringmaster-nccl-perf");
+  const auto reason = cli.output.find("# NCCL did not run: ");
+  ASSERT_NE(reason, std::string::npos) << cli.output;
+  EXPECT_NE(cli.output.find(built ? "NCCL side by side not run on " : "engine nccl: this agent has no ", reason),
+            std::string::npos)
+      << cli.output;
+  if (built) {
+    EXPECT_NE(cli.output.find("no NVIDIA driver"), std::string::npos) << cli.output;
   }
 }
 

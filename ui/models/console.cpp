@@ -482,18 +482,12 @@ std::vector<QString> rails_of(const json& inventory) {
   return out;
 }
 
-// NCCL's runner takes these collectives, in float sums.
+// Whether NCCL's runner takes the spec; else why not.
 bool nccl_runs(const RunSpec& spec, QString* why) {
-  static const QStringList taken = {"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
-  if (!taken.contains(spec.collective)) {
-    *why = QString("engine both: NCCL's runner takes %1, not %2").arg(taken.join(", "), spec.collective);
-    return false;
-  }
-  if (spec.dtype != "float" || spec.op != "sum") {
-    *why = QString("engine both compares float sums (NCCL's runner runs no other), not %1 %2").arg(spec.dtype, spec.op);
-    return false;
-  }
-  return true;
+  const std::string refused =
+      agent::nccl_runner_refusal(spec.collective.toStdString(), spec.dtype.toStdString(), spec.op.toStdString());
+  if (!refused.empty()) *why = "engine both: " + QString::fromStdString(refused);
+  return refused.empty();
 }
 
 }  // namespace

@@ -123,6 +123,14 @@ unsigned roles_needed(std::string_view type);
 // Error(config) naming the file and line.
 std::vector<RoleToken> read_role_tokens_file(const std::string& path);
 
+// What a run with engine "nccl" (ringmaster-nccl-perf on the agent) takes:
+// all_reduce, all_gather, reduce_scatter or broadcast, in float sums.
+// Empty when it takes `collective` in `dtype` with `op`; otherwise why
+// not, naming what it takes ("NCCL's runner takes ..., not 'alltoall'").
+// The agent, the console and `ringmaster-cli remote` all ask this.
+std::string nccl_runner_refusal(std::string_view collective, std::string_view dtype = "float",
+                                std::string_view op = "sum");
+
 // The agent's state directory when none is given: /var/lib/ringmaster for
 // root, else $XDG_STATE_HOME/ringmaster or ~/.local/state/ringmaster.
 std::string default_state_dir();
