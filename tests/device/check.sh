@@ -8,8 +8,9 @@
 # Steps: the GPU as nvidia-smi sees it; the CUDA sources compiled there
 # (sm_90) and the carried binaries' machine code listed; the kernels
 # against the CPU reference for every dtype x op; collectives on device
-# buffers; reduce bandwidth against a device-to-device copy; staged
-# all_reduce of device buffers against host buffers; the NVML inventory
+# buffers (staged, and read on the GPU from the peers, threads and
+# processes); reduce bandwidth against a device-to-device copy; staged
+# all_reduce of device buffers against host buffers, and on the GPU; the NVML inventory
 # and the software stack; the same sweep through NCCL on every GPU here
 # (ringmaster-nccl-perf, with NCCL's decisions read from its INFO lines;
 # nccl.json), NCCL from the system or from the Python environment's wheel.
@@ -73,6 +74,10 @@ for chunk in 2097152 16777216; do
   step "staged_all_reduce_chunk_$chunk" 60 env RINGMASTER_CUDA_STAGE_CHUNK=$chunk ${run[@]+"${run[@]}"} \
     "$bundle/bin/gpu_allreduce_bench" --ranks 2 --iters 30 --sizes 16777216,67108864,268435456
 done
+# all_reduce read on the GPU from the peers (RINGMASTER_CUDA_IPC=1; ranks as
+# threads here, between processes in gpu_collectives_test) against host buffers.
+step gpu_all_reduce_ipc 60 env RINGMASTER_CUDA_IPC=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL ${run[@]+"${run[@]}"} \
+  "$bundle/bin/gpu_allreduce_bench" --ranks 2 --iters 30 --sizes 16777216,67108864,268435456
 # Where a staged call's time goes (first chunk on the host, last reduced, done).
 step staged_phases 60 env NCCL_DEBUG=TRACE NCCL_DEBUG_SUBSYS=COLL ${run[@]+"${run[@]}"} \
   "$bundle/bin/gpu_allreduce_bench" --ranks 2 --iters 5 --sizes 16777216,268435456

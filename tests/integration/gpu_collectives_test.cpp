@@ -3,10 +3,16 @@
 // in place and out of place, checked element by element after copying it
 // back. Without a usable device every test skips, saying why.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <numeric>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -25,7 +31,7 @@ class GpuCollectives : public testing::Test {
 
   // Runs body(rank, communicator) on n ranks as threads; each failure is
   // reported with its rank.
-  static void run_ranks(int n, const std::function<void(int, Communicator&)>& body) {
+  static void run_ranks(int n, const std::function<void(int, Communicator&)>& body, const CommOptions& options = {}) {
     const auto port = testing_support::free_port();
     std::vector<std::thread> threads;
     std::vector<std::string> errors(static_cast<std::size_t>(n));
@@ -33,7 +39,7 @@ class GpuCollectives : public testing::Test {
       threads.emplace_back([&, r] {
         try {
           gpu::set_device(0);
-          auto comm = Communicator::create(testing_support::rank_config(r, n, port));
+          auto comm = Communicator::create(testing_support::rank_config(r, n, port), options);
           body(r, *comm);
         } catch (const std::exception& e) {
           errors[static_cast<std::size_t>(r)] = e.what();
@@ -73,6 +79,15 @@ std::vector<float> input(int r, std::size_t count) {
   return v;
 }
 
+// What an all_reduce sum of n ranks' inputs gives.
+std::vector<float> sum_of_inputs(int n, std::size_t count) {
+  std::vector<float> sum(count);
+  for (std::size_t i = 0; i < count; ++i)
+    for (int q = 0; q < n; ++q)
+      sum[i] += value(q, i);
+  return sum;
+}
+
 // First index where got differs from want, or -1.
 long first_wrong(const std::vector<float>& got, const std::vector<float>& want) {
   for (std::size_t i = 0; i < want.size(); ++i) {
@@ -86,10 +101,7 @@ TEST_F(GpuCollectives, AllReduceInAndOutOfPlaceAtEverySize) {
   run_ranks(n, [&](int r, Communicator& comm) {
     // Small, one chunk, several pipeline chunks with a tail.
     for (std::size_t count : {std::size_t{1}, std::size_t{1000}, (std::size_t{3} << 20) + 5}) {
-      std::vector<float> want(count);
-      for (std::size_t i = 0; i < count; ++i)
-        for (int q = 0; q < n; ++q)
-          want[i] += value(q, i);
+      const std::vector<float> want = sum_of_inputs(n, count);
       auto send = to_device(input(r, count));
       gpu::DeviceMemory recv(count * sizeof(float));
       comm.all_reduce(send.data(), recv.data(), count, DataType::fp32, RedOp::sum).wait();
@@ -173,6 +185,116 @@ TEST_F(GpuCollectives, EveryCollectiveOnDeviceBuffers) {
       EXPECT_THROW(comm.send(mine.data(), count, DataType::fp32, (r + 1) % n), Error) << "a lone send of device memory";
     }
   });
+}
+
+// all_reduce read on the GPU from the peers (CommOptions::cuda_ipc), ranks
+// as threads: every op the path takes (avg stays staged), in place and out
+// of place, at sizes that split unevenly across the ranks' slices.
+TEST_F(GpuCollectives, AllReduceOnTheGpuBetweenThreads) {
+  const int n = 3;
+  CommOptions options;
+  options.cuda_ipc = true;
+  run_ranks(
+      n,
+      [&](int r, Communicator& comm) {
+        for (RedOp op : {RedOp::sum, RedOp::prod, RedOp::max, RedOp::min, RedOp::avg}) {
+          for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{1000}, (std::size_t{1} << 20) + 3}) {
+            std::vector<float> want(count);
+            for (std::size_t i = 0; i < count; ++i) {
+              float v = op == RedOp::prod ? 1.0f : op == RedOp::max ? -1.0f : op == RedOp::min ? 1000.0f : 0.0f;
+              for (int q = 0; q < n; ++q) {
+                const float x =
+                    op == RedOp::prod ? static_cast<float>(static_cast<int>(value(q, i)) % 3 + 1) : value(q, i);
+                v = op == RedOp::prod  ? v * x
+                    : op == RedOp::max ? std::max(v, x)
+                    : op == RedOp::min ? std::min(v, x)
+                                       : v + x;
+              }
+              want[i] = op == RedOp::avg ? v / n : v;
+            }
+            std::vector<float> in = input(r, count);
+            if (op == RedOp::prod) {
+              for (auto& x : in)
+                x = static_cast<float>(static_cast<int>(x) % 3 + 1);
+            }
+            auto send = to_device(in);
+            gpu::DeviceMemory recv(count * sizeof(float));
+            comm.all_reduce(send.data(), recv.data(), count, DataType::fp32, op).wait();
+            const auto got = to_host(recv, count);
+            if (op == RedOp::avg) {
+              for (std::size_t i = 0; i < count; ++i)
+                ASSERT_NEAR(got[i], want[i], 1e-4f * std::abs(want[i]) + 1e-6f)
+                    << "avg, count " << count << " at " << i;
+            } else {
+              EXPECT_EQ(first_wrong(got, want), -1) << name_of(op) << " out of place, count " << count;
+              comm.all_reduce(send.data(), send.data(), count, DataType::fp32, op).wait();
+              EXPECT_EQ(first_wrong(to_host(send, count), want), -1) << name_of(op) << " in place, count " << count;
+            }
+          }
+        }
+      },
+      options);
+}
+
+// The same between processes, through CUDA IPC: this program started again
+// as each rank (RINGMASTER_TEST_IPC_RANK), with the engine's INFO lines,
+// which name the path a call took.
+int ipc_rank_main(int r, int n, std::uint16_t port) {
+  try {
+    gpu::set_device(0);
+    CommOptions options;
+    options.cuda_ipc = true;
+    auto comm = Communicator::create(testing_support::rank_config(r, n, port), options);
+    for (std::size_t count : {std::size_t{5}, (std::size_t{4} << 20) + 1}) {
+      const std::vector<float> want = sum_of_inputs(n, count);
+      auto send = to_device(input(r, count));
+      gpu::DeviceMemory recv(count * sizeof(float));
+      for (int again = 0; again < 2; ++again) {  // the second reuses the mappings
+        comm->all_reduce(send.data(), recv.data(), count, DataType::fp32, RedOp::sum).wait();
+        if (const long i = first_wrong(to_host(recv, count), want); i >= 0) {
+          std::printf("rank %d: count %zu: element %ld wrong\n", r, count, i);
+          return 1;
+        }
+      }
+    }
+    std::printf("rank %d: every element right\n", r);
+    return 0;
+  } catch (const std::exception& e) {
+    std::printf("rank %d: %s\n", r, e.what());
+    return 1;
+  }
+}
+
+[[maybe_unused]] const int kIpcRank = [] {
+  const char* r = std::getenv("RINGMASTER_TEST_IPC_RANK");
+  if (r == nullptr) return -1;
+  std::fflush(stdout);
+  std::exit(ipc_rank_main(std::atoi(r), std::atoi(std::getenv("RINGMASTER_TEST_IPC_NRANKS")),
+                          static_cast<std::uint16_t>(std::atoi(std::getenv("RINGMASTER_TEST_IPC_PORT")))));
+}();
+
+TEST_F(GpuCollectives, AllReduceOnTheGpuBetweenProcesses) {
+  const int n = 2;
+  const std::string port = std::to_string(testing_support::free_port());
+  std::vector<testing_support::ChildProcess> ranks;
+  for (int r = 0; r < n; ++r) {
+    ranks.push_back(testing_support::spawn({"/proc/self/exe"},
+                                           {{"RINGMASTER_TEST_IPC_RANK", std::to_string(r)},
+                                            {"RINGMASTER_TEST_IPC_NRANKS", std::to_string(n)},
+                                            {"RINGMASTER_TEST_IPC_PORT", port},
+                                            {"NCCL_DEBUG", "INFO"},
+                                            {"NCCL_DEBUG_SUBSYS", "ALL"}},
+                                           true));
+  }
+  for (int r = 0; r < n; ++r) {
+    auto& child = ranks[static_cast<std::size_t>(r)];
+    child.finish();
+    EXPECT_EQ(child.exit_code(), 0) << child.output;
+    EXPECT_NE(child.output.find("every element right"), std::string::npos) << child.output;
+    EXPECT_NE(child.output.find("read on the GPU from the peers (0 in this process, 1 through CUDA IPC)"),
+              std::string::npos)
+        << child.output;
+  }
 }
 
 }  // namespace

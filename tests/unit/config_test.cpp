@@ -241,6 +241,50 @@ TEST(NcclVariables, SocketsPerConnectionFromNcclsPair) {
   EXPECT_THROW(comm::LocalSettings::resolve({}), Error);
 }
 
+// RINGMASTER_CUDA_IPC (or CommOptions::cuda_ipc): asked per rank, carried
+// in the settings word, taken only when every rank asks and all are on one
+// host; a word from a rank that predates it reads as not asking.
+TEST(CudaIpcSetting, TakenOnlyWhenEveryRankOfOneHostAsks) {
+  {
+    EnvGuard bad({{"RINGMASTER_CUDA_IPC", "yes"}});
+    try {
+      comm::LocalSettings::resolve({});
+      ADD_FAILURE() << "RINGMASTER_CUDA_IPC=yes was taken";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("RINGMASTER_CUDA_IPC=yes: expected 0 or 1"), std::string::npos) << e.what();
+    }
+  }
+  auto word = [](std::optional<bool> ipc) {
+    CommOptions options;
+    options.cuda_ipc = ipc;
+    return comm::LocalSettings::resolve(options).encode();
+  };
+  EXPECT_FALSE(comm::LocalSettings::decode(word({}))->cuda_ipc);  // off unless asked
+  {
+    EnvGuard on({{"RINGMASTER_CUDA_IPC", "1"}});
+    EXPECT_TRUE(comm::LocalSettings::resolve({}).cuda_ipc);
+  }
+  auto peer = [](int rank, std::string settings) {
+    PeerInfo p;
+    p.rank = rank;
+    p.settings = std::move(settings);
+    return p;
+  };
+  const std::string on = word(true), off = word(false);
+  EXPECT_TRUE(comm::LocalSettings::decode(on)->cuda_ipc);
+  EXPECT_TRUE(comm::agree({peer(0, on)}, 4, false).cuda_ipc);
+  EXPECT_FALSE(comm::agree({peer(0, on)}, 4, true).cuda_ipc);  // several hosts
+  const auto mixed = comm::agree({peer(0, on), peer(2, off)}, 4, false);
+  EXPECT_FALSE(mixed.cuda_ipc);
+  ASSERT_FALSE(mixed.reconciled.empty());
+  EXPECT_NE(mixed.reconciled.back().find("RINGMASTER_CUDA_IPC: not every rank asked for it"), std::string::npos);
+  // The word without the field, as a rank before it sends.
+  std::string old = off;
+  old.erase(old.find(";ipc=0"), 6);
+  ASSERT_TRUE(comm::LocalSettings::decode(old).has_value());
+  EXPECT_FALSE(comm::agree({peer(0, on), peer(1, old)}, 2, false).cuda_ipc);
+}
+
 // A cgroup v2 quota bounds the CPUs the engine sizes its channels and its
 // spinning for (a pod limited to 4 CPUs on a 192-core node has 4).
 TEST(Cpus, CgroupQuotaIsReadFromCpuMax) {

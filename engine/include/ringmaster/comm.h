@@ -213,6 +213,13 @@ struct CommOptions {
   // complete (wait() reports a failure). Every device buffer of the
   // communicator is on the device current at its first such call.
   void* cuda_stream = nullptr;
+  // Overrides RINGMASTER_CUDA_IPC: all_reduce of device buffers between
+  // ranks of one host reads the peers' buffers on the GPU (their pointers
+  // when they share this process, CUDA IPC when they do not) instead of
+  // staging them through host memory. Taken only when every rank asks for
+  // it and every rank can map every peer's buffers; the call falls back
+  // to staging otherwise (docs/gpu.md).
+  std::optional<bool> cuda_ipc;
   StageCallback on_stage;
   std::function<void(const CollectiveRecord&)> on_collective;
   // The tuner's table the first time a (collective, size) is decided.

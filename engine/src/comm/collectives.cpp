@@ -49,7 +49,10 @@ void check_root(int root, int n) {
 }  // namespace
 
 Request Communicator::all_reduce(const void* send, void* recv, std::size_t count, DataType type, RedOp op) {
-  if (impl_->on_device(send, recv)) return impl_->staged_all_reduce(*this, send, recv, count, type, op);
+  if (impl_->on_device(send, recv)) {
+    if (auto done = impl_->peer_all_reduce(*this, send, recv, count, type, op)) return std::move(*done);
+    return impl_->staged_all_reduce(*this, send, recv, count, type, op);
+  }
   const std::size_t es = size_of(type);
   const auto choice = impl_->choose(Collective::all_reduce, count * es);
   if (choice.algorithm == Algorithm::tree) {

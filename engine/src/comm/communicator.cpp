@@ -126,6 +126,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
     impl->max_channels = agreed.max_channels;
     impl->buffsize = agreed.buffsize;
     impl->pair_bytes = agreed.pair_bytes;
+    impl->cuda_ipc = agreed.cuda_ipc;
     for (const auto& line : agreed.reconciled)
       RM_INFO(init, "Settings agreed: {}", line);
   }

@@ -136,6 +136,8 @@ struct Communicator::Impl {
   // (docs/gpu.md).
   std::size_t stage_chunk = std::size_t{8} << 20;
   std::unique_ptr<comm::DeviceStaging> staging;
+  // RINGMASTER_CUDA_IPC as the ranks agreed (peer_all_reduce).
+  bool cuda_ipc = false;
 
   ~Impl();
 
@@ -267,6 +269,12 @@ struct Communicator::Impl {
   // while later chunks are still being reduced.
   Request staged_all_reduce(Communicator& comm, const void* send, void* recv, std::size_t count, DataType type,
                             RedOp op);
+  // all_reduce of device buffers on the GPU between ranks of one host
+  // (cuda_ipc): each rank reduces its slice reading every rank's send
+  // buffer where it is, then copies the others' slices. Nothing when the
+  // ranks cannot all map each other's buffers (the caller stages).
+  std::optional<Request> peer_all_reduce(Communicator& comm, const void* send, void* recv, std::size_t count,
+                                         DataType type, RedOp op);
 
   algo::Context context(Channel& c) {
     return algo::Context{c.link, rank, nranks, c.scratch, &ring_orders[static_cast<std::size_t>(c.index)]};

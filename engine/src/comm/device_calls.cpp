@@ -2,10 +2,18 @@
 // and run by the host collectives (CommOptions::cuda_stream says what a
 // caller can rely on). all_reduce is pipelined in chunks: the copies to
 // the host, the host all_reduce of each chunk and the copies back overlap.
+// With CommOptions::cuda_ipc, all_reduce between ranks of one host stays
+// on the GPU: each rank reads the others' buffers where they are.
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
+#include <random>
+#include <type_traits>
 #include <vector>
 
 #include "comm/communicator_impl.h"
@@ -52,7 +60,160 @@ std::size_t round_up(std::size_t n) {
 // memory that the host reduction is short of.
 constexpr std::size_t kChunksAhead = 4;
 
+// What a rank tells the others about its buffers for peer_all_reduce.
+struct PeerRecord {
+  std::uint64_t process = 0;  // this process, told apart from one with its pid in another pid namespace
+  std::int32_t device = -1;   // both buffers' device; -1: not both on one device
+  std::int32_t exported = 0;  // the handles are valid (cudaMalloc'd memory)
+  std::uint64_t send = 0, recv = 0;
+  std::uint64_t send_offset = 0, recv_offset = 0;
+  std::array<unsigned char, 64> send_handle{}, recv_handle{};
+};
+static_assert(std::is_trivially_copyable_v<PeerRecord>);
+
+std::uint64_t this_process() {
+  static const std::uint64_t id = [] {
+    std::random_device random;
+    return (static_cast<std::uint64_t>(random()) << 32) ^ random() ^ static_cast<std::uint64_t>(::getpid());
+  }();
+  return id;
+}
+
 }  // namespace
+
+std::optional<Request> Communicator::Impl::peer_all_reduce(Communicator& comm, const void* send, void* recv,
+                                                           std::size_t count, DataType type, RedOp op) {
+  // The same on every rank (agreed settings, the call's arguments), so
+  // all take this path or none: avg's scaling is left to the staged path.
+  if (!cuda_ipc || nranks < 2 || count == 0 || op == RedOp::avg) return std::nullopt;
+  std::optional<Request> done;
+  const Status status = status_of([&] {
+    if (!staging) staging = std::make_unique<comm::DeviceStaging>();
+    ++staging->peer_calls;
+    const std::size_t es = size_of(type);
+    const std::size_t bytes = count * es;
+    const auto* s = static_cast<const std::byte*>(send);
+    auto* r = static_cast<std::byte*>(recv);
+
+    PeerRecord mine;
+    mine.process = this_process();
+    const int device = gpu::device_of(send);
+    mine.device = device >= 0 && gpu::device_of(recv) == device ? device : -1;
+    mine.send = reinterpret_cast<std::uintptr_t>(send);
+    mine.recv = reinterpret_cast<std::uintptr_t>(recv);
+    std::string why_not;  // this rank's reason to stage, for the log
+    if (mine.device < 0) why_not = "send and recv are not both on one device";
+    try {
+      const gpu::IpcHandle sh = gpu::export_memory(send), rh = gpu::export_memory(recv);
+      mine.send_handle = sh.bytes;
+      mine.send_offset = sh.offset;
+      mine.recv_handle = rh.bytes;
+      mine.recv_offset = rh.offset;
+      mine.exported = 1;
+    } catch (const Error& e) {
+      mine.exported = 0;  // peers in this process still read them
+      if (why_not.empty()) why_not = e.status().message();
+    }
+    // The work that wrote send comes first: once the records are all in,
+    // every rank's send is ready to read.
+    gpu::synchronize(cuda_stream);
+    std::vector<PeerRecord> all(static_cast<std::size_t>(nranks));
+    comm.all_gather(&mine, all.data(), sizeof mine, DataType::uint8).wait();
+
+    // Where each rank's buffers are from here.
+    std::vector<const std::byte*> sends(all.size());
+    std::vector<const std::byte*> recvs(all.size());
+    int in_process = 0;
+    int reachable = mine.device >= 0 ? 1 : 0;
+    for (std::size_t q = 0; q < all.size() && reachable; ++q) {
+      const PeerRecord& p = all[q];
+      if (p.device < 0 || !gpu::can_access_peer(mine.device, p.device)) {
+        if (why_not.empty())
+          why_not = fmt::format("rank {}'s device {} cannot be reached from device {}", q, p.device, mine.device);
+        reachable = 0;
+        break;
+      }
+      if (p.process == mine.process) {
+        if (p.device != mine.device) gpu::enable_peer_access(p.device);
+        sends[q] = reinterpret_cast<const std::byte*>(p.send);
+        recvs[q] = reinterpret_cast<const std::byte*>(p.recv);
+        in_process += static_cast<int>(q != static_cast<std::size_t>(rank));
+        continue;
+      }
+      if (!p.exported) {
+        why_not = fmt::format("rank {}'s buffers have no CUDA IPC handle", q);
+        reachable = 0;
+        break;
+      }
+      try {
+        sends[q] = static_cast<const std::byte*>(staging->map(p.send_handle)) + p.send_offset;
+        recvs[q] = static_cast<const std::byte*>(staging->map(p.recv_handle)) + p.recv_offset;
+      } catch (const Error& e) {
+        why_not = fmt::format("rank {}'s buffers: {}", q, e.status().message());
+        reachable = 0;
+      }
+    }
+    int everyone = 0;
+    comm.all_reduce(&reachable, &everyone, 1, DataType::int32, RedOp::min).wait();
+    const std::string path = everyone ? fmt::format(
+                                            "read on the GPU from the peers ({} in this process, {} through "
+                                            "CUDA IPC)",
+                                            in_process, nranks - 1 - in_process)
+                                      : "staged through host memory: " +
+                                            (why_not.empty() ? std::string("a peer cannot map this rank's") : why_not);
+    if (path != staging->peer_path_said) {
+      RM_INFO(coll, "all_reduce of device buffers: {}", path);
+      staging->peer_path_said = path;
+    }
+    if (!everyone) return;
+
+    // Rank q reduces slice q (16-byte multiples, so the vector loads stay
+    // aligned), starting from its own send: in place, its send is read
+    // only by that first kernel before the slice is overwritten. One rank
+    // computes each slice, so every rank ends with the same bits.
+    const std::size_t n = all.size();
+    const std::size_t unit = std::max<std::size_t>(16 / es, 1);
+    const std::size_t per = ((count + n - 1) / n + unit - 1) / unit * unit;
+    auto slice = [&](std::size_t q) {
+      const std::size_t first = std::min(count, q * per);
+      return std::pair{first * es, (std::min(count, first + per) - first)};
+    };
+    void* stream = staging->to_device.get();
+    std::optional<Error> failed;
+    try {
+      const auto [at, elements] = slice(static_cast<std::size_t>(rank));
+      for (std::size_t step = 1; step < n && elements > 0; ++step) {
+        const std::size_t q = (static_cast<std::size_t>(rank) + step) % n;
+        gpu::reduce(r + at, (step == 1 ? s : r) + at, sends[q] + at, elements, type, op, stream);
+      }
+      staging->to_device.synchronize();
+    } catch (const Error& e) {
+      failed = e;
+    }
+    // Every slice reduced: copy the others' (each rank still takes part in
+    // both barriers after a failure, so none waits for it in vain).
+    comm.barrier().wait();
+    try {
+      if (!failed) {
+        for (std::size_t q = 0; q < n; ++q) {
+          const auto [at, elements] = slice(q);
+          if (q != static_cast<std::size_t>(rank)) gpu::copy_async(r + at, recvs[q] + at, elements * es, stream);
+        }
+        staging->to_device.synchronize();
+      }
+    } catch (const Error& e) {
+      failed = e;
+    }
+    // No rank returns, and lets its caller reuse the buffers, while a peer
+    // may still be reading them.
+    comm.barrier().wait();
+    RM_TRACE(coll, "all_reduce of {} device bytes on the GPU across {} ranks", bytes, n);
+    if (failed) throw *failed;
+    done = completed({});
+  });
+  if (!status.ok()) return completed(status);
+  return done;
+}
 
 Request Communicator::Impl::staged(const void* send, std::size_t send_bytes, void* recv, std::size_t recv_bytes,
                                    const HostCall& host_call) {

@@ -103,6 +103,14 @@ LocalSettings LocalSettings::resolve(const CommOptions& options) {
   s.pair_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, param_int(Param::PairBytes)));
   s.pair_bytes_given = param_env(Param::PairBytes).has_value();
   s.shm_disabled = param_int(Param::ShmDisable) != 0;
+  if (options.cuda_ipc) {
+    s.cuda_ipc = *options.cuda_ipc;
+  } else {
+    const std::string ipc = param_string(Param::CudaIpc);
+    if (ipc != "0" && ipc != "1")
+      throw Error(ErrorCategory::config, "RINGMASTER_CUDA_IPC=" + ipc + ": expected 0 or 1");
+    s.cuda_ipc = ipc == "1";
+  }
   s.tree_nodes = param_string(Param::TreeNodes);
   if (const auto file = param_env(Param::TopoFile)) {
     std::ifstream in(*file, std::ios::binary);
@@ -169,10 +177,10 @@ LocalSettings LocalSettings::resolve(const CommOptions& options) {
 
 std::string LocalSettings::encode() const {
   return fmt::format(
-      "v1;minch={};maxch={};raise={};buf={};pair={};pairset={};shmoff={};tree={};topo={};algo={}/{};proto={}/{}",
+      "v1;minch={};maxch={};raise={};buf={};pair={};pairset={};shmoff={};ipc={};tree={};topo={};algo={}/{};proto={}/{}",
       min_channels, max_channels, may_raise_channels ? 1 : 0, buffsize, pair_bytes, pair_bytes_given ? 1 : 0,
-      shm_disabled ? 1 : 0, tree_nodes, topology_key, algorithms.allowed_key(), hex(algorithms.text()),
-      protocols.allowed_key(), hex(protocols.text()));
+      shm_disabled ? 1 : 0, cuda_ipc ? 1 : 0, tree_nodes, topology_key, algorithms.allowed_key(),
+      hex(algorithms.text()), protocols.allowed_key(), hex(protocols.text()));
 }
 
 std::optional<LocalSettings::Wire> LocalSettings::decode(const std::string& word) {
@@ -205,6 +213,11 @@ std::optional<LocalSettings::Wire> LocalSettings::decode(const std::string& word
   w.pair_bytes = *pair;
   w.pair_bytes_given = *pairset != 0;
   w.shm_disabled = *shmoff != 0;
+  if (const auto ipc = fields.find("ipc"); ipc != fields.end()) {
+    const auto on = number<int>(ipc->second);
+    if (!on) return std::nullopt;
+    w.cuda_ipc = *on != 0;
+  }
   w.tree_nodes = fields["tree"];
   w.topology_key = fields["topo"];
   for (auto [name, key, text] : {std::tuple{"algo", &w.algorithms_key, &w.algorithms_text},
@@ -299,6 +312,14 @@ AgreedSettings agree(const std::vector<PeerInfo>& peers, int nranks, bool severa
   agreed.buffsize = smallest([](const auto& w) { return w.buffsize; }, "NCCL_BUFFSIZE");
   agreed.pair_bytes = smallest([](const auto& w) { return w.pair_bytes; }, "RINGMASTER_PAIR_BYTES");
   agreed.pair_bytes_given = std::any_of(all.begin(), all.end(), [](const auto& w) { return w.pair_bytes_given; });
+  const auto asking_ipc = std::count_if(all.begin(), all.end(), [](const auto& w) { return w.cuda_ipc; });
+  agreed.cuda_ipc = !several_hosts && asking_ipc == static_cast<std::ptrdiff_t>(all.size());
+  if (asking_ipc > 0 && !agreed.cuda_ipc) {
+    agreed.reconciled.push_back(several_hosts ? "RINGMASTER_CUDA_IPC: the ranks span several hosts; device buffers "
+                                                "are staged through host memory"
+                                              : "RINGMASTER_CUDA_IPC: not every rank asked for it; device buffers are "
+                                                "staged through host memory");
+  }
   int floor = 1;
   for (const auto& w : all)
     floor = std::max(floor, w.min_channels);

@@ -10,6 +10,8 @@
 // - channels: the smallest maximum wins, as NCCL takes the minimum channel
 //   count; the floor is the largest minimum, capped by that;
 // - NCCL_BUFFSIZE and RINGMASTER_PAIR_BYTES: the smallest wins;
+// - RINGMASTER_CUDA_IPC: on only when every rank asks and all are on one
+//   host;
 // - NCCL_ALGO, NCCL_PROTO (or --algo, --proto) and RINGMASTER_TREE_NODES
 //   cannot be reconciled: ranks that differ fail at init, naming the
 //   variable and two ranks that differ.
@@ -42,6 +44,7 @@ struct LocalSettings {
   std::size_t pair_bytes = 16384;
   bool pair_bytes_given = false;  // RINGMASTER_PAIR_BYTES is set
   bool shm_disabled = false;      // the job's NCCL_SHM_DISABLE
+  bool cuda_ipc = false;          // CommOptions::cuda_ipc, else RINGMASTER_CUDA_IPC
   std::string tree_nodes = "auto";
   // A fingerprint of the NCCL_TOPO_FILE this rank reads, empty without
   // one: rings follow the topology search only when every rank has the
@@ -85,6 +88,7 @@ struct LocalSettings::Wire {
   std::size_t pair_bytes = 0;
   bool pair_bytes_given = false;
   bool shm_disabled = false;
+  bool cuda_ipc = false;  // absent from an older rank's word: not asked
   std::string tree_nodes;
   std::string topology_key;
   std::string algorithms_key, algorithms_text;
@@ -99,6 +103,7 @@ struct AgreedSettings {
   std::size_t pair_bytes = 0;
   bool pair_bytes_given = false;  // by any rank: then it is not raised for 2-rank sockets
   bool same_topology = false;     // every rank read the same NCCL_TOPO_FILE
+  bool cuda_ipc = false;          // every rank asked for it, all on one host
   // Where ranks asked for different values and which won, for the log;
   // empty when they all asked alike.
   std::vector<std::string> reconciled;

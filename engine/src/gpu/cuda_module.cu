@@ -9,6 +9,7 @@
 // aligned (one uint4: four floats, eight halves), over a grid-stride loop
 // sized to the device (a few blocks per multiprocessor); the tail and
 // unaligned buffers go element by element.
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <cstdint>
 
@@ -274,6 +275,50 @@ int pointer_device(const void* p, int* device) {
   return cudaSuccess;
 }
 
+int ipc_export(const void* p, void* handle, std::size_t* offset) {
+  static_assert(sizeof(cudaIpcMemHandle_t) == kIpcHandleBytes);
+  // A handle names a whole allocation: find where p's begins, through the
+  // driver's entry point as the runtime hands it out (linking libcuda would
+  // make the module fail to load where there is no driver, and packages
+  // depend on it).
+  using GetAttribute = CUresult (*)(void* data, CUpointer_attribute attribute, CUdeviceptr ptr);
+  static const GetAttribute get_attribute = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &fn, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      fn = nullptr;
+    }
+    return reinterpret_cast<GetAttribute>(fn);
+  }();
+  if (get_attribute == nullptr) return cudaErrorNotSupported;
+  CUdeviceptr base = 0;
+  if (get_attribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS)
+    return cudaErrorInvalidDevicePointer;
+  cudaIpcMemHandle_t h{};
+  const cudaError_t err = cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(base));
+  if (err != cudaSuccess) return err;
+  memcpy(handle, &h, sizeof h);
+  *offset = static_cast<std::size_t>(reinterpret_cast<CUdeviceptr>(p) - base);
+  return cudaSuccess;
+}
+
+int ipc_open(const void* handle, void** base) {
+  cudaIpcMemHandle_t h{};
+  memcpy(&h, handle, sizeof h);
+  return cudaIpcOpenMemHandle(base, h, cudaIpcMemLazyEnablePeerAccess);
+}
+
+int enable_peer_access(int peer) {
+  const cudaError_t err = cudaDeviceEnablePeerAccess(peer, 0);
+  if (err == cudaErrorPeerAccessAlreadyEnabled) {
+    cudaGetLastError();  // not an error here: clear it
+    return cudaSuccess;
+  }
+  return err;
+}
+
 constexpr RingmasterCudaApi kApi = {
     kRingmasterCudaApiVersion,
     [](int code) { return cudaGetErrorName(static_cast<cudaError_t>(code)); },
@@ -320,6 +365,12 @@ constexpr RingmasterCudaApi kApi = {
     [](void* buffer, std::size_t count, int type, int nranks, void* s) -> int {
       return guarded([&] { finish_avg(buffer, count, static_cast<DataType>(type), nranks, s); });
     },
+    [](int* device) -> int { return cudaGetDevice(device); },
+    [](int device, int peer, int* can) -> int { return cudaDeviceCanAccessPeer(can, device, peer); },
+    enable_peer_access,
+    ipc_export,
+    ipc_open,
+    [](void* base) -> int { return cudaIpcCloseMemHandle(base); },
 };
 
 }  // namespace

@@ -13,6 +13,7 @@
 // stream).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <string>
 
@@ -119,5 +120,39 @@ void synchronize(void* stream);
 void synchronize_device();
 // Selects the device of this thread's later CUDA calls.
 void set_device(int device);
+// The device of this thread's CUDA calls.
+int current_device();
+
+// Peers' memory (comm/device_calls.cpp). Whether `device` can read and
+// write `peer`'s memory (true for the same device); false when CUDA is not
+// usable or the query fails.
+bool can_access_peer(int device, int peer) noexcept;
+// Lets the current device reach `peer`'s memory (done already counts).
+void enable_peer_access(int peer);
+
+// What another process needs to map a device buffer: the CUDA IPC handle
+// of the allocation it is in, and its offset there.
+struct IpcHandle {
+  std::array<unsigned char, 64> bytes{};
+  std::size_t offset = 0;
+};
+// Throws Error when `p` is not in memory cudaMalloc gave (memory from
+// cudaMallocAsync pools or the virtual memory calls has no such handle).
+IpcHandle export_memory(const void* p);
+
+// A peer process's allocation mapped into this one (cudaIpcOpenMemHandle;
+// unmapped when destroyed). A process cannot map its own allocations.
+class PeerMemory {
+ public:
+  PeerMemory() = default;
+  explicit PeerMemory(const std::array<unsigned char, 64>& handle);
+  ~PeerMemory();
+  PeerMemory(PeerMemory&& other) noexcept;
+  PeerMemory& operator=(PeerMemory&& other) noexcept;
+  void* base() const noexcept { return base_; }
+
+ private:
+  void* base_ = nullptr;
+};
 
 }  // namespace ringmaster::gpu

@@ -255,4 +255,40 @@ void set_device(int device) {
   check(api().set_device(device), "cudaSetDevice");
 }
 
+int current_device() {
+  int device = -1;
+  check(api().get_device(&device), "cudaGetDevice");
+  return device;
+}
+
+bool can_access_peer(int device, int peer) noexcept {
+  if (device == peer) return true;
+  const Loaded& l = loaded();
+  int can = 0;
+  return l.api != nullptr && l.api->can_access_peer(device, peer, &can) == 0 && can != 0;
+}
+
+void enable_peer_access(int peer) {
+  check(api().enable_peer_access(peer), "cudaDeviceEnablePeerAccess");
+}
+
+IpcHandle export_memory(const void* p) {
+  static_assert(sizeof(IpcHandle::bytes) == kIpcHandleBytes);
+  IpcHandle h;
+  check(api().ipc_export(p, h.bytes.data(), &h.offset), "cudaIpcGetMemHandle");
+  return h;
+}
+
+PeerMemory::PeerMemory(const std::array<unsigned char, 64>& handle) {
+  check(api().ipc_open(handle.data(), &base_), "cudaIpcOpenMemHandle");
+}
+PeerMemory::~PeerMemory() {
+  if (base_ != nullptr) api().ipc_close(base_);
+}
+PeerMemory::PeerMemory(PeerMemory&& other) noexcept : base_(std::exchange(other.base_, nullptr)) {}
+PeerMemory& PeerMemory::operator=(PeerMemory&& other) noexcept {
+  std::swap(base_, other.base_);
+  return *this;
+}
+
 }  // namespace ringmaster::gpu
