@@ -509,6 +509,18 @@ void ConsoleTest::missingRankShowsAtTheBarrier() {
   QVERIFY(red);
 }
 
+// A short all_reduce sweep (8 B to 1 KiB, 2 iterations, a rank an agent)
+// through `engine`.
+RunSpec small_sweep(const QString& engine) {
+  RunSpec spec;
+  spec.min_bytes = "8";
+  spec.max_bytes = "1K";
+  spec.iters = 2;
+  spec.ranks_per_agent = 1;
+  spec.engine = engine;
+  return spec;
+}
+
 // The Engine field runs the same sweep through NCCL on each agent's GPUs.
 // On a node with a GPU it completes; here each rank fails and the run's
 // problems say why (no driver); in a build without the CUDA toolkit the
@@ -519,12 +531,7 @@ void ConsoleTest::ncclEngineRunSaysWhyItDidNotRun() {
   QVERIFY2(console.start_local_agents(2, RINGMASTER_AGENT, &error), qPrintable(error));
   QTRY_COMPARE_WITH_TIMEOUT(console.connected_count(), 2, 20000);
   MainWindow window(console);
-  RunSpec spec;
-  spec.min_bytes = "8";
-  spec.max_bytes = "1K";
-  spec.iters = 2;
-  spec.ranks_per_agent = 1;
-  spec.engine = "nccl";
+  const RunSpec spec = small_sweep("nccl");
   window.set_run_spec(spec);
   QCOMPARE(window.run_spec().engine, QString("nccl"));
   const bool built = QFileInfo::exists(QFileInfo(RINGMASTER_AGENT).dir().filePath("ringmaster-nccl-perf"));
@@ -561,12 +568,7 @@ void ConsoleTest::bothEnginesCompareSizeBySize() {
   QVERIFY2(console.start_local_agents(2, RINGMASTER_AGENT, &error), qPrintable(error));
   QTRY_COMPARE_WITH_TIMEOUT(console.connected_count(), 2, 20000);
   MainWindow window(console);
-  RunSpec spec;
-  spec.min_bytes = "8";
-  spec.max_bytes = "1K";
-  spec.iters = 2;
-  spec.ranks_per_agent = 1;
-  spec.engine = "both";
+  const RunSpec spec = small_sweep("both");
   window.set_run_spec(spec);
   QCOMPARE(window.run_spec().engine, QString("both"));
 
