@@ -1,11 +1,16 @@
 // all_reduce of CUDA device buffers (staged through pinned host memory,
 // comm/device_calls.cpp) against the same all_reduce of host buffers, in
-// the same run, calls of the two taking turns (medians): ranks as threads of this process, every rank on the first
-// GPU. Prints, per size, each form's time per call and bus bandwidth
-// (nccl-tests' definition) and their ratio; without a usable device it
-// says why and exits 0 (nothing measured).
+// the same run, calls of the three forms taking turns (medians): ranks as
+// threads of this process, every rank on the first GPU. The host buffers
+// come twice: one buffer used by every call (warm: what the CPU's caches
+// keep of it from the call before), and buffers taken in turn from
+// --cold-bytes of them (cold: read from memory, as data the GPU wrote
+// would be). Prints, per size, each form's time per call, the device
+// form's bus bandwidth (nccl-tests' definition) and its ratio to each host
+// form. Without a usable device it says why and measures the two host
+// forms alone.
 //
-//   gpu_allreduce_bench [--ranks 2] [--iters 20] [--sizes 16777216,67108864,268435456]
+//   gpu_allreduce_bench [--ranks 2] [--iters 20] [--sizes 16777216,67108864,268435456] [--cold-bytes 536870912]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -40,30 +45,37 @@ double median(std::vector<double> v) {
   return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-// Median microseconds per call of all_reduce on host buffers and on device
-// buffers, the two timed in turn (a host call, then a device call, `iters`
-// times) so both meet the same moments of a noisy machine; each call is
-// lined up by a barrier first. 3 warm-up calls of each.
-std::pair<double, double> time_pairs(ringmaster::Communicator& comm, void* host, void* dev, std::size_t count,
-                                     int iters) {
+struct Medians {
+  double host_us = 0, cold_us = 0, device_us = 0;
+};
+
+// Median microseconds per call of all_reduce on the warm host buffer, on
+// the cold ones in turn and on the device buffer, the three timed in turn
+// (`iters` times) so all meet the same moments of a noisy machine; each
+// call is lined up by a barrier first. 3 warm-up calls of each. No device
+// buffer (`dev` null): the host forms alone.
+Medians time_calls(ringmaster::Communicator& comm, void* host, const std::vector<std::vector<float>*>& cold, void* dev,
+                   std::size_t count, int iters) {
   auto call = [&](void* buf) {
+    comm.barrier().wait();
+    const auto start = Clock::now();
     comm.all_reduce(buf, buf, count, ringmaster::DataType::fp32, ringmaster::RedOp::sum).wait();
+    return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
   };
+  std::size_t next_cold = 0;
+  auto cold_buffer = [&] { return cold[next_cold++ % cold.size()]->data(); };
   for (int i = 0; i < 3; ++i) {
     call(host);
-    call(dev);
+    call(cold_buffer());
+    if (dev != nullptr) call(dev);
   }
-  std::vector<double> host_us, dev_us;
+  std::vector<double> host_us, cold_us, dev_us;
   for (int i = 0; i < iters; ++i) {
-    for (void* buf : {host, dev}) {
-      comm.barrier().wait();
-      const auto start = Clock::now();
-      call(buf);
-      (buf == host ? host_us : dev_us)
-          .push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
-    }
+    host_us.push_back(call(host));
+    cold_us.push_back(call(cold_buffer()));
+    if (dev != nullptr) dev_us.push_back(call(dev));
   }
-  return {median(host_us), median(dev_us)};
+  return {median(host_us), median(cold_us), dev != nullptr ? median(dev_us) : 0};
 }
 
 }  // namespace
@@ -71,10 +83,12 @@ std::pair<double, double> time_pairs(ringmaster::Communicator& comm, void* host,
 int main(int argc, char** argv) {
   int ranks = 2;
   int iters = 20;
+  std::size_t cold_bytes = std::size_t{512} << 20;
   std::vector<std::size_t> sizes = {std::size_t{16} << 20, std::size_t{64} << 20, std::size_t{256} << 20};
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--ranks") == 0) ranks = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--iters") == 0) iters = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--cold-bytes") == 0) cold_bytes = std::stoull(argv[i + 1]);
     if (std::strcmp(argv[i], "--sizes") == 0) {
       sizes.clear();
       std::stringstream in(argv[i + 1]);
@@ -82,24 +96,23 @@ int main(int argc, char** argv) {
         sizes.push_back(std::stoull(item));
     }
   }
-  if (!gpu::availability().usable) {
-    fmt::print("gpu_allreduce_bench: nothing measured: {}\n", gpu::availability().why);
-    return 0;
-  }
-  fmt::print("# all_reduce fp32 sum, {} ranks as threads on GPU 0, {} calls of each per size, in turn; medians\n",
-             ranks, iters);
+  const bool device = gpu::availability().usable;
+  if (!device) fmt::print("# device buffers not measured: {}\n", gpu::availability().why);
+  fmt::print(
+      "# all_reduce fp32 sum, {} ranks as threads on GPU 0, {} calls of each form per size, in turn; medians\n"
+      "# host: one host buffer every call; cold: host buffers in turn from {} MiB a rank; ratio: host_us / device_us\n",
+      ranks, iters, cold_bytes >> 20);
   const char* chunk = std::getenv("RINGMASTER_CUDA_STAGE_CHUNK");
-  fmt::print("# staging chunk: {}\n",
-             chunk != nullptr && std::strcmp(chunk, "0") != 0 ? chunk : "an eighth of the call, 1-16 MiB (default)");
-  fmt::print("{:>12} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>6}\n", "bytes", "host_us", "host_busbw", "device_us",
-             "dev_busbw", "ratio", "copies_us", "wrong");
+  fmt::print("# staging chunk: {}\n", chunk != nullptr && std::strcmp(chunk, "0") != 0 ? chunk : "8388608 (default)");
+  fmt::print("{:>12} {:>10} {:>10} {:>10} {:>10} {:>7} {:>10} {:>9} {:>6}\n", "bytes", "host_us", "cold_us",
+             "device_us", "dev_busbw", "ratio", "ratio_cold", "copies_us", "wrong");
   const auto port = free_port();
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
       try {
-        gpu::set_device(0);
+        if (device) gpu::set_device(0);
         ringmaster::Config c;
         c.rank = r;
         c.world_size = ranks;
@@ -110,10 +123,23 @@ int main(int argc, char** argv) {
         for (std::size_t bytes : sizes) {
           const std::size_t count = bytes / sizeof(float);
           std::vector<float> host(count, 1.0f);
+          std::vector<std::vector<float>> cold_buffers(std::clamp<std::size_t>((cold_bytes + bytes - 1) / bytes, 2, 64),
+                                                       std::vector<float>(count, 1.0f));
+          std::vector<std::vector<float>*> cold;
+          for (auto& b : cold_buffers)
+            cold.push_back(&b);
+          if (!device) {
+            const Medians m = time_calls(*comm, host.data(), cold, nullptr, count, iters);
+            if (r == 0)
+              fmt::print("{:>12} {:>10.1f} {:>10.1f} {:>10} {:>10} {:>7} {:>10} {:>9} {:>6}\n", bytes, m.host_us,
+                         m.cold_us, "-", "-", "-", "-", "-", "-");
+            continue;
+          }
           gpu::DeviceMemory dev(bytes);
           gpu::copy_async(dev.data(), host.data(), bytes, nullptr);  // any values: the check below resets
           gpu::synchronize(nullptr);
-          const auto [host_us, dev_us] = time_pairs(*comm, host.data(), dev.data(), count, iters);
+          const Medians m = time_calls(*comm, host.data(), cold, dev.data(), count, iters);
+          cold_buffers.clear();
           // The copies alone: to pinned memory and back, every rank at once.
           gpu::PinnedMemory pinned(bytes);
           gpu::Stream stream;
@@ -138,10 +164,10 @@ int main(int argc, char** argv) {
             wrong += v != static_cast<float>(ranks) ? 1 : 0;
           if (r == 0) {
             const double factor = 2.0 * (ranks - 1) / ranks;
-            const double host_bus = static_cast<double>(bytes) / host_us / 1e3 * factor;
-            const double dev_bus = static_cast<double>(bytes) / dev_us / 1e3 * factor;
-            fmt::print("{:>12} {:>11.1f} {:>11.2f} {:>11.1f} {:>11.2f} {:>8.2f} {:>9.1f} {:>6}\n", bytes, host_us,
-                       host_bus, dev_us, dev_bus, host_us / dev_us, copies_us, wrong);
+            const double dev_bus = static_cast<double>(bytes) / m.device_us / 1e3 * factor;
+            fmt::print("{:>12} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.2f} {:>7.2f} {:>10.2f} {:>9.1f} {:>6}\n", bytes,
+                       m.host_us, m.cold_us, m.device_us, dev_bus, m.host_us / m.device_us, m.cold_us / m.device_us,
+                       copies_us, wrong);
             std::fflush(stdout);
           }
           if (wrong != 0) ++failures;
