@@ -2,6 +2,7 @@
 // threads of this process on the current GPU: every collective's result,
 // in place and out of place, checked element by element after copying it
 // back. Without a usable device every test skips, saying why.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -29,6 +30,7 @@ class GpuCollectives : public testing::Test {
     if (!gpu::availability().usable) GTEST_SKIP() << "no CUDA device: " << gpu::availability().why;
   }
 
+ public:
   // Runs body(rank, communicator) on n ranks as threads; each failure is
   // reported with its rank.
   static void run_ranks(int n, const std::function<void(int, Communicator&)>& body, const CommOptions& options = {}) {
@@ -112,79 +114,96 @@ TEST_F(GpuCollectives, AllReduceInAndOutOfPlaceAtEverySize) {
   });
 }
 
-TEST_F(GpuCollectives, EveryCollectiveOnDeviceBuffers) {
-  const int n = 2;
+// Every collective, staged; and read on the GPU from the peers where
+// that path takes it (cuda_ipc: ranks as threads, 2 and 3 of them).
+void every_collective_on_device_buffers(int n, const CommOptions& options) {
   const std::size_t count = 70001;
-  run_ranks(n, [&](int r, Communicator& comm) {
-    const std::size_t all = count * n;
-    // all_gather, out of place and in place.
-    {
-      auto send = to_device(input(r, count));
-      gpu::DeviceMemory recv(all * sizeof(float));
-      comm.all_gather(send.data(), recv.data(), count, DataType::fp32).wait();
-      std::vector<float> want;
-      for (int q = 0; q < n; ++q) {
-        const auto block = input(q, count);
-        want.insert(want.end(), block.begin(), block.end());
-      }
-      EXPECT_EQ(first_wrong(to_host(recv, all), want), -1) << "all_gather";
-      std::vector<float> staged(all, -1.0f);
-      std::copy_n(input(r, count).begin(), count, staged.begin() + static_cast<long>(r * count));
-      auto inplace = to_device(staged);
-      auto* mine = static_cast<float*>(inplace.data()) + r * count;
-      comm.all_gather(mine, inplace.data(), count, DataType::fp32).wait();
-      EXPECT_EQ(first_wrong(to_host(inplace, all), want), -1) << "all_gather in place";
-    }
-    // reduce_scatter: rank r gets block r of the sum.
-    {
-      std::vector<float> in(all);
-      for (std::size_t i = 0; i < all; ++i)
-        in[i] = value(r, i);
-      auto send = to_device(in);
-      gpu::DeviceMemory recv(count * sizeof(float));
-      comm.reduce_scatter(send.data(), recv.data(), count, DataType::fp32, RedOp::sum).wait();
-      std::vector<float> want(count);
-      for (std::size_t i = 0; i < count; ++i)
-        for (int q = 0; q < n; ++q)
-          want[i] += value(q, static_cast<std::size_t>(r) * count + i);
-      EXPECT_EQ(first_wrong(to_host(recv, count), want), -1) << "reduce_scatter";
-    }
-    // broadcast from rank 1, in place; reduce to rank 0.
-    {
-      auto buf = to_device(r == 1 ? input(1, count) : std::vector<float>(count, 0.0f));
-      comm.broadcast(buf.data(), buf.data(), count, DataType::fp32, 1).wait();
-      EXPECT_EQ(first_wrong(to_host(buf, count), input(1, count)), -1) << "broadcast";
-      auto send = to_device(input(r, count));
-      gpu::DeviceMemory recv(count * sizeof(float));
-      comm.reduce(send.data(), recv.data(), count, DataType::fp32, RedOp::max, 0).wait();
-      if (r == 0) {
-        std::vector<float> want(count);
-        for (std::size_t i = 0; i < count; ++i)
-          want[i] = std::max(value(0, i), value(1, i));
-        EXPECT_EQ(first_wrong(to_host(recv, count), want), -1) << "reduce";
-      }
-    }
-    // all_to_all and sendrecv around the ring.
-    {
-      std::vector<float> in(all);
-      for (std::size_t i = 0; i < all; ++i)
-        in[i] = value(r, i);
-      auto send = to_device(in);
-      gpu::DeviceMemory recv(all * sizeof(float));
-      comm.all_to_all(send.data(), recv.data(), count, DataType::fp32).wait();
-      std::vector<float> want(all);
-      for (int q = 0; q < n; ++q)
-        for (std::size_t i = 0; i < count; ++i)
-          want[static_cast<std::size_t>(q) * count + i] = value(q, static_cast<std::size_t>(r) * count + i);
-      EXPECT_EQ(first_wrong(to_host(recv, all), want), -1) << "all_to_all";
+  GpuCollectives::run_ranks(
+      n,
+      [&](int r, Communicator& comm) {
+        const std::size_t all = count * n;
+        // all_gather, out of place and in place.
+        {
+          auto send = to_device(input(r, count));
+          gpu::DeviceMemory recv(all * sizeof(float));
+          comm.all_gather(send.data(), recv.data(), count, DataType::fp32).wait();
+          std::vector<float> want;
+          for (int q = 0; q < n; ++q) {
+            const auto block = input(q, count);
+            want.insert(want.end(), block.begin(), block.end());
+          }
+          EXPECT_EQ(first_wrong(to_host(recv, all), want), -1) << "all_gather";
+          std::vector<float> staged(all, -1.0f);
+          std::copy_n(input(r, count).begin(), count, staged.begin() + static_cast<long>(r * count));
+          auto inplace = to_device(staged);
+          auto* mine = static_cast<float*>(inplace.data()) + r * count;
+          comm.all_gather(mine, inplace.data(), count, DataType::fp32).wait();
+          EXPECT_EQ(first_wrong(to_host(inplace, all), want), -1) << "all_gather in place";
+        }
+        // reduce_scatter: rank r gets block r of the sum.
+        {
+          std::vector<float> in(all);
+          for (std::size_t i = 0; i < all; ++i)
+            in[i] = value(r, i);
+          auto send = to_device(in);
+          gpu::DeviceMemory recv(count * sizeof(float));
+          comm.reduce_scatter(send.data(), recv.data(), count, DataType::fp32, RedOp::sum).wait();
+          std::vector<float> want(count);
+          for (std::size_t i = 0; i < count; ++i)
+            for (int q = 0; q < n; ++q)
+              want[i] += value(q, static_cast<std::size_t>(r) * count + i);
+          EXPECT_EQ(first_wrong(to_host(recv, count), want), -1) << "reduce_scatter";
+        }
+        // broadcast from rank 1, in place; reduce to rank 0.
+        {
+          auto buf = to_device(r == 1 ? input(1, count) : std::vector<float>(count, 0.0f));
+          comm.broadcast(buf.data(), buf.data(), count, DataType::fp32, 1).wait();
+          EXPECT_EQ(first_wrong(to_host(buf, count), input(1, count)), -1) << "broadcast";
+          auto send = to_device(input(r, count));
+          gpu::DeviceMemory recv(count * sizeof(float));
+          comm.reduce(send.data(), recv.data(), count, DataType::fp32, RedOp::max, 0).wait();
+          if (r == 0) {
+            std::vector<float> want(count, -1.0f);
+            for (std::size_t i = 0; i < count; ++i)
+              for (int q = 0; q < n; ++q)
+                want[i] = std::max(want[i], value(q, i));
+            EXPECT_EQ(first_wrong(to_host(recv, count), want), -1) << "reduce";
+          }
+        }
+        // all_to_all and sendrecv around the ring.
+        {
+          std::vector<float> in(all);
+          for (std::size_t i = 0; i < all; ++i)
+            in[i] = value(r, i);
+          auto send = to_device(in);
+          gpu::DeviceMemory recv(all * sizeof(float));
+          comm.all_to_all(send.data(), recv.data(), count, DataType::fp32).wait();
+          std::vector<float> want(all);
+          for (int q = 0; q < n; ++q)
+            for (std::size_t i = 0; i < count; ++i)
+              want[static_cast<std::size_t>(q) * count + i] = value(q, static_cast<std::size_t>(r) * count + i);
+          EXPECT_EQ(first_wrong(to_host(recv, all), want), -1) << "all_to_all";
 
-      auto mine = to_device(input(r, count));
-      gpu::DeviceMemory theirs(count * sizeof(float));
-      comm.sendrecv(mine.data(), (r + 1) % n, theirs.data(), (r + n - 1) % n, count, DataType::fp32).wait();
-      EXPECT_EQ(first_wrong(to_host(theirs, count), input((r + n - 1) % n, count)), -1) << "sendrecv";
-      EXPECT_THROW(comm.send(mine.data(), count, DataType::fp32, (r + 1) % n), Error) << "a lone send of device memory";
-    }
-  });
+          auto mine = to_device(input(r, count));
+          gpu::DeviceMemory theirs(count * sizeof(float));
+          comm.sendrecv(mine.data(), (r + 1) % n, theirs.data(), (r + n - 1) % n, count, DataType::fp32).wait();
+          EXPECT_EQ(first_wrong(to_host(theirs, count), input((r + n - 1) % n, count)), -1) << "sendrecv";
+          EXPECT_THROW(comm.send(mine.data(), count, DataType::fp32, (r + 1) % n), Error)
+              << "a lone send of device memory";
+        }
+      },
+      options);
+}
+
+TEST_F(GpuCollectives, EveryCollectiveOnDeviceBuffers) {
+  every_collective_on_device_buffers(2, {});
+}
+
+TEST_F(GpuCollectives, EveryCollectiveOnTheGpuBetweenThreads) {
+  CommOptions options;
+  options.cuda_ipc = true;
+  every_collective_on_device_buffers(2, options);
+  every_collective_on_device_buffers(3, options);
 }
 
 // all_reduce read on the GPU from the peers (CommOptions::cuda_ipc), ranks
@@ -236,25 +255,65 @@ TEST_F(GpuCollectives, AllReduceOnTheGpuBetweenThreads) {
       options);
 }
 
-// The same between processes, through CUDA IPC: this program started again
-// as each rank (RINGMASTER_TEST_IPC_RANK), with the engine's INFO lines,
-// which name the path a call took.
+// all_reduce, all_gather, reduce_scatter, broadcast and reduce between
+// processes, through CUDA IPC: this program started again as each rank
+// (RINGMASTER_TEST_IPC_RANK), with the engine's INFO lines, which name the
+// path each collective took.
 int ipc_rank_main(int r, int n, std::uint16_t port) {
   try {
     gpu::set_device(0);
     CommOptions options;
     options.cuda_ipc = true;
     auto comm = Communicator::create(testing_support::rank_config(r, n, port), options);
+    auto check = [&](const char* what, std::size_t count, const std::vector<float>& got,
+                     const std::vector<float>& want) {
+      if (const long i = first_wrong(got, want); i >= 0) {
+        std::printf("rank %d: %s, count %zu: element %ld wrong\n", r, what, count, i);
+        return false;
+      }
+      return true;
+    };
     for (std::size_t count : {std::size_t{5}, (std::size_t{4} << 20) + 1}) {
       const std::vector<float> want = sum_of_inputs(n, count);
       auto send = to_device(input(r, count));
       gpu::DeviceMemory recv(count * sizeof(float));
       for (int again = 0; again < 2; ++again) {  // the second reuses the mappings
         comm->all_reduce(send.data(), recv.data(), count, DataType::fp32, RedOp::sum).wait();
-        if (const long i = first_wrong(to_host(recv, count), want); i >= 0) {
-          std::printf("rank %d: count %zu: element %ld wrong\n", r, count, i);
-          return 1;
-        }
+        if (!check("all_reduce", count, to_host(recv, count), want)) return 1;
+      }
+      // all_gather in place: every rank's block lands in every rank's buffer.
+      const std::size_t all = count * static_cast<std::size_t>(n);
+      std::vector<float> gathered;
+      for (int q = 0; q < n; ++q) {
+        const auto block = input(q, count);
+        gathered.insert(gathered.end(), block.begin(), block.end());
+      }
+      std::vector<float> mine_only(all, -1.0f);
+      std::copy_n(input(r, count).begin(), count,
+                  mine_only.begin() + static_cast<long>(static_cast<std::size_t>(r) * count));
+      auto both = to_device(mine_only);
+      comm->all_gather(static_cast<float*>(both.data()) + static_cast<std::size_t>(r) * count, both.data(), count,
+                       DataType::fp32)
+          .wait();
+      if (!check("all_gather", count, to_host(both, all), gathered)) return 1;
+      // reduce_scatter of the gathered blocks: block r of their sum.
+      gpu::DeviceMemory block(count * sizeof(float));
+      comm->reduce_scatter(both.data(), block.data(), count, DataType::fp32, RedOp::sum).wait();
+      std::vector<float> scattered(count);
+      for (std::size_t i = 0; i < count; ++i)
+        scattered[i] = static_cast<float>(n) * gathered[static_cast<std::size_t>(r) * count + i];
+      if (!check("reduce_scatter", count, to_host(block, count), scattered)) return 1;
+      // broadcast from the last rank, in place; reduce (max) to rank 0.
+      auto root_block = to_device(r == n - 1 ? input(n - 1, count) : std::vector<float>(count, 0.0f));
+      comm->broadcast(root_block.data(), root_block.data(), count, DataType::fp32, n - 1).wait();
+      if (!check("broadcast", count, to_host(root_block, count), input(n - 1, count))) return 1;
+      comm->reduce(send.data(), recv.data(), count, DataType::fp32, RedOp::max, 0).wait();
+      if (r == 0) {
+        std::vector<float> most(count, -1.0f);
+        for (std::size_t i = 0; i < count; ++i)
+          for (int q = 0; q < n; ++q)
+            most[i] = std::max(most[i], value(q, i));
+        if (!check("reduce", count, to_host(recv, count), most)) return 1;
       }
     }
     std::printf("rank %d: every element right\n", r);
@@ -273,7 +332,7 @@ int ipc_rank_main(int r, int n, std::uint16_t port) {
                           static_cast<std::uint16_t>(std::atoi(std::getenv("RINGMASTER_TEST_IPC_PORT")))));
 }();
 
-TEST_F(GpuCollectives, AllReduceOnTheGpuBetweenProcesses) {
+TEST_F(GpuCollectives, CollectivesOnTheGpuBetweenProcesses) {
   const int n = 2;
   const std::string port = std::to_string(testing_support::free_port());
   std::vector<testing_support::ChildProcess> ranks;
@@ -291,9 +350,13 @@ TEST_F(GpuCollectives, AllReduceOnTheGpuBetweenProcesses) {
     child.finish();
     EXPECT_EQ(child.exit_code(), 0) << child.output;
     EXPECT_NE(child.output.find("every element right"), std::string::npos) << child.output;
-    EXPECT_NE(child.output.find("read on the GPU from the peers (0 in this process, 1 through CUDA IPC)"),
-              std::string::npos)
-        << child.output;
+    for (const char* what : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"}) {
+      EXPECT_NE(
+          child.output.find(fmt::format(
+              "{} of device buffers: read on the GPU from the peers (0 in this process, 1 through CUDA IPC)", what)),
+          std::string::npos)
+          << what << ": " << child.output;
+    }
   }
 }
 

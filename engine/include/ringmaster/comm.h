@@ -213,8 +213,9 @@ struct CommOptions {
   // complete (wait() reports a failure). Every device buffer of the
   // communicator is on the device current at its first such call.
   void* cuda_stream = nullptr;
-  // Overrides RINGMASTER_CUDA_IPC: all_reduce of device buffers between
-  // ranks of one host reads the peers' buffers on the GPU (their pointers
+  // Overrides RINGMASTER_CUDA_IPC: all_reduce, all_gather,
+  // reduce_scatter, broadcast and reduce of device buffers between ranks
+  // of one host read the peers' buffers on the GPU (their pointers
   // when they share this process, CUDA IPC when they do not) instead of
   // staging them through host memory. Taken only when every rank asks for
   // it and every rank can map every peer's buffers; the call falls back

@@ -78,8 +78,9 @@ namespace ringmaster {
     "all_reduce of CUDA device buffers moves through host memory in chunks of this many bytes, each its own "    \
     "host all_reduce (the same on every rank)")                                                                  \
   X(CudaIpc, "RINGMASTER_CUDA_IPC", "0",                                                                         \
-    "1: all_reduce of CUDA device buffers between ranks of one host reads the peers' buffers on the GPU "        \
-    "(their pointers in one process, CUDA IPC between processes) instead of staging through host memory; "       \
+    "1: all_reduce, all_gather, reduce_scatter, broadcast and reduce of CUDA device buffers between ranks of "   \
+    "one host read the peers' buffers on the GPU (their pointers in one process, CUDA IPC between processes) "   \
+    "instead of staging through host memory; "                                                                   \
     "0: staged (every rank must ask for it)")                                                                    \
   X(PairBytes, "RINGMASTER_PAIR_BYTES", "16384",                                                                 \
     "2-rank all_reduce up to this many bytes exchanges whole inputs in one step instead of the ring's two "      \

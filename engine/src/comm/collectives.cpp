@@ -88,6 +88,7 @@ Request Communicator::all_reduce(const void* send, void* recv, std::size_t count
 
 Request Communicator::all_gather(const void* send, void* recv, std::size_t count, DataType type) {
   if (impl_->on_device(send, recv)) {
+    if (auto done = impl_->peer_all_gather(*this, send, recv, count, type)) return std::move(*done);
     const std::size_t block = count * size_of(type);
     return impl_->staged(send, block, recv, block * static_cast<std::size_t>(impl_->nranks),
                          [=, this](const void* s, void* r) { return all_gather(s, r, count, type); });
@@ -108,6 +109,7 @@ Request Communicator::all_gather(const void* send, void* recv, std::size_t count
 
 Request Communicator::reduce_scatter(const void* send, void* recv, std::size_t count, DataType type, RedOp op) {
   if (impl_->on_device(send, recv)) {
+    if (auto done = impl_->peer_reduce_scatter(*this, send, recv, count, type, op)) return std::move(*done);
     const std::size_t block = count * size_of(type);
     return impl_->staged(send, block * static_cast<std::size_t>(impl_->nranks), recv, block,
                          [=, this](const void* s, void* r) { return reduce_scatter(s, r, count, type, op); });
@@ -141,6 +143,7 @@ Request Communicator::reduce_scatter(const void* send, void* recv, std::size_t c
 Request Communicator::broadcast(const void* send, void* recv, std::size_t count, DataType type, int root) {
   if (impl_->on_device(send, recv)) {
     check_root(root, impl_->nranks);
+    if (auto done = impl_->peer_broadcast(*this, send, recv, count, type, root)) return std::move(*done);
     const std::size_t block = count * size_of(type);
     return impl_->staged(send, impl_->rank == root ? block : 0, recv, block,
                          [=, this](const void* s, void* r) { return broadcast(s, r, count, type, root); });
@@ -167,6 +170,7 @@ Request Communicator::broadcast(const void* send, void* recv, std::size_t count,
 Request Communicator::reduce(const void* send, void* recv, std::size_t count, DataType type, RedOp op, int root) {
   if (impl_->on_device(send, recv)) {
     check_root(root, impl_->nranks);
+    if (auto done = impl_->peer_reduce(*this, send, recv, count, type, op, root)) return std::move(*done);
     const std::size_t block = count * size_of(type);
     return impl_->staged(send, block, recv, impl_->rank == root ? block : 0,
                          [=, this](const void* s, void* r) { return reduce(s, r, count, type, op, root); });

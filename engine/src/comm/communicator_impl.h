@@ -17,11 +17,13 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -136,7 +138,7 @@ struct Communicator::Impl {
   // (docs/gpu.md).
   std::size_t stage_chunk = std::size_t{8} << 20;
   std::unique_ptr<comm::DeviceStaging> staging;
-  // RINGMASTER_CUDA_IPC as the ranks agreed (peer_all_reduce).
+  // RINGMASTER_CUDA_IPC as the ranks agreed (peer_view and its callers).
   bool cuda_ipc = false;
 
   ~Impl();
@@ -269,12 +271,37 @@ struct Communicator::Impl {
   // while later chunks are still being reduced.
   Request staged_all_reduce(Communicator& comm, const void* send, void* recv, std::size_t count, DataType type,
                             RedOp op);
-  // all_reduce of device buffers on the GPU between ranks of one host
-  // (cuda_ipc): each rank reduces its slice reading every rank's send
-  // buffer where it is, then copies the others' slices. Nothing when the
-  // ranks cannot all map each other's buffers (the caller stages).
+  // Collectives of device buffers on the GPU between ranks of one host
+  // (cuda_ipc): each rank reads the others' buffers where they are.
+  // Nothing when the ranks cannot all map each other's buffers (the
+  // caller stages); avg is always staged.
   std::optional<Request> peer_all_reduce(Communicator& comm, const void* send, void* recv, std::size_t count,
                                          DataType type, RedOp op);
+  std::optional<Request> peer_all_gather(Communicator& comm, const void* send, void* recv, std::size_t count,
+                                         DataType type);
+  std::optional<Request> peer_reduce_scatter(Communicator& comm, const void* send, void* recv, std::size_t count,
+                                             DataType type, RedOp op);
+  std::optional<Request> peer_broadcast(Communicator& comm, const void* send, void* recv, std::size_t count,
+                                        DataType type, int root);
+  std::optional<Request> peer_reduce(Communicator& comm, const void* send, void* recv, std::size_t count, DataType type,
+                                     RedOp op, int root);
+  // Every rank's buffers of a call, addressable here (null where a rank
+  // does not use that buffer; peers' recv only when `reads_peers_recv`).
+  struct PeerView {
+    std::vector<const std::byte*> sends;
+    std::vector<std::byte*> recvs;
+  };
+  // The ranks swap their buffers' addresses and CUDA IPC handles (a host
+  // all_gather) after waiting for cuda_stream, map the peers' and agree
+  // that every rank could; nothing when one could not (logged once per
+  // collective with why). Every rank must call it with the same `what`.
+  std::optional<PeerView> peer_view(Communicator& comm, std::string_view what, const void* send, std::size_t send_bytes,
+                                    void* recv, std::size_t recv_bytes, bool reads_peers_recv);
+  // Runs each phase's work on `stream`, waits for it, then a barrier of
+  // all ranks, so no rank goes on while a peer still reads its buffers. A
+  // rank whose phase failed skips its later phases but joins every
+  // barrier, so none waits in vain; the first failure is rethrown.
+  void peer_phases(Communicator& comm, std::initializer_list<std::function<void(void* stream)>> phases);
 
   algo::Context context(Channel& c) {
     return algo::Context{c.link, rank, nranks, c.scratch, &ring_orders[static_cast<std::size_t>(c.index)]};

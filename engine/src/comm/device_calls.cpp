@@ -2,14 +2,16 @@
 // and run by the host collectives (CommOptions::cuda_stream says what a
 // caller can rely on). all_reduce is pipelined in chunks: the copies to
 // the host, the host all_reduce of each chunk and the copies back overlap.
-// With CommOptions::cuda_ipc, all_reduce between ranks of one host stays
-// on the GPU: each rank reads the others' buffers where they are.
+// With CommOptions::cuda_ipc, all_reduce, all_gather, reduce_scatter,
+// broadcast and reduce between ranks of one host stay on the GPU: each
+// rank reads the others' buffers where they are.
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -81,138 +83,279 @@ std::uint64_t this_process() {
 
 }  // namespace
 
-std::optional<Request> Communicator::Impl::peer_all_reduce(Communicator& comm, const void* send, void* recv,
-                                                           std::size_t count, DataType type, RedOp op) {
-  // The same on every rank (agreed settings, the call's arguments), so
-  // all take this path or none: avg's scaling is left to the staged path.
-  if (!cuda_ipc || nranks < 2 || count == 0 || op == RedOp::avg) return std::nullopt;
-  std::optional<Request> done;
-  const Status status = status_of([&] {
-    if (!staging) staging = std::make_unique<comm::DeviceStaging>();
-    ++staging->peer_calls;
-    const std::size_t es = size_of(type);
-    const std::size_t bytes = count * es;
-    const auto* s = static_cast<const std::byte*>(send);
-    auto* r = static_cast<std::byte*>(recv);
+std::optional<Communicator::Impl::PeerView> Communicator::Impl::peer_view(Communicator& comm, std::string_view what,
+                                                                          const void* send, std::size_t send_bytes,
+                                                                          void* recv, std::size_t recv_bytes,
+                                                                          bool reads_peers_recv) {
+  if (!staging) staging = std::make_unique<comm::DeviceStaging>();
+  ++staging->peer_calls;
+  if (send_bytes == 0) send = nullptr;
+  if (recv_bytes == 0) recv = nullptr;
 
-    PeerRecord mine;
-    mine.process = this_process();
-    const int device = gpu::device_of(send);
-    mine.device = device >= 0 && gpu::device_of(recv) == device ? device : -1;
-    mine.send = reinterpret_cast<std::uintptr_t>(send);
-    mine.recv = reinterpret_cast<std::uintptr_t>(recv);
-    std::string why_not;  // this rank's reason to stage, for the log
-    if (mine.device < 0) why_not = "send and recv are not both on one device";
+  PeerRecord mine;
+  mine.process = this_process();
+  mine.send = reinterpret_cast<std::uintptr_t>(send);
+  mine.recv = reinterpret_cast<std::uintptr_t>(recv);
+  std::string why_not;  // this rank's reason to stage, for the log
+  {
+    const int s_dev = send != nullptr ? gpu::device_of(send) : -2;
+    const int r_dev = recv != nullptr ? gpu::device_of(recv) : -2;
+    const int device = s_dev == -2 ? r_dev : s_dev;
+    mine.device = device >= 0 && (r_dev == -2 || r_dev == device) ? device : -1;
+  }
+  if (mine.device < 0) why_not = "the buffers are not all on one device";
+  try {
+    if (send != nullptr) {
+      const gpu::IpcHandle h = gpu::export_memory(send);
+      mine.send_handle = h.bytes;
+      mine.send_offset = h.offset;
+    }
+    if (recv != nullptr) {
+      const gpu::IpcHandle h = gpu::export_memory(recv);
+      mine.recv_handle = h.bytes;
+      mine.recv_offset = h.offset;
+    }
+    mine.exported = 1;
+  } catch (const Error& e) {
+    mine.exported = 0;  // peers in this process still read them
+    if (why_not.empty()) why_not = e.status().message();
+  }
+  // The work that wrote send comes first: once the records are all in,
+  // every rank's send is ready to read.
+  gpu::synchronize(cuda_stream);
+  std::vector<PeerRecord> all(static_cast<std::size_t>(nranks));
+  comm.all_gather(&mine, all.data(), sizeof mine, DataType::uint8).wait();
+
+  // Where each rank's buffers are from here.
+  PeerView view;
+  view.sends.resize(all.size());
+  view.recvs.resize(all.size());
+  int in_process = 0;
+  int reachable = mine.device >= 0 ? 1 : 0;
+  for (std::size_t q = 0; q < all.size() && reachable; ++q) {
+    const PeerRecord& p = all[q];
+    if (p.device < 0 || !gpu::can_access_peer(mine.device, p.device)) {
+      if (why_not.empty())
+        why_not = fmt::format("rank {}'s device {} cannot be reached from device {}", q, p.device, mine.device);
+      reachable = 0;
+      break;
+    }
+    const bool wanted_recv = p.recv != 0 && (reads_peers_recv || q == static_cast<std::size_t>(rank));
+    if (p.process == mine.process) {
+      if (p.device != mine.device) gpu::enable_peer_access(p.device);
+      view.sends[q] = reinterpret_cast<const std::byte*>(p.send);
+      if (wanted_recv) view.recvs[q] = reinterpret_cast<std::byte*>(p.recv);
+      in_process += static_cast<int>(q != static_cast<std::size_t>(rank));
+      continue;
+    }
+    if (!p.exported) {
+      why_not = fmt::format("rank {}'s buffers have no CUDA IPC handle", q);
+      reachable = 0;
+      break;
+    }
     try {
-      const gpu::IpcHandle sh = gpu::export_memory(send), rh = gpu::export_memory(recv);
-      mine.send_handle = sh.bytes;
-      mine.send_offset = sh.offset;
-      mine.recv_handle = rh.bytes;
-      mine.recv_offset = rh.offset;
-      mine.exported = 1;
+      if (p.send != 0) view.sends[q] = static_cast<const std::byte*>(staging->map(p.send_handle)) + p.send_offset;
+      if (wanted_recv) view.recvs[q] = static_cast<std::byte*>(staging->map(p.recv_handle)) + p.recv_offset;
     } catch (const Error& e) {
-      mine.exported = 0;  // peers in this process still read them
-      if (why_not.empty()) why_not = e.status().message();
+      why_not = fmt::format("rank {}'s buffers: {}", q, e.status().message());
+      reachable = 0;
     }
-    // The work that wrote send comes first: once the records are all in,
-    // every rank's send is ready to read.
-    gpu::synchronize(cuda_stream);
-    std::vector<PeerRecord> all(static_cast<std::size_t>(nranks));
-    comm.all_gather(&mine, all.data(), sizeof mine, DataType::uint8).wait();
+  }
+  int everyone = 0;
+  comm.all_reduce(&reachable, &everyone, 1, DataType::int32, RedOp::min).wait();
+  const std::string path = everyone ? fmt::format(
+                                          "read on the GPU from the peers ({} in this process, {} through "
+                                          "CUDA IPC)",
+                                          in_process, nranks - 1 - in_process)
+                                    : "staged through host memory: " +
+                                          (why_not.empty() ? std::string("a peer cannot map this rank's") : why_not);
+  std::string& said = staging->peer_path_said[std::string(what)];
+  if (path != said) {
+    RM_INFO(coll, "{} of device buffers: {}", what, path);
+    said = path;
+  }
+  if (!everyone) return std::nullopt;
+  return view;
+}
 
-    // Where each rank's buffers are from here.
-    std::vector<const std::byte*> sends(all.size());
-    std::vector<const std::byte*> recvs(all.size());
-    int in_process = 0;
-    int reachable = mine.device >= 0 ? 1 : 0;
-    for (std::size_t q = 0; q < all.size() && reachable; ++q) {
-      const PeerRecord& p = all[q];
-      if (p.device < 0 || !gpu::can_access_peer(mine.device, p.device)) {
-        if (why_not.empty())
-          why_not = fmt::format("rank {}'s device {} cannot be reached from device {}", q, p.device, mine.device);
-        reachable = 0;
-        break;
-      }
-      if (p.process == mine.process) {
-        if (p.device != mine.device) gpu::enable_peer_access(p.device);
-        sends[q] = reinterpret_cast<const std::byte*>(p.send);
-        recvs[q] = reinterpret_cast<const std::byte*>(p.recv);
-        in_process += static_cast<int>(q != static_cast<std::size_t>(rank));
-        continue;
-      }
-      if (!p.exported) {
-        why_not = fmt::format("rank {}'s buffers have no CUDA IPC handle", q);
-        reachable = 0;
-        break;
-      }
-      try {
-        sends[q] = static_cast<const std::byte*>(staging->map(p.send_handle)) + p.send_offset;
-        recvs[q] = static_cast<const std::byte*>(staging->map(p.recv_handle)) + p.recv_offset;
-      } catch (const Error& e) {
-        why_not = fmt::format("rank {}'s buffers: {}", q, e.status().message());
-        reachable = 0;
-      }
-    }
-    int everyone = 0;
-    comm.all_reduce(&reachable, &everyone, 1, DataType::int32, RedOp::min).wait();
-    const std::string path = everyone ? fmt::format(
-                                            "read on the GPU from the peers ({} in this process, {} through "
-                                            "CUDA IPC)",
-                                            in_process, nranks - 1 - in_process)
-                                      : "staged through host memory: " +
-                                            (why_not.empty() ? std::string("a peer cannot map this rank's") : why_not);
-    if (path != staging->peer_path_said) {
-      RM_INFO(coll, "all_reduce of device buffers: {}", path);
-      staging->peer_path_said = path;
-    }
-    if (!everyone) return;
-
-    // Rank q reduces slice q (16-byte multiples, so the vector loads stay
-    // aligned), starting from its own send: in place, its send is read
-    // only by that first kernel before the slice is overwritten. One rank
-    // computes each slice, so every rank ends with the same bits.
-    const std::size_t n = all.size();
-    const std::size_t unit = std::max<std::size_t>(16 / es, 1);
-    const std::size_t per = ((count + n - 1) / n + unit - 1) / unit * unit;
-    auto slice = [&](std::size_t q) {
-      const std::size_t first = std::min(count, q * per);
-      return std::pair{first * es, (std::min(count, first + per) - first)};
-    };
-    void* stream = staging->to_device.get();
-    std::optional<Error> failed;
-    try {
-      const auto [at, elements] = slice(static_cast<std::size_t>(rank));
-      for (std::size_t step = 1; step < n && elements > 0; ++step) {
-        const std::size_t q = (static_cast<std::size_t>(rank) + step) % n;
-        gpu::reduce(r + at, (step == 1 ? s : r) + at, sends[q] + at, elements, type, op, stream);
-      }
-      staging->to_device.synchronize();
-    } catch (const Error& e) {
-      failed = e;
-    }
-    // Every slice reduced: copy the others' (each rank still takes part in
-    // both barriers after a failure, so none waits for it in vain).
-    comm.barrier().wait();
+void Communicator::Impl::peer_phases(Communicator& comm, std::initializer_list<std::function<void(void*)>> phases) {
+  void* stream = staging->to_device.get();
+  std::optional<Error> failed;
+  for (const auto& phase : phases) {
     try {
       if (!failed) {
-        for (std::size_t q = 0; q < n; ++q) {
-          const auto [at, elements] = slice(q);
-          if (q != static_cast<std::size_t>(rank)) gpu::copy_async(r + at, recvs[q] + at, elements * es, stream);
-        }
+        phase(stream);
         staging->to_device.synchronize();
       }
     } catch (const Error& e) {
       failed = e;
     }
-    // No rank returns, and lets its caller reuse the buffers, while a peer
-    // may still be reading them.
     comm.barrier().wait();
+  }
+  if (failed) throw *failed;
+}
+
+namespace {
+
+// The element range [first, first + elements) that rank q of n computes
+// of `count`: 16-byte multiples, so the vector loads stay aligned.
+struct Slice {
+  std::size_t at = 0;  // bytes
+  std::size_t elements = 0;
+};
+Slice slice_of(std::size_t q, std::size_t n, std::size_t count, std::size_t es) {
+  const std::size_t unit = std::max<std::size_t>(16 / es, 1);
+  const std::size_t per = ((count + n - 1) / n + unit - 1) / unit * unit;
+  const std::size_t first = std::min(count, q * per);
+  return {first * es, std::min(count, first + per) - first};
+}
+
+}  // namespace
+
+std::optional<Request> Communicator::Impl::peer_all_reduce(Communicator& comm, const void* send, void* recv,
+                                                           std::size_t count, DataType type, RedOp op) {
+  // The same on every rank (agreed settings, the call's arguments), so
+  // all take this path or none: avg's scaling is left to the staged path.
+  if (!cuda_ipc || nranks < 2 || count == 0 || op == RedOp::avg) return std::nullopt;
+  const std::size_t es = size_of(type);
+  const std::size_t bytes = count * es;
+  bool took = false;
+  const Status status = status_of([&] {
+    const auto view = peer_view(comm, "all_reduce", send, bytes, recv, bytes, /*reads_peers_recv=*/true);
+    if (!view) return;
+    took = true;
+    // Rank q reduces slice q, starting from its own send: in place, its
+    // send is read only by that first kernel before the slice is
+    // overwritten. One rank computes each slice, so every rank ends with
+    // the same bits. Then each copies the others' slices.
+    const std::size_t n = view->sends.size();
+    const auto me = static_cast<std::size_t>(rank);
+    auto* r = static_cast<std::byte*>(recv);
+    const auto* s = static_cast<const std::byte*>(send);
+    peer_phases(comm, {[&](void* stream) {
+                         const Slice mine = slice_of(me, n, count, es);
+                         for (std::size_t step = 1; step < n && mine.elements > 0; ++step) {
+                           const std::size_t q = (me + step) % n;
+                           gpu::reduce(r + mine.at, (step == 1 ? s : r) + mine.at, view->sends[q] + mine.at,
+                                       mine.elements, type, op, stream);
+                         }
+                       },
+                       [&](void* stream) {
+                         for (std::size_t q = 0; q < n; ++q) {
+                           const Slice theirs = slice_of(q, n, count, es);
+                           if (q != me && theirs.elements > 0)
+                             gpu::copy_async(r + theirs.at, view->recvs[q] + theirs.at, theirs.elements * es, stream);
+                         }
+                       }});
     RM_TRACE(coll, "all_reduce of {} device bytes on the GPU across {} ranks", bytes, n);
-    if (failed) throw *failed;
-    done = completed({});
   });
-  if (!status.ok()) return completed(status);
-  return done;
+  if (!took && status.ok()) return std::nullopt;
+  return completed(status);
+}
+
+std::optional<Request> Communicator::Impl::peer_all_gather(Communicator& comm, const void* send, void* recv,
+                                                           std::size_t count, DataType type) {
+  if (!cuda_ipc || nranks < 2 || count == 0) return std::nullopt;
+  const std::size_t block = count * size_of(type);
+  bool took = false;
+  const Status status = status_of([&] {
+    const auto view = peer_view(comm, "all_gather", send, block, recv, block * static_cast<std::size_t>(nranks),
+                                /*reads_peers_recv=*/false);
+    if (!view) return;
+    took = true;
+    // Each rank copies every rank's block into its own recv; in place, its
+    // own block is already there (and is what the others read).
+    auto* r = static_cast<std::byte*>(recv);
+    peer_phases(comm, {[&](void* stream) {
+                  for (std::size_t q = 0; q < view->sends.size(); ++q) {
+                    std::byte* to = r + q * block;
+                    if (to != view->sends[q]) gpu::copy_async(to, view->sends[q], block, stream);
+                  }
+                }});
+  });
+  if (!took && status.ok()) return std::nullopt;
+  return completed(status);
+}
+
+std::optional<Request> Communicator::Impl::peer_reduce_scatter(Communicator& comm, const void* send, void* recv,
+                                                               std::size_t count, DataType type, RedOp op) {
+  if (!cuda_ipc || nranks < 2 || count == 0 || op == RedOp::avg) return std::nullopt;
+  const std::size_t block = count * size_of(type);
+  bool took = false;
+  const Status status = status_of([&] {
+    const auto view = peer_view(comm, "reduce_scatter", send, block * static_cast<std::size_t>(nranks), recv, block,
+                                /*reads_peers_recv=*/false);
+    if (!view) return;
+    took = true;
+    // Rank r reduces block r of every rank's send into its recv, starting
+    // from its own: in place (recv is block r of its send) that block is
+    // read by the first kernel only, and no other rank reads it.
+    const std::size_t n = view->sends.size();
+    const auto me = static_cast<std::size_t>(rank);
+    const std::size_t at = me * block;
+    auto* r = static_cast<std::byte*>(recv);
+    peer_phases(comm, {[&](void* stream) {
+                  for (std::size_t step = 1; step < n; ++step) {
+                    const std::size_t q = (me + step) % n;
+                    gpu::reduce(r, step == 1 ? view->sends[me] + at : r, view->sends[q] + at, count, type, op, stream);
+                  }
+                }});
+  });
+  if (!took && status.ok()) return std::nullopt;
+  return completed(status);
+}
+
+std::optional<Request> Communicator::Impl::peer_broadcast(Communicator& comm, const void* send, void* recv,
+                                                          std::size_t count, DataType type, int root) {
+  if (!cuda_ipc || nranks < 2 || count == 0) return std::nullopt;
+  const std::size_t block = count * size_of(type);
+  bool took = false;
+  const Status status = status_of([&] {
+    const auto view = peer_view(comm, "broadcast", send, rank == root ? block : 0, recv, block,
+                                /*reads_peers_recv=*/false);
+    if (!view) return;
+    took = true;
+    auto* r = static_cast<std::byte*>(recv);
+    const std::byte* from = view->sends[static_cast<std::size_t>(root)];
+    peer_phases(comm, {[&](void* stream) {
+                  if (r != from) gpu::copy_async(r, from, block, stream);
+                }});
+  });
+  if (!took && status.ok()) return std::nullopt;
+  return completed(status);
+}
+
+std::optional<Request> Communicator::Impl::peer_reduce(Communicator& comm, const void* send, void* recv,
+                                                       std::size_t count, DataType type, RedOp op, int root) {
+  if (!cuda_ipc || nranks < 2 || count == 0 || op == RedOp::avg) return std::nullopt;
+  const std::size_t es = size_of(type);
+  const std::size_t bytes = count * es;
+  bool took = false;
+  const Status status = status_of([&] {
+    const auto view = peer_view(comm, "reduce", send, bytes, recv, rank == root ? bytes : 0,
+                                /*reads_peers_recv=*/true);
+    if (!view) return;
+    took = true;
+    // Rank q reduces slice q into the root's recv, starting from the
+    // root's send: in place there, that slice is read by the first kernel
+    // before it is written.
+    const std::size_t n = view->sends.size();
+    const auto me = static_cast<std::size_t>(rank);
+    const auto top = static_cast<std::size_t>(root);
+    std::byte* out = view->recvs[top];
+    peer_phases(comm, {[&](void* stream) {
+                  const Slice mine = slice_of(me, n, count, es);
+                  bool first = true;
+                  for (std::size_t step = 1; step < n && mine.elements > 0; ++step) {
+                    const std::size_t q = (top + step) % n;
+                    gpu::reduce(out + mine.at, (first ? view->sends[top] : out) + mine.at, view->sends[q] + mine.at,
+                                mine.elements, type, op, stream);
+                    first = false;
+                  }
+                }});
+  });
+  if (!took && status.ok()) return std::nullopt;
+  return completed(status);
 }
 
 Request Communicator::Impl::staged(const void* send, std::size_t send_bytes, void* recv, std::size_t recv_bytes,

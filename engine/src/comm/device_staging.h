@@ -48,7 +48,7 @@ struct DeviceStaging {
   };
   std::map<std::array<unsigned char, 64>, Mapped> mapped;
   std::uint64_t peer_calls = 0;
-  std::string peer_path_said;  // what the log said last about the path taken
+  std::map<std::string, std::string> peer_path_said;  // per collective: what the log said last about its path
 
   // The base of a peer's allocation in this process, mapped at first use.
   void* map(const std::array<unsigned char, 64>& handle) {
