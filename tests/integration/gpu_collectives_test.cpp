@@ -142,10 +142,7 @@ void every_collective_on_device_buffers(int n, const CommOptions& options) {
         }
         // reduce_scatter: rank r gets block r of the sum.
         {
-          std::vector<float> in(all);
-          for (std::size_t i = 0; i < all; ++i)
-            in[i] = value(r, i);
-          auto send = to_device(in);
+          auto send = to_device(input(r, all));
           gpu::DeviceMemory recv(count * sizeof(float));
           comm.reduce_scatter(send.data(), recv.data(), count, DataType::fp32, RedOp::sum).wait();
           std::vector<float> want(count);
@@ -172,10 +169,7 @@ void every_collective_on_device_buffers(int n, const CommOptions& options) {
         }
         // all_to_all and sendrecv around the ring.
         {
-          std::vector<float> in(all);
-          for (std::size_t i = 0; i < all; ++i)
-            in[i] = value(r, i);
-          auto send = to_device(in);
+          auto send = to_device(input(r, all));
           gpu::DeviceMemory recv(all * sizeof(float));
           comm.all_to_all(send.data(), recv.data(), count, DataType::fp32).wait();
           std::vector<float> want(all);
