@@ -182,16 +182,28 @@ json perf_spec(std::string min, std::string max, int iters) {
           {"dtype", "float"},           {"op", "sum"}};
 }
 
-// A run of one rank (rank 0, the store here) of an 8-byte all_reduce.
-json one_rank_run(const std::string& id, json env = json::object()) {
+// A perf run of `ranks` of `world_size` on this host, the store at
+// `master_port` (0: this agent starts one).
+json perf_run(const std::string& id, int world_size, std::vector<int> ranks, json perf, int master_port = 0) {
   return {{"type", "run"},
           {"run_id", id},
-          {"world_size", 1},
-          {"ranks", {0}},
+          {"world_size", world_size},
+          {"ranks", ranks},
           {"master_addr", "127.0.0.1"},
-          {"master_port", 0},
-          {"env", env},
-          {"perf", perf_spec("8", "8", 1)}};
+          {"master_port", master_port},
+          {"perf", std::move(perf)}};
+}
+
+// A run of one rank (rank 0, the store here) of an 8-byte all_reduce.
+json one_rank_run(const std::string& id, json env = json::object()) {
+  json run = perf_run(id, 1, {0}, perf_spec("8", "8", 1));
+  run["env"] = std::move(env);
+  return run;
+}
+
+json with_timeouts(json run, json timeouts) {
+  run["timeouts"] = std::move(timeouts);
+  return run;
 }
 
 std::set<std::string> keys_of(const json& j, const std::string& prefix = "") {
@@ -421,13 +433,7 @@ TEST(Agent, FourRanksAcrossTwoAgentsStreamEverything) {
 
   ca->call({{"type", "subscribe"}});
   cb->call({{"type", "subscribe"}});
-  json run = {{"type", "run"},
-              {"run_id", "sweep"},
-              {"world_size", 4},
-              {"ranks", {0, 1}},
-              {"master_addr", "127.0.0.1"},
-              {"master_port", 0},
-              {"perf", perf_spec("1M", "16M", 10)}};
+  json run = perf_run("sweep", 4, {0, 1}, perf_spec("1M", "16M", 10));
   const json started = ca->call(run);
   ASSERT_GT(started["master_port"].get<int>(), 0);
   run["ranks"] = {2, 3};
@@ -1015,13 +1021,7 @@ TEST(Agent, CancelDeclaredTopologyAndShutdown) {
   EXPECT_NE(inventory["topology_summary"].get<std::string>().find("8 GPUs, 4 NICs"), std::string::npos);
 
   client->call({{"type", "subscribe"}});
-  client->call({{"type", "run"},
-                {"run_id", "long"},
-                {"world_size", 2},
-                {"ranks", {0, 1}},
-                {"master_addr", "127.0.0.1"},
-                {"master_port", 0},
-                {"perf", perf_spec("4M", "4M", 100000)}});
+  client->call(perf_run("long", 2, {0, 1}, perf_spec("4M", "4M", 100000)));
   EXPECT_EQ(client->call({{"type", "inventory"}})["runs"].size(), 1u);
   const auto cancelled_at = std::chrono::steady_clock::now();
   client->call({{"type", "cancel"}, {"run_id", "long"}});
@@ -1119,13 +1119,7 @@ TEST(Agent, PrometheusMetricsAfterRuns) {
   Inbox inbox;
   auto client = agent::AgentClient::connect(a.options(), inbox.handler());
   client->call({{"type", "subscribe"}});
-  json run = {{"type", "run"},
-              {"run_id", "measured"},
-              {"world_size", 2},
-              {"ranks", {0, 1}},
-              {"master_addr", "127.0.0.1"},
-              {"master_port", 0},
-              {"perf", perf_spec("1M", "1M", 3)}};
+  json run = perf_run("measured", 2, {0, 1}, perf_spec("1M", "1M", 3));
   client->call(run);
   inbox.run_events("measured", 1, 60s);
   // A run whose second rank never comes: rank 0 fails at STORE_BARRIER.
@@ -1261,14 +1255,7 @@ TEST(Agent, KilledRankIsReportedAndTheNextRunWorks) {
   Inbox inbox;
   auto client = agent::AgentClient::connect(a.options(), inbox.handler());
   client->call({{"type", "subscribe"}});
-  json run = {{"type", "run"},
-              {"run_id", "doomed"},
-              {"world_size", 3},
-              {"ranks", {0, 1, 2}},
-              {"master_addr", "127.0.0.1"},
-              {"master_port", 0},
-              {"perf", perf_spec("16M", "16M", 100000)},
-              {"timeouts", {{"coll_s", 10}}}};
+  json run = with_timeouts(perf_run("doomed", 3, {0, 1, 2}, perf_spec("16M", "16M", 100000)), {{"coll_s", 10}});
   const json started = client->call(run);
   int victim = -1;
   for (const auto& r : started["ranks"]) {
@@ -1529,14 +1516,7 @@ TEST(AgentFaults, PortRangeDropBreaksStoreConnectAndNoRuleOutlivesIt) {
   }
 
   // The seed case: MASTER_PORT inside the dropped range.
-  client->call({{"type", "run"},
-                {"run_id", "blocked"},
-                {"world_size", 2},
-                {"ranks", {0, 1}},
-                {"master_addr", "127.0.0.1"},
-                {"master_port", 29500},
-                {"perf", perf_spec("1K", "1K", 1)},
-                {"timeouts", {{"store_s", 2}}}});
+  client->call(with_timeouts(perf_run("blocked", 2, {0, 1}, perf_spec("1K", "1K", 1), 29500), {{"store_s", 2}}));
   std::map<int, json> failures;
   bool done_ok = true;
   for (const auto& m : inbox.run_events("blocked", 1, 60s)) {
@@ -1934,13 +1914,7 @@ TEST(AgentHardening, MalformedRequestsAndRankOutputNeverStopTheAgent) {
         << e.what();
   }
   try {
-    client->call({{"type", "run"},
-                  {"run_id", "twice"},
-                  {"world_size", 2},
-                  {"ranks", {1, 1}},
-                  {"master_addr", "127.0.0.1"},
-                  {"master_port", 29999},
-                  {"perf", perf_spec("8", "8", 1)}});
+    client->call(perf_run("twice", 2, {1, 1}, perf_spec("8", "8", 1), 29999));
     ADD_FAILURE() << "rank 1 twice was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("names rank 1 twice"), std::string::npos) << e.what();
