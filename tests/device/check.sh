@@ -17,6 +17,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 bundle=${BUNDLE:-.device-bundle}
+if ! bundle=$(cd "$bundle" 2>/dev/null && pwd); then
+  echo "check.sh: no bundle at ${BUNDLE:-.device-bundle}: make one with tests/device/bundle.sh" >&2
+  exit 2
+fi
 out=${OUT:-device-out}
 mkdir -p "$out"
 log="$out/check.log"
@@ -28,10 +32,10 @@ say() { echo "$*" | tee -a "$log"; }
 
 # Our programs with the bundle's libraries; with the bundle's glibc too
 # when the system's is older than the one they were built against.
-export LD_LIBRARY_PATH="$PWD/$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 loader=()
 if ! "$bundle/bin/ringmaster-cli" --version >/dev/null 2>&1; then
-  loader=("$bundle/glibc/ld-linux-x86-64.so.2" --library-path "$PWD/$bundle/lib:$PWD/$bundle/glibc:/usr/local/nvidia/lib64:/usr/lib/x86_64-linux-gnu")
+  loader=("$bundle/glibc/ld-linux-x86-64.so.2" --library-path "$bundle/lib:$bundle/glibc:/usr/local/nvidia/lib64:/usr/lib/x86_64-linux-gnu")
   say "# the system's C library is older than the build's: running through the bundled loader"
 fi
 
