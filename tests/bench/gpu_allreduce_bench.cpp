@@ -99,9 +99,10 @@ int main(int argc, char** argv) {
   const bool device = gpu::availability().usable;
   if (!device) fmt::print("# device buffers not measured: {}\n", gpu::availability().why);
   fmt::print(
-      "# all_reduce fp32 sum, {} ranks as threads on GPU 0, {} calls of each form per size, in turn; medians\n"
-      "# host: one host buffer every call; cold: host buffers in turn from {} MiB a rank; ratio: host_us / device_us\n",
-      ranks, iters, cold_bytes >> 20);
+      "# all_reduce fp32 sum, {} ranks as threads{}, {} calls of each form per size, in turn; medians\n"
+      "# host: one host buffer every call; cold: host buffers in turn from {} MiB a rank; ratio, ratio_cold: "
+      "host_us, cold_us over device_us\n",
+      ranks, device ? " on GPU 0" : "", iters, cold_bytes >> 20);
   const char* chunk = std::getenv("RINGMASTER_CUDA_STAGE_CHUNK");
   fmt::print("# staging chunk: {}\n", chunk != nullptr && std::strcmp(chunk, "0") != 0 ? chunk : "8388608 (default)");
   fmt::print("{:>12} {:>10} {:>10} {:>10} {:>10} {:>7} {:>10} {:>9} {:>6}\n", "bytes", "host_us", "cold_us",
