@@ -297,6 +297,13 @@ struct Communicator::Impl {
   // collective with why). Every rank must call it with the same `what`.
   std::optional<PeerView> peer_view(Communicator& comm, std::string_view what, const void* send, std::size_t send_bytes,
                                     void* recv, std::size_t recv_bytes, bool reads_peers_recv);
+  // peer_view, then body(view) when every rank can take the path: a
+  // complete request (with any failure), or nothing when the call is to
+  // be staged (cuda_ipc off, one rank, no bytes, or a rank that could not
+  // map its peers).
+  std::optional<Request> peer_call(Communicator& comm, std::string_view what, const void* send, std::size_t send_bytes,
+                                   void* recv, std::size_t recv_bytes, bool reads_peers_recv,
+                                   const std::function<void(const PeerView&)>& body);
   // Runs each phase's work on `stream`, waits for it, then a barrier of
   // all ranks, so no rank goes on while a peer still reads its buffers. A
   // rank whose phase failed skips its later phases but joins every

@@ -195,6 +195,24 @@ void Communicator::Impl::peer_phases(Communicator& comm, std::initializer_list<s
   if (failed) throw *failed;
 }
 
+std::optional<Request> Communicator::Impl::peer_call(Communicator& comm, std::string_view what, const void* send,
+                                                     std::size_t send_bytes, void* recv, std::size_t recv_bytes,
+                                                     bool reads_peers_recv,
+                                                     const std::function<void(const PeerView&)>& body) {
+  // The same on every rank (agreed settings, the call's arguments), so
+  // all take this path or none.
+  if (!cuda_ipc || nranks < 2 || (send_bytes == 0 && recv_bytes == 0)) return std::nullopt;
+  bool took = false;
+  const Status status = status_of([&] {
+    const auto view = peer_view(comm, what, send, send_bytes, recv, recv_bytes, reads_peers_recv);
+    if (!view) return;
+    took = true;
+    body(*view);
+  });
+  if (!took && status.ok()) return std::nullopt;
+  return completed(status);
+}
+
 namespace {
 
 // The element range [first, first + elements) that rank q of n computes
@@ -214,21 +232,15 @@ Slice slice_of(std::size_t q, std::size_t n, std::size_t count, std::size_t es) 
 
 std::optional<Request> Communicator::Impl::peer_all_reduce(Communicator& comm, const void* send, void* recv,
                                                            std::size_t count, DataType type, RedOp op) {
-  // The same on every rank (agreed settings, the call's arguments), so
-  // all take this path or none: avg's scaling is left to the staged path.
-  if (!cuda_ipc || nranks < 2 || count == 0 || op == RedOp::avg) return std::nullopt;
+  if (op == RedOp::avg) return std::nullopt;  // its scaling is left to the staged path
   const std::size_t es = size_of(type);
   const std::size_t bytes = count * es;
-  bool took = false;
-  const Status status = status_of([&] {
-    const auto view = peer_view(comm, "all_reduce", send, bytes, recv, bytes, /*reads_peers_recv=*/true);
-    if (!view) return;
-    took = true;
+  return peer_call(comm, "all_reduce", send, bytes, recv, bytes, /*reads_peers_recv=*/true, [&](const PeerView& view) {
     // Rank q reduces slice q, starting from its own send: in place, its
     // send is read only by that first kernel before the slice is
     // overwritten. One rank computes each slice, so every rank ends with
     // the same bits. Then each copies the others' slices.
-    const std::size_t n = view->sends.size();
+    const std::size_t n = view.sends.size();
     const auto me = static_cast<std::size_t>(rank);
     auto* r = static_cast<std::byte*>(recv);
     const auto* s = static_cast<const std::byte*>(send);
@@ -236,7 +248,7 @@ std::optional<Request> Communicator::Impl::peer_all_reduce(Communicator& comm, c
                          const Slice mine = slice_of(me, n, count, es);
                          for (std::size_t step = 1; step < n && mine.elements > 0; ++step) {
                            const std::size_t q = (me + step) % n;
-                           gpu::reduce(r + mine.at, (step == 1 ? s : r) + mine.at, view->sends[q] + mine.at,
+                           gpu::reduce(r + mine.at, (step == 1 ? s : r) + mine.at, view.sends[q] + mine.at,
                                        mine.elements, type, op, stream);
                          }
                        },
@@ -244,118 +256,91 @@ std::optional<Request> Communicator::Impl::peer_all_reduce(Communicator& comm, c
                          for (std::size_t q = 0; q < n; ++q) {
                            const Slice theirs = slice_of(q, n, count, es);
                            if (q != me && theirs.elements > 0)
-                             gpu::copy_async(r + theirs.at, view->recvs[q] + theirs.at, theirs.elements * es, stream);
+                             gpu::copy_async(r + theirs.at, view.recvs[q] + theirs.at, theirs.elements * es, stream);
                          }
                        }});
     RM_TRACE(coll, "all_reduce of {} device bytes on the GPU across {} ranks", bytes, n);
   });
-  if (!took && status.ok()) return std::nullopt;
-  return completed(status);
 }
 
 std::optional<Request> Communicator::Impl::peer_all_gather(Communicator& comm, const void* send, void* recv,
                                                            std::size_t count, DataType type) {
-  if (!cuda_ipc || nranks < 2 || count == 0) return std::nullopt;
   const std::size_t block = count * size_of(type);
-  bool took = false;
-  const Status status = status_of([&] {
-    const auto view = peer_view(comm, "all_gather", send, block, recv, block * static_cast<std::size_t>(nranks),
-                                /*reads_peers_recv=*/false);
-    if (!view) return;
-    took = true;
-    // Each rank copies every rank's block into its own recv; in place, its
-    // own block is already there (and is what the others read).
-    auto* r = static_cast<std::byte*>(recv);
-    peer_phases(comm, {[&](void* stream) {
-                  for (std::size_t q = 0; q < view->sends.size(); ++q) {
-                    std::byte* to = r + q * block;
-                    if (to != view->sends[q]) gpu::copy_async(to, view->sends[q], block, stream);
-                  }
-                }});
-  });
-  if (!took && status.ok()) return std::nullopt;
-  return completed(status);
+  return peer_call(comm, "all_gather", send, block, recv, block * static_cast<std::size_t>(nranks),
+                   /*reads_peers_recv=*/false, [&](const PeerView& view) {
+                     // Each rank copies every rank's block into its own recv; in place, its
+                     // own block is already there (and is what the others read).
+                     auto* r = static_cast<std::byte*>(recv);
+                     peer_phases(comm, {[&](void* stream) {
+                                   for (std::size_t q = 0; q < view.sends.size(); ++q) {
+                                     std::byte* to = r + q * block;
+                                     if (to != view.sends[q]) gpu::copy_async(to, view.sends[q], block, stream);
+                                   }
+                                 }});
+                   });
 }
 
 std::optional<Request> Communicator::Impl::peer_reduce_scatter(Communicator& comm, const void* send, void* recv,
                                                                std::size_t count, DataType type, RedOp op) {
-  if (!cuda_ipc || nranks < 2 || count == 0 || op == RedOp::avg) return std::nullopt;
+  if (op == RedOp::avg) return std::nullopt;
   const std::size_t block = count * size_of(type);
-  bool took = false;
-  const Status status = status_of([&] {
-    const auto view = peer_view(comm, "reduce_scatter", send, block * static_cast<std::size_t>(nranks), recv, block,
-                                /*reads_peers_recv=*/false);
-    if (!view) return;
-    took = true;
-    // Rank r reduces block r of every rank's send into its recv, starting
-    // from its own: in place (recv is block r of its send) that block is
-    // read by the first kernel only, and no other rank reads it.
-    const std::size_t n = view->sends.size();
-    const auto me = static_cast<std::size_t>(rank);
-    const std::size_t at = me * block;
-    auto* r = static_cast<std::byte*>(recv);
-    peer_phases(comm, {[&](void* stream) {
-                  for (std::size_t step = 1; step < n; ++step) {
-                    const std::size_t q = (me + step) % n;
-                    gpu::reduce(r, step == 1 ? view->sends[me] + at : r, view->sends[q] + at, count, type, op, stream);
-                  }
-                }});
-  });
-  if (!took && status.ok()) return std::nullopt;
-  return completed(status);
+  return peer_call(comm, "reduce_scatter", send, block * static_cast<std::size_t>(nranks), recv, block,
+                   /*reads_peers_recv=*/false, [&](const PeerView& view) {
+                     // Rank r reduces block r of every rank's send into its recv, starting
+                     // from its own: in place (recv is block r of its send) that block is
+                     // read by the first kernel only, and no other rank reads it.
+                     const std::size_t n = view.sends.size();
+                     const auto me = static_cast<std::size_t>(rank);
+                     const std::size_t at = me * block;
+                     auto* r = static_cast<std::byte*>(recv);
+                     peer_phases(comm, {[&](void* stream) {
+                                   for (std::size_t step = 1; step < n; ++step) {
+                                     const std::size_t q = (me + step) % n;
+                                     gpu::reduce(r, step == 1 ? view.sends[me] + at : r, view.sends[q] + at, count,
+                                                 type, op, stream);
+                                   }
+                                 }});
+                   });
 }
 
 std::optional<Request> Communicator::Impl::peer_broadcast(Communicator& comm, const void* send, void* recv,
                                                           std::size_t count, DataType type, int root) {
-  if (!cuda_ipc || nranks < 2 || count == 0) return std::nullopt;
   const std::size_t block = count * size_of(type);
-  bool took = false;
-  const Status status = status_of([&] {
-    const auto view = peer_view(comm, "broadcast", send, rank == root ? block : 0, recv, block,
-                                /*reads_peers_recv=*/false);
-    if (!view) return;
-    took = true;
-    auto* r = static_cast<std::byte*>(recv);
-    const std::byte* from = view->sends[static_cast<std::size_t>(root)];
-    peer_phases(comm, {[&](void* stream) {
-                  if (r != from) gpu::copy_async(r, from, block, stream);
-                }});
-  });
-  if (!took && status.ok()) return std::nullopt;
-  return completed(status);
+  return peer_call(comm, "broadcast", send, rank == root ? block : 0, recv, block, /*reads_peers_recv=*/false,
+                   [&](const PeerView& view) {
+                     auto* r = static_cast<std::byte*>(recv);
+                     const std::byte* from = view.sends[static_cast<std::size_t>(root)];
+                     peer_phases(comm, {[&](void* stream) {
+                                   if (r != from) gpu::copy_async(r, from, block, stream);
+                                 }});
+                   });
 }
 
 std::optional<Request> Communicator::Impl::peer_reduce(Communicator& comm, const void* send, void* recv,
                                                        std::size_t count, DataType type, RedOp op, int root) {
-  if (!cuda_ipc || nranks < 2 || count == 0 || op == RedOp::avg) return std::nullopt;
+  if (op == RedOp::avg) return std::nullopt;
   const std::size_t es = size_of(type);
   const std::size_t bytes = count * es;
-  bool took = false;
-  const Status status = status_of([&] {
-    const auto view = peer_view(comm, "reduce", send, bytes, recv, rank == root ? bytes : 0,
-                                /*reads_peers_recv=*/true);
-    if (!view) return;
-    took = true;
-    // Rank q reduces slice q into the root's recv, starting from the
-    // root's send: in place there, that slice is read by the first kernel
-    // before it is written.
-    const std::size_t n = view->sends.size();
-    const auto me = static_cast<std::size_t>(rank);
-    const auto top = static_cast<std::size_t>(root);
-    std::byte* out = view->recvs[top];
-    peer_phases(comm, {[&](void* stream) {
-                  const Slice mine = slice_of(me, n, count, es);
-                  bool first = true;
-                  for (std::size_t step = 1; step < n && mine.elements > 0; ++step) {
-                    const std::size_t q = (top + step) % n;
-                    gpu::reduce(out + mine.at, (first ? view->sends[top] : out) + mine.at, view->sends[q] + mine.at,
-                                mine.elements, type, op, stream);
-                    first = false;
-                  }
-                }});
-  });
-  if (!took && status.ok()) return std::nullopt;
-  return completed(status);
+  return peer_call(comm, "reduce", send, bytes, recv, rank == root ? bytes : 0, /*reads_peers_recv=*/true,
+                   [&](const PeerView& view) {
+                     // Rank q reduces slice q into the root's recv, starting from the
+                     // root's send: in place there, that slice is read by the first kernel
+                     // before it is written.
+                     const std::size_t n = view.sends.size();
+                     const auto me = static_cast<std::size_t>(rank);
+                     const auto top = static_cast<std::size_t>(root);
+                     std::byte* out = view.recvs[top];
+                     peer_phases(comm, {[&](void* stream) {
+                                   const Slice mine = slice_of(me, n, count, es);
+                                   bool first = true;
+                                   for (std::size_t step = 1; step < n && mine.elements > 0; ++step) {
+                                     const std::size_t q = (top + step) % n;
+                                     gpu::reduce(out + mine.at, (first ? view.sends[top] : out) + mine.at,
+                                                 view.sends[q] + mine.at, mine.elements, type, op, stream);
+                                     first = false;
+                                   }
+                                 }});
+                   });
 }
 
 Request Communicator::Impl::staged(const void* send, std::size_t send_bytes, void* recv, std::size_t recv_bytes,
