@@ -365,7 +365,6 @@ constexpr RingmasterCudaApi kApi = {
     [](void* buffer, std::size_t count, int type, int nranks, void* s) -> int {
       return guarded([&] { finish_avg(buffer, count, static_cast<DataType>(type), nranks, s); });
     },
-    [](int* device) -> int { return cudaGetDevice(device); },
     [](int device, int peer, int* can) -> int { return cudaDeviceCanAccessPeer(can, device, peer); },
     enable_peer_access,
     ipc_export,

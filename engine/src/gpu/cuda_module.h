@@ -17,7 +17,7 @@
 extern "C" {
 
 // Bumped whenever the table changes; the engine refuses another version.
-inline constexpr int kRingmasterCudaApiVersion = 2;
+inline constexpr int kRingmasterCudaApiVersion = 3;
 
 struct RingmasterCudaApi {
   int version;
@@ -48,13 +48,12 @@ struct RingmasterCudaApi {
   int (*reduce)(void* dst, const void* a, const void* b, std::size_t count, int type, int op, void* stream);
   int (*premultiply_avg)(void* dst, const void* src, std::size_t count, int type, int nranks, void* stream);
   int (*finish_avg)(void* buffer, std::size_t count, int type, int nranks, void* stream);
-  // Peers (comm/device_calls.cpp): the current device; whether `device`
+  // Peers (comm/device_calls.cpp): whether `device`
   // can read and write `peer`'s memory, and turning that on for the
   // current device (on already counts as done); the CUDA IPC handle
   // (kIpcHandleBytes) of the allocation `p` is in and p's offset in it;
   // a handle another process exported, mapped here (peer access enabled
   // as needed), and unmapped.
-  int (*get_device)(int* device);
   int (*can_access_peer)(int device, int peer, int* can);
   int (*enable_peer_access)(int peer);
   int (*ipc_export)(const void* p, void* handle, std::size_t* offset);

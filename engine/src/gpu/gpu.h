@@ -120,8 +120,6 @@ void synchronize(void* stream);
 void synchronize_device();
 // Selects the device of this thread's later CUDA calls.
 void set_device(int device);
-// The device of this thread's CUDA calls.
-int current_device();
 
 // Peers' memory (comm/device_calls.cpp). Whether `device` can read and
 // write `peer`'s memory (true for the same device); false when CUDA is not

@@ -255,12 +255,6 @@ void set_device(int device) {
   check(api().set_device(device), "cudaSetDevice");
 }
 
-int current_device() {
-  int device = -1;
-  check(api().get_device(&device), "cudaGetDevice");
-  return device;
-}
-
 bool can_access_peer(int device, int peer) noexcept {
   if (device == peer) return true;
   const Loaded& l = loaded();
