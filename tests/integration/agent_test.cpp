@@ -618,8 +618,12 @@ TEST(AgentPreflight, ThreeAgentsReachEachOtherAndGiveTheirPortsBack) {
     EXPECT_LE(p["port"].get<int>(), 45099);
   }
   EXPECT_GE(in_range, 6);
-  // Released: the master port can be listened on again at once.
+  // Released: the master port can be listened on again at once, as a
+  // store would (SO_REUSEADDR: the probes' closed connections may leave it
+  // in TIME_WAIT, which does not hold it; a listener still open would).
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int on = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(master_port);
