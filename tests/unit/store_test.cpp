@@ -2,12 +2,16 @@
 // them, semantics through our client, and a server that survives bad
 // clients. Everything runs against a real server on loopback.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <thread>
@@ -65,6 +69,26 @@ class RawConnection {
     const int err = socket_.recv_all(bytes.data(), n, net::Clock::now() + 5s);
     EXPECT_EQ(err, 0) << net::errno_text(err);
     return hex(bytes);
+  }
+  std::string receive_bytes(std::size_t n) {
+    std::string bytes(n, '\0');
+    const int err = socket_.recv_all(bytes.data(), n, net::Clock::now() + 10s);
+    EXPECT_EQ(err, 0) << net::errno_text(err);
+    return bytes;
+  }
+  // Reads and discards what comes; true when the server closed the
+  // connection before `quiet` passed with nothing arriving.
+  bool drained_to_close(std::chrono::milliseconds quiet) {
+    std::vector<char> sink(1 << 16);
+    for (;;) {
+      const auto got = ::recv(socket_.fd(), sink.data(), sink.size(), MSG_DONTWAIT);
+      if (got == 0) return true;
+      if (got > 0) continue;
+      if (errno == ECONNRESET) return true;
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
+      pollfd p{socket_.fd(), POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(quiet.count())) == 0) return false;
+    }
   }
   // True when the server closed the connection within the timeout.
   bool closed_by_server() {
@@ -337,6 +361,100 @@ TEST(StoreServerCaps, RepliesAndParkedWaitsAreCapped) {
     EXPECT_TRUE(c.closed_by_server());
   }
   EXPECT_EQ(setter.get("big").size(), 1u << 20);
+}
+
+// Review: 400 GETs of a 1 MiB value in one 4,000-byte send took the store
+// from 8 to 787 MB (only MULTI_GET counted its reply against the cap; with
+// an 8 MiB value it was OOM-killed). Pipelined replies now go out past
+// 256 KiB before the next request is read, so a client that does not read
+// stalls its own connection at a bounded cost, others are served
+// meanwhile, and when it reads at last every reply is there.
+TEST(StoreServerCaps, PipelinedGetsCostABoundedAmountAndArriveWhenRead) {
+  TcpStoreServer server{StoreServerOptions{.host = "127.0.0.1", .port = 0}};
+  const std::string value(1 << 20, 'v');
+  TcpStoreClient setter("127.0.0.1", server.port(), 5s);
+  setter.set("big", value);
+  const std::size_t before = resident_bytes();
+  RawConnection c(server.port());
+  c.send(kValidate);
+  std::string request;
+  for (int i = 0; i < 400; ++i)
+    request += Encoder(Command::get).str("big").bytes();
+  c.send_bytes(request);
+  std::this_thread::sleep_for(1s);
+  const std::size_t grown = resident_bytes() - std::min(before, resident_bytes());
+  EXPECT_LT(grown, 48u << 20) << "400 pipelined GETs of 1 MiB grew the store by " << (grown >> 20) << " MiB";
+  TcpStoreClient other("127.0.0.1", server.port(), 5s);
+  EXPECT_LT(other.ping(), 1s);
+  for (int i = 0; i < 400; ++i) {
+    const std::string reply = c.receive_bytes(8 + value.size());
+    std::uint64_t length = 0;
+    std::memcpy(&length, reply.data(), 8);
+    ASSERT_EQ(length, value.size()) << "reply " << i;
+    ASSERT_EQ(reply.substr(8), value) << "reply " << i;
+  }
+  EXPECT_TRUE(c.silent());
+}
+
+// Replies waiting over all connections have a cap of their own: clients
+// that ask and do not read cannot add up to more than it, whichever of
+// them passes it is closed, and the store goes on serving.
+TEST(StoreServerCaps, RepliesWaitingOverAllConnectionsAreCapped) {
+  StoreServerOptions options{.host = "127.0.0.1", .port = 0};
+  options.max_queued_reply_bytes = 3u << 20;
+  TcpStoreServer server{options};
+  TcpStoreClient setter("127.0.0.1", server.port(), 5s);
+  setter.set("big", std::string(1 << 20, 'x'));
+  std::vector<std::unique_ptr<RawConnection>> hoarders;
+  std::string request;
+  for (int i = 0; i < 100; ++i)
+    request += Encoder(Command::get).str("big").bytes();
+  for (int i = 0; i < 6; ++i) {
+    hoarders.push_back(std::make_unique<RawConnection>(server.port()));
+    hoarders.back()->send(kValidate);
+    hoarders.back()->send_bytes(request);
+  }
+  std::this_thread::sleep_for(1s);
+  int closed = 0;
+  for (auto& h : hoarders)
+    closed += h->drained_to_close(2s) ? 1 : 0;
+  EXPECT_GE(closed, 1) << "6 clients each waiting on 100 MiB of replies stayed within a 3 MiB cap";
+  TcpStoreClient ok("127.0.0.1", server.port(), 5s);
+  EXPECT_LT(ok.ping(), 1s);
+  EXPECT_EQ(ok.get("big").size(), 1u << 20);
+}
+
+// Review: the store's log echoed client keys raw (escape bytes, forged
+// lines) with no limit: 58 MB/s of log. Keys are escaped now, and each
+// address has a budget of lines (a burst of 20, then 5 a second), what it
+// held back counted on its next line.
+TEST(StoreServerCaps, TheLogEscapesWhatClientsSendAndBoundsTheirLines) {
+  TcpStoreServer server{StoreServerOptions{.host = "127.0.0.1", .port = 0}};
+  testing::internal::CaptureStderr();
+  const std::string forged = "\x1b[2J\nRINGMASTER WARN forged line";
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 200; ++i) {
+    RawConnection c(server.port());
+    c.send(kValidate);
+    c.send_bytes(Encoder(Command::get).str(forged).bytes());
+    EXPECT_TRUE(c.closed_by_server());
+  }
+  const double flooded_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::this_thread::sleep_for(1s);
+  RawConnection late(server.port());
+  late.send(kValidate);
+  late.send_bytes(Encoder(Command::get).str("missing").bytes());
+  EXPECT_TRUE(late.closed_by_server());
+  std::this_thread::sleep_for(100ms);
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(log.find('\x1b'), std::string::npos) << "an escape byte reached the log";
+  EXPECT_EQ(log.find("\nRINGMASTER WARN forged"), std::string::npos) << "a forged line reached the log";
+  EXPECT_NE(log.find("GET of missing key '\\x1b[2J\\x0aRINGMASTER WARN forged line'"), std::string::npos) << log;
+  const auto lines = std::count(log.begin(), log.end(), '\n');
+  EXPECT_LE(lines, 20 + 5 * flooded_s + 2)
+      << "200 violations from one address in " << flooded_s << " s wrote " << lines << " lines";
+  EXPECT_NE(log.find("GET of missing key 'missing'; closing its connection ("), std::string::npos) << log;
+  EXPECT_NE(log.find("earlier lines about 127.0.0.1 held back)"), std::string::npos) << log;
 }
 
 // A connection that never validates is closed at the deadline; one that

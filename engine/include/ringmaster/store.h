@@ -31,8 +31,13 @@ struct StoreServerOptions {
   std::chrono::milliseconds validate_timeout{10000};
   // Keys (their bytes) one connection may have parked in WAIT at once.
   std::size_t max_waiting_key_bytes = 16u << 20;
-  // The largest reply (MULTI_GET) the store builds.
+  // Replies one connection may have waiting to be sent (a MULTI_GET's
+  // whole, pipelined GETs, WAIT wake-ups): a client that asks and does not
+  // read is disconnected at this cap.
   std::size_t max_reply_bytes = 64u << 20;
+  // Replies waiting to be sent over all connections at once; the
+  // connection whose reply would pass it is disconnected.
+  std::size_t max_queued_reply_bytes = 512u << 20;
 };
 
 class TcpStoreServer {

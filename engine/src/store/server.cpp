@@ -5,7 +5,10 @@
 // whichever request creates the last of them sends STOP_WAITING. A client
 // that breaks a rule (bad magic, unknown command, a key or value over the
 // limit, too many keys) is logged and disconnected; every other client is
-// unaffected.
+// unaffected. Replies count against a budget per connection and one for
+// all of them, so a client that asks and never reads costs a bounded
+// amount; what a client sent is escaped before it is logged, and each
+// address has a budget of log lines.
 // Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
 #include <utility>
 
@@ -62,8 +65,61 @@ struct Waiter {
   bool done = false;
 };
 
+// What a client sent, fit for one log line: bytes outside printable ASCII
+// as \xNN, at most 160 of them shown.
+std::string shown(std::string_view text) {
+  constexpr std::size_t kShown = 160;
+  std::string out;
+  for (std::size_t i = 0; i < std::min(text.size(), kShown); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+    }
+  }
+  if (text.size() > kShown) out += fmt::format("... ({} bytes)", text.size());
+  return out;
+}
+
+// Log lines about clients, per address: a burst of 20, then 5 a second.
+// A client that floods the log with violations costs its own lines only,
+// never another address's; what was held back is counted on the next line.
+class LogBudget {
+ public:
+  // True when a line about `address` may be written now; `held` is then
+  // how many were held back since the last one.
+  bool take(const std::string& address, std::size_t& held) {
+    const auto now = std::chrono::steady_clock::now();
+    if (buckets_.size() >= kMaxAddresses && !buckets_.contains(address)) buckets_.clear();
+    auto& b = buckets_[address];
+    if (b.last == std::chrono::steady_clock::time_point{}) b.tokens = kBurst;
+    b.tokens = std::min(kBurst, b.tokens + std::chrono::duration<double>(now - b.last).count() * kPerSecond);
+    b.last = now;
+    if (b.tokens < 1) {
+      ++b.held;
+      return false;
+    }
+    b.tokens -= 1;
+    held = std::exchange(b.held, 0);
+    return true;
+  }
+
+ private:
+  static constexpr double kBurst = 20, kPerSecond = 5;
+  static constexpr std::size_t kMaxAddresses = 4096;
+  struct Bucket {
+    double tokens = 0;
+    std::chrono::steady_clock::time_point last{};
+    std::size_t held = 0;
+  };
+  std::unordered_map<std::string, Bucket> buckets_;
+};
+
 struct State {
   StoreServerOptions options;
+  std::size_t queued_reply_bytes = 0;  // over all sessions, on the I/O thread
+  LogBudget log_budget;
   std::unordered_map<std::string, std::string> data;
   std::unordered_map<std::string, std::vector<std::shared_ptr<Waiter>>> waiters;
   std::atomic<std::size_t> num_keys{0};
@@ -75,7 +131,8 @@ class Session : public std::enable_shared_from_this<Session> {
   Session(tcp::socket socket, State& state) : socket_(std::move(socket)), state_(state) {
     boost::system::error_code ec;
     const auto remote = socket_.remote_endpoint(ec);
-    peer_ = ec ? std::string("?") : remote.address().to_string() + ":" + std::to_string(remote.port());
+    address_ = ec ? std::string("?") : remote.address().to_string();
+    peer_ = ec ? std::string("?") : address_ + ":" + std::to_string(remote.port());
     socket_.set_option(tcp::no_delay(true), ec);
   }
 
@@ -88,8 +145,8 @@ class Session : public std::enable_shared_from_this<Session> {
     deadline->async_wait([weak = weak_from_this()](boost::system::error_code ec) {
       auto session = weak.lock();
       if (ec || !session) return;
-      RM_WARN(store, "store client {} did not validate within {} ms; closing its connection", session->peer_,
-              session->state_.options.validate_timeout.count());
+      session->warn(fmt::format("did not validate within {} ms; closing its connection",
+                                session->state_.options.validate_timeout.count()));
       boost::system::error_code ignored;
       session->socket_.close(ignored);
     });
@@ -103,15 +160,21 @@ class Session : public std::enable_shared_from_this<Session> {
                         store::kValidationMagic, first, magic)};
       }
       deadline->cancel();
-      for (;;)
+      for (;;) {
         co_await serve_one();
+        // Pipelined requests are answered in one write, but not beyond
+        // this: past it the replies go out (and wait for the client to
+        // read them) before the next request is read.
+        if (queued_ >= kFlushAtBytes) co_await flush();
+      }
     } catch (const ProtocolViolation& violation) {
-      RM_WARN(store, "store client {}: {}; closing its connection", peer_, violation.message);
+      warn(fmt::format("{}; closing its connection", violation.message));
     } catch (const boost::system::system_error& e) {
-      if (e.code() != asio::error::eof && e.code() != asio::error::operation_aborted) {
-        RM_INFO(store, "store client {} disconnected: {}", peer_, e.code().message());
+      if (e.code() != asio::error::eof && e.code() != asio::error::operation_aborted && !over_budget_) {
+        warn(fmt::format("disconnected: {}", e.code().message()));
       }
     }
+    drop_queued();
     cancel_waiters();
     --state_.num_connections;
     boost::system::error_code ec;
@@ -123,7 +186,28 @@ class Session : public std::enable_shared_from_this<Session> {
   // reply waits for the flush before its next read, so a pipelined burst
   // goes out in one write; a reply caused by another client (a WAIT
   // answered by someone's SET) starts a writer of its own.
+  // A reply past the connection's budget, or the store's, closes the
+  // connection instead of growing the queue.
   void send(std::string bytes) {
+    if (over_budget_) return;
+    const std::size_t n = bytes.size();
+    const bool mine = queued_ + n > state_.options.max_reply_bytes;
+    if (mine || state_.queued_reply_bytes + n > state_.options.max_queued_reply_bytes) {
+      over_budget_ = true;
+      warn(mine ? fmt::format("{} bytes of replies waiting to be read, over the cap of {} a connection "
+                              "(StoreServerOptions::max_reply_bytes); a client that asks and does not read; closing "
+                              "its connection",
+                              queued_ + n, state_.options.max_reply_bytes)
+                : fmt::format("its reply would take the store's replies waiting to be read over {} bytes "
+                              "(StoreServerOptions::max_queued_reply_bytes); closing its connection",
+                              state_.options.max_queued_reply_bytes));
+      drop_queued();
+      boost::system::error_code ec;
+      socket_.close(ec);
+      return;
+    }
+    queued_ += n;
+    state_.queued_reply_bytes += n;
     outbox_.push_back(std::move(bytes));
     if (writing_ || serving_) return;
     writing_ = true;
@@ -131,6 +215,30 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
  private:
+  static constexpr std::size_t kFlushAtBytes = 256 * 1024;
+
+  // A line about this client, within its address's log budget.
+  void warn(const std::string& what) {
+    std::size_t held = 0;
+    if (!state_.log_budget.take(address_, held)) return;
+    if (held > 0) {
+      RM_WARN(store, "store client {}: {} ({} earlier lines about {} held back)", peer_, what, held, address_);
+    } else {
+      RM_WARN(store, "store client {}: {}", peer_, what);
+    }
+  }
+
+  // Replies written (or given up): off both budgets.
+  void sent(std::size_t n) {
+    n = std::min(n, queued_);
+    queued_ -= n;
+    state_.queued_reply_bytes -= std::min(n, state_.queued_reply_bytes);
+  }
+  void drop_queued() {
+    outbox_.clear();
+    sent(queued_);
+  }
+
   // `self` keeps the session alive while a write is in flight.
   awaitable<void> write_loop([[maybe_unused]] std::shared_ptr<Session> self) {
     while (!outbox_.empty()) {
@@ -142,8 +250,9 @@ class Session : public std::enable_shared_from_this<Session> {
       }
       boost::system::error_code ec;
       co_await asio::async_write(socket_, asio::buffer(batch), asio::redirect_error(use_awaitable, ec));
+      sent(batch.size());
       if (ec) {
-        outbox_.clear();
+        drop_queued();
         socket_.close(ec);
         break;
       }
@@ -160,8 +269,11 @@ class Session : public std::enable_shared_from_this<Session> {
       batch += outbox_.front();
       outbox_.pop_front();
     }
-    co_await asio::async_write(socket_, asio::buffer(batch), use_awaitable);
+    boost::system::error_code ec;
+    co_await asio::async_write(socket_, asio::buffer(batch), asio::redirect_error(use_awaitable, ec));
+    sent(batch.size());
     writing_ = false;
+    if (ec) throw boost::system::system_error(ec);
     if (!outbox_.empty()) {  // queued by another client while we wrote
       writing_ = true;
       asio::co_spawn(socket_.get_executor(), write_loop(shared_from_this()), asio::detached);
@@ -271,7 +383,7 @@ class Session : public std::enable_shared_from_this<Session> {
       case Command::get: {
         auto key = co_await read_key();
         auto it = state_.data.find(key);
-        if (it == state_.data.end()) throw ProtocolViolation{fmt::format("GET of missing key '{}'", key)};
+        if (it == state_.data.end()) throw ProtocolViolation{fmt::format("GET of missing key '{}'", shown(key))};
         reply_string(it->second);
         break;
       }
@@ -284,7 +396,7 @@ class Session : public std::enable_shared_from_this<Session> {
           const auto& text = it->second;
           auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), current);
           if (ec != std::errc() || ptr != text.data() + text.size()) {
-            throw ProtocolViolation{fmt::format("ADD to key '{}' whose value is not a decimal integer", key)};
+            throw ProtocolViolation{fmt::format("ADD to key '{}' whose value is not a decimal integer", shown(key))};
           }
           value = static_cast<std::int64_t>(static_cast<std::uint64_t>(current) + static_cast<std::uint64_t>(delta));
         }
@@ -321,7 +433,7 @@ class Session : public std::enable_shared_from_this<Session> {
         if (auto it = state_.data.find(key); it != state_.data.end()) {
           if (it->second.size() + value.size() > store::kMaxValueBytes) {
             throw ProtocolViolation{
-                fmt::format("APPEND would grow key '{}' over {} bytes", key, store::kMaxValueBytes)};
+                fmt::format("APPEND would grow key '{}' over {} bytes", shown(key), store::kMaxValueBytes)};
           }
           it->second += value;
         } else {
@@ -334,7 +446,8 @@ class Session : public std::enable_shared_from_this<Session> {
         std::size_t total = 0;
         for (const auto& key : keys) {
           auto it = state_.data.find(key);
-          if (it == state_.data.end()) throw ProtocolViolation{fmt::format("MULTI_GET of missing key '{}'", key)};
+          if (it == state_.data.end())
+            throw ProtocolViolation{fmt::format("MULTI_GET of missing key '{}'", shown(key))};
           total += 8 + it->second.size();
           if (total > state_.options.max_reply_bytes) {
             throw ProtocolViolation{fmt::format("MULTI_GET of {} keys would reply over {} bytes", keys.size(),
@@ -383,7 +496,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (state_.data.size() >= store::kMaxKeys) {
       throw ProtocolViolation{
-          fmt::format("the store already holds {} keys, its limit; refusing key '{}'", store::kMaxKeys, key)};
+          fmt::format("the store already holds {} keys, its limit; refusing key '{}'", store::kMaxKeys, shown(key))};
     }
     state_.data.emplace(key, std::move(value));
     state_.num_keys = state_.data.size();
@@ -448,7 +561,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   tcp::socket socket_;
   State& state_;
-  std::string peer_;
+  std::string address_, peer_;
+  std::size_t queued_ = 0;  // replies queued or being written
+  bool over_budget_ = false;
   // Reads land here. A connection starts with a few KiB (4,096 idle torch
   // clients are 4,096 of these) and grows it only for a request that needs
   // more, up to the value limit, until that request has been read.
