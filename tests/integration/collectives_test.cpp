@@ -1623,8 +1623,9 @@ TEST(Collectives, LoadingLibfabricKeepsTheProcesssSignalHandlers) {
 
 // NCCL_NET=OFI where libfabric cannot serve says why and what to change.
 // libfabric reads FI_PROVIDER once per process, so this runs as a ctest of
-// its own with FI_PROVIDER=no-such-provider (collectives_ofi_unusable).
-TEST(Collectives, AskingForAnUnusableProviderSaysWhy) {
+// its own with FI_PROVIDER=no-such-provider (collectives_ofi_unusable); an
+// OwnProcess suite is left out of its binary's main ctest test.
+TEST(OwnProcess, AskingForAnUnusableLibfabricProviderSaysWhy) {
   const char* forced = std::getenv("FI_PROVIDER");
   if (forced == nullptr || std::string(forced) != "no-such-provider") {
     GTEST_SKIP() << "runs with FI_PROVIDER=no-such-provider (ctest collectives_ofi_unusable)";
