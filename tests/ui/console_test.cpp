@@ -36,6 +36,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QValueAxis>
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <set>
@@ -320,11 +321,21 @@ void ConsoleTest::historyKeepsOpensAndCompares() {
   // Side by side: every size of both, busbw of each, the ratio.
   QVERIFY(panel->compare_rows(1, 0));
   QCOMPARE(panel->comparison()->rowCount(), 3);
+  // The last column is the second run's busbw over the first's, as its
+  // header says (each cell shows 4 significant digits); the two sweeps
+  // differ by more than that at some size, so the inverse would not pass.
+  QVERIFY(panel->comparison()->horizontalHeaderItem(3)->text().contains(" / "));
+  int told_apart = 0;
   for (int r = 0; r < 3; ++r) {
-    QVERIFY(panel->comparison()->item(r, 1)->text().toDouble() > 0);
-    QVERIFY(panel->comparison()->item(r, 2)->text().toDouble() > 0);
-    QVERIFY(panel->comparison()->item(r, 3)->text().toDouble() > 0);
+    const double a = panel->comparison()->item(r, 1)->text().toDouble();
+    const double b = panel->comparison()->item(r, 2)->text().toDouble();
+    const double ratio = panel->comparison()->item(r, 3)->text().toDouble();
+    QVERIFY(a > 0 && b > 0);
+    QVERIFY2(std::abs(ratio - b / a) <= 0.002 * (b / a),
+             qPrintable(QString("row %1: %2 / %3 shown as %4").arg(r).arg(b).arg(a).arg(ratio)));
+    if (std::abs(a / b - b / a) > 0.004 * (b / a)) ++told_apart;
   }
+  QVERIFY2(told_apart > 0, "the two sweeps ran at the same busbw at every size: the ratio's direction is untested");
   // A second console on the same file sees the same runs (it is on disk).
   RunHistory again;
   QVERIFY(again.open(dir.filePath("history.sqlite")));
