@@ -255,8 +255,21 @@ std::unique_ptr<AgentClient> AgentClient::connect(const ClientOptions& options, 
           co_await asio::async_connect(impl->socket, endpoints, use_awaitable);
           impl->socket.set_option(tcp::no_delay(true));
           if (options.tls) {
+            if (options.tls_ca_file.empty() && !options.tls_insecure) {
+              throw Error(ErrorCategory::config,
+                          fmt::format("TLS to {} without --tls-ca cannot check who answers, and this client's proof "
+                                      "would go to whoever does: give the CA that signed the agents' certificates "
+                                      "(--tls-ca), or --tls-insecure to accept any certificate",
+                                      where));
+            }
             const std::string verified_name = options.tls_name.empty() ? options.host : options.tls_name;
             impl->tls_context = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+            // TLS 1.3 only, as the agent: the proof's channel binding (an
+            // exporter) is sound there; TLS 1.2 without Extended Master
+            // Secret would let a man in the middle share it.
+            if (SSL_CTX_set_min_proto_version(impl->tls_context->native_handle(), TLS1_3_VERSION) != 1) {
+              throw Error(ErrorCategory::internal, "OpenSSL refused TLS 1.3 as the least version");
+            }
             if (!options.tls_cert_file.empty()) {
               boost::system::error_code ec;
               impl->tls_context->use_certificate_chain_file(options.tls_cert_file, ec);

@@ -27,6 +27,9 @@ std::pair<int, std::string> run_command(const std::vector<std::string>& argv, co
   posix_spawn_file_actions_adddup2(&actions, in[0], 0);
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
   posix_spawn_file_actions_adddup2(&actions, out[1], 2);
+  // The tool (nft, tc, ip) gets nothing else of the agent's: not its
+  // listener, not a client's session, whatever was opened without O_CLOEXEC.
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   std::vector<std::string> copy = argv;
   std::vector<char*> args;
   for (auto& s : copy)

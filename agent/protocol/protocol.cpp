@@ -303,8 +303,12 @@ std::optional<std::string> check_client_message(const json& m) {
         if (k != "store_s" && k != "bootstrap_s" && k != "coll_s") {
           return fmt::format("run.timeouts.{} is not one of store_s, bootstrap_s, coll_s", shown(k));
         }
-        if (!value.is_number() || value.get<double>() <= 0) {
-          return fmt::format("run.timeouts.{} must be a positive number of seconds", shown(k));
+        // A day at most: a rank takes whole seconds as a 64-bit count, and
+        // 1e308 turned negative on the way.
+        constexpr double kMaxSeconds = 86400;
+        if (!value.is_number() || value.get<double>() <= 0 || value.get<double>() > kMaxSeconds) {
+          return fmt::format("run.timeouts.{} must be a positive number of seconds, at most {:g} (a day)", shown(k),
+                             kMaxSeconds);
         }
       }
     }
@@ -356,8 +360,10 @@ std::string read_private_file(const std::string& path, const char* what, std::si
   // Symbolic links are followed: a Kubernetes Secret mounts each key as a
   // link into a timestamped directory (token -> ..data/token). What counts
   // is the file reached: regular, small, private, and owned by this user
-  // or root, so nobody else can have planted it.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // or root, so nobody else can have planted it. O_NONBLOCK: opening a
+  // FIFO would otherwise wait for a writer for ever (it is refused below as
+  // not a regular file); on a regular file it changes nothing.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     throw Error(ErrorCategory::config, fmt::format("{} {}: cannot open: {}", what, path, std::strerror(errno)));
   }

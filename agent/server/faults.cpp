@@ -133,13 +133,17 @@ std::vector<std::string> FaultManager::remove_left_behind(const std::string& sta
       const std::string dev = name.get<std::string>();
       const auto [shown_code, shown] = run_command({"tc", "qdisc", "show", "dev", dev, "root"});
       if (shown_code == 0 && shown.find(std::string(" ") + kQdiscHandle + " ") != std::string::npos &&
-          run_command({"tc", "qdisc", "del", "dev", dev, "root"}).first == 0) {
+          delete_our_qdisc(dev)) {
         removed.push_back("the qdisc a previous agent left on " + dev);
       }
     }
   }
   std::remove(path.c_str());
   return removed;
+}
+
+bool delete_our_qdisc(const std::string& dev) {
+  return run_command({"tc", "qdisc", "del", "dev", dev, "root", "handle", kQdiscHandle}).first == 0;
 }
 
 FaultManager::~FaultManager() {
@@ -257,7 +261,7 @@ events::FaultApplied FaultManager::add(const FaultSpec& spec) {
     for (const auto& argv : commands) {
       const auto [code, out] = run_command(argv);
       if (code != 0) {
-        run_command({"tc", "qdisc", "del", "dev", dev, "root"});
+        delete_our_qdisc(dev);
         throw Error(ErrorCategory::config, fmt::format("cannot {} {}: `{}` failed: {}", delay ? "delay" : "rate-limit",
                                                        dev, fmt::join(argv, " "), trim(out)));
       }
@@ -326,7 +330,7 @@ void FaultManager::record_qdiscs() const {
 
 void FaultManager::revert(const Fault& f) {
   if (const auto dev = tc_interface(f); !dev.empty()) {
-    run_command({"tc", "qdisc", "del", "dev", dev, "root"});
+    delete_our_qdisc(dev);
   } else if (f.mechanism == "tmpfs") {
     ::umount2("/dev/shm", MNT_DETACH);
   }

@@ -39,6 +39,11 @@ namespace ringmaster::agent {
 // qdiscs with it are removed, never one somebody else put there.
 inline constexpr const char* kQdiscHandle = "5247:";
 
+// Deletes DEV's root qdisc only if it is ours: the kernel refuses a delete
+// naming a handle that is not the root's ("Invalid handle"), so an
+// operator's qdisc there is never touched. True when one was deleted.
+bool delete_our_qdisc(const std::string& dev);
+
 class FaultManager {
  public:
   // enabled: --allow-fault-injection. Probes nft, removes stale tables,

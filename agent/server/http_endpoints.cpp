@@ -72,6 +72,7 @@ awaitable<void> HttpEndpoints::accept_loop() {
       co_await pause.async_wait(asio::redirect_error(use_awaitable, ec));
       continue;
     }
+    close_on_exec(socket.native_handle());
     if (connections_.size() >= kMaxConnections) {
       connections_.front()->socket().close(ec);
       connections_.pop_front();

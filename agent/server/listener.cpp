@@ -1,5 +1,6 @@
 #include "listener.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -26,11 +27,17 @@ void open_listener(boost::asio::ip::tcp::acceptor& acceptor, const std::string& 
   if (ec) throw Error(ErrorCategory::config, fmt::format("{} {}: {} is not an IP address", option, listen, host));
   const boost::asio::ip::tcp::endpoint endpoint(address, static_cast<std::uint16_t>(std::stoi(port_text)));
   acceptor.open(endpoint.protocol(), ec);
+  if (!ec) close_on_exec(acceptor.native_handle());
   if (!ec) acceptor.set_option(boost::asio::ip::tcp::acceptor::reuse_address(true), ec);
   if (!ec) acceptor.bind(endpoint, ec);
   if (!ec) acceptor.listen(boost::asio::socket_base::max_listen_connections, ec);
   if (ec)
     throw Error(ErrorCategory::network, fmt::format("cannot listen on {} ({}): {}", listen, option, ec.message()));
+}
+
+void close_on_exec(int fd) {
+  const int flags = ::fcntl(fd, F_GETFD);
+  if (flags >= 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
 }
 
 }  // namespace ringmaster::agent

@@ -18,4 +18,9 @@ namespace ringmaster::agent {
 // cannot be bound.
 void open_listener(boost::asio::ip::tcp::acceptor& acceptor, const std::string& listen, const char* option);
 
+// Marks a descriptor Asio opened close-on-exec (Asio opens without
+// O_CLOEXEC). The spawn paths close everything above stderr anyway; this
+// keeps a program another library starts from inheriting it too.
+void close_on_exec(int fd);
+
 }  // namespace ringmaster::agent

@@ -6,8 +6,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
 
 #include "ringmaster/status.h"
 
@@ -50,12 +53,28 @@ const char* journal_prefix(Level level) {
   }
 }
 
+// Lines written in the current second, and held back past a cap.
+struct Budget {
+  Clock::time_point second{};
+  int written = 0, held = 0;
+  // A new second: the lines held back in the last one, and a fresh count.
+  int roll(Clock::time_point now) {
+    if (now - second < std::chrono::seconds(1)) return 0;
+    second = now;
+    written = 0;
+    return std::exchange(held, 0);
+  }
+};
+constexpr int kLinesPerSource = 20;     // a second, per client address
+constexpr int kLinesPerSecond = 100;    // a second, over everything
+constexpr std::size_t kSources = 1024;  // addresses remembered
+
 struct Logger {
   std::mutex mutex;
   std::shared_ptr<spdlog::logger> logger;
   bool journal = false;
-  Clock::time_point second{};
-  int written = 0, held = 0;
+  Budget all;
+  std::map<std::string, Budget, std::less<>> sources;
 
   Logger() { configure(); }
   void configure() {
@@ -105,20 +124,37 @@ bool enabled(Level level) {
   return level != Level::off && static_cast<int>(level) >= g_level.load();
 }
 
-void write(Level level, std::string_view text) {
+void write(Level level, std::string_view text, std::string_view source) {
   auto& l = instance();
   std::lock_guard lock(l.mutex);
   const auto now = Clock::now();
-  if (now - l.second >= std::chrono::seconds(1)) {
-    if (l.held > 0) l.emit(Level::warn, fmt::format("({} lines held back in the last second)", l.held));
-    l.second = now;
-    l.written = l.held = 0;
+  if (const int held = l.all.roll(now); held > 0) {
+    l.emit(Level::warn, fmt::format("({} lines held back in the last second)", held));
   }
-  if (l.written >= 20) {
-    ++l.held;
+  if (!source.empty()) {
+    auto it = l.sources.find(source);
+    if (it == l.sources.end()) {
+      if (l.sources.size() >= kSources) {
+        std::erase_if(l.sources, [&](const auto& e) { return now - e.second.second >= std::chrono::seconds(1); });
+        if (l.sources.size() >= kSources) l.sources.clear();
+      }
+      it = l.sources.emplace(std::string(source), Budget{}).first;
+    }
+    Budget& b = it->second;
+    if (const int held = b.roll(now); held > 0) {
+      l.emit(Level::warn, fmt::format("({} lines about {} held back in the last second)", held, source));
+    }
+    if (b.written >= kLinesPerSource) {
+      ++b.held;
+      return;
+    }
+    ++b.written;
+  }
+  if (l.all.written >= kLinesPerSecond) {
+    ++l.all.held;
     return;
   }
-  ++l.written;
+  ++l.all.written;
   std::string shown;
   shown.reserve(text.size());
   for (const char c : text) {

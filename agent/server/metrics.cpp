@@ -14,6 +14,12 @@ namespace ringmaster::agent {
 namespace {
 
 constexpr std::size_t kRunsKept = 16;  // series of older runs are dropped
+// A rank's samples name their channels; a rank that names a million (its
+// output is its own) must not make a million series. NCCL has at most 64
+// channels; past this or the total a channel's series is not kept, and
+// ringmaster_metric_series_dropped_total counts it.
+constexpr int kChannelsPerRank = 256;
+constexpr std::size_t kChannelSeries = 1u << 16;
 
 std::string label(const std::string& value) {
   std::string out;
@@ -69,8 +75,18 @@ void Metrics::observe(const events::EventMessage& m) {
           ++stalls_[run];
         } else if constexpr (std::is_same_v<E, events::Sample>) {
           calls_[{run, m.rank}] = {e.calls_started, e.calls_ended};
-          for (const auto& c : e.channels)
-            channels_[{run, m.rank, c.channel}] = {c.bytes_sent, c.bytes_received, c.busy_ns};
+          for (const auto& c : e.channels) {
+            const std::tuple<std::string, int, int> key{run, m.rank, c.channel};
+            auto it = channels_.find(key);
+            if (it == channels_.end()) {
+              if (c.channel < 0 || c.channel >= kChannelsPerRank || channels_.size() >= kChannelSeries) {
+                ++series_dropped_;
+                continue;
+              }
+              it = channels_.emplace(key, Channel{}).first;
+            }
+            it->second = {c.bytes_sent, c.bytes_received, c.busy_ns};
+          }
         } else if constexpr (std::is_same_v<E, events::Result>) {
           results_[{run, m.rank}] = {e.collective, e.bytes, e.out_of_place.busbw};
         } else if constexpr (std::is_same_v<E, events::RankExit>) {
@@ -96,6 +112,9 @@ std::string Metrics::render(double uptime_s, std::uint64_t runs_started, std::ui
   out += fmt::format("ringmaster_runs_started_total {}\n", runs_started);
   family(out, "ringmaster_runs_failed_total", "counter", "Runs in which a rank on this agent failed.");
   out += fmt::format("ringmaster_runs_failed_total {}\n", runs_failed);
+  family(out, "ringmaster_metric_series_dropped_total", "counter",
+         "Channel samples not kept: a channel number out of range, or the series cap reached.");
+  out += fmt::format("ringmaster_metric_series_dropped_total {}\n", series_dropped_);
   family(out, "ringmaster_stage_failures_total", "counter", "Init stage failures of ranks on this agent, by stage.");
   for (const auto& [stage, n] : stage_failures_) {
     out += fmt::format("ringmaster_stage_failures_total{{stage=\"{}\"}} {}\n", label(stage), n);

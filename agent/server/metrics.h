@@ -39,6 +39,7 @@ class Metrics {
   std::map<std::string, std::uint64_t> stalls_;                             // by run
   std::map<std::pair<std::string, std::string>, std::uint64_t> rank_ends_;  // run, outcome
   std::deque<std::string> runs_;                                            // the runs kept, oldest first
+  std::uint64_t series_dropped_ = 0;                                        // channel samples not kept
 };
 
 }  // namespace ringmaster::agent

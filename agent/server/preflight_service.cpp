@@ -33,7 +33,8 @@ std::string bounded_text(const json& request, const char* field) {
   return v;
 }
 
-// "LOW-HIGH" within 1-65535.
+// "LOW-HIGH" within 1024-65535: an agent running as root never listens on
+// a privileged port for a client.
 std::pair<std::uint16_t, std::uint16_t> port_range_of(const std::string& text) {
   unsigned lo = 0, hi = 0;
   const auto dash = text.find('-');
@@ -41,8 +42,9 @@ std::pair<std::uint16_t, std::uint16_t> port_range_of(const std::string& text) {
   const bool parsed = dash != std::string::npos &&
                       std::from_chars(text.data(), text.data() + dash, lo).ptr == text.data() + dash &&
                       std::from_chars(text.data() + dash + 1, end, hi).ptr == end;
-  if (!parsed || lo < 1 || hi > 65535 || lo > hi) {
-    throw Error(ErrorCategory::config, "preflight field 'port_range' must be LOW-HIGH within 1-65535");
+  if (!parsed || lo < 1024 || hi > 65535 || lo > hi) {
+    throw Error(ErrorCategory::config,
+                "preflight field 'port_range' must be LOW-HIGH within 1024-65535 (no privileged ports)");
   }
   return {static_cast<std::uint16_t>(lo), static_cast<std::uint16_t>(hi)};
 }
@@ -87,6 +89,12 @@ void PreflightService::run_off_io(std::function<json()> work, Done done) {
 
 void PreflightService::listen(const json& request, Done done) {
   const int master_port = bounded(request, "master_port", 29500, 0, 65535);
+  if (master_port != 0 && master_port < 1024) {
+    throw Error(
+        ErrorCategory::config,
+        fmt::format("preflight field 'master_port' is {}: the agent listens on unprivileged ports only (1024-65535)",
+                    master_port));
+  }
   const int count = bounded(request, "count", 2, 1, kPreflightMaxPortsPerClass);
   const int hold_s = bounded(request, "hold_s", 120, 1, kPreflightMaxHoldS);
   NodeFactsQuery query{bounded_text(request, "master_addr"), bounded_text(request, "socket_ifname")};

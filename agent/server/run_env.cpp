@@ -29,19 +29,68 @@ bool plain_name(std::string_view name) {
 
 }  // namespace
 
-bool run_env_name_allowed(std::string_view name) {
-  if (!plain_name(name)) return false;
-  // Loading code: libfabric's provider directory, NCCL's plugins.
-  if (name == "FI_PROVIDER_PATH" || ends_with(name, "_PLUGIN") || ends_with(name, "_PLUGIN_LIB")) return false;
-  for (std::string_view prefix : {"NCCL_", "RINGMASTER_", "FI_", "TORCHELASTIC_", "SLURM_", "TORCH_NCCL_"}) {
-    if (starts_with(name, prefix)) return true;
+namespace {
+
+// What a run's environment may not set, whatever its prefix, and why. A
+// name matches an entry equal to it, or ending with an entry that starts
+// with '_'; the first match gives the reason. Checked before the
+// allowlist below.
+struct Refused {
+  std::string_view name;
+  std::string_view why;
+};
+constexpr std::array<Refused, 12> kRefused = {{
+    {"FI_PROVIDER_PATH", "it names where libfabric loads providers from"},
+    {"NCCL_CONF_FILE", "it sets NCCL variables from a file, past this check"},
+    {"RINGMASTER_CUDA_MODULE", "it names the CUDA module to load"},
+    {"RINGMASTER_NCCL_LIBRARY", "it names the NCCL library to load"},
+    {"RINGMASTER_CONNECT_FILTER", "the agent sets it for the faults it injected"},
+    {"RINGMASTER_RUN_ID", "the agent sets it"},
+    {"_PLUGIN", "it names a plugin to load"},
+    {"_PLUGIN_LIB", "it names a plugin to load"},
+    {"_PLUGIN_PATH", "it names where plugins are loaded from"},
+    {"_LIBRARY", "it names a library to load"},
+    {"_LIBRARY_PATH", "it names where libraries are loaded from"},
+    {"_MODULE", "it names a module to load"},
+}};
+
+// What it may set: names with these prefixes, and these names.
+constexpr std::array<std::string_view, 6> kAllowedPrefixes = {"NCCL_",         "RINGMASTER_", "FI_",
+                                                              "TORCHELASTIC_", "SLURM_",      "TORCH_NCCL_"};
+constexpr std::array<std::string_view, 12> kAllowedNames = {
+    "MASTER_ADDR",          "MASTER_PORT",      "RANK",
+    "WORLD_SIZE",           "LOCAL_RANK",       "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",           "GROUP_WORLD_SIZE", "ROLE_RANK",
+    "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",  "TORCH_DISTRIBUTED_DEBUG"};
+
+const Refused* refused(std::string_view name) {
+  for (const auto& r : kRefused) {
+    if (r.name.front() == '_' ? ends_with(name, r.name) : name == r.name) return &r;
   }
-  static constexpr std::array<std::string_view, 12> kNames = {
-      "MASTER_ADDR",          "MASTER_PORT",      "RANK",
-      "WORLD_SIZE",           "LOCAL_RANK",       "LOCAL_WORLD_SIZE",
-      "GROUP_RANK",           "GROUP_WORLD_SIZE", "ROLE_RANK",
-      "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",  "TORCH_DISTRIBUTED_DEBUG"};
-  return std::find(kNames.begin(), kNames.end(), name) != kNames.end();
+  return nullptr;
+}
+
+}  // namespace
+
+std::string run_env_refusal(std::string_view name) {
+  if (!plain_name(name)) return "it is not a plain name ([A-Za-z_][A-Za-z0-9_]*, up to 128 bytes)";
+  if (const Refused* r = refused(name)) {
+    if (r->why.starts_with("the agent sets")) return std::string(r->why);
+    return fmt::format(
+        "{}: library and plugin locations come from the agent's own configuration (its unit or "
+        "command line), never from a client",
+        r->why);
+  }
+  for (std::string_view prefix : kAllowedPrefixes) {
+    if (starts_with(name, prefix)) return {};
+  }
+  if (std::find(kAllowedNames.begin(), kAllowedNames.end(), name) != kAllowedNames.end()) return {};
+  return "a run's environment takes NCCL_*, RINGMASTER_*, FI_* and torchrun's and Slurm's variables only (never the "
+         "loader's, the shell's, or anything that loads code)";
+}
+
+bool run_env_name_allowed(std::string_view name) {
+  return run_env_refusal(name).empty();
 }
 
 bool run_env_names_file(std::string_view name) {
@@ -63,12 +112,8 @@ std::map<std::string, std::string> checked_run_env(const nlohmann::json& env, co
                               "to 128 bytes)",
                               name.size()));
     }
-    if (!run_env_name_allowed(name)) {
-      throw Error(ErrorCategory::config,
-                  fmt::format("run.env.{} is not allowed: a run's environment takes NCCL_*, RINGMASTER_*, FI_* and "
-                              "torchrun's and Slurm's variables only (never the loader's, the shell's, or anything "
-                              "that loads code)",
-                              name));
+    if (const std::string why = run_env_refusal(name); !why.empty()) {
+      throw Error(ErrorCategory::config, fmt::format("run.env.{} is not allowed: {}", name, why));
     }
     if (!value.is_string()) {
       throw Error(ErrorCategory::config, fmt::format("run.env.{} must be a string, got {}", name, value.type_name()));

@@ -13,8 +13,12 @@
 
 namespace ringmaster::agent {
 
-// NCCL_*, RINGMASTER_*, FI_* (less the plugin and provider paths that load
-// code), torchrun's and Slurm's names, CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS.
+// Why a client may not set `name` in a run's environment; empty when it
+// may. Allowed: NCCL_*, RINGMASTER_*, FI_*, torchrun's and Slurm's names,
+// CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS; never a name that loads code (a
+// plugin, a library, a module, a provider directory, NCCL's config file)
+// nor what the agent sets itself (the run id, the faults' connect filter).
+std::string run_env_refusal(std::string_view name);
 bool run_env_name_allowed(std::string_view name);
 
 // Variables whose value is a file the rank reads or writes.

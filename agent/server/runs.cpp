@@ -52,6 +52,9 @@ struct RunManager::Child {
 };
 
 struct RunManager::Run {
+  // Declared first, so it goes last: its destructor kills what is left in
+  // the run's cgroup and removes it, after the children's pipes close.
+  std::unique_ptr<RunCgroup> cgroup;
   std::string id;
   std::vector<std::unique_ptr<Child>> children;
   std::unique_ptr<asio::steady_timer> kill_timer;
@@ -181,9 +184,19 @@ RunManager::RunManager(asio::io_context& io, const AgentOptions& options,
       emit_(std::move(emit)),
       faults_(faults),
       signals_(std::make_unique<Signals>(io)),
-      rank_user_(resolve_rank_user(options.rank_user, ::geteuid())) {
+      rank_user_(resolve_rank_user(options.rank_user, ::geteuid())),
+      cgroup_home_(find_cgroup_home()) {
   if (rank_user_.uid == 0) {
     log::warn("ranks run as root (--rank-user {})", rank_user_.name);
+  }
+  if (cgroup_home_.dir.empty()) {
+    log::warn(
+        "runs go without a cgroup of their own ({}): what a rank starts in a session of its own outlives the "
+        "run",
+        cgroup_home_.why_not);
+  } else {
+    for (const auto& dir : remove_stale_run_cgroups(cgroup_home_.dir))
+      log::info("removed {}, the cgroup of a run whose agent is gone, and what was left in it", dir);
   }
   watch_children();
 }
@@ -214,6 +227,13 @@ void RunManager::reap() {
         ended.emplace_back(child.get(), run);  // the run keeps the child alive
       }
     }
+  }
+  // Every rank of a run gone: what they started goes too (it would keep
+  // their output pipes open, and the run unfinished, or a port bound).
+  for (auto& [child, run] : ended) {
+    const bool all_exited =
+        std::all_of(run->children.begin(), run->children.end(), [](const auto& c) { return c->exited; });
+    if (all_exited && run->cgroup && run->cgroup->populated()) run->cgroup->kill();
   }
   for (auto& [child, run] : ended)
     finish_if_done(*child);
@@ -321,6 +341,11 @@ json RunManager::start(const json& m) {
 
   auto run = std::make_shared<Run>();
   run->id = id;
+  if (!cgroup_home_.dir.empty()) {
+    std::string why;
+    run->cgroup = RunCgroup::make(cgroup_home_.dir, id, why);
+    if (!run->cgroup) log::warn("run {} goes without a cgroup of its own: {}", id, why);
+  }
   std::string declared_topology, declared_host;
   if (!options_.topology_file.empty()) {
     std::error_code ec;
@@ -414,6 +439,7 @@ json RunManager::start(const json& m) {
     request.stdout_fd = out_pipe[1];
     request.stderr_fd = err_pipe[1];
     request.user = &rank_user_;
+    request.cgroup_procs_fd = run->cgroup ? run->cgroup->procs_fd() : -1;
     try {
       child->pid = spawn_rank(request);
     } catch (const Error& e) {
@@ -527,11 +553,13 @@ void RunManager::cancel(const std::string& run_id) {
     for (auto& c : r->children) {
       if (!c->exited) ::kill(c->pid, SIGKILL);
     }
+    if (r->cgroup) r->cgroup->kill();
   });
 }
 
 void RunManager::kill_all() {
   for (auto& [id, run] : runs_) {
+    if (run->cgroup) run->cgroup->kill();
     signal_group(*run, SIGKILL);
     for (auto& c : run->children) {
       if (!c->exited && c->pid > 0) {

@@ -13,6 +13,7 @@
 #include "faults.h"
 #include "ringmaster/agent/events.h"
 #include "ringmaster/agent/server.h"
+#include "run_cgroup.h"
 #include "spawn.h"
 
 namespace ringmaster::agent {
@@ -36,10 +37,11 @@ class RunManager {
   // not allowed, master_port 0 without rank 0 here, or a child cannot
   // start (those started are killed and reaped first).
   nlohmann::json start(const nlohmann::json& run);
-  // SIGTERM to every rank of the run, SIGKILL after the grace period.
+  // SIGTERM to every rank of the run, SIGKILL to all it started after the
+  // grace period.
   // Throws Error(config) for an unknown run.
   void cancel(const std::string& run_id);
-  // Kills every child now (agent shutdown).
+  // Kills every child now, and what they started (agent shutdown).
   void kill_all();
   // Runs in progress, for inventory.
   nlohmann::json active() const;
@@ -64,6 +66,7 @@ class RunManager {
   struct Signals;
   std::unique_ptr<Signals> signals_;
   RankUser rank_user_;
+  CgroupHome cgroup_home_;  // where runs get a cgroup each, or why they do not
   std::uint64_t started_ = 0;
   std::uint64_t failed_ = 0;
 };

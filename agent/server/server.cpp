@@ -127,6 +127,7 @@ struct AgentServer::Impl {
   std::unique_ptr<asio::ssl::context> tls;  // when --tls-cert/--tls-key
   asio::steady_timer heartbeat{io};
   Metrics metrics;
+  std::size_t queued_bytes = 0;  // unsent to all clients (AgentOptions::max_queued_bytes_total)
   std::set<std::shared_ptr<Session>> sessions;
   std::unique_ptr<FaultManager> faults;
   std::unique_ptr<RunManager> runs;
@@ -136,20 +137,34 @@ struct AgentServer::Impl {
   std::string topology_summary;
   std::string hostname;
   Clock::time_point started = Clock::now();
-  // Per client address after a wrong HMAC: refused until `until`, which
-  // doubles from 100 ms with each failure up to 10 s.
+  // Per client address after a wrong HMAC: its next wrong HMACs are
+  // answered only after a delay that doubles from 100 ms with each failure
+  // up to 10 s (reset by a right one), with at most kMaxHeldPerAddress
+  // such connections held at once (past them a wrong HMAC closes the
+  // connection without an answer). A right HMAC is always taken at once,
+  // so a failing client never locks out another one on its address (a
+  // NAT, a port-forward, loopback); the token's 16 bytes or more are what
+  // stop guessing, the delay bounds what a failing client costs.
   struct Backoff {
     int failures = 0;
-    Clock::time_point until;
+    int held = 0;  // connections waiting for their failure's answer
+    Clock::time_point last;
   };
+  static constexpr int kMaxHeldPerAddress = 8;
   std::map<std::string, Backoff> auth_backoff;
-  bool warned_full = false;
   std::uint64_t evicted = 0;
   std::uint64_t expired = 0;  // connections past the auth deadline, likewise  // unauthenticated connections closed for
                               // newer ones, logged once a heartbeat
   std::chrono::milliseconds accept_pause{0};
-  void auth_failed(const std::string& ip);
-  bool backing_off(const std::string& ip) const;
+  // A wrong HMAC from `ip`: how long to hold its answer, or nullopt when
+  // the address already has kMaxHeldPerAddress held (close at once).
+  std::optional<std::chrono::milliseconds> auth_failed(const std::string& ip);
+  void auth_answered(const std::string& ip);
+  // Whether a client whose token has `roles` may take an authenticated
+  // place (AgentOptions::max_connections): a reason when it may not. A
+  // client that may run or inject faults takes the place of the read-only
+  // connection heard from least recently when every place is taken.
+  std::optional<std::string> admit(unsigned roles);
 
   json inventory() const;
   void broadcast(const events::EventMessage& event);
@@ -165,6 +180,7 @@ struct AgentServer::Impl {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
+  ~Session() { set_queued(0); }
   Session(tcp::socket socket, AgentServer::Impl& server) : socket_(std::move(socket)), server_(server) {
     boost::system::error_code ec;
     const auto remote = socket_.remote_endpoint(ec);
@@ -180,7 +196,7 @@ class Session : public std::enable_shared_from_this<Session> {
       boost::system::error_code ec;
       co_await tls_->async_handshake(asio::ssl::stream_base::server, asio::redirect_error(use_awaitable, ec));
       if (ec) {
-        log::warn("TLS handshake with {} failed: {}", peer_, ec.message());
+        log::warn_from(peer_ip_, "TLS handshake with {} failed: {}", peer_, ec.message());
         drop("TLS handshake failed");
         server_.sessions.erase(self);
         co_return;
@@ -221,6 +237,14 @@ class Session : public std::enable_shared_from_this<Session> {
     } catch (const Error& e) {
       fatal(std::nullopt, e.status().message());
     }
+    if (held_failure_) {
+      asio::steady_timer hold(socket_.get_executor(), *held_failure_);
+      boost::system::error_code ec;
+      co_await hold.async_wait(asio::redirect_error(use_awaitable, ec));
+      server_.auth_answered(peer_ip_);
+      if (socket_.is_open())
+        fatal(held_re_, "authentication failed: wrong HMAC-SHA256 of the nonce for this agent's token");
+    }
     close_after_writes();
     server_.sessions.erase(self);
   }
@@ -240,11 +264,20 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     // A client that does not read what it is sent holds at most this much
-    // of the agent's memory; past it the connection is closed.
-    if (queued_bytes_ + frame.size() > server_.options.max_client_queue_bytes) {
+    // of the agent's memory, and all of them together at most the total;
+    // past either the connection is closed.
+    const bool own = queued_bytes_ + frame.size() > server_.options.max_client_queue_bytes;
+    if (own || server_.queued_bytes + frame.size() > server_.options.max_queued_bytes_total) {
       overflowed_ = true;
-      log::warn("closing {}: it reads too slowly ({} bytes waiting to be sent, the cap is {})", peer_, queued_bytes_,
-                server_.options.max_client_queue_bytes);
+      if (own) {
+        log::warn_from(peer_ip_, "closing {}: it reads too slowly ({} bytes waiting to be sent, the cap is {})", peer_,
+                       queued_bytes_, server_.options.max_client_queue_bytes);
+      } else {
+        log::warn_from(peer_ip_,
+                       "closing {}: its message would take what waits to be sent to all clients over {} bytes "
+                       "(--max-queued-total); it has {} waiting",
+                       peer_, server_.options.max_queued_bytes_total, queued_bytes_);
+      }
       // The frame being written stays until its write ends (with an error,
       // once the socket is closed).
       if (writing_ && !writes_.empty()) {
@@ -252,17 +285,18 @@ class Session : public std::enable_shared_from_this<Session> {
       } else {
         writes_.clear();
       }
-      queued_bytes_ = writes_.empty() ? 0 : writes_.front().size();
+      set_queued(writes_.empty() ? 0 : writes_.front().size());
       close_quietly();
       return;
     }
-    queued_bytes_ += frame.size();
+    set_queued(queued_bytes_ + frame.size());
     writes_.push_back(std::move(frame));
     if (!writing_) write_next();
   }
 
   bool subscribed() const noexcept { return authed_ && subscribed_; }
   bool authed() const noexcept { return authed_; }
+  unsigned roles() const noexcept { return roles_; }
   long long last_heard_us() const noexcept { return last_heard_us_; }
   long long connected_us() const noexcept { return connected_us_; }
   const std::string& peer() const noexcept { return peer_; }
@@ -277,7 +311,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void drop(const std::string& why) {
-    log::info("closing {}: {}", peer_, why);
+    log::info_from(peer_ip_, "closing {}: {}", peer_, why);
     boost::system::error_code ec;
     socket_.shutdown(tcp::socket::shutdown_both, ec);
     socket_.close(ec);
@@ -297,7 +331,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // A broken rule: say what, then close this connection only.
   void fatal(const std::optional<json>& re, const std::string& message) {
-    log::warn("client {} broke the protocol: {}", peer_, message);
+    log::warn_from(peer_ip_, "client {} broke the protocol: {}", peer_, message);
     json error = {{"type", "error"}, {"message", message}, {"fatal", true}};
     error["re"] = re ? *re : json(nullptr);
     send(std::move(error));
@@ -333,13 +367,24 @@ class Session : public std::enable_shared_from_this<Session> {
         }
       }
       if (token != nullptr) {
+        if (auto refusal = server_.admit(roles)) {
+          fatal(re, *refusal);
+          return;
+        }
         authed_ = true;
         roles_ = roles;
-        server_.auth_backoff.erase(peer_ip_);
+        if (auto it = server_.auth_backoff.find(peer_ip_); it != server_.auth_backoff.end()) it->second.failures = 0;
         reply(m, {{"hmac", agent_proof(*token, nonce_, client_nonce, binding)}, {"roles", role_names(roles)}});
+      } else if (const auto delay = server_.auth_failed(peer_ip_)) {
+        // Answered after the delay (run() waits for it), then closed.
+        held_failure_ = *delay;
+        held_re_ = re;
+        closing_ = true;
       } else {
-        server_.auth_failed(peer_ip_);
-        fatal(re, "authentication failed: wrong HMAC-SHA256 of the nonce for this agent's token");
+        log::debug("client {}: wrong HMAC while {} others from {} wait for theirs; closed", peer_,
+                   AgentServer::Impl::kMaxHeldPerAddress, peer_ip_);
+        close_quietly();
+        closing_ = true;
       }
       return;
     }
@@ -413,7 +458,7 @@ class Session : public std::enable_shared_from_this<Session> {
     } catch (const nlohmann::json::exception& e) {
       refuse(m, fmt::format("{} refused: a field has the wrong type or value (JSON error {})", type, e.id));
     } catch (const std::exception& e) {
-      log::warn("{} from {} failed: {}", type, peer_, e.what());
+      log::warn_from(peer_ip_, "{} from {} failed: {}", type, peer_, e.what());
       refuse(m, fmt::format("{} failed inside the agent: {}", type, e.what()));
     }
   }
@@ -430,11 +475,11 @@ class Session : public std::enable_shared_from_this<Session> {
         self->writing_ = false;
         return;
       }
-      self->queued_bytes_ -= std::min(self->queued_bytes_, self->writes_.front().size());
+      self->set_queued(self->queued_bytes_ - std::min(self->queued_bytes_, self->writes_.front().size()));
       self->writes_.pop_front();
       if (ec) {
         self->writes_.clear();
-        self->queued_bytes_ = 0;
+        self->set_queued(0);
         self->writing_ = false;
         return;
       }
@@ -467,13 +512,20 @@ class Session : public std::enable_shared_from_this<Session> {
   unsigned roles_ = 0;  // what the token it authenticated with allows (protocol.h)
   bool subscribed_ = false;
   bool closing_ = false;
+  // A wrong HMAC's answer, held for the address's back-off.
+  std::optional<std::chrono::milliseconds> held_failure_;
+  std::optional<json> held_re_;
   bool writing_ = false;
   std::deque<std::string> writes_;
   long long next_id_ = 1;
   long long last_heard_us_ = 0;
   long long connected_us_ = 0;
   int refused_before_auth_ = 0;
-  std::size_t queued_bytes_ = 0;
+  std::size_t queued_bytes_ = 0;  // counted in server_.queued_bytes too: set_queued()
+  void set_queued(std::size_t bytes) {
+    server_.queued_bytes = server_.queued_bytes - std::min(server_.queued_bytes, queued_bytes_) + bytes;
+    queued_bytes_ = bytes;
+  }
   bool overflowed_ = false;
 };
 
@@ -497,21 +549,50 @@ json AgentServer::Impl::inventory() const {
   return out;
 }
 
-void AgentServer::Impl::auth_failed(const std::string& ip) {
+std::optional<std::chrono::milliseconds> AgentServer::Impl::auth_failed(const std::string& ip) {
   const auto now = Clock::now();
-  if (auth_backoff.size() >= 4096) {
-    std::erase_if(auth_backoff, [&](const auto& entry) { return entry.second.until < now; });
-    if (auth_backoff.size() >= 4096) auth_backoff.erase(auth_backoff.begin());
+  if (auth_backoff.size() >= 4096 && !auth_backoff.contains(ip)) {
+    // Addresses quiet for a minute and holding nothing are forgotten first.
+    std::erase_if(auth_backoff,
+                  [&](const auto& e) { return e.second.held == 0 && now - e.second.last > std::chrono::seconds(60); });
+    if (auth_backoff.size() >= 4096) return std::nullopt;
   }
   auto& b = auth_backoff[ip];
-  b.failures = std::min(b.failures + 1, 7);
-  b.until = now + std::min<std::chrono::milliseconds>(std::chrono::milliseconds(100L << (b.failures - 1)),
-                                                      std::chrono::milliseconds(10000));
+  if (b.held >= kMaxHeldPerAddress) return std::nullopt;
+  b.failures = std::min(b.failures + 1, 8);
+  b.last = now;
+  ++b.held;
+  return std::min<std::chrono::milliseconds>(std::chrono::milliseconds(100L << (b.failures - 1)),
+                                             std::chrono::seconds(10));
 }
 
-bool AgentServer::Impl::backing_off(const std::string& ip) const {
-  const auto it = auth_backoff.find(ip);
-  return it != auth_backoff.end() && it->second.until > Clock::now();
+std::optional<std::string> AgentServer::Impl::admit(unsigned roles) {
+  std::size_t authed = 0, read_only = 0;
+  std::shared_ptr<Session> quietest_reader;
+  for (const auto& s : sessions) {
+    if (!s->open() || !s->authed()) continue;
+    ++authed;
+    if (s->roles() != kRoleRead) continue;
+    ++read_only;
+    if (!quietest_reader || s->last_heard_us() < quietest_reader->last_heard_us()) quietest_reader = s;
+  }
+  const std::size_t reader_share = options.max_connections * 3 / 4;
+  if (roles == kRoleRead && read_only >= reader_share) {
+    return fmt::format(
+        "read-only tokens hold {} connections, their share of the agent's {} "
+        "(--max-connections); close one, or connect with a token that may run",
+        read_only, options.max_connections);
+  }
+  if (authed < options.max_connections) return std::nullopt;
+  if (roles != kRoleRead && quietest_reader) {
+    quietest_reader->drop("its place was given to a client that may run or inject faults (--max-connections)");
+    return std::nullopt;
+  }
+  return fmt::format("the agent has {} authenticated connections, its cap (--max-connections)", authed);
+}
+
+void AgentServer::Impl::auth_answered(const std::string& ip) {
+  if (auto it = auth_backoff.find(ip); it != auth_backoff.end() && it->second.held > 0) --it->second.held;
 }
 
 void AgentServer::Impl::broadcast(const events::EventMessage& event) {
@@ -540,24 +621,21 @@ awaitable<void> AgentServer::Impl::accept_loop() {
       continue;
     }
     accept_pause = std::chrono::milliseconds(0);
+    close_on_exec(socket.native_handle());
     const auto remote = socket.remote_endpoint(ec);
     const std::string ip = ec ? std::string("?") : remote.address().to_string();
-    if (backing_off(ip)) {
-      socket.close(ec);  // a wrong HMAC from there a moment ago
-      continue;
-    }
-    // Caps on connections, all and per address: a flood of idle or slow
-    // clients costs a bounded amount. A connection that has not
-    // authenticated gives way to a new one (the oldest such from this
+    // Caps on connections still authenticating, all and per address: a
+    // flood of idle or slow clients costs a bounded amount. Such a
+    // connection gives way to a new one (the oldest such from this
     // address, else any), so a flood cannot lock out a client that does
-    // authenticate; only when every connection is authenticated is a new
-    // one refused.
-    std::size_t open = 0, waiting_here = 0;
+    // authenticate. Authenticated ones have a cap of their own, checked
+    // when a client authenticates (admit()), where its token's roles are
+    // known.
+    std::size_t waiting = 0, waiting_here = 0;
     std::shared_ptr<Session> oldest_here, oldest_any;
     for (const auto& s : sessions) {
-      if (!s->open()) continue;
-      ++open;
-      if (s->authed()) continue;
+      if (!s->open() || s->authed()) continue;
+      ++waiting;
       if (!oldest_any || s->connected_us() < oldest_any->connected_us()) oldest_any = s;
       if (s->peer_ip() != ip) continue;
       ++waiting_here;
@@ -567,19 +645,12 @@ awaitable<void> AgentServer::Impl::accept_loop() {
       oldest_here->close_quietly();
       ++evicted;
       if (oldest_any == oldest_here) oldest_any.reset();
-      --open;
+      --waiting;
     }
-    if (open >= options.max_connections) {
-      if (!oldest_any) {
-        if (!warned_full) log::warn("{} authenticated connections, the cap; refusing new ones", open);
-        warned_full = true;
-        socket.close(ec);
-        continue;
-      }
+    if (waiting >= options.max_connections && oldest_any) {
       oldest_any->close_quietly();
       ++evicted;
     }
-    warned_full = false;
     auto session = std::make_shared<Session>(std::move(socket), *this);
     sessions.insert(session);
     asio::co_spawn(io, session->run(session), asio::detached);
@@ -691,13 +762,11 @@ AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>())
     s.tls = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
     s.tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
                        asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
-    // TLS 1.3, or 1.2 with forward secrecy and an AEAD cipher only: no
-    // static RSA key exchange, no CBC, no SHA-1 MACs.
-    if (SSL_CTX_set_min_proto_version(s.tls->native_handle(), TLS1_2_VERSION) != 1 ||
-        SSL_CTX_set_cipher_list(
-            s.tls->native_handle(),
-            "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
-            "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305") != 1) {
+    // TLS 1.3 only: forward secrecy and AEAD ciphers always, and the
+    // clients' proofs are bound to the session through an exporter, which
+    // TLS 1.2 without Extended Master Secret would let a man in the middle
+    // share (every client of ours speaks 1.3).
+    if (SSL_CTX_set_min_proto_version(s.tls->native_handle(), TLS1_3_VERSION) != 1) {
       throw Error(ErrorCategory::internal, "OpenSSL refused the agent's TLS settings");
     }
     s.tls->use_certificate_chain_file(s.options.tls_cert, ec);

@@ -8,10 +8,13 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <grp.h>
+#include <linux/close_range.h>
 #include <pwd.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -94,14 +97,30 @@ struct ChildFailure {
   int error = 0;
 };
 
-enum Step : int { kGroup = 1, kOutput, kGroups, kGid, kUid, kStillRoot, kDirectory, kSignals, kExec };
+enum Step : int {
+  kCgroup = 1,
+  kGroup,
+  kOutput,
+  kDescriptors,
+  kGroups,
+  kGid,
+  kUid,
+  kStillRoot,
+  kDirectory,
+  kSignals,
+  kExec
+};
 
 const char* step_name(int step) {
   switch (step) {
+    case kCgroup:
+      return "joining the run's cgroup";
     case kGroup:
       return "joining the run's process group";
     case kOutput:
-      return "connecting its output";
+      return "connecting its input and output";
+    case kDescriptors:
+      return "closing the agent's descriptors";
     case kGroups:
       return "setting the rank user's groups";
     case kGid:
@@ -118,6 +137,26 @@ const char* step_name(int step) {
       return "executing";
   }
   return "starting";
+}
+
+// Marks every descriptor from 3 up close-on-exec, so the program starts
+// with 0, 1 and 2 only, whatever the agent (or a library it uses) opened
+// without O_CLOEXEC: its listener, its clients' sessions, its store. The
+// status pipe stays open until the exec itself. Linux 5.11's
+// CLOSE_RANGE_CLOEXEC in one call; older kernels one fcntl a descriptor
+// up to the descriptor limit. Async-signal-safe either way.
+bool cloexec_from_3() {
+  if (::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return true;
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return false;
+  const rlim_t top = limit.rlim_cur == RLIM_INFINITY ? rlim_t{1} << 20 : std::min<rlim_t>(limit.rlim_cur, 1 << 20);
+  for (rlim_t fd = 3; fd < top; ++fd) {
+    const int flags = ::fcntl(static_cast<int>(fd), F_GETFD);
+    if (flags >= 0 && (flags & FD_CLOEXEC) == 0 && ::fcntl(static_cast<int>(fd), F_SETFD, flags | FD_CLOEXEC) != 0) {
+      return false;
+    }
+  }
+  return true;
 }
 
 [[noreturn]] void fail_in_child(int status_fd, int step, int error) {
@@ -139,21 +178,37 @@ pid_t spawn_rank(const SpawnRequest& request) {
   const RankUser* user = request.user;
   const bool switch_user = user != nullptr && user->switch_to;
 
+  // The rank reads nothing of the agent's: its input is /dev/null.
+  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd < 0) {
+    throw Error(ErrorCategory::config, fmt::format("cannot start a rank: /dev/null: {}", strerror(errno)));
+  }
   int status_pipe[2];
   if (::pipe2(status_pipe, O_CLOEXEC) != 0) {
-    throw Error(ErrorCategory::config, fmt::format("cannot start a rank: pipe: {}", strerror(errno)));
+    const int err = errno;
+    ::close(null_fd);
+    throw Error(ErrorCategory::config, fmt::format("cannot start a rank: pipe: {}", strerror(err)));
   }
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int err = errno;
+    ::close(null_fd);
     ::close(status_pipe[0]);
     ::close(status_pipe[1]);
     throw Error(ErrorCategory::config, fmt::format("cannot start a rank: fork: {}", strerror(err)));
   }
   if (pid == 0) {
     const int fd = status_pipe[1];
+    // First, while still the agent's user: whatever the rank starts is
+    // then in the run's cgroup too.
+    if (request.cgroup_procs_fd >= 0 && ::write(request.cgroup_procs_fd, "0", 1) != 1) {
+      fail_in_child(fd, kCgroup, errno);
+    }
     if (::setpgid(0, request.process_group) != 0) fail_in_child(fd, kGroup, errno);
-    if (::dup2(request.stdout_fd, 1) < 0 || ::dup2(request.stderr_fd, 2) < 0) fail_in_child(fd, kOutput, errno);
+    if (::dup2(null_fd, 0) < 0 || ::dup2(request.stdout_fd, 1) < 0 || ::dup2(request.stderr_fd, 2) < 0) {
+      fail_in_child(fd, kOutput, errno);
+    }
+    if (!cloexec_from_3()) fail_in_child(fd, kDescriptors, errno);
     if (switch_user) {
       if (::setgroups(user->groups.size(), user->groups.data()) != 0) fail_in_child(fd, kGroups, errno);
       if (::setgid(user->gid) != 0) fail_in_child(fd, kGid, errno);
@@ -172,6 +227,7 @@ pid_t spawn_rank(const SpawnRequest& request) {
     ::execve(argv[0], argv.data(), envp.data());
     fail_in_child(fd, kExec, errno);
   }
+  ::close(null_fd);
   ::close(status_pipe[1]);
   // Also from here, so the group exists whichever side runs first.
   ::setpgid(pid, request.process_group == 0 ? pid : request.process_group);

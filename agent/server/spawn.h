@@ -39,6 +39,7 @@ struct SpawnRequest {
   std::string directory;          // the working directory
   pid_t process_group = 0;        // 0: a group of its own
   int stdout_fd = -1, stderr_fd = -1;
+  int cgroup_procs_fd = -1;  // the run's cgroup.procs (run_cgroup.h), joined before the exec; -1: none
   const RankUser* user = nullptr;
 };
 

@@ -1,5 +1,6 @@
 // ringmaster-agent: the daemon on every node. Serves the control protocol
 // (docs/protocol.md) and runs ranks as child processes.
+#include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
@@ -16,6 +17,10 @@
 #include "ringmaster/version.h"
 
 int main(int argc, char** argv) {
+  // A reader of the agent's output that goes away (a closed terminal, a
+  // log collector restarted) costs the write, not the agent: writes then
+  // fail with EPIPE. Ranks get SIGPIPE back at their start (spawn.cpp).
+  ::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"ringmaster-agent: runs Ringmaster ranks on this node for the console and ringmaster-cli remote"};
   app.name("ringmaster-agent");
   ringmaster::agent::AgentOptions options;
@@ -48,6 +53,14 @@ int main(int argc, char** argv) {
   app.add_option("--max-client-queue", options.max_client_queue_bytes,
                  "Bytes waiting to be sent to one client before it is dropped as too slow")
       ->capture_default_str();
+  app.add_option("--max-queued-total", options.max_queued_bytes_total,
+                 "Bytes waiting to be sent to all clients together; the client whose message would pass it is "
+                 "dropped")
+      ->capture_default_str();
+  app.add_option("--max-connections", options.max_connections,
+                 "Authenticated control connections at once; read-only tokens hold at most three quarters of them")
+      ->capture_default_str()
+      ->check(CLI::Range(4, 1 << 20));
   std::string log_level = "info";
   app.add_option("--log-level", log_level,
                  "trace, debug, info, warn, error or off (timestamps unless journald takes the output)")

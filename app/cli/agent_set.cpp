@@ -42,7 +42,10 @@ void add_agent_set_options(CLI::App& command, AgentSet& set) {
       ->capture_default_str();
   command.add_option("--agents-file", set.agents_file, "More agents, one HOST:PORT a line (# comments)");
   command.add_option("--token-file", set.token_file, "File with the agents' shared token");
-  command.add_flag("--tls", set.tls, "The agents serve TLS (encrypt; verify only with --tls-ca)");
+  command.add_flag("--tls", set.tls, "The agents serve TLS (needs --tls-ca, or --tls-insecure)");
+  command.add_flag("--tls-insecure", set.tls_insecure,
+                   "With --tls and no --tls-ca: encrypt, but take any certificate (whoever answers gets this "
+                   "client's proof); implies --tls");
   command.add_option("--tls-ca", set.tls_ca,
                      "CA certificate (PEM) that signed the agents' certificates; implies --tls");
   command.add_option("--tls-cert", set.tls_cert,
@@ -89,8 +92,9 @@ agent::ClientOptions client_options(const AgentSet& set, const Endpoint& e, cons
   c.port = e.port;
   c.tls_name = e.name;
   c.token = token;
-  c.tls = set.tls || !set.tls_ca.empty();
+  c.tls = set.tls || set.tls_insecure || !set.tls_ca.empty();
   c.tls_ca_file = set.tls_ca;
+  c.tls_insecure = set.tls_insecure;
   c.tls_cert_file = set.tls_cert;
   c.tls_key_file = set.tls_key;
   return c;

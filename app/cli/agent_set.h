@@ -25,6 +25,7 @@ struct AgentSet {
   std::string token_file;
   bool tls = false;
   std::string tls_ca;
+  bool tls_insecure = false;      // TLS without a CA: any certificate taken
   std::string tls_cert, tls_key;  // this client's, for agents that ask for one
 };
 

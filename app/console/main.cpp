@@ -42,13 +42,16 @@ int main(int argc, char** argv) {
                                 "host:port,...");
   QCommandLineOption agents_file_opt("agents-file", "More agents, one host:port a line (# comments).", "file");
   QCommandLineOption token_opt("token-file", "The agents' shared token.", "file");
-  QCommandLineOption tls_opt("tls", "The --agents serve TLS (encrypt; verify only with --tls-ca).");
+  QCommandLineOption tls_opt("tls", "The --agents serve TLS (needs --tls-ca, or --tls-insecure).");
   QCommandLineOption tls_ca_opt("tls-ca", "CA certificate (PEM) that signed the agents' certificates; implies --tls.",
                                 "file");
   QCommandLineOption tls_cert_opt(
       "tls-cert", "This console's certificate (PEM), for agents started with --tls-client-ca; needs --tls-key.",
       "file");
   QCommandLineOption tls_key_opt("tls-key", "Private key (PEM) of --tls-cert.", "file");
+  QCommandLineOption tls_insecure_opt("tls-insecure",
+                                      "With --tls and no --tls-ca: encrypt, but take any certificate (whoever answers "
+                                      "gets the console's proof); implies --tls.");
   QCommandLineOption local_opt("local", "Local agents to start (default 4).", "n", "4");
   QCommandLineOption local_topology_opt(
       "local-topology",
@@ -77,10 +80,10 @@ int main(int argc, char** argv) {
                              "title", "Live");
   QCommandLineOption size_opt("size", "Window size, e.g. 1366x768 (default: as last time).", "WxH");
   const std::initializer_list<const QCommandLineOption*> options = {
-      &agents_opt,  &agents_file_opt,    &token_opt,     &tls_opt,    &tls_ca_opt,     &tls_cert_opt,
-      &tls_key_opt, &local_opt,          &run_opt,       &shot_opt,   &collective_opt, &min_opt,
-      &max_opt,     &iters_opt,          &per_agent_opt, &record_opt, &tab_opt,        &size_opt,
-      &replay_opt,  &local_topology_opt, &engine_opt};
+      &agents_opt,  &agents_file_opt,  &token_opt,          &tls_opt,       &tls_ca_opt, &tls_cert_opt,
+      &tls_key_opt, &tls_insecure_opt, &local_opt,          &run_opt,       &shot_opt,   &collective_opt,
+      &min_opt,     &max_opt,          &iters_opt,          &per_agent_opt, &record_opt, &tab_opt,
+      &size_opt,    &replay_opt,       &local_topology_opt, &engine_opt};
   for (const auto* o : options)
     cli.addOption(*o);
   // For the build: the bash completion script (needs no display).
@@ -138,7 +141,8 @@ int main(int argc, char** argv) {
     access.tls_ca = cli.value(tls_ca_opt);
     access.tls_cert = cli.value(tls_cert_opt);
     access.tls_key = cli.value(tls_key_opt);
-    access.tls = cli.isSet(tls_opt) || !access.tls_ca.isEmpty() || !access.tls_cert.isEmpty();
+    access.tls_insecure = cli.isSet(tls_insecure_opt);
+    access.tls = cli.isSet(tls_opt) || access.tls_insecure || !access.tls_ca.isEmpty() || !access.tls_cert.isEmpty();
     if (access.tls_cert.isEmpty() != access.tls_key.isEmpty()) {
       std::fprintf(stderr, "ringmaster: --tls-cert and --tls-key go together\n");
       return 2;

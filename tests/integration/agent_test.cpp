@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/kcmp.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -14,9 +15,11 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
@@ -32,7 +35,10 @@
 #include <tuple>
 #include <variant>
 
+#include "agent/server/metrics.h"
 #include "agent/server/nic_counters.h"
+#include "agent/server/run_cgroup.h"
+#include "agent/server/run_env.h"
 #include "process.h"
 #include "ringmaster/agent/client.h"
 #include "ringmaster/agent/command.h"
@@ -655,6 +661,10 @@ TEST(AgentPreflight, RequestsOutOfBoundsAreRefused) {
   refused({{"type", "preflight_probe"}, {"targets", {{{"host", std::string(300, 'h')}, {"port", 80}}}}}, "at most 255");
   refused({{"type", "preflight_listen"}, {"count", 9}}, "'count' must be in [1, 4]");
   refused({{"type", "preflight_listen"}, {"port_range", "9-1"}}, "LOW-HIGH");
+  // Review (L2): a run token made the root agent listen on privileged
+  // ports, on every address, for up to 600 s.
+  refused({{"type", "preflight_listen"}, {"port_range", "1-1023"}}, "within 1024-65535 (no privileged ports)");
+  refused({{"type", "preflight_listen"}, {"master_port", 22}}, "unprivileged ports only (1024-65535)");
   refused({{"type", "preflight_listen"}, {"hold_s", 100000}}, "'hold_s' must be in [1, 600]");
   EXPECT_TRUE(a.alive());
 }
@@ -896,18 +906,46 @@ TEST(Agent, TlsWithAVerifiedCertificate) {
   EXPECT_NE(unverified.output.find("TLS handshake"), std::string::npos) << unverified.output;
   // The agent keeps serving the verified client.
   EXPECT_EQ(client->call({{"type", "ping"}})["type"], "reply");
-  // Only TLS 1.3, or 1.2 with ECDHE and an AEAD cipher: a client offering
-  // static RSA or CBC/SHA-1 suites alone, or TLS 1.1, is refused.
+  // Only TLS 1.3 (review, a low finding: TLS 1.2 without Extended Master
+  // Secret was accepted, under which a man in the middle could share the
+  // session's exporter that binds a client's proof): every 1.2 client,
+  // whatever its suites, and TLS 1.1 are refused.
   auto handshake = [&](const std::string& flags) {
     const std::string command = "echo | timeout 10 openssl s_client -connect 127.0.0.1:" + std::to_string(a.port) +
                                 " " + flags + " >/dev/null 2>&1";
     return ::system(command.c_str()) == 0;
   };
-  EXPECT_TRUE(handshake("-tls1_2 -cipher ECDHE-RSA-AES128-GCM-SHA256"));
   EXPECT_TRUE(handshake("-tls1_3"));
+  EXPECT_FALSE(handshake("-tls1_2 -cipher ECDHE-RSA-AES128-GCM-SHA256")) << "TLS 1.2 accepted";
   EXPECT_FALSE(handshake("-tls1_2 -cipher AES128-SHA")) << "static RSA with CBC and SHA-1 accepted";
-  EXPECT_FALSE(handshake("-tls1_2 -cipher AES128-GCM-SHA256")) << "static RSA key exchange accepted";
-  EXPECT_FALSE(handshake("-tls1_2 -cipher ECDHE-RSA-AES128-SHA")) << "CBC with SHA-1 accepted";
+  EXPECT_FALSE(handshake("-tls1_1")) << "TLS 1.1 accepted";
+  // Review (a low finding): `remote --tls` without a CA sent its proof
+  // before it could check who answered. A client without a CA now refuses
+  // before it connects, unless told --tls-insecure.
+  auto no_ca = a.options();
+  no_ca.tls = true;
+  try {
+    agent::AgentClient::connect(no_ca);
+    ADD_FAILURE() << "TLS without a CA connected";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("without --tls-ca cannot check who answers"), std::string::npos) << e.what();
+  }
+  no_ca.tls_insecure = true;
+  EXPECT_EQ(agent::AgentClient::connect(no_ca)->call({{"type", "ping"}})["type"], "reply");
+  auto remote_tls = [&](const std::vector<std::string>& flags) {
+    std::vector<std::string> argv = {RINGMASTER_CLI, "remote",  "--agents", "127.0.0.1:" + std::to_string(a.port),
+                                     "--token-file", token_file};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back("inventory");
+    auto cli = testing_support::spawn(argv, {}, true);
+    cli.finish();
+    return cli;
+  };
+  auto refused = remote_tls({"--tls"});
+  EXPECT_NE(refused.exit_code(), 0) << refused.output;
+  EXPECT_NE(refused.output.find("--tls-insecure"), std::string::npos) << refused.output;
+  auto insecure = remote_tls({"--tls-insecure"});
+  EXPECT_EQ(insecure.exit_code(), 0) << insecure.output;
 }
 
 // Optional client certificates (mutual TLS): an agent started with
@@ -2130,6 +2168,276 @@ TEST(AgentHardening, WrongHmacsAreSlowedDown) {
   EXPECT_LE(tries, 8) << "wrong HMACs tried in 2 s";
 }
 
+// Review (L6): the log's 20 lines a second were shared by every client, so
+// one flooding client hid the failures of everyone else. Each client
+// address now has its own share (20 a second), under a cap for all.
+TEST(AgentLog, OneFloodingAddressHidesNoOtherAddresssLines) {
+  const std::string dir = ::testing::TempDir() + "agent-log-share-" + std::to_string(::getpid());
+  auto child = testing_support::spawn({RINGMASTER_AGENT, "--listen", "127.0.0.1:0", "--print-port", "--state-dir", dir},
+                                      {}, true);
+  std::uint16_t port = 0;
+  {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    std::smatch m;
+    char buf[4096];
+    while (port == 0 && std::chrono::steady_clock::now() < deadline) {
+      if (std::regex_search(child.output, m, std::regex(R"((^|\n)(\d+)\n)"))) {
+        port = static_cast<std::uint16_t>(std::stoi(m[2]));
+        break;
+      }
+      pollfd p{child.out_fd, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      const ssize_t n = ::read(child.out_fd, buf, sizeof(buf));
+      if (n <= 0) break;
+      child.output.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  ASSERT_NE(port, 0) << child.output;
+  // A frame that breaks the protocol, from a given loopback address.
+  auto broken_from = [&](const char* source) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    ::inet_pton(AF_INET, source, &from.sin_addr);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port);
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) == 0 &&
+        ::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0) {
+      const std::string garbage(64, '\xff');
+      [[maybe_unused]] const auto n = ::write(fd, garbage.data(), garbage.size());
+      char c;
+      pollfd p{fd, POLLIN, 0};
+      while (::poll(&p, 1, 2000) > 0 && ::read(fd, &c, 1) > 0) {
+      }
+    }
+    ::close(fd);
+  };
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 200; ++i)
+    broken_from("127.0.0.2");
+  broken_from("127.0.0.1");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::this_thread::sleep_for(1100ms);
+  broken_from("127.0.0.2");  // a new second: what was held back is counted
+  ::kill(child.pid, SIGTERM);
+  child.finish();
+  std::filesystem::remove_all(dir);
+  const auto count = [&](const std::string& what) {
+    std::size_t n = 0;
+    for (auto at = child.output.find(what); at != std::string::npos; at = child.output.find(what, at + 1))
+      ++n;
+    return n;
+  };
+  EXPECT_EQ(count("client 127.0.0.1:"), 1u) << "the one broken client of 127.0.0.1 was hidden by 127.0.0.2's flood";
+  EXPECT_LE(count("client 127.0.0.2:"), 20 * (seconds + 2) + 1) << "in " << seconds << " s";
+  EXPECT_GE(count("client 127.0.0.2:"), 5u);
+  EXPECT_NE(child.output.find("lines about 127.0.0.2 held back in the last second)"), std::string::npos)
+      << child.output.substr(0, 4000);
+}
+
+// Review (M2): 9 wrong HMACs in about 21 s, then 0 of 100 legitimate
+// connections from that address got in (every user on loopback, behind a
+// NAT or a port-forward). A wrong HMAC now only delays its own answer; a
+// right one from the same address is taken at once.
+TEST(AgentHardening, AFailingClientLocksNobodyOutOfItsAddress) {
+  Agent a;
+  std::atomic<bool> stop{false};
+  std::atomic<int> failures{0};
+  std::thread bad([&] {
+    while (!stop) {
+      try {
+        RawConnection raw(a.port);
+        const auto hello = raw.read();
+        if (!hello) continue;
+        raw.send(json{
+            {"type", "auth"}, {"id", 1}, {"v", 1}, {"nonce", agent::random_nonce()}, {"hmac", std::string(64, '0')}});
+        ++failures;
+        // Does not wait for the answer: the next try at once.
+      } catch (const std::exception&) {
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+  });
+  std::this_thread::sleep_for(1s);  // failing well before the first good client
+  int good = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 100; ++i) {
+    try {
+      if (agent::AgentClient::connect(a.options())->call({{"type", "ping"}})["type"] == "reply") ++good;
+    } catch (const Error& e) {
+      ADD_FAILURE() << "good connection " << i << ": " << e.what();
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stop = true;
+  bad.join();
+  EXPECT_EQ(good, 100) << "while a client on the same address kept failing";
+  EXPECT_GE(failures.load(), 20) << "the failing client did not keep trying";
+  EXPECT_LT(seconds, 30.0) << "100 good connections took " << seconds << " s";
+  EXPECT_TRUE(a.alive());
+}
+
+// Review (H1): every rank inherited the root agent's sockets, its listener
+// and open client sessions among them; a rank accepted the administrator's
+// next connection and relayed it. A rank now holds nothing of the agent's
+// but its own output pipes: input /dev/null, output and error the pipes
+// the agent reads, and no other descriptor the agent has.
+TEST(AgentHardening, RanksInheritNoDescriptorOfTheAgent) {
+  Agent a;
+  auto client = agent::AgentClient::connect(a.options());  // a session the rank must not hold
+  Inbox inbox;
+  auto watcher = agent::AgentClient::connect(a.options(), inbox.handler());
+  watcher->call({{"type", "subscribe"}});
+  // Rank 0 of 2, its peer never started: it waits at the store, alive.
+  const json started = client->call(
+      with_timeouts(perf_run("fds", 2, {0}, perf_spec("8", "8", 1)), {{"store_s", 60}, {"bootstrap_s", 60}}));
+  ASSERT_EQ(started["ranks"].size(), 1u) << started.dump();
+  const int rank_pid = started["ranks"][0]["pid"].get<int>();
+  auto descriptors = [](pid_t pid) {
+    std::map<int, std::string> out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+      const auto target = std::filesystem::read_symlink(e.path(), ec);
+      if (!ec) out[std::atoi(e.path().filename().c_str())] = target.string();
+    }
+    return out;
+  };
+  // Once it listens for its store, the rank is past its start.
+  std::map<int, std::string> rank;
+  for (int i = 0; i < 100; ++i) {
+    rank = descriptors(rank_pid);
+    if (rank.size() > 3) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  const auto agent_fds = descriptors(a.child.pid);
+  ASSERT_FALSE(rank.empty()) << "cannot read /proc/" << rank_pid << "/fd";
+  ASSERT_GT(agent_fds.size(), 4u);
+  EXPECT_EQ(rank[0], "/dev/null");
+  // kcmp(KCMP_FILE) tells whether two descriptors are one open file (a
+  // path cannot: two opens of /dev/null read alike).
+  for (const auto& [fd, target] : rank) {
+    if (fd == 1 || fd == 2) {
+      EXPECT_TRUE(target.starts_with("pipe:")) << "fd " << fd << ": " << target;
+      continue;
+    }
+    for (const auto& [agent_fd, agent_target] : agent_fds) {
+      const long same = ::syscall(SYS_kcmp, rank_pid, a.child.pid, KCMP_FILE, fd, agent_fd);
+      EXPECT_NE(same, 0) << "the rank's fd " << fd << " is the agent's fd " << agent_fd << " (" << target << ")";
+    }
+  }
+  client->call({{"type", "cancel"}, {"run_id", "fds"}});
+  inbox.run_events("fds", 1, 60s);
+}
+
+// Review (L4): processes a rank started outlived its run (the agent
+// signalled the run's process group only, which a process in a session of
+// its own leaves). Each run now has a cgroup of its own below the agent's,
+// and the run's end kills everything in it.
+TEST(AgentHardening, EachRunIsACgroupAndNothingOutlivesIt) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: a cgroup below the agent's";
+  const auto home = agent::find_cgroup_home();
+  if (home.dir.empty()) GTEST_SKIP() << "no cgroup v2 for the agent here: " << home.why_not;
+  Agent a;
+  auto client = agent::AgentClient::connect(a.options());
+  Inbox inbox;
+  auto watcher = agent::AgentClient::connect(a.options(), inbox.handler());
+  watcher->call({{"type", "subscribe"}});
+  // Rank 0 of 2, its peer never started: it waits at the store, alive.
+  const json started = client->call(
+      with_timeouts(perf_run("cg", 2, {0}, perf_spec("8", "8", 1)), {{"store_s", 60}, {"bootstrap_s", 60}}));
+  const int rank_pid = started["ranks"][0]["pid"].get<int>();
+  const std::string dir = home.dir + "/ringmaster-" + std::to_string(a.child.pid) + "-cg";
+  ASSERT_TRUE(std::filesystem::is_directory(dir)) << dir;
+  std::ifstream procs(dir + "/cgroup.procs");
+  std::set<int> members{std::istream_iterator<int>(procs), std::istream_iterator<int>()};
+  EXPECT_TRUE(members.contains(rank_pid)) << "rank " << rank_pid << " is not in " << dir;
+  // A process of the run in a session of its own, as a daemon a rank
+  // started would be: setsid, then into the run's cgroup.
+  auto helper = testing_support::spawn({"/usr/bin/setsid", "/bin/sleep", "300"}, {});
+  std::this_thread::sleep_for(100ms);
+  {
+    std::ofstream join(dir + "/cgroup.procs");
+    join << helper.pid << std::flush;
+    ASSERT_TRUE(join.good()) << "cannot move " << helper.pid << " into " << dir;
+  }
+  client->call({{"type", "cancel"}, {"run_id", "cg"}});
+  const auto events = inbox.run_events("cg", 1, 60s);
+  ASSERT_FALSE(events.empty());
+  helper.finish();
+  EXPECT_TRUE(WIFSIGNALED(helper.status) && WTERMSIG(helper.status) == SIGKILL)
+      << "the run's helper outlived the run (status " << helper.status << ")";
+  for (int i = 0; i < 100 && std::filesystem::exists(dir); ++i)
+    std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(std::filesystem::exists(dir)) << dir << " outlived its run";
+}
+
+// Review (H2, and a low finding): variables that load code passed the run
+// environment's allowlist (RINGMASTER_CUDA_MODULE, RINGMASTER_NCCL_LIBRARY
+// with absolute paths), and a client could replace the connect filter the
+// agent sets for its faults. Every loader and plugin variable that NCCL,
+// libfabric, CUDA, glibc, Python and Ringmaster read is refused.
+TEST(RunEnvironment, NoVariableCanNameCodeToLoad) {
+  for (const char* name :
+       {// NCCL's plugins and its config file (which sets any NCCL_*)
+        "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PLUGIN", "NCCL_ENV_PLUGIN", "NCCL_GIN_PLUGIN",
+        "NCCL_RAS_PLUGIN", "NCCL_CONF_FILE",
+        // libfabric
+        "FI_PROVIDER_PATH",
+        // CUDA
+        "CUDA_INJECTION64_PATH", "CUDA_INJECTION32_PATH", "CUDA_MODULE_LOADING",
+        // glibc's loader and its other code paths
+        "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "GCONV_PATH", "GLIBC_TUNABLES", "LOCPATH", "NLSPATH",
+        "HOSTALIASES",
+        // Python and torch
+        "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONBREAKPOINT", "PYTHONEXECUTABLE",
+        "TORCH_EXTENSIONS_DIR",
+        // other stacks a rank may load
+        "OMPI_MCA_mca_base_component_path", "UCX_MODULE_DIR", "HWLOC_PLUGINS_PATH", "HWLOC_COMPONENTS",
+        // Ringmaster's own, and what the agent sets
+        "RINGMASTER_CUDA_MODULE", "RINGMASTER_NCCL_LIBRARY", "RINGMASTER_CONNECT_FILTER", "RINGMASTER_RUN_ID",
+        // the shell's
+        "PATH", "SHELL", "BASH_ENV", "ENV", "IFS"}) {
+    EXPECT_FALSE(agent::run_env_name_allowed(name)) << name << " is allowed";
+    EXPECT_FALSE(agent::run_env_refusal(name).empty()) << name;
+  }
+  for (const char* name : {"NCCL_DEBUG", "NCCL_SOCKET_IFNAME", "NCCL_ALGO", "NCCL_DEBUG_FILE", "FI_PROVIDER",
+                           "FI_LOG_LEVEL", "RINGMASTER_CUDA_IPC", "RINGMASTER_PORT_RANGE", "MASTER_ADDR",
+                           "CUDA_VISIBLE_DEVICES", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "SLURM_JOB_ID"}) {
+    EXPECT_TRUE(agent::run_env_name_allowed(name)) << name << ": " << agent::run_env_refusal(name);
+  }
+  try {
+    (void)agent::checked_run_env(json{{"RINGMASTER_CUDA_MODULE", "/tmp/evil.so"}}, "/nonexistent/runs/x");
+    ADD_FAILURE() << "RINGMASTER_CUDA_MODULE was accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("run.env.RINGMASTER_CUDA_MODULE is not allowed: it names the CUDA module to load"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("the agent's own configuration"), std::string::npos) << what;
+    EXPECT_EQ(what.find("/tmp/evil.so"), std::string::npos) << what;
+  }
+}
+
+// Review (a low finding): timeouts of 1e308 reached the ranks as a
+// negative number of seconds. A timeout is now at most a day.
+TEST(AgentHardening, TimeoutsBeyondADayAreRefused) {
+  Agent a;
+  for (const double seconds : {1e308, 86401.0, -1.0, 0.0}) {
+    try {
+      // A broken field closes the connection: a new one each time.
+      agent::AgentClient::connect(a.options())->call(with_timeouts(one_rank_run("too-long"), {{"store_s", seconds}}));
+      ADD_FAILURE() << "store_s " << seconds << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("run.timeouts.store_s must be a positive number of seconds, at most 86400"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_TRUE(a.alive());
+}
+
 // Agent CPU seconds so far (utime + stime).
 double cpu_seconds(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
@@ -2203,6 +2511,42 @@ TEST(AgentHardening, QdiscsOfAKilledAgentAreRemovedByTheNextOne) {
   agent::run_command({"ip", "link", "del", ours});
 }
 
+// Review (M4): a refused delay or rate fault ran `tc qdisc del dev IF
+// root`, and so did clearing a fault: an operator's htb qdisc and its
+// classes were gone. The agent now deletes a root qdisc only by its own
+// handle, so what it did not create stays.
+TEST(AgentHardening, FaultsNeverRemoveAQdiscTheyDidNotCreate) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (veth, tc)";
+  const std::string suffix = std::to_string(::getpid() % 100000);
+  const std::string dev = "rmqc" + suffix, peer = "rmqd" + suffix;
+  ASSERT_EQ(agent::run_command({"ip", "link", "add", dev, "type", "veth", "peer", "name", peer}).first, 0);
+  agent::run_command({"ip", "link", "set", dev, "up"});
+  auto qdisc_of = [&] { return agent::run_command({"tc", "qdisc", "show", "dev", dev, "root"}).second; };
+  Agent a({"--allow-fault-injection"});
+  auto client = agent::AgentClient::connect(a.options());
+  // The operator's qdisc is there first: the fault is refused, theirs stays.
+  ASSERT_EQ(agent::run_command({"tc", "qdisc", "add", "dev", dev, "root", "handle", "77:", "htb"}).first, 0);
+  ASSERT_EQ(
+      agent::run_command({"tc", "class", "add", "dev", dev, "parent", "77:", "classid", "77:1", "htb", "rate", "1gbit"})
+          .first,
+      0);
+  for (const json& fault : {json{{"kind", "delay"}, {"interface", dev}, {"ms", 5}},
+                            json{{"kind", "rate"}, {"interface", dev}, {"mbit", 100}}}) {
+    EXPECT_THROW(client->call({{"type", "fault"}, {"fault", fault}}), Error) << fault.dump();
+    EXPECT_NE(qdisc_of().find(" 77: "), std::string::npos) << "after a refused " << fault["kind"] << ": " << qdisc_of();
+  }
+  EXPECT_NE(agent::run_command({"tc", "class", "show", "dev", dev}).second.find("77:1"), std::string::npos);
+  // Ours, then replaced by the operator's before it is cleared: clearing
+  // leaves theirs.
+  agent::run_command({"tc", "qdisc", "del", "dev", dev, "root"});
+  client->call({{"type", "fault"}, {"fault", {{"kind", "rate"}, {"interface", dev}, {"mbit", 100}}}});
+  EXPECT_NE(qdisc_of().find(" 5247: "), std::string::npos) << qdisc_of();
+  ASSERT_EQ(agent::run_command({"tc", "qdisc", "replace", "dev", dev, "root", "handle", "78:", "htb"}).first, 0);
+  client->call({{"type", "fault_clear"}});
+  EXPECT_NE(qdisc_of().find(" 78: "), std::string::npos) << "clearing removed the operator's qdisc: " << qdisc_of();
+  agent::run_command({"ip", "link", "del", dev});
+}
+
 // A client that asks and never reads held the agent's memory without
 // bound (its replies queued for ever); past the cap it is dropped and the
 // agent's memory stays put.
@@ -2241,6 +2585,151 @@ TEST(AgentHardening, AClientThatNeverReadsIsDroppedAtTheQueueCap) {
     EXPECT_LT(after - before, 64 * 1024) << "agent RSS grew by " << (after - before) / 1024 << " MiB";
   }
   EXPECT_TRUE(a.alive());
+}
+
+// Review (L3): a rank's output could make a million metric series (+118 MB,
+// a 150 MB /metrics, a 1.1 s stall): its samples name their channels.
+// Channels past 256 a rank, or past the series cap, are counted and not kept.
+TEST(AgentMetrics, ARankCannotMakeAMillionSeries) {
+  agent::Metrics metrics;
+  agent::events::Sample sample;
+  auto channel = [](int c) {
+    agent::events::Sample::Channel one;
+    one.channel = c;
+    one.bytes_sent = 1;
+    return one;
+  };
+  for (int c = 0; c < 1'000'000; c += 7)
+    sample.channels.push_back(channel(c));
+  sample.channels.push_back(channel(-5));
+  metrics.observe({"flood", 0, sample, {}});
+  const std::string text = metrics.render(1, 1, 0);
+  std::size_t series = 0;
+  for (auto at = text.find("\nringmaster_channel_bytes_sent_total{"); at != std::string::npos;
+       at = text.find("\nringmaster_channel_bytes_sent_total{", at + 1))
+    ++series;
+  EXPECT_EQ(series, 37u) << "channels 0, 7, ..., 252 are kept";  // 0..252 step 7
+  EXPECT_NE(text.find("ringmaster_metric_series_dropped_total " + std::to_string(sample.channels.size() - 37)),
+            std::string::npos);
+  EXPECT_LT(text.size(), 64u * 1024) << "/metrics of " << text.size() << " bytes";
+}
+
+// Review (a low finding): a FIFO as the token file hung the agent at its
+// start (opening it waited for a writer). It is refused at once now, as
+// any file that is not a regular one.
+TEST(AgentHardening, AFifoAsTheTokenFileIsRefusedAtOnce) {
+  const std::string fifo = ::testing::TempDir() + "agent-token-fifo-" + std::to_string(::getpid());
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto start = std::chrono::steady_clock::now();
+  auto child = testing_support::spawn({RINGMASTER_AGENT, "--listen", "127.0.0.1:0", "--token-file", fifo, "--state-dir",
+                                       ::testing::TempDir() + "agent-state-fifo-" + std::to_string(::getpid())},
+                                      {}, true);
+  pollfd p{child.out_fd, POLLIN, 0};
+  std::string out;
+  char buf[4096];
+  while (std::chrono::steady_clock::now() - start < 10s && ::poll(&p, 1, 200) >= 0) {
+    const ssize_t n = ::read(child.out_fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  const bool ended = std::chrono::steady_clock::now() - start < 10s;
+  if (!ended) ::kill(child.pid, SIGKILL);
+  child.finish();
+  std::remove(fifo.c_str());
+  ASSERT_TRUE(ended) << "the agent still waited on the FIFO after 10 s";
+  EXPECT_NE(child.exit_code(), 0);
+  EXPECT_NE((out + child.output).find("is not a regular file"), std::string::npos) << out + child.output;
+}
+
+// Review (M6): the cap on what waits to be sent was per client only
+// (64 MiB x 1,024 connections): 12 read-token clients that never read held
+// 635 MB in 20 s. What waits for all clients together has a cap too, and
+// the client whose message would pass it is dropped.
+TEST(AgentHardening, WhatWaitsForAllClientsTogetherIsCapped) {
+  Agent a({"--max-queued-total", "8388608"});
+  const std::string payload(1 << 20, 'p');
+  std::vector<std::unique_ptr<RawConnection>> hoarders;
+  for (int c = 0; c < 3; ++c) {
+    auto raw = std::make_unique<RawConnection>(a.port);
+    const auto hello = raw->read();
+    ASSERT_TRUE(hello);
+    int small = 1 << 16;
+    ::setsockopt(raw->fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    raw->send(auth_message(a.token, *hello, 1));
+    // 12 pings echoing 1 MiB each, none of their replies read: within the
+    // 64 MiB a client may have waiting, not within 8 MiB for all three.
+    for (int i = 0; i < 12; ++i) {
+      const std::string frame =
+          agent::encode_frame(json{{"type", "ping"}, {"id", 2 + i}, {"v", 1}, {"ping_us", payload}});
+      for (std::size_t sent = 0; sent < frame.size();) {
+        pollfd p{raw->fd, POLLOUT, 0};
+        if (::poll(&p, 1, 2000) <= 0 || (p.revents & (POLLERR | POLLHUP)) != 0) break;
+        const ssize_t n = ::send(raw->fd, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
+        if (n <= 0) break;
+        sent += static_cast<std::size_t>(n);
+      }
+    }
+    hoarders.push_back(std::move(raw));
+  }
+  std::this_thread::sleep_for(500ms);
+  // Read each to its end: a dropped one ends, a kept one goes quiet.
+  int dropped = 0;
+  for (auto& raw : hoarders) {
+    char buf[1 << 16];
+    for (;;) {
+      pollfd p{raw->fd, POLLIN, 0};
+      if (::poll(&p, 1, 1500) <= 0) break;
+      const ssize_t n = ::read(raw->fd, buf, sizeof(buf));
+      if (n <= 0) {
+        ++dropped;
+        break;
+      }
+    }
+  }
+  EXPECT_GE(dropped, 1) << "3 clients held 36 MiB of unread replies under an 8 MiB total";
+  EXPECT_TRUE(a.alive());
+}
+
+// Review (M3): a read-only token could hold all 1,024 connection places,
+// and the administrator was refused meanwhile. Read-only tokens now hold
+// at most three quarters of --max-connections, and when every place is
+// taken a client that may run takes the place of the read-only connection
+// heard from least recently.
+TEST(AgentHardening, ReadOnlyTokensCannotStarveTheOthers) {
+  const std::string reader = "reader-token-0123456789abcdef";
+  const std::string runner = "runner-token-0123456789abcdef";
+  const std::string file = write_token("agent-role-tokens-share", "read " + reader + "\nread,run " + runner + "\n");
+  Agent a({"--role-tokens", file, "--max-connections", "8"});
+  std::vector<std::unique_ptr<agent::AgentClient>> readers;
+  int refused = 0;
+  for (int i = 0; i < 8; ++i) {
+    try {
+      readers.push_back(agent::AgentClient::connect(a.options(reader)));
+    } catch (const Error& e) {
+      ++refused;
+      EXPECT_NE(std::string(e.what()).find("read-only tokens hold 6 connections, their share of the agent's 8"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(readers.size(), 6u);
+  EXPECT_EQ(refused, 2);
+  auto run_1 = agent::AgentClient::connect(a.options(runner));
+  auto run_2 = agent::AgentClient::connect(a.options(runner));
+  // Every place taken: the administrator still gets in, in a reader's place.
+  auto admin = agent::AgentClient::connect(a.options());
+  EXPECT_EQ(admin->call({{"type", "ping"}})["type"], "reply");
+  EXPECT_EQ(run_1->call({{"type", "ping"}})["type"], "reply");
+  int gone = 0;
+  for (auto& r : readers) {
+    try {
+      r->call({{"type", "ping"}});
+    } catch (const Error&) {
+      ++gone;
+    }
+  }
+  EXPECT_EQ(gone, 1);
 }
 
 // Mutual authentication: an impostor listening where the agent should be,

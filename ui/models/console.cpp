@@ -304,6 +304,7 @@ void Console::connect_agent(const QString& host, quint16 port, const AgentAccess
   options.token = access.token.toStdString();
   options.tls = access.tls || !access.tls_ca.isEmpty() || !access.tls_cert.isEmpty();
   options.tls_ca_file = access.tls_ca.toStdString();
+  options.tls_insecure = access.tls_insecure;
   options.tls_cert_file = access.tls_cert.toStdString();
   options.tls_key_file = access.tls_key.toStdString();
   options.tls_name = access.name.toStdString();

@@ -68,6 +68,7 @@ struct AgentAccess {
   QString token;
   bool tls = false;
   QString tls_ca, tls_cert, tls_key;
+  bool tls_insecure = false;  // TLS without a CA: any certificate taken (--tls-insecure)
   // The name the address came from when it resolved to several (a headless
   // Service): shown as the agent's origin, and what TLS verifies.
   QString name;

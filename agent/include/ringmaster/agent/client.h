@@ -22,9 +22,11 @@ struct ClientOptions {
   std::uint16_t port = kDefaultPort;
   std::string token;  // empty: local_agent_token() (an agent of this user on this machine)
   bool tls = false;   // the agent serves TLS (--tls-cert)
-  // Verify the agent's certificate and host name against this CA (PEM);
-  // empty: encrypt without verifying who answers.
+  // Verify the agent's certificate and host name against this CA (PEM).
+  // Empty: the connection is refused before anything is sent, unless
+  // tls_insecure says to encrypt without verifying who answers.
   std::string tls_ca_file;
+  bool tls_insecure = false;  // --tls-insecure: TLS with no CA, any certificate taken
   // The name the agent's certificate must carry when `host` is one of the
   // addresses a name resolved to (a headless Service); empty: `host`.
   std::string tls_name;

@@ -26,13 +26,20 @@ struct AgentOptions {
   // Who ranks run as when the agent is root: empty means `nobody`; "root"
   // must be said. An agent that is not root runs them as its own user.
   std::string rank_user;
-  int max_ranks = 256;                             // ranks running on this agent at once, over all runs
-  int max_runs = 16;                               // runs at once
-  std::size_t max_connections = 1024;              // control connections at once
-  std::size_t max_connections_per_address = 64;    // unauthenticated ones from one client address
-  std::size_t max_client_queue_bytes = 64u << 20;  // unsent to one client; past it the client is dropped
-  bool allow_fault_injection = false;              // fault / fault_clear (docs/protocol.md)
-  std::string tls_cert, tls_key;                   // PEM files: serve the control port over TLS
+  int max_ranks = 256;  // ranks running on this agent at once, over all runs
+  int max_runs = 16;    // runs at once
+  // Authenticated control connections at once. Those whose token can only
+  // read hold at most three quarters of them; past the cap a client that
+  // may run or inject faults takes the place of the read-only connection
+  // heard from least recently, so dashboards cannot lock out a launcher or
+  // the administrator. Clients still authenticating have as many places
+  // again, apart.
+  std::size_t max_connections = 1024;
+  std::size_t max_connections_per_address = 64;     // unauthenticated ones from one client address
+  std::size_t max_client_queue_bytes = 64u << 20;   // unsent to one client; past it the client is dropped
+  std::size_t max_queued_bytes_total = 256u << 20;  // unsent to all clients; the one that passes it is dropped
+  bool allow_fault_injection = false;               // fault / fault_clear (docs/protocol.md)
+  std::string tls_cert, tls_key;                    // PEM files: serve the control port over TLS
   // PEM CA: under TLS, every client must present a certificate it signed
   // (mutual TLS), on top of the token. Empty: no client certificates.
   std::string tls_client_ca;
