@@ -7,21 +7,26 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/streambuf.hpp>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <set>
 #include <vector>
 
 #include "ringmaster/agent/log.h"
@@ -56,6 +61,8 @@ struct RunManager::Run {
   // the run's cgroup and removes it, after the children's pipes close.
   std::unique_ptr<RunCgroup> cgroup;
   std::string id;
+  std::string dir;  // STATE_DIR/runs/ID
+  RankUser user;    // who its ranks run as (a uid of its own, see rank_uids)
   std::vector<std::unique_ptr<Child>> children;
   std::unique_ptr<asio::steady_timer> kill_timer;
   bool cancelled = false;
@@ -168,7 +175,70 @@ bool nccl_engine(const json& perf) {
   return true;
 }
 
+// "LOW-HIGH" of --rank-uids; {0, 0} for an empty one.
+std::pair<uid_t, uid_t> uid_range_of(const std::string& text) {
+  if (text.empty()) return {0, 0};
+  unsigned long lo = 0, hi = 0;
+  const auto dash = text.find('-');
+  const char* end = text.data() + text.size();
+  const bool parsed = dash != std::string::npos &&
+                      std::from_chars(text.data(), text.data() + dash, lo).ptr == text.data() + dash &&
+                      std::from_chars(text.data() + dash + 1, end, hi).ptr == end;
+  if (!parsed || lo < 1000 || lo > hi || hi >= (1ul << 31) || hi - lo > 1'000'000) {
+    throw Error(
+        ErrorCategory::config,
+        fmt::format("--rank-uids {}: expected LOW-HIGH with 1000 <= LOW <= HIGH < 2^31 (a million at most)", text));
+  }
+  return {static_cast<uid_t>(lo), static_cast<uid_t>(hi)};
+}
+
+// The uids that own a process now (/proc/PID belongs to its process's uid).
+std::set<uid_t> uids_with_processes() {
+  std::set<uid_t> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    struct stat st = {};
+    if (::stat(entry.path().c_str(), &st) == 0) out.insert(st.st_uid);
+  }
+  return out;
+}
+
+bool uid_has_a_user(uid_t uid) {
+  passwd entry{};
+  passwd* found = nullptr;
+  std::array<char, 16384> buffer{};
+  return ::getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) == 0 && found != nullptr;
+}
+
+// A run's directory back to the agent once its ranks are gone: its uid may
+// be a later run's, which must not reach what this one left.
+void reclaim_run_dir(const std::string& dir) {
+  if (::chown(dir.c_str(), ::geteuid(), ::getegid()) != 0 && errno != ENOENT) {
+    log::warn("cannot take {} back from its run's uid: {}", dir, strerror(errno));
+  }
+}
+
 }  // namespace
+
+RankUser RunManager::user_for_a_run() const {
+  if (run_uid_low_ == 0) return rank_user_;
+  std::set<uid_t> taken;
+  for (const auto& [_, run] : runs_)
+    taken.insert(run->user.uid);
+  const auto busy = uids_with_processes();
+  for (uid_t uid = run_uid_low_; uid <= run_uid_high_; ++uid) {
+    if (taken.contains(uid) || busy.contains(uid) || uid_has_a_user(uid)) continue;
+    RankUser user = rank_user_;
+    user.uid = uid;
+    return user;
+  }
+  throw Error(ErrorCategory::config,
+              fmt::format("every uid of --rank-uids {}-{} is taken (by a run, a user or a process); a run needs one "
+                          "of its own",
+                          run_uid_low_, run_uid_high_));
+}
 
 // The run's process group (its first rank's pid), while one of its ranks
 // is unreaped and so keeps the group's id from being reused.
@@ -188,6 +258,11 @@ RunManager::RunManager(asio::io_context& io, const AgentOptions& options,
       cgroup_home_(find_cgroup_home()) {
   if (rank_user_.uid == 0) {
     log::warn("ranks run as root (--rank-user {})", rank_user_.name);
+  }
+  // A uid a run when ranks switch to an unprivileged user; an agent that
+  // is not root cannot, and ranks named root need no fence.
+  if (rank_user_.switch_to && rank_user_.uid != 0) {
+    std::tie(run_uid_low_, run_uid_high_) = uid_range_of(options.rank_uids);
   }
   if (cgroup_home_.dir.empty()) {
     log::warn(
@@ -270,6 +345,7 @@ void RunManager::finish_if_done(Child& child) {
   if (run->any_failed) ++failed_;
   emit_({run->id, -1, events::RunDone{!run->any_failed, run->cancelled}, {}});
   if (run->kill_timer) run->kill_timer->cancel();
+  if (run->user.uid != rank_user_.uid) reclaim_run_dir(run->dir);
   runs_.erase(run->id);
   if (faults_) {
     for (auto& reverted : faults_->run_ended(run->id))
@@ -312,11 +388,13 @@ json RunManager::start(const json& m) {
     std::filesystem::create_directories(run_dir, ec);
     if (ec) throw Error(ErrorCategory::config, fmt::format("cannot create {}: {}", run_dir, ec.message()));
     std::filesystem::permissions(run_dir, std::filesystem::perms::owner_all, ec);
-    // The ranks' own: they write what the run's variables name here.
-    if (rank_user_.switch_to && ::chown(run_dir.c_str(), rank_user_.uid, rank_user_.gid) != 0) {
-      throw Error(ErrorCategory::config,
-                  fmt::format("cannot give {} to rank user '{}': {}", run_dir, rank_user_.name, strerror(errno)));
-    }
+  }
+  // The ranks' own: they write what the run's variables name here, and no
+  // other run's ranks (another uid) may enter it.
+  const RankUser run_user = user_for_a_run();
+  if (run_user.switch_to && ::chown(run_dir.c_str(), run_user.uid, run_user.gid) != 0) {
+    throw Error(ErrorCategory::config, fmt::format("cannot give {} to uid {} (rank user '{}'): {}", run_dir,
+                                                   run_user.uid, run_user.name, strerror(errno)));
   }
   int port = m["master_port"].get<int>();
   const bool has_rank0 = std::find(ranks.begin(), ranks.end(), 0) != ranks.end();
@@ -341,6 +419,8 @@ json RunManager::start(const json& m) {
 
   auto run = std::make_shared<Run>();
   run->id = id;
+  run->dir = run_dir;
+  run->user = run_user;
   if (!cgroup_home_.dir.empty()) {
     std::string why;
     run->cgroup = RunCgroup::make(cgroup_home_.dir, id, why);
@@ -416,6 +496,7 @@ json RunManager::start(const json& m) {
         int status = 0;
         ::waitpid(c->pid, &status, 0);
       }
+      if (run->user.uid != rank_user_.uid) reclaim_run_dir(run_dir);
       return Error(ErrorCategory::config, why);
     };
     int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
@@ -438,7 +519,7 @@ json RunManager::start(const json& m) {
     request.process_group = run->children.empty() ? 0 : run->children.front()->pid;
     request.stdout_fd = out_pipe[1];
     request.stderr_fd = err_pipe[1];
-    request.user = &rank_user_;
+    request.user = &run->user;
     request.cgroup_procs_fd = run->cgroup ? run->cgroup->procs_fd() : -1;
     try {
       child->pid = spawn_rank(request);

@@ -66,6 +66,12 @@ class RunManager {
   struct Signals;
   std::unique_ptr<Signals> signals_;
   RankUser rank_user_;
+  // The uids runs take one each (AgentOptions::rank_uids); none when 0.
+  uid_t run_uid_low_ = 0, run_uid_high_ = 0;
+  // The user a new run's ranks run as: the rank user, with a uid of the
+  // run's own when the range is set. Throws Error(config) when every uid
+  // of the range is taken.
+  RankUser user_for_a_run() const;
   CgroupHome cgroup_home_;  // where runs get a cgroup each, or why they do not
   std::uint64_t started_ = 0;
   std::uint64_t failed_ = 0;

@@ -48,6 +48,11 @@ int main(int argc, char** argv) {
   app.add_option("--rank-user", options.rank_user,
                  "User the ranks run as when the agent is root, with that user's groups (default: nobody; root "
                  "must be named); an agent that is not root runs them as its own user");
+  app.add_option("--rank-uids", options.rank_uids,
+                 "LOW-HIGH: each run's ranks take a uid of their own from this range (with --rank-user's groups), "
+                 "so no run can write another's directory; uids that have a user or a process are passed over. "
+                 "Empty: every run as --rank-user")
+      ->capture_default_str();
   app.add_option("--max-ranks", options.max_ranks, "Ranks running at once, over all runs")->capture_default_str();
   app.add_option("--max-runs", options.max_runs, "Runs at once")->capture_default_str();
   app.add_option("--max-client-queue", options.max_client_queue_bytes,

@@ -4,6 +4,7 @@
 // mid-run.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <linux/kcmp.h>
 #include <netinet/in.h>
@@ -1831,8 +1832,16 @@ static uid_t debug_file_owner(Agent& a, const std::string& run_id) {
 TEST(AgentHardening, RanksRunAsAnUnprivilegedUser) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root: the agent switches users only as root";
   {
+    // Each run a uid of its own from --rank-uids (61000-61183 by default),
+    // with nobody's groups.
     Agent a;
-    EXPECT_EQ(debug_file_owner(a, "as-nobody"), ::getpwnam("nobody")->pw_uid);
+    const uid_t owner = debug_file_owner(a, "as-nobody");
+    EXPECT_GE(owner, 61000u);
+    EXPECT_LE(owner, 61183u);
+  }
+  {
+    Agent a({"--rank-uids", ""});
+    EXPECT_EQ(debug_file_owner(a, "as-nobody-itself"), ::getpwnam("nobody")->pw_uid);
   }
   {
     Agent a({"--rank-user", "root"});
@@ -1859,6 +1868,62 @@ TEST(AgentHardening, RanksRunAsAnUnprivilegedUser) {
             std::string::npos)
       << blocked.output;
   std::filesystem::remove_all(closed);
+}
+
+// Review (L7): every run's ranks ran as one uid, and a rank wrote into
+// another run's directory. Each run now takes a uid of its own from
+// --rank-uids: two runs at once run as two uids, each owns its directory
+// (mode 0700), neither can write the other's, and once a run ends its
+// directory is the agent's again (a later run given the same uid cannot
+// reach it).
+TEST(AgentHardening, RunsAreFencedFromEachOther) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: the agent switches users only as root";
+  Agent a({"--rank-uids", "61100-61109"});
+  auto client = agent::AgentClient::connect(a.options());
+  Inbox inbox;
+  auto watcher = agent::AgentClient::connect(a.options(), inbox.handler());
+  watcher->call({{"type", "subscribe"}});
+  std::map<std::string, uid_t> uid_of;
+  for (const std::string id : {"fence-a", "fence-b"}) {
+    // Rank 0 of 2, its peer never started: it waits at the store, alive.
+    const json started = client->call(
+        with_timeouts(perf_run(id, 2, {0}, perf_spec("8", "8", 1)), {{"store_s", 60}, {"bootstrap_s", 60}}));
+    const int pid = started["ranks"][0]["pid"].get<int>();
+    struct stat st = {};
+    ASSERT_EQ(::stat(("/proc/" + std::to_string(pid)).c_str(), &st), 0);
+    uid_of[id] = st.st_uid;
+  }
+  EXPECT_NE(uid_of["fence-a"], uid_of["fence-b"]);
+  for (const auto& [id, uid] : uid_of) {
+    EXPECT_GE(uid, 61100u);
+    EXPECT_LE(uid, 61109u);
+    struct stat st = {};
+    ASSERT_EQ(::stat((a.state_dir + "/runs/" + id).c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, uid) << id;
+    EXPECT_EQ(st.st_mode & 0777, 0700u) << id;
+  }
+  // As run A's uid: its own directory takes a file, run B's does not.
+  auto try_as = [&](uid_t uid, const std::string& dir) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(uid) != 0) ::_exit(2);
+      const int fd = ::open((dir + "/written-by-" + std::to_string(uid)).c_str(), O_WRONLY | O_CREAT, 0600);
+      ::_exit(fd >= 0 ? 0 : errno == EACCES ? 1 : 3);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  EXPECT_EQ(try_as(uid_of["fence-a"], a.state_dir + "/runs/fence-a"), 0);
+  EXPECT_EQ(try_as(uid_of["fence-a"], a.state_dir + "/runs/fence-b"), 1) << "run A's uid wrote into run B's directory";
+  for (const std::string id : {"fence-a", "fence-b"}) {
+    client->call({{"type", "cancel"}, {"run_id", id}});
+    inbox.run_events(id, 1, 60s);
+  }
+  struct stat st = {};
+  ASSERT_EQ(::stat((a.state_dir + "/runs/fence-b").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u) << "a finished run's directory still belongs to its uid";
+  EXPECT_EQ(try_as(uid_of["fence-b"], a.state_dir + "/runs/fence-b"), 1) << "the uid reached its finished run";
 }
 
 // Nesting: a 160 KB frame of nested arrays before authentication crashed

@@ -26,6 +26,12 @@ struct AgentOptions {
   // Who ranks run as when the agent is root: empty means `nobody`; "root"
   // must be said. An agent that is not root runs them as its own user.
   std::string rank_user;
+  // When ranks switch user (an agent running as root, a rank user other
+  // than root): each run takes a uid of its own from LOW-HIGH, with the
+  // rank user's groups, so that no run can write another's directory.
+  // uids with a user in the password database, or owning a process, are
+  // passed over. Empty: every run as the rank user itself.
+  std::string rank_uids = "61000-61183";
   int max_ranks = 256;  // ranks running on this agent at once, over all runs
   int max_runs = 16;    // runs at once
   // Authenticated control connections at once. Those whose token can only
