@@ -126,7 +126,16 @@ int Topology::add_node(NodeKind kind, int parent, std::string name) {
   return index;
 }
 
+namespace {
+std::uint64_t pair_key(int a, int b) {
+  const auto lo = static_cast<std::uint32_t>(std::min(a, b));
+  const auto hi = static_cast<std::uint32_t>(std::max(a, b));
+  return (std::uint64_t{lo} << 32) | hi;
+}
+}  // namespace
+
 Link& Topology::add_link(int a, int b, LinkType type, double bandwidth, int count) {
+  first_link_.emplace(pair_key(a, b), links_.size());
   links_.push_back(Link{a, b, type, bandwidth, count, {}});
   return links_.back();
 }
@@ -171,10 +180,8 @@ std::vector<int> Topology::nics() const {
 }
 
 const Link* Topology::link_between(int a, int b) const {
-  for (const auto& l : links_) {
-    if ((l.a == a && l.b == b) || (l.a == b && l.b == a)) return &l;
-  }
-  return nullptr;
+  const auto it = first_link_.find(pair_key(a, b));
+  return it == first_link_.end() ? nullptr : &links_[it->second];
 }
 
 void Topology::finish() {

@@ -23,6 +23,18 @@ int line_of(std::string_view text, std::ptrdiff_t offset) {
   return 1 + static_cast<int>(std::count(text.begin(), end, '\n'));
 }
 
+LineIndex::LineIndex(std::string_view text) {
+  for (std::size_t at = text.find('\n'); at != std::string_view::npos; at = text.find('\n', at + 1))
+    newlines_.push_back(at);
+}
+
+int LineIndex::line_of(std::ptrdiff_t offset) const {
+  if (offset < 0) return 0;
+  // Lines before it: the newlines at offsets below it.
+  const auto before = std::lower_bound(newlines_.begin(), newlines_.end(), static_cast<std::size_t>(offset));
+  return 1 + static_cast<int>(before - newlines_.begin());
+}
+
 pugi::xml_node parse_xml(pugi::xml_document& doc, std::string_view text, std::string_view source) {
   if (text.size() > kMaxTopologyBytes) {
     throw Error(ErrorCategory::config, fmt::format("{}: {} bytes; a topology file is at most {} MiB", source,

@@ -38,7 +38,7 @@ struct PendingNvlink {
 class NcclReader {
  public:
   NcclReader(std::string_view text, std::string_view source, const LoadOptions& options)
-      : text_(text), source_(source), options_(options), topo_(std::string(source), Origin::declared) {}
+      : text_(text), lines_(text), source_(source), options_(options), topo_(std::string(source), Origin::declared) {}
 
   Topology read(const pugi::xml_node& system) {
     const int machine = add(NodeKind::machine, -1, "Machine", system);
@@ -54,7 +54,7 @@ class NcclReader {
 
  private:
   [[noreturn]] void fail(const pugi::xml_node& at, const std::string& what) const {
-    throw Error(ErrorCategory::config, fmt::format("{}:{}: {}", source_, line_of(text_, at.offset_debug()), what));
+    throw Error(ErrorCategory::config, fmt::format("{}:{}: {}", source_, lines_.line_of(at.offset_debug()), what));
   }
 
   void expect(const pugi::xml_node& child, std::string_view parent, std::initializer_list<std::string_view> allowed) {
@@ -71,7 +71,7 @@ class NcclReader {
   int add(NodeKind kind, int parent, std::string name, const pugi::xml_node& element) {
     const int id = topo_.add_node(kind, parent, std::move(name));
     Node& n = topo_.node(id);
-    n.line = line_of(text_, element.offset_debug());
+    n.line = lines_.line_of(element.offset_debug());
     for (const auto& a : element.attributes())
       n.attributes.emplace_back(a.name(), a.value());
     return id;
@@ -142,7 +142,7 @@ class NcclReader {
     for (const auto& child : gpu.children()) {
       if (child.type() != pugi::node_element) continue;
       expect(child, "gpu", {"nvlink"});
-      PendingNvlink link{id, line_of(text_, child.offset_debug()), {}};
+      PendingNvlink link{id, lines_.line_of(child.offset_debug()), {}};
       for (const auto& a : child.attributes())
         link.attributes.emplace_back(a.name(), a.value());
       if (!child.attribute("target")) fail(child, "<nvlink> without a target attribute");
@@ -200,6 +200,7 @@ class NcclReader {
   }
 
   std::string_view text_;
+  LineIndex lines_;
   std::string_view source_;
   const LoadOptions& options_;
   Topology topo_;

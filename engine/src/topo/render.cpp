@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <unordered_map>
 
 #include "ringmaster/tools/topology.h"
 #include "topo/pci.h"
@@ -49,13 +50,22 @@ std::string ids_text(const Node& n) {
 
 const Link* parent_link(const Topology& t, int id) {
   const int parent = t.node(id).parent;
-  for (const auto& l : t.links()) {
-    if ((l.a == parent && l.b == id) || (l.b == parent && l.a == id)) return &l;
-  }
-  return nullptr;
+  return parent < 0 ? nullptr : t.link_between(parent, id);
 }
 
-std::string describe(const Topology& t, int id) {
+// The NVLinks each node lists, gathered once for the whole tree (a scan of
+// every link for each node made 45,000 NICs take most of a minute).
+using NvlinksFrom = std::unordered_map<int, std::vector<const Link*>>;
+
+NvlinksFrom nvlinks_from(const Topology& t) {
+  NvlinksFrom out;
+  for (const auto& l : t.links()) {
+    if (l.type == LinkType::nvlink) out[l.a].push_back(&l);
+  }
+  return out;
+}
+
+std::string describe(const Topology& t, int id, const NvlinksFrom& nvlinks) {
   const Node& n = t.node(id);
   std::string s = n.name;
   const std::string* bus = n.attribute("busid");
@@ -108,18 +118,17 @@ std::string describe(const Topology& t, int id) {
   if (const Link* l = parent_link(t, id); l && l->type == LinkType::pci && l->bandwidth > 0) {
     s += "  PCIe " + bandwidth_text(l->bandwidth);
   }
-  for (const auto& l : t.links()) {
-    if (l.type == LinkType::nvlink && l.a == id) {
-      s += fmt::format("  NVLink x{} to {} ({})", l.count, t.node(l.b).name, bandwidth_text(l.bandwidth));
-    }
+  if (const auto it = nvlinks.find(id); it != nvlinks.end()) {
+    for (const Link* l : it->second)
+      s += fmt::format("  NVLink x{} to {} ({})", l->count, t.node(l->b).name, bandwidth_text(l->bandwidth));
   }
   return s;
 }
 
-void tree_lines(const Topology& t, int id, int depth, std::ostringstream& out) {
+void tree_lines(const Topology& t, int id, int depth, const NvlinksFrom& nvlinks, std::ostringstream& out) {
   const Node& n = t.node(id);
   const std::string pad(static_cast<std::size_t>(depth) * 2, ' ');
-  out << pad << describe(t, id) << "  [" << name_of(n.origin) << "]\n";
+  out << pad << describe(t, id, nvlinks) << "  [" << name_of(n.origin) << "]\n";
   // Cores on one line per parent: lstopo's one line per core is too long
   // to read for a 128-core machine.
   std::vector<int> cores;
@@ -131,7 +140,7 @@ void tree_lines(const Topology& t, int id, int depth, std::ostringstream& out) {
     }
   }
   for (int c : n.children) {
-    if (t.node(c).kind == NodeKind::numa) tree_lines(t, c, depth + 1, out);
+    if (t.node(c).kind == NodeKind::numa) tree_lines(t, c, depth + 1, nvlinks, out);
   }
   if (!cores.empty()) {
     out << pad << "  " << cores.size() << " cores, " << pus << " PUs (core P#"
@@ -139,7 +148,7 @@ void tree_lines(const Topology& t, int id, int depth, std::ostringstream& out) {
   }
   for (int c : n.children) {
     const NodeKind k = t.node(c).kind;
-    if (k != NodeKind::core && k != NodeKind::numa) tree_lines(t, c, depth + 1, out);
+    if (k != NodeKind::core && k != NodeKind::numa) tree_lines(t, c, depth + 1, nvlinks, out);
   }
 }
 
@@ -154,8 +163,9 @@ std::string origin_line(const Topology& t) {
 std::string Topology::render_tree() const {
   std::ostringstream out;
   out << origin_line(*this) << "\n" << summary() << "\n\n";
+  const NvlinksFrom nvlinks = nvlinks_from(*this);
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    if (nodes_[i].parent < 0) tree_lines(*this, static_cast<int>(i), 0, out);
+    if (nodes_[i].parent < 0) tree_lines(*this, static_cast<int>(i), 0, nvlinks, out);
   }
   return out.str();
 }

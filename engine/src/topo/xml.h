@@ -5,6 +5,7 @@
 #include <pugixml.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ringmaster/tools/topology.h"
 
@@ -16,8 +17,21 @@ inline constexpr std::size_t kMaxTopologyBytes = 16u << 20;
 inline constexpr int kMaxTopologyDepth = 64;
 inline constexpr std::size_t kMaxTopologyElements = 100'000;
 
-// 1-based line of a byte offset into `text`.
+// 1-based line of a byte offset into `text` (a pass over the text up to it:
+// for one error message).
 int line_of(std::string_view text, std::ptrdiff_t offset);
+
+// The line of every element a reader records: one pass over the text,
+// then each lookup a binary search (line_of for each of 90,000 elements
+// of a 5 MB file was a pass each: minutes).
+class LineIndex {
+ public:
+  explicit LineIndex(std::string_view text);
+  int line_of(std::ptrdiff_t offset) const;
+
+ private:
+  std::vector<std::size_t> newlines_;  // offsets of '\n', ascending
+};
 
 // Parses `text` into `doc` and returns its root element. Throws
 // Error(config) "<source>:<line>: malformed XML: <why>", "<source>: empty
