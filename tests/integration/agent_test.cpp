@@ -892,13 +892,16 @@ TEST(Agent, TlsWithAVerifiedCertificate) {
   }
   // ringmaster-cli remote --tls-ca: the same verification from the command line.
   const std::string token_file = agent::token_path(a.state_dir);
-  auto remote = [&](const std::string& ca) {
-    auto cli = testing_support::spawn({RINGMASTER_CLI, "remote", "--agents", "127.0.0.1:" + std::to_string(a.port),
-                                       "--token-file", token_file, "--tls-ca", ca, "inventory"},
-                                      {}, true);
+  auto remote_tls = [&](const std::vector<std::string>& flags) {
+    std::vector<std::string> argv = {RINGMASTER_CLI, "remote",  "--agents", "127.0.0.1:" + std::to_string(a.port),
+                                     "--token-file", token_file};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back("inventory");
+    auto cli = testing_support::spawn(argv, {}, true);
     cli.finish();
     return cli;
   };
+  auto remote = [&](const std::string& ca) { return remote_tls({"--tls-ca", ca}); };
   auto verified = remote(cert);
   EXPECT_EQ(verified.exit_code(), 0) << verified.output;
   EXPECT_NE(verified.output.find("\"hostname\""), std::string::npos) << verified.output;
@@ -933,15 +936,6 @@ TEST(Agent, TlsWithAVerifiedCertificate) {
   }
   no_ca.tls_insecure = true;
   EXPECT_EQ(agent::AgentClient::connect(no_ca)->call({{"type", "ping"}})["type"], "reply");
-  auto remote_tls = [&](const std::vector<std::string>& flags) {
-    std::vector<std::string> argv = {RINGMASTER_CLI, "remote",  "--agents", "127.0.0.1:" + std::to_string(a.port),
-                                     "--token-file", token_file};
-    argv.insert(argv.end(), flags.begin(), flags.end());
-    argv.push_back("inventory");
-    auto cli = testing_support::spawn(argv, {}, true);
-    cli.finish();
-    return cli;
-  };
   auto refused = remote_tls({"--tls"});
   EXPECT_NE(refused.exit_code(), 0) << refused.output;
   EXPECT_NE(refused.output.find("--tls-insecure"), std::string::npos) << refused.output;
