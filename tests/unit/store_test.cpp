@@ -340,6 +340,9 @@ TEST(StoreServerCaps, RepliesAndParkedWaitsAreCapped) {
   TcpStoreServer server{StoreServerOptions{.host = "127.0.0.1", .port = 0}};
   TcpStoreClient setter("127.0.0.1", server.port(), 5s);
   setter.set("big", std::string(1 << 20, 'x'));
+  // The SET is in before another connection asks (else the MULTI_GET below
+  // is closed for a missing key, not for its size).
+  ASSERT_EQ(setter.get("big").size(), 1u << 20);
   {
     // MULTI_GET naming the 1 MiB key 100 times: 100 MiB, over the 64 MiB cap.
     RawConnection c(server.port());
@@ -374,6 +377,7 @@ TEST(StoreServerCaps, PipelinedGetsCostABoundedAmountAndArriveWhenRead) {
   const std::string value(1 << 20, 'v');
   TcpStoreClient setter("127.0.0.1", server.port(), 5s);
   setter.set("big", value);
+  ASSERT_EQ(setter.get("big"), value);  // the SET is in before another connection asks
   const std::size_t before = resident_bytes();
   RawConnection c(server.port());
   c.send(kValidate);
@@ -405,6 +409,7 @@ TEST(StoreServerCaps, RepliesWaitingOverAllConnectionsAreCapped) {
   TcpStoreServer server{options};
   TcpStoreClient setter("127.0.0.1", server.port(), 5s);
   setter.set("big", std::string(1 << 20, 'x'));
+  ASSERT_EQ(setter.get("big").size(), 1u << 20);  // the SET is in before another connection asks
   std::vector<std::unique_ptr<RawConnection>> hoarders;
   std::string request;
   for (int i = 0; i < 100; ++i)
