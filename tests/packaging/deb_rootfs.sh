@@ -183,10 +183,19 @@ start_agent "$root"
 wait_ready "$metrics"
 curl -s "http://127.0.0.1:$metrics/healthz" | grep -qx ok
 drive "$root/etc/ringmaster/token"
-# The ranks ran as the rank user, in the agent's state directory.
-owner=$(chroot "$root" stat -c %U "$(cd "$root" && ls -d var/lib/ringmaster/runs/*/ | head -1 | sed 's|^|/|')")
-[[ "$owner" == "ringmaster" ]] || { echo "the run's directory belongs to $owner, not ringmaster" >&2; exit 1; }
-echo "  ranks ran as $owner"
+# The ranks ran as the run's own uid (--rank-uids, 61000-61183 by default,
+# with the rank user's groups), in the agent's state directory: what they
+# wrote there (their calibration cache) is that uid's, and once the run
+# ended the directory went back to the agent.
+rundir="$root/$(cd "$root" && ls -d var/lib/ringmaster/runs/*/ | head -1)"
+dir_owner=$(stat -c %u "$rundir")
+writers=$(find "$rundir" -mindepth 1 -printf '%U\n' | sort -u)
+[[ "$dir_owner" == 0 ]] || { echo "the finished run's directory still belongs to uid $dir_owner" >&2; exit 1; }
+[[ -n "$writers" ]] || { echo "the ranks wrote nothing in their run's directory" >&2; exit 1; }
+for uid in $writers; do
+  ((uid >= 61000 && uid <= 61183)) || { echo "the ranks wrote as uid $uid, not a run's own uid" >&2; exit 1; }
+done
+echo "  ranks ran as uid $writers, their run's own; its directory is the agent's again"
 kill "$agent_pid"
 wait "$agent_pid" 2>/dev/null || true
 agent_pid=""
