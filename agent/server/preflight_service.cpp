@@ -8,6 +8,7 @@
 #include "ringmaster/agent/preflight.h"
 #include "ringmaster/comm.h"
 #include "ringmaster/status.h"
+#include "run_env.h"
 
 namespace ringmaster::agent {
 
@@ -36,13 +37,9 @@ std::string bounded_text(const json& request, const char* field) {
 // "LOW-HIGH" within 1024-65535: an agent running as root never listens on
 // a privileged port for a client.
 std::pair<std::uint16_t, std::uint16_t> port_range_of(const std::string& text) {
-  unsigned lo = 0, hi = 0;
-  const auto dash = text.find('-');
-  const char* end = text.data() + text.size();
-  const bool parsed = dash != std::string::npos &&
-                      std::from_chars(text.data(), text.data() + dash, lo).ptr == text.data() + dash &&
-                      std::from_chars(text.data() + dash + 1, end, hi).ptr == end;
-  if (!parsed || lo < 1024 || hi > 65535 || lo > hi) {
+  const auto range = low_high(text);
+  const auto [lo, hi] = range.value_or(std::pair{0ul, 0ul});
+  if (!range || lo < 1024 || hi > 65535 || lo > hi) {
     throw Error(ErrorCategory::config,
                 "preflight field 'port_range' must be LOW-HIGH within 1024-65535 (no privileged ports)");
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 
 #include "ringmaster/status.h"
 
@@ -142,6 +143,18 @@ std::map<std::string, std::string> checked_run_env(const nlohmann::json& env, co
     }
   }
   return out;
+}
+
+std::optional<std::pair<unsigned long, unsigned long>> low_high(std::string_view text) {
+  unsigned long lo = 0, hi = 0;
+  const auto dash = text.find('-');
+  if (dash == std::string_view::npos) return std::nullopt;
+  const char* end = text.data() + text.size();
+  if (std::from_chars(text.data(), text.data() + dash, lo).ptr != text.data() + dash ||
+      std::from_chars(text.data() + dash + 1, end, hi).ptr != end) {
+    return std::nullopt;
+  }
+  return std::pair{lo, hi};
 }
 
 void check_run_id(std::string_view id) {

@@ -8,8 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace ringmaster::agent {
 
@@ -29,6 +31,11 @@ bool run_env_names_file(std::string_view name);
 // absolute under `run_dir`. Throws Error(config) naming the variable, never
 // echoing its value.
 std::map<std::string, std::string> checked_run_env(const nlohmann::json& env, const std::string& run_dir);
+
+// "LOW-HIGH" of two decimal numbers, as --rank-uids and a preflight's
+// port_range give them; nullopt when the text is not that shape (the
+// callers check the bounds and say which option was wrong).
+std::optional<std::pair<unsigned long, unsigned long>> low_high(std::string_view text);
 
 // A run id is a directory name: 1-64 of [A-Za-z0-9._-], not "." or "..".
 // Throws Error(config) otherwise (saying its length, not echoing it).

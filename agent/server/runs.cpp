@@ -178,13 +178,9 @@ bool nccl_engine(const json& perf) {
 // "LOW-HIGH" of --rank-uids; {0, 0} for an empty one.
 std::pair<uid_t, uid_t> uid_range_of(const std::string& text) {
   if (text.empty()) return {0, 0};
-  unsigned long lo = 0, hi = 0;
-  const auto dash = text.find('-');
-  const char* end = text.data() + text.size();
-  const bool parsed = dash != std::string::npos &&
-                      std::from_chars(text.data(), text.data() + dash, lo).ptr == text.data() + dash &&
-                      std::from_chars(text.data() + dash + 1, end, hi).ptr == end;
-  if (!parsed || lo < 1000 || lo > hi || hi >= (1ul << 31) || hi - lo > 1'000'000) {
+  const auto range = low_high(text);
+  const auto [lo, hi] = range.value_or(std::pair{0ul, 0ul});
+  if (!range || lo < 1000 || lo > hi || hi >= (1ul << 31) || hi - lo > 1'000'000) {
     throw Error(
         ErrorCategory::config,
         fmt::format("--rank-uids {}: expected LOW-HIGH with 1000 <= LOW <= HIGH < 2^31 (a million at most)", text));
