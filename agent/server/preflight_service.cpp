@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <boost/asio/post.hpp>
 
+#include <algorithm>
 #include <charconv>
 
 #include "ringmaster/agent/preflight.h"
@@ -36,12 +37,12 @@ std::string bounded_text(const json& request, const char* field) {
 
 // "LOW-HIGH" within 1024-65535: an agent running as root never listens on
 // a privileged port for a client.
-std::pair<std::uint16_t, std::uint16_t> port_range_of(const std::string& text) {
+std::pair<std::uint16_t, std::uint16_t> port_range_of(const std::string& text, const char* what) {
   const auto range = low_high(text);
   const auto [lo, hi] = range.value_or(std::pair{0ul, 0ul});
   if (!range || lo < 1024 || hi > 65535 || lo > hi) {
     throw Error(ErrorCategory::config,
-                "preflight field 'port_range' must be LOW-HIGH within 1024-65535 (no privileged ports)");
+                fmt::format("{} must be LOW-HIGH within 1024-65535 (no privileged ports)", what));
   }
   return {static_cast<std::uint16_t>(lo), static_cast<std::uint16_t>(hi)};
 }
@@ -58,7 +59,8 @@ json ports_json(const std::vector<PortListeners::Port>& ports) {
 
 }  // namespace
 
-PreflightService::PreflightService(boost::asio::io_context& io) : io_(io), hold_(io) {}
+PreflightService::PreflightService(boost::asio::io_context& io, const std::string& ports)
+    : io_(io), hold_(io), ports_(port_range_of(ports, "--preflight-ports")) {}
 
 PreflightService::~PreflightService() {
   if (worker_.joinable()) worker_.join();
@@ -92,11 +94,25 @@ void PreflightService::listen(const json& request, Done done) {
         fmt::format("preflight field 'master_port' is {}: the agent listens on unprivileged ports only (1024-65535)",
                     master_port));
   }
+  const auto [allowed_lo, allowed_hi] = ports_;
+  if (master_port != 0 && (master_port < allowed_lo || master_port > allowed_hi)) {
+    throw Error(ErrorCategory::config,
+                fmt::format("preflight field 'master_port' is {}: this agent listens for preflight within {}-{} only "
+                            "(its --preflight-ports)",
+                            master_port, allowed_lo, allowed_hi));
+  }
   const int count = bounded(request, "count", 2, 1, kPreflightMaxPortsPerClass);
   const int hold_s = bounded(request, "hold_s", 120, 1, kPreflightMaxHoldS);
   NodeFactsQuery query{bounded_text(request, "master_addr"), bounded_text(request, "socket_ifname")};
   const std::string port_range = bounded_text(request, "port_range");
-  const auto range = port_range.empty() ? std::pair<std::uint16_t, std::uint16_t>{} : port_range_of(port_range);
+  const auto range = port_range.empty() ? std::pair<std::uint16_t, std::uint16_t>{}
+                                        : port_range_of(port_range, "preflight field 'port_range'");
+  if (!port_range.empty() && (range.first < allowed_lo || range.second > allowed_hi)) {
+    throw Error(ErrorCategory::config,
+                fmt::format("preflight field 'port_range' reaches beyond {}-{}, the ports this agent listens on for "
+                            "preflight (its --preflight-ports)",
+                            allowed_lo, allowed_hi));
+  }
   if (busy_) throw Error(ErrorCategory::config, "another preflight request is under way on this agent");
   release();  // the ports it held may be asked for again
   auto listeners = std::make_shared<std::unique_ptr<PortListeners>>(std::make_unique<PortListeners>());
@@ -121,19 +137,25 @@ void PreflightService::listen(const json& request, Done done) {
         auto add = [&](const char* name, std::string label, const std::vector<PortListeners::Port>& ports) {
           classes.push_back({{"name", name}, {"label", std::move(label)}, {"ports", ports_json(ports)}});
         };
+        // Each class sampled where it meets the agent's --preflight-ports;
+        // a class outside them is left out.
+        auto sample = [&](const char* name, std::string label, std::uint16_t from, std::uint16_t to) {
+          from = std::max(from, allowed_lo);
+          to = std::min(to, allowed_hi);
+          if (from <= to) add(name, std::move(label), l.listen_in(from, to, count));
+        };
         if (master_port != 0) {
           add("master", fmt::format("MASTER_PORT {}", master_port),
               {l.listen_on(static_cast<std::uint16_t>(master_port))});
         }
-        add("ephemeral", fmt::format("ephemeral ports {}-{} (ip_local_port_range)", lo, hi),
-            l.listen_in(lo, hi, count));
+        sample("ephemeral", fmt::format("ephemeral ports {}-{} (ip_local_port_range)", lo, hi), lo, hi);
         if (lo > 1025) {
-          add("below_ephemeral", fmt::format("ports 1025-{} (below the ephemeral range)", lo - 1),
-              l.listen_in(1025, static_cast<std::uint16_t>(lo - 1), count));
+          sample("below_ephemeral", fmt::format("ports 1025-{} (below the ephemeral range)", lo - 1), 1025,
+                 static_cast<std::uint16_t>(lo - 1));
         }
         if (hi < 65535) {
-          add("above_ephemeral", fmt::format("ports {}-65535 (above the ephemeral range)", hi + 1),
-              l.listen_in(static_cast<std::uint16_t>(hi + 1), 65535, count));
+          sample("above_ephemeral", fmt::format("ports {}-65535 (above the ephemeral range)", hi + 1),
+                 static_cast<std::uint16_t>(hi + 1), 65535);
         }
         if (!port_range.empty()) {
           add("port_range", fmt::format("RINGMASTER_PORT_RANGE {}", port_range),

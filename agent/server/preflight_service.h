@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "ringmaster/tools/preflight.h"
 
@@ -19,7 +20,9 @@ namespace ringmaster::agent {
 
 class PreflightService {
  public:
-  explicit PreflightService(boost::asio::io_context& io);
+  // `ports`: the agent's --preflight-ports, LOW-HIGH within 1024-65535;
+  // no request makes it listen outside them (Error(config) otherwise).
+  PreflightService(boost::asio::io_context& io, const std::string& ports);
   ~PreflightService();
   PreflightService(const PreflightService&) = delete;
   PreflightService& operator=(const PreflightService&) = delete;
@@ -36,6 +39,7 @@ class PreflightService {
   // do their work on a thread of their own, so the agent's I/O thread
   // keeps answering pings meanwhile.
   void listen(const nlohmann::json& request, Done done);
+  std::pair<std::uint16_t, std::uint16_t> ports() const noexcept { return ports_; }
   void probe(const nlohmann::json& request, Done done);
 
   // preflight_release, and the hold timer's end.
@@ -48,6 +52,7 @@ class PreflightService {
 
   boost::asio::io_context& io_;
   boost::asio::steady_timer hold_;
+  std::pair<std::uint16_t, std::uint16_t> ports_;
   std::unique_ptr<PortListeners> listeners_;
   std::thread worker_;
   std::atomic<bool> busy_{false};

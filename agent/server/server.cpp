@@ -52,6 +52,7 @@
 #include "ringmaster/tools/gpus.h"
 #include "ringmaster/tools/topology.h"
 #include "runs.h"
+#include "self_signed.h"
 #include "spawn.h"
 
 namespace ringmaster::agent {
@@ -749,8 +750,32 @@ AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>())
     throw Error(ErrorCategory::config,
                 fmt::format("the token has {} bytes; at least {}", s.options.token.size(), kMinTokenBytes));
   }
+  if (s.options.tls_self_signed) {
+    if (!s.options.tls_cert.empty() || !s.options.tls_key.empty()) {
+      throw Error(ErrorCategory::config,
+                  "--tls-self-signed makes the agent's certificate: give it or --tls-cert and "
+                  "--tls-key, not both");
+    }
+    const SelfSignedCertificate own = self_signed_certificate(s.options.state_dir + "/tls");
+    s.options.tls_cert = own.cert_file;
+    s.options.tls_key = own.key_file;
+    log::info("{} the agent's own certificate {} (SHA-256 {}): clients check it with --tls-ca {}",
+              own.made ? "made" : "serving TLS with", own.cert_file, own.sha256, own.cert_file);
+  }
   open_listener(s.acceptor, s.options.listen, "--listen");
   boost::system::error_code ec;
+  // What we ship must not carry the control protocol in the clear beyond
+  // this host by default: under plain TCP anyone on the path reads the
+  // runs and can relay a client's proof into a session of their own.
+  if (s.options.tls_cert.empty() && !s.options.allow_plaintext &&
+      !s.acceptor.local_endpoint(ec).address().is_loopback()) {
+    throw Error(ErrorCategory::config,
+                fmt::format("--listen {}: plain TCP beyond loopback carries every request in the clear and binds "
+                            "the token's proof to no session; serve TLS with --tls-cert and --tls-key, or with "
+                            "--tls-self-signed (a certificate this agent makes in {}/tls), or, on a private "
+                            "network only, accept plain TCP with --allow-plaintext",
+                            s.options.listen, s.options.state_dir));
+  }
 
   if (!s.options.tls_client_ca.empty() && s.options.tls_cert.empty()) {
     throw Error(ErrorCategory::config, "--tls-client-ca needs TLS: --tls-cert and --tls-key");
@@ -796,7 +821,7 @@ AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>())
   s.hostname = name;
   std::vector<std::uint16_t> exempt = {s.acceptor.local_endpoint().port()};
   if (s.http) exempt.push_back(s.http->port());
-  s.preflight = std::make_unique<PreflightService>(s.io);
+  s.preflight = std::make_unique<PreflightService>(s.io, s.options.preflight_ports);
   s.faults = std::make_unique<FaultManager>(s.options.allow_fault_injection, exempt, s.options.state_dir);
   // Discovery after the fault manager has removed stale drop rules.
   auto topo =

@@ -39,8 +39,18 @@ int main(int argc, char** argv) {
                "Accept fault/fault_clear: nftables drops and tc delay/rate in this network namespace");
   app.add_option("--tls-cert", options.tls_cert, "PEM certificate (chain): serve the control port over TLS");
   app.add_option("--tls-key", options.tls_key, "PEM private key of --tls-cert");
+  app.add_flag("--tls-self-signed", options.tls_self_signed,
+               "Serve TLS with a certificate this agent makes on its first start (STATE_DIR/tls/agent.crt, for "
+               "this host's names and addresses); clients check it with --tls-ca and that file");
+  app.add_flag("--allow-plaintext", options.allow_plaintext,
+               "Serve plain TCP beyond loopback (refused without it): on a private network only, since the "
+               "token's proof is then bound to no session");
   app.add_option("--tls-client-ca", options.tls_client_ca,
                  "PEM CA: clients must also present a certificate it signed (mutual TLS; needs --tls-cert)");
+  app.add_option("--preflight-ports", options.preflight_ports,
+                 "LOW-HIGH: the only ports a preflight may make this agent listen on (MASTER_PORT, the sampled "
+                 "classes, a port range); within 1024-65535")
+      ->capture_default_str();
   app.add_option("--metrics", options.metrics_listen, "ADDR:PORT serving Prometheus GET /metrics (default: off)");
   app.add_option("--state-dir", options.state_dir,
                  "Directory of the agent's state, made private to its user; runs/<run_id>/ holds the files a run's "

@@ -175,10 +175,11 @@ class Cluster {
       if (pid == 0) {
         ::dup2(out[1], 1);
         ::close(out[0]);
+        // Plain TCP: the bridge joins namespaces of this host and nothing else.
         ::execlp("ip", "ip", "netns", "exec", namespaces_[i].c_str(), agent_path.c_str(), "--listen",
                  (address(static_cast<int>(i)) + ":29600").c_str(), "--token-file", token_file_.c_str(), "--state-dir",
-                 (private_dir_ + "/host" + std::to_string(i)).c_str(), "--allow-fault-injection", "--print-port",
-                 "--rank-user", rank_user.c_str(), static_cast<char*>(nullptr));
+                 (private_dir_ + "/host" + std::to_string(i)).c_str(), "--allow-fault-injection", "--allow-plaintext",
+                 "--print-port", "--rank-user", rank_user.c_str(), static_cast<char*>(nullptr));
         _exit(127);
       }
       ::close(out[1]);

@@ -670,6 +670,48 @@ TEST(AgentPreflight, RequestsOutOfBoundsAreRefused) {
   EXPECT_TRUE(a.alive());
 }
 
+// Review (L2): preflight_listen took any unprivileged port a run token
+// named. An agent listens for preflight only within its --preflight-ports:
+// a MASTER_PORT or port_range outside them is refused, and the sampled
+// classes are drawn where they meet them.
+TEST(AgentPreflight, ListensOnlyWithinTheAgentsPreflightPorts) {
+  Agent a({"--preflight-ports", "41000-41099"});
+  auto client = agent::AgentClient::connect(a.options());
+  auto refused = [&](json m, const std::string& says) {
+    try {
+      client->call(m);
+      ADD_FAILURE() << m.dump() << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  refused({{"type", "preflight_listen"}, {"master_port", 29500}}, "within 41000-41099 only (its --preflight-ports)");
+  refused({{"type", "preflight_listen"}, {"master_port", 41000}, {"port_range", "41050-41200"}},
+          "reaches beyond 41000-41099");
+  const json reply =
+      client->call({{"type", "preflight_listen"}, {"master_port", 41010}, {"port_range", "41050-41099"}, {"count", 4}});
+  int ports = 0;
+  for (const auto& c : reply.at("classes")) {
+    for (const auto& p : c.at("ports")) {
+      ++ports;
+      EXPECT_GE(p.at("port").get<int>(), 41000) << c.dump();
+      EXPECT_LE(p.at("port").get<int>(), 41099) << c.dump();
+    }
+  }
+  EXPECT_GE(ports, 5) << reply.dump();  // the master port and the port range's samples at least
+  client->call({{"type", "preflight_release"}});
+  // The range itself is checked at start.
+  for (const char* bad : {"80-1000", "41099-41000", "many"}) {
+    auto child = testing_support::spawn(
+        {RINGMASTER_AGENT, "--listen", "127.0.0.1:0", "--preflight-ports", bad, "--state-dir", a.state_dir + "-bad"},
+        {}, true);
+    child.finish();
+    EXPECT_EQ(child.exit_code(), 2) << bad;
+    EXPECT_NE(child.output.find("--preflight-ports must be LOW-HIGH within 1024-65535"), std::string::npos)
+        << child.output;
+  }
+}
+
 TEST(LinkCheck, RoundsOfDisjointPairsCoverEveryPairOnce) {
   for (int n = 2; n <= 9; ++n) {
     const auto rounds = agent::round_robin_pairs(n);
@@ -2699,6 +2741,66 @@ TEST(AgentHardening, AFifoAsTheTokenFileIsRefusedAtOnce) {
   ASSERT_TRUE(ended) << "the agent still waited on the FIFO after 10 s";
   EXPECT_NE(child.exit_code(), 0);
   EXPECT_NE((out + child.output).find("is not a regular file"), std::string::npos) << out + child.output;
+}
+
+// Review (L1): the unit and the image served plain TCP on 0.0.0.0:29600.
+// Beyond loopback an agent now refuses plain TCP unless told the network
+// is private (--allow-plaintext), and --tls-self-signed (what we ship)
+// serves TLS with a certificate the agent makes once and keeps: a client
+// that trusts that file gets in, across restarts; one that trusts another
+// agent's certificate does not.
+TEST(AgentHardening, PlainTcpBeyondLoopbackIsRefusedAndTheShippedDefaultServesTls) {
+  const std::string dir = ::testing::TempDir() + "agent-tls-default-" + std::to_string(::getpid());
+  auto plain = testing_support::spawn(
+      {RINGMASTER_AGENT, "--listen", "0.0.0.0:0", "--print-port", "--state-dir", dir + "-plain"}, {}, true);
+  plain.finish();
+  EXPECT_EQ(plain.exit_code(), 2) << plain.output;
+  EXPECT_NE(plain.output.find("plain TCP beyond loopback"), std::string::npos) << plain.output;
+  EXPECT_NE(plain.output.find("--tls-self-signed"), std::string::npos) << plain.output;
+  EXPECT_NE(plain.output.find("--allow-plaintext"), std::string::npos) << plain.output;
+  {
+    auto allowed = testing_support::spawn(
+        {RINGMASTER_AGENT, "--listen", "0.0.0.0:0", "--print-port", "--allow-plaintext", "--state-dir", dir + "-plain"},
+        {});
+    std::string line;
+    char c = 0;
+    pollfd p{allowed.out_fd, POLLIN, 0};
+    while (::poll(&p, 1, 10000) > 0 && ::read(allowed.out_fd, &c, 1) == 1 && c != '\n')
+      line += c;
+    EXPECT_GT(std::atoi(line.c_str()), 0) << "--allow-plaintext did not start the agent";
+    ::kill(allowed.pid, SIGTERM);
+    allowed.finish();
+  }
+  const std::string state = dir + "-tls";
+  std::string fingerprint;
+  for (int start = 0; start < 2; ++start) {
+    Agent a({"--tls-self-signed", "--state-dir", state});
+    struct stat key {};
+    ASSERT_EQ(::stat((state + "/tls/agent.key").c_str(), &key), 0);
+    EXPECT_EQ(key.st_mode & 0777, 0600u);
+    std::ifstream in(state + "/tls/agent.crt");
+    const std::string pem((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (start == 0) fingerprint = pem;
+    EXPECT_EQ(pem, fingerprint) << "a restart made a new certificate: clients that trusted the old one are cut off";
+    auto options = a.options();
+    options.connect_timeout = 3000ms;
+    options.tls = true;
+    options.tls_ca_file = state + "/tls/agent.crt";
+    auto client = agent::AgentClient::connect(options);
+    EXPECT_EQ(client->call({{"type", "ping"}})["type"], "reply");
+    auto plain_client = a.options();
+    plain_client.connect_timeout = 3000ms;
+    EXPECT_THROW(agent::AgentClient::connect(plain_client), Error) << "plain TCP to the TLS agent";
+  }
+  // Another agent's certificate is no proof of this one.
+  Agent other({"--tls-self-signed"});
+  auto options = other.options();
+  options.connect_timeout = 3000ms;
+  options.tls = true;
+  options.tls_ca_file = state + "/tls/agent.crt";
+  EXPECT_THROW(agent::AgentClient::connect(options), Error);
+  std::filesystem::remove_all(dir + "-plain");
+  std::filesystem::remove_all(state);
 }
 
 // Review (M6): the cap on what waits to be sent was per client only

@@ -167,12 +167,18 @@ wait_ready() {  # wait_ready PORT: /readyz answers 200 within 30 s
   cat "$work/agent.log" >&2
   return 1
 }
-drive() {  # drive TOKEN_FILE: inventory and a 2-rank run through the agent
+drive() {  # drive TOKEN_FILE CERT: inventory and a 2-rank run through the agent, over TLS checked against CERT
   local inventory
-  inventory=$("$cli" remote --agents "127.0.0.1:$port" --token-file "$1" inventory)
+  # What we ship serves TLS with the agent's own certificate: a plain
+  # client is turned away.
+  if "$cli" remote --agents "127.0.0.1:$port" --token-file "$1" --timeout 5 inventory >/dev/null 2>&1; then
+    echo "the shipped agent answered a plain TCP client" >&2
+    return 1
+  fi
+  inventory=$("$cli" remote --agents "127.0.0.1:$port" --token-file "$1" --tls-ca "$2" inventory)
   grep -q '"transports"' <<<"$inventory" || { echo "no inventory: $inventory" >&2; return 1; }
   echo "  inventory: $(grep -o '"hostname":"[^"]*"' <<<"$inventory" | head -1)"
-  "$cli" remote --agents "127.0.0.1:$port" --token-file "$1" --np-per-agent 2 --timeout 120 \
+  "$cli" remote --agents "127.0.0.1:$port" --token-file "$1" --tls-ca "$2" --np-per-agent 2 --timeout 120 \
     perf all_reduce -b 1M -e 1M -n 5 -w 1 >"$work/run.txt" 2>&1 || { cat "$work/run.txt" "$work/agent.log" >&2; return 1; }
   grep -E "^ +1048576 " "$work/run.txt" | head -1 | sed 's/^/  result row: /'
   grep -qE "^ +1048576 " "$work/run.txt" || { cat "$work/run.txt" >&2; return 1; }
@@ -182,7 +188,7 @@ step "starting the installed agent as its unit does"
 start_agent "$root"
 wait_ready "$metrics"
 curl -s "http://127.0.0.1:$metrics/healthz" | grep -qx ok
-drive "$root/etc/ringmaster/token"
+drive "$root/etc/ringmaster/token" "$root/var/lib/ringmaster/tls/agent.crt"
 # The ranks ran as the run's own uid (--rank-uids, 61000-61183 by default,
 # with the rank user's groups), in the agent's state directory: what they
 # wrote there (their calibration cache) is that uid's, and once the run
@@ -259,5 +265,6 @@ if ! wait_ready "$metrics"; then
   podman logs "$container" >&2
   exit 1
 fi
-drive "$token_dir/token"
+podman cp "$container:/var/lib/ringmaster/tls/agent.crt" "$work/image-agent.crt"
+drive "$token_dir/token" "$work/image-agent.crt"
 echo "deb_rootfs: passed (packages, root filesystem and image)"

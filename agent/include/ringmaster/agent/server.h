@@ -45,7 +45,16 @@ struct AgentOptions {
   std::size_t max_client_queue_bytes = 64u << 20;   // unsent to one client; past it the client is dropped
   std::size_t max_queued_bytes_total = 256u << 20;  // unsent to all clients; the one that passes it is dropped
   bool allow_fault_injection = false;               // fault / fault_clear (docs/protocol.md)
-  std::string tls_cert, tls_key;                    // PEM files: serve the control port over TLS
+  // LOW-HIGH: the ports preflight_listen may make the agent listen on
+  // (MASTER_PORT, the sampled classes, a port_range), unprivileged only.
+  std::string preflight_ports = "1024-65535";
+  std::string tls_cert, tls_key;  // PEM files: serve the control port over TLS
+  // Serve TLS with a certificate the agent makes for itself on its first
+  // start (STATE_DIR/tls/agent.crt; clients check it with --tls-ca).
+  bool tls_self_signed = false;
+  // Plain TCP beyond loopback is refused unless this says the network is
+  // private: without TLS the token's proof is bound to no session.
+  bool allow_plaintext = false;
   // PEM CA: under TLS, every client must present a certificate it signed
   // (mutual TLS), on top of the token. Empty: no client certificates.
   std::string tls_client_ca;
