@@ -829,6 +829,8 @@ AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>())
   // The GPUs as NVML sees them (nothing where there is no driver); on a
   // discovered tree their NVLinks join it, matched by PCI bus id.
   const GpuInventory gpus = read_gpu_inventory();
+  for (const auto& line : topo.warnings())
+    log::warn("topology: {}", line);
   if (s.options.topology_file.empty()) {
     for (const auto& line : add_nvml_to_topology(topo, gpus))
       log::warn("NVML: {}", line);

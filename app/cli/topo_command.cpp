@@ -23,13 +23,18 @@ struct TopoOptions {
   int channels = 2;
   int ranks_per_node = -1;
   bool quiet = false;
+  bool board_nvlinks = false;
 };
 
 topo::Topology load(const TopoOptions& o) {
   if (o.file.empty()) return topo::Topology::discover();
   topo::LoadOptions load;
   load.sysfs_root = o.sysfs;
-  return topo::Topology::load_file(o.file, load);
+  load.add_board_nvlinks = o.board_nvlinks;
+  auto t = topo::Topology::load_file(o.file, load);
+  for (const auto& line : t.warnings())
+    std::fprintf(stderr, "ringmaster-cli: warning: %s\n", line.c_str());
+  return t;
 }
 
 void write_file(const std::string& path, const std::string& text) {
@@ -44,6 +49,9 @@ void add_source_options(CLI::App* sub, const std::shared_ptr<TopoOptions>& o) {
   sub->add_option("--sysfs", o->sysfs,
                   "Fill PCI devices the NCCL file lists by bus id alone from this sysfs root (/sys on the node "
                   "the file describes)");
+  sub->add_flag("--board-nvlinks", o->board_nvlinks,
+                "GPUs of an NVSwitch board (A100/H100/H200 SXM: AWS p4d, p4de, p5) in a file that declares no "
+                "NVLink: add the links the board has (NV12 or NV18 between any two)");
 }
 
 }  // namespace

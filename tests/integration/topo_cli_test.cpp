@@ -51,7 +51,8 @@ TEST(TopoCli, G5FilledFromSysfs) {
 TEST(TopoCli, ExportLoadsBack) {
   const std::string xml = ::testing::TempDir() + "cli-export.xml";
   const std::string json = ::testing::TempDir() + "cli-export.json";
-  ASSERT_EQ(cli({"topo", "export", "--file", kDir + "/p4d-24xl-topo.xml", "--nccl-file", xml, "--json-file", json}).code, 0);
+  ASSERT_EQ(
+      cli({"topo", "export", "--file", kDir + "/p4d-24xl-topo.xml", "--nccl-file", xml, "--json-file", json}).code, 0);
   const auto again = cli({"topo", "show", "--file", xml});
   ASSERT_EQ(again.code, 0);
   EXPECT_TRUE(contains(again.out, "2 packages, 8 GPUs, 4 NICs")) << again.out;
@@ -80,14 +81,27 @@ TEST(TopoCli, RingsForSixteenNodes) {
 
 TEST(TopoCli, BadFileIsNamed) {
   const std::string bad = ::testing::TempDir() + "cli-bad.xml";
-  std::ofstream(bad) << "<system version=\"1\">\n<cpu>\n<pcie/>\n</cpu>\n</system>\n";
+  std::ofstream(bad) << "<system version=\"1\">\n<cpu>\n<pci class=\"0x030200\"/>\n</cpu>\n</system>\n";
   const auto run = cli({"topo", "show", "--file", bad});
   EXPECT_EQ(run.code, 2);  // bad input: a usage error (docs/cli.md); the message goes to stderr
   EXPECT_TRUE(run.out.empty()) << run.out;
   // The message names the file, the line and what was wrong there.
   auto child = testing_support::spawn({RINGMASTER_CLI, "topo", "show", "--file", bad}, {}, /*with_stderr=*/true);
   child.finish();
-  EXPECT_NE(child.output.find(bad + ":3: unknown element <pcie> inside <cpu>"), std::string::npos) << child.output;
+  EXPECT_NE(child.output.find(bad + ":3: <pci> without a busid"), std::string::npos) << child.output;
+}
+
+// An element this reader does not know is a warning on stderr naming the
+// file and line; the tree is still shown, and the exit code is 0.
+TEST(TopoCli, UnknownElementIsAWarningNotARefusal) {
+  const std::string file = ::testing::TempDir() + "cli-unknown.xml";
+  std::ofstream(file) << "<system version=\"1\">\n<cpu numaid=\"0\">\n<pcie/>\n</cpu>\n</system>\n";
+  auto child = testing_support::spawn({RINGMASTER_CLI, "topo", "show", "--file", file}, {}, /*with_stderr=*/true);
+  child.finish();
+  EXPECT_EQ(child.exit_code(), 0) << child.output;
+  EXPECT_NE(child.output.find("warning: " + file + ":3: element <pcie> inside <cpu> not known"), std::string::npos)
+      << child.output;
+  EXPECT_NE(child.output.find("Package 0"), std::string::npos) << child.output;
 }
 
 }  // namespace

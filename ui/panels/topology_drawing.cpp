@@ -98,25 +98,6 @@ QString pci_link(const json& n) {
   return bw.isEmpty() ? QString() : QString("%1 GB/s").arg(bw.toDouble(), 0, 'f', 1);
 }
 
-// The data-centre GPUs people bring up, by PCI device id (NVIDIA's): what
-// hwloc's files give instead of a name.
-QString gpu_model(const json& n) {
-  static const std::map<QString, QString> models = {{"0x1db1", "V100 SXM2 16GB"},
-                                                    {"0x1db5", "V100 SXM2 32GB"},
-                                                    {"0x1db8", "V100 SXM3 32GB"},
-                                                    {"0x1eb8", "T4"},
-                                                    {"0x20b0", "A100 SXM4 40GB"},
-                                                    {"0x20b2", "A100 SXM4 80GB"},
-                                                    {"0x2237", "A10G"},
-                                                    {"0x2330", "H100 SXM5 80GB"},
-                                                    {"0x2335", "H200 SXM 141GB"},
-                                                    {"0x26b9", "L40S"},
-                                                    {"0x27b8", "L4"}};
-  if (attr(n, "vendor") != "0x10de") return {};
-  const auto it = models.find(attr(n, "device"));
-  return it == models.end() ? QString() : it->second;
-}
-
 QString pci_ids(const json& n) {
   const QString v = attr(n, "vendor"), d = attr(n, "device");
   if (v.isEmpty() || d.isEmpty()) return {};
@@ -180,7 +161,9 @@ class Builder {
     if (!busid.isEmpty()) details << "PCI " + busid;
     if (!link.isEmpty()) details << "link " + link;
     if (kind == "gpu") {
-      const QString model = attr(n, "model").isEmpty() ? gpu_model(n) : attr(n, "model");
+      // The engine's name for it, from the PCI device id wherever the file
+      // puts it (the GPU, or the <pci> function above it).
+      const QString model = !s(n, "model").isEmpty() ? s(n, "model") : attr(n, "model");
       const QString sm = attr(n, "sm");
       const QString what = !model.isEmpty() ? model : !sm.isEmpty() ? "sm_" + sm : pci_ids(n);
       item.box.label = s(n, "name") + (what.isEmpty() ? "" : "\n" + what) + (link.isEmpty() ? "" : " · " + link);
@@ -284,7 +267,8 @@ class Builder {
       item.box.tooltip = "PCIe switch " + attr(n, "busid") + " " + pci_ids(n) + "\nlink " + pci_link(n);
     } else if (kind == "package") {
       QStringList header = {s(n, "name")};
-      if (!attr(n, "numaid").isEmpty()) header << "NUMA " + attr(n, "numaid");
+      if (!attr(n, "numaid").isEmpty())
+        header << (attr(n, "numaid") == "-1" ? QString("NUMA unknown") : "NUMA " + attr(n, "numaid"));
       const QString cpus = cpu_list(attr(n, "affinity"));
       if (!cpus.isEmpty()) header << "CPUs " + cpus;
       const QString model = attr(n, "model").isEmpty() ? attr(n, "vendor") : attr(n, "model");

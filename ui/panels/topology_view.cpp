@@ -117,6 +117,13 @@ TopologyView::TopologyView(QWidget* parent) : QWidget(parent) {
   header->addWidget(path_choice_);
   connect(path_choice_, &QComboBox::currentIndexChanged, this, [this] { draw_path(); });
   layout->addLayout(header);
+  warnings_ = new QLabel;
+  warnings_->setObjectName("topologyWarnings");
+  warnings_->setWordWrap(true);
+  warnings_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  warnings_->setStyleSheet("QLabel { background: #fff3e0; color: #6d3a00; padding: 4px; border-radius: 4px; }");
+  warnings_->hide();
+  layout->addWidget(warnings_);
   auto* split = new QSplitter(Qt::Vertical);
   tree_view_ = new QTreeView;
   tree_view_->setObjectName("topologyTree");
@@ -221,6 +228,12 @@ void TopologyView::show_topology(const QString& agent, const json& topology) {
   badge_->setText(declared ? "DECLARED by " + source.section('/', -1) : QString());
   badge_->setToolTip(source);
   badge_->setVisible(declared);
+  QStringList warnings;
+  for (const auto& w : topology.value("warnings", json::array())) {
+    if (w.is_string()) warnings << "⚠ " + QString::fromStdString(w.get<std::string>());
+  }
+  warnings_->setText(warnings.join("\n"));
+  warnings_->setVisible(!warnings.isEmpty());
   drawing_->set_topology(topology);
   fill_topology_tree(tree_, topology);
   fill_topology_matrix(matrix_, topology);

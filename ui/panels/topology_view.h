@@ -50,6 +50,7 @@ class TopologyView : public QWidget {
   void draw_path();
   QLabel* title_ = nullptr;
   QLabel* badge_ = nullptr;
+  QLabel* warnings_ = nullptr;  // what the node file's reader warned of
   QStandardItemModel tree_;
   QStandardItemModel matrix_;
   QTreeView* tree_view_ = nullptr;

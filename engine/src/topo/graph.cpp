@@ -57,6 +57,8 @@ std::string_view name_of(LinkType type) noexcept {
       return "smp";
     case LinkType::network:
       return "network";
+    case LinkType::c2c:
+      return "c2c";
   }
   return "?";
 }
@@ -270,19 +272,36 @@ Path Topology::path(int a, int b) const {
     p.hops = 1;
     return p;
   }
-  for (const auto& la : links_) {
-    if (la.type != LinkType::nvlink || (la.a != a && la.b != a)) continue;
-    const int sw = la.a == a ? la.b : la.a;
-    if (node(sw).kind != NodeKind::nvswitch) continue;
-    for (const auto& lb : links_) {
-      if (lb.type != LinkType::nvlink || (lb.a != b && lb.b != b)) continue;
-      if ((lb.a == b ? lb.b : lb.a) != sw) continue;
-      p.cls = PathClass::nvlink;
-      p.nvlinks = std::min(la.count, lb.count);
-      p.bandwidth = std::min(la.bandwidth, lb.bandwidth);
-      p.hops = 2;
-      return p;
+  // Through NVSwitches: every link of each end into the switch fabric
+  // counts (a DGX-2's GPU has one link to each of its baseboard's six
+  // switches: NV6 between any two GPUs).
+  struct Into {
+    int links = 0;
+    double bandwidth = 0;
+    std::vector<int> switches;
+  } into_a, into_b;
+  for (const auto& l : links_) {
+    if (l.type != LinkType::nvlink) continue;
+    for (auto [end, into] : {std::pair{a, &into_a}, std::pair{b, &into_b}}) {
+      if (l.a != end && l.b != end) continue;
+      const int other = l.a == end ? l.b : l.a;
+      if (node(other).kind != NodeKind::nvswitch) continue;
+      into->links += l.count;
+      into->bandwidth += l.bandwidth;
+      into->switches.push_back(other);
     }
+  }
+  if (into_a.links > 0 && into_b.links > 0) {
+    // One node's NVSwitches are one fabric (a DGX-2's two baseboards are
+    // trunked, which NVML does not report): the ends reach each other.
+    bool common = false;
+    for (int sw : into_b.switches)
+      common = common || std::find(into_a.switches.begin(), into_a.switches.end(), sw) != into_a.switches.end();
+    p.cls = PathClass::nvlink;
+    p.nvlinks = std::min(into_a.links, into_b.links);
+    p.bandwidth = std::min(into_a.bandwidth, into_b.bandwidth);
+    p.hops = common ? 2 : 3;
+    return p;
   }
   // The tree path through the lowest common ancestor.
   int x = a;
@@ -350,6 +369,51 @@ bool Topology::same_graph(const Topology& other) const {
     }
   }
   return links_ == other.links_;
+}
+
+std::string Topology::gpu_model(int gpu) const {
+  // NVIDIA's ids sit on the GPU node (hwloc) or on the <pci> function
+  // above it (NCCL's files).
+  for (int at = gpu, step = 0; at >= 0 && step < 2; at = node(at).parent, ++step) {
+    const Node& n = node(at);
+    if (parse_hex(n.attribute("vendor")) != kVendorNvidia || !n.attribute("device")) continue;
+    if (const GpuModel* m = gpu_model_of(parse_hex(n.attribute("device")))) return m->name;
+    return {};
+  }
+  return {};
+}
+
+void Topology::check_board_nvlinks(bool add) {
+  const auto all = gpus();
+  if (all.size() < 2) return;
+  for (const auto& l : links_) {
+    if (l.type == LinkType::nvlink) return;  // the source says how they are joined
+  }
+  const GpuModel* model = nullptr;
+  for (int g : all) {
+    const GpuModel* m = nullptr;
+    for (int at = g, step = 0; at >= 0 && step < 2 && !m; at = node(at).parent, ++step) {
+      if (parse_hex(node(at).attribute("vendor")) == kVendorNvidia && node(at).attribute("device"))
+        m = gpu_model_of(parse_hex(node(at).attribute("device")));
+    }
+    if (!m || m->board_nvlinks == 0 || (model && m != model)) return;
+    model = m;
+  }
+  warn(
+      fmt::format("{} {} GPUs and no NVLink declared: every board with these GPUs (AWS p4d, p4de and p5 among "
+                  "them) joins them through NVSwitches, NV{} between any two, which this source does not say; "
+                  "the paths shown between them are {}",
+                  all.size(), model->name, model->board_nvlinks,
+                  add ? "the board's (added on request)" : "PCIe only (add the board's links: --board-nvlinks)"));
+  if (!add) return;
+  const auto machines = of_kind(NodeKind::machine);
+  const int sw = add_node(NodeKind::nvswitch, machines.empty() ? -1 : machines.front(), "NVSwitch (board)");
+  node(sw).implicit = true;
+  for (int g : all) {
+    const std::string* sm = node(g).attribute("sm");
+    add_link(g, sw, LinkType::nvlink, model->board_nvlinks * nvlink_bandwidth(sm ? std::atoi(sm->c_str()) : 0),
+             model->board_nvlinks);
+  }
 }
 
 std::string Topology::summary() const {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <pugixml.hpp>
+#include <unordered_map>
 #include <vector>
 
 #include "base/log.h"
@@ -73,34 +74,79 @@ class HwlocReader {
     const int machine = topo_.add_node(NodeKind::machine, -1, "Machine");
     if (const char* host = info(root, "HostName")) topo_.node(machine).set_attribute("hostname", host);
     if (const char* arch = info(root, "Architecture")) arch_ = arch;
-    walk_children(root, machine);
+    walk_children(root, machine, false);
+    read_nvlinks();
   }
 
  private:
-  void walk_children(hwloc_obj_t obj, int parent) {
-    for (hwloc_obj_t c = obj->memory_first_child; c; c = c->next_sibling)
-      walk(c, parent);
-    for (hwloc_obj_t c = obj->first_child; c; c = c->next_sibling)
-      walk(c, parent);
-    for (hwloc_obj_t c = obj->io_first_child; c; c = c->next_sibling)
-      walk(c, parent);
+  // The NUMA node(s) attached to an object, through memory-side caches.
+  static bool holds_numa(hwloc_obj_t obj) {
+    for (hwloc_obj_t c = obj->memory_first_child; c; c = c->next_sibling) {
+      if (c->type == HWLOC_OBJ_NUMANODE || (c->type == HWLOC_OBJ_MEMCACHE && holds_numa(c))) return true;
+    }
+    return false;
+  }
+  static bool numa_below(hwloc_obj_t obj) {
+    for (hwloc_obj_t c = obj->first_child; c; c = c->next_sibling) {
+      if (holds_numa(c) || numa_below(c)) return true;
+    }
+    return false;
   }
 
-  void walk(hwloc_obj_t obj, int parent) {
+  void walk_children(hwloc_obj_t obj, int parent, bool in_domain) {
+    for (hwloc_obj_t c = obj->memory_first_child; c; c = c->next_sibling)
+      walk(c, parent, in_domain);
+    for (hwloc_obj_t c = obj->first_child; c; c = c->next_sibling)
+      walk(c, parent, in_domain);
+    for (hwloc_obj_t c = obj->io_first_child; c; c = c->next_sibling)
+      walk(c, parent, in_domain);
+  }
+
+  // Our packages are NCCL's <cpu>: one NUMA domain each, the object hwloc
+  // attaches a NUMA node to. That is the Package on most machines, a Group
+  // holding several packages on others (then the packages are looked
+  // through), or a Die or Group inside a package with sub-NUMA clusters.
+  // Where the NUMA node hangs off the machine itself, each Package is one.
+  int add_domain(hwloc_obj_t obj, int parent) {
+    const bool is_package = obj->type == HWLOC_OBJ_PACKAGE;
+    const int numa = obj->nodeset ? hwloc_bitmap_first(obj->nodeset) : -1;
+    const int id = topo_.add_node(
+        NodeKind::package, parent,
+        is_package ? fmt::format("Package {}", obj->os_index)
+                   : (numa >= 0 ? fmt::format("NUMA {} ({})", numa, hwloc_obj_type_string(obj->type)) : "NUMA ?"));
+    Node& n = topo_.node(id);
+    n.index = is_package ? static_cast<int>(obj->os_index) : numa;
+    if (numa >= 0) n.set_attribute("numaid", std::to_string(numa));
+    if (auto mask = nccl_mask(obj->cpuset); !mask.empty()) n.set_attribute("affinity", mask);
+    if (!arch_.empty()) n.set_attribute("arch", arch_);
+    // The CPU's identity is on the Package, at or below a domain.
+    hwloc_obj_t cpu = obj;
+    while (cpu && cpu->type != HWLOC_OBJ_PACKAGE && cpu->arity > 0)
+      cpu = cpu->first_child;
+    if (cpu && cpu->type != HWLOC_OBJ_PACKAGE) cpu = hwloc_get_ancestor_obj_by_type(hw_, HWLOC_OBJ_PACKAGE, obj);
+    if (cpu) {
+      if (const char* v = info(cpu, "CPUVendor")) n.set_attribute("vendor", v);
+      if (const char* v = info(cpu, "CPUFamilyNumber")) n.set_attribute("familyid", v);
+      if (const char* v = info(cpu, "CPUModelNumber")) n.set_attribute("modelid", v);
+      if (const char* v = info(cpu, "CPUModel")) n.set_attribute("model", v);
+    }
+    return id;
+  }
+
+  void walk(hwloc_obj_t obj, int parent, bool in_domain) {
+    if (!in_domain && obj->type != HWLOC_OBJ_MACHINE && obj->type != HWLOC_OBJ_NUMANODE && holds_numa(obj)) {
+      const int id = add_domain(obj, parent);
+      walk_children(obj, id, true);
+      return;
+    }
     switch (obj->type) {
       case HWLOC_OBJ_PACKAGE: {
-        const int id = topo_.add_node(NodeKind::package, parent, fmt::format("Package {}", obj->os_index));
-        Node& n = topo_.node(id);
-        n.index = static_cast<int>(obj->os_index);
-        const int numa = obj->nodeset ? hwloc_bitmap_first(obj->nodeset) : -1;
-        n.set_attribute("numaid", std::to_string(numa < 0 ? 0 : numa));
-        if (auto mask = nccl_mask(obj->cpuset); !mask.empty()) n.set_attribute("affinity", mask);
-        if (!arch_.empty()) n.set_attribute("arch", arch_);
-        if (const char* v = info(obj, "CPUVendor")) n.set_attribute("vendor", v);
-        if (const char* v = info(obj, "CPUFamilyNumber")) n.set_attribute("familyid", v);
-        if (const char* v = info(obj, "CPUModelNumber")) n.set_attribute("modelid", v);
-        if (const char* v = info(obj, "CPUModel")) n.set_attribute("model", v);
-        walk_children(obj, id);
+        if (in_domain || numa_below(obj)) {
+          walk_children(obj, parent, in_domain);  // the domain is around it, or inside it
+          return;
+        }
+        const int id = add_domain(obj, parent);
+        walk_children(obj, id, true);
         return;
       }
       case HWLOC_OBJ_NUMANODE: {
@@ -129,7 +175,7 @@ class HwlocReader {
           id = topo_.add_node(NodeKind::pci_switch, parent, "PCISwitch " + bus);
           set_pci(topo_.node(id), p);
         }
-        walk_children(obj, id);
+        walk_children(obj, id, in_domain);
         return;
       }
       case HWLOC_OBJ_PCI_DEVICE: {
@@ -138,7 +184,11 @@ class HwlocReader {
         Node& n = topo_.node(id);
         set_pci(n, p);
         n.kind = kind_of_pci(static_cast<std::uint32_t>(p.class_id) << 8, p.vendor_id);
-        walk_children(obj, id);
+        // hwloc names NVSwitches whose PCI identity it could not read.
+        if (obj->subtype && std::string_view(obj->subtype) == "NVSwitch") n.kind = NodeKind::nvswitch;
+        if (n.kind == NodeKind::nvswitch) n.name = "NVSwitch " + busid(p.domain, p.bus, p.dev, p.func);
+        ids_[obj] = id;
+        walk_children(obj, id, in_domain);
         return;
       }
       case HWLOC_OBJ_OS_DEVICE: {
@@ -154,12 +204,35 @@ class HwlocReader {
                    (name.rfind("cuda", 0) == 0 || name.rfind("nvml", 0) == 0)) {
           if (up.kind == NodeKind::pci_device) up.kind = NodeKind::gpu;
           up.set_attribute(name.rfind("cuda", 0) == 0 ? "cuda" : "nvml", name);
+          ids_[obj] = parent;
         }
         return;
       }
       default:
-        walk_children(obj, parent);  // groups, dies, caches: look through them
+        walk_children(obj, parent, in_domain);  // groups, dies, caches: look through them
     }
+  }
+
+  // hwloc's NVML backend gives NVLinks as a bandwidth matrix between GPUs
+  // (their nvml OS devices) and NVSwitches (PCI devices), in MB/s: each
+  // link adds 20,000 (NVLink 1), 25,000 (2 to 4) or 50,000 (5) both ways.
+  void read_nvlinks() {
+    unsigned count = 1;
+    hwloc_distances_s* matrix = nullptr;
+    if (hwloc_distances_get_by_name(hw_, "NVLinkBandwidth", &count, &matrix, 0) != 0 || count == 0 || !matrix) return;
+    const unsigned n = matrix->nbobjs;
+    for (unsigned i = 0; i < n; ++i) {
+      for (unsigned j = i + 1; j < n; ++j) {
+        const auto mbps = std::max(matrix->values[i * n + j], matrix->values[j * n + i]);
+        const auto a = ids_.find(matrix->objs[i]), b = ids_.find(matrix->objs[j]);
+        if (mbps == 0 || a == ids_.end() || b == ids_.end() || a->second == b->second) continue;
+        const auto links = static_cast<int>(mbps % 25000 == 0   ? mbps / 25000
+                                            : mbps % 20000 == 0 ? mbps / 20000
+                                                                : std::max<std::uint64_t>(1, (mbps + 12500) / 25000));
+        topo_.add_link(a->second, b->second, LinkType::nvlink, static_cast<double>(mbps) / 1000.0, links);
+      }
+    }
+    hwloc_distances_release(hw_, matrix);
   }
 
   template <class PciAttr>
@@ -176,6 +249,7 @@ class HwlocReader {
   hwloc_topology_t hw_;
   Topology& topo_;
   std::string arch_;
+  std::unordered_map<hwloc_obj_t, int> ids_;  // GPUs' OS devices and PCI devices: their nodes
 };
 
 HwlocTopology make_topology() {
@@ -213,8 +287,9 @@ Topology Topology::discover() {
 namespace {
 
 // A bitmap as hwloc writes one: "0xf...f" (all), or 0x-hex words of at
-// most 8 digits separated by commas, after an optional "0xf...f,". hwloc
-// 2.9 asserts on anything else (an empty word aborted the process).
+// most 8 digits separated by commas (an empty word between two commas is
+// a zero), after an optional "0xf...f,". hwloc 2.9 asserts on anything
+// else (a leading empty word aborted the process).
 bool is_hwloc_bitmap(std::string_view text) {
   constexpr std::string_view kAll = "0xf...f";
   if (text == kAll) return true;
@@ -222,9 +297,16 @@ bool is_hwloc_bitmap(std::string_view text) {
     if (text.size() == kAll.size() || text[kAll.size()] != ',') return false;
     text.remove_prefix(kAll.size() + 1);
   }
+  // hwloc writes a zero word as nothing ("0xffffff00,,0x0"), but its
+  // reader asserts on a bitmap that starts with a comma.
+  if (text.starts_with(',')) return false;
   for (;;) {
     const auto comma = text.find(',');
     const std::string_view word = text.substr(0, comma);
+    if (word.empty() && comma != std::string_view::npos) {
+      text.remove_prefix(comma + 1);
+      continue;
+    }
     if (word.size() < 3 || word.size() > 10 || !word.starts_with("0x")) return false;
     for (const char c : word.substr(2)) {
       if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
@@ -340,6 +422,9 @@ Topology read_hwloc_xml(std::string_view text, std::string_view source) {
   check_what_hwloc_trusts(root, text, source);
   auto hw = make_topology();
   hwloc_topology_set_io_types_filter(hw.get(), HWLOC_TYPE_FILTER_KEEP_ALL);
+  // The whole machine the file describes, not only what the process that
+  // wrote it was allowed to use (its allowed_cpuset).
+  hwloc_topology_set_flags(hw.get(), HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
   const std::string copy(text);  // hwloc wants a NUL-terminated buffer
   if (hwloc_topology_set_xmlbuffer(hw.get(), copy.c_str(), static_cast<int>(copy.size() + 1)) != 0 ||
       hwloc_topology_load(hw.get()) != 0) {
@@ -350,6 +435,7 @@ Topology read_hwloc_xml(std::string_view text, std::string_view source) {
   Topology topo(std::string(source), Origin::declared);
   HwlocReader(hw.get(), topo).read();
   topo.finish();
+  topo.check_board_nvlinks(false);
   return topo;
 }
 

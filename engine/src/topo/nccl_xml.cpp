@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <pugixml.hpp>
+#include <set>
 #include <sstream>
 
 #include "ringmaster/status.h"
@@ -44,11 +45,16 @@ class NcclReader {
     const int machine = add(NodeKind::machine, -1, "Machine", system);
     for (const auto& child : system.children()) {
       if (child.type() != pugi::node_element) continue;
-      expect(child, "system", {"cpu"});
+      if (!expect(child, "system", {"cpu"}, machine)) continue;
       read_cpu(child, machine);
     }
     resolve_nvlinks(machine);
     topo_.finish();
+    topo_.check_board_nvlinks(options_.add_board_nvlinks);
+    for (const auto& [what, seen] : unknown_)
+      topo_.warn(fmt::format("{}:{}: {} not known to this reader{}: kept as written (export writes it back), not read",
+                             source_, seen.first, what,
+                             seen.second > 1 ? fmt::format(" ({} times)", seen.second) : std::string()));
     return std::move(topo_);
   }
 
@@ -57,24 +63,85 @@ class NcclReader {
     throw Error(ErrorCategory::config, fmt::format("{}:{}: {}", source_, lines_.line_of(at.offset_debug()), what));
   }
 
-  void expect(const pugi::xml_node& child, std::string_view parent, std::initializer_list<std::string_view> allowed) {
+  // Whether `child` is one of the elements NCCL puts inside `parent`. One
+  // that is not (a newer NCCL's, another tool's) is kept verbatim on the
+  // node `keeper` for export and reported once, never a refusal: NCCL
+  // itself skips what it does not know.
+  bool expect(const pugi::xml_node& child, std::string_view parent, std::initializer_list<std::string_view> allowed,
+              int keeper) {
     for (auto name : allowed) {
-      if (child.name() == name) return;
+      if (child.name() == name) return true;
     }
-    std::string list;
-    for (auto name : allowed)
-      list += fmt::format("{}<{}>", list.empty() ? "" : ", ", name);
-    fail(child, fmt::format("unknown element <{}> inside <{}> (NCCL topology XML allows {} there)", child.name(),
-                            parent, list));
+    keep(child, keeper);
+    note(fmt::format("element <{}> inside <{}>", child.name(), parent), child);
+    return false;
+  }
+
+  void keep(const pugi::xml_node& child, int keeper) {
+    std::ostringstream text;
+    child.print(text, "", pugi::format_raw);
+    topo_.node(keeper).kept_xml.push_back(text.str());
+  }
+
+  void note(std::string what, const pugi::xml_node& at) {
+    auto [it, fresh] = unknown_.try_emplace(std::move(what), lines_.line_of(at.offset_debug()), 0);
+    ++it->second.second;
   }
 
   int add(NodeKind kind, int parent, std::string name, const pugi::xml_node& element) {
     const int id = topo_.add_node(kind, parent, std::move(name));
     Node& n = topo_.node(id);
     n.line = lines_.line_of(element.offset_debug());
-    for (const auto& a : element.attributes())
+    for (const auto& a : element.attributes()) {
       n.attributes.emplace_back(a.name(), a.value());
+      check_attribute(element, a);
+    }
     return id;
+  }
+
+  // The attributes NCCL (2.18 to its current release) reads and writes; any other is kept
+  // (it is in the node's attributes) and reported.
+  void check_attribute(const pugi::xml_node& element, const pugi::xml_attribute& a) {
+    static const std::set<std::string_view> known = {"affinity",
+                                                     "arch",
+                                                     "busid",
+                                                     "bw",
+                                                     "class",
+                                                     "coll",
+                                                     "count",
+                                                     "dev",
+                                                     "device",
+                                                     "familyid",
+                                                     "gdr",
+                                                     "gin",
+                                                     "guid",
+                                                     "host_hash",
+                                                     "id",
+                                                     "keep",
+                                                     "latency",
+                                                     "link_speed",
+                                                     "link_width",
+                                                     "maxconn",
+                                                     "mlopart",
+                                                     "modelid",
+                                                     "name",
+                                                     "net",
+                                                     "numaid",
+                                                     "plane",
+                                                     "port",
+                                                     "rail",
+                                                     "rank",
+                                                     "rma",
+                                                     "sm",
+                                                     "speed",
+                                                     "subsystem_device",
+                                                     "subsystem_vendor",
+                                                     "target",
+                                                     "tclass",
+                                                     "vendor",
+                                                     "version",
+                                                     "virtual"};
+    if (!known.contains(a.name())) note(fmt::format("attribute {}=\"...\" of <{}>", a.name(), element.name()), element);
   }
 
   void read_cpu(const pugi::xml_node& cpu, int machine) {
@@ -83,14 +150,16 @@ class NcclReader {
     numaid = topo_.node(package).attribute("numaid");
     topo_.node(package).index =
         numaid ? std::atoi(numaid->c_str()) : static_cast<int>(topo_.of_kind(NodeKind::package).size()) - 1;
-    topo_.node(package).name = fmt::format("Package {}", topo_.node(package).index);
+    // NCCL writes numaid="-1" where the kernel did not say.
+    topo_.node(package).name =
+        topo_.node(package).index < 0 ? std::string("Package ?") : fmt::format("Package {}", topo_.node(package).index);
     // NCCL attaches PCI trees straight to the CPU: its root complex is
     // implied. Make it explicit so paths through it read PHB.
     const int bridge = topo_.add_node(NodeKind::host_bridge, package, "HostBridge");
     topo_.node(bridge).implicit = true;
     for (const auto& child : cpu.children()) {
       if (child.type() != pugi::node_element) continue;
-      expect(child, "cpu", {"pci", "nic"});
+      if (!expect(child, "cpu", {"pci", "nic"}, package)) continue;
       if (std::string_view(child.name()) == "pci") {
         read_pci(child, bridge);
       } else {
@@ -117,9 +186,11 @@ class NcclReader {
     bool holds_element = false;
     for (const auto& child : pci.children()) {
       if (child.type() != pugi::node_element) continue;
-      expect(child, "pci", {"pci", "gpu", "nic"});
+      if (!expect(child, "pci", {"pci", "gpu", "nic", "pcilink"}, id)) continue;
       const std::string_view name = child.name();
-      if (name == "pci") {
+      if (name == "pcilink") {
+        keep(child, id);  // a PCIe switch's peer-to-peer link (Broadcom): written back, not drawn
+      } else if (name == "pci") {
         read_pci(child, id);
       } else if (name == "gpu") {
         holds_element = true;
@@ -141,10 +212,16 @@ class NcclReader {
     if (const std::string* dev = topo_.node(id).attribute("dev")) topo_.node(id).index = std::atoi(dev->c_str());
     for (const auto& child : gpu.children()) {
       if (child.type() != pugi::node_element) continue;
-      expect(child, "gpu", {"nvlink"});
+      if (!expect(child, "gpu", {"nvlink", "c2c"}, id)) continue;
       PendingNvlink link{id, lines_.line_of(child.offset_debug()), {}};
-      for (const auto& a : child.attributes())
+      for (const auto& a : child.attributes()) {
         link.attributes.emplace_back(a.name(), a.value());
+        check_attribute(child, a);
+      }
+      if (std::string_view(child.name()) == "c2c") {
+        c2cs_.push_back(std::move(link));
+        continue;
+      }
       if (!child.attribute("target")) fail(child, "<nvlink> without a target attribute");
       nvlinks_.push_back(std::move(link));
     }
@@ -154,7 +231,7 @@ class NcclReader {
     const int id = add(NodeKind::nic, parent, "", nic);
     for (const auto& child : nic.children()) {
       if (child.type() != pugi::node_element) continue;
-      expect(child, "nic", {"net"});
+      if (!expect(child, "nic", {"net"}, id)) continue;
       const int net = add(NodeKind::net, id, child.attribute("name").value(), child);
       if (topo_.node(net).name.empty()) topo_.node(net).name = fmt::format("net{}", child.attribute("dev").value());
     }
@@ -197,6 +274,21 @@ class NcclReader {
       topo_.add_link(pending.gpu, to, LinkType::nvlink, count * nvlink_bandwidth(topo_.node(pending.gpu)), count)
           .attributes = pending.attributes;
     }
+    // <c2c bw="MB/s per link" count="links">: the GPU's chip-to-chip link
+    // to the CPU it sits beside (Grace Hopper, Grace Blackwell).
+    for (const auto& pending : c2cs_) {
+      int count = 1;
+      double mbps = 0;
+      for (const auto& [k, v] : pending.attributes) {
+        if (k == "count") count = std::max(1, std::atoi(v.c_str()));
+        if (k == "bw") mbps = std::strtod(v.c_str(), nullptr);
+      }
+      int cpu = pending.gpu;
+      while (cpu >= 0 && topo_.node(cpu).kind != NodeKind::package)
+        cpu = topo_.node(cpu).parent;
+      if (cpu < 0) continue;
+      topo_.add_link(pending.gpu, cpu, LinkType::c2c, count * mbps / 1000.0, count).attributes = pending.attributes;
+    }
   }
 
   std::string_view text_;
@@ -205,6 +297,9 @@ class NcclReader {
   const LoadOptions& options_;
   Topology topo_;
   std::vector<PendingNvlink> nvlinks_;
+  std::vector<PendingNvlink> c2cs_;
+  // What it did not know: the first line it was met on, and how often.
+  std::map<std::string, std::pair<int, int>> unknown_;
 };
 
 void write_attributes(std::ostringstream& out, const std::vector<std::pair<std::string, std::string>>& attributes) {
@@ -229,7 +324,9 @@ class NcclWriter {
     for (std::size_t i = 0; i < packages.size(); ++i) {
       const Node& p = t_.node(packages[i]);
       out_ << "  <cpu";
-      if (p.attribute("numaid")) {
+      // A file's <cpu> as it was (NCCL dumps of Grace machines carry no
+      // numaid); hwloc's packages have theirs, or their index.
+      if (p.attribute("numaid") || (p.origin == Origin::declared && !p.attributes.empty())) {
         write_attributes(out_, p.attributes);
       } else {
         out_ << " numaid=\"" << p.index << '"';
@@ -243,7 +340,13 @@ class NcclWriter {
           if (t_.node(c).kind == NodeKind::host_bridge) device(c, 2);
         }
       }
+      for (const auto& kept : p.kept_xml)
+        out_ << "    " << kept << "\n";
       out_ << "  </cpu>\n";
+    }
+    if (!machines.empty()) {
+      for (const auto& kept : t_.node(machines.front()).kept_xml)
+        out_ << "  " << kept << "\n";
     }
     out_ << "</system>\n";
     return out_.str();
@@ -276,10 +379,11 @@ class NcclWriter {
     std::vector<const Link*> nvlinks;
     if (element == "gpu") {
       for (const auto& l : t_.links()) {
-        if (l.type == LinkType::nvlink && l.a == id && !l.attributes.empty()) nvlinks.push_back(&l);
+        if ((l.type == LinkType::nvlink || l.type == LinkType::c2c) && l.a == id && !l.attributes.empty())
+          nvlinks.push_back(&l);
       }
     }
-    bool any = !nvlinks.empty();
+    bool any = !nvlinks.empty() || !n.kept_xml.empty();
     for (int c : n.children) {
       const Node& k = t_.node(c);
       if (k.kind == NodeKind::pci_switch || k.kind == NodeKind::pci_device || k.kind == NodeKind::gpu ||
@@ -300,10 +404,12 @@ class NcclWriter {
       device(c, depth + (wrap ? 2 : 1));
     if (wrap) out_ << pad << "  </nic>\n";
     for (const Link* l : nvlinks) {
-      out_ << pad << "  <nvlink";
+      out_ << pad << (l->type == LinkType::c2c ? "  <c2c" : "  <nvlink");
       write_attributes(out_, l->attributes);
       out_ << "/>\n";
     }
+    for (const auto& kept : n.kept_xml)
+      out_ << pad << "  " << kept << "\n";
     out_ << pad << "</" << element << ">\n";
   }
 

@@ -75,7 +75,8 @@ std::string describe(const Topology& t, int id, const NvlinksFrom& nvlinks) {
       break;
     case NodeKind::package: {
       std::vector<std::string> parts;
-      if (const std::string* numa = n.attribute("numaid")) parts.push_back("numaid " + *numa);
+      if (const std::string* numa = n.attribute("numaid"))
+        parts.push_back(*numa == "-1" ? std::string("NUMA node unknown") : "numaid " + *numa);
       if (const std::string* v = n.attribute("vendor")) parts.push_back(*v);
       if (const std::string* m = n.attribute("model")) {
         const auto end = m->find_last_not_of(' ');
@@ -104,6 +105,7 @@ std::string describe(const Topology& t, int id, const NvlinksFrom& nvlinks) {
       s += ids_text(n);
       if (n.kind == NodeKind::pci_device && !n.attribute("class")) s += " (class not in the file)";
       if (n.kind == NodeKind::gpu) {
+        if (const std::string model = t.gpu_model(id); !model.empty()) s += " " + model;
         if (const std::string* sm = n.attribute("sm")) s += " sm_" + *sm;
         if (const std::string* cuda = n.attribute("cuda")) s += " " + *cuda;
       }
@@ -237,6 +239,7 @@ std::string Topology::to_json() const {
   j["source"] = source_;
   j["origin"] = name_of(origin_);
   j["summary"] = summary();
+  j["warnings"] = warnings_;
   auto& nodes = j["nodes"] = ordered_json::array();
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];
@@ -249,6 +252,9 @@ std::string Topology::to_json() const {
     o["index"] = n.index;
     o["children"] = n.children;
     if (n.implicit) o["implicit"] = true;
+    if (n.kind == NodeKind::gpu) {
+      if (auto model = gpu_model(static_cast<int>(i)); !model.empty()) o["model"] = model;
+    }
     auto& attrs = o["attributes"] = ordered_json::object();
     for (const auto& [k, v] : n.attributes)
       attrs[k] = v;

@@ -49,6 +49,7 @@ enum class LinkType : std::uint8_t {
   nvlink,   // NVLink; Link::count says how many are bonded
   smp,      // the interconnect between packages (QPI/UPI, Infinity Fabric)
   network,  // a NIC to its network device
+  c2c,      // a GPU to its CPU over chip-to-chip (Grace: NVLink-C2C); Link::count links bonded
 };
 std::string_view name_of(LinkType type) noexcept;
 
@@ -80,6 +81,9 @@ struct Node {
   // <cpu> implies); not written back by export.
   bool implicit = false;
   int line = 0;  // line in the source file; 0 when discovered
+  // Child elements of an NCCL file this reader keeps without reading them
+  // (<pcilink>, and any it does not know), verbatim, for export.
+  std::vector<std::string> kept_xml;
 
   const std::string* attribute(std::string_view key) const;
   void set_attribute(std::string_view key, std::string value);
@@ -113,6 +117,12 @@ struct LoadOptions {
   // NCCL does on the node the file describes ("/sys" there). Leave it
   // empty for a file that describes another machine.
   std::string sysfs_root;
+  // A file whose GPUs are of a board that joins them through NVSwitches
+  // (A100/H100/H200 SXM: AWS p4d, p4de, p5) but that declares no NVLink
+  // (AWS's own p4d files) always gets a warning; with this set, the board's
+  // links are added too (one implicit NVSwitch, NV12 or NV18 per GPU), as
+  // the instance has them.
+  bool add_board_nvlinks = false;
 };
 
 class Topology {
@@ -151,6 +161,21 @@ class Topology {
   // The package (or NCCL <cpu>) a node belongs to; -1 when none.
   int package_of(int node) const;
 
+  // What a reader met and did not take as it stands, one line each, with
+  // the line in the file: an element or attribute it does not know (kept,
+  // and written back by export), a board known to have NVLink whose file
+  // declares none. Never a reason to refuse the file.
+  const std::vector<std::string>& warnings() const noexcept { return warnings_; }
+  void warn(std::string line) { warnings_.push_back(std::move(line)); }
+
+  // A GPU's model ("H200 SXM 141GB") from the PCI device id, on the GPU
+  // node or the <pci> function above it; empty when not known.
+  std::string gpu_model(int gpu) const;
+
+  // The warning (and, when asked, the links) for GPUs of an NVSwitch board
+  // whose source declares no NVLink between them. Loaders call it last.
+  void check_board_nvlinks(bool add);
+
   // "hwloc discovery of host", or the file it was read from.
   const std::string& source() const noexcept { return source_; }
   Origin origin() const noexcept { return origin_; }
@@ -177,6 +202,7 @@ class Topology {
   Origin origin_ = Origin::discovered;
   std::vector<Node> nodes_;
   std::vector<Link> links_;
+  std::vector<std::string> warnings_;
   // The first link between two nodes, by the pair (lower id in the high
   // word): link_between() in constant time (a scan of every link for each
   // node made 45,000 NICs take most of a minute).
