@@ -56,6 +56,24 @@ namespace {
 const QStringList kEngines = {"ringmaster", "nccl", "both"};
 }  // namespace
 
+const QStringList& MainWindow::tab_names() {
+  static const QStringList names = {"Live",     "Stages (ms)", "Results",   "Engine decisions",
+                                    "Tuner",    "Wavefront",   "Preflight", "Links",
+                                    "Topology", "Rings",       "Scenarios", "History"};
+  return names;
+}
+
+int MainWindow::tab_named(const QString& name) {
+  const QString wanted = name.trimmed();
+  for (int i = 0; i < tab_names().size(); ++i) {
+    const QString& title = tab_names()[i];
+    if (title.compare(wanted, Qt::CaseInsensitive) == 0 ||
+        title.section(' ', 0, 0).compare(wanted, Qt::CaseInsensitive) == 0)
+      return i;
+  }
+  return -1;
+}
+
 MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent), console_(console) {
   setWindowTitle("Ringmaster");
   setWindowIcon(QIcon(":/ringmaster.svg"));
@@ -215,7 +233,7 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   live->setStretchFactor(1, 3);
   live->setStretchFactor(2, 1);
   live->setSizes({420, 200, 60});
-  tabs_->addTab(live, "Live");
+  tabs_->addTab(live, tab_names()[0]);
   auto* table = new QTableView;
   table->setObjectName("timelineTable");
   table->setModel(&console_.run.timeline);
@@ -224,7 +242,7 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   // ranks still came up.
   fit_columns_when_rows_change(table, [](int) { return QString("88888.88"); });
   table->setAccessibleName("Stages per rank (ms)");
-  tabs_->addTab(table, "Stages (ms)");
+  tabs_->addTab(table, tab_names()[1]);
   auto* results = new QTableView;
   results->setObjectName("resultsView");
   results->setModel(&console_.run.results);
@@ -237,15 +255,15 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   results_split->setStretchFactor(0, 3);
   results_split->setStretchFactor(1, 2);
   busbw_plot_->setMinimumHeight(220);
-  tabs_->addTab(results_split, "Results");
+  tabs_->addTab(results_split, tab_names()[2]);
   auto* decisions = new QTableView;
   decisions->setModel(&console_.run.decisions);
   decisions->setAccessibleName("Engine decisions");
   decisions->horizontalHeader()->setStretchLastSection(true);
-  tabs_->addTab(decisions, "Engine decisions");
+  tabs_->addTab(decisions, tab_names()[3]);
   auto* tuner = new TunerPanel(console_.run.tuner, &console_.run.results);
   tuner->setObjectName("tunerPanel");
-  tabs_->addTab(tuner, "Tuner");
+  tabs_->addTab(tuner, tab_names()[4]);
   // The latest stall: every rank's recent calls around the stalled one.
   auto* wavefront = new QWidget;
   auto* wavefront_layout = new QVBoxLayout(wavefront);
@@ -262,25 +280,25 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   wavefront_view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   wavefront_layout->addWidget(wavefront_summary_);
   wavefront_layout->addWidget(wavefront_view, 1);
-  tabs_->addTab(wavefront, "Wavefront");
+  tabs_->addTab(wavefront, tab_names()[5]);
   connect(&console_.run, &RunState::stalled, this, [this] {
     wavefront_summary_->setText(console_.run.wavefront.summary());
     update_status();
   });
   connect(&console_.run, &RunState::started, this,
           [this] { wavefront_summary_->setText("No stall in this run so far."); });
-  tabs_->addTab(new PreflightPanel(console_), "Preflight");
-  tabs_->addTab(new LinksPanel(console_), "Links");
+  tabs_->addTab(new PreflightPanel(console_), tab_names()[6]);
+  tabs_->addTab(new LinksPanel(console_), tab_names()[7]);
   topology_ = new TopologyView;
   topology_->follow_run(&console_.run);
-  tabs_->addTab(topology_, "Topology");
+  tabs_->addTab(topology_, tab_names()[8]);
   auto* rings = new RingsView(console_.run);
-  tabs_->addTab(rings, "Rings");
+  tabs_->addTab(rings, tab_names()[9]);
   // A channel opened in the Rings tab is drawn over the node too.
   connect(rings, &RingsView::channel_activated, this, [this](int channel) { topology_->show_path(channel); });
   scenarios_ = new ScenariosPanel(console_.run, scenario_catalog_path(),
                                   QDir(QCoreApplication::applicationDirPath()).filePath("ringmaster-cli"));
-  tabs_->addTab(scenarios_, "Scenarios");
+  tabs_->addTab(scenarios_, tab_names()[10]);
   connect(scenarios_, &ScenariosPanel::finished, this, [this](bool passed) {
     // A scenario's run is kept like any other, with its verdict.
     if (console_.run.run_id().startsWith("repro-")) {
@@ -289,7 +307,7 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
     update_status();
   });
   history_ = new HistoryPanel(console_);
-  tabs_->addTab(history_, "History");
+  tabs_->addTab(history_, tab_names()[11]);
   connect(history_, &HistoryPanel::opened, this, [this] {
     tabs_->setCurrentIndex(0);
     update_status();

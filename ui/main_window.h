@@ -53,6 +53,12 @@ class MainWindow : public QMainWindow {
   // Puts a remembered agent's token file and TLS files in the connect row.
   void fill_row_from_memory(const QString& address);
   QTabWidget* tabs() const { return tabs_; }
+  // The tabs' titles, in order: what --tab may name (checked before any
+  // window exists, so without a display too).
+  static const QStringList& tab_names();
+  // The tab a --tab value names: its title or the title's first word, in
+  // any case ("stages" is "Stages (ms)"); -1 when none.
+  static int tab_named(const QString& name);
   BandwidthChart* bandwidth() const { return bandwidth_; }
   TimelineView* timeline() const { return timeline_; }
   ScenariosPanel* scenarios() const { return scenarios_; }

@@ -1,12 +1,18 @@
 // ringmaster: the operations console. With no arguments it starts local
 // agents on loopback and connects to them; --agents connects to running
 // ones instead. --screenshot runs a sweep and saves the window as a PNG.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
+#include <QSocketNotifier>
 #include <QTimer>
+
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 
 #include "agent_addresses.h"
@@ -15,6 +21,36 @@
 #include "models/console.h"
 #include "panels/links_panel.h"
 #include "ringmaster/version.h"
+
+namespace {
+
+// SIGTERM, SIGINT and SIGHUP end the console as closing its window does:
+// its local agents stopped, its temporary directory (the agents' token)
+// removed. A handler only writes to a pipe; the event loop quits.
+int signal_pipe[2] = {-1, -1};
+
+void quit_on_signals() {
+  if (::pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return;
+  auto* notifier = new QSocketNotifier(signal_pipe[0], QSocketNotifier::Read, qApp);
+  QObject::connect(notifier, &QSocketNotifier::activated, qApp, [] {
+    unsigned char signo = 0;
+    if (::read(signal_pipe[0], &signo, 1) == 1) {
+      std::fprintf(stderr, "ringmaster: %s: closing\n", ::strsignal(signo));
+      QCoreApplication::exit(128 + signo);
+    }
+  });
+  struct sigaction action {};
+  action.sa_handler = [](int signo) {
+    const unsigned char byte = static_cast<unsigned char>(signo);
+    [[maybe_unused]] const auto written = ::write(signal_pipe[1], &byte, 1);
+  };
+  ::sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  for (int signo : {SIGTERM, SIGINT, SIGHUP})
+    ::sigaction(signo, &action, nullptr);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // --version needs no display.
@@ -75,8 +111,9 @@ int main(int argc, char** argv) {
                                 "starting agents; with --screenshot, the picture of it.",
                                 "file");
   QCommandLineOption tab_opt("tab",
-                             "With --screenshot: the tab to show (its title, e.g. Tuner; default Live); Preflight "
-                             "runs a preflight over the agents after the run, Links a link check.",
+                             "The tab to open on (its title or first word, e.g. Tuner; default Live); with "
+                             "--screenshot, Preflight runs a preflight over the agents after the run, Links a link "
+                             "check.",
                              "title", "Live");
   QCommandLineOption size_opt("size", "Window size, e.g. 1366x768 (default: as last time).", "WxH");
   const std::initializer_list<const QCommandLineOption*> options = {
@@ -96,16 +133,43 @@ int main(int argc, char** argv) {
     std::fputs(ringmaster::app::bash_completion_script("ringmaster", {top}).c_str(), stdout);
     return 0;
   }
-  // --help needs no display either: answered by a core application, which
-  // loads no platform plugin.
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a(argv[i]);
-    if (a == "-h" || a == "--help" || a == "--help-all" || a == "-?") {
-      QCoreApplication core(argc, argv);
-      QCoreApplication::setApplicationName("ringmaster");
-      QCoreApplication::setApplicationVersion(RINGMASTER_VERSION_STRING);
-      cli.process(core);  // prints the help and exits 0, or a usage error
+  // The command line is checked before any window exists, by a core
+  // application (it loads no platform plugin): --help, and every usage
+  // error, answer without a display, exit 2 with the usage text.
+  int tab = 0;
+  QString engine;
+  {
+    QCoreApplication core(argc, argv);
+    QCoreApplication::setApplicationName("ringmaster");
+    QCoreApplication::setApplicationVersion(RINGMASTER_VERSION_STRING);
+    auto usage_error = [&](const QString& what) {
+      std::fprintf(stderr, "ringmaster: %s\n\n%s", qPrintable(what), qPrintable(cli.helpText()));
       return 2;
+    };
+    if (!cli.parse(QCoreApplication::arguments())) return usage_error(cli.errorText());
+    if (cli.isSet("help")) cli.showHelp(0);
+    if (cli.isSet("version")) {
+      std::printf("ringmaster %s\n", RINGMASTER_VERSION_STRING);
+      return 0;
+    }
+    if (!cli.positionalArguments().isEmpty()) {
+      return usage_error("unexpected argument '" + cli.positionalArguments().front() + "'");
+    }
+    tab = ringmaster::ui::MainWindow::tab_named(cli.value(tab_opt));
+    if (tab < 0) {
+      return usage_error(QString("--tab %1: no such tab (tabs: %2)")
+                             .arg(cli.value(tab_opt), ringmaster::ui::MainWindow::tab_names().join(", ")));
+    }
+    engine = cli.value(engine_opt);
+    if (engine != "ringmaster" && engine != "nccl" && engine != "both") {
+      return usage_error("--engine " + engine + ": ringmaster, nccl or both");
+    }
+    // Qt aborts (exit 134, "Reinstalling the application may fix this
+    // problem") when it has no display to open: say what to do instead.
+    if (!std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY") && !std::getenv("QT_QPA_PLATFORM")) {
+      return usage_error(
+          "no display (DISPLAY and WAYLAND_DISPLAY are unset): run it on a desktop, with --screenshot FILE "
+          "(drawn offscreen), or run the same job headless with ./run.sh or ringmaster-cli remote");
     }
   }
   QApplication app(argc, argv);
@@ -113,22 +177,8 @@ int main(int argc, char** argv) {
   QApplication::setApplicationName("ringmaster");
   QApplication::setApplicationVersion(RINGMASTER_VERSION_STRING);
   QGuiApplication::setDesktopFileName("ringmaster");  // resources/desktop/ringmaster.desktop
-
-  // Usage errors exit 2, as ringmaster-cli's (docs/cli.md).
-  if (!cli.parse(QCoreApplication::arguments())) {
-    std::fprintf(stderr, "ringmaster: %s\n%s", qPrintable(cli.errorText()), qPrintable(cli.helpText()));
-    return 2;
-  }
-  if (cli.isSet("version")) {
-    std::printf("ringmaster %s\n", RINGMASTER_VERSION_STRING);
-    return 0;
-  }
-  if (cli.isSet("help")) cli.showHelp(0);
-  const QString engine = cli.value(engine_opt);
-  if (engine != "ringmaster" && engine != "nccl" && engine != "both") {
-    std::fprintf(stderr, "ringmaster: --engine %s: ringmaster, nccl or both\n", qPrintable(engine));
-    return 2;
-  }
+  cli.parse(QCoreApplication::arguments());           // checked above; the values for what follows
+  quit_on_signals();
 
   ringmaster::ui::Console console;
   if (cli.isSet(record_opt) && !console.record_to(cli.value(record_opt))) {
@@ -221,6 +271,7 @@ int main(int argc, char** argv) {
     }
     window.resize(w, h);
   }
+  if (cli.isSet(tab_opt)) window.tabs()->setCurrentIndex(tab);
   window.show();
 
   const bool screenshot = cli.isSet(shot_opt);
@@ -253,10 +304,6 @@ int main(int argc, char** argv) {
     };
     // With both engines, the picture waits for the second run.
     auto shoot = [&, take_shot](bool ok) {
-      int tab = 0;
-      for (int i = 0; i < window.tabs()->count(); ++i) {
-        if (window.tabs()->tabText(i).compare(cli.value(tab_opt), Qt::CaseInsensitive) == 0) tab = i;
-      }
       window.tabs()->setCurrentIndex(tab);
       const QString shown = window.tabs()->tabText(tab);
       if (shown != "Preflight" && shown != "Links") {

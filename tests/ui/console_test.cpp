@@ -119,6 +119,7 @@ class ConsoleTest : public QObject {
   void historyKeepsOpensAndCompares();
   void agentAskingForClientCertificates();
   void versionAndUsageErrors();
+  void noTokenLeftBehindAfterSignals();
   void keyboardAccessibilityAndPalette();
   void aboutIconAndGuide();
   void agentsFoundThroughOneName();
@@ -172,6 +173,74 @@ void ConsoleTest::versionAndUsageErrors() {
     QVERIFY(bad.waitForFinished(20000));
     QCOMPARE(bad.exitCode(), 2);
   }
+  // Review: without a display a plain start, an unknown option or an
+  // unknown --tab aborted in Qt (exit 134) or silently showed Live. Each is
+  // a usage error now: exit 2, the reason, then the usage text.
+  QProcessEnvironment bare = QProcessEnvironment::systemEnvironment();
+  for (const char* name : {"DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"})
+    bare.remove(name);
+  const std::pair<QStringList, const char*> cases[] = {
+      {{}, "no display (DISPLAY and WAYLAND_DISPLAY are unset)"},
+      {{"--no-such-flag"}, "Unknown option 'no-such-flag'"},
+      {{"--screenshot", "x.png", "--tab", "Timeline"}, "--tab Timeline: no such tab (tabs: Live, Stages (ms)"},
+      {{"stray"}, "unexpected argument 'stray'"}};
+  for (const auto& [args, says] : cases) {
+    QProcess bad;
+    bad.setProcessEnvironment(bare);
+    bad.start(RINGMASTER_CONSOLE, args);
+    QVERIFY(bad.waitForFinished(20000));
+    const QByteArray err = bad.readAllStandardError();
+    QCOMPARE(bad.exitStatus(), QProcess::NormalExit);
+    QCOMPARE(bad.exitCode(), 2);
+    QVERIFY2(err.contains(says), err.constData());
+    QVERIFY2(err.contains("Usage:"), err.constData());
+  }
+  // A tab by its first word, in any case.
+  QCOMPARE(MainWindow::tab_named("stages"), 1);
+  QCOMPARE(MainWindow::tab_named("Engine decisions"), 3);
+  QCOMPARE(MainWindow::tab_named("timeline"), -1);
+}
+
+// Review: SIGTERM (or SIGKILL) left the console's ringmaster-console-XXXX
+// directory, with the local agents' token, in the temporary directory.
+// SIGTERM now closes the console as its window does; what a SIGKILL left
+// is removed by the next console that starts local agents.
+void ConsoleTest::noTokenLeftBehindAfterSignals() {
+  QTemporaryDir tmp;
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert("TMPDIR", tmp.path());
+  env.insert("QT_QPA_PLATFORM", "offscreen");
+  auto left = [&] { return QDir(tmp.path()).entryList({"ringmaster-console-*"}, QDir::Dirs); };
+  auto start = [&](QProcess& console) {
+    console.setProcessEnvironment(env);
+    console.start(RINGMASTER_CONSOLE, {"--local", "1"});
+    QVERIFY(console.waitForStarted(10000));
+    QTRY_VERIFY_WITH_TIMEOUT(!left().isEmpty() && QFile::exists(tmp.path() + "/" + left().front() + "/token"), 20000);
+  };
+  {
+    QProcess console;
+    start(console);
+    ::kill(static_cast<pid_t>(console.processId()), SIGTERM);
+    QVERIFY(console.waitForFinished(20000));
+    QCOMPARE(console.exitCode(), 128 + SIGTERM);
+    QVERIFY2(left().isEmpty(), qPrintable(left().join(", ")));
+  }
+  QString killed;
+  {
+    QProcess console;
+    start(console);
+    killed = left().front();
+    console.kill();  // SIGKILL: nothing of the console runs
+    QVERIFY(console.waitForFinished(20000));
+    QCOMPARE(left(), QStringList{killed});
+  }
+  QProcess next;
+  start(next);
+  QTRY_VERIFY_WITH_TIMEOUT(!left().contains(killed), 10000);
+  QCOMPARE(left().size(), 1);
+  ::kill(static_cast<pid_t>(next.processId()), SIGTERM);
+  QVERIFY(next.waitForFinished(20000));
+  QVERIFY2(left().isEmpty(), qPrintable(left().join(", ")));
 }
 
 // An agent started with TLS and --tls-client-ca, reached from the connect

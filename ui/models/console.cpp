@@ -11,6 +11,7 @@
 #include <QFileInfo>
 #include <QTextStream>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -230,14 +231,39 @@ bool Console::start_linkcheck(const agent::LinkcheckOptions& options, QString* e
   return true;
 }
 
+namespace {
+
+// What a console that was killed (SIGKILL, a crash) left behind: its
+// directory, with its local agents' token, in the temporary directory.
+// Each directory names its console in console.pid; one whose console is
+// gone is removed. One whose pid is alive is kept, whoever that is now.
+void remove_what_dead_consoles_left() {
+  const QDir tmp(QDir::tempPath());
+  for (const QFileInfo& dir : tmp.entryInfoList({"ringmaster-console-*"}, QDir::Dirs | QDir::NoDotAndDotDot)) {
+    if (dir.ownerId() != ::geteuid()) continue;
+    QFile pid_file(dir.filePath() + "/console.pid");
+    if (!pid_file.open(QIODevice::ReadOnly)) continue;  // not a console's of this version: left alone
+    bool ok = false;
+    const int pid = QString::fromUtf8(pid_file.readAll()).trimmed().toInt(&ok);
+    if (!ok || pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    QDir(dir.filePath()).removeRecursively();
+  }
+}
+
+}  // namespace
+
 bool Console::start_local_agents(int n, const QString& agent_path, QString* error, const QString& topology_file) {
   if (!local_dir_) {
+    remove_what_dead_consoles_left();
     local_dir_ = std::make_unique<QTemporaryDir>(QDir::tempPath() + "/ringmaster-console-XXXXXX");  // mode 0700
     local_token_ = QString::fromStdString(agent::random_nonce());
     QFile token(local_dir_->filePath("token"));
+    QFile pid(local_dir_->filePath("console.pid"));
     if (!local_dir_->isValid() || !token.open(QIODevice::WriteOnly | QIODevice::NewOnly) ||
         !token.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner) ||
-        token.write(local_token_.toUtf8() + "\n") <= 0) {
+        token.write(local_token_.toUtf8() + "\n") <= 0 || !pid.open(QIODevice::WriteOnly | QIODevice::NewOnly) ||
+        pid.write(QByteArray::number(::getpid()) + "\n") <= 0) {
       if (error) *error = "cannot make a private token for the local agents in " + QDir::tempPath();
       return false;
     }
