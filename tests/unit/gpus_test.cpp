@@ -68,7 +68,9 @@ TEST(GpuInventory, ReadsEveryFieldAndFlagsANarrowPcieLink) {
 }
 
 // NVML's GPUs and NVLinks placed in a real machine's hwloc tree (a DGX-2:
-// 16 V100s and 12 NVSwitches as PCI functions, no NVLink), by bus id.
+// 16 V100s and 12 NVSwitches as PCI functions, each GPU with one NVLink to
+// six switches in hwloc's NVLinkBandwidth matrix), by bus id. NVML's links
+// of a GPU replace what the file said of it.
 TEST(GpuTopology, NvmlLinksJoinTheHwlocTree) {
   std::ifstream in(std::string(RINGMASTER_TOPOLOGY_DIR) + "/hwloc-nvidiaDGX2.xml");
   const std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -77,7 +79,7 @@ TEST(GpuTopology, NvmlLinksJoinTheHwlocTree) {
     return std::count_if(topology.links().begin(), topology.links().end(),
                          [&](const topo::Link& l) { return l.type == type; });
   };
-  EXPECT_EQ(links_of(topo::LinkType::nvlink), 0) << "hwloc knows no NVLink";
+  EXPECT_EQ(links_of(topo::LinkType::nvlink), 16 * 6) << "hwloc's NVLinkBandwidth matrix";
 
   GpuInventory inventory;
   inventory.loaded = true;
@@ -125,13 +127,13 @@ TEST(GpuTopology, NvmlLinksJoinTheHwlocTree) {
   EXPECT_EQ(topology.node(sw).kind, topo::NodeKind::nvswitch);
   const int down = node_at("0000:62:00.0");  // the switch of the link that is down
   EXPECT_TRUE(std::none_of(topology.links().begin(), topology.links().end(), [&](const topo::Link& l) {
-    return l.type == topo::LinkType::nvlink && (l.a == down || l.b == down);
+    return l.type == topo::LinkType::nvlink && ((l.a == down && l.b == ga) || (l.a == ga && l.b == down));
   }));
   // GPU to GPU once (both list the pair), two links bonded; each GPU to
-  // the switch once.
-  EXPECT_EQ(links_of(topo::LinkType::nvlink), 3);
+  // the switch once: NVML's three in place of the file's twelve for them.
+  EXPECT_EQ(links_of(topo::LinkType::nvlink), 16 * 6 - 2 * 6 + 3);
   for (const auto& l : topology.links()) {
-    if (l.type != topo::LinkType::nvlink) continue;
+    if (l.type != topo::LinkType::nvlink || (l.a != ga && l.b != ga && l.a != gb && l.b != gb)) continue;
     const bool pair = (l.a == ga && l.b == gb) || (l.a == gb && l.b == ga);
     EXPECT_EQ(l.count, pair ? 2 : 1);
     EXPECT_DOUBLE_EQ(l.bandwidth, l.count * topo::nvlink_bandwidth(70));

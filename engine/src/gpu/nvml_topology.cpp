@@ -57,6 +57,13 @@ std::vector<std::string> add_nvml_to_topology(topo::Topology& topology, const Gp
   // Active NVLinks, bonded per far end: to another GPU once per pair (both
   // GPUs list the same links), to an NVSwitch (a node made for its bus id
   // when the tree does not have it) per GPU.
+  // NVML says which of a GPU's links are up now: what the tree had for it
+  // (hwloc's NVLinkBandwidth matrix, made when it was written) goes.
+  for (const auto& gpu : inventory.gpus) {
+    const auto id = parse_bus_id(gpu.bus_id);
+    if (id && gpu_node.count(*id) && !gpu.nvlinks.empty())
+      topology.drop_links(gpu_node.at(*id), topo::LinkType::nvlink);
+  }
   std::map<std::pair<int, int>, int> bonded;
   std::map<BusId, int> switches;
   const auto machines = topology.of_kind(topo::NodeKind::machine);

@@ -142,6 +142,13 @@ Link& Topology::add_link(int a, int b, LinkType type, double bandwidth, int coun
   return links_.back();
 }
 
+void Topology::drop_links(int node, LinkType type) {
+  std::erase_if(links_, [&](const Link& l) { return l.type == type && (l.a == node || l.b == node); });
+  first_link_.clear();
+  for (std::size_t i = 0; i < links_.size(); ++i)
+    first_link_.emplace(pair_key(links_[i].a, links_[i].b), i);
+}
+
 std::vector<int> Topology::of_kind(NodeKind kind) const {
   std::vector<int> out;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {

@@ -189,6 +189,9 @@ class Topology {
   Topology(std::string source, Origin origin);
   int add_node(NodeKind kind, int parent, std::string name);
   Link& add_link(int a, int b, LinkType type, double bandwidth, int count = 1);
+  // Removes a node's links of one type (a source that knows them better,
+  // NVML's active NVLinks, replaces what a file said).
+  void drop_links(int node, LinkType type);
   Node& node(int index) { return nodes_.at(static_cast<std::size_t>(index)); }
   const Node& node(int index) const { return nodes_.at(static_cast<std::size_t>(index)); }
   // Numbers GPUs and NICs in tree order, names them, links each node to
