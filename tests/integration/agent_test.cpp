@@ -638,19 +638,22 @@ TEST(AgentPreflight, ThreeAgentsReachEachOtherAndGiveTheirPortsBack) {
   ::close(fd);
 }
 
+// The agent answers `request` with an error whose message holds `says`.
+void expect_refused(agent::AgentClient& client, const json& request, const std::string& says) {
+  try {
+    client.call(request);
+    ADD_FAILURE() << request.dump() << " was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+  }
+}
+
 // Preflight requests out of bounds are refused, naming the bound; the
 // agent keeps serving.
 TEST(AgentPreflight, RequestsOutOfBoundsAreRefused) {
   Agent a;
   auto client = agent::AgentClient::connect(a.options());
-  auto refused = [&](json m, const std::string& says) {
-    try {
-      client->call(m);
-      ADD_FAILURE() << m.dump() << " was accepted";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
-    }
-  };
+  auto refused = [&](const json& m, const std::string& says) { expect_refused(*client, m, says); };
   json many = json::array();
   for (int i = 0; i < 8193; ++i)
     many.push_back({{"host", "127.0.0.1"}, {"port", 1}});
@@ -677,14 +680,7 @@ TEST(AgentPreflight, RequestsOutOfBoundsAreRefused) {
 TEST(AgentPreflight, ListensOnlyWithinTheAgentsPreflightPorts) {
   Agent a({"--preflight-ports", "41000-41099"});
   auto client = agent::AgentClient::connect(a.options());
-  auto refused = [&](json m, const std::string& says) {
-    try {
-      client->call(m);
-      ADD_FAILURE() << m.dump() << " was accepted";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
-    }
-  };
+  auto refused = [&](const json& m, const std::string& says) { expect_refused(*client, m, says); };
   refused({{"type", "preflight_listen"}, {"master_port", 29500}}, "within 41000-41099 only (its --preflight-ports)");
   refused({{"type", "preflight_listen"}, {"master_port", 41000}, {"port_range", "41050-41200"}},
           "reaches beyond 41000-41099");
