@@ -94,7 +94,7 @@ void PreflightService::listen(const json& request, Done done) {
         fmt::format("preflight field 'master_port' is {}: the agent listens on unprivileged ports only (1024-65535)",
                     master_port));
   }
-  const auto [allowed_lo, allowed_hi] = ports_;
+  const std::uint16_t allowed_lo = ports_.first, allowed_hi = ports_.second;  // captured below (no bindings)
   if (master_port != 0 && (master_port < allowed_lo || master_port > allowed_hi)) {
     throw Error(ErrorCategory::config,
                 fmt::format("preflight field 'master_port' is {}: this agent listens for preflight within {}-{} only "
