@@ -378,16 +378,24 @@ bool Topology::same_graph(const Topology& other) const {
   return links_ == other.links_;
 }
 
-std::string Topology::gpu_model(int gpu) const {
-  // NVIDIA's ids sit on the GPU node (hwloc) or on the <pci> function
-  // above it (NCCL's files).
-  for (int at = gpu, step = 0; at >= 0 && step < 2; at = node(at).parent, ++step) {
-    const Node& n = node(at);
-    if (parse_hex(n.attribute("vendor")) != kVendorNvidia || !n.attribute("device")) continue;
-    if (const GpuModel* m = gpu_model_of(parse_hex(n.attribute("device")))) return m->name;
-    return {};
+namespace {
+
+// A GPU's entry in the model table: NVIDIA's ids sit on the GPU node
+// (hwloc) or on the <pci> function above it (NCCL's files).
+const GpuModel* model_entry(const Topology& t, int gpu) {
+  for (int at = gpu, step = 0; at >= 0 && step < 2; at = t.node(at).parent, ++step) {
+    const Node& n = t.node(at);
+    if (parse_hex(n.attribute("vendor")) == kVendorNvidia && n.attribute("device"))
+      return gpu_model_of(parse_hex(n.attribute("device")));
   }
-  return {};
+  return nullptr;
+}
+
+}  // namespace
+
+std::string Topology::gpu_model(int gpu) const {
+  const GpuModel* m = model_entry(*this, gpu);
+  return m ? m->name : std::string();
 }
 
 void Topology::check_board_nvlinks(bool add) {
@@ -398,11 +406,7 @@ void Topology::check_board_nvlinks(bool add) {
   }
   const GpuModel* model = nullptr;
   for (int g : all) {
-    const GpuModel* m = nullptr;
-    for (int at = g, step = 0; at >= 0 && step < 2 && !m; at = node(at).parent, ++step) {
-      if (parse_hex(node(at).attribute("vendor")) == kVendorNvidia && node(at).attribute("device"))
-        m = gpu_model_of(parse_hex(node(at).attribute("device")));
-    }
+    const GpuModel* m = model_entry(*this, g);
     if (!m || m->board_nvlinks == 0 || (model && m != model)) return;
     model = m;
   }
