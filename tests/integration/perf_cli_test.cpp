@@ -34,6 +34,48 @@ namespace {
 
 using testing_support::free_port;
 
+// Every millisecond of a rank's init is in a stage: each stage's time
+// runs from the end of the one before, and the tuner's calibration is a
+// stage of its own (before, it was drawn as TRANSPORT_CONNECT, and the
+// work between stages belonged to none).
+TEST(PerfCli, StagesCoverTheWholeInit) {
+  const std::string port = std::to_string(free_port());
+  std::vector<testing_support::ChildProcess> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.push_back(testing_support::spawn(
+        {RINGMASTER_CLI, "perf", "all_reduce", "-b", "1K", "-e", "1K", "-n", "2", "-w", "1", "--json"},
+        {{"RANK", std::to_string(r)}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}}));
+  }
+  for (auto& r : ranks)
+    r.finish();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(ranks[r].exit_code(), 0) << ranks[r].output;
+    std::vector<std::string> names;
+    double end_us = 0, first_us = 0, sum_ms = 0;
+    std::istringstream lines(ranks[r].output);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.empty() || line[0] != '{') continue;
+      const auto e = nlohmann::json::parse(line, nullptr, false);
+      if (e.is_discarded() || e.value("type", "") != "stage") continue;
+      const auto begin = static_cast<double>(e["begin_us"].get<long long>());
+      const double duration = e["duration_ms"].get<double>();
+      if (names.empty()) {
+        first_us = begin;
+      } else {
+        EXPECT_NEAR(begin, end_us, 1000.0) << "rank " << r << ": a gap before " << e["stage"];
+      }
+      names.push_back(e["stage"]);
+      end_us = begin + duration * 1000.0;
+      sum_ms += duration;
+    }
+    ASSERT_FALSE(names.empty()) << ranks[r].output;
+    EXPECT_EQ(names.back(), "READY");
+    EXPECT_EQ(names[names.size() - 2], "CALIBRATE");
+    EXPECT_NE(std::find(names.begin(), names.end(), "TRANSPORT_CONNECT"), names.end());
+    EXPECT_NEAR(sum_ms, (end_us - first_us) / 1000.0, 1.0) << "rank " << r;
+  }
+}
+
 TEST(PerfCli, TorchrunStyleProcesses) {
   const std::string port = std::to_string(free_port());
   const std::string json = ::testing::TempDir() + "perf-rows.json";

@@ -27,6 +27,7 @@ enum class Stage : std::uint8_t {
   address_exchange,
   topology,
   transport_connect,
+  calibrate,  // the tuner measuring the links it will pick from
   ready,
 };
 

@@ -67,9 +67,11 @@ class StageRunner {
   template <class Body>
   void run(Stage stage, Body&& body) {
     current_ = stage;
-    begin_wall_ = std::chrono::system_clock::now();
     begin_ = Clock::now();
-    state_.stage_begin = begin_;
+    state_.stage_begin = begin_;  // deadlines count from here
+    counted_from_ = state_.last_end == Clock::time_point{} ? begin_ : state_.last_end;
+    begin_wall_ = std::chrono::system_clock::now() -
+                  std::chrono::duration_cast<std::chrono::system_clock::duration>(begin_ - counted_from_);
     std::string detail;
     try {
       detail = body();
@@ -114,8 +116,11 @@ class StageRunner {
     StageEvent event;
     event.stage = current_;
     event.rank = state_.config.rank;
+    const auto now = Clock::now();
     event.begin = begin_wall_;
-    event.duration = Clock::now() - begin_;
+    event.duration = now - counted_from_;
+    // After READY, a connection made by a call is timed on its own.
+    state_.last_end = current_ == Stage::ready ? Clock::time_point{} : now;
     event.ok = ok;
     event.detail = std::move(detail);
     RM_INFO(bootstrap, "{} {} in {:.3f} ms{}{}", name_of(current_), ok ? "done" : "FAILED",
@@ -127,6 +132,7 @@ class StageRunner {
   Bootstrap::Impl& state_;
   Stage current_ = Stage::resolve_master;
   Clock::time_point begin_;
+  Clock::time_point counted_from_;  // the previous stage's end
   std::chrono::system_clock::time_point begin_wall_;
 };
 
@@ -261,6 +267,7 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
   state->config = config;
   state->on_event = on_event;
   state->init_begin = Clock::now();
+  state->last_end = state->init_begin;
   auto& s = *state;
   const Config& c = s.config;
   log::set_thread_rank(c.rank);

@@ -55,6 +55,11 @@ struct Bootstrap::Impl {
   net::Clock::time_point init_begin;
   std::string master;  // "addr:port", or "etcd://host:port/prefix"
   net::Clock::time_point stage_begin;
+  // Where the last stage ended (init_begin before the first): the next
+  // stage's time is counted from here, so that the work between two
+  // stages belongs to the one it prepares and every millisecond of init
+  // is in a stage.
+  net::Clock::time_point last_end;
 };
 
 // Reports the retries of a connect in `stage` (the stage now running) as

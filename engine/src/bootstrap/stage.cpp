@@ -7,9 +7,10 @@
 namespace ringmaster {
 
 std::string_view name_of(Stage stage) noexcept {
-  static constexpr std::array<std::string_view, 10> names = {
+  static constexpr std::array<std::string_view, 11> names = {
       "RESOLVE_MASTER", "STORE_CONNECT",    "STORE_HANDSHAKE", "STORE_BARRIER",     "BOOTSTRAP_LISTEN",
-      "BOOTSTRAP_RING", "ADDRESS_EXCHANGE", "TOPOLOGY",        "TRANSPORT_CONNECT", "READY"};
+      "BOOTSTRAP_RING", "ADDRESS_EXCHANGE", "TOPOLOGY",        "TRANSPORT_CONNECT", "CALIBRATE",
+      "READY"};
   return names[static_cast<std::size_t>(stage)];
 }
 

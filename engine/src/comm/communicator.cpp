@@ -186,9 +186,9 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
     shape.tree_depth_inter = tree.depth_inter;
     shape.slot_bytes = impl->buffsize / 8;
     shape.pair_bytes = impl->pair_bytes;
-    // The calibration is part of TRANSPORT_CONNECT (its last segment on
-    // the timeline), so no init time goes unaccounted.
-    impl->bootstrap->run_stage(Stage::transport_connect, [&] {
+    // A stage of its own: on a slow link the calibration is most of init,
+    // and its failure is not a connection's.
+    impl->bootstrap->run_stage(Stage::calibrate, [&] {
       try {
         shape.intra = shape.inter = impl->calibrate(shape);
         // Each channel beyond the first is a progress thread to wake and a
@@ -200,8 +200,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
                                             3 * shape.intra.hop_latency_us[static_cast<std::size_t>(Protocol::simple)]);
         impl->channels[0]->link.flush();
       } catch (const Error& e) {
-        auto f =
-            impl->bootstrap->failure(Stage::transport_connect, "calibrating the links failed: " + e.status().message());
+        auto f = impl->bootstrap->failure(Stage::calibrate, "calibrating the links failed: " + e.status().message());
         f.category = e.category();
         throw StageError(f);
       }
