@@ -309,10 +309,36 @@ TEST(SlowLinks, LinksAheadOfTheirReaderCountAsFast) {
   EXPECT_EQ(slow[0].from, 3);
   EXPECT_EQ(slow[0].to, 4);
   EXPECT_NE(slow[0].describe().find("of the median SOCKET link (3.20 GB/s)"), std::string::npos) << slow[0].describe();
-  // Nothing measured at all: nothing to compare.
+  // Only the crawling link measured, every other one ahead of its reader
+  // (the slow-link scenario, 40 Mbit/s out of one host: five links that
+  // outran their readers and one at 2 MB/s): it is named.
   ring[2].second = ahead(2);
+  auto slow_only = agent::find_slow_links(ring);
+  ASSERT_EQ(slow_only.size(), 1u);
+  EXPECT_EQ(slow_only[0].from, 3);
+  EXPECT_NE(slow_only[0].describe().find("while every other SOCKET link outran its reader"), std::string::npos)
+      << slow_only[0].describe();
+  // Nothing measured at all: nothing to compare.
   ring[3].second = ahead(3);
   EXPECT_TRUE(agent::find_slow_links(ring).empty());
+}
+
+// A transfer or two held up for milliseconds (a rank descheduled on a busy
+// host) is no slow link, however low its rate: two ranks per agent on one
+// 2-core host raised false alarms in 8 of 18 runs. The same rate kept for
+// a second is.
+TEST(SlowLinks, ABriefHoldUpIsNoSlowLink) {
+  auto measured = [](int from, double gbs, std::uint64_t bytes) {
+    return links_event(nlohmann::json{
+        {"type", "links"}, {"links", {{{"from", from}, {"bytes", bytes}, {"gbs", gbs}, {"transport", "SOCKET"}}}}});
+  };
+  std::vector<std::pair<int, agent::events::Links>> ring = {{1, measured(0, 2.5, 64 << 20)},
+                                                            {2, measured(1, 2.4, 64 << 20)},
+                                                            {3, measured(2, 0.05, 1 << 20)},  // 21 ms at 50 MB/s
+                                                            {0, measured(3, 2.6, 64 << 20)}};
+  EXPECT_TRUE(agent::find_slow_links(ring).empty());
+  ring[2].second = measured(2, 0.05, 64 << 20);  // 1.3 s at 50 MB/s
+  ASSERT_EQ(agent::find_slow_links(ring).size(), 1u);
 }
 
 // The inventory's transports come from what the host can use: an agent
@@ -475,7 +501,8 @@ TEST(Agent, FourRanksAcrossTwoAgentsStreamEverything) {
   EXPECT_EQ(done_ok, 2);
   const std::vector<std::string> all_stages = {
       "RESOLVE_MASTER", "STORE_CONNECT",    "STORE_HANDSHAKE", "STORE_BARRIER",     "BOOTSTRAP_LISTEN",
-      "BOOTSTRAP_RING", "ADDRESS_EXCHANGE", "TOPOLOGY",        "TRANSPORT_CONNECT", "READY"};
+      "BOOTSTRAP_RING", "ADDRESS_EXCHANGE", "TOPOLOGY",        "TRANSPORT_CONNECT", "CALIBRATE",
+      "READY"};
   for (int r = 0; r < 4; ++r) {
     const std::set<std::string> seen(stages[r].begin(), stages[r].end());
     EXPECT_EQ(seen, std::set<std::string>(all_stages.begin(), all_stages.end())) << "rank " << r;

@@ -43,15 +43,18 @@ struct SlowLink {
   int from = -1;
   int to = -1;
   double gbs = 0;
-  double median_gbs = 0;
-  std::string transport;         // "SOCKET", "SHM", "OFI"; empty when the event did not say
-  std::string describe() const;  // "rank 1 -> rank 2 at 5.1 MB/s, 1/96 of the median SOCKET link (490 MB/s)"
+  double median_gbs = 0;  // 0: every other link outran its reader
+  std::string transport;  // "SOCKET", "SHM", "OFI"; empty when the event did not say
+  // "rank 1 -> rank 2 at 5.1 MB/s, 1/96 of the median SOCKET link (490 MB/s)"
+  std::string describe() const;
 };
+inline constexpr double kSlowLinkMinSeconds = 0.1;
 // From every rank's "links" event (rank, event): the links below a fifth
 // of the median rate of the links of their transport (shared memory is
 // not compared with sockets; at least three links of a transport, one
-// measured; a link that was always ahead of its reader counts at the
-// fastest measured rate), slowest first.
+// measured; a link that was always ahead of its reader counts as faster
+// than any measured one), paced that slowly for at least
+// kSlowLinkMinSeconds, slowest first.
 std::vector<SlowLink> find_slow_links(const std::vector<std::pair<int, events::Links>>& links_events);
 
 }  // namespace ringmaster::agent
