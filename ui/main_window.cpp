@@ -87,8 +87,8 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   agents_view_->setObjectName("agentsView");
   agents_view_->setModel(&console_.agents);
   agents_view_->setSelectionBehavior(QAbstractItemView::SelectRows);
-  agents_view_->horizontalHeader()->setStretchLastSection(true);
   agents_view_->verticalHeader()->hide();
+  lay_out_agents_table();
   left_layout->addWidget(new QLabel("<b>Agents</b>"));
   left_layout->addWidget(agents_view_, 1);
   auto* connect_row = new QHBoxLayout;
@@ -209,6 +209,7 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   // Live: bandwidth over the rendezvous timeline, the two things watched
   // during bring-up, with the detail of the stage last clicked.
   auto* live = new QSplitter(Qt::Vertical);
+  live_ = live;
   live->setObjectName("live");
   bandwidth_ = new BandwidthChart(console_.run.bandwidth(), &console_.run);
   timeline_ = new TimelineView(console_.run.timeline);
@@ -240,7 +241,7 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   // Sized to contents, 2,048 ranks' stage events had it measure its rows'
   // text again after each batch: 40% of the GUI thread while a run's
   // ranks still came up.
-  fit_columns_when_rows_change(table, [](int) { return QString("88888.88"); });
+  fit_columns_when_rows_change(table, [](int) { return QString("88888"); });
   table->setAccessibleName("Stages per rank (ms)");
   tabs_->addTab(table, tab_names()[1]);
   auto* results = new QTableView;
@@ -310,7 +311,8 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   tabs_->addTab(history_, tab_names()[11]);
   connect(history_, &HistoryPanel::opened, this, [this] {
     tabs_->setCurrentIndex(0);
-    update_status();
+    set_source("run " + console_.run.run_id() + " from the history");
+    if (console_.run.cause()) show_cause();
   });
   connect(&console_, &Console::engines_compared, this, [this](const QString& ours, const QString& nccl) {
     // Called as the NCCL run ends: console_.run is that run.
@@ -371,9 +373,20 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
     status_run_->setText("run not started: " + why);
     detail_->setPlainText("The run could not start: " + why);
   });
-  connect(&console_.run, &RunState::started, this, [this] { update_status(); });
+  connect(&console_.run, &RunState::started, this, [this] {
+    if (live_folded_) {  // a new run: the chart back
+      live_->setSizes({420, 200, 60});
+      live_folded_ = false;
+    }
+    update_status();
+  });
+  connect(&console_.run, &RunState::stage_failed, this, &MainWindow::show_cause);
   connect(&console_.run, &RunState::finished, this, [this] {
     update_status();
+    if (console_.run.cause()) {
+      show_cause();
+      return;
+    }
     QStringList lines = console_.run.problems();
     for (const auto& l : console_.run.slow_links())
       lines << "Slow link: " + l;
@@ -392,6 +405,58 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   refresh_completions();
   set_dark(settings.value("window/dark", false).toBool());
   update_status();
+}
+
+// The agents table in a dock a third of a laptop screen wide: the columns
+// that tell agents apart and say whether they answer come first (address,
+// state, round trip, faults), the address never cut, anything else elided
+// in the middle with the whole text in its tooltip; "From" shows only
+// when an agent was found through a name.
+void MainWindow::lay_out_agents_table() {
+  auto* header = agents_view_->horizontalHeader();
+  header->setStretchLastSection(false);
+  agents_view_->setTextElideMode(Qt::ElideMiddle);
+  agents_view_->setWordWrap(false);
+  const int order[] = {AgentsModel::address_column, AgentsModel::state_column,    AgentsModel::rtt_column,
+                       AgentsModel::faults_column,  AgentsModel::topology_column, AgentsModel::host_column,
+                       AgentsModel::version_column, AgentsModel::origin_column};
+  for (int to = 0; to < static_cast<int>(std::size(order)); ++to)
+    header->moveSection(header->visualIndex(order[to]), to);
+  auto fit = [this] {
+    auto* h = agents_view_->horizontalHeader();
+    const QFontMetrics fm(agents_view_->font());
+    bool any_origin = false;
+    for (int r = 0; r < console_.agents.rowCount(); ++r)
+      any_origin = any_origin || !console_.agents.index(r, AgentsModel::origin_column).data().toString().isEmpty();
+    agents_view_->setColumnHidden(AgentsModel::origin_column, !any_origin);
+    // Widest first row text per column, capped for the columns that may
+    // be long (a topology summary, a version string).
+    auto widest = [&](int column, int cap) {
+      int w = fm.horizontalAdvance(console_.agents.headerData(column, Qt::Horizontal, Qt::DisplayRole).toString()) + 24;
+      for (int r = 0; r < console_.agents.rowCount() && r < 256; ++r)
+        w = std::max(w, fm.horizontalAdvance(console_.agents.index(r, column).data().toString()) + 16);
+      return cap > 0 ? std::min(w, cap) : w;
+    };
+    h->resizeSection(AgentsModel::address_column, widest(AgentsModel::address_column, 0));
+    h->resizeSection(AgentsModel::state_column,
+                     std::max(widest(AgentsModel::state_column, 0), fm.horizontalAdvance("connecting") + 16));
+    h->resizeSection(AgentsModel::rtt_column,
+                     std::max(widest(AgentsModel::rtt_column, 0), fm.horizontalAdvance("888.88 ms") + 16));
+    h->resizeSection(AgentsModel::faults_column, widest(AgentsModel::faults_column, 0));
+    h->resizeSection(AgentsModel::topology_column, widest(AgentsModel::topology_column, 160));
+    h->resizeSection(AgentsModel::host_column, widest(AgentsModel::host_column, 120));
+    h->resizeSection(AgentsModel::version_column, widest(AgentsModel::version_column, 90));
+    h->resizeSection(AgentsModel::origin_column, widest(AgentsModel::origin_column, 140));
+  };
+  for (auto signal : {&QAbstractItemModel::rowsInserted, &QAbstractItemModel::rowsRemoved})
+    connect(&console_.agents, signal, this, fit);
+  connect(&console_.agents, &QAbstractItemModel::modelReset, this, fit);
+  // A host name or topology arrives with the inventory, after the row.
+  connect(&console_.agents, &QAbstractItemModel::dataChanged, this,
+          [this, fit](const QModelIndex& from, const QModelIndex& to) {
+            if (from.column() <= AgentsModel::topology_column && to.column() >= AgentsModel::host_column) fit();
+          });
+  fit();
 }
 
 // Agents connected by hand, newest first (at most 10), with their token
@@ -605,13 +670,42 @@ void MainWindow::set_run_spec(const RunSpec& s) {
 
 void MainWindow::start_run() {
   detail_->clear();
+  source_.clear();
   console_.start_run(run_spec());
   tabs_->setCurrentIndex(0);
 }
 
+void MainWindow::set_source(const QString& what) {
+  source_ = what;
+  update_status();
+}
+
+void MainWindow::show_cause() {
+  const QString text = console_.run.cause_text();
+  if (text.isEmpty()) return;
+  detail_->setPlainText(text);
+  tabs_->setCurrentIndex(0);
+  // The chart has nothing to show for a run that did not start: its room
+  // goes to the cause, the timeline keeps what it needs.
+  if (console_.run.samples() > 0) return;
+  const QList<int> sizes = live_->sizes();
+  int total = 0;
+  for (int h : sizes)
+    total += h;
+  if (total <= 0) total = live_->height();
+  const int timeline = std::clamp(total * 2 / 5, std::min(timeline_->minimumHeight(), total / 2), total / 2);
+  live_->setSizes({0, timeline, total - timeline});
+  live_folded_ = true;
+}
+
 void MainWindow::update_status() {
-  status_agents_->setText(
-      QString("%1 of %2 agents connected").arg(console_.connected_count()).arg(console_.agents.rowCount()));
+  const int agents = console_.agents.rowCount();
+  if (agents == 0 && !source_.isEmpty()) {
+    status_agents_->setText(source_);
+  } else {
+    status_agents_->setText(QString("%1 of %2 agents connected").arg(console_.connected_count()).arg(agents) +
+                            (source_.isEmpty() ? QString() : " · shown: " + source_));
+  }
   const auto& run = console_.run;
   if (run.run_id().isEmpty()) {
     status_run_->setText("no run");
@@ -623,10 +717,20 @@ void MainWindow::update_status() {
     if (run.wavefront.report()) text += "; STALLED (see Wavefront)";
     status_run_->setText(text);
   } else {
-    QString text = QString("run %1: %2 (%3 rows, avg busbw %4 GB/s)")
-                       .arg(run.run_id(), run.ok() ? "done" : "FAILED")
-                       .arg(run.results.rowCount())
-                       .arg(run.results.average_busbw(), 0, 'f', 2);
+    QString text = QString("run %1: %2").arg(run.run_id(), run.ok() ? "done" : "FAILED");
+    if (const auto& cause = run.cause()) {
+      text += QString(" at %1 on rank %2")
+                  .arg(stage_names().value(static_cast<int>(cause->failure.stage)))
+                  .arg(cause->rank);
+      if (!cause->failure.remote.empty()) text += " (" + QString::fromStdString(cause->failure.remote) + ")";
+    }
+    if (run.results.rowCount() > 0) {
+      text += QString(" (%1 rows, avg busbw %2 GB/s)")
+                  .arg(run.results.rows_seen())
+                  .arg(run.results.average_busbw(), 0, 'f', 2);
+    } else {
+      text += ", no result rows";
+    }
     if (!run.slow_links().isEmpty()) text += "; slow link: " + run.slow_links().front();
     status_run_->setText(text);
   }

@@ -15,6 +15,7 @@ class QCheckBox;
 class QLineEdit;
 class QPlainTextEdit;
 class QPushButton;
+class QSplitter;
 class QSpinBox;
 class QTabWidget;
 class QTableView;
@@ -62,12 +63,21 @@ class MainWindow : public QMainWindow {
   BandwidthChart* bandwidth() const { return bandwidth_; }
   TimelineView* timeline() const { return timeline_; }
   ScenariosPanel* scenarios() const { return scenarios_; }
+  QPlainTextEdit* stage_detail() const { return detail_; }
+  // What the run shown was, when it was not run here: "replay of
+  // seed.jsonl", "from the history". The status bar says it.
+  void set_source(const QString& what);
+  // A run whose init failed: the Live tab opens on its cause (the failed
+  // stage, rank, addresses and whole hint in the detail pane, made tall
+  // enough), with the empty bandwidth chart folded away.
+  void show_cause();
 
  protected:
   void closeEvent(QCloseEvent* event) override;
 
  private:
   void build_menus();
+  void lay_out_agents_table();
   void update_status();
   void show_stage_detail(int rank, int stage);
   void show_selected_topology();
@@ -82,6 +92,9 @@ class MainWindow : public QMainWindow {
   HistoryPanel* history_ = nullptr;
   BusbwPlot* busbw_plot_ = nullptr;
   QPlainTextEdit* detail_ = nullptr;
+  QSplitter* live_ = nullptr;
+  bool live_folded_ = false;  // show_cause() folded the chart away
+  QString source_;
   QTableView* agents_view_ = nullptr;
   QLineEdit* agent_address_ = nullptr;
   QLineEdit* token_file_ = nullptr;

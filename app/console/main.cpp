@@ -7,6 +7,7 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
+#include <QFileInfo>
 #include <QSocketNotifier>
 #include <QTimer>
 
@@ -345,6 +346,7 @@ int main(int argc, char** argv) {
   if (cli.isSet(replay_opt)) {
     const QString file = cli.value(replay_opt);
     QTimer::singleShot(0, &window, [&console, &window, &cli, &shot_opt, file, screenshot] {
+      window.set_source("replay of " + QFileInfo(file).fileName());
       if (ringmaster::ui::Console::replay(file, console.run) < 0) {
         std::fprintf(stderr, "ringmaster: --replay: cannot read %s\n", qPrintable(file));
         QCoreApplication::exit(2);

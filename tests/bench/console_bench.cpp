@@ -26,6 +26,11 @@
 // they were recorded (by their events' clocks) from a thread standing for
 // the agents' I/O threads, into the main window; the GUI thread's CPU time
 // in each 100 ms.
+//
+//   console_bench --flood decision|stage|stage_progress|result|mixed
+//       [--lines N] [--world R]
+// A recording of N lines (1 M) of that kind from R ranks (16) replayed
+// into the main window: how long it takes and the peak resident memory.
 #include <QApplication>
 #include <QFile>
 #include <QFileInfo>
@@ -46,6 +51,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "main_window.h"
 #include "models/console.h"
@@ -471,6 +478,103 @@ int replay_scaled(const QString& path, int scale, int per_agent, int seconds) {
   return 0;
 }
 
+// A recording of `lines` event lines of one kind (or of each kind in turn:
+// "mixed") from `world` ranks, written to `path` as the console records;
+// then replayed into the main window at 1366x768, as `ringmaster-console
+// --replay` does: the time it takes and the peak resident memory.
+int flood(const std::string& kind, long lines, int world, const std::string& path) {
+  namespace ev = ringmaster::agent::events;
+  const std::vector<std::string> kinds = kind == "mixed"
+                                             ? std::vector<std::string>{"decision", "stage", "stage_progress", "result"}
+                                             : std::vector<std::string>{kind};
+  for (const auto& k : kinds) {
+    if (k != "decision" && k != "stage" && k != "stage_progress" && k != "result") {
+      std::fprintf(stderr, "console_bench: --flood takes decision, stage, stage_progress, result or mixed\n");
+      return 2;
+    }
+  }
+  {
+    std::ofstream out(path);
+    const int agents = std::max(1, world / 8);
+    std::vector<int> placement;
+    for (int r = 0; r < world; ++r)
+      placement.push_back(r * agents / world);
+    out << json{{"run_begin", "flood"}, {"world_size", world}, {"agents", agents}, {"placement", placement}}.dump()
+        << '\n';
+    for (long i = 0; i < lines; ++i) {
+      const std::string& k = kinds[static_cast<std::size_t>(i) % kinds.size()];
+      ev::EventMessage m;
+      m.run_id = "flood";
+      m.rank = static_cast<int>(i % world);
+      const std::uint64_t bytes = std::uint64_t{8} << (i / world % 24);
+      if (k == "decision") {
+        m.rank = 0;
+        m.event = ev::Decision{"all_reduce", bytes, "Ring", "LL", 2, 40.0 + static_cast<double>(i % 7)};
+      } else if (k == "stage") {
+        ev::StageEnded e;
+        e.stage = static_cast<ringmaster::Stage>(i / world % (static_cast<long>(ringmaster::Stage::ready) + 1));
+        e.rank = m.rank;
+        e.begin_us = 1'700'000'000'000'000 + i * 10;
+        e.duration_ms = 1.5;
+        e.detail = "connected to rank " + std::to_string((m.rank + 1) % world) + " via SOCKET 10.0.0.1:40000";
+        m.event = e;
+      } else if (k == "stage_progress") {
+        ev::StageProgress e;
+        e.stage = ringmaster::Stage::store_connect;
+        e.rank = m.rank;
+        e.outcome = "unanswered";
+        e.remote = "10.0.0.1:29500";
+        e.attempts = static_cast<int>(i / world + 1);
+        e.begin_us = 1'700'000'000'000'000 + m.rank;
+        e.elapsed_ms = static_cast<double>(i / world) * 1000.0;
+        e.detail = "STORE_CONNECT: connecting to 10.0.0.1:29500, attempt " + std::to_string(e.attempts) +
+                   ": no answer (SYN unanswered) for " + std::to_string(i / world) + " s";
+        m.event = e;
+      } else {
+        m.rank = 0;
+        ev::Result r;
+        r.collective = "all_reduce";
+        r.dtype = "float";
+        r.redop = "sum";
+        r.bytes = bytes;
+        r.count = bytes / 4;
+        r.out_of_place = {12.5, 1.0, 1.9, 0};
+        r.in_place = ev::Result::Timing{12.0, 1.0, 1.95, 0};
+        r.tuner = ev::Result::Pick{"Ring", "Simple", 2, 11.0};
+        m.event = r;
+      }
+      json body = ev::to_json(m);
+      body["type"] = "event";
+      out << json{{"agent", "10.0.0." + std::to_string(m.rank % 250 + 1) + ":29600"}, {"message", body}}.dump() << '\n';
+    }
+  }
+  const long before = rss_kib();
+  ringmaster::ui::Console console;
+  ringmaster::ui::MainWindow window(console);
+  window.resize(1366, 768);
+  window.show();
+  QApplication::processEvents();
+  const auto start = std::chrono::steady_clock::now();
+  const int n = ringmaster::ui::Console::replay(QString::fromStdString(path), console.run);
+  QApplication::processEvents();
+  QPixmap frame(window.size());
+  window.render(&frame);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  long peak = 0;
+  {
+    std::ifstream in("/proc/self/status");
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("VmHWM:", 0) == 0) peak = std::atol(line.c_str() + 6);
+  }
+  std::printf(
+      "Replay of %d %s lines from %d ranks into the main window at 1366x768: %.1f s; RSS %ld KiB before, %ld KiB "
+      "after, peak %ld KiB (aim < 60 s and < 500 MB for 1 M lines, < 300 MB for 300,000 stage_progress lines of "
+      "2,048 ranks)\n",
+      n, kind.c_str(), world, seconds, before, rss_kib(), peak);
+  std::remove(path.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -479,6 +583,9 @@ int main(int argc, char** argv) {
   bool topology = true;
   QString agents, token_file, record, replay;
   int per_agent = 0, seconds = 60, scale = 8;
+  std::string flood_kind;
+  long flood_lines = 1'000'000;
+  int flood_world = 16;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--topology-only") {
@@ -499,7 +606,13 @@ int main(int argc, char** argv) {
     if (value && a == "--record") record = argv[++i];
     if (value && a == "--replay") replay = argv[++i];
     if (value && a == "--scale") scale = std::max(1, std::atoi(argv[++i]));
+    if (value && a == "--flood") flood_kind = argv[++i];
+    if (value && a == "--lines") flood_lines = std::atol(argv[++i]);
+    if (value && a == "--world") flood_world = std::max(1, std::atoi(argv[++i]));
   }
+  if (!flood_kind.empty())
+    return flood(flood_kind, flood_lines, flood_world,
+                 "/tmp/console_bench_flood." + std::to_string(getpid()) + ".jsonl");
   if (!agents.isEmpty())
     return live_run(agents, token_file, std::max(1, per_agent), kChannels == 32 ? 4 : kChannels, seconds, record);
   if (!replay.isEmpty()) return replay_scaled(replay, scale, per_agent, seconds);

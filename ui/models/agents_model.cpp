@@ -57,6 +57,8 @@ QVariant AgentsModel::data(const QModelIndex& index, int role) const {
   if (role == Qt::ToolTipRole && index.column() == topology_column) {
     return QString::fromStdString(r.inventory.value("topology_summary", std::string()));
   }
+  // Any other cell: its whole text, for a column too narrow to show it.
+  if (role == Qt::ToolTipRole) return data(index, Qt::DisplayRole);
   return {};
 }
 

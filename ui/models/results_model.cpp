@@ -103,28 +103,31 @@ std::vector<std::pair<double, double>> ResultsModel::busbw_points(bool in_place)
 void ResultsModel::clear() {
   beginResetModel();
   rows_.clear();
+  busbw_sum_ = 0;
+  busbw_n_ = seen_ = 0;
   endResetModel();
 }
 
 void ResultsModel::add(const agent::events::Result& result) {
+  if (rowCount() >= kRows) {
+    // The oldest tenth at once: a row at a time, the views' bookkeeping
+    // of every row made each new one cost as much as all the rest.
+    const int drop = kRows / 10;
+    beginRemoveRows({}, 0, drop - 1);
+    rows_.erase(rows_.begin(), rows_.begin() + drop);
+    endRemoveRows();
+  }
   const int n = rowCount();
   beginInsertRows({}, n, n);
   rows_.push_back(result);
   endInsertRows();
-}
-
-double ResultsModel::average_busbw() const {
-  double sum = 0;
-  int n = 0;
-  for (const auto& r : rows_) {
-    sum += r.out_of_place.busbw;
-    ++n;
-    if (r.in_place) {
-      sum += r.in_place->busbw;
-      ++n;
-    }
+  ++seen_;
+  busbw_sum_ += result.out_of_place.busbw;
+  ++busbw_n_;
+  if (result.in_place) {
+    busbw_sum_ += result.in_place->busbw;
+    ++busbw_n_;
   }
-  return n ? sum / n : 0;
 }
 
 }  // namespace ringmaster::ui

@@ -1,6 +1,8 @@
 // nccl-tests rows.
 #pragma once
 
+#include <deque>
+
 #include <QAbstractTableModel>
 #include <string>
 #include <utility>
@@ -10,7 +12,9 @@
 
 namespace ringmaster::ui {
 
-// nccl-tests rows of rank 0.
+// nccl-tests rows of rank 0: at most the latest kRows of them (a sweep
+// repeated for hours does not grow the console; the oldest tenth goes
+// when they are reached), with the average over all.
 class ResultsModel : public QAbstractTableModel {
   Q_OBJECT
  public:
@@ -23,7 +27,9 @@ class ResultsModel : public QAbstractTableModel {
   void clear();
   void add(const agent::events::Result& result);
   const agent::events::Result& row(int r) const { return rows_.at(static_cast<std::size_t>(r)); }
-  double average_busbw() const;
+  double average_busbw() const { return busbw_n_ ? busbw_sum_ / static_cast<double>(busbw_n_) : 0; }
+  static constexpr int kRows = 20'000;
+  long long rows_seen() const { return seen_; }  // all the rows, those left out too
   // The table as shown (header line, then a line per row), and the rows
   // as the ranks sent them (a JSON array).
   QString to_csv() const;
@@ -32,7 +38,9 @@ class ResultsModel : public QAbstractTableModel {
   std::vector<std::pair<double, double>> busbw_points(bool in_place) const;
 
  private:
-  std::vector<agent::events::Result> rows_;
+  std::deque<agent::events::Result> rows_;
+  double busbw_sum_ = 0;
+  long long busbw_n_ = 0, seen_ = 0;
 };
 
 }  // namespace ringmaster::ui

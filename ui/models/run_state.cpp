@@ -29,7 +29,9 @@ void RunState::begin(const QString& run_id, int world_size, int agents, std::vec
   problems_.clear();
   slow_links_.clear();
   links_.clear();
-  messages_.clear();
+  log_.clear();
+  problems_left_out_ = 0;
+  cause_.reset();
   samples_->begin(run_id_text_, world_size, placement_);
   started_ms_ = QDateTime::currentMSecsSinceEpoch();
   timeline.reset(world_size, placement_);
@@ -41,7 +43,7 @@ void RunState::begin(const QString& run_id, int world_size, int agents, std::vec
 }
 
 std::vector<AgentMessage> RunState::messages() const {
-  std::vector<AgentMessage> all = messages_;
+  std::vector<AgentMessage> all = log_.messages();
   for (auto& s : samples_->kept())
     all.push_back(std::move(s));
   return all;
@@ -60,8 +62,8 @@ void RunState::apply(const AgentMessage& m) {
     // Another run's bad event is not this run's problem.
     const auto run = m.body->find("run_id");
     if (run != m.body->end() && run->is_string() && QString::fromStdString(run->get<std::string>()) == run_id_) {
-      problems_ << QString("%1 sent an event the console cannot read: %2")
-                       .arg(m.agent, QString::fromStdString(e.status().message()));
+      add_problem(QString("%1 sent an event the console cannot read: %2")
+                      .arg(m.agent, QString::fromStdString(e.status().message())));
     }
     return;
   }
@@ -70,7 +72,7 @@ void RunState::apply(const AgentMessage& m) {
   // read again here).
   if (samples_->take(m, *message)) return;
   const int rank = message->rank;
-  messages_.push_back(m);
+  log_.keep(m, *message);
   std::visit([&](const auto& e) { route(rank, e, m); }, message->event);
 }
 
@@ -84,11 +86,61 @@ void RunState::route(int rank, const agent::events::StageProgress& e, const Agen
 
 void RunState::route(int rank, const agent::events::StageFailed& e, const AgentMessage&) {
   timeline.add_failure(rank, e);
-  problems_ << QString("rank %1 failed at %2: %3")
-                   .arg(rank)
-                   .arg(stage_names().value(static_cast<int>(e.stage)))
-                   .arg(QString::fromStdString(e.summary));
+  const int failed = cause_ ? cause_->ranks_failed + 1 : 1;
+  if (!cause_ || e.stage < cause_->failure.stage) cause_ = Cause{rank, e, 0};
+  cause_->ranks_failed = failed;
+  add_problem(QString("rank %1 failed at %2: %3")
+                  .arg(rank)
+                  .arg(stage_names().value(static_cast<int>(e.stage)))
+                  .arg(QString::fromStdString(e.summary)));
   ok_ = false;
+  emit stage_failed();
+}
+
+QString RunState::cause_text() const {
+  if (!cause_) return {};
+  const auto& f = cause_->failure;
+  const int rank = cause_->rank;
+  QString where = QString("rank %1").arg(rank);
+  const int agent =
+      rank >= 0 && rank < static_cast<int>(placement_.size()) ? placement_[static_cast<std::size_t>(rank)] : -1;
+  if (agent >= 0) {
+    where += QString(" on agent %1").arg(agent);
+    if (agent < static_cast<int>(agent_addresses_.size()))
+      where += " (" + agent_addresses_[static_cast<std::size_t>(agent)] + ")";
+  }
+  QStringList lines;
+  lines << QString("%1 FAILED on %2").arg(stage_names().value(static_cast<int>(f.stage)), where);
+  lines << QString::fromStdString(f.summary);
+  if (!f.local.empty() || !f.remote.empty()) {
+    lines << QString("connecting %1 -> %2")
+                 .arg(f.local.empty() ? QString("this rank") : QString::fromStdString(f.local),
+                      f.remote.empty() ? QString("?") : QString::fromStdString(f.remote));
+  }
+  if (!f.errno_text.empty()) lines << "error: " + QString::fromStdString(f.errno_text);
+  if (f.timeout_ms > 0) {
+    lines << QString("waited %1 s of %2 s allowed")
+                 .arg(f.elapsed_ms / 1000.0, 0, 'f', 1)
+                 .arg(f.timeout_ms / 1000.0, 0, 'f', 1);
+  }
+  if (f.joined >= 0) {
+    QStringList missing;
+    for (int r : f.missing)
+      missing << QString::number(r);
+    lines << QString("%1 of %2 ranks joined%3")
+                 .arg(f.joined)
+                 .arg(f.world_size)
+                 .arg(missing.isEmpty() ? QString() : "; missing: " + missing.join(", "));
+  }
+  if (!f.hint.empty())
+    lines << ""
+          << "Hint: " + QString::fromStdString(f.hint);
+  if (cause_->ranks_failed > 1) {
+    lines << ""
+          << QString("%1 ranks failed in all; this is the earliest stage any failed at (Stages tab: every rank)")
+                 .arg(cause_->ranks_failed);
+  }
+  return lines.join("\n");
 }
 
 void RunState::set_agents(std::vector<QString> addresses, std::vector<std::vector<QString>> rails) {
@@ -100,6 +152,7 @@ void RunState::set_agents(std::vector<QString> addresses, std::vector<std::vecto
 void RunState::route(int rank, const agent::events::Result& e, const AgentMessage&) {
   if (rank != 0) return;
   results.add(e);
+  decisions.measured(e.collective, e.bytes, e.out_of_place.time_us);
   tuner.add_measurement(e);
 }
 
@@ -142,23 +195,44 @@ void RunState::route(int rank, const agent::events::Decision& e, const AgentMess
 }
 
 void RunState::route(int rank, const agent::events::CollectiveError& e, const AgentMessage&) {
-  problems_ << QString("rank %1: %2").arg(rank).arg(QString::fromStdString(e.message));
+  add_problem(QString("rank %1: %2").arg(rank).arg(QString::fromStdString(e.message)));
   ok_ = false;
 }
 
 void RunState::route(int, const agent::events::RankFailed& e, const AgentMessage&) {
-  problems_ << (e.summary.empty() ? QString("a rank failed") : QString::fromStdString(e.summary));
+  add_problem(e.summary.empty() ? QString("a rank failed") : QString::fromStdString(e.summary));
   ok_ = false;
 }
 
 void RunState::route(int, const agent::events::Stall& e, const AgentMessage&) {
   wavefront.set(e.report);
-  problems_ << "Stall: " + wavefront.summary();
+  add_problem("Stall: " + wavefront.summary());
   emit stalled();
 }
 
 void RunState::route(int rank, const agent::events::Links& e, const AgentMessage&) {
+  // A rank's counters are cumulative: its latest event says all.
+  for (auto& [r, links] : links_) {
+    if (r == rank) {
+      links = e;
+      return;
+    }
+  }
   links_.emplace_back(rank, e);
+}
+
+void RunState::add_problem(const QString& line) {
+  if (problems_.size() < kProblemsKept) {
+    problems_ << line;
+    return;
+  }
+  ++problems_left_out_;
+  const QString more = QString("... and %1 more (the first %2 are above)").arg(problems_left_out_).arg(kProblemsKept);
+  if (problems_.size() == kProblemsKept) {
+    problems_ << more;
+  } else {
+    problems_.last() = more;
+  }
 }
 
 void RunState::route(int, const agent::events::RunDone& e, const AgentMessage&) {

@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "decisions_model.h"
 #include "results_model.h"
 #include "ringmaster/agent/events.h"
+#include "run_log.h"
 #include "run_samples.h"
 #include "timeline_model.h"
 #include "tuner_model.h"
@@ -47,12 +49,27 @@ class RunState : public QObject {
   int world_size() const { return world_size_; }
   bool running() const { return !run_id_.isEmpty() && agents_done_ < agents_; }
   bool ok() const { return ok_; }
-  // "rank 1 was killed by SIGKILL", errors and failures, in arrival order.
+  // "rank 1 was killed by SIGKILL", errors and failures, in arrival order:
+  // the first kProblemsKept, then a line counting those left out.
+  static constexpr int kProblemsKept = 200;
   const QStringList& problems() const { return problems_; }
+  // The failure that explains the run: of the ranks' stage failures, one
+  // at the earliest stage (the others usually follow from it), the first
+  // to arrive there; with how many ranks failed in all. Empty when no
+  // stage failed.
+  struct Cause {
+    int rank = -1;
+    agent::events::StageFailed failure;
+    int ranks_failed = 0;
+  };
+  const std::optional<Cause>& cause() const { return cause_; }
+  // The cause in words, for the Live tab: stage, rank (and its agent),
+  // addresses, what happened, the whole hint, and who else failed.
+  QString cause_text() const;
   // Links far slower than the run's others, named once every agent is
   // done ("rank 1 -> rank 2 at 5.1 MB/s, ..."); the run may still be ok.
   const QStringList& slow_links() const { return slow_links_; }
-  // Every rank's `links` event so far (receiving rank, event).
+  // Every rank's latest `links` event (receiving rank, event).
   const std::vector<std::pair<int, agent::events::Links>>& links() const { return links_; }
   std::size_t samples() const { return samples_->count(); }
   // Each channel's ring as rank 0 reported it.
@@ -83,7 +100,8 @@ class RunState : public QObject {
   // When begin() was called (ms since the epoch), and the run's messages
   // since (what the history keeps): every message but the samples, in
   // arrival order, then the samples of the bandwidth chart's window (and
-  // a second before it), in arrival order. Older samples are dropped as
+  // a second before it), in arrival order; the rest folded and bounded as
+  // RunLog says. Older samples are dropped as
   // they leave the window: kept whole, 16 ranks of 32 channels took 1.8 GB
   // after ten minutes of streaming. The window's samples are kept as text,
   // and thinned per rank so that at most RunSamples::kKept stay: as parsed JSON, 2,048 ranks
@@ -91,12 +109,15 @@ class RunState : public QObject {
   qint64 started_ms() const { return started_ms_; }
   void set_started_ms(qint64 ms) { started_ms_ = ms; }
   std::vector<AgentMessage> messages() const;
+  const RunLog& log() const { return log_; }
 
  signals:
   void started(QString run_id);
   void finished(bool ok);
   void rings_changed();
   void stalled();
+  // A stage failed; cause() may have changed.
+  void stage_failed();
 
  private:
   // One per event type the models show but samples (RunSamples); the
@@ -125,8 +146,11 @@ class RunState : public QObject {
   bool ok_ = true;
   QStringList problems_;
   QStringList slow_links_;
-  std::string run_id_text_;             // run_id_, as events spell it
-  std::vector<AgentMessage> messages_;  // all but samples
+  std::string run_id_text_;  // run_id_, as events spell it
+  void add_problem(const QString& line);
+  std::optional<Cause> cause_;
+  int problems_left_out_ = 0;
+  RunLog log_;  // all but samples
   qint64 started_ms_ = 0;
   std::vector<std::pair<int, agent::events::Links>> links_;
   const std::shared_ptr<RunSamples> samples_ = std::make_shared<RunSamples>();

@@ -25,13 +25,17 @@ class TimelineModel : public QAbstractTableModel {
     double begin_ms = 0;  // since the earliest begin of the run
     double duration_ms = 0;
     long long begin_us = 0;
-    QString detail;  // every event's detail, then the failure's summary and hint
+    // The events' details (the first kDetailLines, then how many more),
+    // then the failure's summary and hint.
+    QString detail;
+    int detail_lines = 0;
     // Still running and retrying (stage_progress): the latest live line,
     // until the stage's final event.
     bool live = false;
     QString live_text;
   };
   using QAbstractTableModel::QAbstractTableModel;
+  static constexpr int kDetailLines = 16;
 
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;

@@ -89,6 +89,7 @@ void TunerModel::add_table(const agent::events::TunerTable& e) {
       return;
     }
   }
+  if (tables_.size() >= kTables) return;  // sizes past the first kTables: not listed
   tables_.push_back(std::move(t));
   select(static_cast<int>(tables_.size()) - 1);
   emit tables_changed();

@@ -27,6 +27,7 @@ class TunerModel : public QAbstractTableModel {
 
   void clear();
   void add_table(const agent::events::TunerTable& table);
+  static constexpr std::size_t kTables = 4'096;
   // The measured time of that size: a result row's out-of-place time, or
   // the first call's until a row comes.
   void add_measurement(const agent::events::Result& result);

@@ -43,19 +43,43 @@ BusbwPlot::BusbwPlot(const ResultsModel& results, QWidget* parent) : QWidget(par
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(view);
-  connect(&results_, &QAbstractItemModel::rowsInserted, this, [this] { refresh(); });
-  connect(&results_, &QAbstractItemModel::modelReset, this, [this] { refresh(); });
+  connect(&results_, &QAbstractItemModel::rowsInserted, this,
+          [this](const QModelIndex&, int first, int last) { take_rows(first, last); });
+  connect(&results_, &QAbstractItemModel::modelReset, this, [this] { retake(); });
   follow_palette(chart_, palette());
+  retake();
+}
+
+void BusbwPlot::take_rows(int first, int last) {
+  for (int r = first; r <= last && r < results_.rowCount(); ++r) {
+    const auto& row = results_.row(r);
+    if (row.bytes == 0) continue;
+    const auto bytes = static_cast<double>(row.bytes);
+    out_points_[bytes] = row.out_of_place.busbw;
+    if (row.in_place) in_points_[bytes] = row.in_place->busbw;
+  }
+  if (redraw_queued_) return;
+  redraw_queued_ = true;
+  QMetaObject::invokeMethod(
+      this, [this] { refresh(); }, Qt::QueuedConnection);
+}
+
+void BusbwPlot::retake() {
+  out_points_.clear();
+  in_points_.clear();
+  take_rows(0, results_.rowCount() - 1);
   refresh();
 }
 
 int BusbwPlot::refresh() {
+  redraw_queued_ = false;
   int drawn = 0;
   double lo = 8, hi = 1024, top = 0.01;
   bool any = false;
-  for (auto [series, in_place] : {std::pair{out_of_place_, false}, std::pair{in_place_, true}}) {
+  for (auto [series, taken] : {std::pair{out_of_place_, &out_points_}, std::pair{in_place_, &in_points_}}) {
     QList<QPointF> points;
-    for (const auto& [bytes, busbw] : results_.busbw_points(in_place)) {
+    points.reserve(static_cast<qsizetype>(taken->size()));
+    for (const auto& [bytes, busbw] : *taken) {
       points.append(QPointF(bytes, busbw));
       lo = any ? std::min(lo, bytes) : bytes;
       hi = any ? std::max(hi, bytes) : bytes;

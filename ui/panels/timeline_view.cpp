@@ -20,7 +20,7 @@ QColor stage_color(int stage) {
 namespace {
 constexpr int kLabelWidth = 70;
 constexpr int kGroupedLabelWidth = 110;
-constexpr int kLegendHeight = 24;
+constexpr int kLegendLine = 18;
 constexpr int kMinNodeRow = 16;  // pixels: a node's name stays readable
 }  // namespace
 
@@ -48,9 +48,47 @@ int TimelineView::label_width() const {
   return grouped() ? kGroupedLabelWidth : kLabelWidth;
 }
 
+std::vector<TimelineView::LegendItem> TimelineView::legend() const {
+  const QFontMetrics fm(font());
+  QFont bold = font();
+  bold.setBold(true);
+  const QFontMetrics bold_fm(bold);
+  std::vector<LegendItem> items;
+  items.push_back({-1, QString("init %1 ms").arg(model_.span_ms(), 0, 'f', 1), {}});
+  for (int s = 0; s < stage_names().size(); ++s)
+    items.push_back({s, stage_names()[s], {}});
+  const double left = 4, right = std::max(width() - 4, 200);
+  double x = left, line = 0;
+  for (auto& item : items) {
+    const double w =
+        item.stage < 0 ? bold_fm.horizontalAdvance(item.text) + 12 : 13 + fm.horizontalAdvance(item.text) + 10;
+    if (x > left && x + w > right) {
+      x = left;
+      ++line;
+    }
+    item.rect = QRectF(x, line * kLegendLine, w, kLegendLine);
+    x += w;
+  }
+  // From the bottom of the widget up.
+  const double top = height() - (line + 1) * kLegendLine - 2;
+  for (auto& item : items)
+    item.rect.translate(0, top);
+  return items;
+}
+
+int TimelineView::legend_height() const {
+  const auto items = legend();
+  return items.empty() ? 0 : static_cast<int>(height() - items.front().rect.top()) + 4;
+}
+
 QRectF TimelineView::plot_area() const {
   return QRectF(label_width(), 4, std::max(10, width() - label_width() - 8),
-                std::max(10, height() - kLegendHeight - 8));
+                std::max(10, height() - legend_height() - 8));
+}
+
+void TimelineView::resizeEvent(QResizeEvent* event) {
+  fit_height();
+  QWidget::resizeEvent(event);
 }
 
 std::vector<TimelineRow> TimelineView::rows() const {
@@ -75,7 +113,8 @@ void TimelineView::set_expanded(int node, bool open) {
 
 void TimelineView::fit_height() {
   const int rows = grouped() ? static_cast<int>(this->rows().size()) : 0;
-  setMinimumHeight(std::max(120, rows * kMinNodeRow + kLegendHeight + 8));
+  const int wanted = std::max(120, rows * kMinNodeRow + legend_height() + 8);
+  if (minimumHeight() != wanted) setMinimumHeight(wanted);
 }
 
 void TimelineView::paintEvent(QPaintEvent* event) {
@@ -124,18 +163,22 @@ void TimelineView::paintEvent(QPaintEvent* event) {
                                             static_cast<int>(s.rect.width()) - 8));
     }
   }
-  // Legend and scale.
+  // Legend, with the run's total first.
   p.setPen(palette().text().color());
-  double x = label_width();
-  const double y = height() - kLegendHeight + 4;
-  for (int s = 0; s < stage_names().size() && x < width(); ++s) {
-    p.fillRect(QRectF(x, y + 4, 10, 10), stage_color(s));
-    const QString name = stage_names()[s];
-    p.drawText(QPointF(x + 13, y + 13), name);
-    x += 18 + p.fontMetrics().horizontalAdvance(name);
+  for (const auto& item : legend()) {
+    QRectF text = item.rect;
+    if (item.stage >= 0) {
+      p.fillRect(QRectF(item.rect.left(), item.rect.top() + 4, 10, 10), stage_color(item.stage));
+      text.setLeft(item.rect.left() + 13);
+    }
+    QFont f = p.font();
+    f.setBold(item.stage < 0);
+    p.setFont(f);
+    p.drawText(text, Qt::AlignLeft | Qt::AlignVCenter | Qt::TextSingleLine, item.text);
   }
-  p.drawText(QRectF(area.right() - 120, y - 2, 120, 18), Qt::AlignRight,
-             QString("%1 ms").arg(model_.span_ms(), 0, 'f', 1));
+  QFont plain = p.font();
+  plain.setBold(false);
+  p.setFont(plain);
   // The keyboard cursor, when the view has the focus.
   if (hasFocus()) {
     for (const auto& s : segments) {

@@ -23,6 +23,16 @@ class TimelineView : public QWidget {
   explicit TimelineView(const TimelineModel& model, QWidget* parent = nullptr);
   QSize sizeHint() const override { return {800, 300}; }
   QRectF plot_area() const;
+  // The legend under the plot: the run's total first ("init 812.3 ms"),
+  // then a swatch and name per stage, wrapped onto as many lines as the
+  // width needs, so none is cut.
+  struct LegendItem {
+    int stage = -1;  // -1: the total
+    QString text;
+    QRectF rect;  // swatch and text
+  };
+  std::vector<LegendItem> legend() const;
+  int legend_height() const;
   // The rows drawn now, top to bottom, and the segments in them.
   std::vector<TimelineRow> rows() const;
   std::vector<TimelineSegment> segments() const;
@@ -37,6 +47,9 @@ class TimelineView : public QWidget {
  signals:
   void segment_clicked(int rank, int stage);
   void node_segment_clicked(int node, int stage);
+
+ protected:
+  void resizeEvent(QResizeEvent* event) override;
 
  protected:
   void paintEvent(QPaintEvent* event) override;
