@@ -131,6 +131,7 @@ class ConsoleTest : public QObject {
   void linksHeatmapFromACheckAndFromARun();
   void replayCommand();
   void failedInitOpensOnItsCause();
+  void scenariosReadAsText();
   void localAgentsEndWithTheConsole();
   void gpuNodesFitAndNameEveryDevice();
   void ringsDrawnThroughGpusAndNicsOfDeclaredNodes();
@@ -1498,6 +1499,41 @@ void ConsoleTest::failedInitOpensOnItsCause() {
   const int last = stages_last_column(stages);
   QVERIFY2(last <= stages->viewport()->width(),
            qPrintable(QString("READY ends at %1 of %2 px").arg(last).arg(stages->viewport()->width())));
+}
+
+// The Scenarios tab at 1366x768: every title whole (wrapped, never
+// elided), and each story ends with what Ringmaster must report in
+// sentences, not the catalog's JSON.
+void ConsoleTest::scenariosReadAsText() {
+  Console console;
+  MainWindow window(console);
+  window.resize(1366, 768);
+  window.tabs()->setCurrentIndex(MainWindow::tab_named("Scenarios"));
+  window.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&window));
+  auto* list = window.scenarios()->findChild<QListWidget*>("scenarioList");
+  auto* story = window.scenarios()->findChild<QPlainTextEdit*>("scenarioStory");
+  QVERIFY(list && story);
+  QVERIFY(list->count() >= 14);
+  QCOMPARE(list->textElideMode(), Qt::ElideNone);
+  QVERIFY(list->wordWrap());
+  for (int i = 0; i < list->count(); ++i) {
+    list->setCurrentRow(i);
+    const QString text = story->toPlainText();
+    const QString expected = text.section("What Ringmaster must report:\n", 1);
+    QVERIFY2(!expected.isEmpty(), qPrintable(list->item(i)->text() + ": " + text));
+    QVERIFY2(!expected.contains('{') && !expected.contains("\":"), qPrintable(expected));
+    // The whole title in the list, on as many lines as it needs.
+    const QRect item = list->visualItemRect(list->item(i));
+    QVERIFY2(item.width() <= list->viewport()->width(), qPrintable(list->item(i)->text()));
+    const int one_line = list->fontMetrics().horizontalAdvance(list->item(i)->text());
+    QVERIFY2(one_line <= item.width() || item.height() > list->fontMetrics().height() * 3 / 2,
+             qPrintable(list->item(i)->text() + " is cut"));
+  }
+  QCOMPARE(expectation_text(nlohmann::json::parse(R"({"outcome": "fail", "ranks": "nonzero", "stage": "STORE_CONNECT",
+      "keywords": ["timeout"], "preflight": {"cells": [{"class": "master", "from": 1, "to": 0, "reach": "dropped"}]}})")),
+           QString("The run fails at STORE_CONNECT on every rank but rank 0.\nThe failure says \u201ctimeout\u201d.\n"
+                   "Preflight finds the master port from node 1 to node 0 dropped."));
 }
 
 void ConsoleTest::replayCommand() {

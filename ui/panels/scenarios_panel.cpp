@@ -45,6 +45,94 @@ QStringList ScenariosPanel::check_recorded(const agent::Scenario& s) const {
   return lines;
 }
 
+namespace {
+QString quoted_list(const nlohmann::json& words) {
+  QStringList out;
+  if (words.is_array()) {
+    for (const auto& w : words)
+      out << QString("\u201c%1\u201d").arg(QString::fromStdString(w.is_string() ? w.get<std::string>() : w.dump()));
+  }
+  return out.join(", ");
+}
+
+QString ranks_text(const nlohmann::json& ranks) {
+  if (ranks.is_string()) {
+    const auto r = ranks.get<std::string>();
+    if (r == "all") return "every rank";
+    if (r == "any") return "at least one rank";
+    if (r == "nonzero") return "every rank but rank 0";
+    return QString::fromStdString(r);
+  }
+  if (ranks.is_array()) {
+    QStringList list;
+    for (const auto& r : ranks)
+      list << QString::number(r.is_number_integer() ? r.get<int>() : -1);
+    if (list.size() == 1) return "rank " + list.front();
+    const QString last = list.takeLast();
+    return "ranks " + list.join(", ") + " and " + last;
+  }
+  return QString::fromStdString(ranks.dump());
+}
+}  // namespace
+
+QString expectation_text(const nlohmann::json& expect) {
+  if (!expect.is_object()) return QString::fromStdString(expect.dump());
+  QStringList lines;
+  const std::string outcome = expect.value("outcome", "");
+  if (outcome == "fail") {
+    QString line = "The run fails";
+    if (expect.contains("stage")) line += " at " + QString::fromStdString(expect["stage"].get<std::string>());
+    if (expect.contains("ranks")) line += " on " + ranks_text(expect["ranks"]);
+    lines << line + ".";
+  } else if (outcome == "complete") {
+    lines << "The run completes.";
+  }
+  for (const auto& [key, value] : expect.items()) {
+    if (key == "outcome" || key == "stage" || key == "ranks") continue;
+    if (key == "keywords") {
+      lines << "The failure says " + quoted_list(value) + ".";
+    } else if (key == "not_entered") {
+      QStringList stages;
+      for (const auto& st : value)
+        stages << QString::fromStdString(st.get<std::string>());
+      lines << "No rank gets to " + stages.join(", ") + ".";
+    } else if (key == "every_rank_errors" && value == true) {
+      lines << "Every rank reports an error.";
+    } else if (key == "any_error_keywords") {
+      lines << "An error names " + quoted_list(value) + ".";
+    } else if (key == "slow_link" && value.is_object()) {
+      lines << QString("The run names the link rank %1 \u2192 rank %2 as slow.")
+                   .arg(value.value("from", -1))
+                   .arg(value.value("to", -1));
+    } else if (key == "transport" && value.is_object()) {
+      lines << QString("Rank %1 \u2192 rank %2 goes by %3%4.")
+                   .arg(value.value("from", -1))
+                   .arg(value.value("to", -1))
+                   .arg(QString::fromStdString(value.value("via", std::string("?"))))
+                   .arg(value.contains("keywords") ? ", saying " + quoted_list(value["keywords"]) : QString());
+    } else if (key == "stall" && value.is_object()) {
+      lines << QString("A stall report%1 says %2.")
+                   .arg(value.contains("within_s") ? QString(" within %1 s").arg(value["within_s"].dump().c_str())
+                                                   : QString())
+                   .arg(quoted_list(value.value("keywords", nlohmann::json::array())));
+    } else if ((key == "preflight" || key == "linkcheck") && value.is_object()) {
+      const QString who = key == "preflight" ? "Preflight" : "The link check";
+      if (value.contains("keywords")) lines << who + " says " + quoted_list(value["keywords"]) + ".";
+      for (const auto& c : value.value("cells", nlohmann::json::array())) {
+        lines << QString("%1 finds the %2 port from node %3 to node %4 %5.")
+                     .arg(who)
+                     .arg(QString::fromStdString(c.value("class", std::string("?"))))
+                     .arg(c.value("from", -1))
+                     .arg(c.value("to", -1))
+                     .arg(QString::fromStdString(c.value("reach", std::string("?"))));
+      }
+    } else {
+      lines << QString("%1: %2").arg(QString::fromStdString(key), QString::fromStdString(value.dump()));
+    }
+  }
+  return lines.join("\n");
+}
+
 ScenariosPanel::ScenariosPanel(RunState& run, QString catalog, QString cli, QWidget* parent)
     : QWidget(parent), run_(run), cli_(std::move(cli)) {
   setObjectName("scenariosPanel");
@@ -60,14 +148,19 @@ ScenariosPanel::ScenariosPanel(RunState& run, QString catalog, QString cli, QWid
   list_ = new QListWidget;
   list_->setObjectName("scenarioList");
   list_->setAccessibleName("Scenarios");
-  for (const auto& s : scenarios_)
+  // Whole titles, wrapped where the list is narrow, the name in the tooltip.
+  list_->setWordWrap(true);
+  list_->setTextElideMode(Qt::ElideNone);
+  list_->setUniformItemSizes(false);
+  for (const auto& s : scenarios_) {
     list_->addItem(QString::fromStdString(s.title.empty() ? s.name : s.title));
+    list_->item(list_->count() - 1)->setToolTip(QString::fromStdString(s.name));
+  }
   auto* right = new QVBoxLayout;
   story_ = new QPlainTextEdit;
   story_->setObjectName("scenarioStory");
   story_->setAccessibleName("Scenario story");
   story_->setReadOnly(true);
-  story_->setMaximumHeight(110);
   verdict_ = new QLabel("Pick a scenario. Running one builds its hosts in network namespaces (needs root).");
   verdict_->setObjectName("scenarioVerdict");
   verdict_->setWordWrap(true);
@@ -76,12 +169,12 @@ ScenariosPanel::ScenariosPanel(RunState& run, QString catalog, QString cli, QWid
   output_->setObjectName("scenarioOutput");
   output_->setAccessibleName("Scenario output");
   output_->setReadOnly(true);
-  right->addWidget(story_);
+  right->addWidget(story_, 2);
   auto* row = new QHBoxLayout;
   row->addWidget(run_button_);
   row->addWidget(verdict_, 1);
   right->addLayout(row);
-  right->addWidget(output_, 1);
+  right->addWidget(output_, 3);
   layout->addWidget(list_, 1);
   layout->addLayout(right, 3);
   connect(list_, &QListWidget::currentRowChanged, this, [this](int row) {
@@ -96,7 +189,7 @@ ScenariosPanel::ScenariosPanel(RunState& run, QString catalog, QString cli, QWid
                   .arg(hosts.isEmpty() ? QString("every host") : "host " + hosts.join(", "),
                        QString::fromStdString(agent::describe(f.fault)));
     }
-    story_->setPlainText(text + "\n\nExpected: " + QString::fromStdString(s.expect.dump()));
+    story_->setPlainText(text + "\n\nWhat Ringmaster must report:\n" + expectation_text(s.expect));
   });
   connect(run_button_, &QPushButton::clicked, this, &ScenariosPanel::run_selected);
   process_.setProcessChannelMode(QProcess::MergedChannels);

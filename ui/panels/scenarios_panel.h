@@ -21,6 +21,12 @@ QT_END_NAMESPACE
 
 namespace ringmaster::ui {
 
+// A scenario's expectations in words, one sentence a line ("The run
+// fails at STORE_CONNECT on every rank but rank 0.", "Preflight says:
+// “dropped”, …"), for the story pane; a key this console does not know is
+// given as it is written.
+QString expectation_text(const nlohmann::json& expect);
+
 class ScenariosPanel : public QWidget {
   Q_OBJECT
  public:
