@@ -132,6 +132,7 @@ class ConsoleTest : public QObject {
   void replayCommand();
   void failedInitOpensOnItsCause();
   void scenariosReadAsText();
+  void localAgentRefusingItsTopologySaysWhy();
   void localAgentsEndWithTheConsole();
   void gpuNodesFitAndNameEveryDevice();
   void ringsDrawnThroughGpusAndNicsOfDeclaredNodes();
@@ -1534,6 +1535,28 @@ void ConsoleTest::scenariosReadAsText() {
       "keywords": ["timeout"], "preflight": {"cells": [{"class": "master", "from": 1, "to": 0, "reach": "dropped"}]}})")),
            QString("The run fails at STORE_CONNECT on every rank but rank 0.\nThe failure says \u201ctimeout\u201d.\n"
                    "Preflight finds the master port from node 1 to node 0 dropped."));
+}
+
+// A node file the local agents refuse: the console says which file and
+// the agent's own reason, not "Unknown error".
+void ConsoleTest::localAgentRefusingItsTopologySaysWhy() {
+  QTemporaryDir dir;
+  QFile bad(dir.filePath("bad-node.xml"));
+  QVERIFY(bad.open(QIODevice::WriteOnly));
+  bad.write("<system version=\"1\"><cpu numaid=\"0\"><pci busid=\"0000:01:00.0\"></cpu>\n");
+  bad.close();
+  QProcess console;
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert("QT_QPA_PLATFORM", "offscreen");
+  console.setProcessEnvironment(env);
+  console.start(RINGMASTER_CONSOLE,
+                {"--local", "1", "--local-topology", bad.fileName(), "--screenshot", dir.filePath("x.png")});
+  QVERIFY(console.waitForFinished(60000));
+  const QString err = QString::fromUtf8(console.readAllStandardError());
+  QCOMPARE(console.exitCode(), 1);
+  QVERIFY2(err.contains("the local agent refused the topology file " + bad.fileName() + ": "), qPrintable(err));
+  QVERIFY2(err.contains("malformed XML"), qPrintable(err));
+  QVERIFY2(!err.contains("Unknown error"), qPrintable(err));
 }
 
 void ConsoleTest::replayCommand() {

@@ -275,7 +275,15 @@ bool Console::start_local_agents(int n, const QString& agent_path, QString* erro
   for (int i = 0; i < n; ++i) {
     auto* p = new QProcess;
     p->setProcessChannelMode(QProcess::SeparateChannels);
-    p->setProcessChannelMode(QProcess::ForwardedErrorChannel);
+    // The agent's log goes on to the console's stderr, its last lines kept
+    // for the reason when it does not start.
+    auto tail = std::make_shared<QByteArray>();
+    QObject::connect(p, &QProcess::readyReadStandardError, p, [p, tail] {
+      const QByteArray data = p->readAllStandardError();
+      std::fwrite(data.constData(), 1, static_cast<std::size_t>(data.size()), stderr);
+      *tail += data;
+      if (tail->size() > 4096) tail->remove(0, tail->size() - 4096);
+    });
     // A local agent never outlives its console: when the console dies in
     // any way (SIGKILL, a crash), the kernel sends the agent SIGTERM, on
     // which it stops its runs and reverts its faults.
@@ -304,7 +312,24 @@ bool Console::start_local_agents(int n, const QString& agent_path, QString* erro
     }
     const int port = line.trimmed().toInt();
     if (port <= 0) {
-      if (error) *error = QString("%1 did not start: %2").arg(agent_path, p->errorString());
+      if (p->state() != QProcess::NotRunning) p->waitForFinished(2000);
+      *tail += p->readAllStandardError();
+      // The agent's own reason: its last error line, without the log prefix.
+      QString why;
+      for (const QByteArray& l : tail->split('\n')) {
+        const QString text = QString::fromUtf8(l).trimmed();
+        const int at = static_cast<int>(text.indexOf(" error: "));
+        if (at >= 0) why = text.mid(at + 8);
+      }
+      if (why.isEmpty() && p->error() == QProcess::FailedToStart) why = p->errorString();
+      if (why.isEmpty())
+        why = p->state() == QProcess::NotRunning ? QString("it exited with status %1").arg(p->exitCode())
+                                                 : QString("it printed no port within 10 s");
+      if (error) {
+        *error = !topology_file.isEmpty() && why.contains(QFileInfo(topology_file).fileName())
+                     ? QString("the local agent refused the topology file %1: %2").arg(topology_file, why)
+                     : QString("%1 did not start: %2").arg(agent_path, why);
+      }
       return false;
     }
     connect_agent("127.0.0.1", static_cast<quint16>(port), local_token_);
