@@ -1046,12 +1046,11 @@ void ConsoleTest::agentsFoundThroughOneName() {
   run_console({"--agents-file", list.fileName()}, "from-file.png");
 }
 
-// A rank whose store connect is refused (nothing listens on MASTER_PORT)
-// says so while it retries; the events are the real CLI's (probe --json).
-// The timeline shows the stage live, amber, with that line, before any
-// timeout; the stage's final event then replaces it with the failure.
-void ConsoleTest::retryingStageIsDrawnLive() {
-  const int port = 1;  // tcpmux: nothing listens there
+namespace {
+// What rank 1 of 2 says, as the real CLI's events (probe --json), when
+// nothing listens on MASTER_PORT `port` at 127.0.0.1: it retries, then
+// fails at STORE_CONNECT after 1.5 s. Empty when the probe did not end.
+QByteArray probe_unreachable_store(int port) {
   QProcess probe;
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
   env.insert("RANK", "1");
@@ -1061,12 +1060,24 @@ void ConsoleTest::retryingStageIsDrawnLive() {
   env.insert("RINGMASTER_STORE_TIMEOUT", "1.5");
   probe.setProcessEnvironment(env);
   probe.start(RINGMASTER_CLI, {"probe", "--json"});
-  QVERIFY(probe.waitForFinished(30000));
+  if (!probe.waitForFinished(30000)) return {};
+  return probe.readAllStandardOutput();
+}
+}  // namespace
+
+// A rank whose store connect is refused (nothing listens on MASTER_PORT)
+// says so while it retries; the events are the real CLI's (probe --json).
+// The timeline shows the stage live, amber, with that line, before any
+// timeout; the stage's final event then replaces it with the failure.
+void ConsoleTest::retryingStageIsDrawnLive() {
+  const int port = 1;  // tcpmux: nothing listens there
+  const QByteArray probed = probe_unreachable_store(port);
+  QVERIFY2(!probed.isEmpty(), "probe did not finish");
   using nlohmann::json;
   namespace ev = ringmaster::agent::events;
   std::vector<ev::StageProgress> progress;
   std::vector<ev::StageEnded> finals;
-  for (const QByteArray& line : probe.readAllStandardOutput().split('\n')) {
+  for (const QByteArray& line : probed.split('\n')) {
     if (line.isEmpty()) continue;
     const ev::Event e = ev::parse_event(json::parse(line.toStdString()));
     if (const auto* p = std::get_if<ev::StageProgress>(&e)) progress.push_back(*p);
@@ -1381,16 +1392,8 @@ int stages_last_column(QTableView* view) {
 // legend names every stage and the total, clear of each other.
 void ConsoleTest::failedInitOpensOnItsCause() {
   const int port = 1;  // tcpmux: nothing listens there
-  QProcess probe;
-  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-  env.insert("RANK", "1");
-  env.insert("WORLD_SIZE", "2");
-  env.insert("MASTER_ADDR", "127.0.0.1");
-  env.insert("MASTER_PORT", QString::number(port));
-  env.insert("RINGMASTER_STORE_TIMEOUT", "1.5");
-  probe.setProcessEnvironment(env);
-  probe.start(RINGMASTER_CLI, {"probe", "--json"});
-  QVERIFY(probe.waitForFinished(30000));
+  const QByteArray probed = probe_unreachable_store(port);
+  QVERIFY2(!probed.isEmpty(), "probe did not finish");
   using nlohmann::json;
   QTemporaryDir dir;
   QFile recording(dir.filePath("seed.jsonl"));
@@ -1400,7 +1403,7 @@ void ConsoleTest::failedInitOpensOnItsCause() {
   auto write = [&](const json& line) { recording.write(QByteArray::fromStdString(line.dump() + "\n")); };
   write({{"run_begin", run}, {"world_size", 2}, {"agents", 2}, {"placement", {0, 1}}, {"agent_addresses", agents}});
   std::string hint;
-  for (const QByteArray& line : probe.readAllStandardOutput().split('\n')) {
+  for (const QByteArray& line : probed.split('\n')) {
     if (!line.startsWith('{')) continue;
     const json e = json::parse(line.toStdString());
     const std::string type = e.value("type", "");
