@@ -23,6 +23,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/streambuf.hpp>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -87,17 +88,47 @@ std::string size_arg(const json& v) {
   return v.is_string() ? v.get<std::string>() : std::to_string(v.get<long long>());
 }
 
-std::uint16_t pick_free_port() {
+// Whether `port` can be bound on every address now (0: the kernel picks
+// one); the port bound, 0 when not.
+std::uint16_t bind_probe(std::uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_ANY);
+  a.sin_port = htons(port);
   socklen_t len = sizeof(a);
   const bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
                   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
   if (fd >= 0) ::close(fd);
-  if (!ok) throw Error(ErrorCategory::network, "cannot find a free port for the store");
-  return ntohs(a.sin_port);
+  return ok ? ntohs(a.sin_port) : 0;
+}
+
+// A free port for the store, above the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range, 32768-60999 by default) where there is
+// room: a port the kernel handed out here could be handed out again to
+// anyone's bind(0) or connect() before rank 0 listens on it (a run failed
+// at STORE_CONNECT, "MASTER_PORT is already taken", beside busy tests).
+// Where the range leaves no room above it, the kernel's pick.
+std::uint16_t pick_free_port() {
+  int high = 60999;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    int low = 0, top = 0;
+    if (std::fscanf(f, "%d %d", &low, &top) == 2 && top > 0) high = top;
+    std::fclose(f);
+  }
+  constexpr int kTop = 65535;
+  if (high + 256 <= kTop) {
+    std::uint32_t seed = static_cast<std::uint32_t>(::getpid()) * 2654435761u ^
+                         static_cast<std::uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      seed = seed * 1664525u + 1013904223u;
+      const auto port = static_cast<std::uint16_t>(high + 1 + static_cast<int>(seed >> 8) % (kTop - high));
+      if (bind_probe(port) == port) return port;
+    }
+  }
+  const std::uint16_t port = bind_probe(0);
+  if (port == 0) throw Error(ErrorCategory::network, "cannot find a free port for the store");
+  return port;
 }
 
 // The sweep's sizes and iterations, nccl-tests' flags, as both the

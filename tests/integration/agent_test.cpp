@@ -469,6 +469,15 @@ TEST(Agent, FourRanksAcrossTwoAgentsStreamEverything) {
   json run = perf_run("sweep", 4, {0, 1}, perf_spec("1M", "16M", 10));
   const json started = ca->call(run);
   ASSERT_GT(started["master_port"].get<int>(), 0);
+  // Chosen above the kernel's ephemeral range (Linux's default leaves
+  // 61000-65535), where no bind(0) or connect() can take it first.
+  {
+    std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+    int low = 0, high = 0;
+    if (range >> low >> high && high + 256 <= 65535) {
+      EXPECT_GT(started["master_port"].get<int>(), high) << "ephemeral range " << low << "-" << high;
+    }
+  }
   run["ranks"] = {2, 3};
   run["master_port"] = started["master_port"];
   cb->call(run);
