@@ -364,6 +364,22 @@ void ConsoleTest::historyKeepsOpensAndCompares() {
               .startsWith("all_reduce 256K..1M int32 max"));
   QCOMPARE(console.history.data(console.history.index(0, RunHistory::rows_column), Qt::DisplayRole).toInt(), 3);
   const int rows_before = console.run.results.rowCount();
+  // At 1366x768 the History tab shows when, what, the verdict and its
+  // busbw without scrolling; the run id is in the row's tooltip.
+  window.resize(1366, 768);
+  window.tabs()->setCurrentIndex(MainWindow::tab_named("History"));
+  window.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&window));
+  auto* runs = window.findChild<QTableView*>("historyRuns");
+  QVERIFY(runs);
+  for (const int column :
+       {RunHistory::started_column, RunHistory::what_column, RunHistory::result_column, RunHistory::busbw_column}) {
+    const int right = runs->columnViewportPosition(column) + runs->columnWidth(column);
+    QVERIFY2(
+        right <= runs->viewport()->width(),
+        qPrintable(QString("column %1 ends at %2 of %3 px").arg(column).arg(right).arg(runs->viewport()->width())));
+  }
+  QVERIFY(console.history.index(0, RunHistory::busbw_column).data(Qt::ToolTipRole).toString().contains(ids[1]));
 
   // Reopening the older run replays it into every panel.
   auto* panel = window.findChild<HistoryPanel*>();
