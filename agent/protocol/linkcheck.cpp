@@ -47,6 +47,7 @@ struct PairRun {
   std::string run_id;
   int done = 0;  // run_done events seen (one per agent)
   std::string error;
+  double best_algbw = 0;  // rank 0's best sendrecv row: the pair's end-to-end rate
 };
 
 }  // namespace
@@ -172,6 +173,8 @@ LinkcheckReport run_linkcheck(const std::vector<PreflightAgent>& agents, const N
               measured[{message->run_id, rank}] = e;
             } else if constexpr (std::is_same_v<E, events::RunDone>) {
               ++it->done;
+            } else if constexpr (std::is_same_v<E, events::Result>) {
+              if (rank == 0) it->best_algbw = std::max(it->best_algbw, e.out_of_place.algbw);
             } else if constexpr (std::is_same_v<E, events::StageFailed>) {
               if (it->error.empty()) {
                 it->error =
@@ -207,6 +210,7 @@ LinkcheckReport run_linkcheck(const std::vector<PreflightAgent>& agents, const N
         }
       }
       l.ahead = l.ahead && l.gbs <= 0;
+      if (l.ahead) l.floor_gbs = run.best_algbw;
       if (l.gbs <= 0 && !l.ahead) l.error = run.error.empty() ? "nothing measured" : run.error;
       report.links.push_back(std::move(l));
     }
@@ -328,14 +332,17 @@ std::string render_linkcheck(const LinkcheckReport& r, const std::vector<std::st
     out += fmt::format("{:>8}", "node " + std::to_string(i));
     for (int j = 0; j < n; ++j) {
       const LinkMeasure* l = r.link(i, j);
-      out += fmt::format("{:>9}", i == j              ? std::string("-")
-                                  : l && l->ahead     ? std::string("ahead")
-                                  : !l || l->gbs <= 0 ? std::string("failed")
-                                                      : fmt::format("{:.0f}", l->gbs * 1000));
+      out += fmt::format("{:>9}", i == j                              ? std::string("-")
+                                  : l && l->ahead && l->floor_gbs > 0 ? fmt::format(">={:.0f}", l->floor_gbs * 1000)
+                                  : l && l->ahead                     ? std::string("ahead")
+                                  : !l || l->gbs <= 0                 ? std::string("failed")
+                                                                      : fmt::format("{:.0f}", l->gbs * 1000));
     }
     out += "\n";
   }
-  out += "(ahead: the data was always there before the receiver waited for it, too fast to time)\n\n";
+  out +=
+      "(>=N, ahead: the data was always there before the receiver waited for it, too fast to time; N is the "
+      "pair's end-to-end rate, which the link carried at least)\n\n";
   if (findings.empty()) out += "no slow or failed link\n";
   for (const auto& f : findings)
     out += "problem: " + f + "\n";
@@ -348,6 +355,7 @@ json to_json(const LinkcheckReport& r, const std::vector<std::string>& findings)
     json one = {{"from", l.from}, {"to", l.to}, {"gbs", l.gbs}, {"transport", l.transport}};
     if (l.nominal_gbs > 0) one["nominal_gbs"] = l.nominal_gbs;
     if (l.ahead) one["ahead"] = true;
+    if (l.floor_gbs > 0) one["floor_gbs"] = l.floor_gbs;
     if (!l.error.empty()) one["error"] = l.error;
     links.push_back(std::move(one));
   }

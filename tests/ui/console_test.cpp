@@ -364,6 +364,22 @@ void ConsoleTest::historyKeepsOpensAndCompares() {
               .startsWith("all_reduce 256K..1M int32 max"));
   QCOMPARE(console.history.data(console.history.index(0, RunHistory::rows_column), Qt::DisplayRole).toInt(), 3);
   const int rows_before = console.run.results.rowCount();
+  // At 1366x768 the History tab shows when, what, the verdict and its
+  // busbw without scrolling; the run id is in the row's tooltip.
+  window.resize(1366, 768);
+  window.tabs()->setCurrentIndex(MainWindow::tab_named("History"));
+  window.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&window));
+  auto* runs = window.findChild<QTableView*>("historyRuns");
+  QVERIFY(runs);
+  for (const int column :
+       {RunHistory::started_column, RunHistory::what_column, RunHistory::result_column, RunHistory::busbw_column}) {
+    const int right = runs->columnViewportPosition(column) + runs->columnWidth(column);
+    QVERIFY2(
+        right <= runs->viewport()->width(),
+        qPrintable(QString("column %1 ends at %2 of %3 px").arg(column).arg(right).arg(runs->viewport()->width())));
+  }
+  QVERIFY(console.history.index(0, RunHistory::busbw_column).data(Qt::ToolTipRole).toString().contains(ids[1]));
 
   // Reopening the older run replays it into every panel.
   auto* panel = window.findChild<HistoryPanel*>();
@@ -1337,7 +1353,9 @@ void ConsoleTest::linksHeatmapFromACheckAndFromARun() {
       QVERIFY2(m.cell(from, to).measured, qPrintable(m.index(from, to).data(Qt::ToolTipRole).toString()));
       QCOMPARE(m.cell(from, to).transport, QString("SOCKET"));
       QVERIFY(m.index(from, to).data(Qt::BackgroundRole).value<QColor>().isValid());
-      QVERIFY(!m.index(from, to).data().toString().isEmpty());
+      // A number, also for a link ahead of its reader (what it carried at least).
+      QVERIFY2(m.index(from, to).data().toString().contains(QRegularExpression("[0-9]")),
+               qPrintable(m.index(from, to).data().toString()));
     }
   }
   QVERIFY2(m.summary().contains("3 nodes") && m.summary().contains("6 of 6 links measured"), qPrintable(m.summary()));
@@ -1348,7 +1366,15 @@ void ConsoleTest::linksHeatmapFromACheckAndFromARun() {
   QVERIFY(Console::replay(RINGMASTER_TEST_DATA_DIR "/console/run-2-agents-4-ranks.jsonl", replayed) > 0);
   QVERIFY(!replayed.links().empty());
   std::vector<std::pair<int, ringmaster::agent::events::Links>> links = replayed.links();
-  console.links.set_run(replayed.run_id(), replayed.world_size(), links, replayed.slow_links());
+  console.links.set_run(replayed.run_id(), replayed.world_size(), links, replayed.slow_links(),
+                        replayed.results.best_busbw());
+  for (int from = 0; from < 4; ++from) {
+    for (int to = 0; to < 4; ++to) {
+      if (from == to || !m.cell(from, to).measured) continue;
+      QVERIFY2(m.index(from, to).data().toString().contains(QRegularExpression("[0-9]")),
+               qPrintable(m.index(from, to).data().toString()));
+    }
+  }
   QCOMPARE(m.rowCount(), 4);
   QCOMPARE(m.kind(), QString("rank"));
   QVERIFY2(m.summary().startsWith("Run " + replayed.run_id() + ": 4 ranks"), qPrintable(m.summary()));

@@ -80,7 +80,7 @@ Console::Console(QObject* parent) : QObject(parent), recording_(std::make_shared
     std::fprintf(stderr, "ringmaster: history: %s\n", qPrintable(error));
   connect(&run, &RunState::finished, this, [this] {
     if (!run.links().empty() && !linkcheck_running_) {
-      links.set_run(run.run_id(), run.world_size(), run.links(), run.slow_links());
+      links.set_run(run.run_id(), run.world_size(), run.links(), run.slow_links(), run.results.best_busbw());
     }
     if (pending_what_.isEmpty()) return;
     QString error;

@@ -208,7 +208,10 @@ int RunHistory::columnCount(const QModelIndex& parent) const {
 QVariant RunHistory::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= rowCount() || index.column() >= column_count) return {};
   const Row& r = rows_[static_cast<std::size_t>(index.row())];
-  if (role == Qt::ToolTipRole) return r.problems.isEmpty() ? r.what : r.what + "\n" + r.problems;
+  if (role == Qt::ToolTipRole) {
+    const QString what = r.what + " (run " + r.run_id + ")";
+    return r.problems.isEmpty() ? what : what + "\n" + r.problems;
+  }
   if (role == Qt::ForegroundRole && index.column() == result_column)
     return r.ok ? QColor(0x2e, 0x7d, 0x32) : QColor(0xc6, 0x28, 0x28);
   if (role != Qt::DisplayRole) return {};

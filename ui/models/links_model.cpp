@@ -85,7 +85,9 @@ QVariant LinksModel::data(const QModelIndex& index, int role) const {
   if (from == to) return {};
   switch (role) {
     case Qt::DisplayRole:
-      if (c.ahead) return QString("ahead");
+      // A number always: a link ahead of its reader shows what it carried
+      // at least, marked "≥".
+      if (c.ahead) return c.floor_gbs > 0 ? QString("\u2265") + rate_text(c.floor_gbs) : QString("ahead");
       if (c.gbs > 0) return rate_text(c.gbs);
       return c.error.isEmpty() ? QString() : QString("failed");
     case Qt::BackgroundRole: {
@@ -115,6 +117,11 @@ QVariant LinksModel::data(const QModelIndex& index, int role) const {
         }
       } else if (c.ahead) {
         text += ": every transfer was there before its reader asked (faster than it can be timed here)";
+        if (c.floor_gbs > 0) {
+          text += QString("; it carried at least %1 (%2)")
+                      .arg(rate_text(c.floor_gbs))
+                      .arg(kind_ == "node" ? "the pair's end-to-end rate" : "the run's best busbw");
+        }
       } else if (!c.error.isEmpty()) {
         text += ": " + c.error;
       }
@@ -165,6 +172,7 @@ void LinksModel::set_linkcheck(const agent::LinkcheckReport& report, const std::
     Cell& c = cells_[static_cast<std::size_t>(l.from)][static_cast<std::size_t>(l.to)];
     c.gbs = l.gbs;
     c.ahead = l.ahead;
+    c.floor_gbs = l.floor_gbs;
     c.measured = l.gbs > 0 || l.ahead;
     c.transport = QString::fromStdString(l.transport);
     c.error = QString::fromStdString(l.error);
@@ -186,7 +194,8 @@ void LinksModel::set_linkcheck(const agent::LinkcheckReport& report, const std::
 }
 
 void LinksModel::set_run(const QString& run_id, int world,
-                         const std::vector<std::pair<int, agent::events::Links>>& links, const QStringList& slow) {
+                         const std::vector<std::pair<int, agent::events::Links>>& links, const QStringList& slow,
+                         double floor_gbs) {
   QStringList names;
   for (int r = 0; r < world; ++r)
     names << QString("rank %1").arg(r);
@@ -200,6 +209,7 @@ void LinksModel::set_run(const QString& run_id, int world,
       Cell& c = cells_[static_cast<std::size_t>(l.from)][static_cast<std::size_t>(to)];
       c.gbs = l.gbs.value_or(0);
       c.ahead = !l.gbs && l.ahead > 0;
+      c.floor_gbs = c.ahead ? floor_gbs : 0;
       c.measured = c.gbs > 0 || c.ahead;
       c.transport = QString::fromStdString(l.transport);
       measured += c.measured ? 1 : 0;

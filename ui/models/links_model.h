@@ -24,6 +24,9 @@ class LinksModel : public QAbstractTableModel {
     bool measured = false;  // a figure, or ahead
     double gbs = 0;         // 0 when not measured or ahead
     bool ahead = false;     // data was always there before its reader: too fast to time here
+    // For a link ahead of its reader: a rate it carried at least (the
+    // check's end-to-end pair rate, the run's best busbw); 0: not known.
+    double floor_gbs = 0;
     QString transport;
     QString error;           // why not measured (a link check's)
     double nominal_gbs = 0;  // what the two ends' NICs carry, when known (a link check's)
@@ -36,9 +39,10 @@ class LinksModel : public QAbstractTableModel {
 
   void set_linkcheck(const agent::LinkcheckReport& report, const std::vector<std::string>& findings);
   // A run's links events (receiving rank, its event) over `world` ranks,
-  // with the links the run found slow.
+  // with the links the run found slow; `floor_gbs`, the run's best busbw,
+  // is what a link ahead of its reader carried at least.
   void set_run(const QString& run_id, int world, const std::vector<std::pair<int, agent::events::Links>>& links,
-               const QStringList& slow);
+               const QStringList& slow, double floor_gbs = 0);
   void clear();
 
   const Cell& cell(int from, int to) const;

@@ -1,6 +1,8 @@
 // results_model
 #include "models/results_model.h"
 
+#include <algorithm>
+
 #include "models/text.h"
 
 namespace ringmaster::ui {
@@ -103,7 +105,7 @@ std::vector<std::pair<double, double>> ResultsModel::busbw_points(bool in_place)
 void ResultsModel::clear() {
   beginResetModel();
   rows_.clear();
-  busbw_sum_ = 0;
+  busbw_sum_ = best_busbw_ = 0;
   busbw_n_ = seen_ = 0;
   endResetModel();
 }
@@ -123,6 +125,7 @@ void ResultsModel::add(const agent::events::Result& result) {
   endInsertRows();
   ++seen_;
   busbw_sum_ += result.out_of_place.busbw;
+  best_busbw_ = std::max(best_busbw_, result.out_of_place.busbw);
   ++busbw_n_;
   if (result.in_place) {
     busbw_sum_ += result.in_place->busbw;

@@ -29,7 +29,8 @@ class ResultsModel : public QAbstractTableModel {
   const agent::events::Result& row(int r) const { return rows_.at(static_cast<std::size_t>(r)); }
   double average_busbw() const { return busbw_n_ ? busbw_sum_ / static_cast<double>(busbw_n_) : 0; }
   static constexpr int kRows = 20'000;
-  long long rows_seen() const { return seen_; }  // all the rows, those left out too
+  double best_busbw() const { return best_busbw_; }  // over all rows, out of place
+  long long rows_seen() const { return seen_; }      // all the rows, those left out too
   // The table as shown (header line, then a line per row), and the rows
   // as the ranks sent them (a JSON array).
   QString to_csv() const;
@@ -39,7 +40,7 @@ class ResultsModel : public QAbstractTableModel {
 
  private:
   std::deque<agent::events::Result> rows_;
-  double busbw_sum_ = 0;
+  double busbw_sum_ = 0, best_busbw_ = 0;
   long long busbw_n_ = 0, seen_ = 0;
 };
 

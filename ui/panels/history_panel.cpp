@@ -1,5 +1,7 @@
 #include "panels/history_panel.h"
 
+#include <iterator>
+
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QItemSelectionModel>
@@ -35,9 +37,31 @@ HistoryPanel::HistoryPanel(Console& console, QWidget* parent) : QWidget(parent),
   runs_->setModel(&console_.history);
   runs_->setSelectionBehavior(QAbstractItemView::SelectRows);
   runs_->setSelectionMode(QAbstractItemView::ExtendedSelection);
-  runs_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  runs_->horizontalHeader()->setStretchLastSection(true);
   runs_->verticalHeader()->setVisible(false);
+  // At 1366 px the decisive columns first (when, what, the verdict and
+  // its busbw); the run id and "What", which can be long, capped and
+  // elided in the middle, their whole text in the row's tooltip.
+  {
+    auto* header = runs_->horizontalHeader();
+    header->setSectionResizeMode(QHeaderView::Interactive);
+    header->setStretchLastSection(true);
+    runs_->setTextElideMode(Qt::ElideMiddle);
+    runs_->setWordWrap(false);
+    const int order[] = {RunHistory::started_column, RunHistory::what_column, RunHistory::result_column,
+                         RunHistory::busbw_column,   RunHistory::rows_column, RunHistory::ranks_column,
+                         RunHistory::kind_column,    RunHistory::run_column};
+    for (int to = 0; to < static_cast<int>(std::size(order)); ++to)
+      header->moveSection(header->visualIndex(order[to]), to);
+    auto fit = [this] {
+      runs_->resizeColumnsToContents();
+      auto* h = runs_->horizontalHeader();
+      h->resizeSection(RunHistory::what_column, std::min(h->sectionSize(RunHistory::what_column), 320));
+      h->resizeSection(RunHistory::run_column, std::min(h->sectionSize(RunHistory::run_column), 180));
+    };
+    connect(&console_.history, &QAbstractItemModel::modelReset, this, fit);
+    connect(&console_.history, &QAbstractItemModel::rowsInserted, this, fit);
+    fit();
+  }
   comparison_ = new QTableWidget(0, 4);
   comparison_->setObjectName("historyComparison");
   comparison_->setAccessibleName("Comparison of the selected runs");
