@@ -43,11 +43,11 @@ struct LinkMeasure {
   // Data moved, but always before the receiver waited for it: faster than
   // it could be timed, so not slow (gbs stays 0).
   bool ahead = false;
+  std::string error;       // why not measured
+  double nominal_gbs = 0;  // the slower of the two ends' NIC speeds; 0 when either is not known
   // For a link ahead of its reader: the pair's end-to-end rate (its best
   // sendrecv row), which the link carried at least; 0 when not known.
   double floor_gbs = 0;
-  std::string error;       // why not measured
-  double nominal_gbs = 0;  // the slower of the two ends' NIC speeds; 0 when either is not known
 };
 
 // The network device that holds a node's address, from its agent's
