@@ -415,13 +415,9 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
 void MainWindow::lay_out_agents_table() {
   auto* header = agents_view_->horizontalHeader();
   header->setStretchLastSection(false);
-  agents_view_->setTextElideMode(Qt::ElideMiddle);
-  agents_view_->setWordWrap(false);
-  const int order[] = {AgentsModel::address_column, AgentsModel::state_column,    AgentsModel::rtt_column,
-                       AgentsModel::faults_column,  AgentsModel::topology_column, AgentsModel::host_column,
-                       AgentsModel::version_column, AgentsModel::origin_column};
-  for (int to = 0; to < static_cast<int>(std::size(order)); ++to)
-    header->moveSection(header->visualIndex(order[to]), to);
+  put_columns_first(agents_view_, {AgentsModel::address_column, AgentsModel::state_column, AgentsModel::rtt_column,
+                                   AgentsModel::faults_column, AgentsModel::topology_column, AgentsModel::host_column,
+                                   AgentsModel::version_column, AgentsModel::origin_column});
   auto fit = [this] {
     auto* h = agents_view_->horizontalHeader();
     const QFontMetrics fm(agents_view_->font());

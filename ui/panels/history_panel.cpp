@@ -1,6 +1,6 @@
 #include "panels/history_panel.h"
+#include "panels/table_columns.h"
 
-#include <iterator>
 
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -45,13 +45,9 @@ HistoryPanel::HistoryPanel(Console& console, QWidget* parent) : QWidget(parent),
     auto* header = runs_->horizontalHeader();
     header->setSectionResizeMode(QHeaderView::Interactive);
     header->setStretchLastSection(true);
-    runs_->setTextElideMode(Qt::ElideMiddle);
-    runs_->setWordWrap(false);
-    const int order[] = {RunHistory::started_column, RunHistory::what_column, RunHistory::result_column,
-                         RunHistory::busbw_column,   RunHistory::rows_column, RunHistory::ranks_column,
-                         RunHistory::kind_column,    RunHistory::run_column};
-    for (int to = 0; to < static_cast<int>(std::size(order)); ++to)
-      header->moveSection(header->visualIndex(order[to]), to);
+    put_columns_first(runs_, {RunHistory::started_column, RunHistory::what_column, RunHistory::result_column,
+                              RunHistory::busbw_column, RunHistory::rows_column, RunHistory::ranks_column,
+                              RunHistory::kind_column, RunHistory::run_column});
     auto fit = [this] {
       runs_->resizeColumnsToContents();
       auto* h = runs_->horizontalHeader();

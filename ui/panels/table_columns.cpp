@@ -33,4 +33,13 @@ void fit_columns_when_rows_change(QTableView* view, std::function<QString(int co
   fit->start();
 }
 
+void put_columns_first(QTableView* view, std::initializer_list<int> order) {
+  view->setTextElideMode(Qt::ElideMiddle);
+  view->setWordWrap(false);
+  auto* header = view->horizontalHeader();
+  int to = 0;
+  for (const int column : order)
+    header->moveSection(header->visualIndex(column), to++);
+}
+
 }  // namespace ringmaster::ui

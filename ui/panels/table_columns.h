@@ -1,6 +1,8 @@
 // Table columns sized when rows come or go, not at every change of a value.
 #pragma once
 
+#include <initializer_list>
+
 #include <QString>
 #include <functional>
 
@@ -19,5 +21,9 @@ namespace ringmaster::ui {
 // text it may show later, e.g. "888.88 Mb/s": its column is never
 // narrower. Call after the view's model is set.
 void fit_columns_when_rows_change(QTableView* view, std::function<QString(int column)> widest = {});
+
+// A table for a narrow window: its columns shown in `order` (model column
+// numbers, the decisive first), text elided in the middle, one line a row.
+void put_columns_first(QTableView* view, std::initializer_list<int> order);
 
 }  // namespace ringmaster::ui
