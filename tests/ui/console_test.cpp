@@ -136,6 +136,7 @@ class ConsoleTest : public QObject {
   void localAgentsEndWithTheConsole();
   void gpuNodesFitAndNameEveryDevice();
   void ringsDrawnThroughGpusAndNicsOfDeclaredNodes();
+  void pathsRouteAroundEveryLabel();
   void layoutFitsALaptopAndUsesA4kScreen();
   void timelineOfThousandsOfRanksDrillsIntoANode();
   void bandwidthOfThousandsOfRanksOpensOnTheRunsTotal();
@@ -505,6 +506,24 @@ void ConsoleTest::sweepOverTwoLocalAgents() {
   QCOMPARE(static_cast<int>(segments.size()), 4 * static_cast<int>(stage_names().size()));
   for (const auto& s : segments)
     QVERIFY(window.timeline()->plot_area().adjusted(-1, -1, 1, 1).contains(s.rect));
+  // The axis fits the run, however short (this init takes about a
+  // second): the last stage to end reaches the plot's right edge and the
+  // first begins at its left, never a sliver on a fixed axis.
+  {
+    double left = 1e9, right = 0;
+    for (const auto& s : segments) {
+      left = std::min(left, s.rect.left());
+      right = std::max(right, s.rect.right());
+    }
+    const QRectF plot = window.timeline()->plot_area();
+    QVERIFY2(right >= plot.right() - 2 && left <= plot.left() + 2,
+             qPrintable(QString("segments span %1..%2 of %3..%4 for an init of %5 ms")
+                            .arg(left)
+                            .arg(right)
+                            .arg(plot.left())
+                            .arg(plot.right())
+                            .arg(console.run.timeline.span_ms())));
+  }
   QVERIFY(console.run.decisions.rowCount() >= 5);
   // The tuner's table for every size, the chosen candidate marked, with
   // the measured time beside it; LL128 a candidate (the ranks share
@@ -548,9 +567,9 @@ void ConsoleTest::sweepOverTwoLocalAgents() {
   QCOMPARE(with_trees.tree_edges.size(), std::size_t{2});
   for (const auto& edges : with_trees.tree_edges) {
     QCOMPARE(edges.size(), std::size_t{3});
-    for (const auto& [from, to] : edges) {
-      QVERIFY(from.y() > 300 && to.y() > 300);
-      QVERIFY(from != to);
+    for (const auto& e : edges) {
+      QVERIFY(e.from.y() > 300 && e.to.y() > 300);
+      QVERIFY(e.from != e.to);
     }
   }
   QVERIFY(with_trees.nodes[0].bottom() <= 300);
@@ -944,6 +963,48 @@ void ConsoleTest::keyboardAccessibilityAndPalette() {
   QVERIFY(rings->shown_detail().isEmpty());
   QTest::keyClick(rings, Qt::Key_Left);
   QCOMPARE(rings->selected_channel(), -1);
+  // The two trees told apart on screen: each edge ends in an arrowhead at
+  // the child, filled in its tree's colour; the trees' curves bend to
+  // either side, so on an edge both trees share their heads lie apart.
+  for (int t = 0; t < window.tabs()->count(); ++t) {
+    if (window.tabs()->widget(t)->isAncestorOf(rings)) window.tabs()->setCurrentIndex(t);
+  }
+  QApplication::processEvents();
+  {
+    const QImage shot = rings->grab().toImage();
+    const auto drawn = rings->current_layout();
+    QCOMPARE(drawn.tree_edges.size(), std::size_t{2});
+    for (int t = 0; t < 2; ++t) {
+      QCOMPARE(drawn.tree_edges[static_cast<std::size_t>(t)].size(), std::size_t{3});
+      for (const auto& e : drawn.tree_edges[static_cast<std::size_t>(t)]) {
+        QCOMPARE(e.head.size(), 3);
+        const QPointF centre = (e.head[0] + e.head[1] + e.head[2]) / 3;
+        const QColor seen = shot.pixelColor(centre.toPoint());
+        const QColor want = RingsView::tree_colour(t);
+        QVERIFY2(std::abs(seen.red() - want.red()) + std::abs(seen.green() - want.green()) +
+                         std::abs(seen.blue() - want.blue()) <
+                     60,
+                 qPrintable(QString("tree %1's arrowhead at (%2, %3) is %4, not %5")
+                                .arg(t)
+                                .arg(centre.x())
+                                .arg(centre.y())
+                                .arg(seen.name(), want.name())));
+        // The head points at the child's dot (its tip on the dot's rim).
+        double nearest = 1e9;
+        for (const auto& r : drawn.tree_ranks)
+          nearest = std::min(nearest, QLineF(r, e.to).length());
+        QVERIFY2(nearest < 14, qPrintable(QString::number(nearest)));
+      }
+    }
+    const auto& a = drawn.tree_edges[0];
+    const auto& b = drawn.tree_edges[1];
+    for (const auto& ea : a) {
+      for (const auto& eb : b) {
+        const QPointF ca = (ea.head[0] + ea.head[1] + ea.head[2]) / 3, cb = (eb.head[0] + eb.head[1] + eb.head[2]) / 3;
+        QVERIFY2(QLineF(ca, cb).length() >= 8, "two trees' arrowheads apart");
+      }
+    }
+  }
 
   // Topology: a declared p4d drawing; the arrows walk its devices and
   // Enter opens the device's row in the tree.
@@ -1923,6 +1984,58 @@ void ConsoleTest::gpuNodesFitAndNameEveryDevice() {
 // it (NIC c of 32, the p5's rdmap79s0, rdmap80s0, ...), entering and
 // leaving the node there, and the Live tab has a series per NIC the run's
 // channels went through; the rails view shows all 64 NICs, the rest idle.
+namespace {
+
+// The pixels of every label the drawing shows are the same with its path
+// drawn and without it (the same layout): no route, arrowhead, number or
+// name covers a label. Every hop between drawn devices is routed, and the
+// path is drawn somewhere.
+void verify_path_clear_of_labels(TopologyDrawing* drawing, const QString& what) {
+  const DevicePath path = drawing->path();
+  QApplication::processEvents();
+  const QImage with = drawing->grab().toImage();
+  DevicePath none;
+  none.title = path.title;
+  drawing->set_path(none);
+  const QImage without = drawing->grab().toImage();
+  drawing->set_path(path);
+  QCOMPARE(with.size(), without.size());
+  QVERIFY2(with != without, qPrintable(what + ": the path is drawn"));
+  int labels = 0;
+  for (int b = 0; b < static_cast<int>(drawing->boxes().size()); ++b) {
+    const QRect r = drawing->label_on_screen(b).toAlignedRect() & drawing->drawing_area().toAlignedRect();
+    if (r.isEmpty()) continue;
+    ++labels;
+    for (int y = r.top(); y <= r.bottom(); ++y) {
+      for (int x = r.left(); x <= r.right(); ++x) {
+        if (with.pixel(x, y) == without.pixel(x, y)) continue;
+        if (qEnvironmentVariableIsSet("RINGMASTER_TEST_SAVE")) {
+          with.save(qEnvironmentVariable("RINGMASTER_TEST_SAVE") + "-covered.png");
+          without.save(qEnvironmentVariable("RINGMASTER_TEST_SAVE") + "-uncovered.png");
+          qDebug() << "label" << drawing->label_on_screen(b);
+          for (const auto& route : drawing->routes())
+            qDebug() << "route" << route;
+        }
+        QFAIL(qPrintable(QString("%1: the path covers the label \"%2\" at (%3, %4)")
+                             .arg(what, QString(drawing->boxes()[static_cast<std::size_t>(b)].label).replace('\n', ' '))
+                             .arg(x)
+                             .arg(y)));
+      }
+    }
+  }
+  QVERIFY(labels > 0);
+  QCOMPARE(drawing->routes().size(), path.hops.size());
+  for (std::size_t i = 0; i < path.hops.size(); ++i) {
+    const auto& hop = path.hops[i];
+    const bool drawn = (drawing->box_of(hop.from) >= 0 || hop.from.kind == DevicePath::End::Kind::away) &&
+                       (drawing->box_of(hop.to) >= 0 || hop.to.kind == DevicePath::End::Kind::away);
+    if (drawn)
+      QVERIFY2(drawing->routes()[i].size() >= 2, qPrintable(QString("%1: hop %2 routed").arg(what).arg(i + 1)));
+  }
+}
+
+}  // namespace
+
 void ConsoleTest::ringsDrawnThroughGpusAndNicsOfDeclaredNodes() {
   const QString file = RINGMASTER_TOPOLOGY_DIR "/p5.48xl-topo.xml";
   const auto p5 = ringmaster::topo::Topology::load_file(file.toStdString());
@@ -1997,11 +2110,13 @@ void ConsoleTest::ringsDrawnThroughGpusAndNicsOfDeclaredNodes() {
     used.insert({1, device(plan.rings[static_cast<std::size_t>(c)].nic[1])});
   }
   view->show_path(0);
+  verify_path_clear_of_labels(drawing, "channel 0's ring");
   if (qEnvironmentVariableIsSet("RINGMASTER_TEST_SAVE"))
     window.grab().save(qEnvironmentVariable("RINGMASTER_TEST_SAVE") + "-ring.png");
   // The trees too: tree 0 reaches this node's GPUs.
   view->show_path(-1, 0);
   QVERIFY2(!drawing->path().hops.empty(), qPrintable(drawing->path().why_empty));
+  verify_path_clear_of_labels(drawing, "tree 0");
   QCOMPARE(window.width(), 1600);
   // Per NIC: a series for each NIC a channel went through, and no other.
   std::set<std::pair<int, QString>> series;
@@ -2029,6 +2144,62 @@ void ConsoleTest::ringsDrawnThroughGpusAndNicsOfDeclaredNodes() {
     window.grab().save(qEnvironmentVariable("RINGMASTER_TEST_SAVE") + "-rails.png");
   }
   window.bandwidth()->set_mode(BandwidthChart::Mode::per_channel);
+}
+
+// Paths through every GPU and a NIC of real nodes (declared AWS files and
+// hwloc's own exports), at a laptop's size and larger: routed around
+// every box and header, no label covered (compared pixel by pixel with
+// the drawing without the path), the hops' numbers clear of labels.
+void ConsoleTest::pathsRouteAroundEveryLabel() {
+  const std::vector<QString> files = {RINGMASTER_TOPOLOGY_DIR "/p4d-24xl-topo.xml",
+                                      RINGMASTER_TOPOLOGY_DIR "/p5.48xl-topo.xml",
+                                      RINGMASTER_TEST_DATA_DIR "/node-files/hwloc-power8gpudistances.xml",
+                                      RINGMASTER_TEST_DATA_DIR "/node-files/hwloc-nvidiaDGX2.xml"};
+  for (const QString& file : files) {
+    const auto topology = ringmaster::topo::Topology::load_file(file.toStdString());
+    const auto json = nlohmann::json::parse(topology.to_json());
+    int gpus = 0, nics = 0;
+    for (const auto& n : json["nodes"]) {
+      if (n.value("kind", "") == "gpu") gpus = std::max(gpus, n.value("index", -1) + 1);
+      if (n.value("kind", "") == "nic") nics = std::max(nics, n.value("index", -1) + 1);
+    }
+    QVERIFY2(gpus >= 2, qPrintable(file));
+    using End = DevicePath::End;
+    DevicePath ring;
+    ring.title = "a ring through every GPU";
+    if (nics > 0) {  // in from another node by the first NIC
+      ring.hops.push_back({End{End::Kind::away, 1, "agent 1 · rank 15"}, End{End::Kind::nic, 0, {}}, "NET"});
+      ring.hops.push_back({End{End::Kind::nic, 0, {}}, End{End::Kind::gpu, 0, {}}, "rank 0"});
+    }
+    for (int g = 0; g + 1 < gpus; ++g)
+      ring.hops.push_back({End{End::Kind::gpu, g, {}}, End{End::Kind::gpu, g + 1, {}}, "P2P"});
+    if (nics > 0) {  // out by the last
+      ring.hops.push_back({End{End::Kind::gpu, gpus - 1, {}}, End{End::Kind::nic, nics - 1, {}}, "NET"});
+      ring.hops.push_back({End{End::Kind::nic, nics - 1, {}}, End{End::Kind::away, 1, "agent 1 · rank 8"}, "NET"});
+    }
+    for (const QSize size : {QSize(900, 560), QSize(1366, 768), QSize(1600, 1000)}) {
+      TopologyView view;
+      view.resize(size);
+      view.show_topology(QFileInfo(file).fileName(), json);
+      view.show();
+      QVERIFY(QTest::qWaitForWindowExposed(&view));
+      TopologyDrawing* drawing = view.drawing();
+      drawing->set_path(ring);
+      const QString what = QString("%1 at %2x%3").arg(QFileInfo(file).fileName()).arg(size.width()).arg(size.height());
+      verify_path_clear_of_labels(drawing, what);
+      if (QTest::currentTestFailed()) return;
+      // Zoomed in about a GPU, the labels in view stay clear too.
+      const int first_gpu = drawing->box_of(End{End::Kind::gpu, 0, {}});
+      QVERIFY(first_gpu >= 0);
+      drawing->set_zoom(3, drawing->on_screen(first_gpu).center());
+      verify_path_clear_of_labels(drawing, what + ", zoomed");
+      if (QTest::currentTestFailed()) return;
+      if (qEnvironmentVariableIsSet("RINGMASTER_TEST_SAVE") && size.width() == 1366) {
+        drawing->set_zoom(1, {});
+        view.grab().save(qEnvironmentVariable("RINGMASTER_TEST_SAVE") + "-path-" + QFileInfo(file).baseName() + ".png");
+      }
+    }
+  }
 }
 
 // The window at a laptop's 1366x768 and on a 4K screen with 16 agents of

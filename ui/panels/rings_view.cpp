@@ -11,6 +11,8 @@ namespace ringmaster::ui {
 
 namespace {
 
+constexpr double kDot = 11;  // a rank's dot's radius
+
 // One box per agent across `area`, its ranks spread along the middle.
 void place(const std::vector<int>& placement, const QRectF& area, std::vector<QRectF>& boxes,
            std::vector<QPointF>& ranks) {
@@ -51,12 +53,25 @@ RingsLayout layout_rings(const std::vector<int>& placement, const std::vector<st
     place(placement, QRectF(area.left(), area.center().y(), area.width(), area.height() / 2), out.tree_nodes,
           out.tree_ranks);
     for (std::size_t t = 0; t < trees.size(); ++t) {
-      std::vector<std::pair<QPointF, QPointF>> edges;
-      const QPointF shift(0, t % 2 ? 5 : -5);  // the two trees side by side on shared edges
+      std::vector<RingsLayout::TreeEdge> edges;
+      const double side = t % 2 ? 1 : -1;  // tree 0 above its edges, tree 1 below
       for (std::size_t r = 0; r < trees[t].size() && r < out.tree_ranks.size(); ++r) {
         const int up = trees[t][r];
         if (up < 0 || up >= static_cast<int>(out.tree_ranks.size())) continue;
-        edges.emplace_back(out.tree_ranks[static_cast<std::size_t>(up)] + shift, out.tree_ranks[r] + shift);
+        const QPointF parent = out.tree_ranks[static_cast<std::size_t>(up)];
+        const QPointF child = out.tree_ranks[r];
+        const QPointF control = (parent + child) / 2 + QPointF(0, side * (18 + std::abs(child.x() - parent.x()) / 6));
+        // From the rim of one dot to the rim of the other, along the curve.
+        const auto rim = [](QPointF centre, QPointF toward) {
+          const QLineF l(centre, toward);
+          return l.length() < 1e-9 ? centre : l.pointAt((kDot + 1) / l.length());
+        };
+        RingsLayout::TreeEdge e{rim(parent, control), control, rim(child, control), {}};
+        const QLineF tangent(control, e.to);
+        const double angle = std::atan2(-tangent.dy(), tangent.dx());
+        e.head << e.to << e.to - QPointF(std::cos(angle - 0.45) * 10, -std::sin(angle - 0.45) * 10)
+               << e.to - QPointF(std::cos(angle + 0.45) * 10, -std::sin(angle + 0.45) * 10);
+        edges.push_back(e);
       }
       out.tree_edges.push_back(std::move(edges));
     }
@@ -73,6 +88,14 @@ RingsLayout layout_rings(const std::vector<int>& placement, const std::vector<st
     out.channel_paths.push_back(std::move(path));
   }
   return out;
+}
+
+RingsLayout RingsView::current_layout() const {
+  return layout_rings(run_.placement(), run_.rings(), QRectF(rect()).adjusted(12, 12, -12, -12), run_.trees());
+}
+
+QColor RingsView::tree_colour(int t) {
+  return t % 2 ? QColor(0x8d, 0x6e, 0x63) : QColor(0x00, 0x83, 0x8f);
 }
 
 RingsView::RingsView(const RunState& run, QWidget* parent) : QWidget(parent), run_(run) {
@@ -151,8 +174,7 @@ void RingsView::paintEvent(QPaintEvent*) {
     p.drawText(rect(), Qt::AlignCenter, "The rings of each channel appear here once a run is connected.");
     return;
   }
-  const auto layout =
-      layout_rings(run_.placement(), run_.rings(), QRectF(rect()).adjusted(12, 12, -12, -12), run_.trees());
+  const auto layout = current_layout();
   p.setPen(QPen(palette().color(QPalette::Mid), 1));
   for (std::size_t n = 0; n < layout.nodes.size(); ++n) {
     p.setBrush(palette().alternateBase());
@@ -169,20 +191,25 @@ void RingsView::paintEvent(QPaintEvent*) {
                QString("agent %1 — trees").arg(n));
     p.setPen(QPen(palette().color(QPalette::Mid), 1));
   }
-  // Trees: tree 0 solid teal, tree 1 dashed brown, parent to child.
-  static const QColor tree_colors[] = {QColor(0x00, 0x83, 0x8f), QColor(0x8d, 0x6e, 0x63)};
+  // Trees: tree 0 solid teal above its edges, tree 1 dashed brown below,
+  // parent to child.
   for (std::size_t t = 0; t < layout.tree_edges.size(); ++t) {
-    QPen pen(tree_colors[t % 2], 2, t % 2 ? Qt::DashLine : Qt::SolidLine);
-    p.setPen(pen);
-    p.setBrush(Qt::NoBrush);  // an arc is an open curve, not a filled chord
-    for (const auto& [from, to] : layout.tree_edges[t]) {
-      QPainterPath arc(from);
-      const QPointF mid = (from + to) / 2 + QPointF(0, (t % 2 ? 1 : -1) * (12 + std::abs(to.x() - from.x()) / 6));
-      arc.quadTo(mid, to);
+    const QColor colour = tree_colour(static_cast<int>(t));
+    for (const auto& e : layout.tree_edges[t]) {
+      p.setPen(QPen(colour, 2, t % 2 ? Qt::DashLine : Qt::SolidLine, Qt::FlatCap));
+      p.setBrush(Qt::NoBrush);  // an arc is an open curve, not a filled chord
+      QPainterPath arc(e.from);
+      arc.quadTo(e.control, e.to);
       p.drawPath(arc);
+      p.setPen(QPen(colour, 1));
+      p.setBrush(colour);
+      p.drawPolygon(e.head);
     }
-    p.drawText(QPointF(width() - 150, height() - 10 - 16.0 * static_cast<double>(t)),
-               QString("tree %1 (all_reduce)").arg(t));
+    p.setPen(colour);
+    const QString name = QString("tree %1 (all_reduce, parent → child)").arg(t);
+    p.drawText(
+        QPointF(width() - 16 - p.fontMetrics().horizontalAdvance(name), height() - 10 - 16.0 * static_cast<double>(t)),
+        name);
   }
   static const QColor colors[] = {QColor(0x1e, 0x88, 0xe5), QColor(0xe5, 0x39, 0x35), QColor(0x43, 0xa0, 0x47),
                                   QColor(0xfb, 0x8c, 0x00), QColor(0x8e, 0x24, 0xaa), QColor(0x00, 0x89, 0x7b)};
@@ -231,8 +258,9 @@ void RingsView::paintEvent(QPaintEvent*) {
   for (const auto* ranks : {&layout.ranks, &layout.tree_ranks}) {
     for (std::size_t r = 0; r < ranks->size(); ++r) {
       p.setBrush(QColor(0xff, 0xff, 0xff));
-      p.drawEllipse((*ranks)[r], 11, 11);
-      p.drawText(QRectF((*ranks)[r] - QPointF(11, 11), QSizeF(22, 22)), Qt::AlignCenter, QString::number(r));
+      p.drawEllipse((*ranks)[r], kDot, kDot);
+      p.drawText(QRectF((*ranks)[r] - QPointF(kDot, kDot), QSizeF(2 * kDot, 2 * kDot)), Qt::AlignCenter,
+                 QString::number(r));
     }
   }
   // The picked channel's ring, once Enter asked for it, on a band at the top.

@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <utility>
+#include "box_router.h"
 
 namespace ringmaster::ui {
 
@@ -27,6 +28,9 @@ constexpr double kLeafH = 48;
 constexpr int kGroupFrom = 3;  // alike neighbours collapsed from this many
 constexpr double kMostZoom = 12;
 constexpr double kLegend = 20;
+constexpr double kStrip = 22;  // above the legend: where a path leaves for or comes from another node
+constexpr double kBelow = kLegend + kStrip;
+constexpr double kLane = kPad / 2;  // a route keeps this far from boxes: the middle of the gap between two
 
 QString s(const json& j, const char* key) {
   const auto it = j.find(key);
@@ -40,6 +44,31 @@ QString attr(const json& n, const char* key) {
 bool is_container(const QString& kind) {
   return kind == "machine" || kind == "package" || kind == "host_bridge" || kind == "pci_switch" ||
          kind == "group_open";
+}
+
+// The font a box's label is drawn in: bold for what matters most.
+QFont label_font(const QFont& base, const QString& kind) {
+  QFont f = base;
+  f.setPointSizeF(8.5);
+  f.setBold(kind == "package" || kind == "machine" || kind == "gpu" || kind == "group");
+  return f;
+}
+
+// A container says what it is on one line at its top, cut to its width;
+// a device says it in the middle, wrapped.
+QRectF label_area(const TopologyBox& b) {
+  return is_container(b.kind) ? b.rect.adjusted(6, 3, -4, 0) : b.rect.adjusted(3, 2, -3, -2);
+}
+int label_flags(const TopologyBox& b) {
+  return is_container(b.kind) ? Qt::AlignLeft | Qt::AlignTop : Qt::AlignCenter | Qt::TextWordWrap;
+}
+QString label_text(const TopologyBox& b, const QFontMetricsF& fm) {
+  return is_container(b.kind) ? fm.elidedText(b.label, Qt::ElideRight, label_area(b).width()) : b.label;
+}
+// Where the label's ink is, in drawing units.
+QRectF label_rect(const TopologyBox& b, const QFont& base) {
+  const QFontMetricsF fm(label_font(base, b.kind));
+  return fm.boundingRect(label_area(b), label_flags(b), label_text(b, fm));
 }
 
 QColor fill_of(const QString& kind) {
@@ -455,11 +484,15 @@ void TopologyDrawing::set_topology(const json& topology) {
 
 void TopologyDrawing::relayout() {
   const double aspect =
-      std::clamp(static_cast<double>(std::max(width(), 1)) / std::max(height() - kLegend, 1.0), 0.5, 6.0);
+      std::clamp(static_cast<double>(std::max(width(), 1)) / std::max(height() - kBelow, 1.0), 0.5, 6.0);
   const int selected_node = selected_ >= 0 ? boxes_[static_cast<std::size_t>(selected_)].node : -1;
   boxes_ = layout_topology(topology_, &size_, expanded_, aspect);
   laid_out_for_ = aspect;
+  label_rects_.clear();
+  for (const auto& b : boxes_)
+    label_rects_.push_back(label_rect(b, font()));
   index_devices();
+  route_path();
   selected_ = -1;
   for (std::size_t i = 0; i < boxes_.size() && selected_node >= 0; ++i) {
     if (boxes_[i].node == selected_node) selected_ = static_cast<int>(i);
@@ -469,20 +502,24 @@ void TopologyDrawing::relayout() {
 
 void TopologyDrawing::resizeEvent(QResizeEvent*) {
   if (topology_.is_null()) return;
-  const double aspect = static_cast<double>(std::max(width(), 1)) / std::max(height() - kLegend, 1.0);
+  const double aspect = static_cast<double>(std::max(width(), 1)) / std::max(height() - kBelow, 1.0);
   if (std::abs(std::log(aspect / laid_out_for_)) > 0.15) relayout();
+}
+
+QRectF TopologyDrawing::drawing_area() const {
+  return QRectF(0, 0, width(), std::max(0.0, height() - kBelow));
 }
 
 QTransform TopologyDrawing::to_widget() const {
   if (size_.width() <= 0 || size_.height() <= 0) return {};
-  // The legend takes the bottom kLegend pixels.
+  // The legend and the strip above it take the bottom kBelow pixels.
   // Fitted, but on a large screen no larger than twice the layout's
   // size: text twice the window's reads well from afar; more only
   // wastes the room (zoom is there for that).
-  const double fit = std::min({(width() - 8) / size_.width(), (height() - kLegend - 8) / size_.height(), 2.0});
+  const double fit = std::min({(width() - 8) / size_.width(), (height() - kBelow - 8) / size_.height(), 2.0});
   const double scale = std::max(1e-3, fit * zoom_);
   const double ox = (width() - size_.width() * scale) / 2 + pan_.x();
-  const double oy = (height() - kLegend - size_.height() * scale) / 2 + pan_.y();
+  const double oy = (height() - kBelow - size_.height() * scale) / 2 + pan_.y();
   return QTransform().translate(ox, oy).scale(scale, scale);
 }
 
@@ -628,6 +665,11 @@ void TopologyDrawing::wheelEvent(QWheelEvent* event) {
 bool TopologyDrawing::event(QEvent* e) {
   if (e->type() == QEvent::ToolTip) {
     auto* help = static_cast<QHelpEvent*>(e);
+    if (help->pos().y() >= height() - kBelow && help->pos().y() < height() - kLegend && path_.hops.empty() &&
+        !path_.why_empty.isEmpty()) {  // the strip says why the path is empty, maybe cut
+      QToolTip::showText(help->globalPos(), path_.title + ": " + path_.why_empty, this);
+      return true;
+    }
     const int i = box_at(help->pos());
     if (i >= 0 && !boxes_[static_cast<std::size_t>(i)].tooltip.isEmpty()) {
       QToolTip::showText(help->globalPos(), boxes_[static_cast<std::size_t>(i)].tooltip, this);
@@ -643,15 +685,52 @@ void TopologyDrawing::set_path(DevicePath path) {
   path_ = std::move(path);
   // The devices the path goes through are drawn one by one: a group
   // holding one of them opens.
+  bool opened = false;
   for (const auto& hop : path_.hops) {
     for (const auto* end : {&hop.from, &hop.to}) {
       const int b = box_of(*end);
       if (b < 0 || boxes_[static_cast<std::size_t>(b)].kind != "group") continue;
       expanded_.insert(boxes_[static_cast<std::size_t>(b)].members.front());
       relayout();
+      opened = true;
     }
   }
+  if (!opened) route_path();  // relayout routed it
   update();
+}
+
+void TopologyDrawing::route_path() {
+  routes_.assign(path_.hops.size(), {});
+  if (path_.hops.empty() || boxes_.empty()) return;
+  // What no route may cross: every device's box with its label, and the
+  // label of every container (its header).
+  std::vector<QRectF> obstacles;
+  for (std::size_t i = 0; i < boxes_.size(); ++i) {
+    const auto& b = boxes_[i];
+    // A header's text gets room beyond the lane: a route passes a box's
+    // border at the lane's width, text a little further off.
+    obstacles.push_back(is_container(b.kind) ? label_rects_[i].adjusted(-kPad / 2, -kPad / 2, kPad / 2, kPad / 2)
+                                             : b.rect.united(label_rects_[i]));
+  }
+  std::vector<int> ends;
+  for (const auto& hop : path_.hops) {
+    ends.push_back(box_of(hop.from));
+    ends.push_back(box_of(hop.to));
+  }
+  BoxRouter router(std::move(obstacles), QRectF(QPointF(0, 0), size_), ends, kLane);
+  for (std::size_t i = 0; i < path_.hops.size(); ++i) {
+    const auto& hop = path_.hops[i];
+    const int from = box_of(hop.from), to = box_of(hop.to);
+    const bool from_away = hop.from.kind == DevicePath::End::Kind::away;
+    const bool to_away = hop.to.kind == DevicePath::End::Kind::away;
+    if (from >= 0 && to >= 0) {
+      routes_[i] = router.route(from, to);
+    } else if (from_away && to >= 0) {
+      routes_[i] = router.route_to_strip(to, true);
+    } else if (to_away && from >= 0) {
+      routes_[i] = router.route_to_strip(from, false);
+    }
+  }
 }
 
 int TopologyDrawing::box_of(const DevicePath::End& end) const {
@@ -685,101 +764,139 @@ void TopologyDrawing::index_devices() {
 }
 
 void TopologyDrawing::paint_path(QPainter& p) {
-  if (path_.hops.empty()) {
-    if (!path_.why_empty.isEmpty()) {
-      const QRectF band(0, 0, width(), p.fontMetrics().height() * 2 + 8);
-      p.fillRect(band, palette().toolTipBase());
-      p.setPen(palette().toolTipText().color());
-      p.drawText(band.adjusted(8, 2, -8, -2), Qt::AlignLeft | Qt::AlignVCenter | Qt::TextWordWrap,
-                 path_.title + ": " + path_.why_empty);
-    }
-    return;
-  }
-  const QTransform t = to_widget();
-  // Where an end is drawn: its box's centre; an end on another node at
-  // the edge (left when the path comes from there, right when it goes),
-  // level with the hop's other end.
-  auto at = [&](const DevicePath::End& end) -> std::optional<QPointF> {
-    const int b = box_of(end);
-    if (b < 0) return std::nullopt;
-    return t.map(boxes_[static_cast<std::size_t>(b)].rect.center());
-  };
-  // An end on another node: just below the device the hop joins it at,
-  // left of its middle when the path comes from there, right when it goes.
-  auto away_at = [&](const DevicePath::End& partner, bool coming) {
-    const int b = box_of(partner);
-    if (b < 0) return QPointF(coming ? 14.0 : width() - 14.0, height() / 2.0);
-    const QRectF r = t.mapRect(boxes_[static_cast<std::size_t>(b)].rect);
-    return QPointF(std::clamp(r.center().x() + (coming ? -40.0 : 40.0), 40.0, width() - 40.0),
-                   std::min(r.bottom() + 26, height() - 24.0));
-  };
   const QColor colour(0xd8, 0x1b, 0x60);
   QFont small = font();
   small.setPointSizeF(8);
   p.setFont(small);
   const QFontMetricsF fm(small);
-  for (std::size_t i = 0; i < path_.hops.size(); ++i) {
+  // The strip between the drawing and the legend: the other nodes' ends.
+  const QRectF strip(0, height() - kBelow, width(), kStrip);
+  if (path_.hops.empty()) {
+    if (!path_.why_empty.isEmpty()) {
+      p.fillRect(strip, palette().toolTipBase());
+      p.setPen(palette().toolTipText().color());
+      p.drawText(strip.adjusted(8, 0, -8, 0), Qt::AlignLeft | Qt::AlignVCenter,
+                 fm.elidedText(path_.title + ": " + path_.why_empty, Qt::ElideRight, strip.width() - 16));
+    }
+    return;
+  }
+  const QTransform t = to_widget();
+  const QRectF view = QRectF(rect()).adjusted(-60, -30, 60, 30);
+  // Where the devices and the containers' labels are on screen: the
+  // numbers of the hops keep off them.
+  std::vector<QRectF> taken;
+  for (std::size_t b = 0; b < boxes_.size(); ++b) {
+    const QRectF on =
+        t.mapRect(is_container(boxes_[b].kind) ? label_rects_[b] : boxes_[b].rect.united(label_rects_[b]));
+    if (on.intersects(rect())) taken.push_back(on.adjusted(-1, -1, 1, 1));  // and the edges' smoothing
+  }
+  // The routes run in the middle of the gaps between boxes (kLane from
+  // each): drawn small, the line thins so that it stays in its lane.
+  const double scale = t.m11();
+  const double pen = std::clamp(2 * (kLane * scale - 1.0), 1.0, 2.5);
+  double next_pill = 2;  // the strip's pills side by side, left to right
+  for (std::size_t i = 0; i < path_.hops.size() && i < routes_.size(); ++i) {
     const auto& hop = path_.hops[i];
-    auto from = at(hop.from);
-    auto to = at(hop.to);
-    if (!from && !to) continue;
+    QPolygonF line = t.map(routes_[i]);
+    if (line.size() < 2) continue;
     const bool from_away = hop.from.kind == DevicePath::End::Kind::away;
     const bool to_away = hop.to.kind == DevicePath::End::Kind::away;
-    if (!from) from = from_away ? away_at(hop.to, true) : *to;
-    if (!to) to = to_away ? away_at(hop.from, false) : *from;
-    // A hop between two ends in one box (collapsed devices) loops out.
-    const QPointF mid = (*from + *to) / 2;
-    const double bend = QLineF(*from, *to).length() < 4 ? 24 : 10 + 4.0 * static_cast<double>(i % 3);
-    const QPointF control = mid + QPointF(bend, -bend);
-    // Zoomed in, most of a hop lies outside the view: the curve is drawn
-    // as 24 segments, only those in view (stroking whole curves thousands
-    // of pixels long made frames spike to 60 ms).
-    const QRectF view = QRectF(rect()).adjusted(-60, -30, 60, 30);
-    if (!QPolygonF({*from, control, *to}).boundingRect().intersects(view)) continue;
-    QVector<QLineF> segments;
-    QPointF last = *from;
-    for (int k = 1; k <= 24; ++k) {
-      const double t = k / 24.0;
-      const QPointF next = (1 - t) * (1 - t) * *from + 2 * (1 - t) * t * control + t * t * *to;
-      if (QRectF(last, next).normalized().adjusted(-3, -3, 3, 3).intersects(view)) segments.append(QLineF(last, next));
-      last = next;
+    // The end on another node goes on down into the strip, at its middle.
+    const double strip_y = strip.center().y();
+    if (from_away && line.front().y() < strip_y) line.prepend(QPointF(line.front().x(), strip_y));
+    if (to_away && line.back().y() < strip_y) line.append(QPointF(line.back().x(), strip_y));
+    // Round corners, and only the segments in view (zoomed in, most of a
+    // route is out of it).
+    QPainterPath curve(line.front());
+    for (int k = 1; k < line.size(); ++k) {
+      const QPointF corner = line[k];
+      if (k + 1 == line.size()) {
+        curve.lineTo(corner);
+        break;
+      }
+      const double r =
+          std::min({6.0, QLineF(line[k - 1], corner).length() / 2, QLineF(corner, line[k + 1]).length() / 2});
+      const QLineF in(corner, line[k - 1]), out(corner, line[k + 1]);
+      curve.lineTo(in.pointAt(r / std::max(in.length(), 1e-9)));
+      curve.quadTo(corner, out.pointAt(r / std::max(out.length(), 1e-9)));
     }
-    p.setPen(QPen(colour, 2.5, Qt::SolidLine, Qt::RoundCap, Qt::RoundJoin));
+    if (!curve.boundingRect().intersects(view)) continue;
+    p.setPen(QPen(colour, pen, Qt::SolidLine, Qt::FlatCap, Qt::RoundJoin));
     p.setBrush(Qt::NoBrush);
-    p.drawLines(segments);
-    // The arrowhead, along the curve's last tangent.
-    const QLineF tangent(control, *to);
-    const double angle = std::atan2(-tangent.dy(), tangent.dx());
-    const QPointF tip = *to;
-    QPolygonF head;
-    head << tip << tip - QPointF(std::cos(angle - 0.4) * 9, -std::sin(angle - 0.4) * 9)
-         << tip - QPointF(std::cos(angle + 0.4) * 9, -std::sin(angle + 0.4) * 9);
-    p.setBrush(colour);
-    p.drawPolygon(head);
-    // The hop's number on the curve, what carries it beside.
-    const QPointF on_curve = 0.25 * *from + 0.5 * control + 0.25 * *to;
-    const bool badge_in_view = view.contains(on_curve);
-    if (badge_in_view) {
+    p.drawPath(curve);
+    // The arrowhead, along the last segment, its tip on the box's border,
+    // no longer than the gap before the box is wide.
+    if (!to_away) {
+      const QLineF last(line[line.size() - 2], line.back());
+      const double angle = std::atan2(-last.dy(), last.dx());
+      const QPointF tip = line.back();
+      const double length = std::clamp(2 * kLane * scale - 0.5, 4.0, 9.0);
+      QPolygonF head;
+      head << tip << tip - QPointF(std::cos(angle - 0.45) * length, -std::sin(angle - 0.45) * length)
+           << tip - QPointF(std::cos(angle + 0.45) * length, -std::sin(angle + 0.45) * length);
+      p.setPen(QPen(colour, 1));
+      p.setBrush(colour);
+      p.drawPolygon(head);
+    }
+    // The hop's number (and what carries it) on its route where no label
+    // and no other number is: tried at the middle of each segment, the
+    // longest first, and along it.
+    const QString text = QString::number(i + 1);
+    const double text_w = hop.label.isEmpty() ? 0 : fm.horizontalAdvance(hop.label) + 6;
+    std::vector<int> order(static_cast<std::size_t>(line.size() - 1));
+    for (std::size_t k = 0; k < order.size(); ++k)
+      order[k] = static_cast<int>(k);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      return QLineF(line[a], line[a + 1]).length() > QLineF(line[b], line[b + 1]).length();
+    });
+    auto clear = [&](const QRectF& r) {
+      return drawing_area().contains(r) &&
+             std::none_of(taken.begin(), taken.end(), [&](const QRectF& o) { return o.intersects(r); });
+    };
+    std::optional<QPointF> badge;
+    bool with_text = false;
+    for (const bool want_text : {true, false}) {
+      for (int k : order) {
+        const QLineF seg(line[k], line[k + 1]);
+        if (seg.length() < 18) continue;
+        for (double f : {0.5, 0.3, 0.7, 0.15, 0.85}) {
+          const QPointF c = seg.pointAt(f);
+          const QRectF circle(c - QPointF(8, 8), QSizeF(16, 16));
+          const QRectF label(c + QPointF(10, -7), QSizeF(text_w, 14));
+          if (!clear(circle) || (want_text && text_w > 0 && !clear(label))) continue;
+          badge = c;
+          with_text = want_text && text_w > 0;
+          break;
+        }
+        if (badge) break;
+      }
+      if (badge) break;
+    }
+    if (badge) {
+      const QRectF circle(*badge - QPointF(8, 8), QSizeF(16, 16));
       p.setPen(Qt::white);
-      p.drawEllipse(on_curve, 8, 8);
-      p.drawText(QRectF(on_curve - QPointF(8, 8), QSizeF(16, 16)), Qt::AlignCenter, QString::number(i + 1));
+      p.setBrush(colour);
+      p.drawEllipse(circle);
+      p.drawText(circle, Qt::AlignCenter, text);
+      taken.push_back(circle);
+      if (with_text) {
+        const QRectF label(*badge + QPointF(10, -7), QSizeF(text_w, 14));
+        p.fillRect(label, QColor(255, 255, 255, 210));
+        p.setPen(colour.darker(130));
+        p.drawText(label, Qt::AlignCenter, hop.label);
+        taken.push_back(label);
+      }
     }
-    if (badge_in_view && !hop.label.isEmpty()) {
-      const QRectF text(on_curve + QPointF(10, -7), QSizeF(fm.horizontalAdvance(hop.label) + 6, 14));
-      p.fillRect(text, QColor(255, 255, 255, 210));
-      p.setPen(colour.darker(130));
-      p.drawText(text, Qt::AlignCenter, hop.label);
-    }
-    // The other node, named at the edge.
+    // The other node, named in the strip where the route meets it.
     for (const auto* end : {&hop.from, &hop.to}) {
       if (end->kind != DevicePath::End::Kind::away) continue;
-      const QPointF where = end == &hop.from ? *from : *to;
+      const QPointF where = end == &hop.from ? line.front() : line.back();
       const QString name = (end == &hop.from ? "from " : "to ") + end->text;
       const double w = fm.horizontalAdvance(name) + 10;
-      // Beside each other below the device: where it comes from on the
-      // left, where it goes on the right.
-      const QRectF pill(end == &hop.from ? std::max(2.0, where.x() - w) : std::min(where.x(), width() - w - 2),
-                        where.y() - 7, w, 15);
+      // Centred on the route, moved right of the pills before it.
+      const double x = std::clamp(std::max(where.x() - w / 2, next_pill), 2.0, std::max(2.0, width() - w - 2));
+      const QRectF pill(x, strip.center().y() - 7.5, w, 15);
+      next_pill = pill.right() + 4;
       p.setPen(colour);
       p.setBrush(QColor(0xfc, 0xe4, 0xec));
       p.drawRoundedRect(pill, 6, 6);
@@ -788,6 +905,7 @@ void TopologyDrawing::paint_path(QPainter& p) {
     }
   }
   // Named at the bottom right, on the legend's line.
+  p.setClipping(false);
   const QString title = QString("%1: %2 hops").arg(path_.title).arg(path_.hops.size());
   const double w = fm.horizontalAdvance(title) + 16;
   const QRectF band(width() - w - 4, height() - 19, w, fm.height() + 4);
@@ -805,15 +923,14 @@ void TopologyDrawing::paintEvent(QPaintEvent*) {
     return;
   }
   p.setRenderHint(QPainter::Antialiasing);
+  // Zoomed in, the drawing stops above the strip and the legend.
+  p.setClipRect(drawing_area());
   const QTransform transform = to_widget();
   p.setTransform(transform);
   // Zoomed in, most boxes are out of view: their text, laid out at the
   // zoom's size, cost the most of a frame.
   const QRectF view = transform.inverted().mapRect(QRectF(rect()));
-  QFont font = p.font();
-  font.setPointSizeF(8.5);
-  QFont bold = font;
-  bold.setBold(true);
+  const QFont base = font();
   for (const auto& b : boxes_) {
     if (!b.rect.intersects(view)) continue;
     p.setPen(QPen(b.declared ? QColor(0xe6, 0x51, 0x00) : QColor(0x60, 0x60, 0x60), b.declared ? 1.5 : 1,
@@ -825,15 +942,9 @@ void TopologyDrawing::paintEvent(QPaintEvent*) {
       p.drawLine(b.rect.topLeft() + QPointF(4, -3), b.rect.topRight() + QPointF(-2, -3));
     }
     p.setPen(Qt::black);
-    if (is_container(b.kind)) {
-      p.setFont(b.kind == "package" || b.kind == "machine" ? bold : font);
-      const QRectF header = b.rect.adjusted(6, 3, -4, 0);
-      p.drawText(header, Qt::AlignLeft | Qt::AlignTop,
-                 p.fontMetrics().elidedText(b.label, Qt::ElideRight, static_cast<int>(header.width())));
-    } else {
-      p.setFont(b.kind == "gpu" || b.kind == "group" ? bold : font);
-      p.drawText(b.rect.adjusted(3, 2, -3, -2), Qt::AlignCenter | Qt::TextWordWrap, b.label);
-    }
+    const QFont f = label_font(base, b.kind);
+    p.setFont(f);
+    p.drawText(label_area(b), label_flags(b), label_text(b, QFontMetricsF(f)));
   }
   if (selected_ >= 0 && selected_ < static_cast<int>(boxes_.size())) {
     p.setPen(QPen(palette().highlight().color(), hasFocus() ? 3 : 2, hasFocus() ? Qt::SolidLine : Qt::DotLine));
@@ -842,8 +953,10 @@ void TopologyDrawing::paintEvent(QPaintEvent*) {
   }
   // The legend and the path, in the view's own pixels.
   p.resetTransform();
+  p.setClipRect(QRectF(0, 0, width(), height() - kLegend));  // a path goes on into the strip
   paint_path(p);
-  p.setFont(QFont(font.family(), 8));
+  p.setClipping(false);
+  p.setFont(QFont(base.family(), 8));
   double x = 6;
   const double y = height() - 18;
   for (const auto& [kind, name] : std::vector<std::pair<QString, QString>>{{"gpu", "GPU"},

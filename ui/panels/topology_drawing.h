@@ -16,6 +16,7 @@
 // Geometry is computed apart from painting (layout_topology).
 #pragma once
 
+#include <QPolygonF>
 #include <QRectF>
 #include <QString>
 #include <QWidget>
@@ -71,11 +72,22 @@ class TopologyDrawing : public QWidget {
   // Collapses or expands the group of box `index`.
   void toggle_group(int index);
   // A ring's or tree's way through the node, drawn over it: numbered
-  // arrows between the GPUs and NICs it goes through, and to and from
-  // the edge where it goes to or comes from another node. An empty path
-  // draws nothing (its why_empty, if any, is said at the top).
+  // arrows between the GPUs and NICs it goes through, and to and from a
+  // strip below the drawing where it goes to or comes from another node.
+  // The arrows are routed around every box and header (BoxRouter), so no
+  // label is ever covered, and the numbers sit where no label is. An
+  // empty path draws nothing (its why_empty, if any, is said in the strip).
   void set_path(DevicePath path);
   const DevicePath& path() const { return path_; }
+  // Per hop of the path, its route in drawing units (empty: not drawn).
+  const std::vector<QPolygonF>& routes() const { return routes_; }
+  // Where the drawing is shown, in the widget's pixels: above the strip
+  // where paths meet other nodes and the legend.
+  QRectF drawing_area() const;
+  // Where box `index`'s label is drawn, in the widget's pixels.
+  QRectF label_on_screen(int index) const {
+    return to_widget().mapRect(label_rects_.at(static_cast<std::size_t>(index)));
+  }
   // The box a path's end is drawn at (an index into boxes()), -1 for an
   // end on another node or a device the drawing does not have.
   int box_of(const DevicePath::End& end) const;
@@ -103,6 +115,8 @@ class TopologyDrawing : public QWidget {
   void select(int box);
   void relayout();
   void paint_path(QPainter& p);
+  // Routes the path's hops around the boxes (routes_).
+  void route_path();
   // Rebuilds device_boxes_ from the boxes.
   void index_devices();
 
@@ -113,6 +127,8 @@ class TopologyDrawing : public QWidget {
   std::set<int> expanded_;
   int selected_ = -1;
   std::vector<TopologyBox> boxes_;
+  std::vector<QRectF> label_rects_;  // per box, in drawing units
+  std::vector<QPolygonF> routes_;    // per hop of path_
   QSizeF size_;
   double laid_out_for_ = 0;  // the aspect of the last layout
   double zoom_ = 1;
