@@ -287,7 +287,7 @@ int run_rank(const Config& config, const PerfSpec& spec, const CommOptions& base
   Placement mine{static_cast<std::int32_t>(::getpid()), {}};
   ::gethostname(mine.host, sizeof(mine.host) - 1);
   std::vector<Placement> placements(static_cast<std::size_t>(comm->size()));
-  comm->all_gather(&mine, placements.data(), sizeof(Placement), DataType::uint8).wait();
+  comm->unfiltered([&] { comm->all_gather(&mine, placements.data(), sizeof(Placement), DataType::uint8).wait(); });
   if (leader) {
     // The first line, the devices, then the columns, as nccl-tests prints.
     const std::string header = perf_header(spec, comm->size());

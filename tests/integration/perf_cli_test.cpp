@@ -752,6 +752,35 @@ TEST(PerfCli, CandidatesTakeTurnsAtEverySize) {
   }
 }
 
+// NCCL_ALGO narrows the user's collectives only, as under nccl-tests
+// (whose own bookkeeping runs over MPI): perf's gathering of where the
+// ranks run and of the rows' times runs whatever the filter allows, so
+// NCCL_ALGO=tree times Tree; a collective the filter leaves nothing for
+// (all_gather under tree) is refused by name, as NCCL refuses it.
+TEST(PerfCli, NcclAlgoNarrowsTheUsersCollectivesOnly) {
+  const std::string json = ::testing::TempDir() + "perf-algo-tree.json";
+  for (const std::string algo : {"tree", "Tree", "allreduce:tree"}) {
+    SCOPED_TRACE(algo);
+    auto child = testing_support::spawn({RINGMASTER_CLI, "perf", "all_reduce", "--np", "2", "-b", "8", "-e", "1M", "-f",
+                                         "16", "-n", "3", "-w", "1", "--no-stages", "--json-file", json},
+                                        {{"NCCL_ALGO", algo}});
+    child.finish();
+    ASSERT_EQ(child.exit_code(), 0) << child.output;
+    EXPECT_NE(child.output.find("# Out of bounds values : 0 OK"), std::string::npos) << child.output;
+    std::ifstream in(json);
+    const auto rows = nlohmann::json::parse(in);
+    ASSERT_EQ(rows.size(), 5u);  // 8 B to 512 KiB by 16
+    for (const auto& row : rows)
+      EXPECT_EQ(row["tuner"]["algorithm"], "Tree") << row.dump();
+  }
+  auto refused = testing_support::spawn(
+      {RINGMASTER_CLI, "perf", "all_gather", "--np", "2", "-b", "8", "-e", "8", "-n", "1", "-w", "0", "--no-stages"},
+      {{"NCCL_ALGO", "tree"}}, true);
+  refused.finish();
+  EXPECT_NE(refused.exit_code(), 0) << refused.output;
+  EXPECT_NE(refused.output.find("NCCL_ALGO=tree"), std::string::npos) << refused.output;
+}
+
 // --version from the project's version, usage errors exit 2 and failures
 // keep their own codes (docs/cli.md): CLI11's own codes (105-109) leaked
 // before.

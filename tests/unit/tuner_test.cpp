@@ -14,6 +14,7 @@
 #include "ringmaster/tools/simulate.h"
 #include "ringmaster/tools/topology.h"
 #include "ringmaster/tools/tuner.h"
+#include "transport/link.h"
 #include "tune/cache.h"
 #include "tune/calibrate.h"
 
@@ -577,3 +578,15 @@ TEST(CalibrationCache, KeepsPerProtocolFiguresAndDropsOldEntries) {
 
 }  // namespace
 }  // namespace ringmaster
+
+// Calibration's own calls run under sequence numbers far above any call's;
+// a message names them as the calibration, never by that number (a
+// path-MTU black hole read "during barrier #18446744073709551612").
+TEST(CallNames, CalibrationCallsAreNamedNotNumbered) {
+  using ringmaster::Collective;
+  using ringmaster::transport::call_name;
+  EXPECT_EQ(call_name(Collective::all_reduce, 12), "all_reduce #12");
+  EXPECT_EQ(call_name(Collective::barrier, ~std::uint64_t{0} - 3), "the tuner's calibration (barrier)");
+  EXPECT_EQ(call_name(Collective::all_gather, ringmaster::transport::kFirstCalibrationSeq),
+            "the tuner's calibration (all_gather)");
+}

@@ -294,6 +294,14 @@ class Communicator {
   // same point of its sequence of calls. Throws Error(config) when the
   // choice leaves a collective nothing.
   void select(std::optional<Algorithm> algorithm, std::optional<Protocol> protocol);
+  // Runs `calls` with the tuner's whole choice, whatever NCCL_ALGO /
+  // NCCL_PROTO, the init options or select() narrowed it to, then puts the
+  // narrowing back: for a caller's own bookkeeping between the user's
+  // collectives (gathering where the ranks run, agreeing on timings),
+  // which NCCL would run over its bootstrap. `NCCL_ALGO=tree perf
+  // all_reduce` thus times Tree while its placement all_gather runs on a
+  // ring. Every rank must call it at the same point of its sequence.
+  void unfiltered(const std::function<void()>& calls);
   // The tuner's table for a collective of `bytes` under the current
   // selection (what the next such call runs).
   tune::Decision decide(Collective collective, std::size_t bytes) const;

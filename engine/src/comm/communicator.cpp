@@ -265,6 +265,29 @@ void Communicator::select(std::optional<Algorithm> algorithm, std::optional<Prot
   impl.selected = &it->second;
 }
 
+void Communicator::unfiltered(const std::function<void()>& calls) {
+  Impl& impl = *impl_;
+  const std::pair<int, int> whole{-1, -1};  // select()'s keys are >= 0
+  auto it = impl.narrowed.find(whole);
+  if (it == impl.narrowed.end()) {
+    Impl::Narrowed narrowed;
+    narrowed.tuner.emplace(impl.tuner->shape(), tune::Selection{}, tune::Selection{});
+    it = impl.narrowed.emplace(whole, std::move(narrowed)).first;
+  }
+  Impl::Narrowed* const before = impl.selected;
+  impl.selected = &it->second;
+  impl.last_choice.reset();
+  struct Restore {
+    Impl& impl;
+    Impl::Narrowed* before;
+    ~Restore() {
+      impl.selected = before;
+      impl.last_choice.reset();
+    }
+  } restore{impl, before};
+  calls();
+}
+
 tune::Decision Communicator::decide(Collective collective, std::size_t bytes) const {
   return (impl_->selected ? *impl_->selected->tuner : *impl_->tuner).decide(collective, bytes);
 }

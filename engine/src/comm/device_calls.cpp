@@ -124,7 +124,7 @@ std::optional<Communicator::Impl::PeerView> Communicator::Impl::peer_view(Commun
   // every rank's send is ready to read.
   gpu::synchronize(cuda_stream);
   std::vector<PeerRecord> all(static_cast<std::size_t>(nranks));
-  comm.all_gather(&mine, all.data(), sizeof mine, DataType::uint8).wait();
+  comm.unfiltered([&] { comm.all_gather(&mine, all.data(), sizeof mine, DataType::uint8).wait(); });
 
   // Where each rank's buffers are from here.
   PeerView view;
@@ -162,7 +162,7 @@ std::optional<Communicator::Impl::PeerView> Communicator::Impl::peer_view(Commun
     }
   }
   int everyone = 0;
-  comm.all_reduce(&reachable, &everyone, 1, DataType::int32, RedOp::min).wait();
+  comm.unfiltered([&] { comm.all_reduce(&reachable, &everyone, 1, DataType::int32, RedOp::min).wait(); });
   const std::string path = everyone ? fmt::format(
                                           "read on the GPU from the peers ({} in this process, {} through "
                                           "CUDA IPC)",

@@ -30,7 +30,7 @@ bool readable(int fd, net::Clock::time_point until) {
 
 std::string call_name(const StepHeader* call) {
   if (call == nullptr) return "init";
-  return fmt::format("{} #{}", name_of(static_cast<Collective>(call->collective)), call->seq);
+  return transport::call_name(static_cast<Collective>(call->collective), call->seq);
 }
 
 }  // namespace

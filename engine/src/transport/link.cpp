@@ -18,6 +18,12 @@
 #include "ringmaster/status.h"
 
 namespace ringmaster::transport {
+
+std::string call_name(Collective collective, std::uint64_t seq) {
+  if (seq >= kFirstCalibrationSeq) return fmt::format("the tuner's calibration ({})", name_of(collective));
+  return fmt::format("{} #{}", name_of(collective), seq);
+}
+
 namespace {
 
 using Clock = net::Clock;
@@ -30,13 +36,13 @@ constexpr auto kLookElsewhereAfter = std::chrono::milliseconds(20);
 constexpr std::array<std::byte, kMaxPad> kFiller{};
 
 std::string describe(const StepHeader& h) {
-  return fmt::format("{} #{} of {} bytes (step {}, {})", name_of(static_cast<Collective>(h.collective)), h.seq, h.bytes,
+  return fmt::format("{} of {} bytes (step {}, {})", call_name(static_cast<Collective>(h.collective), h.seq), h.bytes,
                      h.step, name_of(static_cast<Protocol>(h.protocol)));
 }
 
 // The operation without a byte count: for errors that are not about sizes.
 std::string describe_op(const StepHeader& h) {
-  return fmt::format("{} #{} (step {})", name_of(static_cast<Collective>(h.collective)), h.seq, h.step);
+  return fmt::format("{} (step {})", call_name(static_cast<Collective>(h.collective), h.seq), h.step);
 }
 
 // The first field of the call's signature (StepHeader) where a peer's

@@ -31,6 +31,14 @@
 
 namespace ringmaster::transport {
 
+// Sequence numbers from here up are the tuner's calibration calls at init
+// (tune/calibrate.cpp), far above any call's, which count from 0.
+constexpr std::uint64_t kFirstCalibrationSeq = ~std::uint64_t{0} - 15;
+
+// "all_reduce #12", or "the tuner's calibration (all_reduce)" for one of
+// its calls: what a message names a call by.
+std::string call_name(Collective collective, std::uint64_t seq);
+
 struct StepHeader {
   std::uint16_t magic = 0;
   // Filler bytes between this header and the data (Connection::pad_before);

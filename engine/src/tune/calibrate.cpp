@@ -22,14 +22,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Sequence numbers of calibration's own collectives: far above any call's
-// (which count from 0), one per purpose, so a rank that runs another step
-// fails naming which.
+// (which count from 0; transport::kFirstCalibrationSeq), one per purpose,
+// so a rank that runs another step fails naming which.
 enum : std::uint64_t {
   kSeqSync = ~std::uint64_t{0} - 2,        // a zero-byte all_reduce that lines the ranks up
   kSeqSmall = ~std::uint64_t{0} - 3,       // the timed calls and the ranks' go/stop votes
   kSeqOffer = ~std::uint64_t{0} - 4,       // rank 0's cached calibration
   kSeqAgreeLines = ~std::uint64_t{0} - 5,  // whether every rank's links carry LL128's lines
 };
+static_assert(kSeqAgreeLines >= transport::kFirstCalibrationSeq);
 
 // What rank 0 offers from its cache: present 1 and the figures, or 0.
 struct CacheOffer {
