@@ -46,6 +46,70 @@ bool is_container(const QString& kind) {
          kind == "group_open";
 }
 
+// A route's polyline with its corners rounded.
+QPainterPath rounded(const QPolygonF& line) {
+  QPainterPath curve(line.front());
+  for (int k = 1; k < line.size(); ++k) {
+    const QPointF corner = line[k];
+    if (k + 1 == line.size()) {
+      curve.lineTo(corner);
+      break;
+    }
+    const double r =
+        std::min({6.0, QLineF(line[k - 1], corner).length() / 2, QLineF(corner, line[k + 1]).length() / 2});
+    const QLineF in(corner, line[k - 1]), out(corner, line[k + 1]);
+    curve.lineTo(in.pointAt(r / std::max(in.length(), 1e-9)));
+    curve.quadTo(corner, out.pointAt(r / std::max(out.length(), 1e-9)));
+  }
+  return curve;
+}
+
+// The head of an arrow along the line's last segment, its tip at the end.
+QPolygonF arrowhead(const QPolygonF& line, double length) {
+  const QLineF last(line[line.size() - 2], line.back());
+  const double angle = std::atan2(-last.dy(), last.dx());
+  const QPointF tip = line.back();
+  QPolygonF head;
+  head << tip << tip - QPointF(std::cos(angle - 0.45) * length, -std::sin(angle - 0.45) * length)
+       << tip - QPointF(std::cos(angle + 0.45) * length, -std::sin(angle + 0.45) * length);
+  return head;
+}
+
+// Where a hop's number (a circle) and, beside it, its label of `text_w`
+// pixels go on its route: inside `area`, clear of everything `taken`;
+// tried along each segment, the longest first, the label dropped where
+// only the number fits. None where not even that fits.
+struct BadgeRoom {
+  QRectF circle;
+  QRectF text;  // empty: the number alone
+};
+std::optional<BadgeRoom> find_badge_room(const QPolygonF& line, double text_w, const QRectF& area,
+                                         const std::vector<QRectF>& taken) {
+  std::vector<int> order(static_cast<std::size_t>(line.size() - 1));
+  for (std::size_t k = 0; k < order.size(); ++k)
+    order[k] = static_cast<int>(k);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return QLineF(line[a], line[a + 1]).length() > QLineF(line[b], line[b + 1]).length();
+  });
+  const auto clear = [&](const QRectF& r) {
+    return area.contains(r) &&
+           std::none_of(taken.begin(), taken.end(), [&](const QRectF& o) { return o.intersects(r); });
+  };
+  for (const bool with_text : {text_w > 0, false}) {
+    for (int k : order) {
+      const QLineF seg(line[k], line[k + 1]);
+      if (seg.length() < 18) continue;
+      for (double f : {0.5, 0.3, 0.7, 0.15, 0.85}) {
+        const QPointF c = seg.pointAt(f);
+        BadgeRoom room{QRectF(c - QPointF(8, 8), QSizeF(16, 16)), {}};
+        if (with_text) room.text = QRectF(c + QPointF(10, -7), QSizeF(text_w, 14));
+        if (clear(room.circle) && (!with_text || clear(room.text))) return room;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 // The font a box's label is drawn in: bold for what matters most.
 QFont label_font(const QFont& base, const QString& kind) {
   QFont f = base;
@@ -805,86 +869,32 @@ void TopologyDrawing::paint_path(QPainter& p) {
     const double strip_y = strip.center().y();
     if (from_away && line.front().y() < strip_y) line.prepend(QPointF(line.front().x(), strip_y));
     if (to_away && line.back().y() < strip_y) line.append(QPointF(line.back().x(), strip_y));
-    // Round corners, and only the segments in view (zoomed in, most of a
-    // route is out of it).
-    QPainterPath curve(line.front());
-    for (int k = 1; k < line.size(); ++k) {
-      const QPointF corner = line[k];
-      if (k + 1 == line.size()) {
-        curve.lineTo(corner);
-        break;
-      }
-      const double r =
-          std::min({6.0, QLineF(line[k - 1], corner).length() / 2, QLineF(corner, line[k + 1]).length() / 2});
-      const QLineF in(corner, line[k - 1]), out(corner, line[k + 1]);
-      curve.lineTo(in.pointAt(r / std::max(in.length(), 1e-9)));
-      curve.quadTo(corner, out.pointAt(r / std::max(out.length(), 1e-9)));
-    }
-    if (!curve.boundingRect().intersects(view)) continue;
+    const QPainterPath curve = rounded(line);
+    if (!curve.boundingRect().intersects(view)) continue;  // zoomed in, most routes are out of view
     p.setPen(QPen(colour, pen, Qt::SolidLine, Qt::FlatCap, Qt::RoundJoin));
     p.setBrush(Qt::NoBrush);
     p.drawPath(curve);
-    // The arrowhead, along the last segment, its tip on the box's border,
-    // no longer than the gap before the box is wide.
+    // The arrowhead, its tip on the box's border, no longer than the gap
+    // before the box is wide.
     if (!to_away) {
-      const QLineF last(line[line.size() - 2], line.back());
-      const double angle = std::atan2(-last.dy(), last.dx());
-      const QPointF tip = line.back();
-      const double length = std::clamp(2 * kLane * scale - 0.5, 4.0, 9.0);
-      QPolygonF head;
-      head << tip << tip - QPointF(std::cos(angle - 0.45) * length, -std::sin(angle - 0.45) * length)
-           << tip - QPointF(std::cos(angle + 0.45) * length, -std::sin(angle + 0.45) * length);
       p.setPen(QPen(colour, 1));
       p.setBrush(colour);
-      p.drawPolygon(head);
+      p.drawPolygon(arrowhead(line, std::clamp(2 * kLane * scale - 0.5, 4.0, 9.0)));
     }
     // The hop's number (and what carries it) on its route where no label
-    // and no other number is: tried at the middle of each segment, the
-    // longest first, and along it.
-    const QString text = QString::number(i + 1);
+    // and no other number is.
     const double text_w = hop.label.isEmpty() ? 0 : fm.horizontalAdvance(hop.label) + 6;
-    std::vector<int> order(static_cast<std::size_t>(line.size() - 1));
-    for (std::size_t k = 0; k < order.size(); ++k)
-      order[k] = static_cast<int>(k);
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-      return QLineF(line[a], line[a + 1]).length() > QLineF(line[b], line[b + 1]).length();
-    });
-    auto clear = [&](const QRectF& r) {
-      return drawing_area().contains(r) &&
-             std::none_of(taken.begin(), taken.end(), [&](const QRectF& o) { return o.intersects(r); });
-    };
-    std::optional<QPointF> badge;
-    bool with_text = false;
-    for (const bool want_text : {true, false}) {
-      for (int k : order) {
-        const QLineF seg(line[k], line[k + 1]);
-        if (seg.length() < 18) continue;
-        for (double f : {0.5, 0.3, 0.7, 0.15, 0.85}) {
-          const QPointF c = seg.pointAt(f);
-          const QRectF circle(c - QPointF(8, 8), QSizeF(16, 16));
-          const QRectF label(c + QPointF(10, -7), QSizeF(text_w, 14));
-          if (!clear(circle) || (want_text && text_w > 0 && !clear(label))) continue;
-          badge = c;
-          with_text = want_text && text_w > 0;
-          break;
-        }
-        if (badge) break;
-      }
-      if (badge) break;
-    }
-    if (badge) {
-      const QRectF circle(*badge - QPointF(8, 8), QSizeF(16, 16));
+    if (const auto badge = find_badge_room(line, text_w, drawing_area(), taken)) {
       p.setPen(Qt::white);
       p.setBrush(colour);
-      p.drawEllipse(circle);
-      p.drawText(circle, Qt::AlignCenter, text);
-      taken.push_back(circle);
-      if (with_text) {
-        const QRectF label(*badge + QPointF(10, -7), QSizeF(text_w, 14));
-        p.fillRect(label, QColor(255, 255, 255, 210));
+      p.drawEllipse(badge->circle);
+      p.drawText(badge->circle, Qt::AlignCenter, QString::number(i + 1));
+      taken.push_back(badge->circle);
+      if (!badge->text.isEmpty()) {
+        p.fillRect(badge->text, QColor(255, 255, 255, 210));
         p.setPen(colour.darker(130));
-        p.drawText(label, Qt::AlignCenter, hop.label);
-        taken.push_back(label);
+        p.drawText(badge->text, Qt::AlignCenter, hop.label);
+        taken.push_back(badge->text);
       }
     }
     // The other node, named in the strip where the route meets it.
