@@ -13,12 +13,15 @@
 
 #include "models/agents_model.h"
 #include "models/bandwidth_series.h"
+#include "models/box_router.h"
 #include "models/console.h"
 #include "models/nic_rates_model.h"
 #include "models/run_state.h"
 #include "models/simulation_model.h"
+#include "models/topology_layout.h"
 #include "placement.h"
 #include "ringmaster/stage.h"
+#include "ringmaster/tools/topology.h"
 #include "stage_event.h"
 
 using namespace ringmaster::ui;
@@ -45,6 +48,7 @@ class ModelsTest : public QObject {
 
  private slots:
   void stagesAreTheEnginesStages();
+  void topologyLayoutAndRoutesWithoutAWindow();
   void recordedRunReplaysIntoEveryModel();
   void anEventThatDoesNotReadIsNamed();
   void agentsFollowTheirFaultEvents();
@@ -620,6 +624,73 @@ void ModelsTest::whatARunKeepsIsBoundedWhateverItSends() {
   QCOMPARE(again.decisions.rowCount(), 3);
   QCOMPARE(again.timeline.cell(3, 1).live_text, QString("attempt 500"));
   QCOMPARE(again.timeline.cell(0, static_cast<int>(ringmaster::Stage::transport_connect)).duration_ms, 300.299);
+}
+
+namespace {
+
+// Whether the axis-parallel segment a-b passes through the inside of r.
+bool crosses(QPointF a, QPointF b, const QRectF& r) {
+  if (std::abs(a.y() - b.y()) < 1e-9) {
+    return a.y() > r.top() && a.y() < r.bottom() && std::max(a.x(), b.x()) > r.left() &&
+           std::min(a.x(), b.x()) < r.right();
+  }
+  return a.x() > r.left() && a.x() < r.right() && std::max(a.y(), b.y()) > r.top() &&
+         std::min(a.y(), b.y()) < r.bottom();
+}
+
+bool on_border(QPointF p, const QRectF& r) {
+  return r.adjusted(-0.5, -0.5, 0.5, 0.5).contains(p) && !r.adjusted(0.5, 0.5, -0.5, -0.5).contains(p);
+}
+
+}  // namespace
+
+// A node's drawing and the routes of a path over it, without a window: a
+// p5's 8 GPUs and its PCIe switches laid out inside their parents; routes
+// from GPU to GPU and down to the strip below the drawing run in straight
+// segments across and down, from border to border, through no other
+// device and no header, keeping the lane's distance.
+void ModelsTest::topologyLayoutAndRoutesWithoutAWindow() {
+  const auto p5 = ringmaster::topo::Topology::load_file(RINGMASTER_TOPOLOGY_DIR "/p5.48xl-topo.xml");
+  QSizeF size;
+  const auto boxes = layout_topology(nlohmann::json::parse(p5.to_json()), &size, {}, 1.6);
+  const QRectF bounds(QPointF(0, 0), size);
+  std::vector<int> gpus;
+  std::vector<QRectF> obstacles;
+  for (std::size_t i = 0; i < boxes.size(); ++i) {
+    const auto& b = boxes[i];
+    QVERIFY(bounds.adjusted(-0.5, -0.5, 0.5, 0.5).contains(b.rect));
+    if (b.kind == "gpu") gpus.push_back(static_cast<int>(i));
+    const QRectF label = label_rect(b, QFont());
+    obstacles.push_back(is_container(b.kind) ? label : b.rect.united(label));
+  }
+  QCOMPARE(gpus.size(), std::size_t{8});
+  const double lane = kTopologyGap / 2;
+  BoxRouter router(obstacles, bounds, gpus, lane);
+  auto check = [&](const QPolygonF& route, int from, int to) {
+    QVERIFY(route.size() >= 2);
+    QVERIFY(on_border(route.front(), obstacles[static_cast<std::size_t>(from)]));
+    if (to >= 0) QVERIFY(on_border(route.back(), obstacles[static_cast<std::size_t>(to)]));
+    for (int k = 0; k + 1 < route.size(); ++k) {
+      const QPointF a = route[k], b = route[k + 1];
+      QVERIFY2(std::abs(a.x() - b.x()) < 1e-9 || std::abs(a.y() - b.y()) < 1e-9, "across or down only");
+      for (std::size_t o = 0; o < obstacles.size(); ++o) {
+        if (static_cast<int>(o) == from || static_cast<int>(o) == to) continue;
+        const QRectF keep_off = obstacles[o].adjusted(-lane + 0.5, -lane + 0.5, lane - 0.5, lane - 0.5);
+        QVERIFY2(!crosses(a, b, keep_off),
+                 qPrintable(QString("segment %1 of a route crosses %2").arg(k).arg(boxes[o].label)));
+      }
+    }
+  };
+  for (std::size_t g = 0; g + 1 < gpus.size(); ++g) {
+    check(router.route(gpus[g], gpus[g + 1]), gpus[g], gpus[g + 1]);
+    if (QTest::currentTestFailed()) return;
+  }
+  const QPolygonF out = router.route_to_strip(gpus.back(), false);
+  check(out, gpus.back(), -1);
+  QVERIFY(out.back().y() > size.height());
+  const QPolygonF in = router.route_to_strip(gpus.front(), true);
+  QVERIFY(in.front().y() > size.height());
+  QVERIFY(on_border(in.back(), obstacles[static_cast<std::size_t>(gpus.front())]));
 }
 
 QTEST_MAIN(ModelsTest)

@@ -13,7 +13,8 @@
 // room; the wheel or +/- zoom about the pointer, a drag pans, 0 fits again.
 // From the keyboard the arrows move between devices and Enter opens the
 // device's row in the tree beside the drawing; a click does the same.
-// Geometry is computed apart from painting (layout_topology).
+// Geometry is computed apart from painting, in ui/models (layout_topology,
+// BoxRouter).
 #pragma once
 
 #include <QPolygonF>
@@ -26,35 +27,13 @@
 #include <vector>
 
 #include "models/device_paths.h"
+#include "models/topology_layout.h"
 
 QT_BEGIN_NAMESPACE
 class QPainter;
 QT_END_NAMESPACE
 
 namespace ringmaster::ui {
-
-struct TopologyBox {
-  int node = -1;  // index in the topology's nodes; -1 for a summary box
-  // machine, package, host_bridge, pci_switch, gpu, nic, nvswitch,
-  // pci_device, cores, or group (alike devices collapsed into one box)
-  QString kind;
-  QString label;    // what the box says
-  QString tooltip;  // the details: bus ids, links, the switches above
-  QRectF rect;      // in layout units (one unit = one pixel at scale 1)
-  int depth = 0;
-  bool declared = false;
-  // A group's devices (node indices), and the kind they share; for any
-  // other box, empty.
-  std::vector<int> members;
-  QString member_kind;
-};
-
-// Boxes of Topology::to_json() output, parents before children. `size` gets
-// the extent of the whole drawing; `expanded` holds the first member of
-// each group to draw device by device; `aspect` is the width over height
-// the drawing aims for (the view's).
-std::vector<TopologyBox> layout_topology(const nlohmann::json& topology, QSizeF* size = nullptr,
-                                         const std::set<int>& expanded = {}, double aspect = 2.0);
 
 class TopologyDrawing : public QWidget {
   Q_OBJECT
