@@ -32,6 +32,7 @@
 
 #include "ringmaster/agent/log.h"
 #include "ringmaster/agent/protocol.h"
+#include "ringmaster/agent/requests.h"
 #include "ringmaster/status.h"
 #include "run_env.h"
 #include "spawn.h"
@@ -84,10 +85,6 @@ std::string signal_name(int sig) {
   return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
 }
 
-std::string size_arg(const json& v) {
-  return v.is_string() ? v.get<std::string>() : std::to_string(v.get<long long>());
-}
-
 // Whether `port` can be bound on every address now (0: the kernel picks
 // one); the port bound, 0 when not.
 std::uint16_t bind_probe(std::uint16_t port) {
@@ -131,79 +128,16 @@ std::uint16_t pick_free_port() {
   return port;
 }
 
-// The sweep's sizes and iterations, nccl-tests' flags, as both the
-// engine's perf and NCCL's runner take them.
-void add_sweep_args(std::vector<std::string>& argv, const json& perf) {
-  auto add = [&](const char* flag, const char* key, auto&& convert) {
-    if (perf.contains(key)) {
-      argv.push_back(flag);
-      argv.push_back(convert(perf[key]));
-    }
-  };
-  auto num = [](const json& v) { return v.dump(); };
-  add("-b", "min_bytes", size_arg);
-  add("-e", "max_bytes", size_arg);
-  add("-f", "step_factor", num);
-  add("-i", "step_bytes", size_arg);
-  add("-n", "iters", num);
-  add("-w", "warmup", num);
-}
-
-// ringmaster-cli perf's arguments for the run's perf spec.
-std::vector<std::string> perf_argv(const std::string& cli, const json& perf) {
-  std::vector<std::string> argv = {cli, "perf", perf["collective"].get<std::string>(), "--json"};
-  add_sweep_args(argv, perf);
-  auto add = [&](const char* flag, const char* key, auto&& convert) {
-    if (perf.contains(key)) {
-      argv.push_back(flag);
-      argv.push_back(convert(perf[key]));
-    }
-  };
-  auto str = [](const json& v) { return v.get<std::string>(); };
-  auto num = [](const json& v) { return v.dump(); };
-  auto flag01 = [](const json& v) { return std::string(v.is_boolean() ? (v.get<bool>() ? "1" : "0") : v.dump()); };
-  add("-c", "check", flag01);
-  add("-d", "dtype", str);
-  add("-o", "op", str);
-  add("-r", "root", num);
-  add("-z", "blocking", flag01);
-  add("--warmup-ms", "warmup_ms", num);
-  add("-m", "agg_iters", num);
-  add("-N", "run_cycles", num);
-  add("-a", "average", num);
-  if (perf.contains("algo") && !perf["algo"].get<std::string>().empty()) add("--algo", "algo", str);
-  if (perf.contains("proto") && !perf["proto"].get<std::string>().empty()) add("--proto", "proto", str);
-  if (perf.contains("channels") && perf["channels"].get<long long>() > 0) add("--channels", "channels", num);
-  return argv;
-}
-
-// ringmaster-nccl-perf's arguments for a run with engine "nccl": the sizes
-// and iterations (nccl_engine refused the rest); one GPU a rank; the
-// agent's events on stdout.
-std::vector<std::string> nccl_perf_argv(const std::string& program, const json& perf) {
-  std::vector<std::string> argv = {program, perf["collective"].get<std::string>(), "-g", "1", "--events"};
-  add_sweep_args(argv, perf);
-  return argv;
-}
-
-// Whether the run goes through NCCL; throws Error(config) naming what
-// NCCL's runner does not take.
-bool nccl_engine(const json& perf) {
-  const std::string engine = perf.value("engine", std::string("ringmaster"));
-  if (engine == "ringmaster") return false;
-  if (engine != "nccl") {
-    throw Error(ErrorCategory::config, fmt::format("run.perf.engine must be ringmaster or nccl, got '{}'", engine));
-  }
-  const std::string refused = nccl_runner_refusal(perf["collective"].get_ref<const std::string&>());
-  if (!refused.empty()) throw Error(ErrorCategory::config, "run.perf.engine nccl: " + refused);
-  for (const char* key :
-       {"check", "dtype", "op", "root", "blocking", "warmup_ms", "agg_iters", "run_cycles", "average"}) {
-    if (perf.contains(key)) {
-      throw Error(ErrorCategory::config,
-                  fmt::format("run.perf.{} is not taken with engine nccl (fp32 sums, every size checked once)", key));
+// A run message's perf request, every field checked; with engine nccl,
+// refused up front when NCCL's runner cannot run it.
+PerfRequest perf_request_of(const json& m) {
+  PerfRequest perf = PerfRequest::parse(m["perf"]);
+  if (perf.engine == PerfRequest::Engine::nccl) {
+    if (const std::string refused = perf.nccl_refusal(); !refused.empty()) {
+      throw Error(ErrorCategory::config, "run.perf.engine nccl: " + refused);
     }
   }
-  return true;
+  return perf;
 }
 
 // "LOW-HIGH" of --rank-uids; {0, 0} for an empty one.
@@ -383,7 +317,8 @@ void RunManager::finish_if_done(Child& child) {
 json RunManager::start(const json& m) {
   const std::string id = m["run_id"].get<std::string>();
   check_run_id(id);
-  const bool nccl = nccl_engine(m["perf"]);
+  const PerfRequest perf = perf_request_of(m);
+  const bool nccl = perf.engine == PerfRequest::Engine::nccl;
   if (runs_.count(id)) throw Error(ErrorCategory::config, fmt::format("run {} is already running here", id));
   if (static_cast<int>(runs_.size()) >= options_.max_runs) {
     throw Error(ErrorCategory::config, fmt::format("this agent runs {} runs already (its cap)", runs_.size()));
@@ -442,7 +377,9 @@ json RunManager::start(const json& m) {
                             "nccl.h is",
                             nccl_perf, strerror(errno)));
   }
-  const auto argv_strings = nccl ? nccl_perf_argv(nccl_perf, m["perf"]) : perf_argv(options_.cli_path, m["perf"]);
+  std::vector<std::string> argv_strings = {nccl ? nccl_perf : options_.cli_path};
+  for (auto& arg : nccl ? perf.to_nccl_argv() : perf.to_argv())
+    argv_strings.push_back(std::move(arg));
 
   auto run = std::make_shared<Run>();
   run->id = id;
@@ -496,14 +433,8 @@ json RunManager::start(const json& m) {
     }
     // NCCL's own names for what the run forces.
     if (nccl) {
-      const auto& perf = m["perf"];
-      if (perf.contains("algo") && !perf["algo"].get<std::string>().empty())
-        env["NCCL_ALGO"] = perf["algo"].get<std::string>();
-      if (perf.contains("proto") && !perf["proto"].get<std::string>().empty())
-        env["NCCL_PROTO"] = perf["proto"].get<std::string>();
-      if (perf.contains("channels") && perf["channels"].get<long long>() > 0) {
-        env["NCCL_MIN_NCHANNELS"] = env["NCCL_MAX_NCHANNELS"] = perf["channels"].dump();
-      }
+      for (const auto& [k, v] : perf.to_nccl_env())
+        env[k] = v;
     }
     for (const auto& [k, v] : client_env)
       env[k] = v;

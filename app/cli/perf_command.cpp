@@ -462,28 +462,13 @@ Runner add_perf_command(CLI::App& app) {
   };
 }
 
-namespace {
-const std::map<std::string, Collective> kCollectives = {{"all_reduce", Collective::all_reduce},
-                                                        {"all_gather", Collective::all_gather},
-                                                        {"reduce_scatter", Collective::reduce_scatter},
-                                                        {"broadcast", Collective::broadcast},
-                                                        {"reduce", Collective::reduce},
-                                                        {"all_to_all", Collective::all_to_all},
-                                                        {"gather", Collective::gather},
-                                                        {"scatter", Collective::scatter},
-                                                        {"sendrecv", Collective::send_recv}};
-}  // namespace
+namespace {}  // namespace
 
 // nccl-tests' names, with or without _perf, and the spellings people use.
 std::string collective_named(const std::string& given) {
+  if (const auto c = agent::perf_collective_named(given)) return agent::perf_collective_name(*c);
   std::string n = given;
   if (n.size() > 5 && n.compare(n.size() - 5, 5, "_perf") == 0) n.resize(n.size() - 5);
-  if (n == "alltoall" || n == "all2all") return "all_to_all";
-  if (n == "allreduce") return "all_reduce";
-  if (n == "allgather") return "all_gather";
-  if (n == "reducescatter") return "reduce_scatter";
-  if (n == "send_recv") return "sendrecv";
-  if (kCollectives.count(n)) return n;
   if (n == "hypercube")
     throw Error(ErrorCategory::config, "collective " + given + ": not built yet (nccl-tests' " + n + "_perf)");
   throw Error(ErrorCategory::config,
@@ -552,7 +537,7 @@ void add_perf_options(CLI::App* perf, PerfOptions& o) {
 
 PerfSpec make_perf_spec(const PerfOptions& o) {
   PerfSpec spec;
-  spec.collective = kCollectives.at(collective_named(o.collective));
+  spec.collective = *agent::perf_collective_named(collective_named(o.collective));
   const char* one_rank = ": one rank per process here; start more processes (--np N, mpirun, srun, torchrun)";
   if (o.nthreads != 1) throw Error(ErrorCategory::config, "-t " + std::to_string(o.nthreads) + one_rank);
   if (o.ngpus != 1) throw Error(ErrorCategory::config, "-g " + std::to_string(o.ngpus) + one_rank);
@@ -615,26 +600,31 @@ CommOptions make_comm_options(const PerfOptions& o) {
   return base;
 }
 
-nlohmann::json perf_spec_json(const PerfOptions& o) {
-  return {{"collective", collective_named(o.collective)},
-          {"min_bytes", o.min_bytes},
-          {"max_bytes", o.max_bytes},
-          {"step_factor", o.step_factor},
-          {"step_bytes", o.step_bytes},
-          {"iters", o.iters},
-          {"warmup", o.warmup},
-          {"warmup_ms", o.warmup_ms},
-          {"check", o.check},
-          {"dtype", o.type},
-          {"op", o.op},
-          {"root", o.root},
-          {"blocking", o.blocking},
-          {"algo", o.algo},
-          {"proto", o.proto},
-          {"channels", o.channels},
-          {"agg_iters", o.agg_iters},
-          {"run_cycles", o.run_cycles},
-          {"average", o.average}};
+agent::PerfRequest perf_request(const PerfOptions& o) {
+  // make_perf_spec checks every flag, naming it, as a local run would.
+  const PerfSpec spec = make_perf_spec(o);
+  agent::PerfRequest r;
+  r.collective = spec.collective;
+  r.min_bytes = spec.min_bytes;
+  r.max_bytes = spec.max_bytes;
+  r.step_factor = spec.step_factor;
+  r.step_bytes = spec.step_bytes;
+  r.iters = spec.iters;
+  r.warmup = spec.warmup;
+  r.warmup_ms = o.warmup_ms;
+  r.check = spec.check;
+  r.type = spec.type;
+  r.op = spec.op;
+  r.root = spec.root;
+  r.blocking = spec.blocking;
+  const CommOptions forced = make_comm_options(o);
+  r.algorithm = forced.algorithm;
+  r.protocol = forced.protocol;
+  r.channels = o.channels;
+  r.agg_iters = o.agg_iters;
+  r.run_cycles = o.run_cycles;
+  r.average = o.average;
+  return r;
 }
 
 }  // namespace ringmaster::cli

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "ringmaster/agent/requests.h"
 #include "ringmaster/comm.h"
 #include "ringmaster/tools/perf.h"
 
@@ -41,7 +42,8 @@ void add_perf_options(CLI::App* perf, PerfOptions& options);
 // Throws Error(config) naming the flag that is wrong.
 PerfSpec make_perf_spec(const PerfOptions& options);
 CommOptions make_comm_options(const PerfOptions& options);
-// The `perf` object of an agent's run message.
-nlohmann::json perf_spec_json(const PerfOptions& options);
+// The perf request of an agent's run message; throws Error(config) naming
+// the flag that is wrong, as make_perf_spec.
+agent::PerfRequest perf_request(const PerfOptions& options);
 
 }  // namespace ringmaster::cli

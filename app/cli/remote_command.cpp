@@ -52,17 +52,25 @@ struct RemoteOptions {
   int fault_id = 0;
 };
 
-// The run's perf spec through `engine`: the engine's whole, or what NCCL's
-// runner takes (sizes, iterations, NCCL_ALGO/NCCL_PROTO/channels; fp32
-// sums).
-json remote_perf_spec(const RemoteOptions& o, const std::string& engine) {
-  if (engine == "ringmaster") return perf_spec_json(o.perf);
-  const json all = perf_spec_json(o.perf);
-  json spec = {{"engine", "nccl"}};
-  for (const char* key : {"collective", "min_bytes", "max_bytes", "step_factor", "step_bytes", "iters", "warmup",
-                          "algo", "proto", "channels"})
-    spec[key] = all[key];
-  return spec;
+// The run's perf request through `engine`: the engine's whole, or what
+// NCCL's runner takes (sizes, iterations, NCCL_ALGO/NCCL_PROTO/channels;
+// fp32 sums).
+agent::PerfRequest remote_perf_request(const RemoteOptions& o, const std::string& engine) {
+  const agent::PerfRequest all = perf_request(o.perf);
+  if (engine == "ringmaster") return all;
+  agent::PerfRequest nccl;
+  nccl.engine = agent::PerfRequest::Engine::nccl;
+  nccl.collective = all.collective;
+  nccl.min_bytes = all.min_bytes;
+  nccl.max_bytes = all.max_bytes;
+  nccl.step_factor = all.step_factor;
+  nccl.step_bytes = all.step_bytes;
+  nccl.iters = all.iters;
+  nccl.warmup = all.warmup;
+  nccl.algorithm = all.algorithm;
+  nccl.protocol = all.protocol;
+  nccl.channels = all.channels;
+  return nccl;
 }
 
 // --engine, checked before any agent is asked: the engines it names, in
@@ -122,7 +130,7 @@ Sweep run_sweep(const RemoteOptions& o, const std::string& engine, Agents& agent
                              std::to_string(std::chrono::system_clock::now().time_since_epoch().count() % 1000000);
   json run = {{"type", "run"},       {"run_id", run_id},
               {"world_size", world}, {"master_addr", o.master_addr.empty() ? endpoints[0].host : o.master_addr},
-              {"master_port", 0},    {"perf", remote_perf_spec(o, engine)}};
+              {"master_port", 0},    {"perf", remote_perf_request(o, engine).to_json()}};
   json timeouts = json::object();
   if (o.store_timeout_s > 0) timeouts["store_s"] = o.store_timeout_s;
   if (o.bootstrap_timeout_s > 0) timeouts["bootstrap_s"] = o.bootstrap_timeout_s;

@@ -1455,7 +1455,7 @@ TEST(Agent, NcclEngineRunsThroughNcclOrSaysWhy) {
   refused(run, "run.perf.engine must be ringmaster or nccl, got 'mpi'");
   run["perf"]["engine"] = "nccl";
   run["perf"]["collective"] = "alltoall";
-  refused(run, "engine nccl: NCCL's runner takes all_reduce, all_gather, reduce_scatter or broadcast, not 'alltoall'");
+  refused(run, "engine nccl: NCCL's runner takes all_reduce, all_gather, reduce_scatter or broadcast, not 'all_to_all'");
   run["perf"]["collective"] = "all_reduce";
   run["perf"]["dtype"] = "half";
   refused(run, "run.perf.dtype is not taken with engine nccl");

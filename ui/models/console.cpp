@@ -21,7 +21,9 @@
 #include "ringmaster/agent/client.h"
 #include "ringmaster/agent/events.h"
 #include "ringmaster/agent/protocol.h"
+#include "ringmaster/agent/requests.h"
 #include "ringmaster/status.h"
+#include "ringmaster/tools/perf.h"
 
 namespace ringmaster::ui {
 
@@ -544,6 +546,55 @@ bool nccl_runs(const RunSpec& spec, QString* why) {
 
 }  // namespace
 
+namespace {
+
+// The Run form as the agents' perf request; throws Error(config) naming
+// the field that is wrong.
+agent::PerfRequest perf_request(const RunSpec& spec) {
+  agent::PerfRequest perf;
+  const std::string collective = spec.collective.toStdString();
+  const auto c = agent::perf_collective_named(collective);
+  if (!c) throw Error(ErrorCategory::config, "collective '" + collective + "' is not one perf measures");
+  perf.collective = *c;
+  auto size = [](const char* field, const QString& text) {
+    try {
+      return static_cast<std::uint64_t>(parse_size(text.toStdString()));
+    } catch (const Error& e) {
+      throw Error(ErrorCategory::config, std::string(field) + ": " + e.status().message());
+    }
+  };
+  perf.min_bytes = size("min bytes", spec.min_bytes);
+  perf.max_bytes = size("max bytes", spec.max_bytes);
+  perf.step_factor = spec.step_factor;
+  perf.iters = spec.iters;
+  perf.warmup = spec.warmup;
+  if (spec.engine == "nccl") {
+    perf.engine = agent::PerfRequest::Engine::nccl;  // NCCL's runner: float sums
+  } else {
+    const auto type = parse_data_type(spec.dtype.toStdString());
+    if (!type) throw Error(ErrorCategory::config, "data type '" + spec.dtype.toStdString() + "' is not one perf takes");
+    const auto op = parse_red_op(spec.op.toStdString());
+    if (!op) throw Error(ErrorCategory::config, "operation '" + spec.op.toStdString() + "' is not one perf takes");
+    perf.type = *type;
+    perf.op = *op;
+  }
+  if (!spec.algo.isEmpty()) {
+    perf.algorithm = parse_algorithm(spec.algo.toStdString());
+    if (!perf.algorithm)
+      throw Error(ErrorCategory::config, "algorithm '" + spec.algo.toStdString() + "': Ring or Tree");
+  }
+  if (!spec.proto.isEmpty()) {
+    perf.protocol = parse_protocol(spec.proto.toStdString());
+    if (!perf.protocol) {
+      throw Error(ErrorCategory::config, "protocol '" + spec.proto.toStdString() + "': LL, LL128 or Simple");
+    }
+  }
+  perf.channels = std::max(0, spec.channels);
+  return perf;
+}
+
+}  // namespace
+
 QString Console::start_run(const RunSpec& spec) {
   then_nccl_.reset();
   nccl_follows_.clear();
@@ -562,6 +613,13 @@ QString Console::start_run(const RunSpec& spec) {
   }
   if (spec.engine != "ringmaster" && spec.engine != "nccl") {
     emit run_launch_failed("engine must be ringmaster, nccl or both, not " + spec.engine);
+    return {};
+  }
+  agent::PerfRequest perf;
+  try {
+    perf = perf_request(spec);
+  } catch (const Error& e) {
+    emit run_launch_failed(QString::fromStdString(e.status().message()));
     return {};
   }
   std::vector<std::shared_ptr<agent::AgentClient>> clients;
@@ -609,29 +667,9 @@ QString Console::start_run(const RunSpec& spec) {
             {"agent_addresses", to_strings(addresses)},
             {"rails", to_string_lists(rails)}});
   }
-  json message = {{"type", "run"},
-                  {"run_id", run_id.toStdString()},
-                  {"world_size", world},
-                  {"master_addr", master.toStdString()},
-                  {"master_port", 0},
-                  {"perf",
-                   {{"collective", spec.collective.toStdString()},
-                    {"min_bytes", spec.min_bytes.toStdString()},
-                    {"max_bytes", spec.max_bytes.toStdString()},
-                    {"step_factor", spec.step_factor},
-                    {"iters", spec.iters},
-                    {"warmup", spec.warmup},
-                    {"dtype", spec.dtype.toStdString()},
-                    {"op", spec.op.toStdString()},
-                    {"algo", spec.algo.toStdString()},
-                    {"proto", spec.proto.toStdString()},
-                    {"channels", spec.channels}}}};
-  if (spec.engine == "nccl") {
-    auto& perf = message["perf"];
-    perf.erase("dtype");
-    perf.erase("op");
-    perf["engine"] = "nccl";
-  }
+  json message = {{"type", "run"},       {"run_id", run_id.toStdString()},
+                  {"world_size", world}, {"master_addr", master.toStdString()},
+                  {"master_port", 0},    {"perf", perf.to_json()}};
   json timeouts = json::object();
   if (spec.store_timeout_s > 0) timeouts["store_s"] = spec.store_timeout_s;
   if (spec.coll_timeout_s > 0) timeouts["coll_s"] = spec.coll_timeout_s;

@@ -1,0 +1,277 @@
+#include "ringmaster/agent/requests.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "ringmaster/agent/protocol.h"
+#include "ringmaster/status.h"
+#include "ringmaster/tools/perf.h"
+
+namespace ringmaster::agent {
+
+using nlohmann::json;
+
+namespace {
+
+const std::vector<std::pair<std::string_view, Collective>>& perf_names() {
+  static const std::vector<std::pair<std::string_view, Collective>> names = {
+      {"all_reduce", Collective::all_reduce},
+      {"all_gather", Collective::all_gather},
+      {"reduce_scatter", Collective::reduce_scatter},
+      {"broadcast", Collective::broadcast},
+      {"reduce", Collective::reduce},
+      {"all_to_all", Collective::all_to_all},
+      {"gather", Collective::gather},
+      {"scatter", Collective::scatter},
+      {"sendrecv", Collective::send_recv}};
+  return names;
+}
+
+// What NCCL's runner does not take: nccl-tests' float sums, every size
+// checked once.
+constexpr std::string_view kNotForNccl[] = {"check",     "dtype",     "op",         "root",   "blocking",
+                                            "warmup_ms", "agg_iters", "run_cycles", "average"};
+
+// Reads one field of a perf request, naming it in what it throws.
+class Fields {
+ public:
+  Fields(const json& perf, std::string_view where) : perf_(perf), where_(where) {}
+
+  const json* find(std::string_view key) const {
+    const auto it = perf_.find(std::string(key));
+    return it == perf_.end() ? nullptr : &*it;
+  }
+  [[noreturn]] void fail(std::string_view key, const std::string& what) const {
+    throw Error(ErrorCategory::config, fmt::format("{}.{} {}", where_, key, what));
+  }
+  [[noreturn]] void wrong_kind(std::string_view key, const char* kind, const json& v) const {
+    fail(key, fmt::format("must be {}, got {}", kind, v.type_name()));
+  }
+
+  std::optional<std::string> text(std::string_view key) const {
+    const json* v = find(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_string()) wrong_kind(key, "a string", *v);
+    return v->get<std::string>();
+  }
+  void integer(std::string_view key, int& out, int least) const {
+    const json* v = find(key);
+    if (v == nullptr) return;
+    if (!v->is_number_integer()) wrong_kind(key, "an integer", *v);
+    const auto n = v->get<long long>();
+    if (n < least || n > std::numeric_limits<int>::max()) {
+      fail(key, fmt::format("must be an integer from {}, got {}", least, v->dump()));
+    }
+    out = static_cast<int>(n);
+  }
+  void size(std::string_view key, std::uint64_t& out) const {
+    const json* v = find(key);
+    if (v == nullptr) return;
+    if (v->is_number_unsigned() || (v->is_number_integer() && v->get<long long>() >= 0)) {
+      out = v->get<std::uint64_t>();
+    } else if (v->is_string()) {
+      try {
+        out = parse_size(v->get<std::string>());
+      } catch (const Error& e) {
+        fail(key, fmt::format("is not a size ({})", e.status().message()));
+      }
+    } else {
+      wrong_kind(key, "a size in bytes (8, \"64K\", \"1M\")", *v);
+    }
+  }
+  void flag(std::string_view key, bool& out) const {
+    const json* v = find(key);
+    if (v == nullptr) return;
+    if (v->is_boolean()) {
+      out = v->get<bool>();
+    } else if (v->is_number_integer() && (v->get<long long>() == 0 || v->get<long long>() == 1)) {
+      out = v->get<long long>() == 1;
+    } else {
+      wrong_kind(key, "true, false, 0 or 1", *v);
+    }
+  }
+
+ private:
+  const json& perf_;
+  std::string_view where_;
+};
+
+}  // namespace
+
+std::optional<Collective> perf_collective_named(std::string_view given) {
+  std::string n(given);
+  if (n.size() > 5 && n.ends_with("_perf")) n.resize(n.size() - 5);
+  if (n == "alltoall" || n == "all2all") n = "all_to_all";
+  if (n == "allreduce") n = "all_reduce";
+  if (n == "allgather") n = "all_gather";
+  if (n == "reducescatter") n = "reduce_scatter";
+  if (n == "send_recv") n = "sendrecv";
+  for (const auto& [name, c] : perf_names()) {
+    if (name == n) return c;
+  }
+  return std::nullopt;
+}
+
+std::string perf_collective_name(Collective c) {
+  for (const auto& [name, known] : perf_names()) {
+    if (known == c) return std::string(name);
+  }
+  return std::string(name_of(c));
+}
+
+PerfRequest PerfRequest::parse(const json& perf, std::string_view where) {
+  if (!perf.is_object()) {
+    throw Error(ErrorCategory::config, fmt::format("{} must be an object, got {}", where, perf.type_name()));
+  }
+  static constexpr std::string_view kKnown[] = {"engine",     "collective", "min_bytes", "max_bytes",  "step_factor",
+                                                "step_bytes", "iters",      "warmup",    "warmup_ms",  "check",
+                                                "dtype",      "op",         "root",      "blocking",   "algo",
+                                                "proto",      "channels",   "agg_iters", "run_cycles", "average"};
+  for (const auto& [key, _] : perf.items()) {
+    if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
+      throw Error(ErrorCategory::config,
+                  fmt::format("{} has no field '{}' (it takes {})", where, key, fmt::join(kKnown, ", ")));
+    }
+  }
+  const Fields f(perf, where);
+  PerfRequest r;
+  if (const auto engine = f.text("engine")) {
+    if (*engine == "nccl") {
+      r.engine = Engine::nccl;
+    } else if (*engine != "ringmaster") {
+      f.fail("engine", fmt::format("must be ringmaster or nccl, got '{}'", *engine));
+    }
+  }
+  const auto collective = f.text("collective");
+  if (!collective) throw Error(ErrorCategory::config, fmt::format("{} is missing field 'collective' (string)", where));
+  const auto c = perf_collective_named(*collective);
+  if (!c) {
+    f.fail("collective", fmt::format("'{}' is none of all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
+                                     "all_to_all, gather, scatter, sendrecv",
+                                     *collective));
+  }
+  r.collective = *c;
+  f.size("min_bytes", r.min_bytes);
+  f.size("max_bytes", r.max_bytes);
+  f.size("step_bytes", r.step_bytes);
+  if (const json* v = f.find("step_factor")) {
+    if (!v->is_number()) f.wrong_kind("step_factor", "a number", *v);
+    r.step_factor = v->get<double>();
+    if (!(r.step_factor > 0)) f.fail("step_factor", fmt::format("must be above 0, got {}", v->dump()));
+  }
+  f.integer("iters", r.iters, 1);
+  f.integer("warmup", r.warmup, 0);
+  f.integer("warmup_ms", r.warmup_ms, 0);
+  f.flag("check", r.check);
+  if (const auto dtype = f.text("dtype")) {
+    const auto t = parse_data_type(*dtype);
+    if (!t) f.fail("dtype", fmt::format("'{}' is not a data type ({})", *dtype, fmt::join(data_type_names(), ", ")));
+    r.type = *t;
+  }
+  if (const auto op = f.text("op")) {
+    const auto o = parse_red_op(*op);
+    if (!o) f.fail("op", fmt::format("'{}' is not a reduction ({})", *op, fmt::join(red_op_names(), ", ")));
+    r.op = *o;
+  }
+  f.integer("root", r.root, 0);
+  f.flag("blocking", r.blocking);
+  if (const auto algo = f.text("algo"); algo && !algo->empty()) {
+    r.algorithm = parse_algorithm(*algo);
+    if (!r.algorithm) f.fail("algo", fmt::format("'{}' is neither Ring nor Tree", *algo));
+  }
+  if (const auto proto = f.text("proto"); proto && !proto->empty()) {
+    r.protocol = parse_protocol(*proto);
+    if (!r.protocol) f.fail("proto", fmt::format("'{}' is none of LL, LL128, Simple", *proto));
+  }
+  f.integer("channels", r.channels, 0);
+  f.integer("agg_iters", r.agg_iters, 1);
+  f.integer("run_cycles", r.run_cycles, 0);
+  f.integer("average", r.average, 0);
+  if (r.average > 3)
+    f.fail("average", fmt::format("must be 0 (rank 0), 1 (mean), 2 (min) or 3 (max), got {}", r.average));
+  if (r.engine == Engine::nccl) {
+    for (const auto key : kNotForNccl) {
+      if (f.find(key)) f.fail(key, "is not taken with engine nccl (fp32 sums, every size checked once)");
+    }
+  }
+  return r;
+}
+
+json PerfRequest::to_json() const {
+  const PerfRequest d;
+  json j = {{"collective", perf_collective_name(collective)}};
+  if (engine == Engine::nccl) j["engine"] = "nccl";
+  auto put = [&](const char* key, const auto& value, const auto& fallback) {
+    if (value != fallback) j[key] = value;
+  };
+  put("min_bytes", min_bytes, d.min_bytes);
+  put("max_bytes", max_bytes, d.max_bytes);
+  put("step_factor", step_factor, d.step_factor);
+  put("step_bytes", step_bytes, d.step_bytes);
+  put("iters", iters, d.iters);
+  put("warmup", warmup, d.warmup);
+  put("warmup_ms", warmup_ms, d.warmup_ms);
+  put("check", check, d.check);
+  if (type != d.type) j["dtype"] = std::string(name_of(type));
+  if (op != d.op) j["op"] = std::string(name_of(op));
+  put("root", root, d.root);
+  put("blocking", blocking, d.blocking);
+  if (algorithm) j["algo"] = std::string(name_of(*algorithm));
+  if (protocol) j["proto"] = std::string(name_of(*protocol));
+  put("channels", channels, d.channels);
+  put("agg_iters", agg_iters, d.agg_iters);
+  put("run_cycles", run_cycles, d.run_cycles);
+  put("average", average, d.average);
+  return j;
+}
+
+namespace {
+
+// The sizes and iterations: nccl-tests' flags, as both runners take them.
+void add_sweep(std::vector<std::string>& argv, const PerfRequest& r) {
+  argv.insert(argv.end(), {"-b", std::to_string(r.min_bytes), "-e", std::to_string(r.max_bytes)});
+  if (r.step_factor != 1) {
+    argv.insert(argv.end(), {"-f", fmt::format("{}", r.step_factor)});
+  } else {
+    argv.insert(argv.end(), {"-i", std::to_string(r.step_bytes)});
+  }
+  argv.insert(argv.end(), {"-n", std::to_string(r.iters), "-w", std::to_string(r.warmup)});
+}
+
+}  // namespace
+
+std::vector<std::string> PerfRequest::to_argv() const {
+  std::vector<std::string> argv = {"perf", perf_collective_name(collective), "--json"};
+  add_sweep(argv, *this);
+  argv.insert(argv.end(),
+              {"-c", check ? "1" : "0", "-d", std::string(name_of(type)), "-o", std::string(name_of(op)), "-r",
+               std::to_string(root), "-z", blocking ? "1" : "0", "--warmup-ms", std::to_string(warmup_ms), "-m",
+               std::to_string(agg_iters), "-N", std::to_string(run_cycles), "-a", std::to_string(average)});
+  if (algorithm) argv.insert(argv.end(), {"--algo", std::string(name_of(*algorithm))});
+  if (protocol) argv.insert(argv.end(), {"--proto", std::string(name_of(*protocol))});
+  if (channels > 0) argv.insert(argv.end(), {"--channels", std::to_string(channels)});
+  return argv;
+}
+
+std::vector<std::string> PerfRequest::to_nccl_argv() const {
+  std::vector<std::string> argv = {perf_collective_name(collective), "-g", "1", "--events"};
+  add_sweep(argv, *this);
+  return argv;
+}
+
+std::map<std::string, std::string> PerfRequest::to_nccl_env() const {
+  std::map<std::string, std::string> env;
+  if (algorithm) env["NCCL_ALGO"] = std::string(name_of(*algorithm));
+  if (protocol) env["NCCL_PROTO"] = std::string(name_of(*protocol));
+  if (channels > 0) env["NCCL_MIN_NCHANNELS"] = env["NCCL_MAX_NCHANNELS"] = std::to_string(channels);
+  return env;
+}
+
+std::string PerfRequest::nccl_refusal() const {
+  return nccl_runner_refusal(perf_collective_name(collective), name_of(type), name_of(op));
+}
+
+}  // namespace ringmaster::agent
