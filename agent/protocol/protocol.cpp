@@ -134,13 +134,6 @@ namespace {
 
 // A name from the client, shown only when it is short and plain; error
 // messages never echo what a client sent otherwise (types and lengths only).
-std::string shown(std::string_view name) {
-  const bool plain = !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
-  });
-  return plain ? std::string(name) : fmt::format("(a name of {} bytes)", name.size());
-}
-
 enum class Kind { string, integer, number, boolean, object, array, size };
 
 bool has_kind(const json& v, Kind k) {
@@ -239,17 +232,25 @@ std::optional<std::string> check_fields(const json& m, std::string_view where, c
 
 }  // namespace
 
+std::string shown_name(std::string_view name) {
+  const bool plain = !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+  });
+  return plain ? std::string(name) : fmt::format("(a name of {} bytes)", name.size());
+}
+
 std::optional<std::string> check_client_message(const json& m) {
   if (!m.is_object()) return "a message must be a JSON object";
   const auto type = m.find("type");
   if (type == m.end() || !type->is_string()) return "message has no 'type' string";
   const auto id = m.find("id");
   if (id == m.end() || !id->is_number_integer()) {
-    return fmt::format("{} message has no integer 'id'", shown(type->get_ref<const std::string&>()));
+    return fmt::format("{} message has no integer 'id'", shown_name(type->get_ref<const std::string&>()));
   }
   const auto v = m.find("v");
   if (v == m.end() || !v->is_number_integer()) {
-    return fmt::format("{} message has no integer 'v' (protocol version)", shown(type->get_ref<const std::string&>()));
+    return fmt::format("{} message has no integer 'v' (protocol version)",
+                       shown_name(type->get_ref<const std::string&>()));
   }
   if (v->get<long long>() != kProtocolVersion) {
     return fmt::format("protocol version {} is not supported; this agent speaks version {}", v->get<long long>(),
@@ -262,43 +263,12 @@ std::optional<std::string> check_client_message(const json& m) {
     std::string known;
     for (const auto& [k, _] : s)
       known += (known.empty() ? "" : ", ") + k;
-    return fmt::format("unknown message type '{}' (known: {})", shown(name), known);
+    return fmt::format("unknown message type '{}' (known: {})", shown_name(name), known);
   }
+  // A run's values (its ranks in range, its perf request, ...) are read
+  // when it starts (RunRequest::parse): a wrong one is refused in the
+  // reply, the connection kept.
   if (auto problem = check_fields(m, name, entry->second)) return problem;
-  if (name == "run") {
-    const auto world = m["world_size"].get<long long>();
-    if (world < 1) return fmt::format("run.world_size must be at least 1, got {}", world);
-    if (m["ranks"].empty()) return "run.ranks is empty: give the global ranks this agent runs";
-    for (const auto& r : m["ranks"]) {
-      if (!r.is_number_integer() || r.get<long long>() < 0 || r.get<long long>() >= world) {
-        return fmt::format("run.ranks holds {}, not a rank in [0, {})",
-                           r.is_number_integer() ? std::to_string(r.get<long long>()) : std::string(r.type_name()),
-                           world);
-      }
-    }
-    const auto port = m["master_port"].get<long long>();
-    if (port < 0 || port > 65535) return fmt::format("run.master_port {} is not a TCP port", port);
-    if (m["run_id"].get_ref<const std::string&>().empty()) return "run.run_id is empty";
-    if (m.contains("env")) {
-      for (const auto& [k, value] : m["env"].items()) {
-        if (!value.is_string()) return fmt::format("run.env.{} must be a string, got {}", shown(k), value.type_name());
-      }
-    }
-    if (m.contains("timeouts")) {
-      for (const auto& [k, value] : m["timeouts"].items()) {
-        if (k != "store_s" && k != "bootstrap_s" && k != "coll_s") {
-          return fmt::format("run.timeouts.{} is not one of store_s, bootstrap_s, coll_s", shown(k));
-        }
-        // A day at most: a rank takes whole seconds as a 64-bit count, and
-        // 1e308 turned negative on the way.
-        constexpr double kMaxSeconds = 86400;
-        if (!value.is_number() || value.get<double>() <= 0 || value.get<double>() > kMaxSeconds) {
-          return fmt::format("run.timeouts.{} must be a positive number of seconds, at most {:g} (a day)", shown(k),
-                             kMaxSeconds);
-        }
-      }
-    }
-  }
   return std::nullopt;
 }
 

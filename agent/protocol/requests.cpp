@@ -133,7 +133,7 @@ PerfRequest PerfRequest::parse(const json& perf, std::string_view where) {
   for (const auto& [key, _] : perf.items()) {
     if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
       throw Error(ErrorCategory::config,
-                  fmt::format("{} has no field '{}' (it takes {})", where, key, fmt::join(kKnown, ", ")));
+                  fmt::format("{} has no field '{}' (it takes {})", where, shown_name(key), fmt::join(kKnown, ", ")));
     }
   }
   const Fields f(perf, where);
@@ -142,7 +142,7 @@ PerfRequest PerfRequest::parse(const json& perf, std::string_view where) {
     if (*engine == "nccl") {
       r.engine = Engine::nccl;
     } else if (*engine != "ringmaster") {
-      f.fail("engine", fmt::format("must be ringmaster or nccl, got '{}'", *engine));
+      f.fail("engine", fmt::format("must be ringmaster or nccl, got '{}'", shown_name(*engine)));
     }
   }
   const auto collective = f.text("collective");
@@ -151,7 +151,7 @@ PerfRequest PerfRequest::parse(const json& perf, std::string_view where) {
   if (!c) {
     f.fail("collective", fmt::format("'{}' is none of all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
                                      "all_to_all, gather, scatter, sendrecv",
-                                     *collective));
+                                     shown_name(*collective)));
   }
   r.collective = *c;
   f.size("min_bytes", r.min_bytes);
@@ -168,23 +168,25 @@ PerfRequest PerfRequest::parse(const json& perf, std::string_view where) {
   f.flag("check", r.check);
   if (const auto dtype = f.text("dtype")) {
     const auto t = parse_data_type(*dtype);
-    if (!t) f.fail("dtype", fmt::format("'{}' is not a data type ({})", *dtype, fmt::join(data_type_names(), ", ")));
+    if (!t)
+      f.fail("dtype",
+             fmt::format("'{}' is not a data type ({})", shown_name(*dtype), fmt::join(data_type_names(), ", ")));
     r.type = *t;
   }
   if (const auto op = f.text("op")) {
     const auto o = parse_red_op(*op);
-    if (!o) f.fail("op", fmt::format("'{}' is not a reduction ({})", *op, fmt::join(red_op_names(), ", ")));
+    if (!o) f.fail("op", fmt::format("'{}' is not a reduction ({})", shown_name(*op), fmt::join(red_op_names(), ", ")));
     r.op = *o;
   }
   f.integer("root", r.root, 0);
   f.flag("blocking", r.blocking);
   if (const auto algo = f.text("algo"); algo && !algo->empty()) {
     r.algorithm = parse_algorithm(*algo);
-    if (!r.algorithm) f.fail("algo", fmt::format("'{}' is neither Ring nor Tree", *algo));
+    if (!r.algorithm) f.fail("algo", fmt::format("'{}' is neither Ring nor Tree", shown_name(*algo)));
   }
   if (const auto proto = f.text("proto"); proto && !proto->empty()) {
     r.protocol = parse_protocol(*proto);
-    if (!r.protocol) f.fail("proto", fmt::format("'{}' is none of LL, LL128, Simple", *proto));
+    if (!r.protocol) f.fail("proto", fmt::format("'{}' is none of LL, LL128, Simple", shown_name(*proto)));
   }
   f.integer("channels", r.channels, 0);
   f.integer("agg_iters", r.agg_iters, 1);
@@ -226,6 +228,80 @@ json PerfRequest::to_json() const {
   put("run_cycles", run_cycles, d.run_cycles);
   put("average", average, d.average);
   return j;
+}
+
+json RunRequest::to_json() const {
+  json j = {{"type", "run"},         {"run_id", run_id},           {"world_size", world_size},
+            {"ranks", ranks},        {"master_addr", master_addr}, {"master_port", master_port},
+            {"perf", perf.to_json()}};
+  if (!env.empty()) j["env"] = env;
+  json timeouts = json::object();
+  if (store_timeout_s) timeouts["store_s"] = *store_timeout_s;
+  if (bootstrap_timeout_s) timeouts["bootstrap_s"] = *bootstrap_timeout_s;
+  if (coll_timeout_s) timeouts["coll_s"] = *coll_timeout_s;
+  if (!timeouts.empty()) j["timeouts"] = timeouts;
+  return j;
+}
+
+RunRequest RunRequest::parse(const json& m) {
+  if (!m.is_object()) throw Error(ErrorCategory::config, fmt::format("run must be an object, got {}", m.type_name()));
+  const Fields f(m, "run");
+  auto fail = [](const std::string& what) { throw Error(ErrorCategory::config, what); };
+  RunRequest r;
+  const auto id = f.text("run_id");
+  if (!id || id->empty()) fail("run.run_id is missing or empty");
+  r.run_id = *id;
+  if (!f.find("world_size")) fail("run is missing field 'world_size' (integer)");
+  f.integer("world_size", r.world_size, 1);
+  const json* ranks = f.find("ranks");
+  if (ranks == nullptr || !ranks->is_array() || ranks->empty()) {
+    fail("run.ranks is missing or empty: give the global ranks this agent runs");
+  }
+  for (const auto& rank : *ranks) {
+    if (!rank.is_number_integer() || rank.get<long long>() < 0 || rank.get<long long>() >= r.world_size) {
+      fail(fmt::format("run.ranks holds {}, not a rank in [0, {})",
+                       rank.is_number_integer() ? std::to_string(rank.get<long long>()) : std::string(rank.type_name()),
+                       r.world_size));
+    }
+    r.ranks.push_back(rank.get<int>());
+  }
+  const auto addr = f.text("master_addr");
+  if (!addr) fail("run is missing field 'master_addr' (string)");
+  r.master_addr = *addr;
+  if (!f.find("master_port")) fail("run is missing field 'master_port' (integer)");
+  f.integer("master_port", r.master_port, 0);
+  if (r.master_port > 65535) fail(fmt::format("run.master_port {} is not a TCP port", r.master_port));
+  const json* perf = f.find("perf");
+  if (perf == nullptr) fail("run is missing field 'perf' (object)");
+  r.perf = PerfRequest::parse(*perf);
+  if (const json* env = f.find("env")) {
+    if (!env->is_object()) f.wrong_kind("env", "an object", *env);
+    for (const auto& [k, value] : env->items()) {
+      if (!value.is_string())
+        fail(fmt::format("run.env.{} must be a string, got {}", shown_name(k), value.type_name()));
+      r.env[k] = value.get<std::string>();
+    }
+  }
+  if (const json* timeouts = f.find("timeouts")) {
+    if (!timeouts->is_object()) f.wrong_kind("timeouts", "an object", *timeouts);
+    for (const auto& [k, value] : timeouts->items()) {
+      std::optional<double>* slot = k == "store_s"       ? &r.store_timeout_s
+                                    : k == "bootstrap_s" ? &r.bootstrap_timeout_s
+                                    : k == "coll_s"      ? &r.coll_timeout_s
+                                                         : nullptr;
+      if (slot == nullptr)
+        fail(fmt::format("run.timeouts.{} is not one of store_s, bootstrap_s, coll_s", shown_name(k)));
+      // A day at most: a rank takes whole seconds as a 64-bit count, and
+      // 1e308 turned negative on the way.
+      constexpr double kMaxSeconds = 86400;
+      if (!value.is_number() || value.get<double>() <= 0 || value.get<double>() > kMaxSeconds) {
+        fail(fmt::format("run.timeouts.{} must be a positive number of seconds, at most {:g} (a day)", shown_name(k),
+                         kMaxSeconds));
+      }
+      *slot = value.get<double>();
+    }
+  }
+  return r;
 }
 
 namespace {

@@ -128,16 +128,16 @@ std::uint16_t pick_free_port() {
   return port;
 }
 
-// A run message's perf request, every field checked; with engine nccl,
-// refused up front when NCCL's runner cannot run it.
-PerfRequest perf_request_of(const json& m) {
-  PerfRequest perf = PerfRequest::parse(m["perf"]);
-  if (perf.engine == PerfRequest::Engine::nccl) {
-    if (const std::string refused = perf.nccl_refusal(); !refused.empty()) {
+// A run message, every field checked; with engine nccl, refused up front
+// when NCCL's runner cannot run it.
+RunRequest run_request_of(const json& m) {
+  RunRequest run = RunRequest::parse(m);
+  if (run.perf.engine == PerfRequest::Engine::nccl) {
+    if (const std::string refused = run.perf.nccl_refusal(); !refused.empty()) {
       throw Error(ErrorCategory::config, "run.perf.engine nccl: " + refused);
     }
   }
-  return perf;
+  return run;
 }
 
 // "LOW-HIGH" of --rank-uids; {0, 0} for an empty one.
@@ -315,9 +315,10 @@ void RunManager::finish_if_done(Child& child) {
 }
 
 json RunManager::start(const json& m) {
-  const std::string id = m["run_id"].get<std::string>();
+  const RunRequest request = run_request_of(m);
+  const PerfRequest& perf = request.perf;
+  const std::string& id = request.run_id;
   check_run_id(id);
-  const PerfRequest perf = perf_request_of(m);
   const bool nccl = perf.engine == PerfRequest::Engine::nccl;
   if (runs_.count(id)) throw Error(ErrorCategory::config, fmt::format("run {} is already running here", id));
   if (static_cast<int>(runs_.size()) >= options_.max_runs) {
@@ -327,7 +328,7 @@ json RunManager::start(const json& m) {
     throw Error(ErrorCategory::config,
                 fmt::format("cannot run ranks: {} is not executable ({})", options_.cli_path, strerror(errno)));
   }
-  const auto ranks = m["ranks"].get<std::vector<int>>();
+  const auto& ranks = request.ranks;
   {
     auto sorted = ranks;
     std::sort(sorted.begin(), sorted.end());
@@ -344,7 +345,7 @@ json RunManager::start(const json& m) {
   }
   // The run's own directory: what its file-naming variables name lives here.
   const std::string run_dir = options_.state_dir + "/runs/" + id;
-  const auto client_env = checked_run_env(m.contains("env") ? m["env"] : json(), run_dir);
+  const auto client_env = checked_run_env(request.env.empty() ? json() : json(request.env), run_dir);
   {
     std::error_code ec;
     std::filesystem::create_directories(run_dir, ec);
@@ -358,7 +359,7 @@ json RunManager::start(const json& m) {
     throw Error(ErrorCategory::config, fmt::format("cannot give {} to uid {} (rank user '{}'): {}", run_dir,
                                                    run_user.uid, run_user.name, strerror(errno)));
   }
-  int port = m["master_port"].get<int>();
+  int port = request.master_port;
   const bool has_rank0 = std::find(ranks.begin(), ranks.end(), 0) != ranks.end();
   if (port == 0) {
     if (!has_rank0) {
@@ -407,10 +408,10 @@ json RunManager::start(const json& m) {
       if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
     }
     env["RANK"] = std::to_string(ranks[local]);
-    env["WORLD_SIZE"] = std::to_string(m["world_size"].get<int>());
+    env["WORLD_SIZE"] = std::to_string(request.world_size);
     env["LOCAL_RANK"] = std::to_string(local);
     env["LOCAL_WORLD_SIZE"] = std::to_string(ranks.size());
-    env["MASTER_ADDR"] = m["master_addr"].get<std::string>();
+    env["MASTER_ADDR"] = request.master_addr;
     env["MASTER_PORT"] = std::to_string(port);
     env["RINGMASTER_RUN_ID"] = id;
     // An agent with a declared topology stands for the node its file
@@ -424,13 +425,11 @@ json RunManager::start(const json& m) {
     if (faults_) {
       if (auto filter = faults_->connect_filter(); !filter.empty()) env["RINGMASTER_CONNECT_FILTER"] = filter;
     }
-    if (m.contains("timeouts")) {
-      const auto& t = m["timeouts"];
-      auto seconds = [](const json& v) { return std::to_string(static_cast<long long>(std::ceil(v.get<double>()))); };
-      if (t.contains("store_s")) env["RINGMASTER_STORE_TIMEOUT"] = seconds(t["store_s"]);
-      if (t.contains("bootstrap_s")) env["RINGMASTER_BOOTSTRAP_TIMEOUT"] = seconds(t["bootstrap_s"]);
-      if (t.contains("coll_s")) env["RINGMASTER_COLL_TIMEOUT"] = seconds(t["coll_s"]);
-    }
+    // Whole seconds, rounded up.
+    auto seconds = [](double s) { return std::to_string(static_cast<long long>(std::ceil(s))); };
+    if (request.store_timeout_s) env["RINGMASTER_STORE_TIMEOUT"] = seconds(*request.store_timeout_s);
+    if (request.bootstrap_timeout_s) env["RINGMASTER_BOOTSTRAP_TIMEOUT"] = seconds(*request.bootstrap_timeout_s);
+    if (request.coll_timeout_s) env["RINGMASTER_COLL_TIMEOUT"] = seconds(*request.coll_timeout_s);
     // NCCL's own names for what the run forces.
     if (nccl) {
       for (const auto& [k, v] : perf.to_nccl_env())

@@ -128,25 +128,24 @@ Sweep run_sweep(const RemoteOptions& o, const std::string& engine, Agents& agent
   const int world = static_cast<int>(clients.size()) * o.np_per_agent;
   const std::string run_id = "remote-" + std::to_string(::getpid()) + "-" +
                              std::to_string(std::chrono::system_clock::now().time_since_epoch().count() % 1000000);
-  json run = {{"type", "run"},       {"run_id", run_id},
-              {"world_size", world}, {"master_addr", o.master_addr.empty() ? endpoints[0].host : o.master_addr},
-              {"master_port", 0},    {"perf", remote_perf_request(o, engine).to_json()}};
-  json timeouts = json::object();
-  if (o.store_timeout_s > 0) timeouts["store_s"] = o.store_timeout_s;
-  if (o.bootstrap_timeout_s > 0) timeouts["bootstrap_s"] = o.bootstrap_timeout_s;
-  if (o.coll_timeout_s > 0) timeouts["coll_s"] = o.coll_timeout_s;
-  if (!timeouts.empty()) run["timeouts"] = timeouts;
+  agent::RunRequest run;
+  run.run_id = run_id;
+  run.world_size = world;
+  run.master_addr = o.master_addr.empty() ? endpoints[0].host : o.master_addr;
+  run.perf = remote_perf_request(o, engine);
+  if (o.store_timeout_s > 0) run.store_timeout_s = o.store_timeout_s;
+  if (o.bootstrap_timeout_s > 0) run.bootstrap_timeout_s = o.bootstrap_timeout_s;
+  if (o.coll_timeout_s > 0) run.coll_timeout_s = o.coll_timeout_s;
   // Agent 0 holds rank 0 and hosts the store: it picks the port first.
   // When an agent refuses the run, those that took it cancel it.
   Sweep sweep;
   for (std::size_t i = 0; i < clients.size(); ++i) {
-    json ranks = json::array();
+    run.ranks.clear();
     for (int l = 0; l < o.np_per_agent; ++l)
-      ranks.push_back(static_cast<int>(i) * o.np_per_agent + l);
-    run["ranks"] = ranks;
+      run.ranks.push_back(static_cast<int>(i) * o.np_per_agent + l);
     try {
-      const json reply = clients[i]->call(run);
-      if (i == 0) run["master_port"] = reply["master_port"];
+      const json reply = clients[i]->call(run.to_json());
+      if (i == 0) run.master_port = reply.at("master_port").get<int>();
     } catch (const Error& e) {
       for (std::size_t j = 0; j < i; ++j)
         clients[j]->request({{"type", "cancel"}, {"run_id", run_id}});

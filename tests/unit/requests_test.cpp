@@ -113,5 +113,52 @@ TEST(PerfRequest, CommandLines) {
   EXPECT_NE(r.nccl_refusal().find("not 'all_to_all'"), std::string::npos) << r.nccl_refusal();
 }
 
+std::string run_refusal(const json& run) {
+  try {
+    RunRequest::parse(run);
+  } catch (const Error& e) {
+    return e.status().message();
+  }
+  return "accepted";
+}
+
+// A run survives its way through JSON; each field out of shape or range is
+// refused naming it, the perf request's too, and a name a client made up
+// is printed only when it is a plain name.
+TEST(RunRequest, RoundTripsAndRefusesByName) {
+  RunRequest r;
+  r.run_id = "console-1";
+  r.world_size = 4;
+  r.ranks = {2, 3};
+  r.master_addr = "10.0.0.1";
+  r.master_port = 29500;
+  r.perf.collective = Collective::broadcast;
+  r.env = {{"NCCL_DEBUG", "INFO"}};
+  r.coll_timeout_s = 30;
+  const json j = r.to_json();
+  EXPECT_EQ(j["type"], "run");
+  EXPECT_EQ(RunRequest::parse(j), r);
+  auto with = [&](const char* key, const json& value) {
+    json m = j;
+    m[key] = value;
+    return run_refusal(m);
+  };
+  EXPECT_EQ(with("ranks", {1, 4}), "run.ranks holds 4, not a rank in [0, 4)");
+  EXPECT_EQ(with("ranks", json::array()), "run.ranks is missing or empty: give the global ranks this agent runs");
+  EXPECT_EQ(with("world_size", 0), "run.world_size must be an integer from 1, got 0");
+  EXPECT_EQ(with("master_port", 70000), "run.master_port 70000 is not a TCP port");
+  EXPECT_EQ(with("run_id", ""), "run.run_id is missing or empty");
+  EXPECT_EQ(with("env", {{"NCCL_DEBUG", 1}}), "run.env.NCCL_DEBUG must be a string, got number");
+  EXPECT_EQ(with("timeouts", {{"store_s", -1}}),
+            "run.timeouts.store_s must be a positive number of seconds, at most 86400 (a day)");
+  EXPECT_EQ(with("timeouts", {{"x\ny", 1}}),
+            "run.timeouts.(a name of 3 bytes) is not one of store_s, bootstrap_s, coll_s");
+  EXPECT_EQ(with("perf", {{"collective", "all_reduce"}, {"iters", -1}}),
+            "run.perf.iters must be an integer from 1, got -1");
+  json no_perf = j;
+  no_perf.erase("perf");
+  EXPECT_EQ(run_refusal(no_perf), "run is missing field 'perf' (object)");
+}
+
 }  // namespace
 }  // namespace ringmaster::agent

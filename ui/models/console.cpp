@@ -667,26 +667,25 @@ QString Console::start_run(const RunSpec& spec) {
             {"agent_addresses", to_strings(addresses)},
             {"rails", to_string_lists(rails)}});
   }
-  json message = {{"type", "run"},       {"run_id", run_id.toStdString()},
-                  {"world_size", world}, {"master_addr", master.toStdString()},
-                  {"master_port", 0},    {"perf", perf.to_json()}};
-  json timeouts = json::object();
-  if (spec.store_timeout_s > 0) timeouts["store_s"] = spec.store_timeout_s;
-  if (spec.coll_timeout_s > 0) timeouts["coll_s"] = spec.coll_timeout_s;
-  if (!timeouts.empty()) message["timeouts"] = timeouts;
+  agent::RunRequest request;
+  request.run_id = run_id.toStdString();
+  request.world_size = world;
+  request.master_addr = master.toStdString();
+  request.perf = perf;
+  if (spec.store_timeout_s > 0) request.store_timeout_s = spec.store_timeout_s;
+  if (spec.coll_timeout_s > 0) request.coll_timeout_s = spec.coll_timeout_s;
   QPointer<Console> guard(this);
   const int per_agent = spec.ranks_per_agent;
   // The agent with rank 0 picks the store's port; the others need it, so
   // the requests go one after another, off the GUI thread.
-  std::thread([guard, clients, message, per_agent]() mutable {
+  std::thread([guard, clients, request, per_agent]() mutable {
     try {
       for (std::size_t i = 0; i < clients.size(); ++i) {
-        json ranks = json::array();
+        request.ranks.clear();
         for (int l = 0; l < per_agent; ++l)
-          ranks.push_back(static_cast<int>(i) * per_agent + l);
-        message["ranks"] = ranks;
-        const json reply = clients[i]->call(message);
-        if (i == 0) message["master_port"] = reply["master_port"];
+          request.ranks.push_back(static_cast<int>(i) * per_agent + l);
+        const json reply = clients[i]->call(request.to_json());
+        if (i == 0) request.master_port = reply.at("master_port").get<int>();
       }
     } catch (const std::exception& e) {
       const QString why = QString::fromUtf8(e.what());

@@ -123,6 +123,11 @@ unsigned roles_needed(std::string_view type);
 // Error(config) naming the file and line.
 std::vector<RoleToken> read_role_tokens_file(const std::string& path);
 
+// A name a client sent, fit to print in a reply or a log line: as it is
+// when it is a plain name (letters, digits, _ - .; at most 64 bytes),
+// else "(a name of N bytes)".
+std::string shown_name(std::string_view name);
+
 // What a run with engine "nccl" (ringmaster-nccl-perf on the agent) takes:
 // all_reduce, all_gather, reduce_scatter or broadcast, in float sums.
 // Empty when it takes `collective` in `dtype` with `op`; otherwise why

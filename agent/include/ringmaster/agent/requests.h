@@ -61,6 +61,33 @@ struct PerfRequest {
   std::string nccl_refusal() const;
 };
 
+// A run: the perf sweep on the run's ranks this agent starts. The console
+// and `ringmaster-cli remote` send one to every agent, rank 0's agent
+// first (it picks the store's port when master_port is 0 and says it in
+// its reply; the others get that port).
+struct RunRequest {
+  std::string run_id;
+  int world_size = 1;
+  std::vector<int> ranks;  // the run's global ranks this agent starts
+  std::string master_addr;
+  int master_port = 0;
+  PerfRequest perf;
+  std::map<std::string, std::string> env;  // for the ranks, besides the agent's own (checked when the run starts)
+  // The ranks' limits (RINGMASTER_STORE_TIMEOUT, _BOOTSTRAP_TIMEOUT,
+  // _COLL_TIMEOUT), in seconds, at most a day; none: the ranks' own.
+  std::optional<double> store_timeout_s, bootstrap_timeout_s, coll_timeout_s;
+
+  bool operator==(const RunRequest&) const = default;
+
+  // The "run" message, but its id and protocol version (the client adds
+  // those).
+  nlohmann::json to_json() const;
+  // From a "run" message: every field checked, the perf request too.
+  // Throws Error(config) naming the field ("run.ranks holds 7, not a rank
+  // in [0, 4)").
+  static RunRequest parse(const nlohmann::json& run);
+};
+
 // The collective a perf name means: `ringmaster-cli perf`'s names,
 // nccl-tests' binary names (all_reduce_perf) and the usual spellings
 // (allreduce, alltoall); none for anything else.
