@@ -406,54 +406,7 @@ class Session : public std::enable_shared_from_this<Session> {
     // Whatever a request holds, one bad message costs its sender a refusal,
     // never the agent.
     try {
-      if (type == "ping") {
-        json fields = {{"time_us", wall_us()}};
-        if (m.contains("ping_us")) fields["ping_us"] = m["ping_us"];
-        reply(m, std::move(fields));
-      } else if (type == "inventory") {
-        reply(m, server_.inventory());
-      } else if (type == "subscribe") {
-        subscribed_ = true;
-        reply(m);
-      } else if (type == "unsubscribe") {
-        subscribed_ = false;
-        reply(m);
-      } else if (type == "run") {
-        reply(m, server_.runs->start(m));
-      } else if (type == "fault") {
-        const auto applied = server_.faults->add(parse_fault(m["fault"]));
-        reply(m, {{"fault_id", applied.fault_id}, {"mechanism", applied.mechanism}, {"note", applied.note}});
-        server_.broadcast({"", -1, applied, {}});
-      } else if (type == "fault_clear") {
-        const auto reverted =
-            server_.faults->clear(m.contains("fault_id") ? std::optional<int>(m["fault_id"].get<int>()) : std::nullopt);
-        reply(m, {{"faults", server_.faults->active()}});
-        for (const auto& r : reverted)
-          server_.broadcast({"", -1, r, {}});
-      } else if (type == "preflight_listen" || type == "preflight_probe") {
-        // Answered once the work, off the I/O thread, is done.
-        auto answer = [self = shared_from_this(), m](json fields, const std::string& error) {
-          if (error.empty()) {
-            self->reply(m, std::move(fields));
-          } else {
-            self->refuse(m, error);
-          }
-        };
-        if (type == "preflight_listen") {
-          server_.preflight->listen(m, std::move(answer));
-        } else {
-          server_.preflight->probe(m, std::move(answer));
-        }
-      } else if (type == "preflight_release") {
-        server_.preflight->release();
-        reply(m);
-      } else if (type == "cancel") {
-        server_.runs->cancel(m["run_id"].get<std::string>());
-        reply(m);
-      } else if (type == "shutdown") {
-        reply(m);
-        asio::post(server_.io, [&server = server_] { server.shutdown(); });
-      }
+      if (const auto handler = handlers().find(type); handler != handlers().end()) (this->*handler->second)(m);
     } catch (const Error& e) {
       refuse(m, e.status().message());
     } catch (const nlohmann::json::exception& e) {
@@ -462,6 +415,80 @@ class Session : public std::enable_shared_from_this<Session> {
       log::warn_from(peer_ip_, "{} from {} failed: {}", type, peer_, e.what());
       refuse(m, fmt::format("{} failed inside the agent: {}", type, e.what()));
     }
+  }
+
+  // One handler per request type the schema knows (protocol.cpp), but
+  // auth, answered before any of these.
+  using Handler = void (Session::*)(const json&);
+  static const std::map<std::string_view, Handler>& handlers() {
+    static const std::map<std::string_view, Handler> table = {
+        {"ping", &Session::on_ping},
+        {"inventory", &Session::on_inventory},
+        {"subscribe", &Session::on_subscribe},
+        {"unsubscribe", &Session::on_unsubscribe},
+        {"run", &Session::on_run},
+        {"cancel", &Session::on_cancel},
+        {"fault", &Session::on_fault},
+        {"fault_clear", &Session::on_fault_clear},
+        {"preflight_listen", &Session::on_preflight_listen},
+        {"preflight_probe", &Session::on_preflight_probe},
+        {"preflight_release", &Session::on_preflight_release},
+        {"shutdown", &Session::on_shutdown},
+    };
+    return table;
+  }
+
+  void on_ping(const json& m) {
+    json fields = {{"time_us", wall_us()}};
+    if (m.contains("ping_us")) fields["ping_us"] = m["ping_us"];
+    reply(m, std::move(fields));
+  }
+  void on_inventory(const json& m) { reply(m, server_.inventory()); }
+  void on_subscribe(const json& m) {
+    subscribed_ = true;
+    reply(m);
+  }
+  void on_unsubscribe(const json& m) {
+    subscribed_ = false;
+    reply(m);
+  }
+  void on_run(const json& m) { reply(m, server_.runs->start(m)); }
+  void on_cancel(const json& m) {
+    server_.runs->cancel(m["run_id"].get<std::string>());
+    reply(m);
+  }
+  void on_fault(const json& m) {
+    const auto applied = server_.faults->add(parse_fault(m["fault"]));
+    reply(m, {{"fault_id", applied.fault_id}, {"mechanism", applied.mechanism}, {"note", applied.note}});
+    server_.broadcast({"", -1, applied, {}});
+  }
+  void on_fault_clear(const json& m) {
+    const auto reverted =
+        server_.faults->clear(m.contains("fault_id") ? std::optional<int>(m["fault_id"].get<int>()) : std::nullopt);
+    reply(m, {{"faults", server_.faults->active()}});
+    for (const auto& r : reverted)
+      server_.broadcast({"", -1, r, {}});
+  }
+  // A preflight request is answered once its work, off the I/O thread, is
+  // done.
+  PreflightService::Done answer_later(const json& m) {
+    return [self = shared_from_this(), m](json fields, const std::string& error) {
+      if (error.empty()) {
+        self->reply(m, std::move(fields));
+      } else {
+        self->refuse(m, error);
+      }
+    };
+  }
+  void on_preflight_listen(const json& m) { server_.preflight->listen(m, answer_later(m)); }
+  void on_preflight_probe(const json& m) { server_.preflight->probe(m, answer_later(m)); }
+  void on_preflight_release(const json& m) {
+    server_.preflight->release();
+    reply(m);
+  }
+  void on_shutdown(const json& m) {
+    reply(m);
+    asio::post(server_.io, [&server = server_] { server.shutdown(); });
   }
 
   void write_next() {
