@@ -439,7 +439,7 @@ void TopologyDrawing::paint_path(QPainter& p) {
   // each): drawn small, the line thins so that it stays in its lane.
   const double scale = t.m11();
   const double pen = std::clamp(2 * (kLane * scale - 1.0), 1.0, 2.5);
-  double next_pill = 2;  // the strip's pills side by side, left to right
+  std::vector<std::pair<double, QString>> pills;  // the other nodes' names: where, what
   for (std::size_t i = 0; i < path_.hops.size() && i < routes_.size(); ++i) {
     const auto& hop = path_.hops[i];
     QPolygonF line = t.map(routes_[i]);
@@ -481,19 +481,23 @@ void TopologyDrawing::paint_path(QPainter& p) {
     // The other node, named in the strip where the route meets it.
     for (const auto* end : {&hop.from, &hop.to}) {
       if (end->kind != DevicePath::End::Kind::away) continue;
-      const QPointF where = end == &hop.from ? line.front() : line.back();
-      const QString name = (end == &hop.from ? "from " : "to ") + end->text;
-      const double w = fm.horizontalAdvance(name) + 10;
-      // Centred on the route, moved right of the pills before it.
-      const double x = std::clamp(std::max(where.x() - w / 2, next_pill), 2.0, std::max(2.0, width() - w - 2));
-      const QRectF pill(x, strip.center().y() - 7.5, w, 15);
-      next_pill = pill.right() + 4;
-      p.setPen(colour);
-      p.setBrush(QColor(0xfc, 0xe4, 0xec));
-      p.drawRoundedRect(pill, 6, 6);
-      p.setPen(colour.darker(130));
-      p.drawText(pill, Qt::AlignCenter, name);
+      pills.emplace_back((end == &hop.from ? line.front() : line.back()).x(),
+                         (end == &hop.from ? "from " : "to ") + end->text);
     }
+  }
+  // Each centred on its route, left to right, none over the one before.
+  std::sort(pills.begin(), pills.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  double next_pill = 2;
+  for (const auto& [x, name] : pills) {
+    const double w = fm.horizontalAdvance(name) + 10;
+    const QRectF pill(std::clamp(std::max(x - w / 2, next_pill), 2.0, std::max(2.0, width() - w - 2)),
+                      strip.center().y() - 7.5, w, 15);
+    next_pill = pill.right() + 4;
+    p.setPen(colour);
+    p.setBrush(QColor(0xfc, 0xe4, 0xec));
+    p.drawRoundedRect(pill, 6, 6);
+    p.setPen(colour.darker(130));
+    p.drawText(pill, Qt::AlignCenter, name);
   }
   // Named at the bottom right, on the legend's line.
   p.setClipping(false);
