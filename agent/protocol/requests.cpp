@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "ringmaster/agent/protocol.h"
@@ -160,7 +161,9 @@ PerfRequest PerfRequest::parse(const json& perf, std::string_view where) {
   if (const json* v = f.find("step_factor")) {
     if (!v->is_number()) f.wrong_kind("step_factor", "a number", *v);
     r.step_factor = v->get<double>();
-    if (!(r.step_factor > 0)) f.fail("step_factor", fmt::format("must be above 0, got {}", v->dump()));
+    if (!(r.step_factor > 0) || !std::isfinite(r.step_factor)) {
+      f.fail("step_factor", fmt::format("must be a finite number above 0, got {}", v->dump()));
+    }
   }
   f.integer("iters", r.iters, 1);
   f.integer("warmup", r.warmup, 0);

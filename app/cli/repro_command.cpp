@@ -40,6 +40,7 @@
 #include "ringmaster/agent/linkcheck.h"
 #include "ringmaster/agent/preflight.h"
 #include "ringmaster/agent/protocol.h"
+#include "ringmaster/agent/requests.h"
 #include "ringmaster/agent/scenario.h"
 #include "ringmaster/agent/telemetry.h"
 #include "ringmaster/status.h"
@@ -409,18 +410,22 @@ Verdict run_scenario(const agent::Scenario& s, const std::string& agent_path, bo
   const std::vector<int> placement = s.placement();
   const int world = s.world_size();
   const std::string run_id = "repro-" + s.name;
-  json message = {
-      {"type", "run"},
-      {"run_id", run_id},
-      {"world_size", world},
-      {"master_addr", run_spec.value("master_addr", Cluster::address(0))},
-      {"master_port", run_spec.value("master_port", 29500)},
-      {"perf",
-       run_spec.value(
-           "perf",
-           json{{"collective", "all_reduce"}, {"min_bytes", "1K"}, {"max_bytes", "1K"}, {"iters", 2}, {"warmup", 1}})},
-      {"env", run_spec.value("env", json::object())},
-      {"timeouts", run_spec.value("timeouts", json{{"store_s", 5}, {"bootstrap_s", 5}, {"coll_s", 10}})}};
+  // The scenario's run as the agents read it: a bad field of the file is
+  // named before any agent is asked.
+  agent::RunRequest run;
+  run.run_id = run_id;
+  run.world_size = world;
+  run.master_addr = run_spec.value("master_addr", Cluster::address(0));
+  run.master_port = run_spec.value("master_port", 29500);
+  run.perf = agent::PerfRequest::parse(
+      run_spec.value(
+          "perf",
+          json{{"collective", "all_reduce"}, {"min_bytes", "1K"}, {"max_bytes", "1K"}, {"iters", 2}, {"warmup", 1}}),
+      "the scenario's run.perf");
+  const json timeouts = run_spec.value("timeouts", json{{"store_s", 5}, {"bootstrap_s", 5}, {"coll_s", 10}});
+  if (timeouts.contains("store_s")) run.store_timeout_s = timeouts["store_s"].get<double>();
+  if (timeouts.contains("bootstrap_s")) run.bootstrap_timeout_s = timeouts["bootstrap_s"].get<double>();
+  if (timeouts.contains("coll_s")) run.coll_timeout_s = timeouts["coll_s"].get<double>();
   if (events) {
     std::set<int> with_ranks;
     for (int h : placement) {
@@ -436,12 +441,11 @@ Verdict run_scenario(const agent::Scenario& s, const std::string& agent_path, bo
   std::map<int, int> pid_of;
   int running_hosts = 0;
   for (int h = 0; h < hosts; ++h) {
-    json ranks = json::array();
+    run.ranks.clear();
     for (std::size_t r = 0; r < placement.size(); ++r) {
-      if (placement[r] == h) ranks.push_back(static_cast<int>(r));
+      if (placement[r] == h) run.ranks.push_back(static_cast<int>(r));
     }
-    if (ranks.empty()) continue;
-    message["ranks"] = ranks;
+    if (run.ranks.empty()) continue;
     // Per-host settings on top of the run's: {"hosts": [..], "env": {..}}.
     json env = run_spec.value("env", json::object());
     const json env_on = run_spec.value("env_on", json::array());
@@ -452,8 +456,8 @@ Verdict run_scenario(const agent::Scenario& s, const std::string& agent_path, bo
       for (const auto& [k, value] : extra.items())
         env[k] = value;
     }
-    message["env"] = env;
-    const json reply = cluster.client(h).call(message);
+    run.env = env.get<std::map<std::string, std::string>>();
+    const json reply = cluster.client(h).call(run.to_json());
     for (const auto& p : reply["ranks"])
       pid_of[p["rank"].get<int>()] = p["pid"].get<int>();
     ++running_hosts;

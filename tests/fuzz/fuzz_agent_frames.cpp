@@ -1,8 +1,8 @@
 // The agent's control-port input as a client can send it: bytes cut into
 // frames by the frame decoder (fed in two pieces, as TCP may deliver them),
 // each frame's JSON checked for depth and against the message schema, as
-// the agent does before it acts on a message, and a fault's spec read as
-// the agent reads it. Nothing may crash, hang or
+// the agent does before it acts on a message, and a fault's spec and a
+// run read as the agent reads them. Nothing may crash, hang or
 // leak; every frame is either a message or a clear refusal.
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +11,7 @@
 
 #include "ringmaster/agent/fault.h"
 #include "ringmaster/agent/protocol.h"
+#include "ringmaster/agent/requests.h"
 #include "ringmaster/status.h"
 #include "run_env.h"
 
@@ -37,8 +38,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           } catch (const ringmaster::Error&) {
           }
         }
-        // A run's id and environment, as the agent checks them next.
+        // A run as the agent reads it next: a clear refusal or a request
+        // that writes back and reads again the same; then its id and
+        // environment, as the agent checks them.
         if ((*message)["type"] == "run") {
+          try {
+            const RunRequest run = RunRequest::parse(*message);
+            if (!(RunRequest::parse(run.to_json()) == run)) __builtin_trap();
+          } catch (const ringmaster::Error&) {
+          }
           try {
             check_run_id((*message)["run_id"].get<std::string>());
             if (message->contains("env")) (void)checked_run_env((*message)["env"], "/nonexistent/runs/fuzz");
