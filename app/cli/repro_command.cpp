@@ -389,6 +389,27 @@ void check_linkcheck(Cluster& cluster, int hosts, const json& run_spec, const js
   }
 }
 
+// The scenario's run as the agents read it (its ranks and environment
+// per host come later): a bad field of the file is named before any agent
+// is asked.
+agent::RunRequest scenario_run(const json& run_spec, const std::string& run_id, int world) {
+  agent::RunRequest run;
+  run.run_id = run_id;
+  run.world_size = world;
+  run.master_addr = run_spec.value("master_addr", Cluster::address(0));
+  run.master_port = run_spec.value("master_port", 29500);
+  run.perf = agent::PerfRequest::parse(
+      run_spec.value(
+          "perf",
+          json{{"collective", "all_reduce"}, {"min_bytes", "1K"}, {"max_bytes", "1K"}, {"iters", 2}, {"warmup", 1}}),
+      "the scenario's run.perf");
+  const json timeouts = run_spec.value("timeouts", json{{"store_s", 5}, {"bootstrap_s", 5}, {"coll_s", 10}});
+  if (timeouts.contains("store_s")) run.store_timeout_s = timeouts["store_s"].get<double>();
+  if (timeouts.contains("bootstrap_s")) run.bootstrap_timeout_s = timeouts["bootstrap_s"].get<double>();
+  if (timeouts.contains("coll_s")) run.coll_timeout_s = timeouts["coll_s"].get<double>();
+  return run;
+}
+
 Verdict run_scenario(const agent::Scenario& s, const std::string& agent_path, bool keep, std::ofstream* events) {
   Verdict v;
   const int hosts = s.hosts;
@@ -410,22 +431,7 @@ Verdict run_scenario(const agent::Scenario& s, const std::string& agent_path, bo
   const std::vector<int> placement = s.placement();
   const int world = s.world_size();
   const std::string run_id = "repro-" + s.name;
-  // The scenario's run as the agents read it: a bad field of the file is
-  // named before any agent is asked.
-  agent::RunRequest run;
-  run.run_id = run_id;
-  run.world_size = world;
-  run.master_addr = run_spec.value("master_addr", Cluster::address(0));
-  run.master_port = run_spec.value("master_port", 29500);
-  run.perf = agent::PerfRequest::parse(
-      run_spec.value(
-          "perf",
-          json{{"collective", "all_reduce"}, {"min_bytes", "1K"}, {"max_bytes", "1K"}, {"iters", 2}, {"warmup", 1}}),
-      "the scenario's run.perf");
-  const json timeouts = run_spec.value("timeouts", json{{"store_s", 5}, {"bootstrap_s", 5}, {"coll_s", 10}});
-  if (timeouts.contains("store_s")) run.store_timeout_s = timeouts["store_s"].get<double>();
-  if (timeouts.contains("bootstrap_s")) run.bootstrap_timeout_s = timeouts["bootstrap_s"].get<double>();
-  if (timeouts.contains("coll_s")) run.coll_timeout_s = timeouts["coll_s"].get<double>();
+  agent::RunRequest run = scenario_run(run_spec, run_id, world);
   if (events) {
     std::set<int> with_ranks;
     for (int h : placement) {
