@@ -14,13 +14,19 @@ namespace {
 
 using nlohmann::json;
 
-std::string refusal(const json& perf) {
+// What parsing `message` as a Request is refused with; "accepted" if it is not.
+template <class Request>
+std::string refusal_of(const json& message) {
   try {
-    PerfRequest::parse(perf);
+    Request::parse(message);
   } catch (const Error& e) {
     return e.status().message();
   }
   return "accepted";
+}
+
+std::string refusal(const json& perf) {
+  return refusal_of<PerfRequest>(perf);
 }
 
 // Every field survives its way through JSON; a field at its default is
@@ -114,12 +120,7 @@ TEST(PerfRequest, CommandLines) {
 }
 
 std::string run_refusal(const json& run) {
-  try {
-    RunRequest::parse(run);
-  } catch (const Error& e) {
-    return e.status().message();
-  }
-  return "accepted";
+  return refusal_of<RunRequest>(run);
 }
 
 // A run survives its way through JSON; each field out of shape or range is
