@@ -751,8 +751,8 @@ void MainWindow::show_selected_topology() {
   const auto rows = agents_view_->selectionModel() ? agents_view_->selectionModel()->selectedRows() : QModelIndexList{};
   const int row = rows.isEmpty() ? 0 : rows.front().row();
   if (row >= console_.agents.rowCount()) return;
-  const auto& inventory = console_.agents.inventory(row);
-  if (inventory.contains("topology")) topology_->show_topology(console_.agents.address(row), inventory["topology"]);
+  if (const agent::Inventory* inventory = console_.agents.inventory(row))
+    topology_->show_topology(console_.agents.address(row), inventory->topology);
 }
 
 bool MainWindow::save_screenshot(const QString& path) {

@@ -2,6 +2,7 @@
 // once, the rounds one after the other; and the reading of what they
 // measured.
 #include "ringmaster/agent/linkcheck.h"
+#include "ringmaster/agent/requests.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -89,11 +90,11 @@ LinkcheckReport run_linkcheck(const std::vector<PreflightAgent>& agents, const N
   for (const auto& a : agents) {
     NodeNic nic;
     try {
-      const json inventory = a.client->call({{"type", "inventory"}});
-      for (const auto& i : inventory.value("interfaces", json::array())) {
-        if (i.value("address", std::string()) != a.address) continue;
-        nic.name = i.value("name", std::string());
-        nic.speed_mbps = i.value("speed_mbps", 0);
+      const Inventory inventory = Inventory::parse(a.client->call({{"type", "inventory"}}));
+      for (const auto& i : inventory.interfaces) {
+        if (i.address != a.address) continue;
+        nic.name = i.name;
+        nic.speed_mbps = i.speed_mbps;
       }
     } catch (const std::exception&) {
       // Not known: the links are measured all the same.

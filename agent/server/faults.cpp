@@ -384,11 +384,10 @@ std::vector<events::FaultReverted> FaultManager::run_ended(const std::string& ru
   return reverted;
 }
 
-json FaultManager::active() const {
-  json out = json::array();
-  for (const auto& [id, f] : faults_) {
-    out.push_back({{"fault_id", id}, {"fault", to_json(f.spec)}, {"mechanism", f.mechanism}, {"runs", f.runs}});
-  }
+std::vector<ActiveFault> FaultManager::active() const {
+  std::vector<ActiveFault> out;
+  for (const auto& [id, f] : faults_)
+    out.push_back({id, f.spec, {}, {}, f.mechanism, f.runs});
   return out;
 }
 

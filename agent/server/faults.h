@@ -32,6 +32,7 @@
 
 #include "ringmaster/agent/events.h"
 #include "ringmaster/agent/fault.h"
+#include "ringmaster/agent/requests.h"
 
 namespace ringmaster::agent {
 
@@ -66,7 +67,7 @@ class FaultManager {
   // That run ended: revert the faults tied to it, and return them.
   std::vector<events::FaultReverted> run_ended(const std::string& run_id);
   // For inventory.
-  nlohmann::json active() const;
+  std::vector<ActiveFault> active() const;
   // RINGMASTER_CONNECT_FILTER for new ranks when drops fell back to it.
   std::string connect_filter() const;
   std::string table_name() const { return table_; }

@@ -610,13 +610,14 @@ void RunManager::kill_all() {
   }
 }
 
-json RunManager::active() const {
-  json out = json::array();
+std::vector<ActiveRun> RunManager::active() const {
+  std::vector<ActiveRun> out;
   for (const auto& [id, run] : runs_) {
-    json ranks = json::array();
+    ActiveRun& a = out.emplace_back();
+    a.run_id = id;
+    a.cancelled = run->cancelled;
     for (const auto& c : run->children)
-      ranks.push_back({{"rank", c->rank}, {"pid", c->pid}, {"exited", c->exited}});
-    out.push_back({{"run_id", id}, {"ranks", ranks}, {"cancelled", run->cancelled}});
+      a.ranks.push_back({c->rank, c->pid, c->exited});
   }
   return out;
 }

@@ -44,7 +44,7 @@ class RunManager {
   // Kills every child now, and what they started (agent shutdown).
   void kill_all();
   // Runs in progress, for inventory.
-  nlohmann::json active() const;
+  std::vector<ActiveRun> active() const;
   std::uint64_t runs_started() const noexcept { return started_; }
   std::uint64_t runs_failed() const noexcept { return failed_; }
   const RankUser& rank_user() const noexcept { return rank_user_; }

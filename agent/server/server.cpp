@@ -74,23 +74,20 @@ std::string lower(std::string text) {
   return text;
 }
 
-// {"transports": [usable names], "transports_unusable": [{name, why}]},
-// from one look at the host.
-json transports() {
-  json usable = json::array();
-  json unusable = json::array();
+// The transports usable here and why each other one is not, from one
+// look at the host.
+void read_transports(Inventory& inv) {
   for (const auto& t : transport_availability()) {
     if (t.usable) {
-      usable.push_back(lower(t.name));
+      inv.transports.push_back(lower(t.name));
     } else {
-      unusable.push_back({{"name", lower(t.name)}, {"why", t.why}});
+      inv.transports_unusable.push_back({lower(t.name), t.why});
     }
   }
-  return {{"transports", std::move(usable)}, {"transports_unusable", std::move(unusable)}};
 }
 
-json interfaces() {
-  json out = json::array();
+std::vector<InterfaceAddress> interfaces() {
+  std::vector<InterfaceAddress> out;
   ifaddrs* list = nullptr;
   if (::getifaddrs(&list) != 0) return out;
   for (ifaddrs* a = list; a; a = a->ifa_next) {
@@ -106,12 +103,8 @@ json interfaces() {
     if (std::ifstream in(std::string("/sys/class/net/") + a->ifa_name + "/speed"); in) {
       if (!(in >> speed_mbps) || speed_mbps < 0) speed_mbps = 0;
     }
-    out.push_back({{"name", a->ifa_name},
-                   {"family", a->ifa_addr->sa_family == AF_INET ? "inet" : "inet6"},
-                   {"address", text},
-                   {"up", (a->ifa_flags & IFF_UP) != 0},
-                   {"loopback", (a->ifa_flags & IFF_LOOPBACK) != 0},
-                   {"speed_mbps", speed_mbps}});
+    out.push_back({a->ifa_name, a->ifa_addr->sa_family == AF_INET ? "inet" : "inet6", text,
+                   (a->ifa_flags & IFF_UP) != 0, (a->ifa_flags & IFF_LOOPBACK) != 0, speed_mbps});
   }
   ::freeifaddrs(list);
   return out;
@@ -133,8 +126,8 @@ struct AgentServer::Impl {
   std::unique_ptr<FaultManager> faults;
   std::unique_ptr<RunManager> runs;
   std::unique_ptr<PreflightService> preflight;
-  json topology;
-  json gpus;  // the NVML inventory (tools/gpus.h), read once at start
+  std::optional<TopologyInfo> topology;  // read once at start
+  json gpus;                             // the NVML inventory (tools/gpus.h), read once at start
   std::string topology_summary;
   std::string hostname;
   Clock::time_point started = Clock::now();
@@ -167,7 +160,7 @@ struct AgentServer::Impl {
   // connection heard from least recently when every place is taken.
   std::optional<std::string> admit(unsigned roles);
 
-  json inventory() const;
+  Inventory inventory() const;
   void broadcast(const events::EventMessage& event);
   awaitable<void> accept_loop();
   awaitable<void> heartbeat_loop();
@@ -175,7 +168,7 @@ struct AgentServer::Impl {
   bool stopping = false;
   // Ready for clients: listening, the inventory taken (before the loop
   // runs), accepting (not paused out of descriptors) and not stopping.
-  bool ready() const { return !stopping && acceptor.is_open() && accept_pause.count() == 0 && !topology.is_null(); }
+  bool ready() const { return !stopping && acceptor.is_open() && accept_pause.count() == 0 && topology.has_value(); }
   void shutdown();
 };
 
@@ -443,7 +436,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (m.contains("ping_us")) fields["ping_us"] = m["ping_us"];
     reply(m, std::move(fields));
   }
-  void on_inventory(const json& m) { reply(m, server_.inventory()); }
+  void on_inventory(const json& m) { reply(m, server_.inventory().to_json()); }
   void on_subscribe(const json& m) {
     subscribed_ = true;
     reply(m);
@@ -465,7 +458,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_fault_clear(const json& m) {
     const auto reverted =
         server_.faults->clear(m.contains("fault_id") ? std::optional<int>(m["fault_id"].get<int>()) : std::nullopt);
-    reply(m, {{"faults", server_.faults->active()}});
+    json active = json::array();
+    for (const auto& f : server_.faults->active())
+      active.push_back(to_json(f));
+    reply(m, {{"faults", std::move(active)}});
     for (const auto& r : reverted)
       server_.broadcast({"", -1, r, {}});
   }
@@ -557,24 +553,25 @@ class Session : public std::enable_shared_from_this<Session> {
   bool overflowed_ = false;
 };
 
-json AgentServer::Impl::inventory() const {
-  json out = {{"hostname", hostname},
-              {"agent_version", kAgentVersion},
-              {"protocol", kProtocolVersion},
-              {"topology", topology},
-              {"topology_summary", topology_summary},
-              {"gpus", gpus},
-              {"interfaces", interfaces()},
-              {"clock_us", wall_us()},
-              {"uptime_s", std::chrono::duration<double>(Clock::now() - started).count()},
-              {"runs", runs->active()},
-              {"runs_started", runs->runs_started()},
-              {"runs_failed", runs->runs_failed()},
-              {"faults", faults->active()},
-              {"fault_injection", options.allow_fault_injection},
-              {"pid", ::getpid()}};
-  out.update(transports());
-  return out;
+Inventory AgentServer::Impl::inventory() const {
+  Inventory inv;
+  inv.hostname = hostname;
+  inv.agent_version = kAgentVersion;
+  inv.protocol = kProtocolVersion;
+  if (topology) inv.topology = *topology;
+  inv.topology_summary = topology_summary;
+  inv.gpus = gpus;
+  inv.interfaces = interfaces();
+  inv.clock_us = wall_us();
+  inv.uptime_s = std::chrono::duration<double>(Clock::now() - started).count();
+  inv.runs = runs->active();
+  inv.runs_started = runs->runs_started();
+  inv.runs_failed = runs->runs_failed();
+  inv.faults = faults->active();
+  inv.fault_injection = options.allow_fault_injection;
+  inv.pid = ::getpid();
+  read_transports(inv);
+  return inv;
 }
 
 std::optional<std::chrono::milliseconds> AgentServer::Impl::auth_failed(const std::string& ip) {
@@ -863,7 +860,7 @@ AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>())
       log::warn("NVML: {}", line);
   }
   s.gpus = json::parse(to_json(gpus));
-  s.topology = json::parse(topo.to_json());
+  s.topology = TopologyInfo::parse(json::parse(topo.to_json()));
   s.topology_summary = topo.summary();
   s.runs = std::make_unique<RunManager>(
       s.io, s.options, [&s](events::EventMessage event) { s.broadcast(event); }, s.faults.get());

@@ -83,7 +83,7 @@ double median(std::vector<double> v) {
 // (every node painted) at each zoom step.
 void topology_figures() {
   const auto p5 = ringmaster::topo::Topology::load_file(RINGMASTER_TOPOLOGY_DIR "/p5.48xl-topo.xml");
-  const json topology = json::parse(p5.to_json());
+  const auto topology = ringmaster::agent::TopologyInfo::parse(json::parse(p5.to_json()));
   QWidget window;
   window.resize(1600, 1000);
   auto* grid = new QGridLayout(&window);

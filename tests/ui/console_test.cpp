@@ -784,7 +784,7 @@ void ConsoleTest::screenshotCommand() {
 
 void ConsoleTest::p4dDrawing() {
   const auto p4d = ringmaster::topo::Topology::load_file(RINGMASTER_TOPOLOGY_DIR "/p4d-24xl-topo.xml");
-  const auto topology = nlohmann::json::parse(p4d.to_json());
+  const auto topology = ringmaster::agent::TopologyInfo::parse(nlohmann::json::parse(p4d.to_json()));
   QSizeF size;
   const auto boxes = layout_topology(topology, &size);
   std::vector<TopologyBox> gpus, nics, switches;
@@ -1011,7 +1011,7 @@ void ConsoleTest::keyboardAccessibilityAndPalette() {
   const auto p4d = ringmaster::topo::Topology::load_file(RINGMASTER_TOPOLOGY_DIR "/p4d-24xl-topo.xml");
   TopologyView view;
   view.resize(1200, 800);
-  view.show_topology("p4d", nlohmann::json::parse(p4d.to_json()));
+  view.show_topology("p4d", ringmaster::agent::TopologyInfo::parse(nlohmann::json::parse(p4d.to_json())));
   view.show();
   QVERIFY(QTest::qWaitForWindowExposed(&view));
   TopologyDrawing* drawing = view.drawing();
@@ -1914,8 +1914,8 @@ void ConsoleTest::gpuNodesFitAndNameEveryDevice() {
   };
   for (const Node& n :
        {Node{"p5.48xl-topo.xml", 8, 32}, Node{"p4d-24xl-topo.xml", 8, 4}, Node{"hwloc-nvidiaDGX2.xml", 16, 0}}) {
-    const auto topology = nlohmann::json::parse(
-        ringmaster::topo::Topology::load_file(RINGMASTER_TOPOLOGY_DIR "/" + std::string(n.file)).to_json());
+    const auto topology = ringmaster::agent::TopologyInfo::parse(nlohmann::json::parse(
+        ringmaster::topo::Topology::load_file(RINGMASTER_TOPOLOGY_DIR "/" + std::string(n.file)).to_json()));
     view->show_topology("node", topology);
     QApplication::processEvents();
     QTest::qWait(50);
@@ -1923,10 +1923,9 @@ void ConsoleTest::gpuNodesFitAndNameEveryDevice() {
     auto* drawing = view->drawing();
     QVERIFY2(drawing->width() <= 1600, n.file);
     std::set<int> gpus, nics;
-    for (std::size_t i = 0; i < topology["nodes"].size(); ++i) {
-      const std::string kind = topology["nodes"][i].value("kind", "");
-      if (kind == "gpu") gpus.insert(static_cast<int>(i));
-      if (kind == "nic") nics.insert(static_cast<int>(i));
+    for (const auto& node : topology.nodes) {
+      if (node.kind == "gpu") gpus.insert(node.id);
+      if (node.kind == "nic") nics.insert(node.id);
     }
     QCOMPARE(static_cast<int>(gpus.size()), n.gpus);
     QCOMPARE(static_cast<int>(nics.size()), n.nics);
@@ -1934,8 +1933,7 @@ void ConsoleTest::gpuNodesFitAndNameEveryDevice() {
     const auto& boxes = drawing->boxes();
     for (std::size_t i = 0; i < boxes.size(); ++i) {
       const auto& b = boxes[i];
-      const QString name =
-          QString::fromStdString(topology["nodes"][static_cast<std::size_t>(std::max(b.node, 0))].value("name", ""));
+      const QString name = QString::fromStdString(topology.node(std::max(b.node, 0)).name);
       if (b.kind == "gpu") {
         QVERIFY2(b.label.startsWith(name + "\n"), qPrintable(b.label));
         gpus.erase(b.node);
@@ -2157,11 +2155,11 @@ void ConsoleTest::pathsRouteAroundEveryLabel() {
                                       RINGMASTER_TEST_DATA_DIR "/node-files/hwloc-nvidiaDGX2.xml"};
   for (const QString& file : files) {
     const auto topology = ringmaster::topo::Topology::load_file(file.toStdString());
-    const auto json = nlohmann::json::parse(topology.to_json());
+    const auto typed = ringmaster::agent::TopologyInfo::parse(nlohmann::json::parse(topology.to_json()));
     int gpus = 0, nics = 0;
-    for (const auto& n : json["nodes"]) {
-      if (n.value("kind", "") == "gpu") gpus = std::max(gpus, n.value("index", -1) + 1);
-      if (n.value("kind", "") == "nic") nics = std::max(nics, n.value("index", -1) + 1);
+    for (const auto& n : typed.nodes) {
+      if (n.kind == "gpu") gpus = std::max(gpus, n.index + 1);
+      if (n.kind == "nic") nics = std::max(nics, n.index + 1);
     }
     QVERIFY2(gpus >= 2, qPrintable(file));
     using End = DevicePath::End;
@@ -2180,7 +2178,7 @@ void ConsoleTest::pathsRouteAroundEveryLabel() {
     for (const QSize size : {QSize(900, 560), QSize(1366, 768), QSize(1600, 1000)}) {
       TopologyView view;
       view.resize(size);
-      view.show_topology(QFileInfo(file).fileName(), json);
+      view.show_topology(QFileInfo(file).fileName(), typed);
       view.show();
       QVERIFY(QTest::qWaitForWindowExposed(&view));
       TopologyDrawing* drawing = view.drawing();

@@ -151,24 +151,28 @@ void ModelsTest::agentsFollowTheirFaultEvents() {
   AgentsModel agents;
   QAbstractItemModelTester tester(&agents, QAbstractItemModelTester::FailureReportingMode::QtTest);
   agents.add("10.0.0.2:29600");
-  agents.set_inventory("10.0.0.2:29600", {{"hostname", "node2"},
-                                          {"faults",
-                                           {{{"fault_id", 1},
-                                             {"fault", {{"kind", "rate"}, {"interface", "eth0"}, {"mbit", 40}}},
-                                             {"mechanism", "htb"}}}}});
+  agents.set_inventory(
+      "10.0.0.2:29600",
+      ringmaster::agent::Inventory::parse({{"hostname", "node2"},
+                                           {"faults",
+                                            {{{"fault_id", 1},
+                                              {"fault", {{"kind", "rate"}, {"interface", "eth0"}, {"mbit", 40}}},
+                                              {"mechanism", "htb"}},
+                                             {{"fault_id", 3}, {"fault", {{"kind", "a kind from a newer agent"}}}}}}}));
   const QModelIndex faults = agents.index(0, AgentsModel::faults_column);
-  QCOMPARE(agents.data(faults, Qt::DisplayRole).toInt(), 1);
+  QCOMPARE(agents.data(faults, Qt::DisplayRole).toInt(), 2);
   namespace ag = ringmaster::agent;
   agents.fault_applied("10.0.0.2:29600", {2, ag::DropPorts{1025, 65535, ag::Direction::in, {}, false}, "nftables", ""});
-  QCOMPARE(agents.data(faults, Qt::DisplayRole).toInt(), 2);
+  QCOMPARE(agents.data(faults, Qt::DisplayRole).toInt(), 3);
   const QString tip = agents.data(faults, Qt::ToolTipRole).toString();
   QVERIFY2(tip.contains("fault 1: limit eth0 to 40 Mbit/s") &&
-               tip.contains("fault 2: drop TCP to ports 1025-65535 arriving (nftables)"),
+               tip.contains("fault 2: drop TCP to ports 1025-65535 arriving (nftables)") &&
+               tip.contains("fault 3: a fault this console cannot read (unknown fault kind"),
            qPrintable(tip));
   agents.fault_reverted("10.0.0.2:29600", 1);
-  QCOMPARE(agents.data(faults, Qt::DisplayRole).toInt(), 1);
+  QCOMPARE(agents.data(faults, Qt::DisplayRole).toInt(), 2);
   agents.fault_reverted("10.0.0.9:29600", 2);  // another agent's: nothing here changes
-  QCOMPARE(agents.data(faults, Qt::DisplayRole).toInt(), 1);
+  QCOMPARE(agents.data(faults, Qt::DisplayRole).toInt(), 2);
 }
 
 // Two samples a second apart give each device's rates; loopback is no rail;
@@ -652,7 +656,8 @@ bool on_border(QPointF p, const QRectF& r) {
 void ModelsTest::topologyLayoutAndRoutesWithoutAWindow() {
   const auto p5 = ringmaster::topo::Topology::load_file(RINGMASTER_TOPOLOGY_DIR "/p5.48xl-topo.xml");
   QSizeF size;
-  const auto boxes = layout_topology(nlohmann::json::parse(p5.to_json()), &size, {}, 1.6);
+  const auto boxes =
+      layout_topology(ringmaster::agent::TopologyInfo::parse(nlohmann::json::parse(p5.to_json())), &size, {}, 1.6);
   const QRectF bounds(QPointF(0, 0), size);
   std::vector<int> gpus;
   std::vector<QRectF> obstacles;

@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "ringmaster/status.h"
+#include "ringmaster/tools/topology.h"
 
 namespace ringmaster::agent {
 namespace {
@@ -159,6 +161,94 @@ TEST(RunRequest, RoundTripsAndRefusesByName) {
   json no_perf = j;
   no_perf.erase("perf");
   EXPECT_EQ(run_refusal(no_perf), "run is missing field 'perf' (object)");
+}
+
+// Every node file the project carries (NCCL's and hwloc's) reads back as
+// the engine wrote it: the console's typed view loses nothing of it.
+TEST(Inventory, TopologyOfEveryNodeFileReadsBackAsWritten) {
+  int files = 0;
+  for (const char* dir : {RINGMASTER_TOPOLOGY_DIR, RINGMASTER_NODE_FILES_DIR}) {
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      if (entry.path().extension() != ".xml") continue;
+      SCOPED_TRACE(entry.path().string());
+      const json written = json::parse(topo::Topology::load_file(entry.path().string()).to_json());
+      const TopologyInfo typed = TopologyInfo::parse(written);
+      EXPECT_FALSE(typed.empty());
+      EXPECT_EQ(typed.to_json(), written);
+      EXPECT_EQ(TopologyInfo::parse(typed.to_json()), typed);
+      ++files;
+    }
+  }
+  EXPECT_GE(files, 15);
+}
+
+Inventory sample_inventory() {
+  Inventory inv;
+  inv.hostname = "node2";
+  inv.agent_version = "0.9.0";
+  inv.protocol = 3;
+  inv.topology = TopologyInfo::parse(
+      json::parse(topo::Topology::load_file(RINGMASTER_TOPOLOGY_DIR "/p4d-24xl-topo.xml").to_json()));
+  inv.topology_summary = inv.topology.summary;
+  inv.gpus = {{"driver", "none"}};
+  inv.interfaces = {{"lo", "inet", "127.0.0.1", true, true, 0}, {"eth0", "inet6", "fd77::2", true, false, 100000}};
+  inv.clock_us = 1'780'000'000'000'000;
+  inv.uptime_s = 12.5;
+  inv.runs = {{"run-1", {{0, 4242, false}, {1, 4243, true}}, false}};
+  inv.runs_started = 7;
+  inv.runs_failed = 2;
+  inv.faults = {{1, Rate{"eth0", 40}, {}, {}, "htb", {"run-1"}}};
+  inv.fault_injection = true;
+  inv.pid = 99;
+  inv.transports = {"socket", "shm"};
+  inv.transports_unusable = {{"ofi", "no libfabric provider"}};
+  return inv;
+}
+
+// An inventory survives its way through JSON field for field; fields a
+// newer agent adds are left alone, and a fault of a kind this build does
+// not know is kept, with why, rather than failing the whole inventory.
+TEST(Inventory, RoundTripsAndKeepsWhatItCannotRead) {
+  const Inventory inv = sample_inventory();
+  EXPECT_EQ(Inventory::parse(inv.to_json()), inv);
+
+  json newer = inv.to_json();
+  newer["numa_balancing"] = true;
+  newer["faults"].push_back({{"fault_id", 5}, {"fault", {{"kind", "flap"}, {"interface", "eth0"}}}});
+  const Inventory read = Inventory::parse(newer);
+  ASSERT_EQ(read.faults.size(), 2u);
+  EXPECT_FALSE(read.faults[1].fault.has_value());
+  EXPECT_NE(read.faults[1].why_unread.find("unknown fault kind"), std::string::npos) << read.faults[1].why_unread;
+  EXPECT_EQ(read.to_json()["faults"][1]["fault"], newer["faults"][1]["fault"]);
+}
+
+std::string inventory_refusal(const json& reply) {
+  return refusal_of<Inventory>(reply);
+}
+
+// A known field of the wrong type, or an id that is no node, is refused
+// naming where it is.
+TEST(Inventory, BadFieldsAreNamed) {
+  const json good = sample_inventory().to_json();
+  json bad = good;
+  bad["interfaces"][1]["speed_mbps"] = "100G";
+  EXPECT_EQ(inventory_refusal(bad), "inventory: interfaces[1]: 'speed_mbps' is a string, not an integer");
+  bad = good;
+  bad["topology"]["nodes"][3]["parent"] = "0";
+  EXPECT_EQ(inventory_refusal(bad), "inventory: topology: nodes[3]: 'parent' is a string, not an integer");
+  bad = good;
+  bad["topology"]["nodes"][0]["children"].push_back(4096);
+  EXPECT_EQ(inventory_refusal(bad), "inventory: topology: nodes[0]: child 4096 is not another node");
+  bad = good;
+  bad["topology"]["matrix"]["paths"][2][1]["hops"] = -1.5;
+  EXPECT_EQ(inventory_refusal(bad), "inventory: topology: matrix: paths[2][1]: 'hops' is a number, not an integer");
+  bad = good;
+  bad["topology"]["matrix"]["paths"].erase(0);
+  EXPECT_NE(inventory_refusal(bad).find("matrix: paths has"), std::string::npos) << inventory_refusal(bad);
+  bad = good;
+  bad["runs"][0].erase("run_id");
+  EXPECT_EQ(inventory_refusal(bad), "inventory: runs[0]: 'run_id' is missing");
+  EXPECT_EQ(inventory_refusal(json::array()), "inventory is an array, not an object");
 }
 
 }  // namespace

@@ -8,8 +8,6 @@
 
 namespace ringmaster::ui {
 
-using nlohmann::json;
-
 int AgentsModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : static_cast<int>(rows_.size());
 }
@@ -55,7 +53,7 @@ QVariant AgentsModel::data(const QModelIndex& index, int role) const {
     return lines.join('\n');
   }
   if (role == Qt::ToolTipRole && index.column() == topology_column) {
-    return QString::fromStdString(r.inventory.value("topology_summary", std::string()));
+    return r.inventory ? QString::fromStdString(r.inventory->topology_summary) : QString();
   }
   // Any other cell: its whole text, for a column too narrow to show it.
   if (role == Qt::ToolTipRole) return data(index, Qt::DisplayRole);
@@ -84,8 +82,9 @@ int AgentsModel::row_of(const QString& a) const {
 QString AgentsModel::address(int row) const {
   return rows_.at(static_cast<std::size_t>(row)).address;
 }
-const json& AgentsModel::inventory(int row) const {
-  return rows_.at(static_cast<std::size_t>(row)).inventory;
+const agent::Inventory* AgentsModel::inventory(int row) const {
+  const auto& inventory = rows_.at(static_cast<std::size_t>(row)).inventory;
+  return inventory ? &*inventory : nullptr;
 }
 
 void AgentsModel::set_state(const QString& a, const QString& s) {
@@ -95,23 +94,18 @@ void AgentsModel::set_state(const QString& a, const QString& s) {
   emit dataChanged(index(row, state_column), index(row, state_column));
 }
 
-void AgentsModel::set_inventory(const QString& a, const json& inv) {
+void AgentsModel::set_inventory(const QString& a, const agent::Inventory& inv) {
   const int row = row_of(a);
   if (row < 0) return;
   Row& r = rows_[static_cast<std::size_t>(row)];
   r.inventory = inv;
-  r.host = qs(inv, "hostname");
-  r.version = qs(inv, "agent_version");
-  const json topo = inv.value("topology", json::object());
-  r.topology = qs(topo, "origin");
+  r.host = QString::fromStdString(inv.hostname);
+  r.version = QString::fromStdString(inv.agent_version);
+  r.topology = QString::fromStdString(inv.topology.origin);
   r.faults.clear();
-  for (const auto& f : inv.value("faults", json::array())) {
-    try {
-      r.faults[f.at("fault_id").get<int>()] =
-          QString::fromStdString(agent::describe(agent::parse_fault(f.at("fault"))));
-    } catch (const std::exception&) {
-      r.faults[f.value("fault_id", -1 - static_cast<int>(r.faults.size()))] = "a fault this console cannot read";
-    }
+  for (const auto& f : inv.faults) {
+    r.faults[f.fault_id] = f.fault ? QString::fromStdString(agent::describe(*f.fault))
+                                   : "a fault this console cannot read (" + QString::fromStdString(f.why_unread) + ")";
   }
   emit dataChanged(index(row, 0), index(row, column_count - 1));
 }

@@ -5,10 +5,11 @@
 #include <QHash>
 #include <QString>
 #include <map>
-#include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "ringmaster/agent/events.h"
+#include "ringmaster/agent/requests.h"
 
 namespace ringmaster::ui {
 
@@ -36,7 +37,7 @@ class AgentsModel : public QAbstractTableModel {
 
   void add(const QString& address, const QString& origin = {});
   void set_state(const QString& address, const QString& state);
-  void set_inventory(const QString& address, const nlohmann::json& inventory);
+  void set_inventory(const QString& address, const agent::Inventory& inventory);
   void set_rtt(const QString& address, double ms);
   // The agent's `fault_applied` and `fault_reverted` events: the Faults
   // column follows them between inventories.
@@ -44,14 +45,15 @@ class AgentsModel : public QAbstractTableModel {
   void fault_reverted(const QString& address, int fault_id);
   int row_of(const QString& address) const;
   QString address(int row) const;
-  const nlohmann::json& inventory(int row) const;
+  // Null until the agent's inventory came.
+  const agent::Inventory* inventory(int row) const;
 
  private:
   struct Row {
     QString address, state, host, version, topology;
     double rtt_ms = -1;
     std::map<int, QString> faults;  // id → what it does
-    nlohmann::json inventory;
+    std::optional<agent::Inventory> inventory;
     QString origin;
   };
   std::vector<Row> rows_;

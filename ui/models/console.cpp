@@ -379,7 +379,7 @@ void Console::connect_agent(const QString& host, quint16 port, const AgentAccess
     try {
       std::shared_ptr<agent::AgentClient> client = agent::AgentClient::connect(options, on_message, on_close);
       client->call({{"type", "subscribe"}});
-      const json inventory = client->call({{"type", "inventory"}});
+      const agent::Inventory inventory = agent::Inventory::parse(client->call({{"type", "inventory"}}));
       if (!guard) return;
       QMetaObject::invokeMethod(
           guard.data(),
@@ -514,24 +514,19 @@ std::vector<std::vector<std::string>> to_string_lists(const std::vector<std::vec
 
 // The rails of an agent's node: the network devices of its topology's
 // NICs, else its interfaces (a node without NICs in its topology).
-std::vector<QString> rails_of(const json& inventory) {
+std::vector<QString> rails_of(const agent::Inventory& inventory) {
   std::vector<QString> out;
   auto add = [&](const std::string& name) {
     const QString n = QString::fromStdString(name);
     if (!n.isEmpty() && std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
   };
-  const json nodes = inventory.contains("topology") ? inventory["topology"].value("nodes", json::array()) : json();
-  for (const auto& n : nodes) {
-    if (!n.is_object() || n.value("kind", "") != "net") continue;
-    const int parent = n.value("parent", -1);
-    if (parent >= 0 && parent < static_cast<int>(nodes.size()) &&
-        nodes[static_cast<std::size_t>(parent)].value("kind", "") == "nic")
-      add(n.value("name", ""));
+  const agent::TopologyInfo& topology = inventory.topology;
+  for (const auto& n : topology.nodes) {
+    if (n.kind == "net" && topology.has(n.parent) && topology.node(n.parent).kind == "nic") add(n.name);
   }
-  if (out.empty() && inventory.contains("interfaces") && inventory["interfaces"].is_array()) {
-    for (const auto& i : inventory["interfaces"]) {
-      if (i.is_object() && i["name"].is_string()) add(i["name"].get<std::string>());
-    }
+  if (out.empty()) {
+    for (const auto& i : inventory.interfaces)
+      add(i.name);
   }
   return out;
 }
@@ -633,7 +628,8 @@ QString Console::start_run(const RunSpec& spec) {
     clients.push_back(link.client);
     addresses.push_back(address);
     const int row = agents.row_of(address);
-    rails.push_back(row >= 0 ? rails_of(agents.inventory(row)) : std::vector<QString>{});
+    const agent::Inventory* inventory = row >= 0 ? agents.inventory(row) : nullptr;
+    rails.push_back(inventory ? rails_of(*inventory) : std::vector<QString>{});
   }
   if (clients.empty()) {
     emit run_launch_failed("no agent is connected");

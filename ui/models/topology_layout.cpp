@@ -9,8 +9,6 @@
 
 namespace ringmaster::ui {
 
-using nlohmann::json;
-
 bool is_container(const QString& kind) {
   return kind == "machine" || kind == "package" || kind == "host_bridge" || kind == "pci_switch" ||
          kind == "group_open";
@@ -49,13 +47,13 @@ constexpr double kLeafW = 150;
 constexpr double kLeafH = 48;
 constexpr int kGroupFrom = 3;  // alike neighbours collapsed from this many
 
-QString s(const json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_string() ? QString::fromStdString(it->get<std::string>()) : QString();
+using agent::TopologyNode;
+
+QString s(const std::string& text) {
+  return QString::fromStdString(text);
 }
-QString attr(const json& n, const char* key) {
-  const auto it = n.find("attributes");
-  return it == n.end() ? QString() : s(*it, key);
+QString attr(const TopologyNode& n, const char* key) {
+  return QString::fromStdString(n.attribute(key));
 }
 
 // "0000:4f:00.0" → "4f:00.0": the domain is the same on every node here.
@@ -90,7 +88,7 @@ QString cpu_list(const QString& mask) {
 
 // A PCI link as people say it: "Gen5 x16" (from NCCL's "32.0 GT/s PCIe"
 // and width), or hwloc's bandwidth.
-QString pci_link(const json& n) {
+QString pci_link(const TopologyNode& n) {
   const QString width = attr(n, "link_width"), speed = attr(n, "link_speed");
   if (!width.isEmpty() || !speed.isEmpty()) {
     const double gts = speed.section(' ', 0, 0).toDouble();
@@ -101,7 +99,7 @@ QString pci_link(const json& n) {
   return bw.isEmpty() ? QString() : QString("%1 GB/s").arg(bw.toDouble(), 0, 'f', 1);
 }
 
-QString pci_ids(const json& n) {
+QString pci_ids(const TopologyNode& n) {
   const QString v = attr(n, "vendor"), d = attr(n, "device");
   if (v.isEmpty() || d.isEmpty()) return {};
   return QString("[%1:%2]").arg(v.startsWith("0x") ? v.mid(2) : v, d.startsWith("0x") ? d.mid(2) : d);
@@ -127,37 +125,30 @@ struct Item {
 
 class Builder {
  public:
-  Builder(const json& topology, const std::set<int>& expanded)
-      : nodes_(topology.value("nodes", json::array())), expanded_(expanded) {}
+  Builder(const agent::TopologyInfo& topology, const std::set<int>& expanded)
+      : topology_(topology), expanded_(expanded) {}
 
   std::vector<Item> roots() {
     std::vector<Item> out;
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      if (nodes_[i].value("parent", -1) >= 0) continue;
-      if (auto item = build(static_cast<int>(i))) out.push_back(std::move(*item));
+    for (const auto& n : topology_.nodes) {
+      if (n.parent >= 0) continue;
+      if (auto item = build(n.id)) out.push_back(std::move(*item));
     }
     return out;
   }
 
  private:
-  const json& node(int id) const { return nodes_[static_cast<std::size_t>(id)]; }
-  std::vector<int> children_of(const json& n) const {
-    std::vector<int> out;
-    for (const auto& c : n.value("children", json::array())) {
-      if (c.is_number_integer() && c.get<int>() >= 0 && c.get<int>() < static_cast<int>(nodes_.size()))
-        out.push_back(c.get<int>());
-    }
-    return out;
-  }
+  const TopologyNode& node(int id) const { return topology_.node(id); }
+  static const std::vector<int>& children_of(const TopologyNode& n) { return n.children; }
   static bool is_device(const std::string& kind) { return kind == "gpu" || kind == "nic" || kind == "nvswitch"; }
 
   // A device's box; `pci` is the PCI function it sits on when that is a
   // node of its own (NCCL's files), else the device itself (hwloc's).
-  Item device(int id, const json& pci) {
-    const json& n = node(id);
-    const std::string kind = n.value("kind", "");
+  Item device(int id, const TopologyNode& pci) {
+    const TopologyNode& n = node(id);
+    const std::string& kind = n.kind;
     Item item;
-    item.box = TopologyBox{id, QString::fromStdString(kind), {}, {}, {}, 0, s(n, "origin") == "declared", {}, {}};
+    item.box = TopologyBox{id, QString::fromStdString(kind), {}, {}, {}, 0, n.origin == "declared", {}, {}};
     const QString busid = attr(pci, "busid").isEmpty() ? attr(n, "busid") : attr(pci, "busid");
     const QString link = pci_link(pci).isEmpty() ? pci_link(n) : pci_link(pci);
     QStringList details;
@@ -166,25 +157,25 @@ class Builder {
     if (kind == "gpu") {
       // The engine's name for it, from the PCI device id wherever the file
       // puts it (the GPU, or the <pci> function above it).
-      const QString model = !s(n, "model").isEmpty() ? s(n, "model") : attr(n, "model");
+      const QString model = !n.model.empty() ? s(n.model) : attr(n, "model");
       const QString sm = attr(n, "sm");
       const QString what = !model.isEmpty() ? model : !sm.isEmpty() ? "sm_" + sm : pci_ids(n);
-      item.box.label = s(n, "name") + (what.isEmpty() ? "" : "\n" + what) + (link.isEmpty() ? "" : " · " + link);
+      item.box.label = s(n.name) + (what.isEmpty() ? "" : "\n" + what) + (link.isEmpty() ? "" : " · " + link);
       if (!attr(n, "nvml").isEmpty()) details << "NVML " + attr(n, "nvml");
     } else if (kind == "nic") {
       QStringList nets;
       double mbps = 0;
       for (int c : children_of(n)) {
-        const json& k = node(c);
-        if (k.value("kind", "") != "net") continue;
-        nets << s(k, "name");
+        const TopologyNode& k = node(c);
+        if (k.kind != "net") continue;
+        nets << s(k.name);
         mbps = std::max(mbps, attr(k, "speed").toDouble());
         details << QString("%1: %2 (port %3, GPUDirect %4)")
-                       .arg(s(k, "name"), link_speed(attr(k, "speed").toDouble()), attr(k, "port"),
+                       .arg(s(k.name), link_speed(attr(k, "speed").toDouble()), attr(k, "port"),
                             attr(k, "gdr") == "1" ? "yes" : "no");
       }
-      item.short_name = nets.isEmpty() ? s(n, "name") : nets.join(", ");
-      item.box.label = s(n, "name") + (nets.isEmpty() ? "" : " " + nets.join(", ")) +
+      item.short_name = nets.isEmpty() ? s(n.name) : nets.join(", ");
+      item.box.label = s(n.name) + (nets.isEmpty() ? "" : " " + nets.join(", ")) +
                        (mbps > 0 ? "\n" + link_speed(mbps) : "") + (link.isEmpty() ? "" : " · " + link);
       item.alike = "nic " + link_speed(mbps);
     } else {  // nvswitch
@@ -192,26 +183,26 @@ class Builder {
       item.box.label = "NVSwitch\n" + short_bus(busid);
       item.alike = "nvswitch";
     }
-    item.box.tooltip = s(n, "name") + "\n" + details.join("\n");
+    item.box.tooltip = s(n.name) + "\n" + details.join("\n");
     return item;
   }
 
   std::optional<Item> build(int id) {
-    const json& n = node(id);
-    const std::string kind = n.value("kind", "");
+    const TopologyNode& n = node(id);
+    const std::string& kind = n.kind;
     if (is_device(kind)) return device(id, n);
     if (kind == "pci_device") {
       const auto kids = children_of(n);
-      if (kids.size() == 1 && is_device(node(kids[0]).value("kind", ""))) return device(kids[0], n);
+      if (kids.size() == 1 && is_device(node(kids[0]).kind)) return device(kids[0], n);
       Item item;
       const QString ids = pci_ids(n);
       item.box = TopologyBox{id,
                              "pci_device",
                              "PCI " + short_bus(attr(n, "busid")) + (ids.isEmpty() ? "" : "\n" + ids),
-                             s(n, "name"),
+                             s(n.name),
                              {},
                              0,
-                             s(n, "origin") == "declared",
+                             n.origin == "declared",
                              {},
                              {}};
       item.short_name = short_bus(attr(n, "busid"));
@@ -221,14 +212,14 @@ class Builder {
     if (kind != "machine" && kind != "package" && kind != "host_bridge" && kind != "pci_switch") return std::nullopt;
 
     Item item;
-    item.box = TopologyBox{id, QString::fromStdString(kind), {}, {}, {}, 0, s(n, "origin") == "declared", {}, {}};
+    item.box = TopologyBox{id, QString::fromStdString(kind), {}, {}, {}, 0, n.origin == "declared", {}, {}};
     if (kind == "package") {
       // Cores and NUMA nodes: one summary box.
       int cores = 0, pus = 0, numa = 0;
       double memory = 0;
       for (int c : children_of(n)) {
-        const json& k = node(c);
-        const std::string ck = k.value("kind", "");
+        const TopologyNode& k = node(c);
+        const std::string& ck = k.kind;
         if (ck == "core") {
           ++cores;
           pus += std::max(1, attr(k, "pus").toInt());
@@ -269,7 +260,7 @@ class Builder {
       item.switches.prepend(me);
       item.box.tooltip = "PCIe switch " + attr(n, "busid") + " " + pci_ids(n) + "\nlink " + pci_link(n);
     } else if (kind == "package") {
-      QStringList header = {s(n, "name")};
+      QStringList header = {s(n.name)};
       if (!attr(n, "numaid").isEmpty())
         header << (attr(n, "numaid") == "-1" ? QString("NUMA unknown") : "NUMA " + attr(n, "numaid"));
       const QString cpus = cpu_list(attr(n, "affinity"));
@@ -279,7 +270,7 @@ class Builder {
       if (!model.isEmpty()) header << model;
       item.box.label = header.join(" · ");
     } else if (kind == "host_bridge") {
-      item.box.label = n.value("implicit", false) ? "Host bridge (implied)" : "Host bridge";
+      item.box.label = n.implicit ? "Host bridge (implied)" : "Host bridge";
     } else {
       const QString host = attr(n, "hostname");
       item.box.label = host.isEmpty() ? "Machine" : "Machine " + host;
@@ -344,7 +335,7 @@ class Builder {
     kids = std::move(out);
   }
 
-  const json nodes_;
+  const agent::TopologyInfo& topology_;
   const std::set<int>& expanded_;
 };
 
@@ -419,8 +410,8 @@ void emit_boxes(const Item& item, QPointF origin, int depth, std::vector<Topolog
 
 }  // namespace
 
-std::vector<TopologyBox> layout_topology(const json& topology, QSizeF* size, const std::set<int>& expanded,
-                                         double aspect) {
+std::vector<TopologyBox> layout_topology(const agent::TopologyInfo& topology, QSizeF* size,
+                                         const std::set<int>& expanded, double aspect) {
   // The roots side by side (normally one machine).
   std::vector<Item> roots = Builder(topology, expanded).roots();
   for (auto& c : roots)

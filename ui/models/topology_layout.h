@@ -12,9 +12,10 @@
 #include <QRectF>
 #include <QSizeF>
 #include <QString>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <vector>
+
+#include "ringmaster/agent/requests.h"
 
 namespace ringmaster::ui {
 
@@ -38,11 +39,11 @@ struct TopologyBox {
   QString member_kind;
 };
 
-// Boxes of Topology::to_json() output, parents before children. `size` gets
+// Boxes of a node's topology, parents before children. `size` gets
 // the extent of the whole drawing; `expanded` holds the first member of
 // each group to draw device by device; `aspect` is the width over height
 // the drawing aims for (the view's).
-std::vector<TopologyBox> layout_topology(const nlohmann::json& topology, QSizeF* size = nullptr,
+std::vector<TopologyBox> layout_topology(const agent::TopologyInfo& topology, QSizeF* size = nullptr,
                                          const std::set<int>& expanded = {}, double aspect = 2.0);
 
 // A container (machine, package, host bridge, PCIe switch, an opened

@@ -18,8 +18,6 @@
 
 namespace ringmaster::ui {
 
-using nlohmann::json;
-
 namespace {
 constexpr double kMostZoom = 12;
 constexpr double kLegend = 20;
@@ -118,7 +116,7 @@ TopologyDrawing::TopologyDrawing(QWidget* parent) : QWidget(parent) {
       "Arrows move between devices; Enter opens the device in the tree or expands a group; + and - zoom, 0 fits.");
 }
 
-void TopologyDrawing::set_topology(const json& topology) {
+void TopologyDrawing::set_topology(const agent::TopologyInfo& topology) {
   topology_ = topology;
   expanded_.clear();
   zoom_ = 1;
@@ -146,7 +144,7 @@ void TopologyDrawing::relayout() {
 }
 
 void TopologyDrawing::resizeEvent(QResizeEvent*) {
-  if (topology_.is_null()) return;
+  if (topology_.empty()) return;
   const double aspect = static_cast<double>(std::max(width(), 1)) / std::max(height() - kBelow, 1.0);
   if (std::abs(std::log(aspect / laid_out_for_)) > 0.15) relayout();
 }
@@ -386,14 +384,11 @@ int TopologyDrawing::box_of(const DevicePath::End& end) const {
 
 void TopologyDrawing::index_devices() {
   device_boxes_.clear();
-  const auto nodes = topology_.find("nodes");
-  if (nodes == topology_.end() || !nodes->is_array()) return;
   // Per GPU and NIC: its own box; else the group it is collapsed into.
-  for (std::size_t i = 0; i < nodes->size(); ++i) {
-    const json& n = (*nodes)[i];
-    const std::string kind = n.value("kind", "");
+  for (const auto& n : topology_.nodes) {
+    const std::string& kind = n.kind;
     if (kind != "gpu" && kind != "nic") continue;
-    const int id = static_cast<int>(i);
+    const int id = n.id;
     int found = -1;
     for (std::size_t b = 0; b < boxes_.size(); ++b) {
       const auto& box = boxes_[b];
@@ -404,7 +399,7 @@ void TopologyDrawing::index_devices() {
       if (found < 0 && std::find(box.members.begin(), box.members.end(), id) != box.members.end())
         found = static_cast<int>(b);
     }
-    if (found >= 0) device_boxes_[{kind == "gpu", n.value("index", -1)}] = found;
+    if (found >= 0) device_boxes_[{kind == "gpu", n.index}] = found;
   }
 }
 

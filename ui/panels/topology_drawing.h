@@ -22,7 +22,6 @@
 #include <QString>
 #include <QWidget>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <vector>
 
@@ -39,7 +38,7 @@ class TopologyDrawing : public QWidget {
   Q_OBJECT
  public:
   explicit TopologyDrawing(QWidget* parent = nullptr);
-  void set_topology(const nlohmann::json& topology);
+  void set_topology(const agent::TopologyInfo& topology);
   const std::vector<TopologyBox>& boxes() const { return boxes_; }
   // The device under the keyboard cursor: an index into boxes(), -1 none.
   int selected_box() const { return selected_; }
@@ -99,7 +98,7 @@ class TopologyDrawing : public QWidget {
   // Rebuilds device_boxes_ from the boxes.
   void index_devices();
 
-  nlohmann::json topology_;
+  agent::TopologyInfo topology_;
   DevicePath path_;
   // (is a GPU, its number) -> the box it is drawn in.
   std::map<std::pair<bool, int>, int> device_boxes_;

@@ -17,13 +17,7 @@
 
 namespace ringmaster::ui {
 
-using nlohmann::json;
-
 namespace {
-
-QString text(const json& j, const char* key) {
-  return QString::fromStdString(j.value(key, std::string()));
-}
 
 QColor class_color(const QString& cls) {
   if (cls.startsWith("NV")) return QColor(0x66, 0xbb, 0x6a);
@@ -37,58 +31,53 @@ QColor class_color(const QString& cls) {
 
 }  // namespace
 
-void fill_topology_tree(QStandardItemModel& model, const json& topology) {
+void fill_topology_tree(QStandardItemModel& model, const agent::TopologyInfo& topology) {
   model.clear();
   model.setHorizontalHeaderLabels({"Object", "Kind", "Details", "Origin"});
-  const json nodes = topology.value("nodes", json::array());
   std::function<void(int, QStandardItem*)> add = [&](int id, QStandardItem* parent) {
-    if (id < 0 || id >= static_cast<int>(nodes.size())) return;
-    const json& n = nodes[static_cast<std::size_t>(id)];
+    const agent::TopologyNode& n = topology.node(id);
     QStringList details;
-    const json attributes = n.value("attributes", json::object());
-    for (const auto& [k, v] : attributes.items()) {
+    for (const auto& [k, v] : n.attributes) {
       if (k == "busid" || k == "class" || k == "vendor" || k == "device" || k == "speed" || k == "link_speed" ||
           k == "link_width" || k == "numaid" || k == "sm" || k == "local_memory" || k == "pus") {
-        details << QString("%1=%2").arg(QString::fromStdString(k), QString::fromStdString(v.get<std::string>()));
+        details << QString("%1=%2").arg(QString::fromStdString(k), QString::fromStdString(v));
       }
     }
-    QList<QStandardItem*> row = {new QStandardItem(text(n, "name")), new QStandardItem(text(n, "kind")),
-                                 new QStandardItem(details.join("  ")), new QStandardItem(text(n, "origin"))};
+    QList<QStandardItem*> row = {
+        new QStandardItem(QString::fromStdString(n.name)), new QStandardItem(QString::fromStdString(n.kind)),
+        new QStandardItem(details.join("  ")), new QStandardItem(QString::fromStdString(n.origin))};
     for (auto* item : row)
       item->setEditable(false);
     row[0]->setData(id, kNodeRole);
-    if (n.value("origin", "") == "declared") row[3]->setForeground(QColor(0xe6, 0x51, 0x00));
+    if (n.origin == "declared") row[3]->setForeground(QColor(0xe6, 0x51, 0x00));
     parent->appendRow(row);
-    for (const auto& child : n.value("children", json::array()))
-      add(child.get<int>(), row[0]);
+    for (int child : n.children)
+      add(child, row[0]);
   };
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    if (nodes[i].value("parent", -1) < 0) add(static_cast<int>(i), model.invisibleRootItem());
+  for (const auto& n : topology.nodes) {
+    if (n.parent < 0) add(n.id, model.invisibleRootItem());
   }
 }
 
-void fill_topology_matrix(QStandardItemModel& model, const json& topology) {
+void fill_topology_matrix(QStandardItemModel& model, const agent::TopologyInfo& topology) {
   model.clear();
-  const json matrix = topology.value("matrix", json::object());
-  const json devices = matrix.value("devices", json::array());
   QStringList names;
-  for (const auto& d : devices)
-    names << text(d, "name");
+  for (const auto& d : topology.devices)
+    names << QString::fromStdString(d.name);
   model.setRowCount(static_cast<int>(names.size()));
   model.setColumnCount(static_cast<int>(names.size()));
   model.setHorizontalHeaderLabels(names);
   model.setVerticalHeaderLabels(names);
-  const json paths = matrix.value("paths", json::array());
-  for (std::size_t r = 0; r < paths.size(); ++r) {
-    for (std::size_t c = 0; c < paths[r].size(); ++c) {
-      const json& p = paths[r][c];
-      const QString cls = text(p, "class");
+  for (std::size_t r = 0; r < topology.paths.size(); ++r) {
+    for (std::size_t c = 0; c < topology.paths[r].size(); ++c) {
+      const agent::TopologyPath& p = topology.paths[r][c];
+      const QString cls = QString::fromStdString(p.label);
       auto* item = new QStandardItem(cls);
       item->setEditable(false);
       item->setTextAlignment(Qt::AlignCenter);
       item->setBackground(class_color(cls));
       item->setForeground(QColor(Qt::black));
-      item->setToolTip(QString("%1 hops, %2 GB/s").arg(p.value("hops", 0)).arg(p.value("bandwidth_gbps", 0.0)));
+      item->setToolTip(QString("%1 hops, %2 GB/s").arg(p.hops).arg(p.bandwidth_gbps));
       model.setItem(static_cast<int>(r), static_cast<int>(c), item);
     }
   }
@@ -217,21 +206,20 @@ void TopologyView::draw_path() {
   drawing_->set_path(what.startsWith("ring") ? ring_path(*run_, agent, number) : tree_path(*run_, agent, number));
 }
 
-void TopologyView::show_topology(const QString& agent, const json& topology) {
+void TopologyView::show_topology(const QString& agent, const agent::TopologyInfo& topology) {
   agent_ = agent;
-  const QString summary = text(topology, "summary");
+  const QString summary = QString::fromStdString(topology.summary);
   const auto names = summary.indexOf(" (");  // the network devices' names, listed in the tree
   title_->setText(QString("%1 — %2").arg(agent, names > 0 ? summary.left(names) : summary));
   title_->setToolTip(summary);
-  const bool declared = topology.value("origin", "") == "declared";
-  const QString source = text(topology, "source");
+  const bool declared = topology.origin == "declared";
+  const QString source = QString::fromStdString(topology.source);
   badge_->setText(declared ? "DECLARED by " + source.section('/', -1) : QString());
   badge_->setToolTip(source);
   badge_->setVisible(declared);
   QStringList warnings;
-  for (const auto& w : topology.value("warnings", json::array())) {
-    if (w.is_string()) warnings << "⚠ " + QString::fromStdString(w.get<std::string>());
-  }
+  for (const auto& w : topology.warnings)
+    warnings << "⚠ " + QString::fromStdString(w);
   warnings_->setText(warnings.join("\n"));
   warnings_->setVisible(!warnings.isEmpty());
   drawing_->set_topology(topology);

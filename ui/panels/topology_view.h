@@ -6,13 +6,14 @@
 #include <QLabel>
 #include <QStandardItemModel>
 #include <QWidget>
-#include <nlohmann/json.hpp>
 
 QT_BEGIN_NAMESPACE
 class QComboBox;
 class QTreeView;
 class QTableView;
 QT_END_NAMESPACE
+
+#include "ringmaster/agent/requests.h"
 
 namespace ringmaster::ui {
 
@@ -21,16 +22,16 @@ class TopologyDrawing;
 
 // Each tree row's index in the topology's nodes (column 0).
 inline constexpr int kNodeRole = Qt::UserRole + 1;
-// The tree of Topology::to_json()'s nodes, one row per object.
-void fill_topology_tree(QStandardItemModel& model, const nlohmann::json& topology);
-// The path matrix of Topology::to_json().
-void fill_topology_matrix(QStandardItemModel& model, const nlohmann::json& topology);
+// The tree of a topology's nodes, one row per object.
+void fill_topology_tree(QStandardItemModel& model, const agent::TopologyInfo& topology);
+// The topology's path matrix.
+void fill_topology_matrix(QStandardItemModel& model, const agent::TopologyInfo& topology);
 
 class TopologyView : public QWidget {
   Q_OBJECT
  public:
   explicit TopologyView(QWidget* parent = nullptr);
-  void show_topology(const QString& agent, const nlohmann::json& topology);
+  void show_topology(const QString& agent, const agent::TopologyInfo& topology);
   QStandardItemModel& tree_model() { return tree_; }
   QStandardItemModel& matrix_model() { return matrix_; }
   TopologyDrawing* drawing() const { return drawing_; }

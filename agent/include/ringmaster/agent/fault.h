@@ -25,6 +25,7 @@ struct DropPorts {
   Direction direction = Direction::both;
   std::vector<std::uint16_t> except;  // left open, as a security group's narrower allow rules
   bool skip_loopback = false;         // traffic within the host passes (a security group sees only hosts)
+  bool operator==(const DropPorts&) const = default;
 };
 
 // drop_address: TCP/IP from (in) or to (out) one address dropped.
@@ -33,6 +34,7 @@ struct DropAddress {
   std::string address;  // IPv4 or IPv6, as written
   Direction direction = Direction::both;
   bool ipv6() const { return address.find(':') != std::string::npos; }
+  bool operator==(const DropAddress&) const = default;
 };
 
 // delay: every packet the interface sends waits (tc netem).
@@ -40,6 +42,7 @@ struct Delay {
   static constexpr std::string_view kKind = "delay";
   std::string interface;
   double ms = 0;
+  bool operator==(const Delay&) const = default;
 };
 
 // rate: what the interface sends crawls at `mbit` (tc htb).
@@ -47,12 +50,14 @@ struct Rate {
   static constexpr std::string_view kKind = "rate";
   std::string interface;
   double mbit = 0;
+  bool operator==(const Rate&) const = default;
 };
 
 // shm_size: /dev/shm shrunk to `bytes` for the agent's ranks (tmpfs).
 struct ShmSize {
   static constexpr std::string_view kKind = "shm_size";
   std::int64_t bytes = 0;
+  bool operator==(const ShmSize&) const = default;
 };
 
 using FaultSpec = std::variant<DropPorts, DropAddress, Delay, Rate, ShmSize>;

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ringmaster/agent/fault.h"
 #include "ringmaster/types.h"
 
 namespace ringmaster::agent {
@@ -86,6 +87,139 @@ struct RunRequest {
   // Throws Error(config) naming the field ("run.ranks holds 7, not a rank
   // in [0, 4)").
   static RunRequest parse(const nlohmann::json& run);
+};
+
+// A fault to inject is FaultSpec (fault.h), read and written there: the
+// `fault` message carries one as its "fault" field.
+using FaultRequest = FaultSpec;
+
+// ---- What an agent answers an `inventory` request with ----
+
+// One object of a node's topology (the engine's Topology::to_json()):
+// kind is its name there ("gpu", "nic", "net", "pci_switch", ...).
+struct TopologyNode {
+  int id = 0;
+  std::string kind, name, origin;  // origin: "detected" or "declared"
+  int parent = -1, index = -1;
+  std::vector<int> children;  // ids of nodes of the same topology
+  bool implicit = false;      // added by the engine (a host bridge a file implies)
+  std::string model;          // a GPU's model, when the engine names it
+  std::map<std::string, std::string> attributes;
+
+  // The attribute's value, empty when the node has none.
+  const std::string& attribute(const std::string& key) const;
+  bool operator==(const TopologyNode&) const = default;
+};
+
+struct TopologyLink {
+  int a = 0, b = 0;  // node ids
+  std::string type;  // "nvlink", "pci", ...
+  double bandwidth_gbps = 0;
+  int count = 0;
+  bool operator==(const TopologyLink&) const = default;
+};
+
+// The path between two devices of the matrix: its class as nvidia-smi
+// topo -m says it ("NV12", "PXB", "SYS"), its bandwidth and hops.
+struct TopologyPath {
+  std::string label;
+  double bandwidth_gbps = 0;
+  int hops = 0;
+  bool operator==(const TopologyPath&) const = default;
+};
+
+// A node's topology as the agent sends it: nodes, links and the device
+// matrix, typed. parse checks every field and every id (a child, parent
+// or link end must be a node of it).
+struct TopologyInfo {
+  std::string source, origin, summary;
+  std::vector<std::string> warnings;
+  std::vector<TopologyNode> nodes;  // nodes[i].id == i
+  std::vector<TopologyLink> links;
+  struct Device {
+    int id = 0;
+    std::string name;
+    bool operator==(const Device&) const = default;
+  };
+  std::vector<Device> devices;                   // the matrix' rows and columns (GPUs, then NICs)
+  std::vector<std::vector<TopologyPath>> paths;  // devices × devices
+
+  bool empty() const { return nodes.empty(); }
+  const TopologyNode& node(int id) const { return nodes.at(static_cast<std::size_t>(id)); }
+  bool has(int id) const { return id >= 0 && id < static_cast<int>(nodes.size()); }
+  bool operator==(const TopologyInfo&) const = default;
+
+  nlohmann::json to_json() const;
+  // Throws Error(protocol) naming the field ("topology: nodes[3]: 'parent'
+  // is a string, not an integer").
+  static TopologyInfo parse(const nlohmann::json& topology, std::string_view where = "topology");
+};
+
+// An address of one of the agent's interfaces.
+struct InterfaceAddress {
+  std::string name, family, address;  // family: "inet" or "inet6"
+  bool up = false, loopback = false;
+  int speed_mbps = 0;  // 0: none known (loopback, a tunnel, down)
+  bool operator==(const InterfaceAddress&) const = default;
+};
+
+// A run the agent has ranks of.
+struct ActiveRun {
+  std::string run_id;
+  struct Rank {
+    int rank = 0, pid = 0;
+    bool exited = false;
+    bool operator==(const Rank&) const = default;
+  };
+  std::vector<Rank> ranks;
+  bool cancelled = false;
+  bool operator==(const ActiveRun&) const = default;
+};
+
+// A fault in force on the agent. A kind this build does not know (a newer
+// agent's) keeps its JSON and says why it could not be read.
+struct ActiveFault {
+  int fault_id = 0;
+  std::optional<FaultSpec> fault;
+  nlohmann::json unread;  // the fault's JSON when `fault` is empty
+  std::string why_unread;
+  std::string mechanism;
+  std::vector<std::string> runs;
+  bool operator==(const ActiveFault&) const = default;
+};
+
+nlohmann::json to_json(const ActiveRun& r);
+nlohmann::json to_json(const ActiveFault& f);
+
+struct Inventory {
+  std::string hostname, agent_version;
+  int protocol = 0;
+  TopologyInfo topology;
+  std::string topology_summary;
+  nlohmann::json gpus;  // `ringmaster-cli gpus --json`'s document (NVML's view)
+  std::vector<InterfaceAddress> interfaces;
+  std::int64_t clock_us = 0;
+  double uptime_s = 0;
+  std::vector<ActiveRun> runs;
+  std::int64_t runs_started = 0, runs_failed = 0;
+  std::vector<ActiveFault> faults;
+  bool fault_injection = false;
+  int pid = 0;
+  std::vector<std::string> transports;  // usable here ("socket", "shm", "ofi")
+  struct Unusable {
+    std::string name, why;
+    bool operator==(const Unusable&) const = default;
+  };
+  std::vector<Unusable> transports_unusable;
+
+  bool operator==(const Inventory&) const = default;
+
+  nlohmann::json to_json() const;
+  // From an `inventory` reply: fields it does not know are left alone (a
+  // newer agent may send more); a known field of the wrong type throws
+  // Error(protocol) naming it ("inventory: interfaces[2]: 'speed_mbps' is
+  // a string, not an integer").
+  static Inventory parse(const nlohmann::json& reply);
 };
 
 // The collective a perf name means: `ringmaster-cli perf`'s names,
