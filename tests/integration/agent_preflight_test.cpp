@@ -1,0 +1,245 @@
+// The agents' preflight (every node reaching every other on the ports a job
+// uses) and link check (rounds of disjoint pairs, slow nodes and links
+// named), against real agents on loopback.
+#include "agent_test_support.h"
+
+namespace ringmaster {
+namespace {
+
+using namespace agent_testing;
+
+// A plain TCP connection for sending what the client library never would.
+// Three nodes' agents and `ringmaster-cli preflight`: every port class is
+// open between every pair on loopback, the facts are there, and the ports
+// are given back when it ends.
+TEST(AgentPreflight, ThreeAgentsReachEachOtherAndGiveTheirPortsBack) {
+  const std::string token_file = write_token("agent-token-preflight", "preflight-token-0123456789");
+  Agent a({"--token-file", token_file}), b({"--token-file", token_file}), c({"--token-file", token_file});
+  std::string agents;
+  for (const Agent* x : {&a, &b, &c})
+    agents += (agents.empty() ? "127.0.0.1:" : ",127.0.0.1:") + std::to_string(x->port);
+  const std::uint16_t master_port = testing_support::free_port();
+  auto cli = testing_support::spawn(
+      {RINGMASTER_CLI, "preflight", "--agents", agents, "--token-file", token_file, "--master-port",
+       std::to_string(master_port), "--master-addr", "localhost", "--port-range", "45000-45099", "--json"},
+      {});
+  cli.finish();
+  // Exit 0: no problem found (warnings, such as a low nofile limit, allowed).
+  ASSERT_EQ(cli.exit_code(), 0) << cli.output;
+  const json report = json::parse(cli.output.substr(cli.output.find('{')));
+  ASSERT_EQ(report["nodes"].size(), 3u);
+  for (const auto& node : report["nodes"]) {
+    EXPECT_FALSE(node["facts"]["hostname"].get<std::string>().empty());
+    EXPECT_FALSE(node["facts"]["master_resolves_to"].empty()) << node.dump();
+    EXPECT_GT(node["facts"]["shm_bytes"].get<std::uint64_t>(), 0u);
+  }
+  std::set<std::string> classes;
+  for (const auto& k : report["classes"])
+    classes.insert(k["name"].get<std::string>());
+  EXPECT_TRUE(classes.count("master") && classes.count("ephemeral") && classes.count("port_range"))
+      << report["classes"].dump();
+  for (const auto& [name, rows] : report["matrices"].items()) {
+    for (std::size_t i = 0; i < 3; ++i) {
+      for (std::size_t j = 0; j < 3; ++j)
+        EXPECT_EQ(rows[i][j], i == j ? "-" : "ok") << name << " " << i << " -> " << j;
+    }
+  }
+  // Every probe of RINGMASTER_PORT_RANGE went to a port inside it.
+  int in_range = 0;
+  for (const auto& p : report["probes"]) {
+    if (p.value("class", "") != "port_range") continue;
+    ++in_range;
+    EXPECT_GE(p["port"].get<int>(), 45000);
+    EXPECT_LE(p["port"].get<int>(), 45099);
+  }
+  EXPECT_GE(in_range, 6);
+  // Released: the master port can be listened on again at once, as a
+  // store would (SO_REUSEADDR: the probes' closed connections may leave it
+  // in TIME_WAIT, which does not hold it; a listener still open would).
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int on = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(master_port);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0) << std::strerror(errno);
+  ::close(fd);
+}
+
+// Preflight requests out of bounds are refused, naming the bound; the
+// agent keeps serving.
+TEST(AgentPreflight, RequestsOutOfBoundsAreRefused) {
+  Agent a;
+  auto client = agent::AgentClient::connect(a.options());
+  auto refused = [&](const json& m, const std::string& says) { expect_refused(*client, m, says); };
+  json many = json::array();
+  for (int i = 0; i < 8193; ++i)
+    many.push_back({{"host", "127.0.0.1"}, {"port", 1}});
+  refused({{"type", "preflight_probe"}, {"targets", many}}, "at most 8192 targets");
+  refused({{"type", "preflight_probe"}, {"targets", json::array()}, {"window_ms", 5}},
+          "'window_ms' must be in [100, 10000]");
+  refused({{"type", "preflight_probe"}, {"targets", {{{"host", "127.0.0.1"}, {"port", 70000}}}}},
+          "'port' must be in [1, 65535]");
+  refused({{"type", "preflight_probe"}, {"targets", {{{"host", std::string(300, 'h')}, {"port", 80}}}}}, "at most 255");
+  refused({{"type", "preflight_listen"}, {"count", 9}}, "'count' must be in [1, 4]");
+  refused({{"type", "preflight_listen"}, {"port_range", "9-1"}}, "LOW-HIGH");
+  // Review (L2): a run token made the root agent listen on privileged
+  // ports, on every address, for up to 600 s.
+  refused({{"type", "preflight_listen"}, {"port_range", "1-1023"}}, "within 1024-65535 (no privileged ports)");
+  refused({{"type", "preflight_listen"}, {"master_port", 22}}, "unprivileged ports only (1024-65535)");
+  refused({{"type", "preflight_listen"}, {"hold_s", 100000}}, "'hold_s' must be in [1, 600]");
+  EXPECT_TRUE(a.alive());
+}
+
+// Review (L2): preflight_listen took any unprivileged port a run token
+// named. An agent listens for preflight only within its --preflight-ports:
+// a MASTER_PORT or port_range outside them is refused, and the sampled
+// classes are drawn where they meet them.
+TEST(AgentPreflight, ListensOnlyWithinTheAgentsPreflightPorts) {
+  Agent a({"--preflight-ports", "41000-41099"});
+  auto client = agent::AgentClient::connect(a.options());
+  auto refused = [&](const json& m, const std::string& says) { expect_refused(*client, m, says); };
+  refused({{"type", "preflight_listen"}, {"master_port", 29500}}, "within 41000-41099 only (its --preflight-ports)");
+  refused({{"type", "preflight_listen"}, {"master_port", 41000}, {"port_range", "41050-41200"}},
+          "reaches beyond 41000-41099");
+  const json reply =
+      client->call({{"type", "preflight_listen"}, {"master_port", 41010}, {"port_range", "41050-41099"}, {"count", 4}});
+  int ports = 0;
+  for (const auto& c : reply.at("classes")) {
+    for (const auto& p : c.at("ports")) {
+      ++ports;
+      EXPECT_GE(p.at("port").get<int>(), 41000) << c.dump();
+      EXPECT_LE(p.at("port").get<int>(), 41099) << c.dump();
+    }
+  }
+  EXPECT_GE(ports, 5) << reply.dump();  // the master port and the port range's samples at least
+  client->call({{"type", "preflight_release"}});
+  // The range itself is checked at start.
+  for (const char* bad : {"80-1000", "41099-41000", "many"}) {
+    auto child = testing_support::spawn(
+        {RINGMASTER_AGENT, "--listen", "127.0.0.1:0", "--preflight-ports", bad, "--state-dir", a.state_dir + "-bad"},
+        {}, true);
+    child.finish();
+    EXPECT_EQ(child.exit_code(), 2) << bad;
+    EXPECT_NE(child.output.find("--preflight-ports must be LOW-HIGH within 1024-65535"), std::string::npos)
+        << child.output;
+  }
+}
+
+TEST(LinkCheck, RoundsOfDisjointPairsCoverEveryPairOnce) {
+  for (int n = 2; n <= 9; ++n) {
+    const auto rounds = agent::round_robin_pairs(n);
+    EXPECT_EQ(static_cast<int>(rounds.size()), n % 2 == 0 ? n - 1 : n) << n;
+    std::set<std::pair<int, int>> seen;
+    for (const auto& round : rounds) {
+      std::set<int> busy;
+      for (const auto& [a, b] : round) {
+        EXPECT_TRUE(busy.insert(a).second && busy.insert(b).second) << "node in two pairs of a round, n=" << n;
+        EXPECT_TRUE(seen.insert({a, b}).second) << a << "," << b << " twice, n=" << n;
+      }
+    }
+    EXPECT_EQ(static_cast<int>(seen.size()), n * (n - 1) / 2) << n;
+  }
+}
+
+TEST(LinkCheck, ASlowNodeIsNamedAndOneSlowLinkIsNamed) {
+  agent::LinkcheckReport r;
+  r.nodes = {"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"};
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      if (i != j) r.links.push_back({i, j, 1.2, "SOCKET", false, {}});
+    }
+  }
+  auto set = [&](int from, int to, double gbs) {
+    for (auto& l : r.links) {
+      if (l.from == from && l.to == to) l.gbs = gbs;
+    }
+  };
+  EXPECT_TRUE(agent::diagnose_links(r).empty());
+  for (int j : {0, 2, 3})
+    set(1, j, 0.005);
+  set(3, 2, 0.01);
+  auto findings = agent::diagnose_links(r);
+  ASSERT_EQ(findings.size(), 2u) << ::testing::PrintToString(findings);
+  EXPECT_NE(findings[0].find("every link leaving node 1 (10.0.0.2) is slow: at most 5.0 MB/s"), std::string::npos)
+      << findings[0];
+  EXPECT_NE(findings[1].find("the link node 3 -> node 2 (10.0.0.4 -> 10.0.0.3) is slow: 10.0 MB/s"), std::string::npos)
+      << findings[1];
+  set(0, 3, 0);
+  r.links[2].error = "rank 1 failed at STORE_CONNECT: timeout";
+  findings = agent::diagnose_links(r);
+  EXPECT_NE(findings[0].find("node 0 <-> node 3"), std::string::npos) << findings[0];
+  EXPECT_NE(agent::render_linkcheck(r, findings).find("failed"), std::string::npos);
+}
+
+// Against the NICs: a node whose NIC runs slower than the others' is named
+// (a link negotiated down), and so is a link under a hundredth of what its
+// NICs carry, even when every link is that slow (a median of slow links
+// calls none slow).
+TEST(LinkCheck, NicsNegotiatedDownAndLinksFarUnderTheirNicsAreNamed) {
+  agent::LinkcheckReport r;
+  r.nodes = {"10.0.0.1", "10.0.0.2", "10.0.0.3"};
+  r.nics = {{"eth0", 100000}, {"eth0", 100000}, {"eth0", 100000}};
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      if (i != j) r.links.push_back({i, j, 1.0, "SOCKET", false, {}, 12.5});
+    }
+  }
+  EXPECT_TRUE(agent::diagnose_links(r).empty()) << ::testing::PrintToString(agent::diagnose_links(r));
+  r.nics[2].speed_mbps = 25000;
+  for (auto& l : r.links)
+    l.gbs = 0.9;
+  auto findings = agent::diagnose_links(r);
+  ASSERT_FALSE(findings.empty());
+  EXPECT_EQ(findings[0],
+            "node 2 (10.0.0.3) reaches the others through eth0 at 25 Gb/s, where the fastest node's NIC runs at 100 "
+            "Gb/s: a link negotiated down (cable, port, switch setting) or another NIC");
+  // Every link at 100 MB/s on 100 Gb/s NICs: under a hundredth of them all.
+  r.nics[2].speed_mbps = 100000;
+  for (auto& l : r.links)
+    l.gbs = 0.1;
+  findings = agent::diagnose_links(r);
+  ASSERT_EQ(findings.size(), 6u) << ::testing::PrintToString(findings);
+  EXPECT_EQ(
+      findings[0],
+      "the link node 0 -> node 1 (10.0.0.1 -> 10.0.0.2) moved 100.0 MB/s, under a hundredth of its NICs' 100 Gb/s "
+      "(SOCKET)");
+  EXPECT_NE(agent::render_linkcheck(r, findings).find("node 0   10.0.0.1 (eth0 at 100 Gb/s)"), std::string::npos)
+      << agent::render_linkcheck(r, findings);
+  // Not known: nothing said about it.
+  for (auto& l : r.links)
+    l.nominal_gbs = 0;
+  EXPECT_TRUE(agent::diagnose_links(r).empty());
+}
+
+// Three agents: every link measured in both directions by a real
+// two-rank run, over the transport the ranks chose.
+TEST(AgentLinkcheck, EveryLinkOfThreeAgentsIsMeasured) {
+  const std::string token_file = write_token("agent-token-linkcheck", "linkcheck-token-0123456789");
+  Agent a({"--token-file", token_file}), b({"--token-file", token_file}), c({"--token-file", token_file});
+  std::string agents;
+  for (const Agent* x : {&a, &b, &c})
+    agents += (agents.empty() ? "127.0.0.1:" : ",127.0.0.1:") + std::to_string(x->port);
+  auto cli = testing_support::spawn({RINGMASTER_CLI, "linkcheck", "--agents", agents, "--token-file", token_file,
+                                     "--env", "NCCL_SHM_DISABLE=1", "-b", "4M", "-n", "3", "--json"},
+                                    {});
+  cli.finish();
+  // 0, or 1 when this busy machine made one link look slow: both measured everything.
+  ASSERT_TRUE(cli.exit_code() == 0 || cli.exit_code() == 1) << cli.output;
+  const json report = json::parse(cli.output.substr(cli.output.find('{')));
+  EXPECT_EQ(report["rounds"], 3);
+  ASSERT_EQ(report["links"].size(), 6u) << report.dump();
+  for (const auto& l : report["links"]) {
+    EXPECT_TRUE(l["gbs"].get<double>() > 0 || l.value("ahead", false)) << l.dump();
+    EXPECT_EQ(l["transport"], "SOCKET") << l.dump();
+  }
+  // Each node's NIC from its agent's inventory: loopback, of no speed.
+  ASSERT_EQ(report["nics"].size(), 3u) << report.dump();
+  for (const auto& nic : report["nics"]) {
+    EXPECT_EQ(nic["name"], "lo") << nic.dump();
+    EXPECT_EQ(nic["speed_mbps"], 0) << nic.dump();
+  }
+}
+
+}  // namespace
+}  // namespace ringmaster
