@@ -125,13 +125,9 @@ LocalSettings LocalSettings::resolve(const CommOptions& options) {
   // here, before anything connects, naming the variable.
   using Kind = tune::Selection::Kind;
   s.algorithms = options.algorithm ? tune::Selection::parse(Kind::algorithm, "--algo", name_of(*options.algorithm))
-                 : param_env(Param::Algo)
-                     ? tune::Selection::parse(Kind::algorithm, "NCCL_ALGO", *param_env(Param::Algo))
-                     : tune::Selection{};
+                                   : tune::Selection::from_env(Kind::algorithm);
   s.protocols = options.protocol ? tune::Selection::parse(Kind::protocol, "--proto", name_of(*options.protocol))
-                : param_env(Param::Proto)
-                    ? tune::Selection::parse(Kind::protocol, "NCCL_PROTO", *param_env(Param::Proto))
-                    : tune::Selection{};
+                                 : tune::Selection::from_env(Kind::protocol);
   s.shared_memory = options.shared_memory.value_or(!s.shm_disabled);
   s.net = network_named(options.net.value_or(param_string(Param::Net)));
   s.spin_yield = param_string(Param::SpinYield);

@@ -5,6 +5,7 @@
 #include <cctype>
 
 #include "base/log.h"
+#include "base/params.h"
 #include "ringmaster/status.h"
 #include "ringmaster/tools/tuner.h"
 
@@ -60,6 +61,12 @@ bool foreign_algorithm(const std::string& name) {
 }
 
 }  // namespace
+
+Selection Selection::from_env(Kind kind) {
+  const Param param = kind == Kind::algorithm ? Param::Algo : Param::Proto;
+  const auto spec = param_env(param);
+  return spec ? parse(kind, kind == Kind::algorithm ? "NCCL_ALGO" : "NCCL_PROTO", *spec) : Selection{};
+}
 
 Selection Selection::parse(Kind kind, std::string_view variable, std::string_view spec) {
   Selection s;

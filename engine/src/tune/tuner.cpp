@@ -87,10 +87,8 @@ Tuner::Tuner(Shape shape, Selection algorithms, Selection protocols)
 }
 
 Tuner Tuner::from_env(Shape shape) {
-  const auto algo = param_env(Param::Algo);
-  const auto proto = param_env(Param::Proto);
-  return Tuner(std::move(shape), algo ? Selection::parse(Selection::Kind::algorithm, "NCCL_ALGO", *algo) : Selection{},
-               proto ? Selection::parse(Selection::Kind::protocol, "NCCL_PROTO", *proto) : Selection{});
+  return Tuner(std::move(shape), Selection::from_env(Selection::Kind::algorithm),
+               Selection::from_env(Selection::Kind::protocol));
 }
 
 Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol p, int channels) const {

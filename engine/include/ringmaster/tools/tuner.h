@@ -127,6 +127,9 @@ class Selection {
   // Throws Error(config) naming the variable for unknown names, functions
   // or empty sections.
   static Selection parse(Kind kind, std::string_view variable, std::string_view spec);
+  // NCCL_ALGO (algorithm) or NCCL_PROTO (protocol) as the environment
+  // sets it, empty when unset: the one reader of those variables.
+  static Selection from_env(Kind kind);
   bool allows(Collective c, int index) const;
   // What removed `index` for `c`, e.g. "NCCL_ALGO=^tree"; empty when allowed.
   std::string why_not(Collective c, int index) const;
