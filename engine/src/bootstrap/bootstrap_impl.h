@@ -12,20 +12,14 @@
 #include <thread>
 #include <vector>
 
+#include "bootstrap/views.h"
+#include "net/hello.h"
 #include "net/socket.h"
 #include "ringmaster/store.h"
 #include "ringmaster/tools/bootstrap.h"
 #include "store/store.h"
 
 namespace ringmaster {
-
-// How long a connection accepted on the bootstrap port has to say its
-// hello before it is dropped: ranks send theirs right after connecting, so
-// only strangers (scanners, health checks, stale ranks) take longer.
-inline constexpr std::chrono::seconds kHelloWait{5};
-
-// The store key of `name` for this job's ranks (run_id keeps jobs apart).
-std::string store_key(const Config& c, const std::string& name);
 
 struct Bootstrap::Impl {
   Config config;
@@ -41,7 +35,7 @@ struct Bootstrap::Impl {
   std::map<int, net::Socket> tree_children;
   // Connections for TRANSPORT_CONNECT accepted during the address
   // exchange (a rank done with it connects at once), with their hello.
-  std::vector<std::pair<std::array<std::uint32_t, 4>, net::Socket>> early_connections;
+  std::vector<std::pair<net::Hello, net::Socket>> early_connections;
   std::string ifname;
   net::SocketAddress local_address;
   PeerInfo self;

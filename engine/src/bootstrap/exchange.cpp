@@ -156,20 +156,22 @@ int accept_tree_children(Bootstrap::Impl& s, const Config& c, Clock::time_point 
         missing = child;
         return err;
       }
-      std::uint32_t got[4] = {};
+      // The exchange's own hellos are 8 bytes (magic, rank), a
+      // transport's 16 (net::Hello): the first 8 tell them apart.
+      net::Hello hello;
       const auto hello_deadline = std::min(deadline, Clock::now() + kHelloWait);
-      int hello_err = candidate.recv_all(got, 2 * sizeof(got[0]), hello_deadline);
-      if (hello_err == 0 && got[0] == kTreeHelloMagic && is_tree_child(static_cast<int>(got[1]), c.rank, n) &&
-          s.tree_children.count(static_cast<int>(got[1])) == 0) {
+      int hello_err = candidate.recv_all(&hello, 2 * sizeof(std::uint32_t), hello_deadline);
+      const int from = static_cast<int>(hello.rank);
+      if (hello_err == 0 && hello.magic == kTreeHelloMagic && is_tree_child(from, c.rank, n) &&
+          s.tree_children.count(from) == 0) {
         candidate.set_nodelay();
-        s.tree_children[static_cast<int>(got[1])] = std::move(candidate);
+        s.tree_children[from] = std::move(candidate);
         continue;
       }
-      if (hello_err == 0 && got[0] != kTreeHelloMagic && got[0] != kRingHelloMagic) {
-        hello_err = candidate.recv_all(&got[2], 2 * sizeof(got[0]), hello_deadline);
+      if (hello_err == 0 && hello.magic != kTreeHelloMagic && hello.magic != kRingHelloMagic) {
+        hello_err = candidate.recv_all(&hello.connection, 2 * sizeof(std::uint32_t), hello_deadline);
         if (hello_err == 0) {
-          s.early_connections.emplace_back(std::array<std::uint32_t, 4>{got[0], got[1], got[2], got[3]},
-                                           std::move(candidate));
+          s.early_connections.emplace_back(hello, std::move(candidate));
           continue;
         }
       }

@@ -20,7 +20,7 @@
 
 #include "base/log.h"
 #include "base/params.h"
-#include "bootstrap/bootstrap_impl.h"
+#include "bootstrap/views.h"
 #include "comm/communicator_impl.h"
 #include "comm/settings.h"
 #include "kernels/reduce.h"

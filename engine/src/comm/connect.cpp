@@ -11,7 +11,7 @@
 
 #include "base/cpus.h"
 #include "base/cycles.h"
-#include "bootstrap/bootstrap_impl.h"
+#include "bootstrap/views.h"
 #include "comm/communicator_impl.h"
 #include "transport/direct.h"
 #include "transport/setup.h"

@@ -30,29 +30,31 @@
 #include <thread>
 
 #include "base/log.h"
-#include "bootstrap/bootstrap_impl.h"
+#include "bootstrap/views.h"
 #include "comm/communicator_impl.h"
+#include "ringmaster/store.h"
+#include "store/store.h"
 
 namespace ringmaster {
 
 Status Communicator::Impl::attribute(const Status& given, std::optional<std::uint64_t> seq) {
   std::lock_guard lock(failure_mutex);
   if (failure) return *failure;
-  auto& b = bootstrap->impl();
+  const BootstrapStore b = store_of(*bootstrap);
   std::string first;
   Status own = given;
   try {
-    if (!b.store) throw Error(ErrorCategory::internal, "no store connection");
+    if (!b.client) throw Error(ErrorCategory::internal, "no store connection");
     std::lock_guard store_lock(store_mutex);
     if (seq && own.category() == ErrorCategory::timeout) {
       const std::string stall = store_key(b.config, fmt::format("stall_diagnosis_{}", *seq));
-      if (b.store->check({stall})) {
+      if (b.client->check({stall})) {
         own = Status(own.category(),
-                     fmt::format("{}; the stall report said: {}", own.message(), b.store->get_existing(stall)));
+                     fmt::format("{}; the stall report said: {}", own.message(), b.client->get_existing(stall)));
       }
     }
-    first = b.store->compare_set(store_key(b.config, "failed_first"), "", fmt::format("{}\n{}", rank, own.message()));
-    b.store->add(store_key(b.config, "failed_read"), 1);
+    first = b.client->compare_set(store_key(b.config, "failed_first"), "", fmt::format("{}\n{}", rank, own.message()));
+    b.client->add(store_key(b.config, "failed_read"), 1);
   } catch (const std::exception& e) {
     RM_INFO(coll, "the store cannot say which rank failed first ({}); reporting this rank's error", e.what());
     failure = own;
@@ -73,10 +75,10 @@ Status Communicator::Impl::attribute(const Status& given, std::optional<std::uin
 
 void Communicator::Impl::keep_store_for_failure_readers() {
   if (!bootstrap) return;
-  auto& b = bootstrap->impl();
-  if (!b.store_server || !b.store) return;
+  const BootstrapStore b = store_of(*bootstrap);
+  if (!b.server || !b.client) return;
   try {
-    if (!b.store->check({store_key(b.config, "failed_first")})) return;
+    if (!b.client->check({store_key(b.config, "failed_first")})) return;
     bool read_here = false;
     {
       std::lock_guard lock(failure_mutex);
@@ -84,13 +86,13 @@ void Communicator::Impl::keep_store_for_failure_readers() {
     }
     const auto deadline = std::chrono::steady_clock::now() + kFailureReadersWait;
     for (;;) {
-      const std::int64_t read = b.store->add(store_key(b.config, "failed_read"), 0) - (read_here ? 1 : 0);
+      const std::int64_t read = b.client->add(store_key(b.config, "failed_read"), 0) - (read_here ? 1 : 0);
       // Done when every other rank has read it, or when no other rank is
       // connected any more (each holds one store connection; this rank's
       // is the last). Counting the gone beside the readers would count a
       // rank that read and then left twice, and close the store on a rank
       // still on its way to read (seen under load).
-      const auto connected = static_cast<std::int64_t>(b.store_server->num_connections());
+      const auto connected = static_cast<std::int64_t>(b.server->num_connections());
       if (read >= nranks - 1 || connected <= 1) return;
       if (std::chrono::steady_clock::now() >= deadline) {
         RM_INFO(coll, "closing the store after {} ms with {} rank(s) connected that have not read the first failure",
@@ -106,11 +108,11 @@ void Communicator::Impl::keep_store_for_failure_readers() {
 
 void Communicator::Impl::keep_store_while_ranks_connected() noexcept {
   if (!bootstrap) return;
-  auto& b = bootstrap->impl();
-  if (!b.store_server) return;
+  const BootstrapStore b = store_of(*bootstrap);
+  if (!b.server) return;
   // This rank's own connection is the last.
   const auto deadline = std::chrono::steady_clock::now() + kFailureReadersWait;
-  while (b.store_server->num_connections() > 1 && std::chrono::steady_clock::now() < deadline)
+  while (b.server->num_connections() > 1 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
 }
 

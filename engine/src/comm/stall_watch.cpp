@@ -32,8 +32,10 @@
 #include <thread>
 
 #include "base/log.h"
-#include "bootstrap/bootstrap_impl.h"
+#include "bootstrap/views.h"
 #include "comm/communicator_impl.h"
+#include "ringmaster/store.h"
+#include "store/store.h"
 
 namespace ringmaster {
 
@@ -173,15 +175,15 @@ class StallWatcher {
   }
 
   static std::string key(const Communicator::Impl& impl, const std::string& name) {
-    return store_key(impl.bootstrap->impl().config, name);
+    return store_key(impl.bootstrap->config(), name);
   }
 
   template <class F>
   static auto with_store(Communicator::Impl& impl, F&& f) {
-    auto& b = impl.bootstrap->impl();
-    if (!b.store) throw Error(ErrorCategory::internal, "no store connection");
+    store::Store* store = store_of(*impl.bootstrap).client;
+    if (!store) throw Error(ErrorCategory::internal, "no store connection");
     std::lock_guard lock(impl.store_mutex);
-    return f(*b.store);
+    return f(*store);
   }
 
   // This rank's oldest unfinished collective stopped moving: the rank

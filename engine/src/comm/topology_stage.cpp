@@ -13,7 +13,7 @@
 
 #include "base/log.h"
 #include "base/params.h"
-#include "bootstrap/bootstrap_impl.h"
+#include "bootstrap/views.h"
 #include "comm/communicator_impl.h"
 #include "ringmaster/tools/topology.h"
 #include "ringmaster/tools/topology_search.h"

@@ -39,7 +39,7 @@ DirectConnections::DirectConnections(Bootstrap& bootstrap, const SetupOptions& o
     : bootstrap_(bootstrap),
       options_(options),
       store_mutex_(store_mutex),
-      setup_(bootstrap, options_, net::Clock::now() + bootstrap.impl().config.bootstrap_timeout) {}
+      setup_(bootstrap, options_, net::Clock::now() + bootstrap.config().bootstrap_timeout) {}
 
 DirectConnections::~DirectConnections() = default;
 
@@ -64,9 +64,8 @@ void DirectConnections::keep(const Hello& hello, net::Socket socket, StrayConnec
 }
 
 bool DirectConnections::accept_one(ChannelLink& link, net::Clock::time_point until) {
-  auto& b = bootstrap_.impl();
   int err = 0;
-  net::Socket socket = b.listener.accept(until, err);
+  net::Socket socket = setup_.listener.accept(until, err);
   if (err == ETIMEDOUT) return false;
   if (err != 0) {
     setup_.fail(fmt::format("the bootstrap listener failed while waiting for direct connections"), -1, err,

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "net/hello.h"
 #include "transport/connection.h"
 
 namespace ringmaster::transport {
@@ -15,13 +16,7 @@ inline constexpr std::uint32_t kExtraSocketHello = 0x534F434B;  // "SOCK": a fur
 inline constexpr std::uint32_t kDirectConnection = 0xFFFF;      // Hello::connection of a direct connection
 
 // The first bytes on every new connection: who opens it and for what.
-struct Hello {
-  std::uint32_t magic = 0;       // kChannelHello or kExtraSocketHello
-  std::uint32_t rank = 0;        // the opening rank
-  std::uint32_t connection = 0;  // the ring channel, or kDirectConnection
-  std::uint32_t socket = 0;      // kExtraSocketHello: which of the connection's sockets (from 1)
-};
-static_assert(sizeof(Hello) == 16);
+using net::Hello;
 
 struct Offer {
   std::uint32_t magic = 0;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "base/log.h"
-#include "bootstrap/bootstrap_impl.h"
+#include "bootstrap/views.h"
 #include "transport/direct.h"
 #include "transport/offer.h"
 #include "transport/socket/socket_connection.h"
@@ -24,8 +24,8 @@ namespace ringmaster::transport {
 std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<ChannelLink*>& channels,
                                const std::vector<RingNeighbours>& rings, const SetupOptions& options,
                                DirectConnections& direct) {
-  auto& b = bootstrap.impl();
-  const int rank = b.config.rank;
+  const Config& config = bootstrap.config();
+  const int rank = config.rank;
   // The ranks that open this rank's ring connections: one per channel,
   // the same one unless the rings follow the topology.
   std::vector<int> prevs;
@@ -35,7 +35,7 @@ std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<ChannelLi
   const int prev = prevs.front();
   const std::string prev_text =
       prevs.size() == 1 ? fmt::format("rank {}", prev) : fmt::format("ranks {}", fmt::join(prevs, ", "));
-  Setup s(bootstrap, options, net::Clock::now() + b.config.bootstrap_timeout);
+  Setup s(bootstrap, options, net::Clock::now() + config.bootstrap_timeout);
   s.choose_fabric();
   std::vector<Connected> made;
   // The PeerInfo (address, host name) of the ranks this rank's rings
@@ -78,9 +78,9 @@ std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<ChannelLi
   auto accept_failed = [&](const std::string& what, int err) {
     auto f = bootstrap.failure(Stage::transport_connect, what);
     f.peer_rank = prev;
-    f.local_address = b.listener.local_address().to_string();
+    f.local_address = s.listener.local_address().to_string();
     f.errno_text = net::errno_text(err);
-    f.timeout = b.config.bootstrap_timeout;
+    f.timeout = config.bootstrap_timeout;
     f.hint = "Rank " + std::to_string(prev) + " failed while opening its channels; check its log.";
     if (prevs.size() > 1) f.hint = "The " + prev_text + " open this rank's channels; one failed, check their logs.";
     throw StageError(f);
@@ -103,17 +103,11 @@ std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<ChannelLi
       Incoming in;
       Hello hello;
       const auto hello_deadline = std::min(s.deadline, net::Clock::now() + kHelloWait);
-      if (!b.early_connections.empty()) {
+      if (s.listener.has_early()) {
         // Accepted, hello read, during the address exchange.
-        auto& [said, socket] = b.early_connections.back();
-        hello.magic = said[0];
-        hello.rank = said[1];
-        hello.connection = said[2];
-        hello.socket = said[3];
-        in.socket = std::move(socket);
-        b.early_connections.pop_back();
+        std::tie(hello, in.socket) = s.listener.take_early();
       } else {
-        in.socket = b.listener.accept(s.deadline, err);
+        in.socket = s.listener.accept(s.deadline, err);
         if (err != 0) {
           accept_failed(
               fmt::format("{} did not open all {} channels to this rank{}", prev_text, channels.size(), stray.note()),
@@ -164,8 +158,8 @@ std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<ChannelLi
     }
     // What else came during the address exchange: direct connections
     // wait for their calls, further sockets for their connections.
-    for (auto& [said, socket] : b.early_connections) {
-      const Hello hello{said[0], said[1], said[2], said[3]};
+    while (s.listener.has_early()) {
+      auto [hello, socket] = s.listener.take_early();
       if (hello.magic == kExtraSocketHello) {
         early_sockets.emplace_back(hello, std::move(socket));
       } else if (hello.magic == kChannelHello && hello.connection == kDirectConnection) {
@@ -174,7 +168,6 @@ std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<ChannelLi
         stray.drop(socket, EPROTO);
       }
     }
-    b.early_connections.clear();
     return fmt::format("{} channel(s) from {}", channels.size(), prev_text);
   });
 
@@ -235,7 +228,7 @@ std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<ChannelLi
         in = std::move(early_sockets[early].second);
         ++early;
       } else {
-        in = b.listener.accept(s.deadline, err);
+        in = s.listener.accept(s.deadline, err);
         if (err != 0) {
           accept_failed(fmt::format("{} did not open all {} sockets of its channels to this rank{}", prev_text,
                                     striped.front().sockets, stray.note()),

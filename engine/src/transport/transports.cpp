@@ -31,9 +31,9 @@ Incoming::~Incoming() = default;
 
 Setup::Setup(Bootstrap& bootstrap_, const SetupOptions& options_, net::Clock::time_point deadline_)
     : bootstrap(bootstrap_),
-      b(bootstrap_.impl()),
+      listener(bootstrap_),
       options(options_),
-      rank(b.config.rank),
+      rank(bootstrap_.config().rank),
       deadline(deadline_),
       identity(shm::host_identity()) {}
 
@@ -57,7 +57,7 @@ void Setup::fail(std::string what, int peer_rank, int err, std::string hint) con
   f.peer_rank = peer_rank;
   if (peer_rank >= 0) f.remote_address = peer(peer_rank).address;
   f.errno_text = errno_text;
-  f.timeout = b.config.bootstrap_timeout;
+  f.timeout = bootstrap.config().bootstrap_timeout;
   f.hint = std::move(hint);
   throw StageError(f);
 }
@@ -68,9 +68,8 @@ net::Socket Setup::open_socket(int peer_rank, const Hello& hello, int& err) cons
   net::ConnectAttempts report;
   // Retries are reported as the stage's progress during init; a direct
   // connection made later is a call's, and its errors say so.
-  err = net::connect_with_backoff(
-      {*address}, deadline, s, report,
-      during_init ? connect_progress(bootstrap.impl(), Stage::transport_connect) : net::ConnectProgress{});
+  err = net::connect_with_backoff({*address}, deadline, s, report,
+                                  during_init ? listener.progress(Stage::transport_connect) : net::ConnectProgress{});
   if (err == 0) err = s.send_all(&hello, sizeof(hello), deadline);
   return s;
 }

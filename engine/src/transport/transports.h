@@ -15,7 +15,7 @@
 #include <memory>
 #include <string>
 
-#include "bootstrap/bootstrap_impl.h"
+#include "bootstrap/views.h"
 #include "net/socket.h"
 #include "transport/offer.h"
 #include "transport/setup.h"
@@ -36,7 +36,7 @@ inline constexpr int kSocketBufferBytes = 4 << 20;  // a ring connection's socke
 // What every connection of one set-up shares.
 struct Setup {
   Bootstrap& bootstrap;
-  Bootstrap::Impl& b;
+  BootstrapListener listener;  // this rank's bootstrap listener
   const SetupOptions& options;
   int rank = 0;
   net::Clock::time_point deadline;

@@ -35,6 +35,9 @@ struct PeerInfo {
 // a rank needs those of its ring and tree neighbours, and one for each
 // different settings word. Later stages (topology, transports) build on
 // it. Not thread-safe.
+class BootstrapListener;
+struct BootstrapStore;
+
 class Bootstrap {
  public:
   // Runs RESOLVE_MASTER through ADDRESS_EXCHANGE and, when `finish` is
@@ -89,9 +92,13 @@ class Bootstrap {
   const std::vector<StageEvent>& events() const noexcept;
 
   struct Impl;
-  Impl& impl() noexcept { return *impl_; }
 
  private:
+  // The layers after the bootstrap see its listener and store through
+  // these (engine/src/bootstrap/views.h), nothing else of it.
+  friend class BootstrapListener;
+  friend BootstrapStore store_of(Bootstrap& bootstrap);
+
   explicit Bootstrap(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
