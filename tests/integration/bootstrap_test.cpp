@@ -590,6 +590,79 @@ TEST(InitFails, ConnectAttemptsAreClassifiedWhileTheyRetry) {
   }
 }
 
+// Two hosts at MTU 9000 behind a router whose link on to the second
+// carries 1500-byte packets and whose ICMP "fragmentation needed" is
+// dropped (nftables): a path-MTU black hole, as when jumbo-frame nodes
+// meet a smaller hop. Handshakes and small messages pass, full-size
+// segments vanish. Torn down with everything in it.
+struct MtuBlackHole {
+  std::string h1, h2, router;
+  MtuBlackHole() {
+    const std::string id = std::to_string(::getpid());
+    h1 = "rm-mtu-a-" + id, h2 = "rm-mtu-b-" + id, router = "rm-mtu-r-" + id;
+    const std::string script = fmt::format(
+        "set -e\n"
+        "for n in {0} {1} {2}; do ip netns add $n; ip netns exec $n ip link set lo up; done\n"
+        "ip link add rmmtua{3} netns {0} type veth peer name ra netns {2}\n"
+        "ip link add rmmtub{3} netns {1} type veth peer name rb netns {2}\n"
+        "ip -n {0} link set rmmtua{3} name eth0; ip -n {0} link set eth0 mtu 9000 up\n"
+        "ip -n {0} addr add 198.19.7.1/24 dev eth0; ip -n {0} route add default via 198.19.7.254\n"
+        "ip -n {1} link set rmmtub{3} name eth0; ip -n {1} link set eth0 mtu 9000 up\n"
+        "ip -n {1} addr add 198.19.8.1/24 dev eth0; ip -n {1} route add default via 198.19.8.254\n"
+        "ip -n {2} link set ra mtu 9000 up; ip -n {2} addr add 198.19.7.254/24 dev ra\n"
+        "ip -n {2} link set rb mtu 1500 up; ip -n {2} addr add 198.19.8.254/24 dev rb\n"
+        "ip netns exec {2} sysctl -qw net.ipv4.ip_forward=1\n"
+        "printf 'table inet hop {{ chain icmp_out {{ type filter hook output priority 0; icmp type "
+        "destination-unreachable drop; }}; }}\\n' | ip netns exec {2} nft -f -\n",
+        h1, h2, router, id);
+    if (::system(script.c_str()) != 0) {
+      remove();
+      throw std::runtime_error("cannot build the hosts and the router");
+    }
+  }
+  ~MtuBlackHole() { remove(); }
+  void remove() const {
+    ::system(("ip netns del " + h1 + " 2>/dev/null; ip netns del " + h2 + " 2>/dev/null; ip netns del " + router +
+              " 2>/dev/null")
+                 .c_str());
+  }
+  MtuBlackHole(const MtuBlackHole&) = delete;
+  MtuBlackHole& operator=(const MtuBlackHole&) = delete;
+};
+
+// The ranks' links stall; instead of "the peer is stuck, dead, or running
+// something else" each rank names the black hole and the largest packet
+// that passes, found by probing its peer's listener with segments of
+// every size (the hop's 1500 bytes in the direction the router drops).
+TEST(InitFails, PathMtuBlackHoleIsNamedWithTheLargestPacketThatPasses) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: network namespaces, a router and nftables";
+  if (::system("command -v nft >/dev/null && command -v ip >/dev/null") != 0) GTEST_SKIP() << "needs nft and ip";
+  MtuBlackHole net;
+  std::vector<ChildProcess> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.push_back(testing_support::spawn({"/usr/sbin/ip", "netns", "exec", rank == 0 ? net.h1 : net.h2,
+                                            RINGMASTER_CLI, "perf", "all_reduce", "-b", "4M", "-e", "4M", "-n", "2"},
+                                           {{"RANK", std::to_string(rank)},
+                                            {"WORLD_SIZE", "2"},
+                                            {"MASTER_ADDR", "198.19.7.1"},
+                                            {"MASTER_PORT", "29500"},
+                                            {"NCCL_SOCKET_IFNAME", "eth0"},
+                                            {"RINGMASTER_COLL_TIMEOUT", "5"},
+                                            {"RINGMASTER_BOOTSTRAP_TIMEOUT", "20"}},
+                                           /*with_stderr=*/true));
+  }
+  for (auto& r : ranks)
+    r.finish();
+  EXPECT_NE(ranks[0].exit_code(), 0);
+  const std::string& out = ranks[0].output;
+  EXPECT_NE(out.find("packets of up to 1500 bytes reach 198.19.8.1 but larger ones vanish"), std::string::npos) << out;
+  EXPECT_NE(out.find("9000-byte packets"), std::string::npos) << out;
+  EXPECT_NE(out.find("A path-MTU black hole"), std::string::npos) << out;
+  EXPECT_NE(out.find("ip link set dev IFACE mtu 1500"), std::string::npos) << out;
+  EXPECT_EQ(out.find("the peer is stuck, dead"), std::string::npos) << out;
+  EXPECT_NE(ranks[1].output.find("A path-MTU black hole"), std::string::npos) << ranks[1].output;
+}
+
 TEST(InitFails, BadEnvironmentNamesTheVariable) {
   // Fails before any stage, with a configuration error that names the
   // variable and its value.

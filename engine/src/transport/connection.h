@@ -8,8 +8,10 @@
 #include <sys/uio.h>
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
+#include "net/path_probe.h"
 #include "ringmaster/types.h"
 
 namespace ringmaster::transport {
@@ -109,6 +111,10 @@ class Connection {
   virtual int progress() noexcept { return 0; }
 
   // Wakes a blocked peer and makes every later call fail. Any thread.
+  // The kernel's view of this connection's sending side, for a
+  // connection carried by TCP (the socket with data stuck, if any); none
+  // for the others.
+  virtual std::optional<net::TcpSendState> send_state() const noexcept { return std::nullopt; }
   virtual void shutdown() noexcept = 0;
 };
 

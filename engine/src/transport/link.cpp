@@ -45,15 +45,50 @@ std::string describe_op(const StepHeader& h) {
   return fmt::format("{} (step {})", call_name(static_cast<Collective>(h.collective), h.seq), h.step);
 }
 
+// Why `peer` went silent, when its host's answers say so (about 2 s of
+// probes over TCP to its bootstrap listener, packets up to the size this
+// connection's segments fill): nothing listens there any more (its
+// process exited), nothing answers at all (the path or the host is gone),
+// or only packets smaller than the path's MTU pass (a path-MTU black
+// hole). Empty when packets of every size pass: then the peer's process
+// stopped, or waits for something else.
+std::string path_cause(const Peer& peer) {
+  if (!peer.valid() || peer.kind() != TransportKind::socket) return {};
+  const auto state = peer.connection->send_state();
+  const auto address = net::SocketAddress::parse(peer.address);
+  if (!state || !address) return {};
+  const int full = state->path_mtu > 0 ? state->path_mtu : state->mss + 40;
+  const net::PathSizes sizes = net::probe_path_sizes(*address, full);
+  if (sizes.refused) {
+    return fmt::format("; nothing listens at {} any more: rank {}'s process has exited", peer.address, peer.rank);
+  }
+  if (!sizes.small_pass) {
+    return fmt::format(
+        "; {} answers nothing, not even a new connection's handshake: the path to it is down or its "
+        "host is gone",
+        address->host());
+  }
+  if (sizes.largest_passing >= full) return {};
+  return fmt::format(
+      "; packets of {4}{0} bytes reach {1} but larger ones vanish, and this connection's segments fill {2}-byte "
+      "packets (the MTU its interface has){3}. A path-MTU black hole: a hop between the hosts carries smaller "
+      "packets than the interfaces and drops larger ones without the ICMP 'fragmentation needed' that would lower "
+      "the MTU. Set the MTU of the ranks' interfaces to {0} (ip link set dev IFACE mtu {0}), let the hop send ICMP, "
+      "or set net.ipv4.tcp_mtu_probing=1",
+      sizes.largest_passing, address->host(), full,
+      state->stuck() ? fmt::format(", unacknowledged after {} retransmissions", state->retransmits) : "",
+      sizes.exact ? "up to " : "at least ");
+}
+
 // The first field of the call's signature (StepHeader) where a peer's
 // step differs from this rank's, as "op=max" on each side.
 struct FieldMismatch {
   std::string theirs, mine;
   std::string message(const StepHeader& call, int from, int rank) const {
     return fmt::format(
-        "collective mismatch at {} #{}: rank {} called it with {} but rank {} with {}; every rank must make the same "
+        "collective mismatch at {}: rank {} called it with {} but rank {} with {}; every rank must make the same "
         "calls in the same order with the same arguments (and the same NCCL_ALGO and NCCL_PROTO)",
-        name_of(static_cast<Collective>(call.collective)), call.seq, from, theirs, rank, mine);
+        call_name(static_cast<Collective>(call.collective), call.seq), from, theirs, rank, mine);
   }
 };
 std::optional<FieldMismatch> signature_mismatch(const StepHeader& theirs, const StepHeader& mine) {
@@ -397,14 +432,7 @@ void ChannelLink::transfer(const StepHeader& header_out, const StepHeader& expec
         }
       }
     }
-    if (ready == 0 && cycles::now() >= deadline) {
-      const Peer& silent = receiving ? prev : next;
-      throw Error(ErrorCategory::timeout,
-                  fmt::format("rank {}: no progress {} rank {} at {} for {:.1f} s during {} "
-                              "(RINGMASTER_COLL_TIMEOUT); the peer is stuck, dead, or running something else",
-                              rank, receiving ? "receiving from" : "sending to", silent.rank, silent.address,
-                              timeout.count() / 1000.0, describe_op(expect)));
-    }
+    if (ready == 0 && cycles::now() >= deadline) throw no_progress(receiving ? prev : next, receiving, expect);
   }
   if (do_send) keep_flushing(next);
   if (counters != nullptr && do_recv && recv_bytes - first_read >= ChannelStats::kRateBytes && from->rank >= 0 &&
@@ -421,6 +449,20 @@ void ChannelLink::transfer(const StepHeader& header_out, const StepHeader& expec
     bump(counters->steps, 1);
     bump(counters->busy_ns, cycles::elapsed_ns(started));
   }
+}
+
+Error ChannelLink::no_progress(const Peer& silent, bool receiving, const StepHeader& expect) const {
+  // What the kernel can tell: this rank's data to the silent peer (or
+  // to the next, which it sent before waiting) unacknowledged.
+  std::string cause;
+  for (const Peer* p : {&silent, &next}) {
+    if (cause.empty() && (p == &silent || p->rank != silent.rank)) cause = path_cause(*p);
+  }
+  return Error(
+      ErrorCategory::timeout,
+      fmt::format("rank {}: no progress {} rank {} at {} for {:.1f} s during {} (RINGMASTER_COLL_TIMEOUT){}", rank,
+                  receiving ? "receiving from" : "sending to", silent.rank, silent.address, timeout.count() / 1000.0,
+                  describe_op(expect), cause.empty() ? "; the peer is stuck, dead, or running something else" : cause));
 }
 
 void ChannelLink::progress_unflushed(bool peers_may_leave) {

@@ -26,6 +26,7 @@
 
 #include "base/function_ref.h"
 #include "net/socket.h"
+#include "ringmaster/status.h"
 #include "ringmaster/types.h"
 #include "transport/connection.h"
 
@@ -205,6 +206,9 @@ class ChannelLink {
   void look_for_step_elsewhere(const StepHeader& expect, int peer, const Peer* from, std::size_t recv_bytes) const;
 
  private:
+  // The error of a transfer that made no progress for the timeout,
+  // with what the path says of why when it can tell.
+  Error no_progress(const Peer& silent, bool receiving, const StepHeader& expect) const;
   std::mutex mesh_mutex_;  // attach_mesh against shutdown
   void connect_mesh(int to, int from, const StepHeader& call) {
     if ((to >= 0 && !mesh.at(static_cast<std::size_t>(to)).valid()) ||

@@ -156,6 +156,16 @@ std::size_t SocketConnection::pad_before(const void* data, std::size_t bytes, st
   return (from + kApartSlack / 2 + kApartSlack - header_bytes % kApartSlack) % kApartSlack;
 }
 
+std::optional<net::TcpSendState> SocketConnection::send_state() const noexcept {
+  std::optional<net::TcpSendState> first;
+  for (const auto& socket : sockets_) {
+    const auto state = net::tcp_send_state(socket.fd());
+    if (state && state->stuck()) return state;
+    if (!first) first = state;
+  }
+  return first;
+}
+
 void SocketConnection::shutdown() noexcept {
   for (auto& s : sockets_) {
     if (s.valid()) ::shutdown(s.fd(), SHUT_RDWR);

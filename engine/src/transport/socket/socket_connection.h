@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "net/path_probe.h"
 #include "net/socket.h"
 #include "transport/connection.h"
 
@@ -48,6 +49,7 @@ class SocketConnection final : public Connection {
   int fd() const noexcept override { return sockets_.front().fd(); }
   int wait_fd(bool sending) const noexcept override;
   bool data_pollable() const noexcept override { return true; }
+  std::optional<net::TcpSendState> send_state() const noexcept override;
   void shutdown() noexcept override;
 
  private:
