@@ -687,6 +687,33 @@ std::string run_cli(const std::vector<std::string>& args, int* exit_code = nullp
   return child.output;
 }
 
+// Ranks in one process need descriptors: a hard limit too low for them
+// is refused before any rank starts, naming what they need and the
+// limit, instead of ranks failing one by one after their timeouts; a soft
+// limit below the hard one is raised and the ranks run.
+TEST(Cli, ProbeChecksTheDescriptorsItsRanksNeed) {
+  const std::string cli = RINGMASTER_CLI;
+  const auto started = std::chrono::steady_clock::now();
+  auto refused = testing_support::spawn(
+      {"/bin/bash", "-c",
+       "ulimit -n 200 && exec " + cli + " probe --np 64 --master-port " + std::to_string(free_port())},
+      {}, /*with_stderr=*/true);
+  refused.finish();
+  EXPECT_EQ(refused.exit_code(), 2) << refused.output;
+  EXPECT_NE(refused.output.find("64 ranks in one process need about 576 file descriptors"), std::string::npos)
+      << refused.output;
+  EXPECT_NE(refused.output.find("this process may open 200 (ulimit -n; hard limit 200)"), std::string::npos)
+      << refused.output;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), 5.0);
+  auto raised = testing_support::spawn(
+      {"/bin/bash", "-c",
+       "ulimit -Sn 200 && exec " + cli + " probe --np 64 --master-port " + std::to_string(free_port())},
+      {}, /*with_stderr=*/true);
+  raised.finish();
+  EXPECT_EQ(raised.exit_code(), 0) << raised.output;
+  EXPECT_NE(raised.output.find("64 rank(s), 0 failed"), std::string::npos) << raised.output;
+}
+
 TEST(Cli, StoreCommandsPokeARunningStore) {
   const std::string port = std::to_string(free_port());
   auto server = testing_support::spawn({RINGMASTER_CLI, "store", "serve", "--port", port}, {});
