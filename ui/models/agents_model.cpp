@@ -4,8 +4,6 @@
 #include <QBrush>
 #include <QColor>
 
-#include "models/text.h"
-
 namespace ringmaster::ui {
 
 int AgentsModel::rowCount(const QModelIndex& parent) const {

@@ -1,13 +1,11 @@
 #include "net/path_probe.h"
 
-#include <fcntl.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -33,13 +31,17 @@ std::optional<TcpSendState> tcp_send_state(int fd) noexcept {
   TcpSendState s;
   s.unacked = static_cast<int>(info.tcpi_unacked);
   s.retransmits = static_cast<int>(info.tcpi_retransmits);
-  s.total_retrans = static_cast<int>(info.tcpi_total_retrans);
   s.mss = static_cast<int>(info.tcpi_snd_mss);
   s.path_mtu = static_cast<int>(info.tcpi_pmtu);
   return s;
 }
 
 namespace {
+
+// How a probe packet fared: acknowledged by the peer's kernel (passed),
+// sent and never acknowledged (lost), reset (refused: the host answered,
+// nothing listens), or no connection at all (unreachable).
+enum class PacketFate { passed, lost, refused, unreachable };
 
 // One probe connection: its socket and what it sent.
 struct Probe {
@@ -131,14 +133,6 @@ void run_probes(const SocketAddress& to, std::vector<Probe>& probes, std::chrono
 }
 
 }  // namespace
-
-PacketFate probe_packet(const SocketAddress& to, int packet_bytes, std::chrono::milliseconds wait, int* sent) {
-  std::vector<Probe> probes(1);
-  probes[0].packet_bytes = packet_bytes;
-  run_probes(to, probes, wait);
-  if (sent != nullptr) *sent = probes[0].sent;
-  return probes[0].fate;
-}
 
 PathSizes probe_path_sizes(const SocketAddress& to, int largest, std::chrono::milliseconds wait) {
   PathSizes out;
