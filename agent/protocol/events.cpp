@@ -625,6 +625,32 @@ StageFailed stage_failed(const StageFailure& f) {
   return s;
 }
 
+StageFailure stage_failure(const StageFailed& s) {
+  StageFailure f;
+  f.stage = s.stage;
+  f.rank = s.rank;
+  f.peer_rank = s.peer_rank;
+  f.local_address = s.local;
+  f.remote_address = s.remote;
+  f.errno_text = s.errno_text;
+  f.elapsed = std::chrono::milliseconds(s.elapsed_ms);
+  f.timeout = std::chrono::milliseconds(s.timeout_ms);
+  f.joined = s.joined;
+  f.world_size = s.world_size;
+  f.missing = s.missing;
+  f.summary = s.summary;
+  f.hint = s.hint;
+  return f;
+}
+
+std::vector<std::string> read_together(const std::vector<StageFailed>& failures) {
+  std::vector<StageFailure> engine_side;
+  engine_side.reserve(failures.size());
+  for (const auto& f : failures)
+    engine_side.push_back(stage_failure(f));
+  return ringmaster::read_together(engine_side);
+}
+
 Result result(const PerfSpec& spec, const PerfRow& row) {
   auto timing_of = [](const PerfResult& r) { return Result::Timing{r.time_us, r.algbw, r.busbw, r.wrong}; };
   Result r;

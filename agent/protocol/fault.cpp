@@ -147,6 +147,7 @@ DropPorts drop_ports(const SpecFields& f) {
     start = comma + 1;
   }
   d.skip_loopback = f.flag("skip_loopback");
+  d.reject = f.flag("reject");
   return d;
 }
 
@@ -187,7 +188,7 @@ FaultSpec parse_fault(const json& j) {
     throw Error(ErrorCategory::config, fmt::format("a fault needs a 'kind': {}", kKinds));
   }
   const std::string& k = kind->get_ref<const std::string&>();
-  if (k == DropPorts::kKind) return drop_ports({j, k, {"ports", "direction", "except", "skip_loopback"}});
+  if (k == DropPorts::kKind) return drop_ports({j, k, {"ports", "direction", "except", "skip_loopback", "reject"}});
   if (k == DropAddress::kKind) return drop_address({j, k, {"address", "direction"}});
   if (k == Delay::kKind) {
     const SpecFields f(j, k, {"interface", "ms"});
@@ -220,6 +221,7 @@ json to_json(const FaultSpec& f) {
     j["direction"] = to_string(d->direction);
     if (!d->except.empty()) j["except"] = fmt::format("{}", fmt::join(d->except, ","));
     if (d->skip_loopback) j["skip_loopback"] = true;
+    if (d->reject) j["reject"] = true;
   } else if (const auto* a = std::get_if<DropAddress>(&f)) {
     j["address"] = a->address;
     j["direction"] = to_string(a->direction);
@@ -240,10 +242,11 @@ std::string describe(const FaultSpec& f) {
     return d == Direction::in ? "arriving" : d == Direction::out ? "leaving" : "both ways";
   };
   if (const auto* d = std::get_if<DropPorts>(&f)) {
-    std::string s =
-        fmt::format("drop TCP to port{} {} {}", d->low == d->high ? "" : "s", port_range(*d), way(d->direction));
+    std::string s = fmt::format("{} TCP to port{} {} {}", d->reject ? "reject" : "drop", d->low == d->high ? "" : "s",
+                                port_range(*d), way(d->direction));
     if (!d->except.empty()) s += fmt::format(", except {}", fmt::join(d->except, ", "));
     if (d->skip_loopback) s += ", not on loopback";
+    if (d->reject) s += ", with a TCP reset";
     return s;
   }
   if (const auto* a = std::get_if<DropAddress>(&f)) {

@@ -25,7 +25,7 @@ constexpr int kMostRanksPerHost = 16;
 
 const std::set<std::string> kExpectations = {
     "outcome",     "ranks",     "stage",     "keywords", "error_keywords", "any_error_keywords", "every_rank_errors",
-    "not_entered", "transport", "slow_link", "stall",    "preflight",      "linkcheck"};
+    "not_entered", "transport", "slow_link", "stall",    "preflight",      "linkcheck",          "together"};
 
 [[noreturn]] void refuse(const std::string& file, const std::string& what) {
   throw Error(ErrorCategory::config, fmt::format("scenario {}: {}", file, what));
@@ -50,6 +50,47 @@ json object_field(const json& j, const std::string& file, const char* key, json 
   if (it == j.end()) return fallback;
   if (it->type() != fallback.type()) refuse(file, fmt::format("'{}' must be {}", key, fallback.type_name()));
   return *it;
+}
+
+// Each setup step: hosts of the scenario and exactly one of what it
+// knows. A sysctl is one of a network namespace's own (net.ipv4.*,
+// net.ipv6.*): the runner is root, and a step must not reach the machine.
+void check_setup(const Scenario& s, const std::string& file) {
+  for (std::size_t i = 0; i < s.setup.size(); ++i) {
+    const json& step = s.setup[i];
+    const std::string where = fmt::format("setup[{}]", i);
+    if (!step.is_object()) refuse(file, where + " is not an object");
+    int actions = 0;
+    for (const auto& [key, value] : step.items()) {
+      if (key == "hosts") {
+        if (!value.is_array()) refuse(file, where + ".hosts is not a list of hosts");
+        for (const auto& h : value) {
+          if (!h.is_number_integer() || h.get<int>() < 0 || h.get<int>() >= s.hosts)
+            refuse(file, fmt::format("{}.hosts holds {}, not a host of 0..{}", where, h.dump(), s.hosts - 1));
+        }
+      } else if (key == "mtu") {
+        ++actions;
+        if (!value.is_number_integer() || value.get<int>() < 1280 || value.get<int>() > 65535)
+          refuse(file, where + ".mtu is not an MTU of 1280..65535");
+      } else if (key == "sysctl") {
+        ++actions;
+        if (!value.is_object()) refuse(file, where + ".sysctl is not an object of key: value");
+        for (const auto& [k, v] : value.items()) {
+          if ((k.rfind("net.ipv4.", 0) != 0 && k.rfind("net.ipv6.", 0) != 0) || !v.is_string() ||
+              k.find_first_of("/ =") != std::string::npos)
+            refuse(file,
+                   fmt::format("{}.sysctl: '{}' is not a net.ipv4.* or net.ipv6.* key with a string value", where, k));
+        }
+      } else if (key == "outbound_from_port") {
+        ++actions;
+        if (!value.is_number_integer() || value.get<int>() < 1 || value.get<int>() > 65535)
+          refuse(file, where + ".outbound_from_port is not a port of 1..65535");
+      } else {
+        refuse(file, fmt::format("{}.{} is not a setup step this build knows", where, key));
+      }
+    }
+    if (actions != 1) refuse(file, where + " must hold exactly one of mtu, sysctl, outbound_from_port");
+  }
 }
 
 Scenario read_scenario(const json& j, const std::string& file) {
@@ -95,6 +136,8 @@ Scenario read_scenario(const json& j, const std::string& file) {
   s.expect = object_field(j, file, "expect", json::object());
   s.action = object_field(j, file, "action", json::object());
   if (j.contains("resolver")) s.resolver = object_field(j, file, "resolver", json::object());
+  s.setup = object_field(j, file, "setup", json::array());
+  check_setup(s, file);
   for (const auto& [key, value] : s.expect.items()) {
     if (!kExpectations.count(key)) refuse(file, fmt::format("expect.{} is not an expectation this build knows", key));
   }
@@ -195,12 +238,31 @@ void ScenarioRun::add(const events::EventMessage& m, std::optional<double> after
       m.event);
 }
 
+namespace {
+
+// Each rank's failure and what they say read together, in the report;
+// "together": one of those sentences holds every keyword.
+void report_failures(const json& expect, const ScenarioRun& run, ScenarioCheck& v) {
+  std::vector<events::StageFailed> failed;
+  for (const auto& [rank, f] : run.failures) {
+    v.report.push_back(fmt::format("rank {} failed at {}: {} | hint: {}", rank, name_of(f.stage), f.summary, f.hint));
+    failed.push_back(f);
+  }
+  const auto together = events::read_together(failed);
+  for (const auto& t : together)
+    v.report.push_back("read together: " + t);
+  if (!expect.contains("together")) return;
+  const json keywords = expect["together"].value("keywords", json::array());
+  if (!std::any_of(together.begin(), together.end(), [&](const std::string& t) { return mentions_all(t, keywords); }))
+    v.reasons.push_back(fmt::format("the failures read together do not say every one of: {}", keywords.dump()));
+}
+
+}  // namespace
+
 ScenarioCheck check_run(const Scenario& s, const ScenarioRun& run) {
   ScenarioCheck v;
   const json& expect = s.expect;
-  for (const auto& [rank, f] : run.failures) {
-    v.report.push_back(fmt::format("rank {} failed at {}: {} | hint: {}", rank, name_of(f.stage), f.summary, f.hint));
-  }
+  report_failures(expect, run, v);
   for (const auto& [rank, list] : run.errors) {
     for (const auto& e : list)
       v.report.push_back(fmt::format("rank {}: {}", rank, e));

@@ -169,7 +169,8 @@ void FaultManager::apply_nft() {
       // (a cloud's security group sees only traffic between hosts).
       for (const auto port : d->except)
         excepted += fmt::format("    tcp dport {0} accept\n    tcp sport {0} accept\n", port);
-      const std::string rule = fmt::format("tcp dport {} counter drop comment \"fault {}\"\n", port_range(*d), id);
+      const std::string rule = fmt::format("tcp dport {} counter {} comment \"fault {}\"\n", port_range(*d),
+                                           d->reject ? "reject with tcp reset" : "drop", id);
       if (d->direction != Direction::out)
         input += std::string("    ") + (d->skip_loopback ? "iifname != \"lo\" " : "") + rule;
       if (d->direction != Direction::in)

@@ -177,6 +177,8 @@ Runner add_probe_command(CLI::App& app) {
       std::sort(failures.begin(), failures.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
       for (const auto& f : failures)
         std::printf("\n%s\n", f.to_string().c_str());
+      for (const auto& t : read_together(failures))
+        std::printf("\nRead together: %s\n", t.c_str());
       std::printf("\n%zu rank(s), %zu failed, %.1f ms, %.1f MB resident at most\n", ranks.size(), failures.size(),
                   wall_ms, max_rss_kib / 1024.0);
     }

@@ -92,6 +92,7 @@ struct Sweep {
   int code = 0;
   std::vector<PerfRow> rows;
   std::string failure;
+  std::vector<agent::events::StageFailed> failures;  // every rank's, read together by the caller
 };
 
 // A connection to every agent, their messages in one inbox.
@@ -158,8 +159,7 @@ Sweep run_sweep(const RemoteOptions& o, const std::string& engine, Agents& agent
     }
   }
 
-  std::ofstream events;
-  if (!o.events_file.empty()) events.open(o.events_file);
+  std::ofstream events = o.events_file.empty() ? std::ofstream() : std::ofstream(o.events_file);
   std::vector<agent::events::StageEnded> stages;
   std::vector<PerfRow>& rows = sweep.rows;
   std::vector<std::pair<int, agent::events::Links>> links;
@@ -222,6 +222,7 @@ Sweep run_sweep(const RemoteOptions& o, const std::string& engine, Agents& agent
             ok = false;
             std::fprintf(stderr, "# rank %d failed at %s: %s\n#   hint: %s\n", rank,
                          std::string(name_of(e.stage)).c_str(), e.summary.c_str(), e.hint.c_str());
+            sweep.failures.push_back(e);
             if (sweep.failure.empty()) sweep.failure = e.summary;
           } else if constexpr (std::is_same_v<E, ev::CollectiveError>) {
             ok = false;
@@ -287,6 +288,8 @@ int run_remote(const RemoteOptions& o) {
   for (const auto& engine : engines) {
     if (!sweeps.empty()) std::printf("#\n# The same sweep through NCCL\n");
     sweeps.push_back(run_sweep(o, engine, agents));
+    for (const auto& t : agent::events::read_together(sweeps.back().failures))
+      std::fprintf(stderr, "# Read together: %s\n", t.c_str());
     if (sweeps.back().code == exit_code::remote_failed) return exit_code::remote_failed;
   }
   if (sweeps.size() == 2) print_engines_compared(sweeps[0], sweeps[1]);

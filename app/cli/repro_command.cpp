@@ -6,8 +6,12 @@
 // breaks it the way clouds break (through the agents' fault injection, the
 // ranks' environment, or by killing a rank), launches a run, and checks
 // that what Ringmaster reports is what the scenario expects. Needs root.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +33,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <type_traits>
 #include <variant>
 
@@ -118,6 +123,8 @@ class Cluster {
   }
 
   ~Cluster() {
+    for (const int fd : held_)
+      ::close(fd);
     clients_.clear();
     for (pid_t pid : agents_)
       ::kill(pid, SIGTERM);
@@ -149,13 +156,20 @@ class Cluster {
   // them to what runs there (files in /etc/netns/<namespace>/): `lines`
   // on every host but those in `missing_on`, and no reachable DNS server,
   // so a name that is not in the file fails at once.
-  void write_resolver_files(const std::vector<std::string>& lines, const std::vector<int>& missing_on) {
+  // `lines_on`: more lines on some hosts only (a host's own name, as its
+  // image wrote it).
+  void write_resolver_files(const std::vector<std::string>& lines, const std::vector<int>& missing_on,
+                            const std::map<int, std::vector<std::string>>& lines_on) {
     for (std::size_t i = 0; i < namespaces_.size(); ++i) {
       const fs::path dir = fs::path("/etc/netns") / namespaces_[i];
       fs::create_directories(dir);
       etc_dirs_.push_back(dir.string());
       std::ofstream hosts(dir / "hosts");
       hosts << "127.0.0.1 localhost\n";
+      if (const auto own = lines_on.find(static_cast<int>(i)); own != lines_on.end()) {
+        for (const auto& l : own->second)
+          hosts << l << "\n";
+      }
       if (std::find(missing_on.begin(), missing_on.end(), static_cast<int>(i)) == missing_on.end()) {
         for (const auto& l : lines)
           hosts << l << "\n";
@@ -164,6 +178,57 @@ class Cluster {
     }
   }
   const std::string& ns(int host) const { return namespaces_.at(static_cast<std::size_t>(host)); }
+
+  // The host's interface carries `mtu` while the bridge's ports stay at
+  // 1500: a hop that drops larger frames without a word, as a switch
+  // does. Each TCP segment leaves as one frame (gso_max_segs 1), as a NIC
+  // with segmentation offload puts them on the wire; a veth would
+  // otherwise hand the bridge whole 64 KiB bursts, which it lets through.
+  void set_mtu(int host, int mtu) {
+    must({"ip", "-n", ns(host), "link", "set", "eth0", "mtu", std::to_string(mtu)});
+    must({"ip", "-n", ns(host), "link", "set", "eth0", "gso_max_segs", "1"});
+  }
+
+  void set_sysctl(int host, const std::string& key, const std::string& value) {
+    must({"ip", "netns", "exec", ns(host), "sysctl", "-q", "-w", key + "=" + value});
+  }
+
+  // A TCP connection from `port` on `host` to the next host's agent, held
+  // until the cluster goes: what an outbound connection that the kernel
+  // handed that port does to a process that wants to listen there.
+  void hold_outbound_port(int host, std::uint16_t port) {
+    const int to = (host + 1) % static_cast<int>(namespaces_.size());
+    int fd = -1;
+    std::string error;
+    // setns() moves only the calling thread: a thread of its own makes the
+    // socket in the host's namespace and leaves this one where it was.
+    std::thread([&] {
+      const int netns = ::open(("/var/run/netns/" + ns(host)).c_str(), O_RDONLY | O_CLOEXEC);
+      if (netns < 0 || ::setns(netns, CLONE_NEWNET) != 0) {
+        error = std::string("cannot enter the namespace: ") + std::strerror(errno);
+        if (netns >= 0) ::close(netns);
+        return;
+      }
+      ::close(netns);
+      fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in local{};
+      local.sin_family = AF_INET;
+      local.sin_port = htons(port);
+      sockaddr_in remote{};
+      remote.sin_family = AF_INET;
+      remote.sin_port = htons(29600);
+      ::inet_pton(AF_INET, address(to).c_str(), &remote.sin_addr);
+      if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0 ||
+          ::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof(remote)) != 0) {
+        error = std::strerror(errno);
+      }
+    }).join();
+    if (fd >= 0) held_.push_back(fd);
+    if (!error.empty()) {
+      throw Error(ErrorCategory::config,
+                  fmt::format("an outbound connection from port {} on host {}: {}", port, host, error));
+    }
+  }
 
   // Starts each host's agent and connects to it from this namespace.
   void start_agents(const std::string& agent_path, const agent::AgentClient::MessageHandler& on_message) {
@@ -195,6 +260,9 @@ class Cluster {
       options.host = address(static_cast<int>(i));
       options.port = 29600;
       options.token = agent::read_token_file(token_file_);
+      // A scenario may cut a host's link for seconds (link-flap), and the
+      // agent's connection shares it: the run goes on, so does the watch.
+      options.silence_limit = std::chrono::seconds(20);
       auto client = agent::AgentClient::connect(options, on_message);
       client->call({{"type", "subscribe"}});
       clients_.push_back(std::move(client));
@@ -210,6 +278,7 @@ class Cluster {
   std::vector<std::string> etc_dirs_;  // /etc/netns/<namespace>
   std::vector<pid_t> agents_;
   std::vector<std::unique_ptr<agent::AgentClient>> clients_;
+  std::vector<int> held_;  // sockets of hold_outbound_port
 };
 
 // Set by SIGINT/SIGTERM: the scenario in progress stops waiting and cleans up.
@@ -410,22 +479,136 @@ agent::RunRequest scenario_run(const json& run_spec, const std::string& run_id, 
   return run;
 }
 
+// What a scenario does to its run once data moves (`action`): kill a
+// rank; stop one (SIGSTOP) until a stall report is in, or kUnfreezeAfter
+// without one, so the run can end; take a host's link down for a while
+// (`flap`: {"host": 1, "down_s": 2}).
+class ScenarioAction {
+ public:
+  ScenarioAction(const json& action, Cluster& cluster, std::map<int, int>& pid_of, Verdict& v)
+      : cluster_(cluster), pid_of_(pid_of), v_(v) {
+    kill_rank_ = action.value("kill_rank", -1);
+    freeze_rank_ = action.value("freeze_rank", -1);
+    const json flap = action.value("flap", json::object());
+    flap_host_ = flap.value("host", -1);
+    flap_down_ = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(flap.value("down_s", 0.0)));
+  }
+  ~ScenarioAction() {
+    thaw("as the scenario ends");
+    link_up();
+  }
+
+  void data_moves() {
+    if (freeze_rank_ >= 0 && !frozen_at_) {
+      frozen_at_ = Clock::now();
+      ::kill(pid_of_[freeze_rank_], SIGSTOP);
+      v_.report.push_back(
+          fmt::format("stopped rank {} (pid {}, SIGSTOP) once data moved", freeze_rank_, pid_of_[freeze_rank_]));
+    } else if (kill_rank_ >= 0 && !killed_) {
+      killed_ = true;
+      ::kill(pid_of_[kill_rank_], SIGKILL);
+      v_.report.push_back(fmt::format("killed rank {} (pid {}) once data moved", kill_rank_, pid_of_[kill_rank_]));
+    } else if (flap_host_ >= 0 && !down_at_) {
+      down_at_ = Clock::now();
+      must({"ip", "-n", cluster_.ns(flap_host_), "link", "set", "eth0", "down"});
+      v_.report.push_back(fmt::format("took host {}'s eth0 down once data moved", flap_host_));
+    }
+  }
+  // Every wake of the collecting loop.
+  void tick() {
+    if (frozen_at_ && Clock::now() - *frozen_at_ > kUnfreezeAfter) thaw("after 30 s without a stall report");
+    if (down_at_ && Clock::now() - *down_at_ >= flap_down_) link_up();
+  }
+  void thaw(const char* why) {
+    if (!frozen_at_ || thawed_) return;
+    thawed_ = true;
+    ::kill(pid_of_[freeze_rank_], SIGCONT);
+    v_.report.push_back(fmt::format("continued rank {} {}", freeze_rank_, why));
+  }
+  // Since the SIGSTOP, for stall reports; nothing without one.
+  std::optional<double> since_stop_s() const {
+    if (!frozen_at_) return std::nullopt;
+    return std::chrono::duration<double>(Clock::now() - *frozen_at_).count();
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static constexpr auto kUnfreezeAfter = std::chrono::seconds(30);
+  void link_up() {
+    if (!down_at_ || up_) return;
+    up_ = true;
+    agent::run_command({"ip", "-n", cluster_.ns(flap_host_), "link", "set", "eth0", "up"});
+    v_.report.push_back(fmt::format("brought host {}'s eth0 back up after {:.1f} s", flap_host_,
+                                    std::chrono::duration<double>(Clock::now() - *down_at_).count()));
+  }
+  Cluster& cluster_;
+  std::map<int, int>& pid_of_;
+  Verdict& v_;
+  int kill_rank_ = -1, freeze_rank_ = -1, flap_host_ = -1;
+  Clock::duration flap_down_{};
+  bool killed_ = false, thawed_ = false, up_ = false;
+  std::optional<Clock::time_point> frozen_at_, down_at_;
+};
+
+// Before the agents start: the hosts' resolver files and setup steps
+// (MTU, sysctls) as the scenario has them.
+void prepare_hosts(Cluster& cluster, const agent::Scenario& s, Verdict& v) {
+  const int hosts = s.hosts;
+  if (!s.resolver.is_null()) {
+    std::map<int, std::vector<std::string>> lines_on;
+    for (const auto& on : s.resolver.value("hosts_lines_on", json::array())) {
+      for (const int h : on.value("hosts", std::vector<int>{}))
+        lines_on[h] = on.value("lines", std::vector<std::string>{});
+    }
+    cluster.write_resolver_files(s.resolver.value("hosts_lines", std::vector<std::string>{}),
+                                 s.resolver.value("missing_on", std::vector<int>{}), lines_on);
+  }
+  for (const auto& step : s.setup) {
+    std::vector<int> on = step.value("hosts", std::vector<int>{});
+    if (on.empty()) {
+      for (int h = 0; h < hosts; ++h)
+        on.push_back(h);
+    }
+    for (const int h : on) {
+      if (step.contains("mtu")) {
+        cluster.set_mtu(h, step["mtu"].get<int>());
+        v.report.push_back(fmt::format("host {}: eth0 MTU {}, the bridge's ports 1500", h, step["mtu"].get<int>()));
+      }
+      const json sysctls = step.value("sysctl", json::object());
+      for (const auto& [key, value] : sysctls.items()) {
+        cluster.set_sysctl(h, key, value.get<std::string>());
+        v.report.push_back(fmt::format("host {}: {} = {}", h, key, value.get<std::string>()));
+      }
+    }
+  }
+}
+
+// Once the agents run: the setup steps that need a peer to talk to.
+void hold_ports(Cluster& cluster, const agent::Scenario& s, Verdict& v) {
+  for (const auto& step : s.setup) {
+    if (!step.contains("outbound_from_port")) continue;
+    for (const int h : step.value("hosts", std::vector<int>{0})) {
+      const auto port = step["outbound_from_port"].get<std::uint16_t>();
+      cluster.hold_outbound_port(h, port);
+      v.report.push_back(fmt::format("host {}: an outbound connection holds local port {}", h, port));
+    }
+  }
+}
+
 Verdict run_scenario(const agent::Scenario& s, const std::string& agent_path, bool keep, std::ofstream* events) {
   Verdict v;
   const int hosts = s.hosts;
   const json& run_spec = s.run;
   const json& expect = s.expect;
   Cluster cluster(hosts, keep);
-  if (!s.resolver.is_null()) {
-    cluster.write_resolver_files(s.resolver.value("hosts_lines", std::vector<std::string>{}),
-                                 s.resolver.value("missing_on", std::vector<int>{}));
-  }
+  prepare_hosts(cluster, s, v);
   auto inbox = std::make_shared<Inbox>();
   cluster.start_agents(agent_path, [inbox](const json& m) {
     std::lock_guard lock(inbox->mutex);
     inbox->messages.push_back(m);
     inbox->cv.notify_all();
   });
+  hold_ports(cluster, s, v);
   if (!apply_faults(cluster, s, hosts, v, true)) return v;
   if (expect.contains("preflight")) check_preflight(cluster, hosts, run_spec, expect["preflight"], v);
   const std::vector<int> placement = s.placement();
@@ -469,30 +652,14 @@ Verdict run_scenario(const agent::Scenario& s, const std::string& agent_path, bo
     ++running_hosts;
   }
   // Collect until every host with ranks is done.
-  const json& action = s.action;
-  const int kill_rank = action.value("kill_rank", -1);
-  bool killed = false;
-  // freeze_rank: SIGSTOP once data moves, SIGCONT once a stall report is
-  // in (or after kUnfreezeAfter without one), so the run can end.
-  const int freeze_rank = action.value("freeze_rank", -1);
-  constexpr auto kUnfreezeAfter = std::chrono::seconds(30);
-  std::optional<std::chrono::steady_clock::time_point> frozen_at;
-  bool thawed = false;
-  auto thaw = [&](const char* why) {
-    if (!frozen_at || thawed) return;
-    thawed = true;
-    ::kill(pid_of[freeze_rank], SIGCONT);
-    v.report.push_back(fmt::format("continued rank {} {}", freeze_rank, why));
-  };
+  ScenarioAction act(s.action, cluster, pid_of, v);
   namespace ev = agent::events;
   agent::ScenarioRun said;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(s.timeout_s);
   while (said.agents_done < running_hosts) {
     std::unique_lock lock(inbox->mutex);
     const auto slice = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
-    if (frozen_at && std::chrono::steady_clock::now() - *frozen_at > kUnfreezeAfter) {
-      thaw("after 30 s without a stall report");
-    }
+    act.tick();
     if (!inbox->cv.wait_until(lock, slice, [&] { return !inbox->messages.empty(); })) {
       if (interrupted) {
         v.passed = false;
@@ -520,23 +687,12 @@ Verdict run_scenario(const agent::Scenario& s, const std::string& agent_path, bo
     // scenario's action.
     if (const auto* sample = std::get_if<ev::Sample>(&message->event);
         sample && !sample->channels.empty() && sample->channels[0].bytes_sent > 0) {
-      if (freeze_rank >= 0 && !frozen_at) {
-        frozen_at = std::chrono::steady_clock::now();
-        ::kill(pid_of[freeze_rank], SIGSTOP);
-        v.report.push_back(
-            fmt::format("stopped rank {} (pid {}, SIGSTOP) once data moved", freeze_rank, pid_of[freeze_rank]));
-      } else if (kill_rank >= 0 && !killed) {
-        killed = true;
-        ::kill(pid_of[kill_rank], SIGKILL);
-        v.report.push_back(fmt::format("killed rank {} (pid {}) once data moved", kill_rank, pid_of[kill_rank]));
-      }
+      act.data_moves();
     }
-    std::optional<double> after_stop_s;
-    if (frozen_at) after_stop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - *frozen_at).count();
     const std::size_t lines = said.report.size();
-    said.add(*message, after_stop_s);
+    said.add(*message, act.since_stop_s());
     v.report.insert(v.report.end(), said.report.begin() + static_cast<std::ptrdiff_t>(lines), said.report.end());
-    if (std::holds_alternative<ev::Stall>(message->event)) thaw("after the stall report");
+    if (std::holds_alternative<ev::Stall>(message->event)) act.thaw("after the stall report");
   }
   if (expect.contains("linkcheck")) {
     // After the run, so that the run meets the scenario as it always did.

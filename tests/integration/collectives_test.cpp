@@ -2379,7 +2379,7 @@ TEST(StallReport, AnswersSurviveTheStoreAndJunkIsDropped) {
   a.calls[1].protocol = Protocol::ll128;
   a.calls[1].channels = 3;
   const RankWavefront b{0, true, -1, {}};
-  const std::string text = comm::encode_wavefront(RankWavefront{3, true, 1, {call(1, CallState::done)}}) +
+  const std::string text = comm::encode_wavefront(RankWavefront{3, true, 1, {call(1, CallState::done)}, {}}) +
                            comm::encode_wavefront(b) + "R x 2\n1 2 3\ngarbage\n" + comm::encode_wavefront(a) +
                            "R 9 1 1\n1 0 64 0 0 1 9 0 0 -1 -1 0\n";  // state 9 does not exist
   const auto got = comm::decode_wavefronts(text);
@@ -2437,8 +2437,8 @@ TEST(StallReport, EveryRankInTheCallIsANetworkStall) {
   StallReport r;
   r.seq = 1234;
   r.collective = Collective::all_reduce;
-  r.ranks = {RankWavefront{0, true, 1234, {call(1233, CallState::done), call(1234, CallState::running, 1, 3)}},
-             RankWavefront{1, true, 1234, {call(1233, CallState::done), call(1234, CallState::running, 0, 3)}}};
+  r.ranks = {RankWavefront{0, true, 1234, {call(1233, CallState::done), call(1234, CallState::running, 1, 3)}, {}},
+             RankWavefront{1, true, 1234, {call(1233, CallState::done), call(1234, CallState::running, 0, 3)}, {}}};
   const std::string d = comm::diagnose(r);
   EXPECT_NE(d.find("every rank has called all_reduce #1234"), std::string::npos) << d;
   EXPECT_NE(d.find("network or transport stall"), std::string::npos) << d;
@@ -2448,7 +2448,7 @@ TEST(StallReport, EveryRankInTheCallIsANetworkStall) {
   r.ranks.clear();
   for (int rank = 0; rank < 8; ++rank) {
     const bool behind = rank == 6;
-    r.ranks.push_back(RankWavefront{rank, true, behind ? 1233 : 1234, {call(1233, CallState::done)}});
+    r.ranks.push_back(RankWavefront{rank, true, behind ? 1233 : 1234, {call(1233, CallState::done)}, {}});
     if (!behind) r.ranks.back().calls.push_back(call(1234, CallState::running, rank == 5 ? 6 : -1, 3));
   }
   EXPECT_EQ(comm::diagnose(r),
@@ -2460,12 +2460,19 @@ TEST(StallReport, EveryRankInTheCallIsANetworkStall) {
   // call is #51), the wait that names the silent rank is still rank 2's at
   // #50 (it was left out when only waits in the report's call counted).
   r.seq = 51;
-  r.ranks = {RankWavefront{0, true, 51, {call(50, CallState::done), call(51, CallState::running, 2, 0)}},
-             RankWavefront{1, false, -1, {}},
-             RankWavefront{2, true, 51, {call(50, CallState::running, 1, 3), call(51, CallState::queued)}}};
+  r.ranks = {RankWavefront{0, true, 51, {call(50, CallState::done), call(51, CallState::running, 2, 0)}, {}},
+             RankWavefront{1, false, -1, {}, {}},
+             RankWavefront{2, true, 51, {call(50, CallState::running, 1, 3), call(51, CallState::queued)}, {}}};
   const std::string frozen = comm::diagnose(r);
   EXPECT_NE(frozen.find("rank 2 waits on rank 1 at all_reduce #50 step 3; rank 1 did not answer"), std::string::npos)
       << frozen;
+  EXPECT_NE(frozen.find("its process is stopped"), std::string::npos) << frozen;
+  // The reporter's probe of the silent rank's host found nothing there:
+  // the path, not the process.
+  r.ranks[1].silence = "10.0.0.2 answers nothing, not even a new connection's handshake: the path to that host is down";
+  const std::string cut_off = comm::diagnose(r);
+  EXPECT_NE(cut_off.find("rank 1 did not answer: 10.0.0.2 answers nothing"), std::string::npos) << cut_off;
+  EXPECT_EQ(cut_off.find("its process is stopped"), std::string::npos) << cut_off;
 }
 
 }  // namespace

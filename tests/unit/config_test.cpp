@@ -9,6 +9,7 @@
 #include "comm/settings.h"
 #include "net/connect_filter.h"
 #include "net/interfaces.h"
+#include "net/port_use.h"
 #include "ringmaster/config.h"
 #include "ringmaster/tools/bootstrap.h"
 
@@ -357,6 +358,76 @@ TEST(StageFailure, ReportCarriesEveryField) {
   EXPECT_NE(text.find("hint:       check rank 2"), std::string::npos) << text;
   EXPECT_EQ(name_of(Stage::resolve_master), "RESOLVE_MASTER");
   EXPECT_EQ(name_of(Stage::ready), "READY");
+}
+
+StageFailure failed_at(Stage stage, int rank, std::string local, std::string remote, std::string error) {
+  StageFailure f;
+  f.stage = stage;
+  f.rank = rank;
+  f.local_address = std::move(local);
+  f.remote_address = std::move(remote);
+  f.errno_text = std::move(error);
+  return f;
+}
+
+// Rank 0 listened and waited; the others were refused at its address: a
+// rule that rejects. Refused elsewhere: the name resolves differently.
+TEST(StageFailure, FailuresReadTogetherNameWhatNoneSaysAlone) {
+  const std::string refused = "Connection refused (ECONNREFUSED)";
+  const auto server = failed_at(Stage::store_barrier, 0, "198.18.0.1:29500", "trainer:29500", "");
+  auto together = read_together({server, failed_at(Stage::store_connect, 1, "", "198.18.0.1:29500", refused),
+                                 failed_at(Stage::store_connect, 2, "", "198.18.0.1:29500", refused)});
+  ASSERT_EQ(together.size(), 1u);
+  EXPECT_NE(together[0].find("rank 0 listened on 198.18.0.1:29500"), std::string::npos) << together[0];
+  EXPECT_NE(together[0].find("ranks 1, 2 were refused there: a firewall rule rejects"), std::string::npos);
+  EXPECT_NE(together[0].find("Allow 29500/tcp"), std::string::npos);
+  // Timed out, not refused: a drop, which each rank's own hint names.
+  EXPECT_TRUE(read_together({server, failed_at(Stage::store_connect, 1, "", "198.18.0.1:29500",
+                                               "Connection timed out (ETIMEDOUT)")})
+                  .empty());
+  // Refused at another address: not a rule, a name that differs.
+  together = read_together({server, failed_at(Stage::store_connect, 2, "", "198.18.0.2:29500", refused)});
+  ASSERT_EQ(together.size(), 1u);
+  EXPECT_NE(together[0].find("rank 2 looked for the store at 198.18.0.2, but rank 0 serves it at 198.18.0.1:29500"),
+            std::string::npos)
+      << together[0];
+  const auto on_loopback = failed_at(Stage::store_barrier, 0, "127.0.1.1:29500", "trainer-0:29500", "");
+  together = read_together({on_loopback, failed_at(Stage::store_connect, 1, "", "198.18.0.1:29500", refused)});
+  ASSERT_EQ(together.size(), 1u);
+  EXPECT_NE(together[0].find("a loopback address no other host can reach"), std::string::npos) << together[0];
+  // Without the store's host: ranks that disagree among themselves.
+  together = read_together({failed_at(Stage::store_connect, 1, "", "10.0.0.1:29500", refused),
+                            failed_at(Stage::store_connect, 2, "", "10.0.0.2:29500", refused)});
+  ASSERT_EQ(together.size(), 1u);
+  EXPECT_NE(together[0].find("rank 1 at 10.0.0.1; rank 2 at 10.0.0.2"), std::string::npos) << together[0];
+  EXPECT_TRUE(read_together({}).empty());
+}
+
+// The kernel's socket table as /proc/net/tcp writes it: a listener on
+// 29500 and an outbound connection from it, told apart.
+TEST(PortUse, ProcNetTcpTellsAListenerFromAnOutboundConnection) {
+  const std::string v4 =
+      "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+      "   0: 0100007F:733C 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1\n"
+      "   1: 010012C6:733C 020012C6:73E0 01 00000000:00000000 00:00000000 00000000     0        0 2 1\n"
+      "   2: 010012C6:1F90 020012C6:73E0 01 00000000:00000000 00:00000000 00000000     0        0 3 1\n";
+  const auto uses = net::parse_proc_net_tcp(v4, 29500, false);
+  ASSERT_EQ(uses.size(), 2u);
+  EXPECT_TRUE(uses[0].listening);
+  EXPECT_EQ(uses[0].state, "LISTEN");
+  EXPECT_FALSE(uses[1].listening);
+  EXPECT_EQ(uses[1].state, "ESTABLISHED");
+  EXPECT_EQ(uses[1].remote, "198.18.0.2:29664");
+  const std::string v6 =
+      "  sl  local_address                         remote_address                        st\n"
+      "   0: 00000000000000000000000001000000:733C 00000000000000000000000000000000:0000 0A\n";
+  const auto six = net::parse_proc_net_tcp(v6, 29500, true);
+  ASSERT_EQ(six.size(), 1u);
+  EXPECT_TRUE(six[0].listening);
+  EXPECT_TRUE(net::parse_proc_net_tcp("header only\n", 29500, false).empty());
+  const auto range = net::ephemeral_port_range();
+  ASSERT_TRUE(range.has_value());  // every Linux has one
+  EXPECT_LT(range->first, range->second);
 }
 
 }  // namespace

@@ -277,6 +277,7 @@ TEST(FaultSpecs, EveryKindReadsBackWhatItWrote) {
                                     {"except", "29500,29600"},
                                     {"skip_loopback", true}},
                                    {{"kind", "drop_ports"}, {"ports", "29500"}, {"direction", "both"}},
+                                   {{"kind", "drop_ports"}, {"ports", "29500"}, {"direction", "in"}, {"reject", true}},
                                    {{"kind", "drop_address"}, {"address", "198.18.0.1"}, {"direction", "out"}},
                                    {{"kind", "drop_address"}, {"address", "fd00::2"}, {"direction", "both"}},
                                    {{"kind", "delay"}, {"interface", "eth0"}, {"ms", 50.0}},
@@ -293,7 +294,8 @@ TEST(FaultSpecs, EveryKindReadsBackWhatItWrote) {
   EXPECT_EQ(agent::port_range(d), "80");
   EXPECT_EQ(agent::describe(agent::parse_fault(specs[0])),
             "drop TCP to ports 1025-65535 arriving, except 29500, 29600, not on loopback");
-  EXPECT_EQ(agent::describe(agent::parse_fault(specs[5])), "limit veth-h1.0 to 40 Mbit/s");
+  EXPECT_EQ(agent::describe(agent::parse_fault(specs[2])), "reject TCP to port 29500 arriving, with a TCP reset");
+  EXPECT_EQ(agent::describe(agent::parse_fault(specs[6])), "limit veth-h1.0 to 40 Mbit/s");
 }
 
 TEST(FaultSpecs, BadSpecsAreRefusedByKindAndField) {
@@ -318,7 +320,7 @@ TEST(FaultSpecs, BadSpecsAreRefusedByKindAndField) {
   // A typo would otherwise drop every port but the one meant to stay open.
   EXPECT_EQ(error_of({{"kind", "drop_ports"}, {"ports", "1025-65535"}, {"exept", "29500"}}),
             "fault 'drop_ports': 'exept' is not a field of drop_ports (its fields: ports, direction, except, "
-            "skip_loopback)");
+            "skip_loopback, reject)");
   EXPECT_EQ(error_of({{"kind", "drop_ports"}, {"ports", "0-80"}}),
             "fault 'drop_ports': 'ports' is a string of 4 characters, not PORT or LOW-HIGH with ports in 1..65535");
   EXPECT_EQ(error_of({{"kind", "drop_ports"}, {"ports", "90-80"}}), "fault 'drop_ports': 'ports' has LOW above HIGH");

@@ -239,6 +239,37 @@ TEST(PreflightDiagnosis, PartOfARangeOpenIsANarrowedRange) {
   EXPECT_TRUE(any_says(p, {"only part of ephemeral ports", "40000 ok", "50000 dropped"})) << all_text(p);
 }
 
+// The master's name: loopback on its own node (Debian's 127.0.1.1 line),
+// or another node's address on one node. And MASTER_PORT held by an
+// outbound connection inside the ephemeral range.
+TEST(PreflightDiagnosis, MasterNameAndPortAsTheNodesSeeThem) {
+  ReportBuilder b(3);
+  for (auto& n : b.r.nodes) {
+    n.facts.master_addr = "trainer-0";
+    n.facts.master_resolves_to = {"10.0.0.1"};
+  }
+  b.r.master_addr = "trainer-0";
+  b.r.nodes[0].facts.master_resolves_to = {"127.0.1.1"};
+  b.r.nodes[2].facts.master_resolves_to = {"10.0.0.2"};
+  b.r.nodes[0].facts.ephemeral_lo = 20000;
+  b.r.nodes[0].facts.ephemeral_hi = 40000;
+  b.r.nodes[0].ports.push_back(
+      {"master", {{29500, false, "in use by an outbound connection (ESTABLISHED to 10.0.0.2:29600)"}}});
+  const auto p = problems(b.r);
+  EXPECT_TRUE(any_says(p, {"MASTER_ADDR trainer-0 resolves to 127.0.1.1, a loopback address, on node 0"}))
+      << all_text(p);
+  EXPECT_TRUE(any_says(p, {"resolves differently across nodes", "10.0.0.1", "10.0.0.2", "127.0.1.1"})) << all_text(p);
+  EXPECT_TRUE(
+      any_says(p, {"MASTER_PORT 29500 is taken on node 0", "outbound connection (ESTABLISHED to 10.0.0.2:29600)",
+                   "ip_local_port_range 20000-40000", "ip_local_reserved_ports=29500"}))
+      << all_text(p);
+  // One node alone: its loopback answer is a single-node job's, not a problem.
+  ReportBuilder one(1);
+  one.r.nodes[0].facts.master_addr = "trainer-0";
+  one.r.nodes[0].facts.master_resolves_to = {"127.0.1.1"};
+  EXPECT_TRUE(problems(one.r).empty()) << all_text(problems(one.r));
+}
+
 TEST(PreflightDiagnosis, NodeFactsThatBreakAJob) {
   ReportBuilder b(3);
   b.r.socket_ifname = "ib0";

@@ -33,7 +33,7 @@ agent::Scenario scenario_named(const std::string& name) {
 
 TEST(Scenarios, TheShippedCatalogReads) {
   const auto catalog = agent::load_catalog(RINGMASTER_SCENARIO_DIR);
-  ASSERT_GE(catalog.size(), 14u);
+  ASSERT_GE(catalog.size(), 19u);
   std::set<std::string> names;
   for (const auto& s : catalog) {
     EXPECT_TRUE(names.insert(s.name).second) << s.name;
@@ -86,6 +86,20 @@ TEST(Scenarios, ABadFileIsRefusedByName) {
       "scenario 07-bad.json: faults[0].hosts holds 2, not a host of 0..1");
   EXPECT_EQ(refused(R"({"name": "x", "faults": [{"kind": "shm_size", "bytes": 1}]})"),
             "scenario 07-bad.json: faults[0] is not {\"fault\": {...}, \"hosts\": [...]}");
+  EXPECT_EQ(refused(R"({"name": "x", "setup": [{"mtu": 9000, "sysctl": {}}]})"),
+            "scenario 07-bad.json: setup[0] must hold exactly one of mtu, sysctl, outbound_from_port");
+  EXPECT_EQ(refused(R"({"name": "x", "setup": [{"sysctl": {"kernel.panic": "1"}}]})"),
+            "scenario 07-bad.json: setup[0].sysctl: 'kernel.panic' is not a net.ipv4.* or net.ipv6.* key with a "
+            "string value");
+  EXPECT_EQ(refused(R"({"name": "x", "setup": [{"sysctl": {"net.ipv4.a/../../b": "1"}}]})"),
+            "scenario 07-bad.json: setup[0].sysctl: 'net.ipv4.a/../../b' is not a net.ipv4.* or net.ipv6.* key "
+            "with a string value");
+  EXPECT_EQ(refused(R"({"name": "x", "hosts": 2, "setup": [{"hosts": [2], "mtu": 9000}]})"),
+            "scenario 07-bad.json: setup[0].hosts holds 2, not a host of 0..1");
+  EXPECT_EQ(refused(R"({"name": "x", "setup": [{"mtu": 100}]})"),
+            "scenario 07-bad.json: setup[0].mtu is not an MTU of 1280..65535");
+  EXPECT_EQ(refused(R"({"name": "x", "setup": [{"route": "x"}]})"),
+            "scenario 07-bad.json: setup[0].route is not a setup step this build knows");
   std::ofstream(dir / "08-twin.json") << R"({"name": "x"})";
   std::ofstream(dir / "07-bad.json") << R"({"name": "x"})";
   try {

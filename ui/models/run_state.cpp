@@ -32,6 +32,7 @@ void RunState::begin(const QString& run_id, int world_size, int agents, std::vec
   log_.clear();
   problems_left_out_ = 0;
   cause_.reset();
+  failures_.clear();
   samples_->begin(run_id_text_, world_size, placement_);
   started_ms_ = QDateTime::currentMSecsSinceEpoch();
   timeline.reset(world_size, placement_);
@@ -89,6 +90,8 @@ void RunState::route(int rank, const agent::events::StageFailed& e, const AgentM
   const int failed = cause_ ? cause_->ranks_failed + 1 : 1;
   if (!cause_ || e.stage < cause_->failure.stage) cause_ = Cause{rank, e, 0};
   cause_->ranks_failed = failed;
+  // One a rank: an agent that repeats itself cannot grow it past the world.
+  if (failures_.size() < static_cast<std::size_t>(std::max(world_size_, 1))) failures_.push_back(e);
   add_problem(QString("rank %1 failed at %2: %3")
                   .arg(rank)
                   .arg(stage_names().value(static_cast<int>(e.stage)))
@@ -135,6 +138,9 @@ QString RunState::cause_text() const {
   if (!f.hint.empty())
     lines << ""
           << "Hint: " + QString::fromStdString(f.hint);
+  for (const auto& t : agent::events::read_together(failures_))
+    lines << ""
+          << "Read together: " + QString::fromStdString(t);
   if (cause_->ranks_failed > 1) {
     lines << ""
           << QString("%1 ranks failed in all; this is the earliest stage any failed at (Stages tab: every rank)")

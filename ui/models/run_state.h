@@ -149,6 +149,8 @@ class RunState : public QObject {
   std::string run_id_text_;  // run_id_, as events spell it
   void add_problem(const QString& line);
   std::optional<Cause> cause_;
+  // Every rank's failure (one a rank), read together in cause_text().
+  std::vector<agent::events::StageFailed> failures_;
   int problems_left_out_ = 0;
   RunLog log_;  // all but samples
   qint64 started_ms_ = 0;

@@ -111,6 +111,10 @@ struct RankWavefront {
   bool answered = false;
   std::int64_t last_called = -1;  // the highest sequence number it has called (-1: none yet)
   std::vector<CallRecord> calls;
+  // When it did not answer and the reporter has a socket to it: what a
+  // probe of its host found ("its host answers nothing ...: the path to
+  // it is down"); empty when the host answers, or was not probed.
+  std::string silence;
 };
 
 // What the rank that first saw a collective stop moving gathered from

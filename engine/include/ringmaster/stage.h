@@ -78,6 +78,14 @@ struct StageFailure {
   std::string to_string() const;
 };
 
+// What the failures of one run's ranks say together that none says
+// alone, one sentence each (empty when nothing): the rank hosting the
+// store listened on MASTER_PORT while others were refused there (a rule
+// that rejects, not a missing listener); ranks that reached for the store
+// at different addresses (MASTER_ADDR resolving differently per host).
+// The console, `ringmaster-cli remote`, `probe` and `repro` print them.
+std::vector<std::string> read_together(const std::vector<StageFailure>& failures);
+
 class StageError : public Error {
  public:
   explicit StageError(StageFailure failure);

@@ -172,6 +172,13 @@ bool is_local_address(const net::SocketAddress& address) {
   return s.valid();
 }
 
+// "host:port" as a listener's address reads: "*" for every address,
+// brackets around IPv6.
+std::string host_port(const std::string& host, std::uint16_t port) {
+  const std::string shown = host.empty() ? "*" : host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  return shown + ":" + std::to_string(port);
+}
+
 }  // namespace
 
 Bootstrap::Bootstrap(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -328,6 +335,7 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
                        host_store ? " (this rank hosts the store)" : "");
   });
 
+  std::string store_listen;  // where this rank serves the store, when it does
   stages.run(Stage::store_connect, [&] {
     const auto deadline = stages.stage_begin() + c.store_timeout;
     if (host_store) {
@@ -336,15 +344,13 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
       // when the store is hosted for an address that is not local (a
       // forwarded one).
       const std::string listen_host = is_local_address(master_addresses[0]) ? master_addresses[0].host() : "";
+      store_listen = host_port(listen_host, c.master_port);
       try {
         s.store_server = std::make_unique<TcpStoreServer>(
             StoreServerOptions{.host = listen_host, .port = c.master_port, .expected_clients = c.world_size});
       } catch (const Error& e) {
         auto f = stages.failure("rank 0 cannot host the store on MASTER_PORT " + std::to_string(c.master_port));
-        f.local_address = (listen_host.empty()                          ? std::string("*")
-                           : listen_host.find(':') != std::string::npos ? "[" + listen_host + "]"
-                                                                        : listen_host) +
-                          ":" + std::to_string(c.master_port);
+        f.local_address = store_listen;
         f.errno_text = e.status().message();
         f.hint = hint_store_port_in_use(c.master_port);
         throw StageError(f);
@@ -428,6 +434,7 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
         auto f = stages.failure("not every rank reached the store barrier");
         f.category = ErrorCategory::timeout;
         f.remote_address = master;
+        f.local_address = store_listen;  // the store this rank served: the others' view is read against it
         f.timeout = c.store_timeout;
         f.joined = 0;
         for (int r = 0; r < c.world_size; ++r) {
@@ -438,7 +445,7 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
           }
         }
         f.summary += " (" + f.joined_text() + ")";
-        f.hint = hint_barrier_timeout(f.missing);
+        f.hint = hint_barrier_timeout(f.missing, store_listen, s.store_server ? s.store_server->num_connections() : 0);
         throw StageError(f);
       }
     } catch (const StageError&) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace ringmaster {
@@ -14,11 +15,37 @@ std::string hint_unresolvable_master(const std::string& master_addr) {
       master_addr, master_addr);
 }
 
-std::string hint_store_port_in_use(std::uint16_t port) {
-  return fmt::format(
-      "MASTER_PORT {} is already taken on this host: another job or a stale process holds it (ss -ltnp 'sport = "
-      ":{}'). Pick another MASTER_PORT for every rank, or stop the old process.",
+std::string hint_store_port_in_use(std::uint16_t port, const std::vector<net::PortUse>& holders,
+                                   std::optional<std::pair<int, int>> ephemeral) {
+  const bool in_range = ephemeral && port >= ephemeral->first && port <= ephemeral->second;
+  const std::string range = ephemeral ? fmt::format("{}-{}", ephemeral->first, ephemeral->second) : std::string();
+  const bool listener = std::any_of(holders.begin(), holders.end(), [](const net::PortUse& u) { return u.listening; });
+  if (!listener && !holders.empty()) {
+    const auto& first = holders.front();
+    return fmt::format(
+        "MASTER_PORT {0} is the source port of an outbound connection here ({1} to {2}{3}), not a listener: "
+        "{4}. Reserve the port for the job (sysctl -w net.ipv4.ip_local_reserved_ports={0}), or pick a "
+        "MASTER_PORT outside the range.",
+        port, first.state, first.remote, holders.size() > 1 ? fmt::format(", and {} more", holders.size() - 1) : "",
+        in_range ? fmt::format("the kernel hands out ports {} to connect() (net.ipv4.ip_local_port_range) and gave it "
+                               "this one before rank 0 could listen",
+                               range)
+                 : "a process bound it for a connection of its own");
+  }
+  std::string hint = fmt::format(
+      "MASTER_PORT {} is already taken on this host: another job or a stale process listens there (ss -ltnp "
+      "'sport = :{}'). Pick another MASTER_PORT for every rank, or stop the old process.",
       port, port);
+  if (in_range) {
+    hint += fmt::format(
+        " The port also lies inside net.ipv4.ip_local_port_range {}, where any outbound connection can be handed it.",
+        range);
+  }
+  return hint;
+}
+
+std::string hint_store_port_in_use(std::uint16_t port) {
+  return hint_store_port_in_use(port, net::sockets_on_port(port), net::ephemeral_port_range());
 }
 
 std::string hint_store_connect(int err, std::uint16_t master_port) {
@@ -32,13 +59,16 @@ std::string hint_store_connect(int err, std::uint16_t master_port) {
           master_port, master_port);
     case ECONNREFUSED:
       return fmt::format(
-          "Nothing listens on MASTER_PORT {} at MASTER_ADDR: rank 0 has not started yet or has exited, or the ranks "
-          "disagree on MASTER_PORT/MASTER_ADDR. Check rank 0's log and the environment of every rank.",
+          "MASTER_ADDR answered MASTER_PORT {0} with a reset: nothing listens there (rank 0 has not started yet or "
+          "has exited, or the ranks disagree on MASTER_PORT/MASTER_ADDR), or a firewall rule on the way rejects "
+          "the connection (REJECT with tcp-reset reads the same here). If rank 0 says it listens on {0} and waits "
+          "for this rank, it is a rule: allow {0}/tcp from the other nodes.",
           master_port);
     case EHOSTUNREACH:
     case ENETUNREACH:
       return "There is no route from this host to MASTER_ADDR: check that both hosts share a network and that "
-             "MASTER_ADDR is rank 0's address on it (ip route get <MASTER_ADDR>).";
+             "MASTER_ADDR is rank 0's address on it (ip route get <MASTER_ADDR>). When that host is up, a firewall "
+             "that rejects with ICMP (firewalld's default) reads the same: check its rules for MASTER_PORT.";
     default:
       return "The TCP connection to the store failed; check MASTER_ADDR/MASTER_PORT and the network between the hosts.";
   }
@@ -61,15 +91,31 @@ std::string hint_duplicate_rank(int rank) {
       rank);
 }
 
-std::string hint_barrier_timeout(const std::vector<int>& missing) {
+std::string hint_barrier_timeout(const std::vector<int>& missing, const std::string& store_listen,
+                                 std::size_t connections) {
   std::string ranks;
   for (std::size_t i = 0; i < missing.size() && i < 16; ++i)
     ranks += (i > 0 ? ", " : "") + std::to_string(missing[i]);
-  return fmt::format(
-      "Ranks {} never reached the store. Either they were never started (WORLD_SIZE larger than the processes "
+  std::string hint = fmt::format(
+      "{} {} never reached the store. Either they were never started (WORLD_SIZE larger than the processes "
       "launched; a Pod still Pending), or they crashed or are stuck before init: check their logs. If they log a "
       "STORE_CONNECT failure, their path to MASTER_PORT is blocked.",
-      ranks);
+      missing.size() == 1 ? "Rank" : "Ranks", ranks);
+  if (!store_listen.empty()) {
+    hint += fmt::format(
+        " This rank hosted the store and listened on {} the whole time ({} connection{} open to it at the end): "
+        "if they were refused there, a firewall rule rejects them (a TCP reset), since a listener was there; if "
+        "they timed out, a rule drops them.",
+        store_listen, connections, connections == 1 ? "" : "s");
+    if (store_listen.rfind("127.", 0) == 0 || store_listen.rfind("[::1]", 0) == 0) {
+      hint += fmt::format(
+          " {} is a loopback address: MASTER_ADDR resolves to loopback on this host (Debian's /etc/hosts maps the "
+          "host's own name to 127.0.1.1), so no other host can reach the store. Set MASTER_ADDR to this host's "
+          "address on the job's network.",
+          store_listen);
+    }
+  }
+  return hint;
 }
 
 std::string hint_store_lost() {

@@ -4,18 +4,31 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "net/port_use.h"
 
 namespace ringmaster {
 
 std::string hint_unresolvable_master(const std::string& master_addr);
+// `holders`: the sockets on the port here; `ephemeral`: the kernel's
+// ip_local_port_range. An outbound connection that was handed the port
+// is told apart from another listener.
+std::string hint_store_port_in_use(std::uint16_t port, const std::vector<net::PortUse>& holders,
+                                   std::optional<std::pair<int, int>> ephemeral);
+// The same, with this host's sockets and range.
 std::string hint_store_port_in_use(std::uint16_t port);
 std::string hint_store_connect(int err, std::uint16_t master_port);
 std::string hint_store_handshake();
 std::string hint_world_size_mismatch();
 std::string hint_duplicate_rank(int rank);
-std::string hint_barrier_timeout(const std::vector<int>& missing);
+// `store_listen`: where this rank listened as the store's host (empty on
+// the other ranks), with `connections` open to it at the end.
+std::string hint_barrier_timeout(const std::vector<int>& missing, const std::string& store_listen = {},
+                                 std::size_t connections = 0);
 std::string hint_store_lost();
 // The same moments with the keys in etcd (RINGMASTER_STORE=etcd://...).
 std::string hint_etcd_unresolvable(const std::string& host);

@@ -1,6 +1,8 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <map>
 
 #include "ringmaster/tools/bootstrap.h"
 
@@ -42,6 +44,84 @@ std::string StageFailure::to_string() const {
   }
   if (joined >= 0) out += fmt::format("\n  ranks:      {}", joined_text());
   if (!hint.empty()) out += fmt::format("\n  hint:       {}", hint);
+  return out;
+}
+
+namespace {
+
+// "198.18.0.1:29500" -> "198.18.0.1", "[fd00::1]:29500" -> "fd00::1".
+std::string host_of(const std::string& address) {
+  const auto colon = address.rfind(':');
+  std::string host = colon == std::string::npos ? address : address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return host;
+}
+
+bool loopback(const std::string& host) {
+  return host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  return fmt::format("rank{} {}", ranks.size() == 1 ? "" : "s", fmt::join(ranks, ", "));
+}
+
+}  // namespace
+
+std::vector<std::string> read_together(const std::vector<StageFailure>& failures) {
+  std::vector<std::string> out;
+  // The rank that served the store: it timed out at the barrier and says
+  // where it listened.
+  const auto server = std::find_if(failures.begin(), failures.end(), [](const StageFailure& f) {
+    return f.stage == Stage::store_barrier && !f.local_address.empty();
+  });
+  std::map<std::string, std::vector<int>> reached;  // where ranks looked for the store -> those ranks
+  std::map<std::string, std::vector<int>> refused;  // of those, the ones refused there
+  for (const auto& f : failures) {
+    if (f.stage != Stage::store_connect || f.remote_address.empty()) continue;
+    const std::string host = host_of(f.remote_address);
+    reached[host].push_back(f.rank);
+    // A reset, or an ICMP "administratively prohibited" (firewalld's
+    // default reject, read as "No route to host").
+    if (f.errno_text.find("ECONNREFUSED") != std::string::npos ||
+        f.errno_text.find("EHOSTUNREACH") != std::string::npos)
+      refused[host].push_back(f.rank);
+  }
+  if (server == failures.end()) {
+    if (reached.size() > 1) {
+      std::vector<std::string> where;
+      for (const auto& [host, ranks] : reached)
+        where.push_back(fmt::format("{} at {}", ranks_text(ranks), host));
+      out.push_back(fmt::format(
+          "the ranks looked for the store at different addresses ({}): MASTER_ADDR resolves differently on "
+          "different hosts. Compare getent hosts MASTER_ADDR on each node (/etc/hosts, DNS), or give rank 0's IP "
+          "address.",
+          fmt::join(where, "; ")));
+    }
+    return out;
+  }
+  const std::string listen_host = host_of(server->local_address);
+  const auto port = server->local_address.substr(server->local_address.rfind(':') + 1);
+  for (const auto& [host, ranks] : reached) {
+    if (listen_host == "*" || host == listen_host) {
+      if (const auto it = refused.find(host); it != refused.end()) {
+        out.push_back(fmt::format(
+            "rank {} listened on {} for the store the whole time, yet {} {} refused there: a firewall rule "
+            "rejects their connections (a REJECT rule: a TCP reset reads as 'connection refused', firewalld's ICMP "
+            "answer as 'no route to host'), not a missing listener. Allow {}/tcp from the other nodes.",
+            server->rank, server->local_address, ranks_text(it->second), it->second.size() == 1 ? "was" : "were",
+            port));
+      }
+      continue;
+    }
+    out.push_back(fmt::format(
+        "{} looked for the store at {}, but rank {} serves it at {}{}: MASTER_ADDR resolves to different addresses "
+        "on different hosts. Compare getent hosts MASTER_ADDR on each node (/etc/hosts, DNS), or give rank 0's IP "
+        "address.",
+        ranks_text(ranks), host, server->rank, server->local_address,
+        loopback(listen_host) ? ", a loopback address no other host can reach (Debian's /etc/hosts maps a "
+                                "host's own name to 127.0.1.1)"
+                              : ""));
+  }
   return out;
 }
 

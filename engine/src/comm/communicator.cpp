@@ -69,6 +69,21 @@ tune::LinkModel Communicator::Impl::calibrate(tune::Shape& shape) {
   return link;
 }
 
+namespace {
+
+// CALIBRATE failed: the link's error, and where to look.
+StageFailure calibration_failure(const Bootstrap& bootstrap, const Error& e) {
+  auto f = bootstrap.failure(Stage::calibrate, "calibrating the links failed: " + e.status().message());
+  f.category = e.category();
+  f.hint =
+      "Calibration moves the first full-size transfers between the ranks, so a path that passes only small packets, "
+      "or a peer that went away, fails here first: the error above names the link and what a probe of its path "
+      "found. ringmaster-cli linkcheck measures each pair alone.";
+  return f;
+}
+
+}  // namespace
+
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Communicator::~Communicator() = default;
 
@@ -200,9 +215,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
                                             3 * shape.intra.hop_latency_us[static_cast<std::size_t>(Protocol::simple)]);
         impl->channels[0]->link.flush();
       } catch (const Error& e) {
-        auto f = impl->bootstrap->failure(Stage::calibrate, "calibrating the links failed: " + e.status().message());
-        f.category = e.category();
-        throw StageError(f);
+        throw StageError(calibration_failure(*impl->bootstrap, e));
       }
       return "tuner: " + shape.source;
     });

@@ -34,6 +34,7 @@
 #include "base/log.h"
 #include "bootstrap/views.h"
 #include "comm/communicator_impl.h"
+#include "net/path_probe.h"
 #include "ringmaster/store.h"
 #include "store/store.h"
 
@@ -97,6 +98,31 @@ std::uint64_t progress_signature(const Communicator::Impl& impl) {
            c->stats.bytes_received.load(std::memory_order_relaxed) + c->stats.steps.load(std::memory_order_relaxed);
   }
   return sum;
+}
+
+// What the host of a rank that did not answer says, when this rank has a
+// socket to it: nothing at all (the path or the host is down), a reset
+// (its process exited), or a handshake (its process is stopped, which the
+// caller already says): a fraction of a second of small probes to its
+// bootstrap listener.
+std::string probe_silent(const Communicator::Impl& impl, int rank) {
+  for (const auto& channel : impl.channels) {
+    for (const transport::Peer* p : {&channel->link.next, &channel->link.prev}) {
+      if (p->rank != rank || !p->valid() || p->kind() != transport::TransportKind::socket) continue;
+      const auto address = net::SocketAddress::parse(p->address);
+      if (!address) return {};
+      const net::PathSizes sizes = net::probe_path_sizes(*address, 576);
+      if (sizes.refused) return fmt::format("nothing listens at {} any more: its process has exited", p->address);
+      if (!sizes.small_pass) {
+        return fmt::format(
+            "{} answers nothing, not even a new connection's handshake: the path to that host is "
+            "down (a link or a switch port) or the host is gone",
+            address->host());
+      }
+      return {};
+    }
+  }
+  return {};
 }
 
 RankWavefront own_wavefront(const Communicator::Impl& impl) {
@@ -284,6 +310,7 @@ class StallWatcher {
       } else {
         RankWavefront silent;
         silent.rank = rank;
+        silent.silence = probe_silent(impl, rank);
         r.ranks.push_back(std::move(silent));
       }
     }
@@ -374,7 +401,7 @@ std::vector<RankWavefront> decode_wavefronts(std::string_view text) {
       current = nullptr;
       if (!numbers(line.substr(2), rank, last_called, n) || rank < 0 || last_called < -1 || n > 256) continue;
       std::erase_if(out, [&](const RankWavefront& w) { return w.rank == rank; });
-      out.push_back(RankWavefront{rank, true, last_called, {}});
+      out.push_back(RankWavefront{rank, true, last_called, {}, {}});
       current = &out.back();
       expected = n;
       continue;
@@ -432,9 +459,11 @@ std::string diagnose(const StallReport& report) {
   };
   for (const auto& w : report.ranks) {
     if (!w.answered) {
-      say(waits(w.rank) + fmt::format("rank {} did not answer: its process is stopped, dead or stuck outside "
-                                      "Ringmaster (or runs with RINGMASTER_STALL_S=0)",
-                                      w.rank));
+      say(waits(w.rank) + (w.silence.empty()
+                               ? fmt::format("rank {} did not answer: its process is stopped, dead or "
+                                             "stuck outside Ringmaster (or runs with RINGMASTER_STALL_S=0)",
+                                             w.rank)
+                               : fmt::format("rank {} did not answer: {}", w.rank, w.silence)));
       continue;
     }
     const std::int64_t last = w.last_called;

@@ -345,12 +345,26 @@ struct Reader {
                         f.master_addr, i, name(i), f.master_error));
       }
     }
+    // A name that is loopback on one node of several: rank 0 there serves
+    // the store on loopback, where no other node reaches it.
+    for (int i = 0; i < n() && asked > 1; ++i) {
+      if (!present(i)) continue;
+      const NodeFacts& f = report.nodes[static_cast<std::size_t>(i)].facts;
+      const auto loop = std::find_if(f.master_resolves_to.begin(), f.master_resolves_to.end(),
+                                     [](const auto& a) { return a.rfind("127.", 0) == 0 || a == "::1"; });
+      if (loop == f.master_resolves_to.end()) continue;
+      add(Severity::problem,
+          fmt::format("MASTER_ADDR {} resolves to {}, a loopback address, on node {} ({}): a store served there "
+                      "listens on loopback and no other node reaches it (Debian's /etc/hosts maps a host's own name "
+                      "to 127.0.1.1); use the node's address on the job's network",
+                      report.master_addr, *loop, i, name(i)));
+    }
     if (answers.size() > 1) {
       std::vector<std::string> seen;
       for (const auto& a : answers)
         seen.push_back(fmt::format("{}", fmt::join(a, "/")));
-      add(Severity::warning, fmt::format("MASTER_ADDR {} resolves differently across nodes ({}): ranks may look "
-                                         "for the store at different places",
+      add(Severity::problem, fmt::format("MASTER_ADDR {} resolves differently across nodes ({}): ranks look for "
+                                         "the store at different places (compare /etc/hosts and DNS on each node)",
                                          report.master_addr, fmt::join(seen, " vs ")));
     }
     // MASTER_PORT taken on the master's node by something other than a preflight listener.
@@ -364,9 +378,19 @@ struct Reader {
             shared = shared || (other.address == node.address && c2 == "master" && !p2.empty() && p2[0].listening);
         }
         if (shared) continue;
-        add(Severity::warning,
-            fmt::format("MASTER_PORT {} is taken on node {} ({}): {}; a store left by an earlier job may hold it",
-                        report.master_port, i, node.name, ports.front().note));
+        const NodeFacts& f = node.facts;
+        if (report.master_port >= f.ephemeral_lo && report.master_port <= f.ephemeral_hi) {
+          add(Severity::problem,
+              fmt::format("MASTER_PORT {0} is taken on node {1} ({2}): {3}; it lies inside that node's "
+                          "ip_local_port_range {4}-{5}, where the kernel hands ports to outbound connections, so "
+                          "any connection can take it before rank 0 listens (sysctl -w "
+                          "net.ipv4.ip_local_reserved_ports={0}, or a MASTER_PORT outside the range)",
+                          report.master_port, i, node.name, ports.front().note, f.ephemeral_lo, f.ephemeral_hi));
+        } else {
+          add(Severity::warning,
+              fmt::format("MASTER_PORT {} is taken on node {} ({}): {}; a store left by an earlier job may hold it",
+                          report.master_port, i, node.name, ports.front().note));
+        }
       }
     }
   }

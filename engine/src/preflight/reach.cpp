@@ -15,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "net/port_use.h"
 #include "net/socket.h"
 #include "ringmaster/tools/preflight.h"
 
@@ -59,6 +60,16 @@ void close_at_once(int fd) {
   const linger now{1, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &now, sizeof(now));
   ::close(fd);
+}
+
+// Why a port would not listen: "in use" by a listener (which still
+// answers probes of the path), or the source port of a connection, where
+// nothing answers and a probe would read as a refusing firewall.
+std::string in_use_note(std::uint16_t port) {
+  const auto holders = net::sockets_on_port(port);
+  const bool listener = std::any_of(holders.begin(), holders.end(), [](const net::PortUse& u) { return u.listening; });
+  if (listener || holders.empty()) return "in use";
+  return fmt::format("in use by an outbound connection ({} to {})", holders.front().state, holders.front().remote);
 }
 
 double ms_since(Clock::time_point start) {
@@ -309,7 +320,7 @@ struct PortListeners::Impl {
       if (err == EADDRINUSE) break;  // the IPv4 wildcard would meet the same listener
     }
     if (!s.valid()) {
-      out.note = err == EADDRINUSE ? "in use" : net::errno_text(err);
+      out.note = err == EADDRINUSE ? in_use_note(port) : net::errno_text(err);
       return out;
     }
     out.listening = true;

@@ -310,6 +310,10 @@ nlohmann::json to_json(const EventMessage& m);
 StageEnded stage_ended(const StageEvent& e);
 StageProgress stage_progress(const StageEvent& e);
 StageFailed stage_failed(const StageFailure& f);
+// And back, for the engine's reading of several ranks' failures together
+// (ringmaster/stage.h, read_together): one sentence each.
+StageFailure stage_failure(const StageFailed& f);
+std::vector<std::string> read_together(const std::vector<StageFailed>& failures);
 Result result(const PerfSpec& spec, const PerfRow& row);
 Decision decision(const CollectiveRecord& r);
 TunerTable tuner_table(const tune::Decision& d);

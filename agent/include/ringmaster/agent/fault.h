@@ -18,13 +18,16 @@ namespace ringmaster::agent {
 enum class Direction { in, out, both };
 std::string_view to_string(Direction d);
 
-// drop_ports: TCP to ports LOW..HIGH dropped (nftables).
+// drop_ports: TCP to ports LOW..HIGH dropped (nftables), or with `reject`
+// answered by a TCP reset, as a REJECT rule does: the sender sees
+// "connection refused", as if nothing listened.
 struct DropPorts {
   static constexpr std::string_view kKind = "drop_ports";
   std::uint16_t low = 1, high = 65535;
   Direction direction = Direction::both;
   std::vector<std::uint16_t> except;  // left open, as a security group's narrower allow rules
   bool skip_loopback = false;         // traffic within the host passes (a security group sees only hosts)
+  bool reject = false;                // a TCP reset instead of silence
   bool operator==(const DropPorts&) const = default;
 };
 

@@ -39,6 +39,9 @@ struct Scenario {
   nlohmann::json expect = nlohmann::json::object();  // docs/scenarios.md, "Expectations"
   nlohmann::json action = nlohmann::json::object();  // kill_rank, freeze_rank
   nlohmann::json resolver;                           // null when the hosts use the system's resolver
+  // How the hosts differ from a plain host before the run, step by step
+  // ({"hosts": [..], "mtu": N | "sysctl": {..} | "outbound_from_port": P}).
+  nlohmann::json setup = nlohmann::json::array();
 
   // Each rank's host: run.placement, else ranks_per_host on each host in
   // turn (-1: a rank no host starts).

@@ -1,0 +1,31 @@
+// Who holds a local TCP port, as the kernel lists it (/proc/net/tcp and
+// tcp6 of this network namespace), and the kernel's ephemeral range: for
+// telling "another process listens on MASTER_PORT" from "an outbound
+// connection was handed MASTER_PORT as its source port".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ringmaster::net {
+
+struct PortUse {
+  bool listening = false;
+  std::string state;   // "LISTEN", "ESTABLISHED", "TIME_WAIT", ...
+  std::string remote;  // "198.18.0.2:29600"; empty for a listener
+};
+
+// The sockets bound to local port `port`, from /proc/net/tcp{,6}.
+std::vector<PortUse> sockets_on_port(std::uint16_t port);
+
+// Parses one of those files' text (for tests): the sockets on `port`.
+std::vector<PortUse> parse_proc_net_tcp(const std::string& text, std::uint16_t port, bool ipv6);
+
+// net.ipv4.ip_local_port_range: the ports the kernel gives connect() and
+// bind(0). Nothing when it cannot be read.
+std::optional<std::pair<int, int>> ephemeral_port_range();
+
+}  // namespace ringmaster::net
