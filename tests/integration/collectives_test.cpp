@@ -2372,13 +2372,13 @@ CallRecord call(std::uint64_t seq, CallState state, int waits_on = -1, int step 
 // answered twice keeps its last answer, and lines that do not parse are
 // dropped, not trusted.
 TEST(StallReport, AnswersSurviveTheStoreAndJunkIsDropped) {
-  RankWavefront a{3, true, 8, {call(7, CallState::done), call(8, CallState::running, 4, 2)}};
+  RankWavefront a{3, true, 8, {call(7, CallState::done), call(8, CallState::running, 4, 2)}, {}};
   a.calls[1].waits_to_send = true;
   a.calls[1].collective = Collective::reduce_scatter;
   a.calls[1].algorithm = Algorithm::tree;
   a.calls[1].protocol = Protocol::ll128;
   a.calls[1].channels = 3;
-  const RankWavefront b{0, true, -1, {}};
+  const RankWavefront b{0, true, -1, {}, {}};
   const std::string text = comm::encode_wavefront(RankWavefront{3, true, 1, {call(1, CallState::done)}, {}}) +
                            comm::encode_wavefront(b) + "R x 2\n1 2 3\ngarbage\n" + comm::encode_wavefront(a) +
                            "R 9 1 1\n1 0 64 0 0 1 9 0 0 -1 -1 0\n";  // state 9 does not exist
