@@ -263,6 +263,13 @@ TEST(PreflightDiagnosis, MasterNameAndPortAsTheNodesSeeThem) {
       any_says(p, {"MASTER_PORT 29500 is taken on node 0", "outbound connection (ESTABLISHED to 10.0.0.2:29600)",
                    "ip_local_port_range 20000-40000", "ip_local_reserved_ports=29500"}))
       << all_text(p);
+  // Every node on loopback: agents of one machine (MASTER_ADDR=localhost).
+  ReportBuilder local(3);
+  for (auto& n : local.r.nodes) {
+    n.facts.master_addr = "localhost";
+    n.facts.master_resolves_to = {"127.0.0.1"};
+  }
+  EXPECT_TRUE(problems(local.r).empty()) << all_text(problems(local.r));
   // One node alone: its loopback answer is a single-node job's, not a problem.
   ReportBuilder one(1);
   one.r.nodes[0].facts.master_addr = "trainer-0";

@@ -115,6 +115,8 @@ QString expectation_text(const nlohmann::json& expect) {
                    .arg(value.contains("within_s") ? QString(" within %1 s").arg(value["within_s"].dump().c_str())
                                                    : QString())
                    .arg(quoted_list(value.value("keywords", nlohmann::json::array())));
+    } else if (key == "together" && value.is_object()) {
+      lines << "Read together, the failures say " + quoted_list(value.value("keywords", nlohmann::json::array())) + ".";
     } else if ((key == "preflight" || key == "linkcheck") && value.is_object()) {
       const QString who = key == "preflight" ? "Preflight" : "The link check";
       if (value.contains("keywords")) lines << who + " says " + quoted_list(value["keywords"]) + ".";

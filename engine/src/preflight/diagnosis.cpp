@@ -345,13 +345,18 @@ struct Reader {
                         f.master_addr, i, name(i), f.master_error));
       }
     }
-    // A name that is loopback on one node of several: rank 0 there serves
-    // the store on loopback, where no other node reaches it.
-    for (int i = 0; i < n() && asked > 1; ++i) {
+    // A name that is loopback on one node while others resolve it to an
+    // address they can reach: rank 0 there serves the store on loopback,
+    // where no other node reaches it. (Every node on loopback is agents
+    // of one machine, or a job that never leaves it.)
+    const auto is_loopback = [](const std::string& a) { return a.rfind("127.", 0) == 0 || a == "::1"; };
+    bool routable = false;
+    for (const auto& a : answers)
+      routable = routable || std::any_of(a.begin(), a.end(), [&](const auto& x) { return !is_loopback(x); });
+    for (int i = 0; i < n() && asked > 1 && routable; ++i) {
       if (!present(i)) continue;
       const NodeFacts& f = report.nodes[static_cast<std::size_t>(i)].facts;
-      const auto loop = std::find_if(f.master_resolves_to.begin(), f.master_resolves_to.end(),
-                                     [](const auto& a) { return a.rfind("127.", 0) == 0 || a == "::1"; });
+      const auto loop = std::find_if(f.master_resolves_to.begin(), f.master_resolves_to.end(), is_loopback);
       if (loop == f.master_resolves_to.end()) continue;
       add(Severity::problem,
           fmt::format("MASTER_ADDR {} resolves to {}, a loopback address, on node {} ({}): a store served there "
