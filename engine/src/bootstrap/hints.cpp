@@ -2,8 +2,9 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cerrno>
+
+#include "net/socket.h"
 
 namespace ringmaster {
 
@@ -19,14 +20,12 @@ std::string hint_store_port_in_use(std::uint16_t port, const std::vector<net::Po
                                    std::optional<std::pair<int, int>> ephemeral) {
   const bool in_range = ephemeral && port >= ephemeral->first && port <= ephemeral->second;
   const std::string range = ephemeral ? fmt::format("{}-{}", ephemeral->first, ephemeral->second) : std::string();
-  const bool listener = std::any_of(holders.begin(), holders.end(), [](const net::PortUse& u) { return u.listening; });
-  if (!listener && !holders.empty()) {
-    const auto& first = holders.front();
+  if (const auto first = net::outbound_holder(holders)) {
     return fmt::format(
         "MASTER_PORT {0} is the source port of an outbound connection here ({1} to {2}{3}), not a listener: "
         "{4}. Reserve the port for the job (sysctl -w net.ipv4.ip_local_reserved_ports={0}), or pick a "
         "MASTER_PORT outside the range.",
-        port, first.state, first.remote, holders.size() > 1 ? fmt::format(", and {} more", holders.size() - 1) : "",
+        port, first->state, first->remote, holders.size() > 1 ? fmt::format(", and {} more", holders.size() - 1) : "",
         in_range ? fmt::format("the kernel hands out ports {} to connect() (net.ipv4.ip_local_port_range) and gave it "
                                "this one before rank 0 could listen",
                                range)
@@ -107,7 +106,7 @@ std::string hint_barrier_timeout(const std::vector<int>& missing, const std::str
         "if they were refused there, a firewall rule rejects them (a TCP reset), since a listener was there; if "
         "they timed out, a rule drops them.",
         store_listen, connections, connections == 1 ? "" : "s");
-    if (store_listen.rfind("127.", 0) == 0 || store_listen.rfind("[::1]", 0) == 0) {
+    if (const auto at = net::SocketAddress::parse(store_listen); at && at->is_loopback()) {
       hint += fmt::format(
           " {} is a loopback address: MASTER_ADDR resolves to loopback on this host (Debian's /etc/hosts maps the "
           "host's own name to 127.0.1.1), so no other host can reach the store. Set MASTER_ADDR to this host's "

@@ -4,6 +4,7 @@
 #include <array>
 #include <map>
 
+#include "net/socket.h"
 #include "ringmaster/tools/bootstrap.h"
 
 namespace ringmaster {
@@ -49,16 +50,11 @@ std::string StageFailure::to_string() const {
 
 namespace {
 
-// "198.18.0.1:29500" -> "198.18.0.1", "[fd00::1]:29500" -> "fd00::1".
+// "198.18.0.1:29500" -> "198.18.0.1", "[fd00::1]:29500" -> "fd00::1";
+// "*:29500" (every address) -> "*".
 std::string host_of(const std::string& address) {
-  const auto colon = address.rfind(':');
-  std::string host = colon == std::string::npos ? address : address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  return host;
-}
-
-bool loopback(const std::string& host) {
-  return host.rfind("127.", 0) == 0 || host == "::1";
+  if (const auto a = net::SocketAddress::parse(address)) return a->host();
+  return address.substr(0, address.rfind(':'));
 }
 
 std::string ranks_text(const std::vector<int>& ranks) {
@@ -118,9 +114,9 @@ std::vector<std::string> read_together(const std::vector<StageFailure>& failures
         "on different hosts. Compare getent hosts MASTER_ADDR on each node (/etc/hosts, DNS), or give rank 0's IP "
         "address.",
         ranks_text(ranks), host, server->rank, server->local_address,
-        loopback(listen_host) ? ", a loopback address no other host can reach (Debian's /etc/hosts maps a "
-                                "host's own name to 127.0.1.1)"
-                              : ""));
+        net::is_loopback_host(listen_host) ? ", a loopback address no other host can reach (Debian's /etc/hosts maps a "
+                                             "host's own name to 127.0.1.1)"
+                                           : ""));
   }
   return out;
 }

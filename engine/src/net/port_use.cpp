@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstring>
@@ -83,6 +84,13 @@ std::vector<PortUse> sockets_on_port(std::uint16_t port) {
     out.insert(out.end(), found.begin(), found.end());
   }
   return out;
+}
+
+std::optional<PortUse> outbound_holder(const std::vector<PortUse>& uses) {
+  if (uses.empty() || std::any_of(uses.begin(), uses.end(), [](const PortUse& u) { return u.listening; })) {
+    return std::nullopt;
+  }
+  return uses.front();
 }
 
 std::optional<std::pair<int, int>> ephemeral_port_range() {

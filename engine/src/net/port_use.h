@@ -24,6 +24,11 @@ std::vector<PortUse> sockets_on_port(std::uint16_t port);
 // Parses one of those files' text (for tests): the sockets on `port`.
 std::vector<PortUse> parse_proc_net_tcp(const std::string& text, std::uint16_t port, bool ipv6);
 
+// The connection that holds the port when nothing listens there (what
+// the kernel handed to an outbound connect()); nothing when a listener
+// holds it, or nothing does.
+std::optional<PortUse> outbound_holder(const std::vector<PortUse>& uses);
+
 // net.ipv4.ip_local_port_range: the ports the kernel gives connect() and
 // bind(0). Nothing when it cannot be read.
 std::optional<std::pair<int, int>> ephemeral_port_range();

@@ -81,6 +81,11 @@ void SocketAddress::set_port(std::uint16_t port) noexcept {
   if (family() == AF_INET6) reinterpret_cast<sockaddr_in6*>(&storage)->sin6_port = htons(port);
 }
 
+bool is_loopback_host(const std::string& host) {
+  const auto address = SocketAddress::parse(host.find(':') != std::string::npos ? "[" + host + "]:0" : host + ":0");
+  return address && address->is_loopback();
+}
+
 bool SocketAddress::is_loopback() const noexcept {
   if (family() == AF_INET) {
     return (ntohl(reinterpret_cast<const sockaddr_in*>(&storage)->sin_addr.s_addr) >> 24) == 127;

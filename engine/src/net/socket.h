@@ -54,6 +54,10 @@ struct ResolveResult {
   bool ok() const noexcept { return gai_error == 0 && !addresses.empty(); }
 };
 
+// Whether a numeric host ("127.0.1.1", "::1") is a loopback address;
+// false for anything that does not parse.
+bool is_loopback_host(const std::string& host);
+
 // Resolves a host name or numeric address; family AF_UNSPEC, AF_INET or AF_INET6.
 ResolveResult resolve(const std::string& host, std::uint16_t port, int family = AF_UNSPEC);
 // Whether a failed resolution may succeed when asked again (the name is

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "net/socket.h"
 #include "preflight/words.h"
 #include "ringmaster/tools/preflight.h"
 
@@ -349,7 +350,7 @@ struct Reader {
     // address they can reach: rank 0 there serves the store on loopback,
     // where no other node reaches it. (Every node on loopback is agents
     // of one machine, or a job that never leaves it.)
-    const auto is_loopback = [](const std::string& a) { return a.rfind("127.", 0) == 0 || a == "::1"; };
+    const auto is_loopback = [](const std::string& a) { return net::is_loopback_host(a); };
     bool routable = false;
     for (const auto& a : answers)
       routable = routable || std::any_of(a.begin(), a.end(), [&](const auto& x) { return !is_loopback(x); });

@@ -66,10 +66,9 @@ void close_at_once(int fd) {
 // answers probes of the path), or the source port of a connection, where
 // nothing answers and a probe would read as a refusing firewall.
 std::string in_use_note(std::uint16_t port) {
-  const auto holders = net::sockets_on_port(port);
-  const bool listener = std::any_of(holders.begin(), holders.end(), [](const net::PortUse& u) { return u.listening; });
-  if (listener || holders.empty()) return "in use";
-  return fmt::format("in use by an outbound connection ({} to {})", holders.front().state, holders.front().remote);
+  const auto holder = net::outbound_holder(net::sockets_on_port(port));
+  if (!holder) return "in use";
+  return fmt::format("in use by an outbound connection ({} to {})", holder->state, holder->remote);
 }
 
 double ms_since(Clock::time_point start) {
