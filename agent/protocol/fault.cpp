@@ -162,7 +162,32 @@ DropAddress drop_address(const SpecFields& f) {
   return d;
 }
 
+Limit limit(const SpecFields& f) {
+  Limit l;
+  const std::string resource = f.text("resource", true, "nofile or memlock");
+  if (resource == "nofile") {
+    l.resource = Limit::Resource::nofile;
+  } else if (resource == "memlock") {
+    l.resource = Limit::Resource::memlock;
+  } else {
+    f.refuse(fmt::format("'resource' is {}, not nofile or memlock", described(json(resource))));
+  }
+  const json* v = f.find("value", true);
+  if (!v->is_number_integer() || v->get<std::int64_t>() < 0) {
+    f.refuse(fmt::format("'value' is {}, not a count of {}", described(*v),
+                         l.resource == Limit::Resource::nofile ? "descriptors" : "bytes"));
+  }
+  l.value = v->get<std::uint64_t>();
+  const std::uint64_t fewest = l.resource == Limit::Resource::nofile ? kFewestNofile : 0;
+  if (l.value < fewest || l.value > kMostLimit) f.refuse(fmt::format("'value' must be {}..{}", fewest, kMostLimit));
+  return l;
+}
+
 }  // namespace
+
+std::string_view to_string(Limit::Resource r) {
+  return r == Limit::Resource::nofile ? "nofile" : "memlock";
+}
 
 std::string_view to_string(Direction d) {
   switch (d) {
@@ -181,7 +206,7 @@ std::string_view kind_of(const FaultSpec& f) {
 }
 
 FaultSpec parse_fault(const json& j) {
-  constexpr const char* kKinds = "drop_ports, drop_address, delay, rate or shm_size";
+  constexpr const char* kKinds = "drop_ports, drop_address, delay, rate, shm_size or limit";
   if (!j.is_object()) throw Error(ErrorCategory::config, fmt::format("a fault is {}, not an object", described(j)));
   const auto kind = j.find("kind");
   if (kind == j.end() || !kind->is_string()) {
@@ -206,6 +231,7 @@ FaultSpec parse_fault(const json& j) {
     if (bytes <= 0 || bytes > kMostShmBytes) f.refuse(fmt::format("'bytes' must be 1..{}", kMostShmBytes));
     return ShmSize{bytes};
   }
+  if (k == Limit::kKind) return limit({j, k, {"resource", "value"}});
   throw Error(ErrorCategory::config,
               fmt::format("unknown fault kind ({} characters); the kinds are {}", k.size(), kKinds));
 }
@@ -233,6 +259,9 @@ json to_json(const FaultSpec& f) {
     j["mbit"] = rate->mbit;
   } else if (const auto* shm = std::get_if<ShmSize>(&f)) {
     j["bytes"] = shm->bytes;
+  } else if (const auto* l = std::get_if<Limit>(&f)) {
+    j["resource"] = to_string(l->resource);
+    j["value"] = l->value;
   }
   return j;
 }
@@ -259,6 +288,11 @@ std::string describe(const FaultSpec& f) {
   if (const auto* delay = std::get_if<Delay>(&f)) return fmt::format("delay {} by {} ms", delay->interface, delay->ms);
   if (const auto* rate = std::get_if<Rate>(&f))
     return fmt::format("limit {} to {} Mbit/s", rate->interface, rate->mbit);
+  if (const auto* l = std::get_if<Limit>(&f)) {
+    return l->resource == Limit::Resource::nofile
+               ? fmt::format("ranks may open {} file descriptors (RLIMIT_NOFILE)", l->value)
+               : fmt::format("ranks may lock {} bytes of memory (RLIMIT_MEMLOCK)", l->value);
+  }
   const auto& shm = std::get<ShmSize>(f);
   return fmt::format("/dev/shm of {} bytes", shm.bytes);
 }

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -268,6 +269,26 @@ events::FaultApplied FaultManager::add(const FaultSpec& spec) {
       }
     }
     note = fmt::format("tc {} on {}", f.mechanism, dev);
+  } else if (const auto* limit = std::get_if<Limit>(&spec)) {
+    for (const auto& [id, other] : faults_) {
+      if (const auto* l = std::get_if<Limit>(&other.spec); l && l->resource == limit->resource) {
+        throw Error(ErrorCategory::config,
+                    fmt::format("{} already has fault {}; clear it first", to_string(l->resource), id));
+      }
+    }
+    // It only ever lowers what ranks would inherit from the agent: a
+    // fault is a tight limit, never a way to lift one for a rank.
+    const int resource = limit->resource == Limit::Resource::nofile ? RLIMIT_NOFILE : RLIMIT_MEMLOCK;
+    rlimit now{};
+    if (::getrlimit(resource, &now) == 0 && now.rlim_max != RLIM_INFINITY && limit->value > now.rlim_max) {
+      throw Error(ErrorCategory::config,
+                  fmt::format("a limit fault only lowers a limit: {} is above the hard {} limit of {} that ranks "
+                              "inherit from the agent",
+                              limit->value, to_string(limit->resource), now.rlim_max));
+    }
+    f.mechanism = "rlimit";
+    note = fmt::format("ranks started from now on get RLIMIT_{} {} (soft and hard)",
+                       limit->resource == Limit::Resource::nofile ? "NOFILE" : "MEMLOCK", limit->value);
   } else {
     const auto bytes = std::get<ShmSize>(spec).bytes;
     for (const auto& [id, other] : faults_) {
@@ -301,6 +322,17 @@ events::FaultApplied FaultManager::add(const FaultSpec& spec) {
     }
   }
   return {f.id, f.spec, f.mechanism, note};
+}
+
+std::vector<RankLimit> FaultManager::rank_limits() const {
+  std::vector<RankLimit> limits;
+  for (const auto& [id, f] : faults_) {
+    if (const auto* l = std::get_if<Limit>(&f.spec)) {
+      limits.push_back(
+          {l->resource == Limit::Resource::nofile ? RLIMIT_NOFILE : RLIMIT_MEMLOCK, static_cast<rlim_t>(l->value)});
+    }
+  }
+  return limits;
 }
 
 std::string FaultManager::tc_interface(const Fault& f) {

@@ -6,6 +6,7 @@
 //   delay         {interface: "eth0", ms: 50}                     tc netem
 //   rate          {interface: "eth0", mbit: 100}                  tc htb (what it sends; ACKs pass)
 //   shm_size      {bytes: 65536}                                  tmpfs over /dev/shm
+//   limit         {resource: nofile|memlock, value: 64}           setrlimit in each new rank
 //
 // shm_size shrinks /dev/shm as a container runtime's default does
 // (Docker's 64 MiB): only inside the mount namespace the agent makes for
@@ -33,6 +34,7 @@
 #include "ringmaster/agent/events.h"
 #include "ringmaster/agent/fault.h"
 #include "ringmaster/agent/requests.h"
+#include "spawn.h"
 
 namespace ringmaster::agent {
 
@@ -70,13 +72,15 @@ class FaultManager {
   std::vector<ActiveFault> active() const;
   // RINGMASTER_CONNECT_FILTER for new ranks when drops fell back to it.
   std::string connect_filter() const;
+  // The resource limits new ranks start under (limit faults).
+  std::vector<RankLimit> rank_limits() const;
   std::string table_name() const { return table_; }
 
  private:
   struct Fault {
     int id = 0;
     FaultSpec spec;
-    std::string mechanism;  // nftables, netem, htb, connect_filter, tmpfs
+    std::string mechanism;  // nftables, netem, htb, connect_filter, tmpfs, rlimit
     std::vector<std::string> runs;
   };
   void apply_nft();

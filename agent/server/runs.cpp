@@ -469,15 +469,15 @@ json RunManager::start(const json& m) {
     child->run = run;
     // The run is one process group (its first rank's): cancel and shutdown
     // reach whatever the ranks start too.
-    SpawnRequest request;
-    request.argv = argv_strings;
-    request.env = std::move(env_strings);
-    request.directory = run_dir;
-    request.process_group = run->children.empty() ? 0 : run->children.front()->pid;
-    request.stdout_fd = out_pipe[1];
-    request.stderr_fd = err_pipe[1];
-    request.user = &run->user;
-    request.cgroup_procs_fd = run->cgroup ? run->cgroup->procs_fd() : -1;
+    const SpawnRequest request{.argv = argv_strings,
+                               .env = std::move(env_strings),
+                               .directory = run_dir,
+                               .process_group = run->children.empty() ? 0 : run->children.front()->pid,
+                               .stdout_fd = out_pipe[1],
+                               .stderr_fd = err_pipe[1],
+                               .cgroup_procs_fd = run->cgroup ? run->cgroup->procs_fd() : -1,
+                               .user = &run->user,
+                               .limits = faults_ ? faults_->rank_limits() : std::vector<RankLimit>{}};
     try {
       child->pid = spawn_rank(request);
     } catch (const Error& e) {

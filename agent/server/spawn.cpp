@@ -102,6 +102,7 @@ enum Step : int {
   kGroup,
   kOutput,
   kDescriptors,
+  kLimits,
   kGroups,
   kGid,
   kUid,
@@ -121,6 +122,8 @@ const char* step_name(int step) {
       return "connecting its input and output";
     case kDescriptors:
       return "closing the agent's descriptors";
+    case kLimits:
+      return "setting the run's resource limits";
     case kGroups:
       return "setting the rank user's groups";
     case kGid:
@@ -209,6 +212,10 @@ pid_t spawn_rank(const SpawnRequest& request) {
       fail_in_child(fd, kOutput, errno);
     }
     if (!cloexec_from_3()) fail_in_child(fd, kDescriptors, errno);
+    for (const auto& limit : request.limits) {
+      const rlimit both{limit.value, limit.value};
+      if (::setrlimit(limit.resource, &both) != 0) fail_in_child(fd, kLimits, errno);
+    }
     if (switch_user) {
       if (::setgroups(user->groups.size(), user->groups.data()) != 0) fail_in_child(fd, kGroups, errno);
       if (::setgid(user->gid) != 0) fail_in_child(fd, kGid, errno);

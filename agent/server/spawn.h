@@ -5,6 +5,7 @@
 // groups, in the run's own directory.
 #pragma once
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <string>
@@ -33,6 +34,12 @@ RankUser resolve_rank_user(const std::string& name, uid_t agent_uid);
 // that does not exist counts as unreachable.
 std::string blocked_on_the_way(const RankUser& user, const std::string& path);
 
+// A resource limit a rank starts under, soft and hard alike.
+struct RankLimit {
+  int resource = 0;  // RLIMIT_NOFILE, RLIMIT_MEMLOCK
+  rlim_t value = 0;
+};
+
 struct SpawnRequest {
   std::vector<std::string> argv;  // argv[0] is the program's path
   std::vector<std::string> env;   // "NAME=value"
@@ -41,6 +48,7 @@ struct SpawnRequest {
   int stdout_fd = -1, stderr_fd = -1;
   int cgroup_procs_fd = -1;  // the run's cgroup.procs (run_cgroup.h), joined before the exec; -1: none
   const RankUser* user = nullptr;
+  std::vector<RankLimit> limits;  // set before the user is switched (a lower hard limit cannot be raised after)
 };
 
 // Starts the child and returns its pid once it has exec'd. Throws

@@ -49,6 +49,8 @@ struct RemoteOptions {
   bool skip_loopback = false;
   double ms = 0, mbit = 0;
   std::int64_t bytes = 0;
+  std::string resource;
+  std::int64_t limit_value = 0;
   int fault_id = 0;
 };
 
@@ -343,9 +345,9 @@ Runner add_remote_command(CLI::App& app) {
   auto* inventory = remote->add_subcommand("inventory", "Print each agent's inventory as a JSON line");
   auto* fault = remote->add_subcommand(
       "fault", "Inject a fault on every agent (needs --allow-fault-injection there; docs/protocol.md)");
-  fault->add_option("kind", o->kind, "drop_ports, drop_address, delay, rate or shm_size")
+  fault->add_option("kind", o->kind, "drop_ports, drop_address, delay, rate, shm_size or limit")
       ->required()
-      ->check(CLI::IsMember({"drop_ports", "drop_address", "delay", "rate", "shm_size"}));
+      ->check(CLI::IsMember({"drop_ports", "drop_address", "delay", "rate", "shm_size", "limit"}));
   fault->add_option("--ports", o->ports, "drop_ports: PORT or LOW-HIGH");
   fault->add_option("--except", o->except, "drop_ports: ports left open, comma-separated");
   fault->add_flag("--skip-loopback", o->skip_loopback, "drop_ports: traffic within the host passes");
@@ -355,6 +357,8 @@ Runner add_remote_command(CLI::App& app) {
   fault->add_option("--ms", o->ms, "delay: milliseconds");
   fault->add_option("--mbit", o->mbit, "rate: Mbit/s");
   fault->add_option("--bytes", o->bytes, "shm_size: the size /dev/shm shrinks to");
+  fault->add_option("--resource", o->resource, "limit: nofile or memlock");
+  fault->add_option("--value", o->limit_value, "limit: descriptors (nofile) or bytes (memlock) ranks get");
   auto* clear = remote->add_subcommand("fault-clear", "Revert faults on every agent");
   clear->add_option("--id", o->fault_id, "Only this fault (default: all)");
   return [=]() -> int {
@@ -373,6 +377,8 @@ Runner add_remote_command(CLI::App& app) {
       if (!fault->get_option("--ms")->empty()) spec["ms"] = o->ms;
       if (!fault->get_option("--mbit")->empty()) spec["mbit"] = o->mbit;
       if (!fault->get_option("--bytes")->empty()) spec["bytes"] = o->bytes;
+      if (!fault->get_option("--resource")->empty()) spec["resource"] = o->resource;
+      if (!fault->get_option("--value")->empty()) spec["value"] = o->limit_value;
       const agent::FaultSpec checked = agent::parse_fault(spec);
       std::printf("# %s\n", agent::describe(checked).c_str());
       return each_agent(*o, {{"type", "fault"}, {"fault", agent::to_json(checked)}});

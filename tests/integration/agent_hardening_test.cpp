@@ -3,6 +3,11 @@
 // after it authenticates, tokens and their roles, floods and caps.
 #include "agent_test_support.h"
 
+#include <sys/resource.h>
+
+#include <fstream>
+#include <sstream>
+
 namespace ringmaster {
 namespace {
 
@@ -549,6 +554,47 @@ TEST(AgentHardening, RanksInheritNoDescriptorOfTheAgent) {
   }
   client->call({{"type", "cancel"}, {"run_id", "fds"}});
   inbox.run_events("fds", 1, 60s);
+}
+
+// A limit fault only ever lowers what a rank inherits from the agent: a
+// rank started under one has it as both soft and hard limit; a value above
+// the agent's own hard limit is refused, so no fault lifts a rank's limit.
+TEST(AgentHardening, LimitFaultOnlyLowers) {
+  Agent a({"--allow-fault-injection"});
+  auto client = agent::AgentClient::connect(a.options());
+  Inbox inbox;
+  auto watcher = agent::AgentClient::connect(a.options(), inbox.handler());
+  watcher->call({{"type", "subscribe"}});
+  rlimit agent_files{};
+  ASSERT_EQ(::prlimit(a.child.pid, RLIMIT_NOFILE, nullptr, &agent_files), 0);
+  if (agent_files.rlim_max != RLIM_INFINITY) {
+    try {
+      client->call({{"type", "fault"},
+                    {"fault", {{"kind", "limit"}, {"resource", "nofile"}, {"value", agent_files.rlim_max + 1}}}});
+      ADD_FAILURE() << "a limit above the agent's hard limit was taken";
+    } catch (const Error& e) {
+      EXPECT_NE(e.status().message().find("only lowers"), std::string::npos) << e.status().message();
+    }
+  }
+  const json applied =
+      client->call({{"type", "fault"}, {"fault", {{"kind", "limit"}, {"resource", "nofile"}, {"value", 48}}}});
+  EXPECT_EQ(applied["mechanism"], "rlimit") << applied.dump();
+  // Rank 0 of 2, its peer never started: it waits at the store, alive.
+  const json started = client->call(
+      with_timeouts(perf_run("limits", 2, {0}, perf_spec("8", "8", 1)), {{"store_s", 60}, {"bootstrap_s", 60}}));
+  ASSERT_EQ(started["ranks"].size(), 1u) << started.dump();
+  // /proc/PID/limits: "Max open files            48                   48                   files"
+  std::ifstream limits("/proc/" + std::to_string(started["ranks"][0]["pid"].get<int>()) + "/limits");
+  std::string line, files;
+  while (std::getline(limits, line))
+    if (line.starts_with("Max open files")) files = line;
+  std::istringstream fields(files.substr(std::string("Max open files").size()));
+  std::string soft, hard;
+  fields >> soft >> hard;
+  EXPECT_EQ(soft, "48") << files;
+  EXPECT_EQ(hard, "48") << files;
+  client->call({{"type", "cancel"}, {"run_id", "limits"}});
+  inbox.run_events("limits", 1, 60s);
 }
 
 // Review (L4): processes a rank started outlived its run (the agent

@@ -46,6 +46,8 @@ struct ChannelPlan;
 }  // namespace topo
 namespace transport {
 class DirectConnections;
+struct SetupOptions;
+struct RingNeighbours;
 }  // namespace transport
 
 using comm::Channel;
@@ -182,6 +184,12 @@ struct Communicator::Impl {
   // TRANSPORT_CONNECT: how the channels wait, and their connections
   // (transport/setup.cpp makes them).
   void connect_channels(const comm::LocalSettings& settings);
+  // TRANSPORT_CONNECT's first step: the descriptors the connections will
+  // hold fit under RLIMIT_NOFILE (its soft limit raised when the hard one
+  // allows), or the stage fails with the count and the limit.
+  std::string room_for_connections(const transport::SetupOptions& options,
+                                   const std::vector<transport::RingNeighbours>& neighbours,
+                                   const std::vector<int>& tree_peers);
   // Those made at init and the direct ones made since.
   std::vector<ConnectionInfo> connections() const;
 

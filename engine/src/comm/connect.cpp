@@ -4,6 +4,8 @@
 // (transport/setup.cpp) and all_reduce's tree neighbours (the direct
 // connections' connector, transport/direct.h, makes any others on first
 // use), recorded as ConnectionInfo.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
 #include <string>
@@ -11,6 +13,8 @@
 
 #include "base/cpus.h"
 #include "base/cycles.h"
+#include "base/descriptors.h"
+#include "base/log.h"
 #include "bootstrap/views.h"
 #include "comm/communicator_impl.h"
 #include "transport/direct.h"
@@ -67,6 +71,15 @@ void Communicator::Impl::connect_channels(const comm::LocalSettings& settings) {
     neighbours.push_back({order.rank_at[static_cast<std::size_t>((p + 1) % nranks)],
                           order.rank_at[static_cast<std::size_t>((p + nranks - 1) % nranks)]});
   }
+  // all_reduce's trees (and calibration's) are connected at once; every
+  // other direct connection when a call first needs it (transport/direct.h).
+  const auto& tree = tree_for(-1);
+  std::vector<int> tree_peers;
+  for (std::size_t t = 0; t < 2; ++t) {
+    tree_peers.push_back(tree.parent[t]);
+    tree_peers.insert(tree_peers.end(), tree.children[t].begin(), tree.children[t].end());
+  }
+  bootstrap->run_stage(Stage::transport_connect, [&] { return room_for_connections(options, neighbours, tree_peers); });
   auto& first = channels.front()->link;
   first.mesh.resize(static_cast<std::size_t>(nranks));
   direct = std::make_unique<transport::DirectConnections>(*bootstrap, options, store_mutex);
@@ -76,18 +89,59 @@ void Communicator::Impl::connect_channels(const comm::LocalSettings& settings) {
     connection_infos.push_back(
         {c.channel, c.peer, c.outgoing, std::string(transport::name_of(c.kind)), c.address, c.fallback, c.sockets});
   }
-  // all_reduce's trees (and calibration's) at once; every other direct
-  // connection when a call first needs it (transport/direct.h).
-  const auto& tree = tree_for(-1);
-  std::vector<int> tree_peers;
-  for (std::size_t t = 0; t < 2; ++t) {
-    tree_peers.push_back(tree.parent[t]);
-    tree_peers.insert(tree_peers.end(), tree.children[t].begin(), tree.children[t].end());
-  }
   bootstrap->run_stage(Stage::transport_connect, [&] {
     direct->connect_at_init(first, tree_peers);
     return std::string("direct connections to all_reduce's tree neighbours");
   });
+}
+
+std::string Communicator::Impl::room_for_connections(const transport::SetupOptions& options,
+                                                     const std::vector<transport::RingNeighbours>& neighbours,
+                                                     const std::vector<int>& tree_peers) {
+  // What stays open once connected, counted low: a connection between
+  // hosts holds `sockets_per_channel` sockets (one through libfabric,
+  // whose own descriptors are not counted), one within a host through
+  // shared memory holds none once mapped, a tree neighbour's direct
+  // connection one.
+  const int here = bootstrap->host_of(rank);
+  auto held_by = [&](int peer) -> std::uint64_t {
+    if (peer < 0 || peer == rank) return 0;
+    if (options.shared_memory && bootstrap->host_of(peer) == here) return 0;
+    return options.net == "ofi" ? 1 : options.sockets_per_channel;
+  };
+  std::uint64_t ring = 0;
+  for (const auto& n : neighbours)
+    ring += held_by(n.next) + held_by(n.prev);
+  std::vector<int> trees;
+  for (const int peer : tree_peers) {
+    if (peer >= 0 && peer != rank && std::find(trees.begin(), trees.end(), peer) == trees.end()) trees.push_back(peer);
+  }
+  const int open = base::open_descriptors();
+  if (open < 0) return "descriptors: /proc/self/fd unreadable, not counted";
+  // A few more while they form: an accepted connection before its hello
+  // is read, a retry's socket, a refused duplicate.
+  constexpr std::uint64_t kForming = 4;
+  const std::uint64_t needed = static_cast<std::uint64_t>(open) + ring + trees.size() + kForming;
+  const auto room = base::make_room_for_descriptors(needed);
+  if (room.raised) {
+    RM_INFO(init, "RLIMIT_NOFILE raised from below {} to {} (hard limit {}) for this rank's connections", needed,
+            room.soft, room.hard);
+  }
+  if (room.enough) return fmt::format("room for {} descriptors (limit {})", needed, room.soft);
+  auto f = bootstrap->failure(
+      Stage::transport_connect,
+      fmt::format("rank {} needs about {} file descriptors and may open {} (RLIMIT_NOFILE, hard limit {}): {} open "
+                  "now, {} socket(s) for its {} channel(s)' ring connections ({} per connection between hosts), {} "
+                  "for its tree neighbours, {} while they form",
+                  rank, needed, room.soft, room.hard, open, ring, neighbours.size(),
+                  options.net == "ofi" ? 1U : options.sockets_per_channel, trees.size(), kForming));
+  f.category = ErrorCategory::config;
+  f.hint = fmt::format(
+      "Raise the descriptor limit for the ranks (ulimit -n; LimitNOFILE= in a systemd unit; --ulimit nofile=N:N for a "
+      "container; nofile in /etc/security/limits.conf) to at least {}, or make fewer connections: fewer channels "
+      "(NCCL_MAX_NCHANNELS) or fewer sockets per connection (NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS, now {}).",
+      needed + needed / 4 + 16, options.sockets_per_channel);
+  throw StageError(f);
 }
 
 std::vector<ConnectionInfo> Communicator::Impl::connections() const {

@@ -63,12 +63,30 @@ struct ShmSize {
   bool operator==(const ShmSize&) const = default;
 };
 
-using FaultSpec = std::variant<DropPorts, DropAddress, Delay, Rate, ShmSize>;
+// limit: a resource limit for the ranks the agent starts from now on,
+// soft and hard alike, as a container's `--ulimit nofile=64:64` or a
+// unit's LimitNOFILE= sets them: the descriptors a rank may open
+// (nofile) or the memory it may lock (memlock, bytes).
+struct Limit {
+  static constexpr std::string_view kKind = "limit";
+  enum class Resource { nofile, memlock };
+  Resource resource = Resource::nofile;
+  std::uint64_t value = 0;
+  bool operator==(const Limit&) const = default;
+};
+std::string_view to_string(Limit::Resource r);
+
+using FaultSpec = std::variant<DropPorts, DropAddress, Delay, Rate, ShmSize, Limit>;
 
 // The bounds a spec is checked against.
 inline constexpr double kMostDelayMs = 60'000;
 inline constexpr double kMostRateMbit = 1'000'000;
 inline constexpr std::int64_t kMostShmBytes = std::int64_t{1} << 40;
+// Fewer descriptors than a program needs to start (its three standard
+// ones, the loader's) is refused: the fault is a tight limit, not one no
+// rank could exec under.
+inline constexpr std::uint64_t kFewestNofile = 8;
+inline constexpr std::uint64_t kMostLimit = std::uint64_t{1} << 40;
 
 std::string_view kind_of(const FaultSpec& f);
 

@@ -1,0 +1,55 @@
+#include "base/descriptors.h"
+
+#include <dirent.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <limits>
+
+namespace ringmaster::base {
+
+namespace {
+
+std::uint64_t value_of(rlim_t v) {
+  return v == RLIM_INFINITY ? std::numeric_limits<std::uint64_t>::max() : static_cast<std::uint64_t>(v);
+}
+
+}  // namespace
+
+int open_descriptors() {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  int count = 0;
+  while (const dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] != '.') ++count;
+  }
+  ::closedir(dir);
+  return count - 1;  // the directory's own descriptor
+}
+
+DescriptorRoom make_room_for_descriptors(std::uint64_t needed) {
+  DescriptorRoom room;
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) != 0) {
+    room.enough = true;  // nothing known to be short
+    return room;
+  }
+  room.soft = value_of(files.rlim_cur);
+  room.hard = value_of(files.rlim_max);
+  if (room.soft >= needed) {
+    room.enough = true;
+    return room;
+  }
+  if (room.hard < needed) return room;
+  // A margin for what opens and closes while connections form (accepts
+  // in flight, a retry's socket, the files a log opens).
+  const std::uint64_t wanted = std::min(room.hard, needed + needed / 4 + 16);
+  files.rlim_cur = static_cast<rlim_t>(wanted);
+  if (::setrlimit(RLIMIT_NOFILE, &files) != 0) return room;
+  room.soft = wanted;
+  room.raised = true;
+  room.enough = true;
+  return room;
+}
+
+}  // namespace ringmaster::base
