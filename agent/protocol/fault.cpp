@@ -206,7 +206,7 @@ std::string_view kind_of(const FaultSpec& f) {
 }
 
 FaultSpec parse_fault(const json& j) {
-  constexpr const char* kKinds = "drop_ports, drop_address, delay, rate, shm_size or limit";
+  constexpr const char* kKinds = "drop_ports, drop_address, delay, loss, rate, shm_size or limit";
   if (!j.is_object()) throw Error(ErrorCategory::config, fmt::format("a fault is {}, not an object", described(j)));
   const auto kind = j.find("kind");
   if (kind == j.end() || !kind->is_string()) {
@@ -218,6 +218,10 @@ FaultSpec parse_fault(const json& j) {
   if (k == Delay::kKind) {
     const SpecFields f(j, k, {"interface", "ms"});
     return Delay{f.interface(), f.positive("ms", kMostDelayMs, "ms")};
+  }
+  if (k == Loss::kKind) {
+    const SpecFields f(j, k, {"interface", "percent"});
+    return Loss{f.interface(), f.positive("percent", 100, "%")};
   }
   if (k == Rate::kKind) {
     const SpecFields f(j, k, {"interface", "mbit"});
@@ -254,6 +258,9 @@ json to_json(const FaultSpec& f) {
   } else if (const auto* delay = std::get_if<Delay>(&f)) {
     j["interface"] = delay->interface;
     j["ms"] = delay->ms;
+  } else if (const auto* loss = std::get_if<Loss>(&f)) {
+    j["interface"] = loss->interface;
+    j["percent"] = loss->percent;
   } else if (const auto* rate = std::get_if<Rate>(&f)) {
     j["interface"] = rate->interface;
     j["mbit"] = rate->mbit;
@@ -286,6 +293,8 @@ std::string describe(const FaultSpec& f) {
                        a->address);
   }
   if (const auto* delay = std::get_if<Delay>(&f)) return fmt::format("delay {} by {} ms", delay->interface, delay->ms);
+  if (const auto* loss = std::get_if<Loss>(&f))
+    return fmt::format("lose {}% of what {} sends", loss->percent, loss->interface);
   if (const auto* rate = std::get_if<Rate>(&f))
     return fmt::format("limit {} to {} Mbit/s", rate->interface, rate->mbit);
   if (const auto* l = std::get_if<Limit>(&f)) {

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -176,6 +177,10 @@ void FaultManager::apply_nft() {
         input += std::string("    ") + (d->skip_loopback ? "iifname != \"lo\" " : "") + rule;
       if (d->direction != Direction::in)
         output += std::string("    ") + (d->skip_loopback ? "oifname != \"lo\" " : "") + rule;
+    } else if (const auto* l = std::get_if<Loss>(&f.spec)) {
+      // A share of what leaves the interface, in hundredths of a percent.
+      output += fmt::format("    oifname \"{}\" numgen random mod 10000 < {} counter drop comment \"fault {}\"\n",
+                            l->interface, std::lround(l->percent * 100), id);
     } else if (const auto* a = std::get_if<DropAddress>(&f.spec)) {
       const std::string family = a->ipv6() ? "ip6" : "ip";
       if (a->direction != Direction::out)
@@ -212,7 +217,13 @@ events::FaultApplied FaultManager::add(const FaultSpec& spec) {
   f.id = next_id_;
   f.spec = spec;
   std::string note;
-  if (std::holds_alternative<DropPorts>(spec) || std::holds_alternative<DropAddress>(spec)) {
+  if (std::holds_alternative<Loss>(spec)) {
+    // Random drops need nftables (the kernel may lack sch_netem; the
+    // connect filter cannot drop packets of a connection).
+    if (!nft_) throw Error(ErrorCategory::config, "loss needs nftables: " + nft_problem_);
+    f.mechanism = "nftables";
+    note = fmt::format("nftables table inet {}", table_);
+  } else if (std::holds_alternative<DropPorts>(spec) || std::holds_alternative<DropAddress>(spec)) {
     if (nft_) {
       f.mechanism = "nftables";
       note = fmt::format("nftables table inet {}", table_);
@@ -221,10 +232,9 @@ events::FaultApplied FaultManager::add(const FaultSpec& spec) {
       note = "falling back to the engine's connect filter for ranks started from now on (outbound connects only): " +
              nft_problem_;
     }
-  } else if (std::holds_alternative<Delay>(spec) || std::holds_alternative<Rate>(spec)) {
+  } else if (const std::string dev = tc_interface(f); !dev.empty()) {
     const auto* delay = std::get_if<Delay>(&spec);
     const auto* rate = std::get_if<Rate>(&spec);
-    const std::string dev = delay ? delay->interface : rate->interface;
     for (const auto& [id, other] : faults_) {
       if (tc_interface(other) == dev) {
         throw Error(ErrorCategory::config,
@@ -270,25 +280,8 @@ events::FaultApplied FaultManager::add(const FaultSpec& spec) {
     }
     note = fmt::format("tc {} on {}", f.mechanism, dev);
   } else if (const auto* limit = std::get_if<Limit>(&spec)) {
-    for (const auto& [id, other] : faults_) {
-      if (const auto* l = std::get_if<Limit>(&other.spec); l && l->resource == limit->resource) {
-        throw Error(ErrorCategory::config,
-                    fmt::format("{} already has fault {}; clear it first", to_string(l->resource), id));
-      }
-    }
-    // It only ever lowers what ranks would inherit from the agent: a
-    // fault is a tight limit, never a way to lift one for a rank.
-    const int resource = limit->resource == Limit::Resource::nofile ? RLIMIT_NOFILE : RLIMIT_MEMLOCK;
-    rlimit now{};
-    if (::getrlimit(resource, &now) == 0 && now.rlim_max != RLIM_INFINITY && limit->value > now.rlim_max) {
-      throw Error(ErrorCategory::config,
-                  fmt::format("a limit fault only lowers a limit: {} is above the hard {} limit of {} that ranks "
-                              "inherit from the agent",
-                              limit->value, to_string(limit->resource), now.rlim_max));
-    }
+    note = check_limit(*limit);
     f.mechanism = "rlimit";
-    note = fmt::format("ranks started from now on get RLIMIT_{} {} (soft and hard)",
-                       limit->resource == Limit::Resource::nofile ? "NOFILE" : "MEMLOCK", limit->value);
   } else {
     const auto bytes = std::get<ShmSize>(spec).bytes;
     for (const auto& [id, other] : faults_) {
@@ -322,6 +315,27 @@ events::FaultApplied FaultManager::add(const FaultSpec& spec) {
     }
   }
   return {f.id, f.spec, f.mechanism, note};
+}
+
+std::string FaultManager::check_limit(const Limit& limit) const {
+  for (const auto& [id, other] : faults_) {
+    if (const auto* l = std::get_if<Limit>(&other.spec); l && l->resource == limit.resource) {
+      throw Error(ErrorCategory::config,
+                  fmt::format("{} already has fault {}; clear it first", to_string(l->resource), id));
+    }
+  }
+  // It only ever lowers what ranks would inherit from the agent: a
+  // fault is a tight limit, never a way to lift one for a rank.
+  const int resource = limit.resource == Limit::Resource::nofile ? RLIMIT_NOFILE : RLIMIT_MEMLOCK;
+  rlimit now{};
+  if (::getrlimit(resource, &now) == 0 && now.rlim_max != RLIM_INFINITY && limit.value > now.rlim_max) {
+    throw Error(ErrorCategory::config,
+                fmt::format("a limit fault only lowers a limit: {} is above the hard {} limit of {} that ranks "
+                            "inherit from the agent",
+                            limit.value, to_string(limit.resource), now.rlim_max));
+  }
+  return fmt::format("ranks started from now on get RLIMIT_{} {} (soft and hard)",
+                     limit.resource == Limit::Resource::nofile ? "NOFILE" : "MEMLOCK", limit.value);
 }
 
 std::vector<RankLimit> FaultManager::rank_limits() const {

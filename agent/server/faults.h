@@ -4,6 +4,7 @@
 //   drop_ports    {ports: "1025-65535", direction: in|out|both}   nftables
 //   drop_address  {address: "198.18.0.3", direction: in|out|both} nftables
 //   delay         {interface: "eth0", ms: 50}                     tc netem
+//   loss          {interface: "eth0", percent: 2}                 nftables numgen (what it sends)
 //   rate          {interface: "eth0", mbit: 100}                  tc htb (what it sends; ACKs pass)
 //   shm_size      {bytes: 65536}                                  tmpfs over /dev/shm
 //   limit         {resource: nofile|memlock, value: 64}           setrlimit in each new rank
@@ -84,6 +85,9 @@ class FaultManager {
     std::vector<std::string> runs;
   };
   void apply_nft();
+  // A limit fault's note, once it is known to clash with no other and to
+  // lower what ranks inherit; throws Error(config) otherwise.
+  std::string check_limit(const Limit& limit) const;
   void revert(const Fault& f);
   // The interface of a tc fault (delay, rate); empty for the others.
   static std::string tc_interface(const Fault& f);

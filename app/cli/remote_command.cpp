@@ -47,7 +47,7 @@ struct RemoteOptions {
   // fault
   std::string kind, ports, except, address, direction = "both", interface;
   bool skip_loopback = false;
-  double ms = 0, mbit = 0;
+  double ms = 0, mbit = 0, percent = 0;
   std::int64_t bytes = 0;
   std::string resource;
   std::int64_t limit_value = 0;
@@ -345,15 +345,16 @@ Runner add_remote_command(CLI::App& app) {
   auto* inventory = remote->add_subcommand("inventory", "Print each agent's inventory as a JSON line");
   auto* fault = remote->add_subcommand(
       "fault", "Inject a fault on every agent (needs --allow-fault-injection there; docs/protocol.md)");
-  fault->add_option("kind", o->kind, "drop_ports, drop_address, delay, rate, shm_size or limit")
+  fault->add_option("kind", o->kind, "drop_ports, drop_address, delay, loss, rate, shm_size or limit")
       ->required()
-      ->check(CLI::IsMember({"drop_ports", "drop_address", "delay", "rate", "shm_size", "limit"}));
+      ->check(CLI::IsMember({"drop_ports", "drop_address", "delay", "loss", "rate", "shm_size", "limit"}));
   fault->add_option("--ports", o->ports, "drop_ports: PORT or LOW-HIGH");
   fault->add_option("--except", o->except, "drop_ports: ports left open, comma-separated");
   fault->add_flag("--skip-loopback", o->skip_loopback, "drop_ports: traffic within the host passes");
   fault->add_option("--address", o->address, "drop_address: the peer's IP");
   fault->add_option("--direction", o->direction, "in, out or both")->capture_default_str();
-  fault->add_option("--interface", o->interface, "delay, rate: the network device");
+  fault->add_option("--interface", o->interface, "delay, loss, rate: the network device");
+  fault->add_option("--percent", o->percent, "loss: the share of sent packets lost, 0-100");
   fault->add_option("--ms", o->ms, "delay: milliseconds");
   fault->add_option("--mbit", o->mbit, "rate: Mbit/s");
   fault->add_option("--bytes", o->bytes, "shm_size: the size /dev/shm shrinks to");
@@ -376,6 +377,7 @@ Runner add_remote_command(CLI::App& app) {
       if (!fault->get_option("--interface")->empty()) spec["interface"] = o->interface;
       if (!fault->get_option("--ms")->empty()) spec["ms"] = o->ms;
       if (!fault->get_option("--mbit")->empty()) spec["mbit"] = o->mbit;
+      if (!fault->get_option("--percent")->empty()) spec["percent"] = o->percent;
       if (!fault->get_option("--bytes")->empty()) spec["bytes"] = o->bytes;
       if (!fault->get_option("--resource")->empty()) spec["resource"] = o->resource;
       if (!fault->get_option("--value")->empty()) spec["value"] = o->limit_value;

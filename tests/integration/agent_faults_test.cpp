@@ -105,6 +105,24 @@ TEST(AgentFaults, PortRangeDropBreaksStoreConnectAndNoRuleOutlivesIt) {
   EXPECT_EQ(ns.ruleset().find("ringmaster_agent_"), std::string::npos) << ns.ruleset();
 }
 
+// loss: a random share of what leaves the interface is dropped by an
+// nftables rule (the kernel may lack sch_netem), gone with fault_clear.
+TEST(AgentFaults, LossDropsAShareOfWhatLeavesTheInterface) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: network namespaces and nftables";
+  if (::system("command -v nft >/dev/null && command -v ip >/dev/null") != 0) GTEST_SKIP() << "needs nft and ip";
+  NetNamespace ns;
+  Agent agent(std::vector<std::string>{"--allow-fault-injection"}, ns.exec());
+  auto client = ns.connect(agent.options());
+  const json applied =
+      client->call({{"type", "fault"}, {"fault", {{"kind", "loss"}, {"interface", "lo"}, {"percent", 12.5}}}});
+  EXPECT_EQ(applied["mechanism"], "nftables") << applied.dump();
+  EXPECT_NE(ns.ruleset().find("oifname \"lo\" numgen random mod 10000 < 1250"), std::string::npos) << ns.ruleset();
+  // The agent's own port stays reachable: its exemption comes first.
+  EXPECT_EQ(client->call({{"type", "ping"}})["type"], "reply");
+  client->call({{"type", "fault_clear"}});
+  EXPECT_EQ(ns.ruleset().find("numgen"), std::string::npos) << ns.ruleset();
+}
+
 // ringmaster-cli remote inventory, fault and fault-clear against a real
 // agent in a network namespace: the rule is in the namespace's ruleset
 // after `fault` and gone after `fault-clear`.

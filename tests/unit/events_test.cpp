@@ -284,6 +284,7 @@ TEST(FaultSpecs, EveryKindReadsBackWhatItWrote) {
                                    {{"kind", "rate"}, {"interface", "veth-h1.0"}, {"mbit", 40.0}},
                                    {{"kind", "shm_size"}, {"bytes", 65536}},
                                    {{"kind", "limit"}, {"resource", "nofile"}, {"value", 64}},
+                                   {{"kind", "loss"}, {"interface", "eth0"}, {"percent", 2.5}},
                                    {{"kind", "limit"}, {"resource", "memlock"}, {"value", 65536}}};
   for (const json& j : specs) {
     const agent::FaultSpec f = agent::parse_fault(j);
@@ -299,7 +300,8 @@ TEST(FaultSpecs, EveryKindReadsBackWhatItWrote) {
   EXPECT_EQ(agent::describe(agent::parse_fault(specs[2])), "reject TCP to port 29500 arriving, with a TCP reset");
   EXPECT_EQ(agent::describe(agent::parse_fault(specs[6])), "limit veth-h1.0 to 40 Mbit/s");
   EXPECT_EQ(agent::describe(agent::parse_fault(specs[8])), "ranks may open 64 file descriptors (RLIMIT_NOFILE)");
-  EXPECT_EQ(agent::describe(agent::parse_fault(specs[9])), "ranks may lock 65536 bytes of memory (RLIMIT_MEMLOCK)");
+  EXPECT_EQ(agent::describe(agent::parse_fault(specs[10])), "ranks may lock 65536 bytes of memory (RLIMIT_MEMLOCK)");
+  EXPECT_EQ(agent::describe(agent::parse_fault(specs[9])), "lose 2.5% of what eth0 sends");
 }
 
 TEST(FaultSpecs, BadSpecsAreRefusedByKindAndField) {
@@ -336,6 +338,8 @@ TEST(FaultSpecs, BadSpecsAreRefusedByKindAndField) {
             "fault 'drop_address': 'address' is a string of 10 characters, not an IPv4 or IPv6 address");
   EXPECT_EQ(error_of({{"kind", "shm_size"}, {"bytes", 1.5}}), "fault 'shm_size': 'bytes' is a number, not an integer");
   EXPECT_EQ(error_of({{"kind", "shm_size"}, {"bytes", -1}}), "fault 'shm_size': 'bytes' must be 1..1099511627776");
+  EXPECT_EQ(error_of({{"kind", "loss"}, {"interface", "eth0"}, {"percent", 120}}),
+            "fault 'loss': 'percent' must be above 0 and at most 100 %");
   // A descriptor limit no program could exec under is refused.
   EXPECT_EQ(error_of({{"kind", "limit"}, {"resource", "nofile"}, {"value", 3}}),
             "fault 'limit': 'value' must be 8..1099511627776");
@@ -344,10 +348,10 @@ TEST(FaultSpecs, BadSpecsAreRefusedByKindAndField) {
   EXPECT_EQ(error_of({{"kind", "limit"}, {"resource", "memlock"}, {"value", -1}}),
             "fault 'limit': 'value' is a number, not a count of bytes");
   EXPECT_EQ(error_of({{"kind", secret}}),
-            "unknown fault kind (12 characters); the kinds are drop_ports, drop_address, delay, rate, shm_size or "
-            "limit");
+            "unknown fault kind (12 characters); the kinds are drop_ports, drop_address, delay, loss, rate, shm_size "
+            "or limit");
   EXPECT_EQ(error_of({{"ports", "80"}}),
-            "a fault needs a 'kind': drop_ports, drop_address, delay, rate, shm_size or limit");
+            "a fault needs a 'kind': drop_ports, drop_address, delay, loss, rate, shm_size or limit");
   EXPECT_EQ(error_of(json::array()), "a fault is an array, not an object");
   // What was sent never comes back.
   for (const json& j :

@@ -48,6 +48,15 @@ struct Delay {
   bool operator==(const Delay&) const = default;
 };
 
+// loss: a share of the packets the interface sends vanishes (tc netem
+// loss), as a bad cable, optic or switch port loses them.
+struct Loss {
+  static constexpr std::string_view kKind = "loss";
+  std::string interface;
+  double percent = 0;
+  bool operator==(const Loss&) const = default;
+};
+
 // rate: what the interface sends crawls at `mbit` (tc htb).
 struct Rate {
   static constexpr std::string_view kKind = "rate";
@@ -76,7 +85,7 @@ struct Limit {
 };
 std::string_view to_string(Limit::Resource r);
 
-using FaultSpec = std::variant<DropPorts, DropAddress, Delay, Rate, ShmSize, Limit>;
+using FaultSpec = std::variant<DropPorts, DropAddress, Delay, Loss, Rate, ShmSize, Limit>;
 
 // The bounds a spec is checked against.
 inline constexpr double kMostDelayMs = 60'000;
