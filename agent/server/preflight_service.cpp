@@ -1,10 +1,13 @@
 #include "preflight_service.h"
 
+#include "faults.h"
+
 #include <fmt/format.h>
 #include <boost/asio/post.hpp>
 
 #include <algorithm>
 #include <charconv>
+#include <tuple>
 
 #include "ringmaster/agent/preflight.h"
 #include "ringmaster/comm.h"
@@ -59,8 +62,8 @@ json ports_json(const std::vector<PortListeners::Port>& ports) {
 
 }  // namespace
 
-PreflightService::PreflightService(boost::asio::io_context& io, const std::string& ports)
-    : io_(io), hold_(io), ports_(port_range_of(ports, "--preflight-ports")) {}
+PreflightService::PreflightService(boost::asio::io_context& io, const std::string& ports, const FaultManager* faults)
+    : io_(io), hold_(io), ports_(port_range_of(ports, "--preflight-ports")), faults_(faults) {}
 
 PreflightService::~PreflightService() {
   if (worker_.joinable()) worker_.join();
@@ -116,9 +119,15 @@ void PreflightService::listen(const json& request, Done done) {
   if (busy_) throw Error(ErrorCategory::config, "another preflight request is under way on this agent");
   release();  // the ports it held may be asked for again
   auto listeners = std::make_shared<std::unique_ptr<PortListeners>>(std::make_unique<PortListeners>());
+  const auto limits = faults_ ? faults_->rank_limits() : std::vector<RankLimit>{};
   run_off_io(
       [=, query = std::move(query)] {
         NodeFacts facts = gather_node_facts(query);
+        for (const auto& l : limits) {
+          auto [soft, hard] = l.resource == RLIMIT_NOFILE ? std::tie(facts.nofile_soft, facts.nofile_hard)
+                                                          : std::tie(facts.memlock_soft, facts.memlock_hard);
+          soft = hard = static_cast<long long>(l.value);
+        }
         for (const auto& t : transport_availability()) {
           std::string name = t.name;
           for (auto& c : name)

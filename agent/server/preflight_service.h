@@ -18,11 +18,16 @@
 
 namespace ringmaster::agent {
 
+class FaultManager;
+
 class PreflightService {
  public:
   // `ports`: the agent's --preflight-ports, LOW-HIGH within 1024-65535;
   // no request makes it listen outside them (Error(config) otherwise).
-  PreflightService(boost::asio::io_context& io, const std::string& ports);
+  // `faults`: the limits ranks start under (limit faults), which the
+  // node's facts report rather than the agent's own, since ranks are what
+  // run; none when null.
+  PreflightService(boost::asio::io_context& io, const std::string& ports, const FaultManager* faults = nullptr);
   ~PreflightService();
   PreflightService(const PreflightService&) = delete;
   PreflightService& operator=(const PreflightService&) = delete;
@@ -56,6 +61,7 @@ class PreflightService {
   std::unique_ptr<PortListeners> listeners_;
   std::thread worker_;
   std::atomic<bool> busy_{false};
+  const FaultManager* faults_ = nullptr;
 };
 
 }  // namespace ringmaster::agent

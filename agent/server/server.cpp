@@ -845,8 +845,8 @@ AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>())
   s.hostname = name;
   std::vector<std::uint16_t> exempt = {s.acceptor.local_endpoint().port()};
   if (s.http) exempt.push_back(s.http->port());
-  s.preflight = std::make_unique<PreflightService>(s.io, s.options.preflight_ports);
   s.faults = std::make_unique<FaultManager>(s.options.allow_fault_injection, exempt, s.options.state_dir);
+  s.preflight = std::make_unique<PreflightService>(s.io, s.options.preflight_ports, s.faults.get());
   // Discovery after the fault manager has removed stale drop rules.
   auto topo =
       s.options.topology_file.empty() ? topo::Topology::discover() : topo::Topology::load_file(s.options.topology_file);

@@ -435,7 +435,15 @@ struct Reader {
         add(Severity::problem, fmt::format("node {} ({}) has EFA devices ({}) but libfabric cannot serve them: {}", i,
                                            name(i), fmt::join(f.efa_devices, ", "), why.empty() ? "?" : why));
       }
-      if (f.nofile_soft >= 0 && f.nofile_soft < 4096) {
+      if (f.nofile_hard >= 0 && f.nofile_hard < 1024) {
+        // Ranks raise their soft limit as far as the hard one, no further.
+        add(Severity::problem,
+            fmt::format("node {} ({}) allows {} open files ({} hard): a rank holds a socket per peer, channel and "
+                        "socket of a connection, and cannot raise its limit past the hard one, so ranks there fail "
+                        "at TRANSPORT_CONNECT (raise LimitNOFILE=, --ulimit nofile=N:N, or nofile in "
+                        "/etc/security/limits.conf)",
+                        i, name(i), f.nofile_soft, limit_text(f.nofile_hard)));
+      } else if (f.nofile_soft >= 0 && f.nofile_soft < 4096) {
         add(Severity::warning,
             fmt::format("node {} ({}) allows {} open files ({} hard): a rank opens sockets per peer and channel, "
                         "so large jobs run out (LimitNOFILE, ulimit -n)",
