@@ -29,6 +29,9 @@ int open_descriptors() {
 
 DescriptorRoom make_room_for_descriptors(std::uint64_t needed) {
   DescriptorRoom room;
+  // A margin for what opens and closes while connections form (accepts
+  // in flight, a retry's socket, the files a log opens).
+  room.advised = needed + needed / 4 + 16;
   rlimit files{};
   if (::getrlimit(RLIMIT_NOFILE, &files) != 0) {
     room.enough = true;  // nothing known to be short
@@ -41,9 +44,7 @@ DescriptorRoom make_room_for_descriptors(std::uint64_t needed) {
     return room;
   }
   if (room.hard < needed) return room;
-  // A margin for what opens and closes while connections form (accepts
-  // in flight, a retry's socket, the files a log opens).
-  const std::uint64_t wanted = std::min(room.hard, needed + needed / 4 + 16);
+  const std::uint64_t wanted = std::min(room.hard, room.advised);
   files.rlim_cur = static_cast<rlim_t>(wanted);
   if (::setrlimit(RLIMIT_NOFILE, &files) != 0) return room;
   room.soft = wanted;

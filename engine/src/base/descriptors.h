@@ -18,11 +18,11 @@ struct DescriptorRoom {
   bool raised = false;     // the soft limit was raised to make room
   std::uint64_t soft = 0;  // RLIMIT_NOFILE after, UINT64_MAX for none
   std::uint64_t hard = 0;
+  std::uint64_t advised = 0;  // the limit to ask for: `needed` and a margin for what opens briefly
 };
 
 // Makes room for `needed` descriptors in all: a soft limit below it is
-// raised, as far as the hard limit allows (to `needed` plus a margin for
-// what opens briefly). `enough` is false when even the hard limit is
+// raised, as far as the hard limit allows (to `advised`). `enough` is false when even the hard limit is
 // below `needed`.
 DescriptorRoom make_room_for_descriptors(std::uint64_t needed);
 

@@ -140,7 +140,7 @@ std::string Communicator::Impl::room_for_connections(const transport::SetupOptio
       "Raise the descriptor limit for the ranks (ulimit -n; LimitNOFILE= in a systemd unit; --ulimit nofile=N:N for a "
       "container; nofile in /etc/security/limits.conf) to at least {}, or make fewer connections: fewer channels "
       "(NCCL_MAX_NCHANNELS) or fewer sockets per connection (NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS, now {}).",
-      needed + needed / 4 + 16, options.sockets_per_channel);
+      room.advised, options.sockets_per_channel);
   throw StageError(f);
 }
 
