@@ -51,6 +51,18 @@ struct PairRun {
   double best_algbw = 0;  // rank 0's best sendrecv row: the pair's end-to-end rate
 };
 
+// The ranks' environment for each pair: the user's, and no tuner
+// calibration unless asked for: a pair's broadcast needs no tuner, and
+// calibrating would time each link once more before the check does
+// (minutes through a crawling link).
+nlohmann::json pair_env(const std::map<std::string, std::string>& given) {
+  nlohmann::json env = nlohmann::json::object();
+  for (const auto& [k, v] : given)
+    env[k] = v;
+  if (!env.contains("RINGMASTER_TUNE_CALIBRATE")) env["RINGMASTER_TUNE_CALIBRATE"] = "0";
+  return env;
+}
+
 }  // namespace
 
 std::vector<std::vector<std::pair<int, int>>> round_robin_pairs(int n) {
@@ -109,9 +121,7 @@ LinkcheckReport run_linkcheck(const std::vector<PreflightAgent>& agents, const N
   const auto rounds = round_robin_pairs(static_cast<int>(agents.size()));
   report.rounds = static_cast<int>(rounds.size());
   const std::string tag = fmt::format("linkcheck-{}-{}", ::getpid(), started.time_since_epoch().count() % 1000000);
-  json env = json::object();
-  for (const auto& [k, v] : o.env)
-    env[k] = v;
+  const json env = pair_env(o.env);
   // Each round twice, one direction at a time: a broadcast from rank 0 on
   // `from` to rank 1 on `to` moves data one way only, so each link is
   // timed on its own (a sendrecv both ways at once would pace the fast

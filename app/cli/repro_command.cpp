@@ -151,6 +151,7 @@ class Cluster {
   }
 
   static std::string address(int host) { return "198.18.0." + std::to_string(host + 1); }
+  static std::string host_name(int host) { return "host" + std::to_string(host); }
 
   // Each host's /etc/hosts and /etc/resolv.conf, as `ip netns exec` shows
   // them to what runs there (files in /etc/netns/<namespace>/): `lines`
@@ -241,6 +242,10 @@ class Cluster {
       if (pid == 0) {
         ::dup2(out[1], 1);
         ::close(out[0]);
+        // A host name of its own, as each node of a cluster has: the ranks
+        // tell hosts apart by it (NCCL does too).
+        const std::string name = host_name(static_cast<int>(i));
+        if (::unshare(CLONE_NEWUTS) != 0 || ::sethostname(name.data(), name.size()) != 0) _exit(126);
         // Plain TCP: the bridge joins namespaces of this host and nothing else.
         ::execlp("ip", "ip", "netns", "exec", namespaces_[i].c_str(), agent_path.c_str(), "--listen",
                  (address(static_cast<int>(i)) + ":29600").c_str(), "--token-file", token_file_.c_str(), "--state-dir",

@@ -550,6 +550,39 @@ TEST(PerfCli, RanksOnTwoHostsFollowTheSearchAcrossNodes) {
   EXPECT_EQ(plan.rings[0].ranks, (std::vector<int>{0, 2, 3, 1, 4, 6, 7, 5})) << plan.lines.front();
 }
 
+// A rank that asks for libfabric (NCCL_NET=OFI) never falls back to
+// sockets to another node: with its peer's NCCL_NET unset (libfabric's tcp
+// provider is not RDMA, so that rank would run over sockets) both ranks
+// stop where the settings are exchanged, naming each rank's NCCL_NET and
+// host, instead of a run that finishes at sockets' speed as if all were
+// well.
+TEST(PerfCli, RequiredLibfabricNeverFallsBackToSockets) {
+  const std::string port = std::to_string(free_port());
+  std::vector<testing_support::ChildProcess> ranks;
+  for (int r = 0; r < 2; ++r) {
+    std::map<std::string, std::string> env{{"RANK", std::to_string(r)},
+                                           {"WORLD_SIZE", "2"},
+                                           {"MASTER_ADDR", "127.0.0.1"},
+                                           {"MASTER_PORT", port},
+                                           {"NCCL_HOSTID", "node-" + std::to_string(r)},
+                                           {"RINGMASTER_BOOTSTRAP_TIMEOUT", "20"},
+                                           {"RINGMASTER_TUNE_CALIBRATE", "0"}};
+    if (r == 0) env["NCCL_NET"] = "OFI";
+    ranks.push_back(
+        testing_support::spawn({RINGMASTER_CLI, "perf", "all_reduce", "-b", "1K", "-e", "1K", "-n", "1"}, env, true));
+  }
+  for (auto& r : ranks)
+    r.finish();
+  for (int r = 0; r < 2; ++r) {
+    const auto& out = ranks[static_cast<std::size_t>(r)].output;
+    EXPECT_NE(ranks[static_cast<std::size_t>(r)].exit_code(), 0) << out;
+    EXPECT_NE(out.find("ADDRESS_EXCHANGE failed on rank " + std::to_string(r)), std::string::npos) << out;
+    EXPECT_NE(out.find("rank 0 (node-0) has NCCL_NET=OFI, rank 1 (node-1) has NCCL_NET unset"), std::string::npos)
+        << out;
+    EXPECT_NE(out.find("NCCL_NET alike"), std::string::npos) << out;
+  }
+}
+
 // NCCL_HOSTID makes the ranks of one machine two nodes, as two agents
 // that each declare a p5 node rehearse them: across the two "hosts" the
 // rings go over sockets (no shared memory), rank 0 reports each channel's

@@ -173,10 +173,11 @@ LocalSettings LocalSettings::resolve(const CommOptions& options) {
 
 std::string LocalSettings::encode() const {
   return fmt::format(
-      "v1;minch={};maxch={};raise={};buf={};pair={};pairset={};shmoff={};ipc={};tree={};topo={};algo={}/{};proto={}/{}",
+      "v1;minch={};maxch={};raise={};buf={};pair={};pairset={};shmoff={};ipc={};net={};tree={};topo={};algo={}/{};"
+      "proto={}/{}",
       min_channels, max_channels, may_raise_channels ? 1 : 0, buffsize, pair_bytes, pair_bytes_given ? 1 : 0,
-      shm_disabled ? 1 : 0, cuda_ipc ? 1 : 0, tree_nodes, topology_key, algorithms.allowed_key(),
-      hex(algorithms.text()), protocols.allowed_key(), hex(protocols.text()));
+      shm_disabled ? 1 : 0, cuda_ipc ? 1 : 0, net.empty() ? std::string("-") : net, tree_nodes, topology_key,
+      algorithms.allowed_key(), hex(algorithms.text()), protocols.allowed_key(), hex(protocols.text()));
 }
 
 std::optional<LocalSettings::Wire> LocalSettings::decode(const std::string& word) {
@@ -214,6 +215,11 @@ std::optional<LocalSettings::Wire> LocalSettings::decode(const std::string& word
     if (!on) return std::nullopt;
     w.cuda_ipc = *on != 0;
   }
+  // NCCL_NET as network_named() spells it; absent from an older rank's word.
+  if (const auto net = fields.find("net"); net != fields.end()) {
+    if (net->second != "-" && net->second != "socket" && net->second != "ofi") return std::nullopt;
+    w.net = net->second == "-" ? std::string() : net->second;
+  }
   w.tree_nodes = fields["tree"];
   w.topology_key = fields["topo"];
   for (auto [name, key, text] : {std::tuple{"algo", &w.algorithms_key, &w.algorithms_text},
@@ -237,7 +243,18 @@ AgreedSettings agree(Bootstrap& bootstrap) {
   std::vector<PeerInfo> peers;
   for (const int r : firsts)
     peers.push_back(bootstrap.peer(r));
-  return agree(peers, bootstrap.config().world_size, bootstrap.host_count() > 1);
+  try {
+    return agree(peers, bootstrap.config().world_size, bootstrap.host_count() > 1);
+  } catch (const Error& e) {
+    // Settings that cannot be reconciled fail the stage that exchanged them.
+    if (e.status().category() != ErrorCategory::config) throw;
+    auto f = bootstrap.failure(Stage::address_exchange, e.status().message());
+    f.category = ErrorCategory::config;
+    f.hint =
+        "Every rank of a job must be started with the same NCCL_ALGO, NCCL_PROTO, RINGMASTER_TREE_NODES and, "
+        "across hosts, NCCL_NET; compare the ranks' environments (the launcher's or Pod spec's env per node).";
+    throw StageError(f);
+  }
 }
 
 AgreedSettings agree(const std::vector<PeerInfo>& peers, int nranks, bool several_hosts) {
@@ -267,6 +284,28 @@ AgreedSettings agree(const std::vector<PeerInfo>& peers, int nranks, bool severa
        [](const auto& w) { return w.protocols_text; });
   same([](const auto& w) { return w.tree_nodes; }, "RINGMASTER_TREE_NODES",
        [](const auto& w) { return "RINGMASTER_TREE_NODES=" + w.tree_nodes; });
+  // libfabric asked for by some ranks and not others, across hosts: the
+  // pairs between them would fall back to sockets, a run at sockets' speed
+  // on a fabric built for more. Refused, as NCCL_ALGO is.
+  if (several_hosts) {
+    const auto ofi = [](const LocalSettings::Wire& w) { return w.net == "ofi"; };
+    const auto asks = std::find_if(all.begin(), all.end(), ofi);
+    const auto lacks = std::find_if_not(all.begin(), all.end(), ofi);
+    if (asks != all.end() && lacks != all.end()) {
+      const auto text = [](const LocalSettings::Wire& w) {
+        return w.net.empty() ? std::string("NCCL_NET unset")
+                             : "NCCL_NET=" + std::string(w.net == "ofi" ? "OFI" : "Socket");
+      };
+      const auto& a = peers[static_cast<std::size_t>(asks - all.begin())];
+      const auto& b = peers[static_cast<std::size_t>(lacks - all.begin())];
+      throw Error(
+          ErrorCategory::config,
+          fmt::format("ranks disagree on the network between hosts: rank {} ({}) has {}, rank {} ({}) has {}, "
+                      "so their connections would fall back from libfabric to sockets; set NCCL_NET alike on "
+                      "every rank (OFI where libfabric serves the fabric, Socket to run over sockets on purpose)",
+                      a.rank, a.host, text(*asks), b.rank, b.host, text(*lacks)));
+    }
+  }
 
   AgreedSettings agreed;
   // Over the network the kernel does the copying, inside the channel's

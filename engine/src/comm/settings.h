@@ -89,6 +89,7 @@ struct LocalSettings::Wire {
   bool pair_bytes_given = false;
   bool shm_disabled = false;
   bool cuda_ipc = false;  // absent from an older rank's word: not asked
+  std::string net;        // NCCL_NET: "", "socket" or "ofi"
   std::string tree_nodes;
   std::string topology_key;
   std::string algorithms_key, algorithms_text;

@@ -26,8 +26,10 @@ struct Offer {
   char problem[200] = {};         // why no segment was created when one was wanted
   std::uint32_t ofi = 0;          // this rank offers a libfabric endpoint
   std::uint32_t ofi_name_length = 0;
-  char ofi_name[64] = {};     // its address
-  std::uint32_t sockets = 1;  // TCP sockets this rank wants per connection (RINGMASTER_NSOCKS_PER_CHANNEL)
+  char ofi_name[64] = {};          // its address
+  std::uint32_t sockets = 1;       // TCP sockets this rank wants per connection (RINGMASTER_NSOCKS_PER_CHANNEL)
+  std::uint32_t ofi_required = 0;  // this rank takes libfabric or nothing to this peer (Setup::ofi_required)
+  char no_ofi[160] = {};           // why it offers no libfabric endpoint, when it offers none
 };
 
 // Why a connection does not use shared memory.
@@ -44,9 +46,11 @@ struct Answer {
   std::uint8_t unused[3] = {};
   Refusal refusal = Refusal::none;  // why not shared memory
   std::uint32_t ofi_name_length = 0;
-  char ofi_name[64] = {};     // the accepting rank's endpoint, over libfabric
-  char reason[200] = {};      // why not shared memory, when the ranks share a host and it is not used
-  std::uint32_t sockets = 1;  // over sockets: how many the connection has (the opener connects the others)
+  char ofi_name[64] = {};          // the accepting rank's endpoint, over libfabric
+  char reason[200] = {};           // why not shared memory, when the ranks share a host and it is not used
+  std::uint32_t sockets = 1;       // over sockets: how many the connection has (the opener connects the others)
+  std::uint32_t ofi_required = 0;  // over sockets: the accepting rank wanted libfabric and fails the connection
+  char no_ofi[160] = {};           // over sockets: why the accepting rank did not take libfabric
 };
 
 inline constexpr std::uint32_t kOfferMagic = 0x4F464652;   // "OFFR"

@@ -98,7 +98,21 @@ void Setup::choose_fabric() {
   throw StageError(f);
 }
 
+std::string Setup::why_no_ofi() const {
+  if (options.net == "socket") return fmt::format("rank {} has NCCL_NET=Socket", rank);
+  if (fabric == nullptr || (!fabric->usable && fabric->why.empty()))
+    return fmt::format("rank {} has NCCL_NET unset and did not load libfabric", rank);
+  if (!fabric->usable)
+    return fmt::format("rank {} has NCCL_NET unset and libfabric is unusable there: {}", rank, fabric->why);
+  return fmt::format("rank {} has NCCL_NET unset and its libfabric provider ({}) is not RDMA, so it runs over sockets",
+                     rank, fabric->provider);
+}
+
 namespace {
+
+constexpr const char* kSameNetHint =
+    "Set NCCL_NET alike on every rank: NCCL_NET=OFI where libfabric serves the fabric (EFA), or NCCL_NET=Socket "
+    "everywhere to run over sockets on purpose.";
 
 // Shared memory: to a rank on this host, when both allow it and the
 // segment the opener created maps here.
@@ -153,28 +167,37 @@ std::unique_ptr<Connection> shm_complete(const Setup&, Pending& p, const Answer&
 
 // libfabric: to other hosts when asked for (NCCL_NET=OFI) or when the
 // provider is RDMA; offered beside a segment too, as the peer may not
-// take the segment.
-std::shared_ptr<ofi::Endpoint> open_endpoint(const Setup& s, int peer, char* name, std::uint32_t& length) {
-  std::string why;
+// take the segment. Where it is required (Setup::ofi_required), a rank
+// that cannot open an endpoint fails rather than fall back to sockets.
+std::shared_ptr<ofi::Endpoint> open_endpoint(const Setup& s, int peer, char* name, std::uint32_t& length,
+                                             std::string& why) {
   auto e = ofi::open_endpoint(s.peer(s.rank).ifname, why);
   if (!e) {
-    RM_WARN(init, "{} -> {}: no libfabric endpoint ({}), falling back to sockets", s.where(s.rank), s.where(peer), why);
+    why = "it could not open a libfabric endpoint: " + why;
+  } else if (const std::string address = ofi::endpoint_name(*e); address.size() > sizeof(Offer::ofi_name)) {
+    why = fmt::format("its libfabric address of {} bytes does not fit the offer", address.size());
+    e.reset();
+  } else {
+    std::memcpy(name, address.data(), address.size());
+    length = static_cast<std::uint32_t>(address.size());
     return e;
   }
-  const std::string address = ofi::endpoint_name(*e);
-  if (address.size() > sizeof(Offer::ofi_name)) {
-    RM_WARN(init, "libfabric address of {} bytes does not fit the offer; sockets instead", address.size());
-    return nullptr;
+  if (s.ofi_required(peer)) {
+    s.fail(fmt::format("rank {} must reach rank {} through libfabric, but {}", s.rank, peer, why), peer, 0,
+           "Fix libfabric on this host (fi_info -l lists its providers), or set NCCL_NET=Socket on every rank to "
+           "run over sockets on purpose.");
   }
-  std::memcpy(name, address.data(), address.size());
-  length = static_cast<std::uint32_t>(address.size());
+  RM_WARN(init, "{} -> {}: {}; sockets instead", s.where(s.rank), s.where(peer), why);
   return e;
 }
 
 void ofi_offer(const Setup& s, Pending& p, Offer& offer) {
-  if (!s.ofi_wanted) return;
-  p.endpoint = open_endpoint(s, p.peer, offer.ofi_name, offer.ofi_name_length);
+  p.ofi_required = s.ofi_required(p.peer);
+  offer.ofi_required = p.ofi_required ? 1 : 0;
+  if (s.ofi_wanted) p.endpoint = open_endpoint(s, p.peer, offer.ofi_name, offer.ofi_name_length, p.why_no_ofi);
   offer.ofi = p.endpoint ? 1 : 0;
+  if (!s.ofi_wanted) p.why_no_ofi = s.why_no_ofi();
+  if (!p.endpoint) std::snprintf(offer.no_ofi, sizeof(offer.no_ofi), "%s", p.why_no_ofi.c_str());
 }
 
 std::unique_ptr<Connection> ofi_connect(const Setup& s, std::shared_ptr<ofi::Endpoint> endpoint, const char* name,
@@ -189,8 +212,17 @@ std::unique_ptr<Connection> ofi_connect(const Setup& s, std::shared_ptr<ofi::End
 }
 
 bool ofi_accept(const Setup& s, Incoming& in, Answer& answer) {
-  if (in.offer.ofi == 0 || !s.ofi_wanted || in.offer.ofi_name_length > sizeof(in.offer.ofi_name)) return false;
-  in.endpoint = open_endpoint(s, in.peer, answer.ofi_name, answer.ofi_name_length);
+  if (!s.ofi_wanted) {
+    in.why_not_ofi = s.why_no_ofi();
+    return false;
+  }
+  if (in.offer.ofi == 0 || in.offer.ofi_name_length > sizeof(in.offer.ofi_name)) {
+    in.offer.no_ofi[sizeof(in.offer.no_ofi) - 1] = '\0';
+    in.why_not_ofi = fmt::format("rank {} offered no libfabric endpoint: {}", in.peer,
+                                 in.offer.no_ofi[0] != '\0' ? in.offer.no_ofi : "see its log");
+    return false;
+  }
+  in.endpoint = open_endpoint(s, in.peer, answer.ofi_name, answer.ofi_name_length, in.why_not_ofi);
   return in.endpoint != nullptr;
 }
 
@@ -298,10 +330,23 @@ Answer answer_offer(const Setup& s, Incoming& in, std::unique_ptr<Connection>& m
     }
   }
   answer.transport = chosen->kind;
+  // libfabric required by either side and not taken: the answer says so,
+  // then this rank fails (the opener fails too, reading the answer).
+  std::string mismatch;
+  if (chosen->kind == TransportKind::socket && !s.same_host(in.peer)) {
+    if (s.ofi_required(in.peer)) {
+      answer.ofi_required = 1;
+      mismatch = fmt::format("rank {} must reach rank {} through libfabric, but {}", s.rank, in.peer, in.why_not_ofi);
+    } else if (in.offer.ofi_required != 0) {
+      mismatch = fmt::format("rank {} must reach rank {} through libfabric, but {}", in.peer, s.rank, in.why_not_ofi);
+    }
+    std::snprintf(answer.no_ofi, sizeof(answer.no_ofi), "%s", in.why_not_ofi.c_str());
+  }
   if (const int err = in.socket.send_all(&answer, sizeof(answer), s.deadline); err != 0) {
     s.fail(fmt::format("rank {} left while connecting", in.peer), in.peer, err,
            "Rank " + std::to_string(in.peer) + " failed while opening its connections; check its log.");
   }
+  if (!mismatch.empty()) s.fail(std::move(mismatch), in.peer, 0, kSameNetHint);
   // The connection keeps the socket (shared memory and libfabric to
   // notice a peer that died).
   made = chosen->accepted(s, in, answer);
@@ -319,6 +364,18 @@ Answer complete_connection(const Setup& s, Pending& p, std::unique_ptr<Connectio
            "Rank " + std::to_string(p.peer) + " failed while accepting its connections; check its log.");
   }
   answer.reason[sizeof(answer.reason) - 1] = '\0';
+  answer.no_ofi[sizeof(answer.no_ofi) - 1] = '\0';
+  if (answer.transport == TransportKind::socket && !s.same_host(p.peer)) {
+    if (p.ofi_required) {
+      s.fail(fmt::format("rank {} must reach rank {} through libfabric, but {}", s.rank, p.peer,
+                         answer.no_ofi[0] != '\0' ? answer.no_ofi : "it answered over sockets"),
+             p.peer, 0, kSameNetHint);
+    }
+    if (answer.ofi_required != 0) {
+      s.fail(fmt::format("rank {} must reach rank {} through libfabric, but {}", p.peer, s.rank, p.why_no_ofi), p.peer,
+             0, kSameNetHint);
+    }
+  }
   if (p.segment) p.segment->unlink();  // mapped on both sides, or not wanted
   made = chosen->complete(s, p, answer);
   p.segment.reset();

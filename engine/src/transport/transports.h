@@ -54,6 +54,14 @@ struct Setup {
   // and the provider is RDMA. Throws StageError when it was asked for and
   // is unusable.
   void choose_fabric();
+  // libfabric or nothing to `peer`: NCCL_NET=OFI (or an RDMA provider
+  // chosen by default) and the peer on another host. Such a connection
+  // never falls back to sockets: a run at sockets' speed on a cluster
+  // built for EFA is a failure to name, not to finish.
+  bool ofi_required(int peer) const { return ofi_wanted && !same_host(peer); }
+  // Why this rank does not use libfabric ("NCCL_NET=Socket", "NCCL_NET is
+  // unset and libfabric's provider here, tcp, is not RDMA"...).
+  std::string why_no_ofi() const;
 
   const PeerInfo& peer(int r) const { return bootstrap.peer(r); }
   bool same_host(int r) const { return bootstrap.host_of(r) == bootstrap.host_of(rank); }
@@ -78,6 +86,8 @@ struct Pending {
   Peer* slot = nullptr;
   std::unique_ptr<shm::Segment> segment;    // shared memory's
   std::shared_ptr<ofi::Endpoint> endpoint;  // libfabric's
+  bool ofi_required = false;                // the offer asked for libfabric or nothing
+  std::string why_no_ofi;                   // why the offer has no endpoint
 };
 
 // What the accepting rank knows of an offer it is deciding on.
@@ -91,6 +101,7 @@ struct Incoming {
   Offer offer;
   net::Socket socket;
   std::string why_not_shm;                  // set by shared memory when it declines
+  std::string why_not_ofi;                  // set by libfabric when it declines
   std::unique_ptr<shm::Segment> segment;    // shared memory's
   std::shared_ptr<ofi::Endpoint> endpoint;  // libfabric's
 };
