@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -31,13 +32,16 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <set>
 #include <sstream>
+#include <stop_token>
 #include <thread>
 #include <type_traits>
 #include <variant>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.h"
 #include "ringmaster/agent/client.h"
@@ -123,6 +127,7 @@ class Cluster {
   }
 
   ~Cluster() {
+    stray_.clear();  // each thread is asked to stop and joined
     for (const int fd : held_)
       ::close(fd);
     clients_.clear();
@@ -231,6 +236,68 @@ class Cluster {
     }
   }
 
+  // Unrelated traffic at `ports` of the `targets` hosts until the cluster
+  // goes, from the bridge (198.18.0.254) as from a port scanner or a stray
+  // client elsewhere on the network. Each connection, in turn: closed at
+  // once, 64 random bytes, an HTTP request, a TLS ClientHello's first
+  // bytes, or held open and silent (at most 16 held at a time).
+  void start_stray_traffic(std::vector<int> targets, std::vector<std::uint16_t> ports) {
+    stray_.emplace_back([this, targets = std::move(targets), ports = std::move(ports)](std::stop_token stop) {
+      std::deque<int> silent;
+      std::mt19937 random{std::random_device{}()};
+      const std::string http = "GET / HTTP/1.1\r\nHost: scanner\r\n\r\n";
+      const std::string tls("\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03", 11);
+      for (std::uint64_t n = 0; !stop.stop_requested(); ++n) {
+        const int host = targets[n % targets.size()];
+        const std::uint16_t port = ports[(n / targets.size()) % ports.size()];
+        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        sockaddr_in to{};
+        to.sin_family = AF_INET;
+        to.sin_port = htons(port);
+        ::inet_pton(AF_INET, address(host).c_str(), &to.sin_addr);
+        pollfd p{fd, POLLOUT, 0};
+        int err = 0;
+        socklen_t len = sizeof(err);
+        const bool connected = fd >= 0 && (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0 ||
+                                           (errno == EINPROGRESS && ::poll(&p, 1, 200) == 1 &&
+                                            ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0));
+        if (connected) {
+          ++stray_connections_;
+          std::string say;
+          switch (n % 5) {
+            case 1:
+              say.resize(64);
+              for (char& c : say)
+                c = static_cast<char>(random());
+              break;
+            case 2:
+              say = http;
+              break;
+            case 3:
+              say = tls;
+              break;
+            default:
+              break;
+          }
+          if (!say.empty()) (void)!::send(fd, say.data(), say.size(), MSG_NOSIGNAL);
+          if (n % 5 == 4) {
+            silent.push_back(fd);
+            if (silent.size() > 16) {
+              ::close(silent.front());
+              silent.pop_front();
+            }
+            continue;
+          }
+        }
+        if (fd >= 0) ::close(fd);
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      for (const int fd : silent)
+        ::close(fd);
+    });
+  }
+  int stray_connections() const { return stray_connections_.load(); }
+
   // Starts each host's agent and connects to it from this namespace.
   void start_agents(const std::string& agent_path, const agent::AgentClient::MessageHandler& on_message) {
     // The ranks run as whoever runs the scenarios, as they would without agents.
@@ -284,6 +351,8 @@ class Cluster {
   std::vector<pid_t> agents_;
   std::vector<std::unique_ptr<agent::AgentClient>> clients_;
   std::vector<int> held_;  // sockets of hold_outbound_port
+  std::atomic<int> stray_connections_{0};
+  std::vector<std::jthread> stray_;  // start_stray_traffic's; last, so it stops first
 };
 
 // Set by SIGINT/SIGTERM: the scenario in progress stops waiting and cleans up.
@@ -591,6 +660,17 @@ void prepare_hosts(Cluster& cluster, const agent::Scenario& s, Verdict& v) {
 // Once the agents run: the setup steps that need a peer to talk to.
 void hold_ports(Cluster& cluster, const agent::Scenario& s, Verdict& v) {
   for (const auto& step : s.setup) {
+    if (step.contains("stray_traffic")) {
+      std::vector<int> on = step.value("hosts", std::vector<int>{});
+      if (on.empty()) {
+        for (int h = 0; h < s.hosts; ++h)
+          on.push_back(h);
+      }
+      const std::string ports = step["stray_traffic"]["ports"].get<std::string>();
+      cluster.start_stray_traffic(on, *agent::parse_port_list(ports));
+      v.report.push_back(fmt::format("198.18.0.254: stray connections to ports {} of host(s) {} until the run ends",
+                                     ports, fmt::join(on, ", ")));
+    }
     if (!step.contains("outbound_from_port")) continue;
     for (const int h : step.value("hosts", std::vector<int>{0})) {
       const auto port = step["outbound_from_port"].get<std::uint16_t>();

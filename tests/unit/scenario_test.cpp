@@ -87,7 +87,13 @@ TEST(Scenarios, ABadFileIsRefusedByName) {
   EXPECT_EQ(refused(R"({"name": "x", "faults": [{"kind": "shm_size", "bytes": 1}]})"),
             "scenario 07-bad.json: faults[0] is not {\"fault\": {...}, \"hosts\": [...]}");
   EXPECT_EQ(refused(R"({"name": "x", "setup": [{"mtu": 9000, "sysctl": {}}]})"),
-            "scenario 07-bad.json: setup[0] must hold exactly one of mtu, sysctl, outbound_from_port");
+            "scenario 07-bad.json: setup[0] must hold exactly one of mtu, sysctl, outbound_from_port, stray_traffic");
+  EXPECT_EQ(refused(R"({"name": "x", "setup": [{"stray_traffic": {"ports": "40010-40000"}}]})"),
+            "scenario 07-bad.json: setup[0].stray_traffic is not {\"ports\": \"P,LOW-HIGH,...\"} of at most 1024 "
+            "ports");
+  EXPECT_EQ(refused(R"({"name": "x", "setup": [{"stray_traffic": {"ports": "1-2000"}}]})"),
+            "scenario 07-bad.json: setup[0].stray_traffic is not {\"ports\": \"P,LOW-HIGH,...\"} of at most 1024 "
+            "ports");
   EXPECT_EQ(refused(R"({"name": "x", "setup": [{"sysctl": {"kernel.panic": "1"}}]})"),
             "scenario 07-bad.json: setup[0].sysctl: 'kernel.panic' is not a net.ipv4.* or net.ipv6.* key with a "
             "string value");
@@ -110,6 +116,13 @@ TEST(Scenarios, ABadFileIsRefusedByName) {
   }
   fs::remove_all(dir);
   EXPECT_THROW(agent::load_catalog(dir.string()), Error);  // no such directory
+}
+
+TEST(Scenarios, PortListsOfSetupSteps) {
+  EXPECT_EQ(agent::parse_port_list("29500,40000-40002"), (std::vector<std::uint16_t>{29500, 40000, 40001, 40002}));
+  EXPECT_EQ(agent::parse_port_list("1"), (std::vector<std::uint16_t>{1}));
+  for (const char* bad : {"", "0", "65536", "40002-40000", "a", "1,,2", "1-", "-5", "29500 ", "1-1025"})
+    EXPECT_FALSE(agent::parse_port_list(bad)) << bad;
 }
 
 ev::EventMessage on(int rank, ev::Event e) {

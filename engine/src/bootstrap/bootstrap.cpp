@@ -33,6 +33,12 @@ using Clock = net::Clock;
 using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 
+// " (N stray connection(s) dropped, the last from A (why))", or empty.
+std::string stray_note(int dropped, const std::string& last) {
+  return dropped == 0 ? std::string()
+                      : fmt::format(" ({} stray connection(s) dropped, the last from {})", dropped, last);
+}
+
 std::string hostname() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
@@ -612,17 +618,15 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
       f.peer_rank = prev;
       f.local_address = s.listener.local_address().to_string() + " on " + s.ifname;
       f.errno_text = net::errno_text(err);
-      if (dropped > 0) {
-        f.errno_text +=
-            fmt::format("; {} other connection(s) dropped for a wrong hello, the last from {}", dropped, last_dropped);
-      }
+      f.errno_text += stray_note(dropped, last_dropped);
       f.timeout = c.bootstrap_timeout;
       f.hint = hint_ring_accept(prev);
       throw StageError(f);
     }
     in.set_nodelay();
     s.ring_prev = std::move(in);
-    return fmt::format("next {} at {}, prev {}", next, next_address->to_string(), prev);
+    return fmt::format("next {} at {}, prev {}{}", next, next_address->to_string(), prev,
+                       stray_note(dropped, last_dropped));
   });
 
   stages.run(Stage::address_exchange, [&] {

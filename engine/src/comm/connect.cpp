@@ -91,7 +91,7 @@ void Communicator::Impl::connect_channels(const comm::LocalSettings& settings) {
   }
   bootstrap->run_stage(Stage::transport_connect, [&] {
     direct->connect_at_init(first, tree_peers);
-    return std::string("direct connections to all_reduce's tree neighbours");
+    return "direct connections to all_reduce's tree neighbours" + direct->stray_note();
   });
 }
 

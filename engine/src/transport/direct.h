@@ -54,6 +54,9 @@ class DirectConnections final : public MeshConnector {
 
   // The connections made so far.
   std::vector<Connected> made() const;
+  // " (N stray connection(s) dropped, the last from A)" when the listener
+  // dropped any while waiting for direct connections; else empty.
+  std::string stray_note() const { return stray_.note(); }
 
  private:
   // Of `peers`, those link has no connection to yet (once each).

@@ -168,7 +168,7 @@ std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<ChannelLi
         stray.drop(socket, EPROTO);
       }
     }
-    return fmt::format("{} channel(s) from {}", channels.size(), prev_text);
+    return fmt::format("{} channel(s) from {}{}", channels.size(), prev_text, stray.note());
   });
 
   // The answers to this rank's offers: each connection made by the

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -40,7 +41,8 @@ struct Scenario {
   nlohmann::json action = nlohmann::json::object();  // kill_rank, freeze_rank
   nlohmann::json resolver;                           // null when the hosts use the system's resolver
   // How the hosts differ from a plain host before the run, step by step
-  // ({"hosts": [..], "mtu": N | "sysctl": {..} | "outbound_from_port": P}).
+  // ({"hosts": [..], "mtu": N | "sysctl": {..} | "outbound_from_port": P |
+  // "stray_traffic": {"ports": "29500,40000-40015"}}).
   nlohmann::json setup = nlohmann::json::array();
 
   // Each rank's host: run.placement, else ranks_per_host on each host in
@@ -49,6 +51,11 @@ struct Scenario {
   // run.world_size, else one rank per placed slot.
   int world_size() const;
 };
+
+// "29500,40000-40015": the ports a setup step names, in order; nullopt
+// when the text is not ports of 1..65535 and ascending ranges, or names
+// more than 1024.
+std::optional<std::vector<std::uint16_t>> parse_port_list(const std::string& text);
 
 // Reads every *.json of a catalog directory, sorted by file name. Throws
 // Error(config) naming the file and what is wrong: not JSON, a missing or
@@ -60,6 +67,7 @@ std::vector<Scenario> load_catalog(const std::string& dir);
 // What a run said, gathered from its events as they come.
 struct ScenarioRun {
   std::set<std::string> entered;                       // stages some rank finished ok
+  std::vector<std::pair<int, std::string>> notes;      // (rank, "STAGE: detail") of each stage that ended well
   std::map<int, events::StageFailed> failures;         // by rank
   std::map<int, std::vector<std::string>> errors;      // collective errors by rank
   std::vector<std::pair<int, events::Links>> links;    // (receiving rank, its links)
