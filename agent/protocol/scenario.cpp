@@ -5,8 +5,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <type_traits>
@@ -112,6 +115,17 @@ void check_setup(const Scenario& s, const std::string& file) {
             refuse(file,
                    fmt::format("{}.sysctl: '{}' is not a net.ipv4.* or net.ipv6.* key with a string value", where, k));
         }
+      } else if (key == "address") {
+        ++actions;
+        const std::string text = value.is_string() ? value.get<std::string>() : std::string();
+        const std::size_t slash = text.find('/');
+        unsigned char bytes[16];
+        const std::string host = text.substr(0, slash);
+        const int prefix = slash == std::string::npos ? -1 : std::atoi(text.c_str() + slash + 1);
+        const bool v6 = ::inet_pton(AF_INET6, host.c_str(), bytes) == 1;
+        if ((!v6 && ::inet_pton(AF_INET, host.c_str(), bytes) != 1) || prefix < 8 || prefix > (v6 ? 128 : 32) ||
+            text.find_first_not_of("0123456789abcdefABCDEF:./") != std::string::npos)
+          refuse(file, where + ".address is not an IPv4 or IPv6 address with its prefix length (fd77::2/64)");
       } else if (key == "stray_traffic") {
         ++actions;
         if (!value.is_object() || !value.contains("ports") || !value["ports"].is_string() || value.size() != 1 ||
@@ -125,7 +139,8 @@ void check_setup(const Scenario& s, const std::string& file) {
         refuse(file, fmt::format("{}.{} is not a setup step this build knows", where, key));
       }
     }
-    if (actions != 1) refuse(file, where + " must hold exactly one of mtu, sysctl, outbound_from_port, stray_traffic");
+    if (actions != 1)
+      refuse(file, where + " must hold exactly one of mtu, sysctl, outbound_from_port, stray_traffic, address");
   }
 }
 

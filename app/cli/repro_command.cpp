@@ -648,6 +648,11 @@ void prepare_hosts(Cluster& cluster, const agent::Scenario& s, Verdict& v) {
         cluster.set_mtu(h, step["mtu"].get<int>());
         v.report.push_back(fmt::format("host {}: eth0 MTU {}, the bridge's ports 1500", h, step["mtu"].get<int>()));
       }
+      if (step.contains("address")) {
+        const std::string a = step["address"].get<std::string>();
+        must({"ip", "-n", cluster.ns(h), "addr", "add", a, "dev", "eth0", "nodad"});
+        v.report.push_back(fmt::format("host {}: eth0 also has {}", h, a));
+      }
       const json sysctls = step.value("sysctl", json::object());
       for (const auto& [key, value] : sysctls.items()) {
         cluster.set_sysctl(h, key, value.get<std::string>());

@@ -400,6 +400,16 @@ TEST(StageFailure, FailuresReadTogetherNameWhatNoneSaysAlone) {
                             failed_at(Stage::store_connect, 2, "", "10.0.0.2:29500", refused)});
   ASSERT_EQ(together.size(), 1u);
   EXPECT_NE(together[0].find("rank 1 at 10.0.0.1; rank 2 at 10.0.0.2"), std::string::npos) << together[0];
+  EXPECT_EQ(together[0].find("IPv6"), std::string::npos) << together[0];
+  // One family here, the other there: the mix is named, from either side.
+  together = read_together({server, failed_at(Stage::store_connect, 1, "", "[fd77::1]:29500", refused)});
+  ASSERT_EQ(together.size(), 1u);
+  EXPECT_NE(together[0].find("rank 1 looked for the store at fd77::1"), std::string::npos) << together[0];
+  EXPECT_NE(together[0].find("The ranks mix IPv4 and IPv6"), std::string::npos) << together[0];
+  together = read_together({failed_at(Stage::store_connect, 1, "", "[fd77::1]:29500", refused),
+                            failed_at(Stage::store_connect, 2, "", "10.0.0.1:29500", refused)});
+  ASSERT_EQ(together.size(), 1u);
+  EXPECT_NE(together[0].find("NCCL_SOCKET_FAMILY=AF_INET"), std::string::npos) << together[0];
   EXPECT_TRUE(read_together({}).empty());
 }
 

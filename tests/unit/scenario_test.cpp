@@ -87,7 +87,14 @@ TEST(Scenarios, ABadFileIsRefusedByName) {
   EXPECT_EQ(refused(R"({"name": "x", "faults": [{"kind": "shm_size", "bytes": 1}]})"),
             "scenario 07-bad.json: faults[0] is not {\"fault\": {...}, \"hosts\": [...]}");
   EXPECT_EQ(refused(R"({"name": "x", "setup": [{"mtu": 9000, "sysctl": {}}]})"),
-            "scenario 07-bad.json: setup[0] must hold exactly one of mtu, sysctl, outbound_from_port, stray_traffic");
+            "scenario 07-bad.json: setup[0] must hold exactly one of mtu, sysctl, outbound_from_port, stray_traffic, "
+            "address");
+  EXPECT_EQ(refused(R"({"name": "x", "setup": [{"address": "fd77::2"}]})"),
+            "scenario 07-bad.json: setup[0].address is not an IPv4 or IPv6 address with its prefix length "
+            "(fd77::2/64)");
+  EXPECT_EQ(refused(R"({"name": "x", "setup": [{"address": "fd77::2/64 dev lo"}]})"),
+            "scenario 07-bad.json: setup[0].address is not an IPv4 or IPv6 address with its prefix length "
+            "(fd77::2/64)");
   EXPECT_EQ(refused(R"({"name": "x", "setup": [{"stray_traffic": {"ports": "40010-40000"}}]})"),
             "scenario 07-bad.json: setup[0].stray_traffic is not {\"ports\": \"P,LOW-HIGH,...\"} of at most 1024 "
             "ports");

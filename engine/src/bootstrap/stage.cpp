@@ -61,6 +61,16 @@ std::string ranks_text(const std::vector<int>& ranks) {
   return fmt::format("rank{} {}", ranks.size() == 1 ? "" : "s", fmt::join(ranks, ", "));
 }
 
+// When the hosts ranks looked for the store at are of both address
+// families: what that means and what to do, else empty.
+std::string families_note(const std::vector<std::string>& hosts) {
+  const auto v6 = [](const std::string& h) { return h.find(':') != std::string::npos; };
+  if (std::all_of(hosts.begin(), hosts.end(), v6) || std::none_of(hosts.begin(), hosts.end(), v6)) return {};
+  return " The ranks mix IPv4 and IPv6 (MASTER_ADDR resolves to an IPv6 address on some hosts and an IPv4 one on "
+         "others: torch's Gloo asserts on this, 'ss_family 2 vs 10'). Give MASTER_ADDR as an address of one "
+         "family, or set NCCL_SOCKET_FAMILY=AF_INET (or AF_INET6) on every rank.";
+}
+
 }  // namespace
 
 std::vector<std::string> read_together(const std::vector<StageFailure>& failures) {
@@ -84,14 +94,16 @@ std::vector<std::string> read_together(const std::vector<StageFailure>& failures
   }
   if (server == failures.end()) {
     if (reached.size() > 1) {
-      std::vector<std::string> where;
-      for (const auto& [host, ranks] : reached)
+      std::vector<std::string> where, hosts;
+      for (const auto& [host, ranks] : reached) {
         where.push_back(fmt::format("{} at {}", ranks_text(ranks), host));
+        hosts.push_back(host);
+      }
       out.push_back(fmt::format(
           "the ranks looked for the store at different addresses ({}): MASTER_ADDR resolves differently on "
           "different hosts. Compare getent hosts MASTER_ADDR on each node (/etc/hosts, DNS), or give rank 0's IP "
-          "address.",
-          fmt::join(where, "; ")));
+          "address.{}",
+          fmt::join(where, "; "), families_note(hosts)));
     }
     return out;
   }
@@ -112,11 +124,12 @@ std::vector<std::string> read_together(const std::vector<StageFailure>& failures
     out.push_back(fmt::format(
         "{} looked for the store at {}, but rank {} serves it at {}{}: MASTER_ADDR resolves to different addresses "
         "on different hosts. Compare getent hosts MASTER_ADDR on each node (/etc/hosts, DNS), or give rank 0's IP "
-        "address.",
+        "address.{}",
         ranks_text(ranks), host, server->rank, server->local_address,
         net::is_loopback_host(listen_host) ? ", a loopback address no other host can reach (Debian's /etc/hosts maps a "
                                              "host's own name to 127.0.1.1)"
-                                           : ""));
+                                           : "",
+        families_note({host, listen_host})));
   }
   return out;
 }
