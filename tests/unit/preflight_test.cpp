@@ -239,6 +239,27 @@ TEST(PreflightDiagnosis, PartOfARangeOpenIsANarrowedRange) {
   EXPECT_TRUE(any_says(p, {"only part of ephemeral ports", "40000 ok", "50000 dropped"})) << all_text(p);
 }
 
+// RINGMASTER_PORT_RANGE held by outbound connections inside a node's
+// ephemeral range is a problem naming the sysctl that reserves it; inside
+// the range but free, a warning; outside it, nothing.
+TEST(PreflightDiagnosis, PortRangeAgainstTheEphemeralRange) {
+  ReportBuilder b(2);
+  b.r.port_range = "40000-40001";
+  b.r.nodes[1].ports.push_back({"port_range",
+                                {{40000, false, "in use by an outbound connection (ESTABLISHED to 10.0.0.1:29600)"},
+                                 {40001, true, ""}}});
+  const auto p = problems(b.r);
+  EXPECT_TRUE(any_says(p, {"RINGMASTER_PORT_RANGE 40000-40001: 1 of the 2 port(s) tried are taken on node 1",
+                           "ESTABLISHED to 10.0.0.1:29600", "ip_local_port_range 32768-60999",
+                           "ip_local_reserved_ports=40000-40001"}))
+      << all_text(p);
+  const auto all = diagnose_preflight(b.r);
+  EXPECT_TRUE(any_says(all, {"RINGMASTER_PORT_RANGE 40000-40001 overlaps node 0's"})) << all_text(all);
+  b.r.port_range = "61000-61001";
+  b.r.nodes[1].ports.clear();
+  EXPECT_FALSE(any_says(diagnose_preflight(b.r), {"RINGMASTER_PORT_RANGE"})) << all_text(diagnose_preflight(b.r));
+}
+
 // The master's name: loopback on its own node (Debian's 127.0.1.1 line),
 // or another node's address on one node. And MASTER_PORT held by an
 // outbound connection inside the ephemeral range.

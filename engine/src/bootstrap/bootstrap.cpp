@@ -536,7 +536,8 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
       auto f = stages.failure(fmt::format("rank {} never published its bootstrap address", missing));
       f.peer_rank = missing;
       f.errno_text = e.status().message();
-      f.hint = store_lost_hint();
+      f.hint = e.category() == ErrorCategory::timeout || host_store ? hint_address_never_published(missing)
+                                                                    : store_lost_hint();
       throw StageError(f);
     }
     std::vector<net::SocketAddress> addresses;

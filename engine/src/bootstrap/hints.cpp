@@ -117,6 +117,14 @@ std::string hint_barrier_timeout(const std::vector<int>& missing, const std::str
   return hint;
 }
 
+std::string hint_address_never_published(int rank) {
+  return fmt::format(
+      "Rank {0} joined the store but did not publish the address it listens on: it failed or stuck before it could "
+      "listen (its BOOTSTRAP_LISTEN: no port free in RINGMASTER_PORT_RANGE, no interface named by "
+      "NCCL_SOCKET_IFNAME). Check rank {0}'s log.",
+      rank);
+}
+
 std::string hint_store_lost() {
   return "The connection to the store broke: the store's host (rank 0) probably exited or was killed. Check rank 0.";
 }
@@ -164,11 +172,34 @@ std::string hint_no_interface(const std::string& ifname_spec) {
 }
 
 std::string hint_listen_failed(std::uint16_t lo, std::uint16_t hi) {
-  if (lo != 0) {
-    return fmt::format("Every port in RINGMASTER_PORT_RANGE={}-{} is taken on this interface; widen the range.", lo,
-                       hi);
+  if (lo == 0)
+    return "Could not open a listening socket; check the interface address and the process's limits (ulimit -n).";
+  // What holds the range's ports: outbound connections the kernel handed
+  // them (the range inside ip_local_port_range), or listeners.
+  int outbound = 0, listeners = 0;
+  std::string example;
+  for (int port = lo; port <= hi && port < lo + 64; ++port) {
+    const auto uses = net::sockets_on_port(static_cast<std::uint16_t>(port));
+    if (const auto holder = net::outbound_holder(uses)) {
+      if (outbound++ == 0)
+        example = fmt::format("port {} by a connection {} to {}", port, holder->state, holder->remote);
+    } else if (!uses.empty()) {
+      ++listeners;
+    }
   }
-  return "Could not open a listening socket; check the interface address and the process's limits (ulimit -n).";
+  const auto ephemeral = net::ephemeral_port_range();
+  const bool overlaps = ephemeral && lo <= ephemeral->second && hi >= ephemeral->first;
+  std::string hint = fmt::format("Every port in RINGMASTER_PORT_RANGE={}-{} is taken on this interface", lo, hi);
+  if (outbound > 0) {
+    hint += fmt::format(": {} by outbound connections ({}), {} by listeners", outbound, example, listeners);
+  }
+  if (overlaps) {
+    hint += fmt::format(
+        ". The range lies inside net.ipv4.ip_local_port_range {}-{}, where the kernel hands ports to outbound "
+        "connections: reserve it for the job (sysctl -w net.ipv4.ip_local_reserved_ports={}-{}) or move it outside",
+        ephemeral->first, ephemeral->second, lo, hi);
+  }
+  return hint + "; or widen the range.";
 }
 
 std::string hint_ring_connect(int err, std::uint16_t master_port, const std::string& ifname) {

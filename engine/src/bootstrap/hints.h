@@ -37,6 +37,10 @@ std::string hint_etcd_handshake();
 std::string hint_etcd_lost();
 std::string hint_no_interface(const std::string& ifname_spec);
 std::string hint_listen_failed(std::uint16_t lo, std::uint16_t hi);
+// A rank that joined the store and never published its bootstrap address
+// while the store still answered (a wait that timed out, or this rank
+// hosts the store): it failed or stuck before it listened.
+std::string hint_address_never_published(int rank);
 std::string hint_ring_connect(int err, std::uint16_t master_port, const std::string& ifname);
 std::string hint_ring_accept(int prev);
 std::string hint_exchange_broken(int prev);

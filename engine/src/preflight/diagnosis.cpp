@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -401,6 +402,47 @@ struct Reader {
     }
   }
 
+  // RINGMASTER_PORT_RANGE against each node's ip_local_port_range and
+  // what holds its ports there.
+  void read_port_range() {
+    int lo = 0, hi = 0;
+    if (std::sscanf(report.port_range.c_str(), "%d-%d", &lo, &hi) != 2) return;
+    for (int i = 0; i < n(); ++i) {
+      if (!present(i)) continue;
+      const PreflightNode& node = report.nodes[static_cast<std::size_t>(i)];
+      const NodeFacts& f = node.facts;
+      const bool overlaps = lo <= f.ephemeral_hi && hi >= f.ephemeral_lo;
+      int tried = 0, taken = 0;
+      std::string note;
+      for (const auto& [cls, ports] : node.ports) {
+        if (cls != "port_range") continue;
+        for (const auto& p : ports) {
+          ++tried;
+          if (p.listening) continue;
+          if (taken++ == 0) note = fmt::format("{}: {}", p.port, p.note);
+        }
+      }
+      const std::string reserve = fmt::format(
+          "the kernel hands ports there to outbound connections (sysctl -w net.ipv4.ip_local_reserved_ports={}-{}, or "
+          "a "
+          "range outside it)",
+          lo, hi);
+      if (taken > 0) {
+        add(overlaps ? Severity::problem : Severity::warning,
+            fmt::format("RINGMASTER_PORT_RANGE {}-{}: {} of the {} port(s) tried are taken on node {} ({}; {}){}", lo,
+                        hi, taken, tried, i, name(i), note,
+                        overlaps
+                            ? fmt::format(": the range lies inside that node's ip_local_port_range {}-{}, where {}",
+                                          f.ephemeral_lo, f.ephemeral_hi, reserve)
+                            : std::string(": another job or a stale process holds them")));
+      } else if (overlaps) {
+        add(Severity::warning,
+            fmt::format("RINGMASTER_PORT_RANGE {}-{} overlaps node {}'s ({}) ip_local_port_range {}-{}: {}", lo, hi, i,
+                        name(i), f.ephemeral_lo, f.ephemeral_hi, reserve));
+      }
+    }
+  }
+
   void read_node_limits() {
     std::set<std::pair<int, int>> ranges;
     std::set<std::vector<std::string>> transports;
@@ -536,6 +578,7 @@ std::vector<PreflightFinding> diagnose_preflight(const PreflightReport& report) 
   reader.read_master_addr();
   reader.read_interfaces();
   reader.read_node_limits();
+  reader.read_port_range();
   reader.read_stacks();
   std::stable_sort(reader.out.begin(), reader.out.end(),
                    [](const PreflightFinding& a, const PreflightFinding& b) { return a.severity < b.severity; });
