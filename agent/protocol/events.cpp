@@ -208,7 +208,12 @@ json body(const Links& e) {
     if (!l.transport.empty()) j["transport"] = l.transport;
     out.push_back(std::move(j));
   }
-  return {{"links", std::move(out)}};
+  json sent = json::array();
+  for (const auto& t : e.sent)
+    sent.push_back({{"to", t.to}, {"segments", t.segments}, {"resent", t.resent}});
+  json body = {{"links", std::move(out)}};
+  if (!sent.empty()) body["sent"] = std::move(sent);
+  return body;
 }
 Links read(const Fields& f, Links e) {
   f.each(
@@ -225,6 +230,10 @@ Links read(const Fields& f, Links e) {
         e.links.push_back(std::move(link));
       },
       true);
+  f.each("sent", [&](const Fields& t) {
+    e.sent.push_back(
+        {t.integer("to", -1, true), t.integer<std::uint64_t>("segments"), t.integer<std::uint64_t>("resent")});
+  });
   return e;
 }
 
@@ -697,6 +706,9 @@ Links links(const std::vector<PeerLinkCounters>& counters, const std::vector<Con
       if (c.peer == l.peer) link.transport = c.transport;
     }
     out.links.push_back(std::move(link));
+  }
+  for (const auto& l : counters) {
+    if (l.segments_sent > 0) out.sent.push_back({l.peer, l.segments_sent, l.segments_resent});
   }
   return out;
 }

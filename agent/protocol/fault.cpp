@@ -220,8 +220,9 @@ FaultSpec parse_fault(const json& j) {
     return Delay{f.interface(), f.positive("ms", kMostDelayMs, "ms")};
   }
   if (k == Loss::kKind) {
-    const SpecFields f(j, k, {"interface", "percent"});
-    return Loss{f.interface(), f.positive("percent", 100, "%")};
+    const SpecFields f(j, k, {"interface", "percent", "direction"});
+    return Loss{f.interface(), f.positive("percent", 100, "%"),
+                j.contains("direction") ? f.direction() : Direction::out};
   }
   if (k == Rate::kKind) {
     const SpecFields f(j, k, {"interface", "mbit"});
@@ -261,6 +262,7 @@ json to_json(const FaultSpec& f) {
   } else if (const auto* loss = std::get_if<Loss>(&f)) {
     j["interface"] = loss->interface;
     j["percent"] = loss->percent;
+    j["direction"] = to_string(loss->direction);
   } else if (const auto* rate = std::get_if<Rate>(&f)) {
     j["interface"] = rate->interface;
     j["mbit"] = rate->mbit;
@@ -294,7 +296,10 @@ std::string describe(const FaultSpec& f) {
   }
   if (const auto* delay = std::get_if<Delay>(&f)) return fmt::format("delay {} by {} ms", delay->interface, delay->ms);
   if (const auto* loss = std::get_if<Loss>(&f))
-    return fmt::format("lose {}% of what {} sends", loss->percent, loss->interface);
+    return fmt::format("lose {}% of what {} {}", loss->percent, loss->interface,
+                       loss->direction == Direction::in    ? "receives"
+                       : loss->direction == Direction::out ? "sends"
+                                                           : "sends and receives");
   if (const auto* rate = std::get_if<Rate>(&f))
     return fmt::format("limit {} to {} Mbit/s", rate->interface, rate->mbit);
   if (const auto* l = std::get_if<Limit>(&f)) {

@@ -53,6 +53,13 @@ std::string rate_text(double gbs) {
 }  // namespace
 
 std::string SlowLink::describe() const {
+  if (lossy()) {
+    return fmt::format(
+        "rank {} -> rank {} resent {:.1f}% of its TCP segments ({} of {}), against {:.2f}% on the median link: "
+        "packets are lost on the way (a bad cable, optic or switch port, or a policer){}",
+        from, to, 100.0 * static_cast<double>(resent) / static_cast<double>(segments), resent, segments,
+        100.0 * median_resent_share, gbs > 0 ? fmt::format("; it ran at {}", rate_text(gbs)) : std::string());
+  }
   if (median_gbs <= 0) {
     return fmt::format("rank {} -> rank {} at {}, while every other {}link outran its reader", from, to, rate_text(gbs),
                        transport.empty() ? "" : transport + " ");
@@ -60,6 +67,55 @@ std::string SlowLink::describe() const {
   return fmt::format("rank {} -> rank {} at {}, 1/{:.0f} of the median {}link ({})", from, to, rate_text(gbs),
                      gbs > 0 ? median_gbs / gbs : 0.0, transport.empty() ? "" : transport + " ", rate_text(median_gbs));
 }
+
+namespace {
+
+// Lossy links, from what each sender's TCP resent: flagged apart from the
+// rates, as a link that loses packets may still keep a fair rate (TCP
+// resends fast) or look no slower than the links its losses hold up.
+void add_lossy_links(const std::vector<std::pair<int, events::Links>>& links_events, std::vector<SlowLink>& out) {
+  struct Sent {
+    int from, to;
+    std::uint64_t segments, resent;
+    double share() const { return static_cast<double>(resent) / static_cast<double>(segments); }
+  };
+  std::vector<Sent> sent;
+  for (const auto& [rank, e] : links_events) {
+    for (const auto& t : e.sent) {
+      if (t.segments >= kLossyMinSegments) sent.push_back({rank, t.to, t.segments, t.resent});
+    }
+  }
+  if (sent.size() < 3) return;
+  std::vector<double> shares;
+  for (const auto& t : sent)
+    shares.push_back(t.share());
+  std::sort(shares.begin(), shares.end());
+  const double median = shares[shares.size() / 2];
+  for (const auto& t : sent) {
+    if (t.share() < kLossyResentShare || t.share() < 5 * median) continue;
+    // The rate its receiver measured, when it did.
+    SlowLink l{t.from, t.to, 0, 0, {}, t.segments, t.resent, median};
+    for (const auto& [rank, e] : links_events) {
+      for (const auto& in : e.links) {
+        if (rank == t.to && in.from == t.from) {
+          l.gbs = in.gbs.value_or(0);
+          l.transport = in.transport;
+        }
+      }
+    }
+    const auto known =
+        std::find_if(out.begin(), out.end(), [&](const SlowLink& s) { return s.from == l.from && s.to == l.to; });
+    if (known != out.end()) {
+      known->segments = l.segments;
+      known->resent = l.resent;
+      known->median_resent_share = median;
+    } else {
+      out.push_back(l);
+    }
+  }
+}
+
+}  // namespace
 
 std::vector<SlowLink> find_slow_links(const std::vector<std::pair<int, events::Links>>& links_events) {
   // Per transport: a socket link next to shared memory is not slow. A
@@ -110,6 +166,7 @@ std::vector<SlowLink> find_slow_links(const std::vector<std::pair<int, events::L
       slow.push_back(l);
     }
   }
+  add_lossy_links(links_events, slow);
   std::sort(slow.begin(), slow.end(), [](const SlowLink& a, const SlowLink& b) { return a.gbs < b.gbs; });
   return slow;
 }

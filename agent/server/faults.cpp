@@ -179,8 +179,12 @@ void FaultManager::apply_nft() {
         output += std::string("    ") + (d->skip_loopback ? "oifname != \"lo\" " : "") + rule;
     } else if (const auto* l = std::get_if<Loss>(&f.spec)) {
       // A share of what leaves the interface, in hundredths of a percent.
-      output += fmt::format("    oifname \"{}\" numgen random mod 10000 < {} counter drop comment \"fault {}\"\n",
-                            l->interface, std::lround(l->percent * 100), id);
+      const auto rule = [&](const char* side) {
+        return fmt::format("    {} \"{}\" numgen random mod 10000 < {} counter drop comment \"fault {}\"\n", side,
+                           l->interface, std::lround(l->percent * 100), id);
+      };
+      if (l->direction != Direction::in) output += rule("oifname");
+      if (l->direction != Direction::out) input += rule("iifname");
     } else if (const auto* a = std::get_if<DropAddress>(&f.spec)) {
       const std::string family = a->ipv6() ? "ip6" : "ip";
       if (a->direction != Direction::out)

@@ -247,7 +247,7 @@ Sweep run_sweep(const RemoteOptions& o, const std::string& engine, Agents& agent
   // Every rank measured the links into it; one far below the others is
   // named (the run still completed).
   for (const auto& l : agent::find_slow_links(links))
-    std::printf("# Slow link: %s\n", l.describe().c_str());
+    std::printf("# %s link: %s\n", l.lossy() ? "Lossy" : "Slow", l.describe().c_str());
   long wrong = 0;
   for (const auto& r : rows)
     wrong += r.out_of_place.wrong + r.in_place.wrong;
@@ -354,7 +354,9 @@ Runner add_remote_command(CLI::App& app) {
   fault->add_option("--address", o->address, "drop_address: the peer's IP");
   fault->add_option("--direction", o->direction, "in, out or both")->capture_default_str();
   fault->add_option("--interface", o->interface, "delay, loss, rate: the network device");
-  fault->add_option("--percent", o->percent, "loss: the share of sent packets lost, 0-100");
+  fault->add_option(
+      "--percent", o->percent,
+      "loss: the share of packets lost, 0-100 (of what the interface sends; with --direction in, of what it receives)");
   fault->add_option("--ms", o->ms, "delay: milliseconds");
   fault->add_option("--mbit", o->mbit, "rate: Mbit/s");
   fault->add_option("--bytes", o->bytes, "shm_size: the size /dev/shm shrinks to");

@@ -117,10 +117,18 @@ TEST(AgentFaults, LossDropsAShareOfWhatLeavesTheInterface) {
       client->call({{"type", "fault"}, {"fault", {{"kind", "loss"}, {"interface", "lo"}, {"percent", 12.5}}}});
   EXPECT_EQ(applied["mechanism"], "nftables") << applied.dump();
   EXPECT_NE(ns.ruleset().find("oifname \"lo\" numgen random mod 10000 < 1250"), std::string::npos) << ns.ruleset();
+  EXPECT_EQ(ns.ruleset().find("iifname \"lo\" numgen"), std::string::npos) << ns.ruleset();
   // The agent's own port stays reachable: its exemption comes first.
   EXPECT_EQ(client->call({{"type", "ping"}})["type"], "reply");
   client->call({{"type", "fault_clear"}});
   EXPECT_EQ(ns.ruleset().find("numgen"), std::string::npos) << ns.ruleset();
+  // direction in: what arrives, the loss a sender elsewhere sees as a wire's.
+  client->call(
+      {{"type", "fault"}, {"fault", {{"kind", "loss"}, {"interface", "lo"}, {"percent", 3}, {"direction", "in"}}}});
+  EXPECT_NE(ns.ruleset().find("iifname \"lo\" numgen random mod 10000 < 300"), std::string::npos) << ns.ruleset();
+  EXPECT_EQ(ns.ruleset().find("oifname \"lo\" numgen"), std::string::npos) << ns.ruleset();
+  EXPECT_EQ(client->call({{"type", "ping"}})["type"], "reply");
+  client->call({{"type", "fault_clear"}});
 }
 
 // ringmaster-cli remote inventory, fault and fault-clear against a real

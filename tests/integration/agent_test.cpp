@@ -120,6 +120,39 @@ TEST(SlowLinks, ABriefHoldUpIsNoSlowLink) {
   ASSERT_EQ(agent::find_slow_links(ring).size(), 1u);
 }
 
+// A lossy link is named from what its sender's TCP resent, whatever rate
+// it kept: a share well above the other links' and 1% or more, over
+// enough segments; a few resent segments everywhere name none.
+TEST(SlowLinks, ALossyLinkIsNamedFromWhatItsSenderResent) {
+  auto event = [](int from, double gbs, int to, std::uint64_t segments, std::uint64_t resent) {
+    return links_event(
+        nlohmann::json{{"type", "links"},
+                       {"links", {{{"from", from}, {"bytes", 64 << 20}, {"gbs", gbs}, {"transport", "SOCKET"}}}},
+                       {"sent", {{{"to", to}, {"segments", segments}, {"resent", resent}}}}});
+  };
+  // Rank r receives from r-1 and sends to r+1 on a ring of four.
+  std::vector<std::pair<int, agent::events::Links>> ring = {{0, event(3, 2.5, 1, 30000, 2)},
+                                                            {1, event(0, 2.4, 2, 31000, 1000)},
+                                                            {2, event(1, 2.3, 3, 30000, 0)},
+                                                            {3, event(2, 2.6, 0, 30000, 3)}};
+  const auto lossy = agent::find_slow_links(ring);
+  ASSERT_EQ(lossy.size(), 1u);
+  EXPECT_TRUE(lossy[0].lossy());
+  EXPECT_EQ(lossy[0].from, 1);
+  EXPECT_EQ(lossy[0].to, 2);
+  EXPECT_NE(lossy[0].describe().find("rank 1 -> rank 2 resent 3.2% of its TCP segments (1000 of 31000)"),
+            std::string::npos)
+      << lossy[0].describe();
+  EXPECT_NE(lossy[0].describe().find("it ran at 2.30 GB/s"), std::string::npos) << lossy[0].describe();
+  ring[1].second = event(0, 2.4, 2, 31000, 200);  // 0.6%: under the floor
+  EXPECT_TRUE(agent::find_slow_links(ring).empty());
+  ring[1].second = event(0, 2.4, 2, 900, 200);  // too few segments to say
+  EXPECT_TRUE(agent::find_slow_links(ring).empty());
+  for (auto& [rank, e] : ring)  // every link resends alike: no outlier
+    e.sent[0].resent = e.sent[0].segments / 20;
+  EXPECT_TRUE(agent::find_slow_links(ring).empty());
+}
+
 // The inventory's transports come from what the host can use: an agent
 // whose ranks may not share memory says so and why.
 // The rails' counters, read from a sysfs laid out as the kernel does: an

@@ -284,8 +284,9 @@ TEST(FaultSpecs, EveryKindReadsBackWhatItWrote) {
                                    {{"kind", "rate"}, {"interface", "veth-h1.0"}, {"mbit", 40.0}},
                                    {{"kind", "shm_size"}, {"bytes", 65536}},
                                    {{"kind", "limit"}, {"resource", "nofile"}, {"value", 64}},
-                                   {{"kind", "loss"}, {"interface", "eth0"}, {"percent", 2.5}},
-                                   {{"kind", "limit"}, {"resource", "memlock"}, {"value", 65536}}};
+                                   {{"kind", "loss"}, {"interface", "eth0"}, {"percent", 2.5}, {"direction", "out"}},
+                                   {{"kind", "limit"}, {"resource", "memlock"}, {"value", 65536}},
+                                   {{"kind", "loss"}, {"interface", "eth0"}, {"percent", 3.0}, {"direction", "in"}}};
   for (const json& j : specs) {
     const agent::FaultSpec f = agent::parse_fault(j);
     EXPECT_EQ(agent::kind_of(f), j["kind"].get<std::string>());
@@ -302,6 +303,11 @@ TEST(FaultSpecs, EveryKindReadsBackWhatItWrote) {
   EXPECT_EQ(agent::describe(agent::parse_fault(specs[8])), "ranks may open 64 file descriptors (RLIMIT_NOFILE)");
   EXPECT_EQ(agent::describe(agent::parse_fault(specs[10])), "ranks may lock 65536 bytes of memory (RLIMIT_MEMLOCK)");
   EXPECT_EQ(agent::describe(agent::parse_fault(specs[9])), "lose 2.5% of what eth0 sends");
+  EXPECT_EQ(agent::describe(agent::parse_fault(specs[11])), "lose 3% of what eth0 receives");
+  // A loss without a direction is of what the interface sends.
+  EXPECT_EQ(
+      std::get<agent::Loss>(agent::parse_fault({{"kind", "loss"}, {"interface", "eth0"}, {"percent", 1}})).direction,
+      agent::Direction::out);
 }
 
 TEST(FaultSpecs, BadSpecsAreRefusedByKindAndField) {

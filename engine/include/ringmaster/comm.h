@@ -152,6 +152,10 @@ struct PeerLinkCounters {
   // rank read them: the link outran its reader and set no pace to measure.
   std::uint64_t ahead = 0;
   std::uint64_t total_bytes = 0;  // every byte received from the peer (for live per-peer bandwidth)
+  // What this rank sent to the peer on its ring connections as TCP counts
+  // it (sockets only): segments sent and resent. A lossy link resends.
+  std::uint64_t segments_sent = 0;
+  std::uint64_t segments_resent = 0;
 };
 
 // One connection of this rank and what carries it, as NCCL's

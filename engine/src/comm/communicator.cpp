@@ -320,8 +320,16 @@ std::vector<PeerLinkCounters> Communicator::peer_links() const {
       l.active_ns += c->stats.from_peer[static_cast<std::size_t>(p)].active_ns.load(std::memory_order_relaxed);
       l.ahead += c->stats.from_peer[static_cast<std::size_t>(p)].ahead.load(std::memory_order_relaxed);
       l.total_bytes += c->stats.from_peer[static_cast<std::size_t>(p)].total.load(std::memory_order_relaxed);
+      // The ring connection to `next` is set at init and kept: its
+      // sockets' counters can be read while the channel moves data.
+      const auto& next = c->link.next;
+      if (next.rank != p || !next.valid()) continue;
+      if (const auto tcp = next.connection->tcp_segments()) {
+        l.segments_sent += tcp->sent;
+        l.segments_resent += tcp->resent;
+      }
     }
-    if (l.total_bytes > 0) out.push_back(l);
+    if (l.total_bytes > 0 || l.segments_sent > 0) out.push_back(l);
   }
   return out;
 }

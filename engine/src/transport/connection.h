@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "net/path_probe.h"
+#include "net/tcp_info.h"
 #include "ringmaster/types.h"
 
 namespace ringmaster::transport {
@@ -63,6 +64,10 @@ class Connection {
   // missed (libfabric providers whose descriptor does not cover every
   // socket behind the endpoint).
   virtual int max_sleep_us() const noexcept { return 100'000; }
+
+  // TCP's own count of what this end sent, over every socket carrying the
+  // data (net/tcp_info.h); nullopt where no TCP socket carries it.
+  virtual std::optional<net::TcpSegments> tcp_segments() const noexcept { return std::nullopt; }
 
   // False while data already taken by send_some still needs this side's
   // help to leave (libfabric with manual progress): a step is over only

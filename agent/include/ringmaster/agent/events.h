@@ -130,6 +130,12 @@ struct Links {
     std::string transport;      // SHM, OFI, SOCKET; empty when unknown
   };
   std::vector<Link> links;
+  // What this rank sent on its ring connections, as TCP counted it.
+  struct Sent {
+    int to = -1;
+    std::uint64_t segments = 0, resent = 0;
+  };
+  std::vector<Sent> sent;  // "sent"; absent from an older agent's event
 };
 
 // "decision": the engine's choice for the first call of a size.

@@ -48,12 +48,16 @@ struct Delay {
   bool operator==(const Delay&) const = default;
 };
 
-// loss: a share of the packets the interface sends vanishes (tc netem
-// loss), as a bad cable, optic or switch port loses them.
+// loss: a share of the packets the interface sends (out) or receives (in)
+// vanishes, as a bad cable, optic or switch port loses them. Only `in` is
+// a wire's loss to TCP: a packet dropped on its way out of this host is
+// a local drop its sender's TCP learns of at once and does not count as
+// resent, while one dropped on arrival is lost to a sender elsewhere.
 struct Loss {
   static constexpr std::string_view kKind = "loss";
   std::string interface;
   double percent = 0;
+  Direction direction = Direction::out;
   bool operator==(const Loss&) const = default;
 };
 

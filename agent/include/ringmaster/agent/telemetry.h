@@ -45,16 +45,29 @@ struct SlowLink {
   double gbs = 0;
   double median_gbs = 0;  // 0: every other link outran its reader
   std::string transport;  // "SOCKET", "SHM", "OFI"; empty when the event did not say
-  // "rank 1 -> rank 2 at 5.1 MB/s, 1/96 of the median SOCKET link (490 MB/s)"
+  // Lossy: the sender's TCP resent this many of the segments it sent on the
+  // link (0 of 0 when the link was not flagged for it).
+  std::uint64_t segments = 0, resent = 0;
+  double median_resent_share = 0;  // of the other links' segments
+  bool lossy() const { return resent > 0; }
+  // "rank 1 -> rank 2 at 5.1 MB/s, 1/96 of the median SOCKET link (490 MB/s)",
+  // and for a lossy link "rank 3 -> rank 4 resent 9.8% of its TCP segments
+  // (...), against 0.01% on the median link: packets are lost on the way ..."
   std::string describe() const;
 };
 inline constexpr double kSlowLinkMinSeconds = 0.1;
+// A link is lossy when its sender resent at least this share of its TCP
+// segments, and 5 times the median link's share, over at least
+// kLossyMinSegments segments.
+inline constexpr double kLossyResentShare = 0.01;
+inline constexpr std::uint64_t kLossyMinSegments = 1000;
 // From every rank's "links" event (rank, event): the links below a fifth
 // of the median rate of the links of their transport (shared memory is
 // not compared with sockets; at least three links of a transport, one
 // measured; a link that was always ahead of its reader counts as faster
 // than any measured one), paced that slowly for at least
-// kSlowLinkMinSeconds, slowest first.
+// kSlowLinkMinSeconds, and the lossy links (their senders' "sent"
+// counts), slowest first.
 std::vector<SlowLink> find_slow_links(const std::vector<std::pair<int, events::Links>>& links_events);
 
 }  // namespace ringmaster::agent

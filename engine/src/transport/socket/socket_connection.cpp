@@ -172,4 +172,12 @@ void SocketConnection::shutdown() noexcept {
   }
 }
 
+std::optional<net::TcpSegments> SocketConnection::tcp_segments() const noexcept {
+  std::optional<net::TcpSegments> total;
+  for (const auto& s : sockets_) {
+    if (const auto one = net::tcp_segments(s.fd())) total = total.value_or(net::TcpSegments{}) += *one;
+  }
+  return total;
+}
+
 }  // namespace ringmaster::transport

@@ -47,6 +47,7 @@ class SocketConnection final : public Connection {
   // data half a page away; from kPaddedFromBytes, where it costs under 7%.
   std::size_t pad_before(const void* data, std::size_t bytes, std::size_t header_bytes) const noexcept override;
   int fd() const noexcept override { return sockets_.front().fd(); }
+  std::optional<net::TcpSegments> tcp_segments() const noexcept override;
   int wait_fd(bool sending) const noexcept override;
   bool data_pollable() const noexcept override { return true; }
   std::optional<net::TcpSendState> send_state() const noexcept override;
