@@ -1625,6 +1625,11 @@ void ConsoleTest::scenariosReadAsText() {
       "keywords": ["timeout"], "preflight": {"cells": [{"class": "master", "from": 1, "to": 0, "reach": "dropped"}]}})")),
            QString("The run fails at STORE_CONNECT on every rank but rank 0.\nThe failure says \u201ctimeout\u201d.\n"
                    "Preflight finds the master port from node 1 to node 0 dropped."));
+  QCOMPARE(
+      expectation_text(nlohmann::json::parse(
+          R"({"outcome": "complete", "slow_link": {"from": 1, "to": 2, "lossy": true}, "notes": {"keywords": ["x"]}})")),
+      QString("The run completes.\nA stage that ends well says \u201cx\u201d.\nThe run names the link rank 1 \u2192 "
+              "rank 2 as lossy."));
 }
 
 // A node file the local agents refuse: the console says which file and

@@ -101,9 +101,12 @@ QString expectation_text(const nlohmann::json& expect) {
     } else if (key == "any_error_keywords") {
       lines << "An error names " + quoted_list(value) + ".";
     } else if (key == "slow_link" && value.is_object()) {
-      lines << QString("The run names the link rank %1 \u2192 rank %2 as slow.")
+      lines << QString("The run names the link rank %1 \u2192 rank %2 as %3.")
                    .arg(value.value("from", -1))
-                   .arg(value.value("to", -1));
+                   .arg(value.value("to", -1))
+                   .arg(value.value("lossy", false) ? "lossy" : "slow");
+    } else if (key == "notes" && value.is_object()) {
+      lines << "A stage that ends well says " + quoted_list(value.value("keywords", nlohmann::json::array())) + ".";
     } else if (key == "transport" && value.is_object()) {
       lines << QString("Rank %1 \u2192 rank %2 goes by %3%4.")
                    .arg(value.value("from", -1))
