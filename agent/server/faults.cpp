@@ -178,13 +178,12 @@ void FaultManager::apply_nft() {
       if (d->direction != Direction::in)
         output += std::string("    ") + (d->skip_loopback ? "oifname != \"lo\" " : "") + rule;
     } else if (const auto* l = std::get_if<Loss>(&f.spec)) {
-      // A share of what leaves the interface, in hundredths of a percent.
-      const auto rule = [&](const char* side) {
-        return fmt::format("    {} \"{}\" numgen random mod 10000 < {} counter drop comment \"fault {}\"\n", side,
-                           l->interface, std::lround(l->percent * 100), id);
-      };
-      if (l->direction != Direction::in) output += rule("oifname");
-      if (l->direction != Direction::out) input += rule("iifname");
+      // A share of what leaves (oifname) or arrives on (iifname) the
+      // interface, in hundredths of a percent.
+      const std::string rule = fmt::format("\"{}\" numgen random mod 10000 < {} counter drop comment \"fault {}\"\n",
+                                           l->interface, std::lround(l->percent * 100), id);
+      if (l->direction != Direction::in) output += "    oifname " + rule;
+      if (l->direction != Direction::out) input += "    iifname " + rule;
     } else if (const auto* a = std::get_if<DropAddress>(&f.spec)) {
       const std::string family = a->ipv6() ? "ip6" : "ip";
       if (a->direction != Direction::out)
