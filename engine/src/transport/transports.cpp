@@ -110,6 +110,12 @@ std::string Setup::why_no_ofi() const {
 
 namespace {
 
+// "rank A must reach rank B through libfabric, but WHY": one sentence for
+// every side of a connection where libfabric was required and not taken.
+std::string libfabric_refused(int from, int to, const std::string& why) {
+  return fmt::format("rank {} must reach rank {} through libfabric, but {}", from, to, why);
+}
+
 constexpr const char* kSameNetHint =
     "Set NCCL_NET alike on every rank: NCCL_NET=OFI where libfabric serves the fabric (EFA), or NCCL_NET=Socket "
     "everywhere to run over sockets on purpose.";
@@ -183,7 +189,7 @@ std::shared_ptr<ofi::Endpoint> open_endpoint(const Setup& s, int peer, char* nam
     return e;
   }
   if (s.ofi_required(peer)) {
-    s.fail(fmt::format("rank {} must reach rank {} through libfabric, but {}", s.rank, peer, why), peer, 0,
+    s.fail(libfabric_refused(s.rank, peer, why), peer, 0,
            "Fix libfabric on this host (fi_info -l lists its providers), or set NCCL_NET=Socket on every rank to "
            "run over sockets on purpose.");
   }
@@ -192,8 +198,7 @@ std::shared_ptr<ofi::Endpoint> open_endpoint(const Setup& s, int peer, char* nam
 }
 
 void ofi_offer(const Setup& s, Pending& p, Offer& offer) {
-  p.ofi_required = s.ofi_required(p.peer);
-  offer.ofi_required = p.ofi_required ? 1 : 0;
+  offer.ofi_required = s.ofi_required(p.peer) ? 1 : 0;
   if (s.ofi_wanted) p.endpoint = open_endpoint(s, p.peer, offer.ofi_name, offer.ofi_name_length, p.why_no_ofi);
   offer.ofi = p.endpoint ? 1 : 0;
   if (!s.ofi_wanted) p.why_no_ofi = s.why_no_ofi();
@@ -336,9 +341,9 @@ Answer answer_offer(const Setup& s, Incoming& in, std::unique_ptr<Connection>& m
   if (chosen->kind == TransportKind::socket && !s.same_host(in.peer)) {
     if (s.ofi_required(in.peer)) {
       answer.ofi_required = 1;
-      mismatch = fmt::format("rank {} must reach rank {} through libfabric, but {}", s.rank, in.peer, in.why_not_ofi);
+      mismatch = libfabric_refused(s.rank, in.peer, in.why_not_ofi);
     } else if (in.offer.ofi_required != 0) {
-      mismatch = fmt::format("rank {} must reach rank {} through libfabric, but {}", in.peer, s.rank, in.why_not_ofi);
+      mismatch = libfabric_refused(in.peer, s.rank, in.why_not_ofi);
     }
     std::snprintf(answer.no_ofi, sizeof(answer.no_ofi), "%s", in.why_not_ofi.c_str());
   }
@@ -366,14 +371,12 @@ Answer complete_connection(const Setup& s, Pending& p, std::unique_ptr<Connectio
   answer.reason[sizeof(answer.reason) - 1] = '\0';
   answer.no_ofi[sizeof(answer.no_ofi) - 1] = '\0';
   if (answer.transport == TransportKind::socket && !s.same_host(p.peer)) {
-    if (p.ofi_required) {
-      s.fail(fmt::format("rank {} must reach rank {} through libfabric, but {}", s.rank, p.peer,
-                         answer.no_ofi[0] != '\0' ? answer.no_ofi : "it answered over sockets"),
+    if (s.ofi_required(p.peer)) {
+      s.fail(libfabric_refused(s.rank, p.peer, answer.no_ofi[0] != '\0' ? answer.no_ofi : "it answered over sockets"),
              p.peer, 0, kSameNetHint);
     }
     if (answer.ofi_required != 0) {
-      s.fail(fmt::format("rank {} must reach rank {} through libfabric, but {}", p.peer, s.rank, p.why_no_ofi), p.peer,
-             0, kSameNetHint);
+      s.fail(libfabric_refused(p.peer, s.rank, p.why_no_ofi), p.peer, 0, kSameNetHint);
     }
   }
   if (p.segment) p.segment->unlink();  // mapped on both sides, or not wanted

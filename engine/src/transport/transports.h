@@ -86,7 +86,6 @@ struct Pending {
   Peer* slot = nullptr;
   std::unique_ptr<shm::Segment> segment;    // shared memory's
   std::shared_ptr<ofi::Endpoint> endpoint;  // libfabric's
-  bool ofi_required = false;                // the offer asked for libfabric or nothing
   std::string why_no_ofi;                   // why the offer has no endpoint
 };
 
