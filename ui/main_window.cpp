@@ -132,59 +132,7 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   tls_row->addWidget(tls_key_, 2);
   left_layout->addLayout(tls_row);
 
-  auto* form = new QFormLayout;
-  collective_ = new QComboBox;
-  collective_->addItems({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "gather",
-                         "scatter", "sendrecv"});
-  min_bytes_ = new QLineEdit("8");
-  max_bytes_ = new QLineEdit("64M");
-  factor_ = new QDoubleSpinBox;
-  factor_->setRange(1, 16);
-  factor_->setValue(2);
-  iters_ = new QSpinBox;
-  iters_->setRange(1, 100000);
-  iters_->setValue(20);
-  per_agent_ = new QSpinBox;
-  per_agent_->setRange(1, 64);
-  per_agent_->setValue(2);
-  world_ = new QSpinBox;
-  world_->setRange(0, 4096);
-  world_->setSpecialValueText("agents × ranks");
-  dtype_ = new QComboBox;
-  dtype_->addItems({"float", "half", "bfloat16", "double", "int8", "uint8", "int32", "uint32", "int64", "uint64"});
-  op_ = new QComboBox;
-  op_->addItems({"sum", "prod", "max", "min", "avg"});
-  algo_ = new QComboBox;
-  algo_->addItems({"tuner", "Ring", "Tree"});
-  proto_ = new QComboBox;
-  proto_->addItems({"tuner", "LL", "Simple"});
-  channels_ = new QSpinBox;
-  channels_->setRange(0, 64);
-  channels_->setSpecialValueText("tuner");
-  engine_ = new QComboBox;
-  engine_->addItems({"Ringmaster", "NCCL", "Ringmaster, then NCCL"});
-  engine_->setToolTip(
-      "NCCL: the same sweep through NCCL on each agent's GPUs (ringmaster-nccl-perf; float sums). Ringmaster, then "
-      "NCCL: both runs, one after the other, compared size by size in History");
-  form->addRow("Engine", engine_);
-  form->addRow("Collective", collective_);
-  form->addRow("Min bytes (-b)", min_bytes_);
-  form->addRow("Max bytes (-e)", max_bytes_);
-  form->addRow("Step factor (-f)", factor_);
-  form->addRow("Iterations (-n)", iters_);
-  form->addRow("Data type (-d)", dtype_);
-  form->addRow("Operation (-o)", op_);
-  form->addRow("Algorithm", algo_);
-  form->addRow("Protocol", proto_);
-  form->addRow("Channels", channels_);
-  form->addRow("Ranks per agent", per_agent_);
-  form->addRow("World size", world_);
-  // Each field is named by its row's label for screen readers.
-  for (int row = 0; row < form->rowCount(); ++row) {
-    auto* label = qobject_cast<QLabel*>(form->itemAt(row, QFormLayout::LabelRole)->widget());
-    QWidget* field = form->itemAt(row, QFormLayout::FieldRole)->widget();
-    if (label && field) field->setAccessibleName(label->text());
-  }
+  QFormLayout* form = build_run_form();
   agents_view_->setAccessibleName("Agents");
   left_layout->addWidget(new QLabel("<b>Run</b>"));
   left_layout->addLayout(form);
@@ -630,6 +578,71 @@ void MainWindow::set_dark(bool dark) {
   QApplication::setPalette(p);
 }
 
+// The run's fields, nccl-tests' flags among them, each named by its row's
+// label for screen readers.
+QFormLayout* MainWindow::build_run_form() {
+  auto* form = new QFormLayout;
+  collective_ = new QComboBox;
+  collective_->addItems({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "gather",
+                         "scatter", "sendrecv"});
+  min_bytes_ = new QLineEdit("8");
+  max_bytes_ = new QLineEdit("64M");
+  factor_ = new QDoubleSpinBox;
+  factor_->setRange(1, 16);
+  factor_->setValue(2);
+  iters_ = new QSpinBox;
+  iters_->setRange(1, 100000);
+  iters_->setValue(20);
+  per_agent_ = new QSpinBox;
+  per_agent_->setRange(1, 64);
+  per_agent_->setValue(2);
+  world_ = new QSpinBox;
+  world_->setRange(0, 4096);
+  world_->setSpecialValueText("agents × ranks");
+  dtype_ = new QComboBox;
+  dtype_->addItems({"float", "half", "bfloat16", "double", "int8", "uint8", "int32", "uint32", "int64", "uint64"});
+  op_ = new QComboBox;
+  op_->addItems({"sum", "prod", "max", "min", "avg"});
+  algo_ = new QComboBox;
+  algo_->addItems({"tuner", "Ring", "Tree"});
+  proto_ = new QComboBox;
+  proto_->addItems({"tuner", "LL", "Simple"});
+  channels_ = new QSpinBox;
+  channels_->setRange(0, 64);
+  channels_->setSpecialValueText("tuner");
+  engine_ = new QComboBox;
+  engine_->addItems({"Ringmaster", "NCCL", "Ringmaster, then NCCL"});
+  engine_->setToolTip(
+      "NCCL: the same sweep through NCCL on each agent's GPUs (ringmaster-nccl-perf; float sums). Ringmaster, then "
+      "NCCL: both runs, one after the other, compared size by size in History");
+  form->addRow("Engine", engine_);
+  form->addRow("Collective", collective_);
+  form->addRow("Min bytes (-b)", min_bytes_);
+  form->addRow("Max bytes (-e)", max_bytes_);
+  form->addRow("Step factor (-f)", factor_);
+  form->addRow("Iterations (-n)", iters_);
+  form->addRow("Data type (-d)", dtype_);
+  form->addRow("Operation (-o)", op_);
+  form->addRow("Algorithm", algo_);
+  form->addRow("Protocol", proto_);
+  form->addRow("Channels", channels_);
+  form->addRow("Ranks per agent", per_agent_);
+  form->addRow("World size", world_);
+  allow_mixed_ = new QCheckBox("Allow nodes that differ");
+  allow_mixed_->setObjectName("allowMixedNodes");
+  allow_mixed_->setToolTip(
+      "Launch although the agents' nodes load different NCCL, libfabric or driver versions or give their ranks "
+      "different NCCL_* settings (refused otherwise, naming the nodes and the difference)");
+  form->addRow("Node gate", allow_mixed_);
+  // Each field is named by its row's label for screen readers.
+  for (int row = 0; row < form->rowCount(); ++row) {
+    auto* label = qobject_cast<QLabel*>(form->itemAt(row, QFormLayout::LabelRole)->widget());
+    QWidget* field = form->itemAt(row, QFormLayout::FieldRole)->widget();
+    if (label && field) field->setAccessibleName(label->text());
+  }
+  return form;
+}
+
 RunSpec MainWindow::run_spec() const {
   RunSpec s;
   s.collective = collective_->currentText();
@@ -645,6 +658,7 @@ RunSpec MainWindow::run_spec() const {
   s.proto = proto_->currentIndex() == 0 ? QString() : proto_->currentText();
   s.channels = channels_->value();
   s.engine = kEngines[engine_->currentIndex()];
+  s.allow_mixed_nodes = allow_mixed_->isChecked();
   return s;
 }
 
@@ -662,6 +676,7 @@ void MainWindow::set_run_spec(const RunSpec& s) {
   proto_->setCurrentText(s.proto.isEmpty() ? "tuner" : s.proto);
   channels_->setValue(s.channels);
   engine_->setCurrentIndex(std::max(0, static_cast<int>(kEngines.indexOf(s.engine))));
+  allow_mixed_->setChecked(s.allow_mixed_nodes);
 }
 
 void MainWindow::start_run() {

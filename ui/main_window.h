@@ -12,6 +12,7 @@ class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
 class QCheckBox;
+class QFormLayout;
 class QLineEdit;
 class QPlainTextEdit;
 class QPushButton;
@@ -79,6 +80,7 @@ class MainWindow : public QMainWindow {
   void build_menus();
   void lay_out_agents_table();
   void update_status();
+  QFormLayout* build_run_form();
   void show_stage_detail(int rank, int stage);
   void show_selected_topology();
   void refresh_completions();
@@ -115,6 +117,7 @@ class MainWindow : public QMainWindow {
   QComboBox* proto_ = nullptr;
   QSpinBox* channels_ = nullptr;
   QComboBox* engine_ = nullptr;
+  QCheckBox* allow_mixed_ = nullptr;
   QPushButton* run_button_ = nullptr;
   QLabel* status_agents_ = nullptr;
   QLabel* status_run_ = nullptr;

@@ -157,6 +157,9 @@ json Inventory::to_json() const {
   json unusable = json::array();
   for (const auto& u : transports_unusable)
     unusable.push_back({{"name", u.name}, {"why", u.why}});
+  json stack_out = json::array();
+  for (const auto& [component, version] : stack)
+    stack_out.push_back({{"component", component}, {"version", version}});
   return {{"hostname", hostname},
           {"agent_version", agent_version},
           {"protocol", protocol},
@@ -173,7 +176,9 @@ json Inventory::to_json() const {
           {"fault_injection", fault_injection},
           {"pid", pid},
           {"transports", transports},
-          {"transports_unusable", std::move(unusable)}};
+          {"transports_unusable", std::move(unusable)},
+          {"stack", std::move(stack_out)},
+          {"rank_env", rank_env}};
 }
 
 Inventory Inventory::parse(const json& reply) {
@@ -221,6 +226,8 @@ Inventory Inventory::parse(const json& reply) {
   f.each("transports_unusable", [&](const Fields& u) {
     inv.transports_unusable.push_back({u.text("name", true), u.text("why")});
   });
+  f.each("stack", [&](const Fields& c) { inv.stack.emplace_back(c.text("component", true), c.text("version")); });
+  inv.rank_env = f.text_map("rank_env");
   return inv;
 }
 

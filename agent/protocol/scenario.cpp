@@ -131,6 +131,15 @@ void check_setup(const Scenario& s, const std::string& file) {
         if (!value.is_object() || !value.contains("ports") || !value["ports"].is_string() || value.size() != 1 ||
             !parse_port_list(value["ports"].get<std::string>()))
           refuse(file, where + ".stray_traffic is not {\"ports\": \"P,LOW-HIGH,...\"} of at most 1024 ports");
+      } else if (key == "agent_env") {
+        ++actions;
+        if (!value.is_object() || value.empty()) refuse(file, where + ".agent_env is not an object of NAME: value");
+        for (const auto& [k, v] : value.items()) {
+          if (k.empty() || k.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != std::string::npos ||
+              !v.is_string())
+            refuse(file,
+                   fmt::format("{}.agent_env: '{}' is not an upper-case variable name with a string value", where, k));
+        }
       } else if (key == "outbound_from_port") {
         ++actions;
         if (!value.is_number_integer() || value.get<int>() < 1 || value.get<int>() > 65535)
@@ -140,7 +149,8 @@ void check_setup(const Scenario& s, const std::string& file) {
       }
     }
     if (actions != 1)
-      refuse(file, where + " must hold exactly one of mtu, sysctl, outbound_from_port, stray_traffic, address");
+      refuse(file,
+             where + " must hold exactly one of mtu, sysctl, outbound_from_port, stray_traffic, address, agent_env");
   }
 }
 
@@ -193,8 +203,8 @@ Scenario read_scenario(const json& j, const std::string& file) {
     if (!kExpectations.count(key)) refuse(file, fmt::format("expect.{} is not an expectation this build knows", key));
   }
   const std::string outcome = field<std::string>(s.expect, file, "outcome", "fail");
-  if (outcome != "fail" && outcome != "complete") {
-    refuse(file, fmt::format("expect.outcome '{}' is neither fail nor complete", outcome));
+  if (outcome != "fail" && outcome != "complete" && outcome != "refused") {
+    refuse(file, fmt::format("expect.outcome '{}' is not fail, complete or refused", outcome));
   }
   const auto placement = s.placement();
   for (int h : placement) {

@@ -50,10 +50,13 @@
 #include "ringmaster/comm.h"
 #include "ringmaster/status.h"
 #include "ringmaster/tools/gpus.h"
+#include "ringmaster/tools/preflight.h"
 #include "ringmaster/tools/topology.h"
 #include "runs.h"
 #include "self_signed.h"
 #include "spawn.h"
+
+extern char** environ;
 
 namespace ringmaster::agent {
 
@@ -84,6 +87,32 @@ void read_transports(Inventory& inv) {
       inv.transports_unusable.push_back({lower(t.name), t.why});
     }
   }
+}
+
+// The NCCL_*, FI_* and RINGMASTER_* variables of this process, which the
+// ranks it starts inherit: what a job's nodes must agree on
+// (node_gate.h). A name that says it holds a secret is left out.
+std::map<std::string, std::string> settings_ranks_inherit() {
+  std::map<std::string, std::string> out;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const auto eq = entry.find('=');
+    if (eq == std::string_view::npos) continue;
+    const std::string_view name = entry.substr(0, eq);
+    if (!name.starts_with("NCCL_") && !name.starts_with("FI_") && !name.starts_with("RINGMASTER_")) continue;
+    const bool secret = name.ends_with("_KEY") || name.find("TOKEN") != std::string_view::npos ||
+                        name.find("SECRET") != std::string_view::npos ||
+                        name.find("PASSWORD") != std::string_view::npos;
+    if (!secret) out.emplace(name, entry.substr(eq + 1));
+  }
+  return out;
+}
+
+// The software the ranks load here, read at the first inventory: a
+// library or driver upgraded under a running agent is the agent's restart.
+const std::vector<std::pair<std::string, std::string>>& software_stack() {
+  static const auto stack = read_software_stack();
+  return stack;
 }
 
 std::vector<InterfaceAddress> interfaces() {
@@ -571,6 +600,9 @@ Inventory AgentServer::Impl::inventory() const {
   inv.fault_injection = options.allow_fault_injection;
   inv.pid = ::getpid();
   read_transports(inv);
+  inv.stack = software_stack();
+  inv.stack.insert(inv.stack.begin(), {"ringmaster", std::string(kAgentVersion)});
+  inv.rank_env = settings_ranks_inherit();
   return inv;
 }
 

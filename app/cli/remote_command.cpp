@@ -24,6 +24,7 @@
 #include "perf_options.h"
 #include "ringmaster/agent/client.h"
 #include "ringmaster/agent/fault.h"
+#include "ringmaster/agent/node_gate.h"
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/agent/telemetry.h"
 #include "ringmaster/status.h"
@@ -44,6 +45,7 @@ struct RemoteOptions {
   std::string events_file;
   PerfOptions perf;
   std::string engine = "ringmaster";  // perf: ringmaster, nccl (ringmaster-nccl-perf on each agent) or both
+  bool allow_mixed_nodes = false;     // perf: launch although the node gate refuses
   // fault
   std::string kind, ports, except, address, direction = "both", interface;
   bool skip_loopback = false;
@@ -279,6 +281,25 @@ void print_engines_compared(const Sweep& ringmaster, const Sweep& nccl) {
   std::fflush(stdout);
 }
 
+// Before any run: every agent's inventory through the node gate, for each
+// engine the sweep runs. What differs is said on stderr; a difference the
+// gate refuses stops the launch unless --allow-mixed-nodes.
+void gate_nodes(const RemoteOptions& o, const std::vector<std::string>& engines, Agents& agents) {
+  std::vector<agent::Inventory> nodes;
+  for (auto& c : agents.clients)
+    nodes.push_back(agent::Inventory::parse(c->call({{"type", "inventory"}})));
+  for (const auto& engine : engines) {
+    const agent::NodeGate gate = agent::check_nodes_alike(
+        nodes, engine == "nccl" ? agent::PerfRequest::Engine::nccl : agent::PerfRequest::Engine::ringmaster);
+    for (const auto& note : gate.notes)
+      std::fprintf(stderr, "# note: %s\n", note.c_str());
+    if (gate.passed()) continue;
+    if (!o.allow_mixed_nodes) throw Error(ErrorCategory::config, gate.refusal("launch with --allow-mixed-nodes"));
+    for (const auto& r : gate.refusals)
+      std::fprintf(stderr, "# going ahead (--allow-mixed-nodes) although %s\n", r.c_str());
+  }
+}
+
 int run_remote(const RemoteOptions& o) {
   (void)make_perf_spec(o.perf);
   (void)make_comm_options(o.perf);  // the same checks perf makes, before anything starts
@@ -286,6 +307,7 @@ int run_remote(const RemoteOptions& o) {
   (void)endpoints_of(o.agents, "remote");
   if (o.np_per_agent < 1) throw Error(ErrorCategory::config, "--np-per-agent must be at least 1");
   Agents agents = subscribe_all(o);
+  gate_nodes(o, engines, agents);
   std::vector<Sweep> sweeps;
   for (const auto& engine : engines) {
     if (!sweeps.empty()) std::printf("#\n# The same sweep through NCCL\n");
@@ -342,6 +364,9 @@ Runner add_remote_command(CLI::App& app) {
                    "float sums; its rows come back as \"NCCL <version>\"); both: Ringmaster, then NCCL, and "
                    "their busbw size by size")
       ->capture_default_str();
+  perf->add_flag("--allow-mixed-nodes", o->allow_mixed_nodes,
+                 "Launch although the agents' nodes load different software or give their ranks different NCCL_* "
+                 "settings (refused otherwise, naming the nodes and the difference)");
   auto* inventory = remote->add_subcommand("inventory", "Print each agent's inventory as a JSON line");
   auto* fault = remote->add_subcommand(
       "fault", "Inject a fault on every agent (needs --allow-fault-injection there; docs/protocol.md)");

@@ -47,6 +47,7 @@
 #include "ringmaster/agent/client.h"
 #include "ringmaster/agent/command.h"
 #include "ringmaster/agent/linkcheck.h"
+#include "ringmaster/agent/node_gate.h"
 #include "ringmaster/agent/preflight.h"
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/agent/requests.h"
@@ -195,6 +196,28 @@ class Cluster {
     must({"ip", "-n", ns(host), "link", "set", "eth0", "gso_max_segs", "1"});
   }
 
+  // Variables the host's agent starts with, as a node's unit or image
+  // sets them; its ranks inherit them.
+  void set_agent_env(int host, const std::string& name, const std::string& value) { agent_env_[host][name] = value; }
+
+  // This process's environment with the host's agent_env over it.
+  std::vector<std::string> agent_environment(int host) const {
+    std::map<std::string, std::string> vars;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry(*e);
+      const auto eq = entry.find('=');
+      if (eq != std::string::npos) vars[entry.substr(0, eq)] = entry.substr(eq + 1);
+    }
+    if (const auto it = agent_env_.find(host); it != agent_env_.end()) {
+      for (const auto& [k, v] : it->second)
+        vars[k] = v;
+    }
+    std::vector<std::string> out;
+    for (const auto& [k, v] : vars)
+      out.push_back(k + "=" + v);
+    return out;
+  }
+
   void set_sysctl(int host, const std::string& key, const std::string& value) {
     must({"ip", "netns", "exec", ns(host), "sysctl", "-q", "-w", key + "=" + value});
   }
@@ -303,21 +326,44 @@ class Cluster {
     // The ranks run as whoever runs the scenarios, as they would without agents.
     const std::string rank_user = agent::effective_user_name();
     for (std::size_t i = 0; i < namespaces_.size(); ++i) {
+      // Everything the child needs is made before the fork: the client
+      // threads of the hosts started so far may hold the allocator's lock.
+      // A host name of its own, as each node of a cluster has: the ranks
+      // tell hosts apart by it (NCCL does too).
+      const std::string name = host_name(static_cast<int>(i));
+      // Plain TCP: the bridge joins namespaces of this host and nothing else.
+      const std::vector<std::string> args = {"ip",
+                                             "netns",
+                                             "exec",
+                                             namespaces_[i],
+                                             agent_path,
+                                             "--listen",
+                                             address(static_cast<int>(i)) + ":29600",
+                                             "--token-file",
+                                             token_file_,
+                                             "--state-dir",
+                                             private_dir_ + "/host" + std::to_string(i),
+                                             "--allow-fault-injection",
+                                             "--allow-plaintext",
+                                             "--print-port",
+                                             "--rank-user",
+                                             rank_user};
+      const std::vector<std::string> env = agent_environment(static_cast<int>(i));
+      std::vector<char*> argv, envp;
+      for (const auto& a : args)
+        argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      for (const auto& e : env)
+        envp.push_back(const_cast<char*>(e.c_str()));
+      envp.push_back(nullptr);
       int out[2];
       if (::pipe(out) != 0) throw Error(ErrorCategory::internal, "pipe failed");
       const pid_t pid = ::fork();
       if (pid == 0) {
         ::dup2(out[1], 1);
         ::close(out[0]);
-        // A host name of its own, as each node of a cluster has: the ranks
-        // tell hosts apart by it (NCCL does too).
-        const std::string name = host_name(static_cast<int>(i));
         if (::unshare(CLONE_NEWUTS) != 0 || ::sethostname(name.data(), name.size()) != 0) _exit(126);
-        // Plain TCP: the bridge joins namespaces of this host and nothing else.
-        ::execlp("ip", "ip", "netns", "exec", namespaces_[i].c_str(), agent_path.c_str(), "--listen",
-                 (address(static_cast<int>(i)) + ":29600").c_str(), "--token-file", token_file_.c_str(), "--state-dir",
-                 (private_dir_ + "/host" + std::to_string(i)).c_str(), "--allow-fault-injection", "--allow-plaintext",
-                 "--print-port", "--rank-user", rank_user.c_str(), static_cast<char*>(nullptr));
+        ::execvpe("ip", argv.data(), envp.data());
         _exit(127);
       }
       ::close(out[1]);
@@ -348,6 +394,7 @@ class Cluster {
   std::string id_, bridge_, token_file_, private_dir_;
   std::vector<std::string> namespaces_;
   std::vector<std::string> etc_dirs_;  // /etc/netns/<namespace>
+  std::map<int, std::map<std::string, std::string>> agent_env_;
   std::vector<pid_t> agents_;
   std::vector<std::unique_ptr<agent::AgentClient>> clients_;
   std::vector<int> held_;  // sockets of hold_outbound_port
@@ -653,6 +700,11 @@ void prepare_hosts(Cluster& cluster, const agent::Scenario& s, Verdict& v) {
         must({"ip", "-n", cluster.ns(h), "addr", "add", a, "dev", "eth0", "nodad"});
         v.report.push_back(fmt::format("host {}: eth0 also has {}", h, a));
       }
+      const json agent_env = step.value("agent_env", json::object());
+      for (const auto& [name, value] : agent_env.items()) {
+        cluster.set_agent_env(h, name, value.get<std::string>());
+        v.report.push_back(fmt::format("host {}: the agent starts with {}={}", h, name, value.get<std::string>()));
+      }
       const json sysctls = step.value("sysctl", json::object());
       for (const auto& [key, value] : sysctls.items()) {
         cluster.set_sysctl(h, key, value.get<std::string>());
@@ -685,6 +737,43 @@ void hold_ports(Cluster& cluster, const agent::Scenario& s, Verdict& v) {
   }
 }
 
+// Before the run: the node gate over the inventories of the hosts with
+// ranks, as every launcher asks it. True when the scenario ends here: the
+// gate refused (as expected, or not), or let through a run the scenario
+// expects refused.
+bool gate_refuses(Cluster& cluster, const agent::Scenario& s, const agent::RunRequest& run, Verdict& v) {
+  std::vector<agent::Inventory> nodes;
+  const auto placement = s.placement();
+  for (int h = 0; h < s.hosts; ++h) {
+    if (std::find(placement.begin(), placement.end(), h) != placement.end())
+      nodes.push_back(agent::Inventory::parse(cluster.client(h).call({{"type", "inventory"}})));
+  }
+  const agent::NodeGate gate = agent::check_nodes_alike(nodes, run.perf.engine);
+  for (const auto& note : gate.notes)
+    v.report.push_back("node gate: " + note);
+  const bool expected = s.expect.value("outcome", "fail") == "refused";
+  if (gate.passed()) {
+    if (!expected) return false;
+    v.passed = false;
+    v.reasons.push_back("expected the node gate to refuse the run before launch; it let it go ahead");
+    return true;
+  }
+  const std::string refusal = gate.refusal("launch with --allow-mixed-nodes");
+  v.report.push_back(refusal);
+  if (!expected) {
+    v.passed = false;
+    v.reasons.push_back("the node gate refused the run: " + refusal);
+    return true;
+  }
+  for (const auto& k : s.expect.value("keywords", json::array())) {
+    if (refusal.find(k.get<std::string>()) == std::string::npos) {
+      v.passed = false;
+      v.reasons.push_back("the node gate's refusal does not mention '" + k.get<std::string>() + "'");
+    }
+  }
+  return true;
+}
+
 Verdict run_scenario(const agent::Scenario& s, const std::string& agent_path, bool keep, std::ofstream* events) {
   Verdict v;
   const int hosts = s.hosts;
@@ -705,6 +794,7 @@ Verdict run_scenario(const agent::Scenario& s, const std::string& agent_path, bo
   const int world = s.world_size();
   const std::string run_id = "repro-" + s.name;
   agent::RunRequest run = scenario_run(run_spec, run_id, world);
+  if (gate_refuses(cluster, s, run, v)) return v;
   if (events) {
     std::set<int> with_ranks;
     for (int h : placement) {

@@ -3,6 +3,7 @@
 // token handshake and TLS, malformed frames, a rank killed mid-run, the
 // metrics and health endpoints, the log, NIC counters and slow links.
 #include "agent_test_support.h"
+#include "ringmaster/agent/requests.h"
 
 namespace ringmaster {
 namespace {
@@ -354,6 +355,70 @@ TEST(Agent, FourRanksAcrossTwoAgentsStreamEverything) {
   json relayed = results[0][0];
   relayed.erase("rank");
   EXPECT_EQ(keys_of(relayed), keys_of(direct_rows[0]));
+}
+
+// The node gate: `remote perf` asks every agent what its ranks would load
+// and inherit before it starts one, and refuses nodes that differ, naming
+// them; --allow-mixed-nodes launches anyway (and the ranks, comparing
+// their settings, then stop at ADDRESS_EXCHANGE).
+TEST(Agent, RemoteCliRefusesNodesThatDiffer) {
+  const std::string token_file = write_token("agent-token-gate", "gate-token-0123456789abc");
+  Agent a({"--token-file", token_file});
+  Agent b({"--token-file", token_file},
+          {"/usr/bin/env", "NCCL_PROTO=Simple", "NCCL_DEBUG=WARN", "RINGMASTER_WEBHOOK_TOKEN=hidden"});
+  auto options = b.options();
+  options.token = agent::read_token_file(token_file);
+  auto client = agent::AgentClient::connect(options, {});
+  const agent::Inventory inventory = agent::Inventory::parse(client->call({{"type", "inventory"}}));
+  EXPECT_EQ(inventory.rank_env.at("NCCL_PROTO"), "Simple");
+  EXPECT_FALSE(inventory.rank_env.contains("RINGMASTER_WEBHOOK_TOKEN")) << "a secret's value left the agent";
+  ASSERT_FALSE(inventory.stack.empty());
+  EXPECT_EQ(inventory.stack[0].first, "ringmaster");
+  const std::string agents = "127.0.0.1:" + std::to_string(a.port) + ",127.0.0.1:" + std::to_string(b.port);
+  const std::vector<std::string> perf = {RINGMASTER_CLI,
+                                         "remote",
+                                         "--agents",
+                                         agents,
+                                         "--token-file",
+                                         token_file,
+                                         "--store-timeout",
+                                         "5",
+                                         "--bootstrap-timeout",
+                                         "5",
+                                         "perf",
+                                         "all_reduce",
+                                         "-b",
+                                         "1K",
+                                         "-e",
+                                         "1K",
+                                         "-n",
+                                         "1",
+                                         "-w",
+                                         "0"};
+  auto refused = testing_support::spawn(perf, {}, true);
+  refused.finish();
+  EXPECT_EQ(refused.exit_code(), 2) << refused.output;
+  // Both agents run on this host: the nodes are told apart by their place.
+  const std::string host = inventory.hostname;
+  EXPECT_NE(refused.output.find("refused before launch: the nodes' agents give their ranks different NCCL_PROTO: "
+                                "unset on node 0 (" +
+                                host + "); NCCL_PROTO=Simple on node 1 (" + host + ")"),
+            std::string::npos)
+      << refused.output;
+  EXPECT_NE(refused.output.find("# note: the nodes' agents give their ranks different NCCL_DEBUG (a node's own)"),
+            std::string::npos)
+      << refused.output;
+  EXPECT_EQ(refused.output.find("STORE_BARRIER"), std::string::npos) << "a rank started: " << refused.output;
+  std::vector<std::string> anyway = perf;
+  anyway.push_back("--allow-mixed-nodes");
+  auto launched = testing_support::spawn(anyway, {}, true);
+  launched.finish();
+  EXPECT_NE(launched.exit_code(), 0) << launched.output;
+  EXPECT_NE(launched.output.find("# going ahead (--allow-mixed-nodes) although the nodes' agents give their ranks "
+                                 "different NCCL_PROTO"),
+            std::string::npos)
+      << launched.output;
+  EXPECT_NE(launched.output.find("ADDRESS_EXCHANGE"), std::string::npos) << launched.output;
 }
 
 TEST(Agent, RemoteCliPrintsTheStageAndResultTables) {

@@ -118,6 +118,7 @@ class ConsoleTest : public QObject {
   void p4dDrawing();
   void scenarioFromTheConsole();
   void historyKeepsOpensAndCompares();
+  void nodeGateRefusesAgentsThatDiffer();
   void agentAskingForClientCertificates();
   void versionAndUsageErrors();
   void noTokenLeftBehindAfterSignals();
@@ -638,6 +639,71 @@ RunSpec small_sweep(const QString& engine) {
   spec.ranks_per_agent = 1;
   spec.engine = engine;
   return spec;
+}
+
+// The console asks the node gate before it launches: two agents whose
+// ranks would inherit different NCCL_PROTO are refused, naming the
+// setting and the nodes, until "Allow nodes that differ" is ticked.
+void ConsoleTest::nodeGateRefusesAgentsThatDiffer() {
+  QTemporaryDir dir;
+  QFile token(dir.filePath("token"));
+  QVERIFY(token.open(QIODevice::WriteOnly));
+  token.write("0123456789abcdef0123456789abcdef\n");
+  token.close();
+  QVERIFY(token.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner));
+  QProcess agents[2];
+  quint16 ports[2] = {};
+  for (int i = 0; i < 2; ++i) {
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    if (i == 1) env.insert("NCCL_PROTO", "Simple");
+    agents[i].setProcessEnvironment(env);
+    agents[i].setProcessChannelMode(QProcess::ForwardedErrorChannel);
+    agents[i].start(RINGMASTER_AGENT, {"--listen", "127.0.0.1:0", "--print-port", "--token-file", token.fileName(),
+                                       "--state-dir", dir.filePath(QString("state%1").arg(i)), "--rank-user",
+                                       QString::fromStdString(ringmaster::agent::effective_user_name())});
+    QVERIFY(agents[i].waitForStarted(5000));
+    QByteArray line;
+    while (!line.contains('\n') && agents[i].waitForReadyRead(10000))
+      line += agents[i].readAllStandardOutput();
+    ports[i] = static_cast<quint16>(line.trimmed().toInt());
+    QVERIFY2(ports[i] > 0, line.constData());
+  }
+  Console console;
+  MainWindow window(console);
+  for (int i = 0; i < 2; ++i)
+    console.connect_agent("127.0.0.1", ports[i], "0123456789abcdef0123456789abcdef");
+  QTRY_COMPARE_WITH_TIMEOUT(console.connected_count(), 2, 15000);
+  QTRY_VERIFY_WITH_TIMEOUT(console.agents.inventory(0) && console.agents.inventory(1), 15000);
+  RunSpec spec = small_sweep("ringmaster");
+  spec.ranks_per_agent = 1;
+  spec.store_timeout_s = 5;
+  window.set_run_spec(spec);
+  QSignalSpy failed(&console, &Console::run_launch_failed);
+  window.start_run();
+  QCOMPARE(failed.size(), 1);
+  const QString why = failed.at(0).at(0).toString();
+  QVERIFY2(why.contains("refused before launch: the nodes' agents give their ranks different NCCL_PROTO: unset on "
+                        "node 0 (") &&
+               why.contains("NCCL_PROTO=Simple on node 1 (") && why.contains("Allow nodes that differ"),
+           qPrintable(why));
+  QCOMPARE(console.run.run_id(), QString());
+
+  auto* allow = window.findChild<QCheckBox*>("allowMixedNodes");
+  QVERIFY(allow);
+  allow->setChecked(true);
+  QVERIFY(window.run_spec().allow_mixed_nodes);
+  QSignalSpy finished(&console.run, &RunState::finished);
+  window.start_run();
+  QCOMPARE(failed.size(), 1);
+  QVERIFY(!console.run.run_id().isEmpty());
+  // The ranks compare their settings in turn and stop at ADDRESS_EXCHANGE.
+  QVERIFY(finished.wait(60000));
+  QCOMPARE(finished.at(0).at(0).toBool(), false);
+  QVERIFY2(console.run.problems().join("; ").contains("NCCL_PROTO"), qPrintable(console.run.problems().join("; ")));
+  for (auto& a : agents) {
+    a.terminate();
+    a.waitForFinished(5000);
+  }
 }
 
 // The Engine field runs the same sweep through NCCL on each agent's GPUs.
@@ -1630,6 +1696,8 @@ void ConsoleTest::scenariosReadAsText() {
           R"({"outcome": "complete", "slow_link": {"from": 1, "to": 2, "lossy": true}, "notes": {"keywords": ["x"]}})")),
       QString("The run completes.\nA stage that ends well says \u201cx\u201d.\nThe run names the link rank 1 \u2192 "
               "rank 2 as lossy."));
+  QCOMPARE(expectation_text(nlohmann::json::parse(R"({"outcome": "refused", "keywords": ["NCCL_PROTO"]})")),
+           QString("The run is refused before launch: no rank starts.\nThe refusal says \u201cNCCL_PROTO\u201d."));
 }
 
 // A node file the local agents refuse: the console says which file and

@@ -2,6 +2,7 @@
 // what each field reads as, what a bad one is refused with, and the command
 // line each request becomes.
 #include "ringmaster/agent/requests.h"
+#include "ringmaster/agent/node_gate.h"
 
 #include <gtest/gtest.h>
 
@@ -202,6 +203,8 @@ Inventory sample_inventory() {
   inv.pid = 99;
   inv.transports = {"socket", "shm"};
   inv.transports_unusable = {{"ofi", "no libfabric provider"}};
+  inv.stack = {{"ringmaster", "0.9.0"}, {"nccl", "2.21.5"}, {"libfabric", "1.18"}, {"nvidia_driver", "550.54.15"}};
+  inv.rank_env = {{"NCCL_SOCKET_IFNAME", "eth0"}, {"FI_PROVIDER", "efa"}};
   return inv;
 }
 
@@ -249,6 +252,85 @@ TEST(Inventory, BadFieldsAreNamed) {
   bad["runs"][0].erase("run_id");
   EXPECT_EQ(inventory_refusal(bad), "inventory: runs[0]: 'run_id' is missing");
   EXPECT_EQ(inventory_refusal(json::array()), "inventory is an array, not an object");
+  bad = good;
+  bad["rank_env"]["NCCL_PROTO"] = 1;
+  EXPECT_EQ(inventory_refusal(bad), "inventory: 'rank_env' is an integer, not an object of strings");
+  bad = good;
+  bad["stack"][1].erase("component");
+  EXPECT_EQ(inventory_refusal(bad), "inventory: stack[1]: 'component' is missing");
+}
+
+// The node gate: what differs, between which nodes, and whether the run
+// is refused for it or only told.
+TEST(NodeGate, NamesTheNodesAndWhatDiffers) {
+  std::vector<Inventory> nodes(3, sample_inventory());
+  for (int i = 0; i < 3; ++i)
+    nodes[static_cast<std::size_t>(i)].hostname = "node" + std::to_string(i);
+  EXPECT_TRUE(check_nodes_alike(nodes, PerfRequest::Engine::nccl).passed());
+  EXPECT_TRUE(check_nodes_alike(nodes, PerfRequest::Engine::nccl).notes.empty());
+
+  // Two versions of a library every run loads: refused.
+  nodes[2].stack[2].second = "1.22";
+  NodeGate gate = check_nodes_alike(nodes, PerfRequest::Engine::ringmaster);
+  ASSERT_EQ(gate.refusals.size(), 1u);
+  EXPECT_EQ(gate.refusals[0],
+            "the nodes differ in libfabric: 1.18 on nodes 0 (node0), 1 (node1); 1.22 on node 2 (node2)");
+  EXPECT_EQ(
+      gate.refusal("launch with --allow-mixed-nodes").rfind("refused before launch: the nodes differ in libfabric", 0),
+      0u);
+  EXPECT_NE(gate.refusal("launch with --allow-mixed-nodes").find("or launch with --allow-mixed-nodes"),
+            std::string::npos);
+  nodes[2] = nodes[0];
+  nodes[2].hostname = "node2";
+
+  // NCCL counts for a run through NCCL only; its absence reads alike
+  // whatever each node's reason.
+  nodes[1].stack[1].second = "not found (libnccl.so.2: cannot open shared object file)";
+  nodes[2].stack[1].second = "not found (no ncclGetVersion)";
+  gate = check_nodes_alike(nodes, PerfRequest::Engine::ringmaster);
+  EXPECT_TRUE(gate.passed());
+  ASSERT_EQ(gate.notes.size(), 1u);
+  EXPECT_EQ(gate.notes[0],
+            "the nodes differ in nccl: 2.21.5 on node 0 (node0); not found on nodes 1 (node1), 2 (node2)");
+  EXPECT_FALSE(check_nodes_alike(nodes, PerfRequest::Engine::nccl).passed());
+  nodes[1].stack[1].second = nodes[2].stack[1].second = "2.21.5";
+
+  // A driver on some nodes only is their transport's business; two
+  // drivers are refused.
+  nodes[1].stack[3].second = "not found (no nvidia kernel module loaded)";
+  EXPECT_TRUE(check_nodes_alike(nodes, PerfRequest::Engine::ringmaster).passed());
+  nodes[1].stack[3].second = "535.104.05";
+  EXPECT_FALSE(check_nodes_alike(nodes, PerfRequest::Engine::ringmaster).passed());
+  nodes[1].stack[3].second = nodes[0].stack[3].second;
+
+  // Another Ringmaster is refused even where the other does not say.
+  nodes[0].stack[0].second = "0.8.0";
+  EXPECT_FALSE(check_nodes_alike(nodes, PerfRequest::Engine::ringmaster).passed());
+  nodes[0].stack[0].second = "0.9.0";
+
+  // A setting one node's agent gives its ranks: refused, "unset" where
+  // the others have none; a node's own interface name is only told.
+  nodes[1].rank_env["NCCL_PROTO"] = "Simple";
+  nodes[2].rank_env["NCCL_SOCKET_IFNAME"] = "ens5";
+  gate = check_nodes_alike(nodes, PerfRequest::Engine::ringmaster);
+  ASSERT_EQ(gate.refusals.size(), 1u);
+  EXPECT_EQ(gate.refusals[0],
+            "the nodes' agents give their ranks different NCCL_PROTO: unset on nodes 0 (node0), 2 (node2); "
+            "NCCL_PROTO=Simple on node 1 (node1)");
+  ASSERT_EQ(gate.notes.size(), 1u);
+  EXPECT_EQ(gate.notes[0],
+            "the nodes' agents give their ranks different NCCL_SOCKET_IFNAME (a node's own): "
+            "NCCL_SOCKET_IFNAME=eth0 on nodes 0 (node0), 1 (node1); NCCL_SOCKET_IFNAME=ens5 on node 2 (node2)");
+
+  // An agent that says nothing of its stack (an older one) is left out of
+  // that comparison; one node alone is always alike.
+  nodes[1].rank_env.erase("NCCL_PROTO");
+  nodes[2].rank_env["NCCL_SOCKET_IFNAME"] = "eth0";
+  nodes[2].stack.clear();
+  EXPECT_TRUE(check_nodes_alike(nodes, PerfRequest::Engine::nccl).passed());
+  nodes.resize(1);
+  nodes[0].rank_env["NCCL_PROTO"] = "LL";
+  EXPECT_TRUE(check_nodes_alike(nodes, PerfRequest::Engine::nccl).passed());
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ TEST(Scenarios, ABadFileIsRefusedByName) {
   EXPECT_EQ(refused(R"({"name": "x", "hosts": 0})"), "scenario 07-bad.json: hosts 0 is not 1..16");
   EXPECT_EQ(refused(R"({"name": "x", "hosts": "2"})"), "scenario 07-bad.json: 'hosts' is string, of the wrong type");
   EXPECT_EQ(refused(R"({"name": "x", "expect": {"outcome": "hang"}})"),
-            "scenario 07-bad.json: expect.outcome 'hang' is neither fail nor complete");
+            "scenario 07-bad.json: expect.outcome 'hang' is not fail, complete or refused");
   EXPECT_EQ(refused(R"({"name": "x", "expect": {"stages": ["READY"]}})"),
             "scenario 07-bad.json: expect.stages is not an expectation this build knows");
   EXPECT_EQ(refused(R"({"name": "x", "hosts": 2, "run": {"placement": [0, 2]}})"),
@@ -88,7 +88,15 @@ TEST(Scenarios, ABadFileIsRefusedByName) {
             "scenario 07-bad.json: faults[0] is not {\"fault\": {...}, \"hosts\": [...]}");
   EXPECT_EQ(refused(R"({"name": "x", "setup": [{"mtu": 9000, "sysctl": {}}]})"),
             "scenario 07-bad.json: setup[0] must hold exactly one of mtu, sysctl, outbound_from_port, stray_traffic, "
-            "address");
+            "address, agent_env");
+  EXPECT_EQ(refused(R"({"name": "x", "setup": [{"agent_env": {"nccl_proto": "Simple"}}]})"),
+            "scenario 07-bad.json: setup[0].agent_env: 'nccl_proto' is not an upper-case variable name with a string "
+            "value");
+  EXPECT_EQ(refused(R"({"name": "x", "setup": [{"agent_env": {"NCCL_PROTO": 1}}]})"),
+            "scenario 07-bad.json: setup[0].agent_env: 'NCCL_PROTO' is not an upper-case variable name with a string "
+            "value");
+  EXPECT_EQ(refused(R"({"name": "x", "setup": [{"agent_env": {}}]})"),
+            "scenario 07-bad.json: setup[0].agent_env is not an object of NAME: value");
   EXPECT_EQ(refused(R"({"name": "x", "setup": [{"address": "fd77::2"}]})"),
             "scenario 07-bad.json: setup[0].address is not an IPv4 or IPv6 address with its prefix length "
             "(fd77::2/64)");

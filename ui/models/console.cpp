@@ -20,6 +20,7 @@
 
 #include "ringmaster/agent/client.h"
 #include "ringmaster/agent/events.h"
+#include "ringmaster/agent/node_gate.h"
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/agent/requests.h"
 #include "ringmaster/status.h"
@@ -532,6 +533,26 @@ std::vector<QString> rails_of(const agent::Inventory& inventory) {
 }
 
 // Whether NCCL's runner takes the spec; else why not.
+// The node gate (node_gate.h) over the agents' inventories, in the run's
+// order: why the run is refused, or empty. `differs` gets what the run
+// goes ahead with anyway, for its history entry. An agent whose
+// inventory has not come yet is left out of the comparison.
+QString node_gate(const std::vector<const agent::Inventory*>& inventories, agent::PerfRequest::Engine engine,
+                  bool allow_mixed, QString* differs) {
+  std::vector<agent::Inventory> nodes;
+  for (const auto* inventory : inventories) {
+    if (inventory) nodes.push_back(*inventory);
+  }
+  const agent::NodeGate gate = agent::check_nodes_alike(nodes, engine);
+  if (!gate.passed() && !allow_mixed)
+    return QString::fromStdString(gate.refusal("tick \"Allow nodes that differ\" to launch anyway"));
+  std::vector<std::string> said = gate.refusals;
+  said.insert(said.end(), gate.notes.begin(), gate.notes.end());
+  for (const auto& line : said)
+    *differs += QString::fromStdString("; " + line);
+  return {};
+}
+
 bool nccl_runs(const RunSpec& spec, QString* why) {
   const std::string refused =
       agent::nccl_runner_refusal(spec.collective.toStdString(), spec.dtype.toStdString(), spec.op.toStdString());
@@ -590,6 +611,34 @@ agent::PerfRequest perf_request(const RunSpec& spec) {
 
 }  // namespace
 
+void Console::send_run(std::vector<std::shared_ptr<agent::AgentClient>> clients, agent::RunRequest request,
+                       int per_agent) {
+  QPointer<Console> guard(this);
+  // The agent with rank 0 picks the store's port; the others need it, so
+  // the requests go one after another, off the GUI thread.
+  std::thread([guard, clients, request, per_agent]() mutable {
+    try {
+      for (std::size_t i = 0; i < clients.size(); ++i) {
+        request.ranks.clear();
+        for (int l = 0; l < per_agent; ++l)
+          request.ranks.push_back(static_cast<int>(i) * per_agent + l);
+        const json reply = clients[i]->call(request.to_json());
+        if (i == 0) request.master_port = reply.at("master_port").get<int>();
+      }
+    } catch (const std::exception& e) {
+      const QString why = QString::fromUtf8(e.what());
+      if (guard) {
+        QMetaObject::invokeMethod(
+            guard.data(),
+            [guard, why] {
+              if (guard) emit guard->run_launch_failed(why);
+            },
+            Qt::QueuedConnection);
+      }
+    }
+  }).detach();
+}
+
 QString Console::start_run(const RunSpec& spec) {
   then_nccl_.reset();
   nccl_follows_.clear();
@@ -620,6 +669,7 @@ QString Console::start_run(const RunSpec& spec) {
   std::vector<std::shared_ptr<agent::AgentClient>> clients;
   std::vector<QString> addresses;
   std::vector<std::vector<QString>> rails;
+  std::vector<const agent::Inventory*> inventories;  // null: none came yet
   QString master;
   for (const auto& address : order_) {
     const auto& link = links_.at(address);
@@ -630,9 +680,15 @@ QString Console::start_run(const RunSpec& spec) {
     const int row = agents.row_of(address);
     const agent::Inventory* inventory = row >= 0 ? agents.inventory(row) : nullptr;
     rails.push_back(inventory ? rails_of(*inventory) : std::vector<QString>{});
+    inventories.push_back(inventory);
   }
   if (clients.empty()) {
     emit run_launch_failed("no agent is connected");
+    return {};
+  }
+  QString differs;
+  if (const QString why = node_gate(inventories, perf.engine, spec.allow_mixed_nodes, &differs); !why.isEmpty()) {
+    emit run_launch_failed(why);
     return {};
   }
   const int placed = static_cast<int>(clients.size()) * spec.ranks_per_agent;
@@ -650,6 +706,7 @@ QString Console::start_run(const RunSpec& spec) {
                       .arg(spec.ranks_per_agent)
                       .arg(world);
   if (spec.engine == "nccl") pending_what_ = "through NCCL: " + pending_what_;
+  pending_what_ += differs;
   if (!spec.algo.isEmpty() || !spec.proto.isEmpty() || spec.channels > 0) {
     pending_what_ += QString(", forced %1/%2/%3 ch")
                          .arg(spec.algo.isEmpty() ? "-" : spec.algo, spec.proto.isEmpty() ? "-" : spec.proto)
@@ -670,31 +727,7 @@ QString Console::start_run(const RunSpec& spec) {
   request.perf = perf;
   if (spec.store_timeout_s > 0) request.store_timeout_s = spec.store_timeout_s;
   if (spec.coll_timeout_s > 0) request.coll_timeout_s = spec.coll_timeout_s;
-  QPointer<Console> guard(this);
-  const int per_agent = spec.ranks_per_agent;
-  // The agent with rank 0 picks the store's port; the others need it, so
-  // the requests go one after another, off the GUI thread.
-  std::thread([guard, clients, request, per_agent]() mutable {
-    try {
-      for (std::size_t i = 0; i < clients.size(); ++i) {
-        request.ranks.clear();
-        for (int l = 0; l < per_agent; ++l)
-          request.ranks.push_back(static_cast<int>(i) * per_agent + l);
-        const json reply = clients[i]->call(request.to_json());
-        if (i == 0) request.master_port = reply.at("master_port").get<int>();
-      }
-    } catch (const std::exception& e) {
-      const QString why = QString::fromUtf8(e.what());
-      if (guard) {
-        QMetaObject::invokeMethod(
-            guard.data(),
-            [guard, why] {
-              if (guard) emit guard->run_launch_failed(why);
-            },
-            Qt::QueuedConnection);
-      }
-    }
-  }).detach();
+  send_run(clients, request, spec.ranks_per_agent);
   return run_id;
 }
 

@@ -25,8 +25,10 @@
 #include "links_model.h"
 #include "nic_rates_model.h"
 #include "preflight_model.h"
+#include "ringmaster/agent/client.h"
 #include "ringmaster/agent/linkcheck.h"
 #include "ringmaster/agent/preflight.h"
+#include "ringmaster/agent/requests.h"
 #include "run_state.h"
 #include "wavefront_model.h"
 
@@ -58,6 +60,9 @@ struct RunSpec {
   // size by size (engines_compared). Both need float sums of a collective
   // NCCL's runner takes.
   QString engine = "ringmaster";
+  // Launch although the node gate (node_gate.h) finds the agents' nodes
+  // load different software or give their ranks different settings.
+  bool allow_mixed_nodes = false;
 };
 
 // How the console reaches an agent: the token and, when the agent serves
@@ -155,6 +160,9 @@ class Console : public QObject {
   void take_queued();  // on_message for each message arrival() queued
   void record(const nlohmann::json& line);
   void poll_agents();
+  // The run's requests, one agent after another off the GUI thread: the
+  // agent with rank 0 picks the store's port and the others need it.
+  void send_run(std::vector<std::shared_ptr<agent::AgentClient>> clients, agent::RunRequest request, int per_agent);
 
   std::map<QString, Link> links_;
   std::vector<QString> order_;  // connection order: the first agent hosts rank 0

@@ -21,6 +21,10 @@ namespace ringmaster::ui {
 using nlohmann::json;
 
 QStringList ScenariosPanel::check_recorded(const agent::Scenario& s) const {
+  // Refused by the node gate: no rank started, nothing was recorded; the
+  // runner checked the refusal's words.
+  if (s.expect.value("outcome", "") == "refused")
+    return {"The run was refused before launch: no events to check here."};
   QFile file(events_file_);
   if (!file.open(QIODevice::ReadOnly)) return {"No events were recorded to check here."};
   agent::ScenarioRun said;
@@ -86,11 +90,13 @@ QString expectation_text(const nlohmann::json& expect) {
     lines << line + ".";
   } else if (outcome == "complete") {
     lines << "The run completes.";
+  } else if (outcome == "refused") {
+    lines << "The run is refused before launch: no rank starts.";
   }
   for (const auto& [key, value] : expect.items()) {
     if (key == "outcome" || key == "stage" || key == "ranks") continue;
     if (key == "keywords") {
-      lines << "The failure says " + quoted_list(value) + ".";
+      lines << (outcome == "refused" ? "The refusal says " : "The failure says ") + quoted_list(value) + ".";
     } else if (key == "not_entered") {
       QStringList stages;
       for (const auto& st : value)

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ringmaster/agent/fault.h"
@@ -211,6 +212,13 @@ struct Inventory {
     bool operator==(const Unusable&) const = default;
   };
   std::vector<Unusable> transports_unusable;
+  // What every node of a job must share (node_gate.h): the software its
+  // ranks load (component, version: "nccl", "libfabric", "nvidia_driver",
+  // ...; "not found (why)" when absent), and the NCCL_*, FI_* and
+  // RINGMASTER_* settings of the agent's own environment, which its ranks
+  // inherit (names that hold a secret are left out).
+  std::vector<std::pair<std::string, std::string>> stack;
+  std::map<std::string, std::string> rank_env;
 
   bool operator==(const Inventory&) const = default;
 

@@ -42,7 +42,8 @@ struct Scenario {
   nlohmann::json resolver;                           // null when the hosts use the system's resolver
   // How the hosts differ from a plain host before the run, step by step
   // ({"hosts": [..], "mtu": N | "sysctl": {..} | "outbound_from_port": P |
-  // "stray_traffic": {"ports": "29500,40000-40015"}}).
+  // "stray_traffic": {"ports": "29500,40000-40015"} | "agent_env":
+  // {"NCCL_PROTO": "Simple"}}).
   nlohmann::json setup = nlohmann::json::array();
 
   // Each rank's host: run.placement, else ranks_per_host on each host in
@@ -61,7 +62,8 @@ std::optional<std::vector<std::uint16_t>> parse_port_list(const std::string& tex
 // Error(config) naming the file and what is wrong: not JSON, a missing or
 // mistyped field, a name that is not lowercase letters, digits and dashes
 // or that two files share, hosts or ranks_per_host outside 1..16, an
-// outcome other than fail or complete, an expectation it does not know.
+// outcome other than fail, complete or refused (by the node gate, before
+// launch), an expectation it does not know.
 std::vector<Scenario> load_catalog(const std::string& dir);
 
 // What a run said, gathered from its events as they come.
