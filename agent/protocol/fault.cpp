@@ -206,7 +206,7 @@ std::string_view kind_of(const FaultSpec& f) {
 }
 
 FaultSpec parse_fault(const json& j) {
-  constexpr const char* kKinds = "drop_ports, drop_address, delay, loss, rate, shm_size or limit";
+  constexpr const char* kKinds = "drop_ports, drop_address, delay, loss, rate, shm_size, limit or memory_limit";
   if (!j.is_object()) throw Error(ErrorCategory::config, fmt::format("a fault is {}, not an object", described(j)));
   const auto kind = j.find("kind");
   if (kind == j.end() || !kind->is_string()) {
@@ -237,6 +237,15 @@ FaultSpec parse_fault(const json& j) {
     return ShmSize{bytes};
   }
   if (k == Limit::kKind) return limit({j, k, {"resource", "value"}});
+  if (k == MemoryLimit::kKind) {
+    const SpecFields f(j, k, {"bytes"});
+    const json* v = f.find("bytes", true);
+    if (!v->is_number_integer()) f.refuse(fmt::format("'bytes' is {}, not an integer", described(*v)));
+    const auto bytes = v->get<std::int64_t>();
+    if (bytes < kFewestMemoryBytes || bytes > kMostShmBytes)
+      f.refuse(fmt::format("'bytes' must be {}..{}", kFewestMemoryBytes, kMostShmBytes));
+    return MemoryLimit{bytes};
+  }
   throw Error(ErrorCategory::config,
               fmt::format("unknown fault kind ({} characters); the kinds are {}", k.size(), kKinds));
 }
@@ -271,6 +280,8 @@ json to_json(const FaultSpec& f) {
   } else if (const auto* l = std::get_if<Limit>(&f)) {
     j["resource"] = to_string(l->resource);
     j["value"] = l->value;
+  } else if (const auto* m = std::get_if<MemoryLimit>(&f)) {
+    j["bytes"] = m->bytes;
   }
   return j;
 }
@@ -307,6 +318,8 @@ std::string describe(const FaultSpec& f) {
                ? fmt::format("ranks may open {} file descriptors (RLIMIT_NOFILE)", l->value)
                : fmt::format("ranks may lock {} bytes of memory (RLIMIT_MEMLOCK)", l->value);
   }
+  if (const auto* m = std::get_if<MemoryLimit>(&f))
+    return fmt::format("ranks run in a memory cgroup limited to {} bytes", m->bytes);
   const auto& shm = std::get<ShmSize>(f);
   return fmt::format("/dev/shm of {} bytes", shm.bytes);
 }

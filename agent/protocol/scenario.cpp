@@ -31,7 +31,7 @@ constexpr int kMostRanksPerHost = 16;
 const std::set<std::string> kExpectations = {
     "outcome",           "ranks",       "stage",     "keywords",  "error_keywords", "any_error_keywords",
     "every_rank_errors", "not_entered", "transport", "slow_link", "stall",          "preflight",
-    "linkcheck",         "together",    "notes"};
+    "linkcheck",         "together",    "notes",     "exits"};
 
 [[noreturn]] void refuse(const std::string& file, const std::string& what) {
   throw Error(ErrorCategory::config, fmt::format("scenario {}: {}", file, what));
@@ -294,6 +294,7 @@ void ScenarioRun::add(const events::EventMessage& m, std::optional<double> after
               r.diagnosis));
         } else if constexpr (std::is_same_v<E, events::RankFailed>) {
           report.push_back(e.summary);
+          exits[m.rank] = e.summary;
         } else if constexpr (std::is_same_v<E, events::RunDone>) {
           ++agents_done;
           all_ok = all_ok && e.ok;
@@ -337,6 +338,47 @@ void check_stages(const json& expect, const ScenarioRun& run, ScenarioCheck& v) 
     v.reasons.push_back(fmt::format("no stage that ended well says every one of: {}", keywords.dump()));
   } else {
     v.report.push_back(fmt::format("rank {}: {}", found->first, found->second));
+  }
+}
+
+// "transport": the ring connection from one rank to the next is carried
+// by the named transport, and its fallback reason has every keyword.
+void check_transport(const json& expect, const ScenarioRun& run, ScenarioCheck& v) {
+  if (!expect.contains("transport")) return;
+  auto fail = [&](std::string why) { v.reasons.push_back(std::move(why)); };
+  const json& t = expect["transport"];
+  const int from = t.value("from", -1), to = t.value("to", -1);
+  const auto it = run.ring.find({from, to});
+  if (it == run.ring.end()) {
+    fail(fmt::format("rank {} reported no connection to rank {}", from, to));
+  } else if (it->second.transport != t.value("via", "")) {
+    fail(
+        fmt::format("rank {} -> rank {} went via {}, expected {}", from, to, it->second.transport, t.value("via", "")));
+  } else {
+    for (const auto& k : t.value("keywords", json::array())) {
+      if (it->second.fallback.find(k.get<std::string>()) == std::string::npos) {
+        fail(fmt::format("rank {} -> rank {}: the reason ('{}') does not mention '{}'", from, to, it->second.fallback,
+                         k.get<std::string>()));
+      }
+    }
+  }
+}
+
+// "exits" ([{"rank": 1, "keywords": [...]}]): the agent's word on how that
+// rank ended (its rank_failed summary) holds every keyword.
+void check_exits(const json& expect, const ScenarioRun& run, ScenarioCheck& v) {
+  for (const auto& e : expect.value("exits", json::array())) {
+    const int rank = e.value("rank", -1);
+    const auto it = run.exits.find(rank);
+    if (it == run.exits.end()) {
+      v.reasons.push_back(fmt::format("rank {}'s agent did not report it ending badly", rank));
+      continue;
+    }
+    for (const auto& k : e.value("keywords", json::array())) {
+      if (it->second.find(k.get<std::string>()) == std::string::npos)
+        v.reasons.push_back(
+            fmt::format("rank {}'s end ('{}') does not mention '{}'", rank, it->second, k.get<std::string>()));
+    }
   }
 }
 
@@ -384,26 +426,8 @@ ScenarioCheck check_run(const Scenario& s, const ScenarioRun& run) {
     v.report.push_back((l.lossy() ? "lossy link: " : "slow link: ") + l.describe());
   auto fail = [&](std::string why) { v.reasons.push_back(std::move(why)); };
   const std::string outcome = expect.value("outcome", "fail");
-  // "transport": the ring connection from one rank to the next is carried
-  // by the named transport, and its fallback reason has every keyword.
-  if (expect.contains("transport")) {
-    const json& t = expect["transport"];
-    const int from = t.value("from", -1), to = t.value("to", -1);
-    const auto it = run.ring.find({from, to});
-    if (it == run.ring.end()) {
-      fail(fmt::format("rank {} reported no connection to rank {}", from, to));
-    } else if (it->second.transport != t.value("via", "")) {
-      fail(fmt::format("rank {} -> rank {} went via {}, expected {}", from, to, it->second.transport,
-                       t.value("via", "")));
-    } else {
-      for (const auto& k : t.value("keywords", json::array())) {
-        if (it->second.fallback.find(k.get<std::string>()) == std::string::npos) {
-          fail(fmt::format("rank {} -> rank {}: the reason ('{}') does not mention '{}'", from, to, it->second.fallback,
-                           k.get<std::string>()));
-        }
-      }
-    }
-  }
+  check_transport(expect, run, v);
+  check_exits(expect, run, v);
   check_slow_link(expect, run, slow, v);
   // "stall": a stall report whose diagnosis has every keyword, made within
   // within_s of the last progress (and of the SIGSTOP, for freeze_rank).

@@ -26,8 +26,10 @@
 #include <optional>
 #include <sstream>
 
+#include "memory_cgroup.h"
 #include "ringmaster/agent/log.h"
 #include "ringmaster/status.h"
+#include "run_cgroup.h"
 
 extern char** environ;
 
@@ -285,6 +287,9 @@ events::FaultApplied FaultManager::add(const FaultSpec& spec) {
   } else if (const auto* limit = std::get_if<Limit>(&spec)) {
     note = check_limit(*limit);
     f.mechanism = "rlimit";
+  } else if (const auto* memory = std::get_if<MemoryLimit>(&spec)) {
+    note = check_memory_limit(*memory);
+    f.mechanism = "cgroup";
   } else {
     const auto bytes = std::get<ShmSize>(spec).bytes;
     for (const auto& [id, other] : faults_) {
@@ -339,6 +344,24 @@ std::string FaultManager::check_limit(const Limit& limit) const {
   }
   return fmt::format("ranks started from now on get RLIMIT_{} {} (soft and hard)",
                      limit.resource == Limit::Resource::nofile ? "NOFILE" : "MEMLOCK", limit.value);
+}
+
+std::string FaultManager::check_memory_limit(const MemoryLimit& limit) const {
+  for (const auto& [id, other] : faults_) {
+    if (std::holds_alternative<MemoryLimit>(other.spec))
+      throw Error(ErrorCategory::config, fmt::format("the ranks' memory already has fault {}; clear it first", id));
+  }
+  std::string why;
+  if (!MemoryWatch::can_limit(find_cgroup_home().dir, why))
+    throw Error(ErrorCategory::config, "memory_limit needs a memory cgroup the agent may make: " + why);
+  return fmt::format("ranks started from now on run in a memory cgroup limited to {}", memory_text(limit.bytes));
+}
+
+std::optional<std::int64_t> FaultManager::rank_memory_limit() const {
+  for (const auto& [id, f] : faults_) {
+    if (const auto* m = std::get_if<MemoryLimit>(&f.spec)) return m->bytes;
+  }
+  return std::nullopt;
 }
 
 std::vector<RankLimit> FaultManager::rank_limits() const {

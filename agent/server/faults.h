@@ -75,6 +75,8 @@ class FaultManager {
   std::string connect_filter() const;
   // The resource limits new ranks start under (limit faults).
   std::vector<RankLimit> rank_limits() const;
+  // The memory new ranks may use (a memory_limit fault); none without one.
+  std::optional<std::int64_t> rank_memory_limit() const;
   std::string table_name() const { return table_; }
 
  private:
@@ -88,6 +90,9 @@ class FaultManager {
   // A limit fault's note, once it is known to clash with no other and to
   // lower what ranks inherit; throws Error(config) otherwise.
   std::string check_limit(const Limit& limit) const;
+  // Likewise for a memory_limit fault: one at a time, and a memory cgroup
+  // the agent can make.
+  std::string check_memory_limit(const MemoryLimit& limit) const;
   void revert(const Fault& f);
   // The interface of a tc fault (delay, rate); empty for the others.
   static std::string tc_interface(const Fault& f);

@@ -17,16 +17,14 @@
 
 namespace ringmaster::agent {
 
-namespace {
-
-std::string read_small(const std::string& path) {
+std::string read_cgroup_file(const std::string& path) {
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
 }
 
-bool write_text(const std::string& path, const std::string& text) {
+bool write_cgroup_file(const std::string& path, const std::string& text) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) return false;
   const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
@@ -34,14 +32,20 @@ bool write_text(const std::string& path, const std::string& text) {
   return ok;
 }
 
-}  // namespace
-
 CgroupHome find_cgroup_home() {
+  // The first answer holds for the process's life: the agent may move
+  // itself into a leaf below its home (memory_cgroup.h), and its runs
+  // stay beside that leaf.
+  static const CgroupHome home = look_for_cgroup_home();
+  return home;
+}
+
+CgroupHome look_for_cgroup_home() {
   CgroupHome home;
   // "0::/system.slice/ringmaster-agent.service": the unified hierarchy.
   std::string path;
   {
-    std::istringstream lines(read_small("/proc/self/cgroup"));
+    std::istringstream lines(read_cgroup_file("/proc/self/cgroup"));
     for (std::string line; std::getline(lines, line);) {
       if (line.rfind("0::", 0) == 0) path = line.substr(3);
     }
@@ -54,7 +58,7 @@ CgroupHome find_cgroup_home() {
   // filesystem type (after " - ") is cgroup2.
   std::string mount;
   {
-    std::istringstream lines(read_small("/proc/self/mountinfo"));
+    std::istringstream lines(read_cgroup_file("/proc/self/mountinfo"));
     for (std::string line; std::getline(lines, line);) {
       const auto dash = line.find(" - cgroup2 ");
       if (dash == std::string::npos) continue;
@@ -80,20 +84,23 @@ CgroupHome find_cgroup_home() {
   return home;
 }
 
+bool of_a_gone_agent(const std::string& name) {
+  // ringmaster-PID-RUN_ID
+  if (name.rfind("ringmaster-", 0) != 0) return false;
+  const std::string rest = name.substr(11);
+  const auto dash = rest.find('-');
+  if (dash == std::string::npos || dash == 0) return false;
+  pid_t pid = 0;
+  const auto [end, err] = std::from_chars(rest.data(), rest.data() + dash, pid);
+  if (err != std::errc() || end != rest.data() + dash || pid <= 0) return false;
+  return ::kill(pid, 0) != 0 && errno == ESRCH;  // its agent is gone
+}
+
 std::vector<std::string> remove_stale_run_cgroups(const std::string& home) {
   std::vector<std::string> removed;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(home, ec)) {
-    const std::string name = entry.path().filename().string();
-    // ringmaster-PID-RUN_ID
-    if (!entry.is_directory(ec) || name.rfind("ringmaster-", 0) != 0) continue;
-    const std::string rest = name.substr(11);
-    const auto dash = rest.find('-');
-    if (dash == std::string::npos || dash == 0) continue;
-    pid_t pid = 0;
-    const auto [end, err] = std::from_chars(rest.data(), rest.data() + dash, pid);
-    if (err != std::errc() || end != rest.data() + dash || pid <= 0) continue;
-    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // its agent lives
+    if (!entry.is_directory(ec) || !of_a_gone_agent(entry.path().filename().string())) continue;
     const int fd = ::open((entry.path() / "cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0) continue;
     RunCgroup stale(entry.path().string(), fd);  // its destructor kills and removes
@@ -118,18 +125,18 @@ std::unique_ptr<RunCgroup> RunCgroup::make(const std::string& home, const std::s
 }
 
 void RunCgroup::kill() const {
-  if (write_text(dir_ + "/cgroup.kill", "1")) return;
+  if (write_cgroup_file(dir_ + "/cgroup.kill", "1")) return;
   // Before Linux 5.14: each process listed, until none is left to list
   // (one may fork while the list is read).
   for (int round = 0; round < 16 && populated(); ++round) {
-    std::istringstream pids(read_small(dir_ + "/cgroup.procs"));
+    std::istringstream pids(read_cgroup_file(dir_ + "/cgroup.procs"));
     for (pid_t pid = 0; pids >> pid;)
       ::kill(pid, SIGKILL);
   }
 }
 
 bool RunCgroup::populated() const {
-  return read_small(dir_ + "/cgroup.events").find("populated 1") != std::string::npos;
+  return read_cgroup_file(dir_ + "/cgroup.events").find("populated 1") != std::string::npos;
 }
 
 RunCgroup::~RunCgroup() {

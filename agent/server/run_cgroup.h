@@ -10,6 +10,11 @@
 
 namespace ringmaster::agent {
 
+// A small file of a cgroup (or /proc) read whole; empty when it cannot
+// be. A text written to a cgroup file with one write(); false when not.
+std::string read_cgroup_file(const std::string& path);
+bool write_cgroup_file(const std::string& path, const std::string& text);
+
 // The agent's own cgroup v2 directory (its cgroup2 mount joined with
 // /proc/self/cgroup's "0::" path), or why there is none: no cgroup2
 // mounted, not this process's, or not writable by it.
@@ -18,11 +23,16 @@ struct CgroupHome {
   std::string why_not;
 };
 CgroupHome find_cgroup_home();
+// The same, looked up now rather than at the first call.
+CgroupHome look_for_cgroup_home();
 
 // Kills and removes the run cgroups under HOME of agents no longer
 // running (SIGKILLed, crashed): what their ranks started does not outlive
 // them past the next agent's start. Returns what it removed.
 std::vector<std::string> remove_stale_run_cgroups(const std::string& home);
+// Whether a cgroup's name is a run's (ringmaster-PID-RUN_ID) of an agent
+// whose process is gone.
+bool of_a_gone_agent(const std::string& name);
 
 class RunCgroup {
  public:

@@ -62,6 +62,9 @@ struct RunManager::Run {
   // Declared first, so it goes last: its destructor kills what is left in
   // the run's cgroup and removes it, after the children's pipes close.
   std::unique_ptr<RunCgroup> cgroup;
+  // The memory cgroup its ranks are in, watched for OOM kills (and made,
+  // with a memory_limit fault, then removed before `cgroup`).
+  std::unique_ptr<MemoryWatch> memory;
   std::string id;
   std::string dir;  // STATE_DIR/runs/ID
   RankUser user;    // who its ranks run as (a uid of its own, see rank_uids)
@@ -234,6 +237,9 @@ RunManager::RunManager(asio::io_context& io, const AgentOptions& options,
     for (const auto& dir : remove_stale_run_cgroups(cgroup_home_.dir))
       log::info("removed {}, the cgroup of a run whose agent is gone, and what was left in it", dir);
   }
+  for (const auto& dir : remove_stale_memory_cgroups()) {
+    log::info("removed {}, the memory cgroup of a run whose agent is gone, and what was left in it", dir);
+  }
   watch_children();
 }
 
@@ -275,6 +281,31 @@ void RunManager::reap() {
     finish_if_done(*child);
 }
 
+void RunManager::give_cgroups(Run& run) const {
+  if (!cgroup_home_.dir.empty()) {
+    std::string why;
+    run.cgroup = RunCgroup::make(cgroup_home_.dir, run.id, why);
+    if (!run.cgroup) log::warn("run {} goes without a cgroup of its own: {}", run.id, why);
+  }
+  const auto limit = faults_ ? faults_->rank_memory_limit() : std::nullopt;
+  std::string why;
+  run.memory = MemoryWatch::make(run.cgroup ? run.cgroup->dir() : std::string(), run.id, limit, why);
+  if (!run.memory && limit)
+    throw Error(ErrorCategory::config,
+                fmt::format("run {}: the memory_limit fault cannot be applied: {}", run.id, why));
+}
+
+std::string RunManager::oom_cause(const Run& run) {
+  if (!run.memory) return {};
+  const std::uint64_t kills = run.memory->oom_kills();
+  if (kills == 0) return {};
+  const auto limit = run.memory->limit();
+  return fmt::format(
+      "the memory limit of its cgroup{}: the kernel's OOM killer sent SIGKILL ({} OOM kill(s) in {} during the "
+      "run). Give the ranks more memory (the Pod's limits.memory, the unit's MemoryMax=) or run smaller sizes",
+      limit ? " (" + memory_text(*limit) + ")" : std::string(), kills, run.memory->dir());
+}
+
 void RunManager::finish_if_done(Child& child) {
   if (child.reported || !child.exited || !child.out_done || !child.err_done) return;
   child.reported = true;
@@ -295,7 +326,9 @@ void RunManager::finish_if_done(Child& child) {
     } else if (WIFSIGNALED(status)) {
       failed.signal = WTERMSIG(status);
       failed.signal_name = signal_name(WTERMSIG(status));
-      failed.summary = fmt::format("rank {} was killed by {}", child.rank, signal_name(WTERMSIG(status)));
+      const std::string oom = WTERMSIG(status) == SIGKILL ? oom_cause(*run) : std::string();
+      failed.summary =
+          fmt::format("rank {} was killed by {}", child.rank, oom.empty() ? signal_name(WTERMSIG(status)) : oom);
     }
     event = std::move(failed);
   }
@@ -386,11 +419,7 @@ json RunManager::start(const json& m) {
   run->id = id;
   run->dir = run_dir;
   run->user = run_user;
-  if (!cgroup_home_.dir.empty()) {
-    std::string why;
-    run->cgroup = RunCgroup::make(cgroup_home_.dir, id, why);
-    if (!run->cgroup) log::warn("run {} goes without a cgroup of its own: {}", id, why);
-  }
+  give_cgroups(*run);
   std::string declared_topology, declared_host;
   if (!options_.topology_file.empty()) {
     std::error_code ec;
@@ -476,6 +505,7 @@ json RunManager::start(const json& m) {
                                .stdout_fd = out_pipe[1],
                                .stderr_fd = err_pipe[1],
                                .cgroup_procs_fd = run->cgroup ? run->cgroup->procs_fd() : -1,
+                               .memory_procs_fd = run->memory ? run->memory->procs_fd() : -1,
                                .user = &run->user,
                                .limits = faults_ ? faults_->rank_limits() : std::vector<RankLimit>{}};
     try {

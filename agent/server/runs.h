@@ -11,6 +11,7 @@
 #include <string>
 
 #include "faults.h"
+#include "memory_cgroup.h"
 #include "ringmaster/agent/events.h"
 #include "ringmaster/agent/server.h"
 #include "run_cgroup.h"
@@ -56,6 +57,14 @@ class RunManager {
   void watch_children();
   void reap();
   void finish_if_done(Child& child);
+  // The run's cgroup (containment) and memory cgroup (OOM kills; a
+  // memory_limit fault's limit). Throws Error(config) when the fault's
+  // cgroup cannot be made.
+  void give_cgroups(Run& run) const;
+  // For a rank killed by SIGKILL: "the memory limit of its cgroup (64
+  // MiB): ..." when the run's memory cgroup counted an OOM kill; empty
+  // otherwise.
+  static std::string oom_cause(const Run& run);
   static void signal_group(const Run& run, int sig);
 
   boost::asio::io_context& io_;

@@ -204,8 +204,8 @@ pid_t spawn_rank(const SpawnRequest& request) {
     const int fd = status_pipe[1];
     // First, while still the agent's user: whatever the rank starts is
     // then in the run's cgroup too.
-    if (request.cgroup_procs_fd >= 0 && ::write(request.cgroup_procs_fd, "0", 1) != 1) {
-      fail_in_child(fd, kCgroup, errno);
+    for (const int procs : {request.cgroup_procs_fd, request.memory_procs_fd}) {
+      if (procs >= 0 && ::write(procs, "0", 1) != 1) fail_in_child(fd, kCgroup, errno);
     }
     if (::setpgid(0, request.process_group) != 0) fail_in_child(fd, kGroup, errno);
     if (::dup2(null_fd, 0) < 0 || ::dup2(request.stdout_fd, 1) < 0 || ::dup2(request.stderr_fd, 2) < 0) {

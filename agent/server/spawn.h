@@ -47,6 +47,7 @@ struct SpawnRequest {
   pid_t process_group = 0;        // 0: a group of its own
   int stdout_fd = -1, stderr_fd = -1;
   int cgroup_procs_fd = -1;  // the run's cgroup.procs (run_cgroup.h), joined before the exec; -1: none
+  int memory_procs_fd = -1;  // a v1 memory cgroup's cgroup.procs (memory_cgroup.h), likewise
   const RankUser* user = nullptr;
   std::vector<RankLimit> limits;  // set before the user is switched (a lower hard limit cannot be raised after)
 };

@@ -370,9 +370,10 @@ Runner add_remote_command(CLI::App& app) {
   auto* inventory = remote->add_subcommand("inventory", "Print each agent's inventory as a JSON line");
   auto* fault = remote->add_subcommand(
       "fault", "Inject a fault on every agent (needs --allow-fault-injection there; docs/protocol.md)");
-  fault->add_option("kind", o->kind, "drop_ports, drop_address, delay, loss, rate, shm_size or limit")
+  fault->add_option("kind", o->kind, "drop_ports, drop_address, delay, loss, rate, shm_size, limit or memory_limit")
       ->required()
-      ->check(CLI::IsMember({"drop_ports", "drop_address", "delay", "loss", "rate", "shm_size", "limit"}));
+      ->check(
+          CLI::IsMember({"drop_ports", "drop_address", "delay", "loss", "rate", "shm_size", "limit", "memory_limit"}));
   fault->add_option("--ports", o->ports, "drop_ports: PORT or LOW-HIGH");
   fault->add_option("--except", o->except, "drop_ports: ports left open, comma-separated");
   fault->add_flag("--skip-loopback", o->skip_loopback, "drop_ports: traffic within the host passes");
@@ -384,7 +385,8 @@ Runner add_remote_command(CLI::App& app) {
       "loss: the share of packets lost, 0-100 (of what the interface sends; with --direction in, of what it receives)");
   fault->add_option("--ms", o->ms, "delay: milliseconds");
   fault->add_option("--mbit", o->mbit, "rate: Mbit/s");
-  fault->add_option("--bytes", o->bytes, "shm_size: the size /dev/shm shrinks to");
+  fault->add_option("--bytes", o->bytes,
+                    "shm_size: the size /dev/shm shrinks to; memory_limit: the bytes ranks may use");
   fault->add_option("--resource", o->resource, "limit: nofile or memlock");
   fault->add_option("--value", o->limit_value, "limit: descriptors (nofile) or bytes (memlock) ranks get");
   auto* clear = remote->add_subcommand("fault-clear", "Revert faults on every agent");

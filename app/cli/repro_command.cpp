@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -138,6 +139,15 @@ class Cluster {
       int status = 0;
       ::waitpid(pid, &status, 0);
     }
+    // The agents' cgroups, once empty: the leaves their agents moved into
+    // first (their runs' went with the runs).
+    for (const auto& dir : agent_cgroups_) {
+      std::error_code ec;
+      for (const auto& entry : fs::directory_iterator(dir, ec)) {
+        if (entry.is_directory(ec)) ::rmdir(entry.path().c_str());
+      }
+      ::rmdir(dir.c_str());
+    }
     if (keep_) return;
     // The outside end first: deleting it removes the pair at once, while a
     // namespace's own devices go only when the kernel gets round to it.
@@ -199,6 +209,21 @@ class Cluster {
   // Variables the host's agent starts with, as a node's unit or image
   // sets them; its ranks inherit them.
   void set_agent_env(int host, const std::string& name, const std::string& value) { agent_env_[host][name] = value; }
+
+  // On a host whose cgroup2 has the memory controller: a cgroup for the
+  // host's agent below the root, its cgroup.procs open to join (-1
+  // elsewhere).
+  int own_cgroup(int host) {
+    std::ifstream controllers("/sys/fs/cgroup/cgroup.controllers");
+    std::string c;
+    while (controllers >> c && c != "memory") {
+    }
+    if (c != "memory") return -1;
+    const std::string dir = "/sys/fs/cgroup/ringmaster-repro-" + id_ + "-h" + std::to_string(host);
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return -1;
+    agent_cgroups_.push_back(dir);
+    return ::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+  }
 
   // This process's environment with the host's agent_env over it.
   std::vector<std::string> agent_environment(int host) const {
@@ -332,10 +357,23 @@ class Cluster {
       // tell hosts apart by it (NCCL does too).
       const std::string name = host_name(static_cast<int>(i));
       // Plain TCP: the bridge joins namespaces of this host and nothing else.
+      // `ip netns exec` gives the agent a sysfs of its namespace, without
+      // the host's cgroup mounts: the host's cgroup v1 memory hierarchy,
+      // else its cgroup2, is mounted again there (in the agent's mount
+      // namespace only), so that memory_limit faults and OOM kills read
+      // as on a node. On cgroup2 each agent starts in a cgroup of its own,
+      // as a node's agent has, so that it can hand the memory controller
+      // down to its runs.
+      const int cgroup_procs = own_cgroup(static_cast<int>(i));
       const std::vector<std::string> args = {"ip",
                                              "netns",
                                              "exec",
                                              namespaces_[i],
+                                             "/bin/sh",
+                                             "-c",
+                                             "mount -t cgroup -o memory ringmaster-memory /sys/fs/cgroup 2>/dev/null "
+                                             "|| mount -t cgroup2 ringmaster-cgroup2 /sys/fs/cgroup 2>/dev/null; "
+                                             "exec \"$0\" \"$@\"",
                                              agent_path,
                                              "--listen",
                                              address(static_cast<int>(i)) + ":29600",
@@ -363,10 +401,12 @@ class Cluster {
         ::dup2(out[1], 1);
         ::close(out[0]);
         if (::unshare(CLONE_NEWUTS) != 0 || ::sethostname(name.data(), name.size()) != 0) _exit(126);
+        if (cgroup_procs >= 0 && ::write(cgroup_procs, "0", 1) != 1) _exit(125);
         ::execvpe("ip", argv.data(), envp.data());
         _exit(127);
       }
       ::close(out[1]);
+      if (cgroup_procs >= 0) ::close(cgroup_procs);
       agents_.push_back(pid);
       char c = 0;
       std::string line;
@@ -395,6 +435,7 @@ class Cluster {
   std::vector<std::string> namespaces_;
   std::vector<std::string> etc_dirs_;  // /etc/netns/<namespace>
   std::map<int, std::map<std::string, std::string>> agent_env_;
+  std::vector<std::string> agent_cgroups_;  // own_cgroup's
   std::vector<pid_t> agents_;
   std::vector<std::unique_ptr<agent::AgentClient>> clients_;
   std::vector<int> held_;  // sockets of hold_outbound_port
@@ -471,6 +512,22 @@ std::vector<std::string> our_leftovers() {
     if (entry.path().filename().string().rfind(mine + "h", 0) == 0)
       out.push_back("resolver files " + entry.path().string());
   }
+  for (const auto& entry : fs::directory_iterator("/sys/fs/cgroup", ec)) {
+    if (entry.path().filename().string().rfind("ringmaster-repro-" + std::to_string(::getpid()) + "-", 0) == 0)
+      out.push_back("cgroup " + entry.path().string());
+  }
+  // The memory cgroups the agents made for memory_limit faults, below
+  // this process's in the v1 memory hierarchy ("N:memory:/path").
+  std::ifstream cgroups("/proc/self/cgroup");
+  for (std::string line; std::getline(cgroups, line);) {
+    const auto at = line.find(":memory:");
+    if (at == std::string::npos) continue;
+    for (const auto& entry : fs::directory_iterator("/sys/fs/cgroup/memory" + line.substr(at + 8), ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("ringmaster-", 0) == 0 && name.find("-repro-") != std::string::npos)
+        out.push_back("memory cgroup " + entry.path().string());
+    }
+  }
   return out;
 }
 
@@ -480,7 +537,17 @@ bool apply_faults(Cluster& cluster, const agent::Scenario& s, int hosts, Verdict
   for (const auto& f : s.faults) {
     for (int h = 0; h < hosts; ++h) {
       if (!f.on(h)) continue;
-      const json reply = cluster.client(h).call({{"type", "fault"}, {"fault", agent::to_json(f.fault)}});
+      json reply;
+      try {
+        reply = cluster.client(h).call({{"type", "fault"}, {"fault", agent::to_json(f.fault)}});
+      } catch (const Error& e) {
+        // A host without a memory cgroup the agent may make (cgroup v2
+        // whose controller is not handed down to the agent) cannot stage
+        // a memory limit for real.
+        if (!std::holds_alternative<agent::MemoryLimit>(f.fault)) throw;
+        v.skipped = std::string("the agent cannot limit its ranks' memory here: ") + e.what();
+        return false;
+      }
       if (say) {
         v.report.push_back("host " + std::to_string(h) + ": fault: " + agent::describe(f.fault) + ", via " +
                            reply.value("mechanism", "?"));

@@ -639,6 +639,94 @@ TEST(AgentHardening, EachRunIsACgroupAndNothingOutlivesIt) {
   EXPECT_FALSE(std::filesystem::exists(dir)) << dir << " outlived its run";
 }
 
+// A memory_limit fault: the agent's ranks run in a memory cgroup of that
+// size, and a rank the kernel's OOM killer ends is said to have been
+// killed by the memory limit of its cgroup, with the limit; the cgroup
+// goes with the run. Where the agent cannot make such a cgroup the fault
+// is refused with why.
+TEST(AgentHardening, MemoryLimitFaultNamesTheOomKill) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: a memory cgroup below the agent's";
+  Agent a({"--allow-fault-injection"});
+  auto client = agent::AgentClient::connect(a.options());
+  Inbox inbox;
+  auto watcher = agent::AgentClient::connect(a.options(), inbox.handler());
+  watcher->call({{"type", "subscribe"}});
+  const json fault = {{"type", "fault"}, {"fault", {{"kind", "memory_limit"}, {"bytes", 64 << 20}}}};
+  json applied;
+  try {
+    applied = client->call(fault);
+  } catch (const Error& e) {
+    EXPECT_NE(e.status().message().find("memory_limit needs a memory cgroup the agent may make"), std::string::npos)
+        << e.status().message();
+    GTEST_SKIP() << "no memory cgroup the agent may make here: " << e.status().message();
+  }
+  EXPECT_EQ(applied["mechanism"], "cgroup") << applied.dump();
+  try {
+    client->call(fault);
+    ADD_FAILURE() << "a second memory_limit was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(e.status().message().find("already has fault"), std::string::npos) << e.status().message();
+  }
+  // One rank whose sweep grows to 1 GiB: its pages pass 64 MiB mid-sweep.
+  client->call(perf_run("oom", 1, {0}, perf_spec("1M", "1G", 1)));
+  const auto events = inbox.run_events("oom", 1, 120s);
+  std::string summary;
+  for (const auto& e : events) {
+    if (e.value("event", json::object()).value("type", "") == "rank_failed") summary = e["event"].value("summary", "");
+  }
+  EXPECT_NE(summary.find("rank 0 was killed by the memory limit of its cgroup (64 MiB): the kernel's OOM killer "
+                         "sent SIGKILL"),
+            std::string::npos)
+      << summary;
+  const std::string made = summary.substr(summary.find(" in ") + 4, summary.find(" during") - summary.find(" in ") - 4);
+  EXPECT_NE(made.find("/ringmaster-" + std::to_string(a.child.pid) + "-oom"), std::string::npos) << made;
+  for (int i = 0; i < 100 && std::filesystem::exists(made); ++i)
+    std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(std::filesystem::exists(made)) << made << " outlived its run";
+}
+
+// cgroup v2's memory files as the kernel documents them
+// (Documentation/admin-guide/cgroup-v2.rst): a run's cgroup whose parent
+// hands the memory controller down gets memory.max, its OOM kills are
+// memory.events' oom_kill since the run began, and the limit that bounds
+// it is the least of its and its ancestors' memory.max. Hosts whose
+// memory controller is bound to cgroup v1 (as this test's may be) never
+// reach these files otherwise.
+TEST(AgentHardening, MemoryWatchReadsCgroupV2Files) {
+  const std::filesystem::path home = ::testing::TempDir() + "memory-v2-" + std::to_string(::getpid());
+  const std::filesystem::path run = home / "ringmaster-1-r";
+  std::filesystem::create_directories(run);
+  auto write = [](const std::filesystem::path& p, const std::string& text) { std::ofstream(p) << text; };
+  write(home / "cgroup.subtree_control", "cpu memory pids\n");
+  write(home / "memory.max", "268435456\n");
+  write(run / "memory.max", "max\n");
+  write(run / "memory.events", "low 0\nhigh 0\nmax 40\noom 1\noom_kill 1\noom_group_kill 0\n");
+  std::string why;
+  EXPECT_TRUE(agent::MemoryWatch::can_limit(home.string(), why)) << why;
+  auto watch = agent::MemoryWatch::make(run.string(), "r", 64 << 20, why);
+  ASSERT_TRUE(watch) << why;
+  std::ifstream max(run / "memory.max");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(max), {}), "67108864");
+  EXPECT_EQ(watch->procs_fd(), -1);  // the ranks join the run's cgroup already
+  EXPECT_EQ(watch->oom_kills(), 0u);
+  write(run / "memory.events", "low 0\nhigh 0\nmax 97\noom 3\noom_kill 3\noom_group_kill 0\n");
+  EXPECT_EQ(watch->oom_kills(), 2u);
+  EXPECT_EQ(watch->limit(), std::int64_t{64} << 20);
+  // Without a fault: the Pod's limit above the run's cgroup bounds it.
+  write(run / "memory.max", "max\n");
+  auto pod = agent::MemoryWatch::make(run.string(), "r", std::nullopt, why);
+  ASSERT_TRUE(pod) << why;
+  EXPECT_EQ(pod->limit(), std::int64_t{256} << 20);
+  EXPECT_EQ(agent::memory_text(std::int64_t{256} << 20), "256 MiB");
+  EXPECT_EQ(agent::memory_text(std::int64_t{3} << 29), "1.5 GiB");
+  write(home / "cgroup.subtree_control", "cpu pids\n");
+  // Not handed down: the v1 hierarchy is what is left, where a host has one.
+  why.clear();
+  if (!agent::MemoryWatch::can_limit(home.string(), why))
+    EXPECT_NE(why.find("cgroup.subtree_control does not hand the memory controller down"), std::string::npos) << why;
+  std::filesystem::remove_all(home);
+}
+
 // Review (a low finding): timeouts of 1e308 reached the ranks as a
 // negative number of seconds. A timeout is now at most a day.
 TEST(AgentHardening, TimeoutsBeyondADayAreRefused) {

@@ -39,6 +39,7 @@
 #include <tuple>
 #include <variant>
 
+#include "agent/server/memory_cgroup.h"
 #include "agent/server/metrics.h"
 #include "agent/server/nic_counters.h"
 #include "agent/server/run_cgroup.h"

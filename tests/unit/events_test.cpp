@@ -286,7 +286,8 @@ TEST(FaultSpecs, EveryKindReadsBackWhatItWrote) {
                                    {{"kind", "limit"}, {"resource", "nofile"}, {"value", 64}},
                                    {{"kind", "loss"}, {"interface", "eth0"}, {"percent", 2.5}, {"direction", "out"}},
                                    {{"kind", "limit"}, {"resource", "memlock"}, {"value", 65536}},
-                                   {{"kind", "loss"}, {"interface", "eth0"}, {"percent", 3.0}, {"direction", "in"}}};
+                                   {{"kind", "loss"}, {"interface", "eth0"}, {"percent", 3.0}, {"direction", "in"}},
+                                   {{"kind", "memory_limit"}, {"bytes", 134217728}}};
   for (const json& j : specs) {
     const agent::FaultSpec f = agent::parse_fault(j);
     EXPECT_EQ(agent::kind_of(f), j["kind"].get<std::string>());
@@ -304,6 +305,7 @@ TEST(FaultSpecs, EveryKindReadsBackWhatItWrote) {
   EXPECT_EQ(agent::describe(agent::parse_fault(specs[10])), "ranks may lock 65536 bytes of memory (RLIMIT_MEMLOCK)");
   EXPECT_EQ(agent::describe(agent::parse_fault(specs[9])), "lose 2.5% of what eth0 sends");
   EXPECT_EQ(agent::describe(agent::parse_fault(specs[11])), "lose 3% of what eth0 receives");
+  EXPECT_EQ(agent::describe(agent::parse_fault(specs[12])), "ranks run in a memory cgroup limited to 134217728 bytes");
   // A loss without a direction is of what the interface sends.
   EXPECT_EQ(
       std::get<agent::Loss>(agent::parse_fault({{"kind", "loss"}, {"interface", "eth0"}, {"percent", 1}})).direction,
@@ -354,10 +356,15 @@ TEST(FaultSpecs, BadSpecsAreRefusedByKindAndField) {
   EXPECT_EQ(error_of({{"kind", "limit"}, {"resource", "memlock"}, {"value", -1}}),
             "fault 'limit': 'value' is a number, not a count of bytes");
   EXPECT_EQ(error_of({{"kind", secret}}),
-            "unknown fault kind (12 characters); the kinds are drop_ports, drop_address, delay, loss, rate, shm_size "
-            "or limit");
+            "unknown fault kind (12 characters); the kinds are drop_ports, drop_address, delay, loss, rate, shm_size, "
+            "limit or memory_limit");
   EXPECT_EQ(error_of({{"ports", "80"}}),
-            "a fault needs a 'kind': drop_ports, drop_address, delay, loss, rate, shm_size or limit");
+            "a fault needs a 'kind': drop_ports, drop_address, delay, loss, rate, shm_size, limit or memory_limit");
+  // Less than a rank needs to start is refused.
+  EXPECT_EQ(error_of({{"kind", "memory_limit"}, {"bytes", 4096}}),
+            "fault 'memory_limit': 'bytes' must be 16777216..1099511627776");
+  EXPECT_EQ(error_of({{"kind", "memory_limit"}, {"bytes", "64M"}}),
+            "fault 'memory_limit': 'bytes' is a string of 3 characters, not an integer");
   EXPECT_EQ(error_of(json::array()), "a fault is an array, not an object");
   // What was sent never comes back.
   for (const json& j :

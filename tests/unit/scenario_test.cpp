@@ -231,4 +231,33 @@ TEST(Scenarios, TheSlowLinkIsChecked) {
       << check.reasons[0];
 }
 
+// "exits": the agent's word on how a rank ended (rank-oom-killed: its
+// cgroup's memory limit, not a bare SIGKILL).
+TEST(Scenarios, HowARankEndedIsChecked) {
+  const auto s = scenario_named("rank-oom-killed");
+  agent::ScenarioRun run;
+  run.add(on(0, ev::CollectiveError{"peer", "rank 0: receiving from rank 1 failed (the peer probably died)"}));
+  ev::RankFailed killed;
+  killed.signal = 9;
+  killed.summary = "rank 1 was killed by SIGKILL";
+  run.add(on(1, killed));
+  run.add(on(-1, ev::RunDone{false, false}));
+  auto check = agent::check_run(s, run);
+  ASSERT_FALSE(check.passed());
+  EXPECT_EQ(check.reasons[0],
+            "rank 1's end ('rank 1 was killed by SIGKILL') does not mention 'rank 1 was killed by the memory limit of "
+            "its cgroup (128 MiB)'");
+  killed.summary =
+      "rank 1 was killed by the memory limit of its cgroup (128 MiB): the kernel's OOM killer sent SIGKILL (1 OOM "
+      "kill(s) in /sys/fs/cgroup/x during the run). Give the ranks more memory (the Pod's limits.memory, the unit's "
+      "MemoryMax=) or run smaller sizes";
+  run.add(on(1, killed));
+  check = agent::check_run(s, run);
+  EXPECT_TRUE(check.passed()) << check.reasons.front();
+  run.exits.clear();
+  check = agent::check_run(s, run);
+  ASSERT_EQ(check.reasons.size(), 1u);
+  EXPECT_EQ(check.reasons[0], "rank 1's agent did not report it ending badly");
+}
+
 }  // namespace

@@ -111,6 +111,11 @@ QString expectation_text(const nlohmann::json& expect) {
                    .arg(value.value("from", -1))
                    .arg(value.value("to", -1))
                    .arg(value.value("lossy", false) ? "lossy" : "slow");
+    } else if (key == "exits" && value.is_array()) {
+      for (const auto& e : value)
+        lines << QString("The agent says rank %1 ended so: %2.")
+                     .arg(e.value("rank", -1))
+                     .arg(quoted_list(e.value("keywords", nlohmann::json::array())));
     } else if (key == "notes" && value.is_object()) {
       lines << "A stage that ends well says " + quoted_list(value.value("keywords", nlohmann::json::array())) + ".";
     } else if (key == "transport" && value.is_object()) {

@@ -89,7 +89,17 @@ struct Limit {
 };
 std::string_view to_string(Limit::Resource r);
 
-using FaultSpec = std::variant<DropPorts, DropAddress, Delay, Loss, Rate, ShmSize, Limit>;
+// memory_limit: the ranks the agent starts from now on run in a memory
+// cgroup limited to `bytes` (no swap), as a Pod's limits.memory or a
+// unit's MemoryMax= holds them: past it the kernel's OOM killer SIGKILLs
+// one.
+struct MemoryLimit {
+  static constexpr std::string_view kKind = "memory_limit";
+  std::int64_t bytes = 0;
+  bool operator==(const MemoryLimit&) const = default;
+};
+
+using FaultSpec = std::variant<DropPorts, DropAddress, Delay, Loss, Rate, ShmSize, Limit, MemoryLimit>;
 
 // The bounds a spec is checked against.
 inline constexpr double kMostDelayMs = 60'000;
@@ -100,6 +110,8 @@ inline constexpr std::int64_t kMostShmBytes = std::int64_t{1} << 40;
 // rank could exec under.
 inline constexpr std::uint64_t kFewestNofile = 8;
 inline constexpr std::uint64_t kMostLimit = std::uint64_t{1} << 40;
+// Less than a rank needs to start (the program, its libraries) is refused.
+inline constexpr std::int64_t kFewestMemoryBytes = std::int64_t{16} << 20;
 
 std::string_view kind_of(const FaultSpec& f);
 

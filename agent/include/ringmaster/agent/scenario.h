@@ -72,6 +72,7 @@ struct ScenarioRun {
   std::vector<std::pair<int, std::string>> notes;      // (rank, "STAGE: detail") of each stage that ended well
   std::map<int, events::StageFailed> failures;         // by rank
   std::map<int, std::vector<std::string>> errors;      // collective errors by rank
+  std::map<int, std::string> exits;                    // by rank: its agent's rank_failed summary
   std::vector<std::pair<int, events::Links>> links;    // (receiving rank, its links)
   std::map<std::pair<int, int>, ConnectionInfo> ring;  // (rank, next) on channel 0
   struct Stall {
