@@ -722,8 +722,9 @@ TEST(AgentHardening, MemoryWatchReadsCgroupV2Files) {
   write(home / "cgroup.subtree_control", "cpu pids\n");
   // Not handed down: the v1 hierarchy is what is left, where a host has one.
   why.clear();
-  if (!agent::MemoryWatch::can_limit(home.string(), why))
+  if (!agent::MemoryWatch::can_limit(home.string(), why)) {
     EXPECT_NE(why.find("cgroup.subtree_control does not hand the memory controller down"), std::string::npos) << why;
+  }
   std::filesystem::remove_all(home);
 }
 

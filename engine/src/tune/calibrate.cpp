@@ -78,6 +78,76 @@ Calibration unpack(const Packed& p) {
   return c;
 }
 
+namespace {
+
+// Whether a cached calibration still holds for the links as they are now;
+// why not, the same on every rank (rank 0's reading), or empty. The small
+// all_reduce's hop (`hop_now`, timed by the caller) over twice the cached
+// one says the cache was taken on a busier machine or a slower path; a
+// faster hop keeps it (the machine busy now says nothing against figures
+// taken when it was quiet: measuring anew whenever the hop was 1.5x off
+// either way made a busy machine calibrate at most inits, and the shared
+// memory test matrix of 1-3 ranks took 647 s instead of 160). A 256 KiB
+// ring all_reduce (where links slower than a few Gbit/s show, and which
+// costs a cached init 3-13 ms over loopback sockets where 1 MiB cost 25)
+// over four times slower than the cached figures predict,
+// or four times faster, says the network is not the one measured: a link
+// degraded since (a rate limit, a lossy optic) or mended.
+std::string cached_departs(algo::Context& ctx, const algo::Task& small, double hop_now, const Calibration& cached,
+                           std::size_t buffsize) {
+  constexpr int kSimple = static_cast<int>(Protocol::simple);
+  constexpr int kPoint = 1;
+  static_assert(kCalibrationSizes[kPoint] == 256 << 10);
+  const double n = ctx.nranks;
+  const double b = kCalibrationSizes[kPoint];
+  std::vector<std::byte> in(static_cast<std::size_t>(b)), out(in.size());
+  algo::Task op = small;
+  op.slot_bytes = buffsize / 8 / 4 * 4;
+  algo::Task sync = small;
+  sync.seq = kSeqSync;
+  std::byte token{};
+  std::vector<double> times;
+  for (int t = 0; t < 4; ++t) {  // the first a lead-in: buffers grow on first use
+    algo::all_reduce(ctx, sync, &token, &token, 0);
+    const auto start = Clock::now();
+    algo::all_reduce(ctx, op, in.data(), out.data(), in.size() / 4);
+    if (t > 0) times.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  const double now_us = times[times.size() / 2];
+  const double steps = 2 * (n - 1) * cached.hop_us[kSimple];
+  const double gbs = cached.gbs * cached.bandwidth_factor[kPoint];
+  const double predicted_us = b * 2 * (n - 1) / n / (gbs * 1e3) + steps;
+  // Rank 0's reading decides: 1 the hop, 2 slower, 3 faster.
+  std::int32_t verdict = 0;
+  if (ctx.rank == 0) {
+    verdict = cached.hop_us[kSimple] > 2 * hop_now ? 1
+              : now_us > 4 * predicted_us          ? 2
+              : now_us * 4 < predicted_us          ? 3
+                                                   : 0;
+  }
+  algo::Task vote = small;
+  vote.type = DataType::int32;
+  vote.op = RedOp::max;
+  algo::all_reduce(ctx, vote, reinterpret_cast<std::byte*>(&verdict), reinterpret_cast<std::byte*>(&verdict), 1);
+  switch (verdict) {
+    case 0:
+      return {};
+    case 1:
+      return fmt::format(
+          "the cached calibration ({:.1f} us a hop) is over twice what the links take now ({:.1f} us): "
+          "measured anew",
+          cached.hop_us[kSimple], hop_now);
+    default:
+      return fmt::format(
+          "the cached calibration predicted a 256 KiB all_reduce in {:.0f} us and it took {:.0f} us now: the links are "
+          "not what was measured ({} since), so they were measured anew",
+          predicted_us, now_us, verdict == 2 ? "slower" : "faster");
+  }
+}
+
+}  // namespace
+
 LinkModel calibrate(const CalibrationRun& run, Shape& shape) {
   const int rank = run.rank;
   const int nranks = run.nranks;
@@ -236,31 +306,16 @@ LinkModel calibrate(const CalibrationRun& run, Shape& shape) {
         times.push_back(median_call(f, calls));
       return median_of(std::move(times));
     };
-    // A calibration cached while the machine was busy (a build beside
-    // it) would stay for the hour: rank 0 times the small all_reduce
-    // now, and a cached hop over twice what it sees is measured anew.
-    // (Measuring anew also when the cached hop was 1.5x faster made a
-    // busy machine measure at most inits: the shared-memory test matrix
-    // of 1-3 ranks took 647 s instead of 160.)
+    // A cached calibration is taken only while the links still match it
+    // (cached_departs): else it is measured anew, and the source says why.
     bool cached = offer.present == 1;
     const Calibration offered = unpack(offer.figures);
+    std::string departs;
     if (cached) {
       op_small.protocol = Protocol::simple;
-      const double hop_now = typical(small, 8, 5) / (2 * (n - 1));
-      algo::Task stale_op = op_small;
-      stale_op.type = DataType::int32;
-      stale_op.op = RedOp::max;
-      std::int32_t stale = rank == 0 && offered.hop_us[kSimple] > 2 * hop_now ? 1 : 0;
-      algo::all_reduce(ctx, stale_op, reinterpret_cast<std::byte*>(&stale), reinterpret_cast<std::byte*>(&stale), 1);
-      if (stale != 0) {
-        cached = false;
-        if (rank == 0) {
-          RM_INFO(tuning,
-                  "cached calibration ({:.1f} us a hop) is over twice what the links take now ({:.1f} us): "
-                  "measuring anew",
-                  offered.hop_us[kSimple], hop_now);
-        }
-      }
+      departs = cached_departs(ctx, op_small, typical(small, 8, 5) / (2 * (n - 1)), offered, buffsize);
+      cached = departs.empty();
+      if (!cached && rank == 0) RM_INFO(tuning, "{}", departs);
     }
     if (cached) {
       rings[0].link.flush();
@@ -562,7 +617,8 @@ LinkModel calibrate(const CalibrationRun& run, Shape& shape) {
       m = unpack(agreed);
       rings[0].link.flush();
       const double took = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
-      source = fmt::format("calibrated at init in {:.1f} ms (median of the ranks' figures)", took);
+      source = fmt::format("calibrated at init in {:.1f} ms (median of the ranks' figures){}", took,
+                           departs.empty() ? std::string() : "; " + departs);
       if (rank == 0) {
         Calibration c = m;
         c.measured_at =
