@@ -66,7 +66,8 @@ complete_line() {  # PROGRAM WORD... (the last word is being completed)
 [[ "$(complete_line ringmaster-cli perf --json)" == "--json --json-file" ]] ||
   fail "ringmaster-cli perf --json<TAB>: $(complete_line ringmaster-cli perf --json)"
 [[ "$(complete_line ringmaster-cli store serve --li)" == "--listen" ]] || fail "store serve --li<TAB>"
-[[ "$(complete_line ringmaster-cli remote perf -b 8 --al)" == "--algo" ]] || fail "remote perf -b 8 --al<TAB>"
+[[ "$(complete_line ringmaster-cli remote perf -b 8 --al)" == "--algo --allow-mixed-nodes" ]] ||
+  fail "remote perf -b 8 --al<TAB>: $(complete_line ringmaster-cli remote perf -b 8 --al)"
 [[ "$(complete_line ringmaster-agent --token)" == "--token-file" ]] || fail "ringmaster-agent --token<TAB>"
 if [[ -x "$full/bin/ringmaster" ]]; then
   [[ "$(complete_line ringmaster --np)" == "--np-per-agent" ]] || fail "ringmaster --np<TAB>"
