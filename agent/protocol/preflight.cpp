@@ -133,7 +133,9 @@ json to_json(const NodeFacts& f) {
           {"efa_devices", f.efa_devices},
           {"transports", f.transports},
           {"transports_unusable", unusable},
-          {"stack", stack}};
+          {"stack", stack},
+          {"settings", f.settings},
+          {"settings_known", f.settings_known}};
 }
 
 NodeFacts node_facts_from_json(const json& j) {
@@ -169,6 +171,12 @@ NodeFacts node_facts_from_json(const json& j) {
   for (const auto& c : j.value("stack", json::array())) {
     if (c.is_object()) f.stack.emplace_back(c.value("component", std::string()), c.value("version", std::string()));
   }
+  if (const auto s = j.find("settings"); s != j.end() && s->is_object()) {
+    for (const auto& [k, v] : s->items()) {
+      if (v.is_string()) f.settings.emplace(k, v.get<std::string>());
+    }
+  }
+  f.settings_known = j.value("settings_known", false);
   return f;
 }
 

@@ -123,6 +123,8 @@ void PreflightService::listen(const json& request, Done done) {
   run_off_io(
       [=, query = std::move(query)] {
         NodeFacts facts = gather_node_facts(query);
+        facts.settings = settings_ranks_inherit();
+        facts.settings_known = true;
         for (const auto& l : limits) {
           auto [soft, hard] = l.resource == RLIMIT_NOFILE ? std::tie(facts.nofile_soft, facts.nofile_hard)
                                                           : std::tie(facts.memlock_soft, facts.memlock_hard);

@@ -8,6 +8,8 @@
 
 #include "ringmaster/status.h"
 
+extern char** environ;
+
 namespace ringmaster::agent {
 
 namespace {
@@ -167,6 +169,22 @@ void check_run_id(std::string_view id) {
         ErrorCategory::config,
         fmt::format("run.run_id of {} bytes is not 1-64 of [A-Za-z0-9._-] (it names the run's directory)", id.size()));
   }
+}
+
+std::map<std::string, std::string> settings_ranks_inherit() {
+  std::map<std::string, std::string> out;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const auto eq = entry.find('=');
+    if (eq == std::string_view::npos) continue;
+    const std::string_view name = entry.substr(0, eq);
+    if (!name.starts_with("NCCL_") && !name.starts_with("FI_") && !name.starts_with("RINGMASTER_")) continue;
+    const bool secret = name.ends_with("_KEY") || name.find("TOKEN") != std::string_view::npos ||
+                        name.find("SECRET") != std::string_view::npos ||
+                        name.find("PASSWORD") != std::string_view::npos;
+    if (!secret) out.emplace(name, entry.substr(eq + 1));
+  }
+  return out;
 }
 
 }  // namespace ringmaster::agent

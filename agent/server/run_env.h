@@ -23,6 +23,12 @@ namespace ringmaster::agent {
 std::string run_env_refusal(std::string_view name);
 bool run_env_name_allowed(std::string_view name);
 
+// The NCCL_*, FI_* and RINGMASTER_* variables of the agent's own
+// environment, which the ranks it starts inherit: what a job's nodes must
+// agree on (ringmaster/tools/node_compare.h). A name that says it holds a
+// secret (TOKEN, SECRET, PASSWORD, a _KEY suffix) is left out.
+std::map<std::string, std::string> settings_ranks_inherit();
+
 // Variables whose value is a file the rank reads or writes.
 bool run_env_names_file(std::string_view name);
 

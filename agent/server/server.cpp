@@ -52,6 +52,7 @@
 #include "ringmaster/tools/gpus.h"
 #include "ringmaster/tools/preflight.h"
 #include "ringmaster/tools/topology.h"
+#include "run_env.h"
 #include "runs.h"
 #include "self_signed.h"
 #include "spawn.h"
@@ -87,25 +88,6 @@ void read_transports(Inventory& inv) {
       inv.transports_unusable.push_back({lower(t.name), t.why});
     }
   }
-}
-
-// The NCCL_*, FI_* and RINGMASTER_* variables of this process, which the
-// ranks it starts inherit: what a job's nodes must agree on
-// (node_gate.h). A name that says it holds a secret is left out.
-std::map<std::string, std::string> settings_ranks_inherit() {
-  std::map<std::string, std::string> out;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string_view entry(*e);
-    const auto eq = entry.find('=');
-    if (eq == std::string_view::npos) continue;
-    const std::string_view name = entry.substr(0, eq);
-    if (!name.starts_with("NCCL_") && !name.starts_with("FI_") && !name.starts_with("RINGMASTER_")) continue;
-    const bool secret = name.ends_with("_KEY") || name.find("TOKEN") != std::string_view::npos ||
-                        name.find("SECRET") != std::string_view::npos ||
-                        name.find("PASSWORD") != std::string_view::npos;
-    if (!secret) out.emplace(name, entry.substr(eq + 1));
-  }
-  return out;
 }
 
 // The software the ranks load here, read at the first inventory: a

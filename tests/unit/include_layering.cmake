@@ -44,6 +44,7 @@ set(header_tools/simulate tune)
 set(header_tools/perf perf)
 set(header_tools/nccl_log perf)
 set(header_tools/preflight preflight)
+set(header_tools/node_compare preflight)
 set(header_tools/gpus gpu)
 
 # The layer a path's folder or public header belongs to, in `out`.

@@ -3,9 +3,11 @@
 // the way run_preflight builds them.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <optional>
 
 #include <algorithm>
 #include <regex>
@@ -245,13 +247,13 @@ TEST(PreflightDiagnosis, PartOfARangeOpenIsANarrowedRange) {
 TEST(PreflightDiagnosis, PortRangeAgainstTheEphemeralRange) {
   ReportBuilder b(2);
   b.r.port_range = "40000-40001";
-  b.r.nodes[1].ports.push_back({"port_range",
-                                {{40000, false, "in use by an outbound connection (ESTABLISHED to 10.0.0.1:29600)"},
-                                 {40001, true, ""}}});
+  b.r.nodes[1].ports.push_back(
+      {"port_range",
+       {{40000, false, "in use by an outbound connection (ESTABLISHED to 10.0.0.1:29600)"}, {40001, true, ""}}});
   const auto p = problems(b.r);
-  EXPECT_TRUE(any_says(p, {"RINGMASTER_PORT_RANGE 40000-40001: 1 of the 2 port(s) tried are taken on node 1",
-                           "ESTABLISHED to 10.0.0.1:29600", "ip_local_port_range 32768-60999",
-                           "ip_local_reserved_ports=40000-40001"}))
+  EXPECT_TRUE(any_says(
+      p, {"RINGMASTER_PORT_RANGE 40000-40001: 1 of the 2 port(s) tried are taken on node 1",
+          "ESTABLISHED to 10.0.0.1:29600", "ip_local_port_range 32768-60999", "ip_local_reserved_ports=40000-40001"}))
       << all_text(p);
   const auto all = diagnose_preflight(b.r);
   EXPECT_TRUE(any_says(all, {"RINGMASTER_PORT_RANGE 40000-40001 overlaps node 0's"})) << all_text(all);
@@ -330,26 +332,50 @@ TEST(PreflightDiagnosis, NodeFactsThatBreakAJob) {
 
 // Nodes whose NCCL (or driver, or plugin) differ are named with their
 // versions; a component missing everywhere, for whatever reason, is not a
-// difference.
-TEST(PreflightDiagnosis, SoftwareStacksThatDifferAreNamed) {
+// difference. So are the NCCL_* settings their ranks would inherit: one
+// the ranks must share is a problem, a node's own (its interface, its
+// debug level) a note, and a node that did not say is left out.
+TEST(PreflightDiagnosis, SoftwareAndSettingsThatDifferAreNamed) {
   ReportBuilder b(3);
   for (auto& n : b.r.nodes) {
     n.facts.stack = {{"nvidia_driver", "580.159.04"},
                      {"nccl", "2.27.3"},
                      {"aws_ofi_nccl", "not found (libnccl-net.so: cannot open shared object file)"}};
+    n.facts.settings = {{"NCCL_SOCKET_IFNAME", "eth0"}};
+    n.facts.settings_known = true;
   }
-  EXPECT_FALSE(any_says(diagnose_preflight(b.r), {"software stacks differ"})) << all_text(diagnose_preflight(b.r));
+  EXPECT_FALSE(any_says(diagnose_preflight(b.r), {"differ"})) << all_text(diagnose_preflight(b.r));
   b.r.nodes[2].facts.stack[1].second = "2.26.2";
   b.r.nodes[1].facts.stack[2].second = "not found (libnccl-net.so: wrong ELF class)";
+  b.r.nodes[1].facts.settings["NCCL_PROTO"] = "Simple";
+  b.r.nodes[2].facts.settings["NCCL_DEBUG"] = "INFO";
   const auto findings = diagnose_preflight(b.r);
-  EXPECT_TRUE(any_says(
-      findings, {"software stacks differ in nccl", "2.27.3 on nodes 0 (node0), 1 (node1)", "2.26.2 on node 2 (node2)"}))
+  auto severity_of = [&](const std::string& words) {
+    for (const auto& f : findings) {
+      if (f.text.find(words) != std::string::npos) return std::optional(f.severity);
+    }
+    return std::optional<PreflightFinding::Severity>();
+  };
+  EXPECT_EQ(severity_of("the nodes differ in nccl: 2.27.3 on nodes 0 (node0), 1 (node1); 2.26.2 on node 2 (node2)"),
+            PreflightFinding::Severity::problem)
+      << all_text(findings);
+  EXPECT_EQ(severity_of("different NCCL_PROTO: unset on nodes 0 (node0), 2 (node2); NCCL_PROTO=Simple on node 1 "
+                        "(node1); every node of a job must"),
+            PreflightFinding::Severity::problem)
+      << all_text(findings);
+  EXPECT_EQ(severity_of("different NCCL_DEBUG (a node's own): unset on nodes 0 (node0), 1 (node1); NCCL_DEBUG=INFO on "
+                        "node 2 (node2)"),
+            PreflightFinding::Severity::info)
       << all_text(findings);
   EXPECT_FALSE(any_says(findings, {"aws_ofi_nccl"})) << all_text(findings);
   EXPECT_FALSE(any_says(findings, {"nvidia_driver"})) << all_text(findings);
+  EXPECT_FALSE(any_says(findings, {"different NCCL_SOCKET_IFNAME"})) << all_text(findings);
   EXPECT_NE(render_preflight(b.r, findings).find("stack: nvidia_driver 580.159.04, nccl 2.26.2, aws_ofi_nccl -"),
             std::string::npos)
       << render_preflight(b.r, findings);
+  // A node that did not say what its ranks inherit is left out.
+  b.r.nodes[1].facts.settings_known = false;
+  EXPECT_FALSE(any_says(diagnose_preflight(b.r), {"NCCL_PROTO"})) << all_text(diagnose_preflight(b.r));
 }
 
 TEST(PreflightDiagnosis, TheTextHasAMatrixPerClassAndLettersBeyondEightNodes) {

@@ -10,6 +10,7 @@
 
 #include "net/socket.h"
 #include "preflight/words.h"
+#include "ringmaster/tools/node_compare.h"
 #include "ringmaster/tools/preflight.h"
 
 namespace ringmaster {
@@ -516,47 +517,25 @@ struct Reader {
     }
   }
 
-  // The software stacks (NodeFacts::stack), component by component: a
-  // job whose nodes run different NCCL, driver or plugin versions fails
-  // in ways that name none of them.
-  void read_stacks() {
-    std::vector<std::string> components;
+  // The software and the settings every node of a job must share
+  // (tools/node_compare.h), for a job through NCCL: what breaks a run is
+  // a problem, the launchers' node gate refuses it; what does not, a
+  // note.
+  void read_software() {
+    std::vector<NodeSoftware> nodes;
     for (int i = 0; i < n(); ++i) {
       if (!present(i)) continue;
-      for (const auto& [component, version] : report.nodes[static_cast<std::size_t>(i)].facts.stack) {
-        if (std::find(components.begin(), components.end(), component) == components.end())
-          components.push_back(component);
-      }
+      const NodeFacts& f = report.nodes[static_cast<std::size_t>(i)].facts;
+      nodes.push_back({i, name(i), f.stack, f.settings, f.settings_known});
     }
-    for (const auto& component : components) {
-      std::vector<std::pair<std::string, std::vector<int>>> versions;  // in the order first seen
-      for (int i = 0; i < n(); ++i) {
-        if (!present(i)) continue;
-        const auto& stack = report.nodes[static_cast<std::size_t>(i)].facts.stack;
-        const auto found =
-            std::find_if(stack.begin(), stack.end(), [&](const auto& entry) { return entry.first == component; });
-        if (found == stack.end()) continue;  // an agent that does not report it
-        // "not found (why)" differs in its why from node to node; the
-        // component is missing alike.
-        const std::string version = found->second.starts_with("not found") ? "not found" : found->second;
-        auto same = std::find_if(versions.begin(), versions.end(), [&](const auto& v) { return v.first == version; });
-        if (same == versions.end()) {
-          versions.push_back({version, {i}});
-        } else {
-          same->second.push_back(i);
-        }
+    for (const auto& d : compare_nodes(nodes, true)) {
+      if (d.breaks_a_run) {
+        add(Severity::problem, d.sentence +
+                                   "; every node of a job must run the same versions and give its ranks the "
+                                   "same settings (Ringmaster's launchers refuse such a run)");
+      } else {
+        add(Severity::info, d.sentence);
       }
-      if (versions.size() < 2) continue;
-      std::vector<std::string> seen;
-      for (const auto& [version, nodes] : versions) {
-        std::vector<std::string> named;
-        for (const int i : nodes)
-          named.push_back(fmt::format("{} ({})", i, name(i)));
-        seen.push_back(fmt::format("{} on node{} {}", version, nodes.size() == 1 ? "" : "s", fmt::join(named, ", ")));
-      }
-      add(Severity::warning, fmt::format("the nodes' software stacks differ in {}: {}; every node of a job should "
-                                         "run the same versions",
-                                         component, fmt::join(seen, "; ")));
     }
   }
 
@@ -579,7 +558,7 @@ std::vector<PreflightFinding> diagnose_preflight(const PreflightReport& report) 
   reader.read_interfaces();
   reader.read_node_limits();
   reader.read_port_range();
-  reader.read_stacks();
+  reader.read_software();
   std::stable_sort(reader.out.begin(), reader.out.end(),
                    [](const PreflightFinding& a, const PreflightFinding& b) { return a.severity < b.severity; });
   return std::move(reader.out);

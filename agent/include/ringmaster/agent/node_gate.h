@@ -33,12 +33,10 @@ struct NodeGate {
 };
 
 // The nodes in the run's order (rank 0's first), named "node I
-// (hostname)". `engine`: what the ranks run; NCCL and its network plugin
-// count only for runs through NCCL.
+// (hostname)", compared by compare_nodes (ringmaster/tools/node_compare.h):
+// what breaks a run refuses it, the rest is told. `engine`: what the
+// ranks run; NCCL and its network plugin count only for runs through
+// NCCL.
 NodeGate check_nodes_alike(const std::vector<Inventory>& nodes, PerfRequest::Engine engine);
-
-// The settings a node may hold its own value of: interface and device
-// names, its topology file and host id, where and how much it logs.
-bool node_own_setting(std::string_view name);
 
 }  // namespace ringmaster::agent

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -114,6 +115,11 @@ struct NodeFacts {
   std::vector<std::pair<std::string, std::string>> transports_unusable;
   // The software a GPU job meets here (read_software_stack).
   std::vector<std::pair<std::string, std::string>> stack;
+  // The NCCL_*, FI_* and RINGMASTER_* settings ranks started here inherit
+  // (filled by the caller, which knows what its ranks inherit; an agent's
+  // from its own environment); `settings_known` false when nobody said.
+  std::map<std::string, std::string> settings;
+  bool settings_known = false;
 };
 
 // The versions of what a GPU job runs on, as (component, version) in this
