@@ -88,6 +88,12 @@ void must(const std::vector<std::string>& argv) {
   }
 }
 
+// What the scenarios' agents did wrong at exit, said after the catalog.
+std::vector<std::string>& agent_exit_problems() {
+  static std::vector<std::string> problems;
+  return problems;
+}
+
 // The hosts of one scenario: namespaces, veths, a bridge, agents.
 class Cluster {
  public:
@@ -135,9 +141,26 @@ class Cluster {
     clients_.clear();
     for (pid_t pid : agents_)
       ::kill(pid, SIGTERM);
-    for (pid_t pid : agents_) {
+    // Each agent ends within seconds of SIGTERM, and with status 0: one
+    // that does not (hung at exit, crashed) is killed and said, and the
+    // run of the catalog fails (agent_exit_problems), rather than the
+    // runner waiting on it until ctest's limit.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (std::size_t i = 0; i < agents_.size(); ++i) {
       int status = 0;
-      ::waitpid(pid, &status, 0);
+      pid_t done = 0;
+      while ((done = ::waitpid(agents_[i], &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      const std::string who = fmt::format("the agent in {} (pid {})", namespaces_[i], agents_[i]);
+      if (done == 0) {
+        ::kill(agents_[i], SIGKILL);
+        ::waitpid(agents_[i], &status, 0);
+        agent_exit_problems().push_back(who + " did not exit within 10 s of SIGTERM; killed");
+      } else if (WIFSIGNALED(status)) {
+        agent_exit_problems().push_back(fmt::format("{} was killed by signal {} at exit", who, WTERMSIG(status)));
+      } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+        agent_exit_problems().push_back(fmt::format("{} exited with status {} on SIGTERM", who, WEXITSTATUS(status)));
+      }
     }
     // The agents' cgroups, once empty: the leaves their agents moved into
     // first (their runs' went with the runs).
@@ -1045,6 +1068,9 @@ Runner add_repro_command(CLI::App& app) {
         std::printf("LEFT BEHIND: %s\n", l.c_str());
       if (!left.empty()) ++failed;
     }
+    for (const auto& p : agent_exit_problems())
+      std::printf("AGENT AT EXIT: %s\n", p.c_str());
+    if (!agent_exit_problems().empty()) ++failed;
     if (interrupted) std::printf("interrupted; cleaned up\n");
     std::printf("%d of %d scenarios as expected", ran - failed - skipped, ran);
     if (skipped > 0) std::printf(", %d skipped", skipped);

@@ -115,6 +115,7 @@ struct Agent {
   }
   std::string token;
   ~Agent() {
+    if (child.out_fd < 0) return;  // stopped by the test already
     ::kill(child.pid, SIGTERM);
     child.finish();
   }

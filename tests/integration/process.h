@@ -81,7 +81,9 @@ struct ChildProcess {
   int status = 0;
 
   // Reads until EOF and reaps the child.
+  // Reads to the end and reaps it; a second call does nothing.
   void finish() {
+    if (out_fd < 0) return;
     char buf[4096];
     for (;;) {
       const ssize_t n = ::read(out_fd, buf, sizeof(buf));
@@ -93,6 +95,7 @@ struct ChildProcess {
       break;
     }
     ::close(out_fd);
+    out_fd = -1;
     ::waitpid(pid, &status, 0);
   }
   int exit_code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
