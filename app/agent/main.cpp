@@ -18,20 +18,24 @@
 #include "ringmaster/status.h"
 #include "ringmaster/version.h"
 
+// libfabric's psm and psm2 providers load PSM, which puts a backtrace
+// handler on SIGTERM, SIGINT and the fault signals that calls exit()
+// inside the signal (seen once a preflight had loaded it): the agent's
+// own SIGTERM handling (stop the runs, revert the faults) was bypassed,
+// and a SIGTERM that came while the agent was inside malloc deadlocked
+// in the exit handlers' free(), a hang instead of a stop. The ranks,
+// which inherit this environment, keep their own handlers likewise.
+static void keep_psm_signal_handlers_off() {
+  ::setenv("IPATH_NO_BACKTRACE", "1", 0);
+  ::setenv("HFI_NO_BACKTRACE", "1", 0);
+}
+
 int main(int argc, char** argv) {
   // A reader of the agent's output that goes away (a closed terminal, a
   // log collector restarted) costs the write, not the agent: writes then
   // fail with EPIPE. Ranks get SIGPIPE back at their start (spawn.cpp).
   ::signal(SIGPIPE, SIG_IGN);
-  // libfabric's psm and psm2 providers load PSM, which puts a backtrace
-  // handler on SIGTERM, SIGINT and the fault signals that calls exit()
-  // inside the signal (seen once a preflight had loaded it): the agent's
-  // own SIGTERM handling (stop the runs, revert the faults) was bypassed,
-  // and a SIGTERM that came while the agent was inside malloc deadlocked
-  // in the exit handlers' free(), a hang instead of a stop. The ranks,
-  // which inherit this environment, keep their own handlers likewise.
-  ::setenv("IPATH_NO_BACKTRACE", "1", 0);
-  ::setenv("HFI_NO_BACKTRACE", "1", 0);
+  keep_psm_signal_handlers_off();
   CLI::App app{"ringmaster-agent: runs Ringmaster ranks on this node for the console and ringmaster-cli remote"};
   app.name("ringmaster-agent");
   ringmaster::agent::AgentOptions options;
