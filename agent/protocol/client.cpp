@@ -391,10 +391,6 @@ json AgentClient::call(json message, std::chrono::milliseconds timeout) {
   return reply;
 }
 
-void AgentClient::send_raw(std::string bytes) {
-  impl_->post_frame(std::move(bytes));
-}
-
 const json& AgentClient::hello() const noexcept {
   return impl_->hello;
 }

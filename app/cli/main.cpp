@@ -1,5 +1,6 @@
-// ringmaster-cli: the engine from a terminal (store, probe, env, perf,
-// topo; repro as it lands).
+// ringmaster-cli: the engine and the agents from a terminal, one subcommand
+// each (store, probe, env, perf, topo, remote, preflight, linkcheck, repro,
+// tune, simulate, gpus), registered below.
 #include <cstdio>
 #include <exception>
 #include <map>

@@ -10,7 +10,8 @@ seeds=${2:?seed directory}
 seconds=${3:?seconds}
 shift 3
 name=$(basename "$fuzzer")
-artifacts="$PWD/fuzz-artifacts/$name/"
+# Beside the fuzzer binary (the build tree), whatever the directory it runs from.
+artifacts="$(cd "$(dirname "$fuzzer")" && pwd)/fuzz-artifacts/$name/"
 mkdir -p "$artifacts"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

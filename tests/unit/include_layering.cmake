@@ -1,4 +1,4 @@
-# Checks the engine's layering (DESIGN.md): each folder of engine/src only
+# Checks the engine's layering (docs/collectives.md, How the code is laid out): each folder of engine/src only
 # includes folders below it, and a public header counts as the layer that
 # implements it. Same-layer folders (store, kernels, topo, preflight) do not include
 # each other. Fails listing every upward or sideways include.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The modules' layering (DESIGN.md), beside the engine's own folders
+"""The modules' layering (docs/collectives.md, How the code is laid out), beside the engine's own folders
 (include_layering.cmake): what each module may include.
 
 - engine: neither the agent, nor the console, nor Qt;

@@ -486,7 +486,6 @@ void Console::on_message(const AgentMessage& m) {
     }
   }
   run.apply(m);
-  emit message_received(m);
 }
 
 void Console::record(const json& line) {

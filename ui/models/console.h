@@ -144,7 +144,6 @@ class Console : public QObject {
   // A run with engine "both" ended: its Ringmaster run, then its NCCL run,
   // both kept in the history.
   void engines_compared(QString ringmaster_run, QString nccl_run);
-  void message_received(ringmaster::ui::AgentMessage message);
   void preflight_finished();
   void preflight_failed(QString why);
   void linkcheck_finished();

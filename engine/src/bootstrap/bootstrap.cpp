@@ -252,19 +252,10 @@ std::vector<PeerInfo> Bootstrap::read_peers(const std::vector<int>& ranks) const
   return out;
 }
 
-const PeerInfo* Bootstrap::known_peer(int rank) const noexcept {
-  if (rank == impl_->config.rank) return &impl_->self;
-  const auto found = impl_->peers.find(rank);
-  return found == impl_->peers.end() ? nullptr : &found->second;
-}
-
 const PeerInfo& Bootstrap::peer(int rank) {
   if (rank == impl_->config.rank) return impl_->self;
   fetch_peers({rank});
   return impl_->peers.at(rank);
-}
-bool Bootstrap::hosts_store() const noexcept {
-  return impl_->store_server != nullptr;
 }
 const std::vector<StageEvent>& Bootstrap::events() const noexcept {
   return impl_->events;

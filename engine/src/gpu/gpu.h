@@ -106,8 +106,6 @@ class Event {
   Event& operator=(Event&& other) noexcept;
   void record(void* stream) const;
   void synchronize() const;
-  // Makes `stream` wait for this event's work (on the device).
-  void wait_on(void* stream) const;
 
  private:
   void* event_ = nullptr;

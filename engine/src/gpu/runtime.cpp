@@ -234,9 +234,6 @@ void Event::record(void* stream) const {
 void Event::synchronize() const {
   check(api().event_synchronize(event_), "cudaEventSynchronize");
 }
-void Event::wait_on(void* stream) const {
-  check(api().stream_wait_event(stream, event_), "cudaStreamWaitEvent");
-}
 
 void copy_async(void* dst, const void* src, std::size_t bytes, void* stream) {
   if (bytes == 0) return;

@@ -1,5 +1,6 @@
-// One connection to a peer rank, whatever carries it: a TCP socket, or a
-// pair of FIFOs in shared memory between two ranks on one host. ChannelLink
+// One connection to a peer rank, whatever carries it: a TCP socket, a pair
+// of FIFOs in shared memory between two ranks on one host, or a libfabric
+// endpoint. ChannelLink
 // drives every kind the same way: it frames each step with a header and
 // moves bytes with non-blocking send_some/recv_some, waiting only when
 // neither direction can move.

@@ -1,7 +1,7 @@
 // One channel's connections: to the next rank on the ring (we send), from
 // the previous rank (we receive), and on channel 0 to every peer directly.
-// Each is a Connection of whatever transport reaches that peer (a socket,
-// or shared memory on the same host).
+// Each is a Connection of whatever transport reaches that peer (shared
+// memory on the same host, libfabric, or a socket).
 //
 // Every transfer starts with a StepHeader carrying the collective, its
 // sequence number and byte count, so ranks that disagree on what they are

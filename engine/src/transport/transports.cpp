@@ -289,10 +289,6 @@ constexpr std::array<TransportEntry, 3> kTransports{{
 
 }  // namespace
 
-const std::array<TransportEntry, 3>& transport_table() {
-  return kTransports;
-}
-
 const TransportEntry* entry_of(TransportKind kind) {
   for (const auto& t : kTransports) {
     if (t.kind == kind) return &t;

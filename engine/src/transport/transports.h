@@ -119,7 +119,6 @@ struct TransportEntry {
 };
 
 // In priority order: shared memory, libfabric, sockets.
-const std::array<TransportEntry, 3>& transport_table();
 const TransportEntry* entry_of(TransportKind kind);
 
 // Opens the connection for `p` (peer, connection and slot set): the hello

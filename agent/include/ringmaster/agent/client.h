@@ -61,8 +61,6 @@ class AgentClient {
   // request() and wait; throws Error with the agent's message on an error
   // reply, Error(timeout) after `timeout`.
   nlohmann::json call(nlohmann::json message, std::chrono::milliseconds timeout = std::chrono::seconds(10));
-  // Raw bytes, unframed: for tests that send malformed input.
-  void send_raw(std::string bytes);
 
   const nlohmann::json& hello() const noexcept;
   std::string address() const;

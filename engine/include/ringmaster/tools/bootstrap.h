@@ -78,8 +78,6 @@ class Bootstrap {
   // The records of `ranks` (this rank's included), read from the store in
   // one round trip without keeping them. Throws as peer() does.
   std::vector<PeerInfo> read_peers(const std::vector<int>& ranks) const;
-  // Rank `rank`'s PeerInfo when this rank has it already, else null.
-  const PeerInfo* known_peer(int rank) const noexcept;
   // The ranks whose settings word is the same, by the lowest of them, in
   // rank order: one entry when every rank passed the same settings.
   struct SettingsGroup {
@@ -87,7 +85,6 @@ class Bootstrap {
     int ranks = 0;
   };
   const std::vector<SettingsGroup>& settings_groups() const noexcept;
-  bool hosts_store() const noexcept;
   // The per-stage timings of this init, in stage order.
   const std::vector<StageEvent>& events() const noexcept;
 

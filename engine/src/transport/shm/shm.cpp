@@ -215,12 +215,6 @@ int remove_stale_segments() {
   return removed;
 }
 
-int count_segments() {
-  int n = 0;
-  for_each_segment([&](const std::string&, pid_t) { ++n; });
-  return n;
-}
-
 ShmConnection::ShmConnection(std::unique_ptr<Segment> segment, int side, net::Socket liveness)
     : segment_(std::move(segment)), liveness_(std::move(liveness)) {
   static_assert(64 + 2 * sizeof(Fifo) <= kDataOffset);

@@ -90,8 +90,6 @@ class Segment {
 // Removes /dev/shm segments of ours whose creating process no longer runs;
 // returns how many. Called before each create.
 int remove_stale_segments();
-// How many of our segments /dev/shm holds now (tests assert zero).
-int count_segments();
 
 // The two ends of a segment: side 0 (the creator) writes FIFO 0 and reads
 // FIFO 1, side 1 the other way round.
