@@ -24,9 +24,12 @@ asan_tests='^(agent_test|agent_preflight_test|agent_faults_test|agent_hardening_
 # line protocols' flags over shared memory, the waiting, progress and abort
 # paths. (Suites that fork ranks cannot run under TSan, which refuses new
 # threads after a multi-threaded fork; the full subset takes 4+ minutes.)
-tsan_filter='Collectives.LineProtocolsOverSharedMemory:Collectives.PointToPointLeavesCollectivesInStep'
-tsan_filter+=':Collectives.ThrowingCollectiveCallbackDoesNotStopCompletion:Collectives.*Abort*:Collectives.*Progress*'
-tsan_filter+=':Collectives.*Sleeping*:Collectives.*Outnumbering*:FlightRecorder.*:StallReport.*'
+# Program and filter, one pair a line.
+tsan_runs=(
+  "collectives_test Collectives.LineProtocolsOverSharedMemory:Collectives.PointToPointLeavesCollectivesInStep"
+  "collective_errors_test CollectiveErrors.ThrowingCollectiveCallbackDoesNotStopCompletion:CollectiveErrors.*Abort*"
+  "collective_progress_test CollectiveProgress.*Progress*:CollectiveProgress.*Sleeping*:CollectiveProgress.*Outnumbering*:FlightRecorder.*:StallReport.*"
+)
 
 for stage in "${stages[@]}"; do
   echo "== $stage"
@@ -43,9 +46,12 @@ for stage in "${stages[@]}"; do
       ;;
     tsan)
       cmake --preset tsan >/dev/null
-      cmake --build --preset tsan --parallel "$jobs" --target collectives_test ringmaster-cli
-      TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} \
-        build/tsan/tests/integration/collectives_test --gtest_filter="$tsan_filter" || failed+=("tsan")
+      cmake --build --preset tsan --parallel "$jobs" --target collectives_test collective_errors_test \
+        collective_progress_test ringmaster-cli
+      for run in "${tsan_runs[@]}"; do
+        TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} \
+          "build/tsan/tests/integration/${run%% *}" --gtest_filter="${run#* }" || failed+=("tsan ${run%% *}")
+      done
       ;;
     fuzz)
       cmake --preset fuzz >/dev/null
