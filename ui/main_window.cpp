@@ -246,7 +246,7 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   // A channel opened in the Rings tab is drawn over the node too.
   connect(rings, &RingsView::channel_activated, this, [this](int channel) { topology_->show_path(channel); });
   scenarios_ = new ScenariosPanel(console_.run, scenario_catalog_path(),
-                                  QDir(QCoreApplication::applicationDirPath()).filePath("ringmaster-cli"));
+                                  QDir(QCoreApplication::applicationDirPath()).filePath("ringmaster-agent"));
   tabs_->addTab(scenarios_, tab_names()[10]);
   connect(scenarios_, &ScenariosPanel::finished, this, [this](bool passed) {
     // A scenario's run is kept like any other, with its verdict.

@@ -908,7 +908,7 @@ void ConsoleTest::scenarioFromTheConsole() {
   for (int i = 0; i < list->count(); ++i) {
     if (list->item(i)->text().contains("WORLD_SIZE")) list->setCurrentRow(i);
   }
-  panel->set_cli(RINGMASTER_CLI);
+  panel->set_agent(RINGMASTER_AGENT);
   QSignalSpy finished(panel, &ScenariosPanel::finished);
   panel->run_selected();
   QVERIFY(finished.wait(120000));

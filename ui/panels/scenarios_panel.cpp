@@ -11,9 +11,11 @@
 #include <QSplitter>
 #include <QStandardPaths>
 #include <QVBoxLayout>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "ringmaster/agent/events.h"
+#include "ringmaster/agent/scenario_runner.h"
 #include "ringmaster/status.h"
 
 namespace ringmaster::ui {
@@ -149,8 +151,8 @@ QString expectation_text(const nlohmann::json& expect) {
   return lines.join("\n");
 }
 
-ScenariosPanel::ScenariosPanel(RunState& run, QString catalog, QString cli, QWidget* parent)
-    : QWidget(parent), run_(run), cli_(std::move(cli)) {
+ScenariosPanel::ScenariosPanel(RunState& run, QString catalog, QString agent, QWidget* parent)
+    : QWidget(parent), run_(run), agent_(std::move(agent)) {
   setObjectName("scenariosPanel");
   QString catalog_error;
   try {
@@ -208,37 +210,6 @@ ScenariosPanel::ScenariosPanel(RunState& run, QString catalog, QString cli, QWid
     story_->setPlainText(text + "\n\nWhat Ringmaster must report:\n" + expectation_text(s.expect));
   });
   connect(run_button_, &QPushButton::clicked, this, &ScenariosPanel::run_selected);
-  process_.setProcessChannelMode(QProcess::MergedChannels);
-  connect(&process_, &QProcess::readyRead, this,
-          [this] { output_->appendPlainText(QString::fromUtf8(process_.readAll()).trimmed()); });
-  connect(&process_, &QProcess::finished, this, [this](int code, QProcess::ExitStatus) {
-    run_button_->setEnabled(true);
-    const bool passed = code == 0;
-    if (code == 77) {
-      verdict_->setText(
-          "Skipped: scenarios need root (network namespaces, veth, nftables). Run the console as root, "
-          "or `sudo ringmaster-cli repro run NAME`.");
-    } else {
-      verdict_->setText(passed ? "PASS: Ringmaster reported what the scenario expects (timeline on the Live tab)"
-                               : "FAIL: see the output for expected vs observed");
-    }
-    verdict_->setStyleSheet(passed ? "color: #2e7d32; font-weight: bold" : "color: #c62828; font-weight: bold");
-    if (QFile::exists(events_file_)) {
-      Console::replay(events_file_, run_);
-      const int row = list_->currentRow();
-      if (code != 77 && row >= 0 && row < static_cast<int>(scenarios_.size())) {
-        output_->appendPlainText(check_recorded(scenarios_[static_cast<std::size_t>(row)]).join('\n'));
-      }
-    }
-    emit finished(passed);
-  });
-  connect(&process_, &QProcess::errorOccurred, this, [this](QProcess::ProcessError error) {
-    if (error != QProcess::FailedToStart) return;
-    run_button_->setEnabled(true);
-    verdict_->setText("Cannot start " + cli_ + ": " + process_.errorString());
-    verdict_->setStyleSheet("color: #c62828; font-weight: bold");
-    emit finished(false);
-  });
   if (!scenarios_.empty()) list_->setCurrentRow(0);
   if (!catalog_error.isEmpty()) {
     verdict_->setText("The scenario catalog cannot be read: " + catalog_error);
@@ -253,16 +224,84 @@ QString ScenariosPanel::selected_name() const {
   return QString::fromStdString(scenarios_[static_cast<std::size_t>(row)].name);
 }
 
+ScenariosPanel::~ScenariosPanel() {
+  // A scenario in progress stops waiting and takes its hosts down.
+  stop_ = true;
+  if (worker_.joinable()) worker_.join();
+}
+
 void ScenariosPanel::run_selected() {
   const int row = list_->currentRow();
-  if (row < 0 || row >= static_cast<int>(scenarios_.size()) || process_.state() != QProcess::NotRunning) return;
+  if (row < 0 || row >= static_cast<int>(scenarios_.size()) || worker_running_) return;
   output_->clear();
   QFile::remove(events_file_);
   verdict_->setText("Running…");
   verdict_->setStyleSheet({});
   run_button_->setEnabled(false);
-  process_.start(cli_, {"repro", "run", QString::fromStdString(scenarios_[static_cast<std::size_t>(row)].name),
-                        "--json-file", events_file_});
+  if (worker_.joinable()) worker_.join();
+  const agent::Scenario scenario = scenarios_[static_cast<std::size_t>(row)];
+  output_->appendPlainText(QString::fromStdString("== " + scenario.name + ": " + scenario.title));
+  worker_running_ = true;
+  stop_ = false;
+  // The runner builds namespaces and waits on agents for seconds: off the
+  // window's thread, its verdict handed back to it.
+  worker_ = std::thread([this, scenario, agent = agent_.toStdString(), events_file = events_file_.toStdString()] {
+    agent::ScenarioVerdict v;
+    if (const std::string why = agent::scenarios_cannot_run(); !why.empty()) {
+      v.passed = false;
+      v.skipped = why;
+    } else {
+      std::ofstream events(events_file);
+      agent::ScenarioRunOptions options;
+      options.agent_path = agent;
+      options.events = &events;
+      options.stop = &stop_;
+      try {
+        agent::remove_scenario_leftovers();
+        v = agent::run_scenario(scenario, options);
+      } catch (const Error& e) {
+        v.passed = false;
+        v.reasons.push_back(e.what());
+      }
+      // What the CLI's run of the catalog fails on fails it here too.
+      std::vector<std::string> problems;
+      for (const auto& left : agent::scenario_leftovers())
+        problems.push_back("left behind: " + left);
+      for (const auto& problem : agent::take_agent_exit_problems())
+        problems.push_back("agent at exit: " + problem);
+      if (!problems.empty()) v.passed = false;
+      v.reasons.insert(v.reasons.end(), problems.begin(), problems.end());
+    }
+    QMetaObject::invokeMethod(
+        this, [this, v] { show_verdict(v); }, Qt::QueuedConnection);
+  });
+}
+
+void ScenariosPanel::show_verdict(const agent::ScenarioVerdict& v) {
+  worker_running_ = false;
+  run_button_->setEnabled(true);
+  for (const auto& line : v.report)
+    output_->appendPlainText(QString::fromStdString("   | " + line));
+  for (const auto& reason : v.reasons)
+    output_->appendPlainText(QString::fromStdString("   - " + reason));
+  const bool skipped = !v.skipped.empty();
+  const bool passed = !skipped && v.passed;
+  if (skipped) {
+    verdict_->setText(QString::fromStdString("Skipped: " + v.skipped) +
+                      ". Run the console as root, or `sudo ringmaster-cli repro run NAME`.");
+  } else {
+    verdict_->setText(passed ? "PASS: Ringmaster reported what the scenario expects (timeline on the Live tab)"
+                             : "FAIL: see the output for expected vs observed");
+  }
+  verdict_->setStyleSheet(passed ? "color: #2e7d32; font-weight: bold" : "color: #c62828; font-weight: bold");
+  if (QFile::exists(events_file_)) {
+    Console::replay(events_file_, run_);
+    const int row = list_->currentRow();
+    if (!skipped && row >= 0 && row < static_cast<int>(scenarios_.size())) {
+      output_->appendPlainText(check_recorded(scenarios_[static_cast<std::size_t>(row)]).join('\n'));
+    }
+  }
+  emit finished(passed);
 }
 
 }  // namespace ringmaster::ui
