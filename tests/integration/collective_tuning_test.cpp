@@ -16,6 +16,8 @@ TEST(CollectiveTuning, CachedCalibrationFarSlowerThanTheLinksIsMeasuredAnew) {
   const bool had_before = before != nullptr;
   const std::string restore = had_before ? before : "";
   ::setenv("RINGMASTER_TUNE_CACHE", cache.c_str(), 1);
+  // Over shared memory: the 256 KiB check (docs/tuner.md) is for networks,
+  // and a loaded machine's sockets would trip it here.
   auto describe = [] {
     std::string out;
     std::mutex mutex;
@@ -25,7 +27,7 @@ TEST(CollectiveTuning, CachedCalibrationFarSlowerThanTheLinksIsMeasuredAnew) {
           std::lock_guard lock(mutex);
           if (comm.rank() == 0) out = comm.tuner().describe();
         },
-        {}, Links::socket);
+        {}, Links::shm);
     return out;
   };
   describe();  // measures and caches
@@ -56,6 +58,13 @@ TEST(CollectiveTuning, CachedCalibrationFarSlowerThanTheLinksIsMeasuredAnew) {
   EXPECT_NE(after.find("the cached calibration (5000.0 us a hop) is over twice what the links take now"),
             std::string::npos)
       << after;
+  // Shared memory's hops are under a microsecond and read twice as long
+  // one time as the next: a cached hop within 2 us of now's is kept, or
+  // nearly every init would measure the whole calibration anew.
+  set_cached_hops("1.9, 1.9, 1.9");
+  const std::string near = describe();
+  EXPECT_NE(near.find(" s ago"), std::string::npos) << near;
+  EXPECT_NE(near.find("hop 1.9/1.9/1.9 us"), std::string::npos) << near;
   if (had_before) {
     ::setenv("RINGMASTER_TUNE_CACHE", restore.c_str(), 1);
   } else {
