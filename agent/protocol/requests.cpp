@@ -102,6 +102,10 @@ class Fields {
 
 }  // namespace
 
+std::uint64_t parse_request_size(std::string_view text) {
+  return parse_size(std::string(text));
+}
+
 std::optional<Collective> perf_collective_named(std::string_view given) {
   std::string n(given);
   if (n.size() > 5 && n.ends_with("_perf")) n.resize(n.size() - 5);

@@ -24,7 +24,6 @@
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/agent/requests.h"
 #include "ringmaster/status.h"
-#include "ringmaster/tools/perf.h"
 
 namespace ringmaster::ui {
 
@@ -573,7 +572,7 @@ agent::PerfRequest perf_request(const RunSpec& spec) {
   perf.collective = *c;
   auto size = [](const char* field, const QString& text) {
     try {
-      return static_cast<std::uint64_t>(parse_size(text.toStdString()));
+      return agent::parse_request_size(text.toStdString());
     } catch (const Error& e) {
       throw Error(ErrorCategory::config, std::string(field) + ": " + e.status().message());
     }

@@ -11,7 +11,7 @@
 #include <optional>
 #include <vector>
 
-#include "ringmaster/tools/preflight.h"
+#include "ringmaster/agent/preflight.h"
 
 namespace ringmaster::ui {
 

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "ringmaster/comm.h"
+#include "ringmaster/agent/events.h"
 
 namespace ringmaster::ui {
 

@@ -3,9 +3,9 @@
 // Created from a Config (torchrun's environment or explicit), it walks the
 // init stages up to TRANSPORT_CONNECT and READY, then runs collectives over
 // per-channel connections (shared memory, libfabric or sockets, the first
-// that reaches each peer) along the rings or trees the tuner picks. Every collective call returns at
-// once with a Request; the work runs on the channels' progress threads, in
-// call order. Like NCCL, every rank must issue the same collectives in the
+// that reaches each peer) along the rings or trees the tuner picks. Every
+// collective call returns at once with a Request; the work runs on the
+// channels' progress threads, in call order. Like NCCL, every rank must issue the same collectives in the
 // same order with matching counts; a mismatch is detected and reported as
 // an error naming both ranks. Calls on one communicator must come from one
 // thread at a time; abort() may be called from any thread.

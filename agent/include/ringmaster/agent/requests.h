@@ -236,5 +236,9 @@ struct Inventory {
 std::optional<Collective> perf_collective_named(std::string_view name);
 // The name `ringmaster-cli perf` takes for it ("sendrecv" for send_recv).
 std::string perf_collective_name(Collective c);
+// A size as a perf request's size fields, the console's run form and
+// `ringmaster-cli perf` take it: bytes, or with K, M or G (powers of 1024),
+// e.g. "64K". Throws Error(config) naming what is wrong.
+std::uint64_t parse_request_size(std::string_view text);
 
 }  // namespace ringmaster::agent
