@@ -94,7 +94,8 @@ namespace {
 // or four times faster, says the network is not the one measured: a link
 // degraded since (a rate limit, a lossy optic) or mended.
 std::string cached_departs(algo::Context& ctx, const algo::Task& small, double hop_now, const Calibration& cached,
-                           std::size_t buffsize, bool shared_memory_only) {
+                           std::size_t buffsize, const LinkModel& link) {
+  const bool shared_memory_only = link.transport == "shm";
   constexpr int kSimple = static_cast<int>(Protocol::simple);
   constexpr int kPoint = 1;
   static_assert(kCalibrationSizes[kPoint] == 256 << 10);
@@ -322,8 +323,7 @@ LinkModel calibrate(const CalibrationRun& run, Shape& shape) {
     std::string departs;
     if (cached) {
       op_small.protocol = Protocol::simple;
-      departs = cached_departs(ctx, op_small, typical(small, 8, 5) / (2 * (n - 1)), offered, buffsize,
-                               link.transport == "shm");
+      departs = cached_departs(ctx, op_small, typical(small, 8, 5) / (2 * (n - 1)), offered, buffsize, link);
       cached = departs.empty();
       if (!cached && rank == 0) RM_INFO(tuning, "{}", departs);
     }
