@@ -55,12 +55,41 @@ struct PairRun {
 // calibration unless asked for: a pair's broadcast needs no tuner, and
 // calibrating would time each link once more before the check does
 // (minutes through a crawling link).
-nlohmann::json pair_env(const std::map<std::string, std::string>& given) {
-  nlohmann::json env = nlohmann::json::object();
-  for (const auto& [k, v] : given)
-    env[k] = v;
-  if (!env.contains("RINGMASTER_TUNE_CALIBRATE")) env["RINGMASTER_TUNE_CALIBRATE"] = "0";
+std::map<std::string, std::string> pair_env(std::map<std::string, std::string> env) {
+  env.emplace("RINGMASTER_TUNE_CALIBRATE", "0");
   return env;
+}
+
+// The run of one pair: a broadcast from rank 0 (on `a`) to rank 1 (on
+// `b`) at the check's size; the first rank's agent picks the store's port
+// and the second is told it. A pair that does not start says why.
+PairRun start_pair(const std::vector<PreflightAgent>& agents, const LinkcheckOptions& o, const std::string& tag, int a,
+                   int b) {
+  PairRun run{a, b, fmt::format("{}-{}-{}", tag, a, b), 0, {}};
+  RunRequest request;
+  request.run_id = run.run_id;
+  request.world_size = 2;
+  request.master_addr = agents[static_cast<std::size_t>(a)].address;
+  request.env = pair_env(o.env);
+  request.perf.collective = Collective::broadcast;
+  request.perf.root = 0;
+  request.perf.min_bytes = request.perf.max_bytes = parse_request_size(o.bytes);
+  request.perf.iters = o.iters;
+  request.perf.warmup = o.warmup;
+  request.store_timeout_s = 10;
+  request.bootstrap_timeout_s = 10;
+  request.coll_timeout_s = 30;
+  try {
+    request.ranks = {0};
+    const json reply = agents[static_cast<std::size_t>(a)].client->call(request.to_json());
+    request.master_port = reply.at("master_port").get<int>();
+    request.ranks = {1};
+    agents[static_cast<std::size_t>(b)].client->call(request.to_json());
+  } catch (const std::exception& e) {
+    run.error = fmt::format("the run did not start: {}", e.what());
+    run.done = 2;
+  }
+  return run;
 }
 
 }  // namespace
@@ -121,7 +150,6 @@ LinkcheckReport run_linkcheck(const std::vector<PreflightAgent>& agents, const N
   const auto rounds = round_robin_pairs(static_cast<int>(agents.size()));
   report.rounds = static_cast<int>(rounds.size());
   const std::string tag = fmt::format("linkcheck-{}-{}", ::getpid(), started.time_since_epoch().count() % 1000000);
-  const json env = pair_env(o.env);
   // Each round twice, one direction at a time: a broadcast from rank 0 on
   // `from` to rank 1 on `to` moves data one way only, so each link is
   // timed on its own (a sendrecv both ways at once would pace the fast
@@ -131,33 +159,7 @@ LinkcheckReport run_linkcheck(const std::vector<PreflightAgent>& agents, const N
     std::vector<PairRun> runs;
     for (const auto& [x, y] : rounds[r / 2]) {
       const int a = r % 2 == 0 ? x : y, b = r % 2 == 0 ? y : x;
-      PairRun run{a, b, fmt::format("{}-{}-{}", tag, a, b), 0, {}};
-      json message = {{"type", "run"},
-                      {"run_id", run.run_id},
-                      {"world_size", 2},
-                      {"master_addr", agents[static_cast<std::size_t>(a)].address},
-                      {"master_port", 0},
-                      {"env", env},
-                      {"perf",
-                       {{"collective", "broadcast"},
-                        {"root", 0},
-                        {"min_bytes", o.bytes},
-                        {"max_bytes", o.bytes},
-                        {"iters", o.iters},
-                        {"warmup", o.warmup}}},
-                      {"timeouts", {{"store_s", 10}, {"bootstrap_s", 10}, {"coll_s", 30}}}};
-      try {
-        // The first rank's agent picks the store's port; the second is told it.
-        message["ranks"] = {0};
-        const json reply = agents[static_cast<std::size_t>(a)].client->call(message);
-        message["master_port"] = reply.at("master_port");
-        message["ranks"] = {1};
-        agents[static_cast<std::size_t>(b)].client->call(message);
-      } catch (const std::exception& e) {
-        run.error = fmt::format("the run did not start: {}", e.what());
-        run.done = 2;
-      }
-      runs.push_back(std::move(run));
+      runs.push_back(start_pair(agents, o, tag, a, b));
     }
     // The receiving rank's links event.
     std::map<std::pair<std::string, int>, events::Links> measured;
