@@ -227,6 +227,41 @@ void AgentClient::close() {
   }
 }
 
+// The client's TLS: 1.3 only, its own certificate where given, and the
+// agent's certificate checked against --tls-ca for `verified_name` (or
+// not checked at all with --tls-insecure).
+static std::unique_ptr<asio::ssl::context> tls_client_context(const ClientOptions& options,
+                                                              const std::string& verified_name) {
+  auto context = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+  // TLS 1.3 only, as the agent: the proof's channel binding (an
+  // exporter) is sound there; TLS 1.2 without Extended Master
+  // Secret would let a man in the middle share it.
+  if (SSL_CTX_set_min_proto_version(context->native_handle(), TLS1_3_VERSION) != 1) {
+    throw Error(ErrorCategory::internal, "OpenSSL refused TLS 1.3 as the least version");
+  }
+  if (!options.tls_cert_file.empty()) {
+    boost::system::error_code ec;
+    context->use_certificate_chain_file(options.tls_cert_file, ec);
+    if (!ec) context->use_private_key_file(options.tls_key_file, asio::ssl::context::pem, ec);
+    if (ec) {
+      throw Error(ErrorCategory::config, fmt::format("--tls-cert {} / --tls-key {}: {}", options.tls_cert_file,
+                                                     options.tls_key_file, ec.message()));
+    }
+  }
+  if (!options.tls_ca_file.empty()) {
+    boost::system::error_code ec;
+    context->load_verify_file(options.tls_ca_file, ec);
+    if (ec) {
+      throw Error(ErrorCategory::config, fmt::format("--tls-ca {}: {}", options.tls_ca_file, ec.message()));
+    }
+    context->set_verify_mode(asio::ssl::verify_peer);
+    context->set_verify_callback(asio::ssl::host_name_verification(verified_name));
+  } else {
+    context->set_verify_mode(asio::ssl::verify_none);
+  }
+  return context;
+}
+
 std::unique_ptr<AgentClient> AgentClient::connect(const ClientOptions& options, MessageHandler on_message,
                                                   CloseHandler on_close) {
   auto impl = std::make_shared<Impl>();
@@ -263,34 +298,7 @@ std::unique_ptr<AgentClient> AgentClient::connect(const ClientOptions& options, 
                                       where));
             }
             const std::string verified_name = options.tls_name.empty() ? options.host : options.tls_name;
-            impl->tls_context = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
-            // TLS 1.3 only, as the agent: the proof's channel binding (an
-            // exporter) is sound there; TLS 1.2 without Extended Master
-            // Secret would let a man in the middle share it.
-            if (SSL_CTX_set_min_proto_version(impl->tls_context->native_handle(), TLS1_3_VERSION) != 1) {
-              throw Error(ErrorCategory::internal, "OpenSSL refused TLS 1.3 as the least version");
-            }
-            if (!options.tls_cert_file.empty()) {
-              boost::system::error_code ec;
-              impl->tls_context->use_certificate_chain_file(options.tls_cert_file, ec);
-              if (!ec) impl->tls_context->use_private_key_file(options.tls_key_file, asio::ssl::context::pem, ec);
-              if (ec) {
-                throw Error(ErrorCategory::config,
-                            fmt::format("--tls-cert {} / --tls-key {}: {}", options.tls_cert_file, options.tls_key_file,
-                                        ec.message()));
-              }
-            }
-            if (!options.tls_ca_file.empty()) {
-              boost::system::error_code ec;
-              impl->tls_context->load_verify_file(options.tls_ca_file, ec);
-              if (ec) {
-                throw Error(ErrorCategory::config, fmt::format("--tls-ca {}: {}", options.tls_ca_file, ec.message()));
-              }
-              impl->tls_context->set_verify_mode(asio::ssl::verify_peer);
-              impl->tls_context->set_verify_callback(asio::ssl::host_name_verification(verified_name));
-            } else {
-              impl->tls_context->set_verify_mode(asio::ssl::verify_none);
-            }
+            impl->tls_context = tls_client_context(options, verified_name);
             impl->tls = std::make_unique<asio::ssl::stream<tcp::socket&>>(impl->socket, *impl->tls_context);
             SSL_set_tlsext_host_name(impl->tls->native_handle(), verified_name.c_str());
             boost::system::error_code ec;

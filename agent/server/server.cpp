@@ -741,46 +741,79 @@ void AgentServer::Impl::shutdown() {
   io.stop();
 }
 
+// The state directory, made private to the agent's user (runs' files and,
+// later, its token); passable (not listable) by the ranks' user when ranks
+// run as another, who must also reach the CLI they run.
+static void prepare_state_dir(const AgentOptions& options) {
+  // Private to the agent's user: runs' files and, later, its token.
+  std::error_code ec;
+  std::filesystem::create_directories(options.state_dir + "/runs", ec);
+  struct stat st = {};
+  if (ec || ::stat(options.state_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    throw Error(ErrorCategory::config, fmt::format("state directory {}: cannot create it{}", options.state_dir,
+                                                   ec ? ": " + ec.message() : std::string()));
+  }
+  if (st.st_uid != ::geteuid()) {
+    throw Error(ErrorCategory::config, fmt::format("state directory {} belongs to uid {}, not this agent's {}",
+                                                   options.state_dir, st.st_uid, ::geteuid()));
+  }
+  // Ranks that run as another user reach their run's directory through
+  // it: then others may pass through (not list) it and runs/.
+  const RankUser rank_user = resolve_rank_user(options.rank_user, ::geteuid());
+  ::chmod(options.state_dir.c_str(), rank_user.switch_to ? 0711 : 0700);
+  ::chmod((options.state_dir + "/runs").c_str(), rank_user.switch_to ? 0711 : 0700);
+  if (rank_user.switch_to) {
+    if (const auto blocked = blocked_on_the_way(rank_user, options.state_dir + "/runs"); !blocked.empty()) {
+      throw Error(ErrorCategory::config,
+                  fmt::format("ranks run as user '{}', who cannot reach {}/runs: {} is in the way; let others "
+                              "pass through it (chmod o+x), or choose another --state-dir or --rank-user",
+                              rank_user.name, options.state_dir, blocked));
+    }
+    const std::string cli_dir = std::filesystem::path(options.cli_path).parent_path().string();
+    if (!options.cli_path.empty()) {
+      if (const auto blocked = blocked_on_the_way(rank_user, cli_dir.empty() ? "." : cli_dir); !blocked.empty()) {
+        throw Error(ErrorCategory::config,
+                    fmt::format("ranks run as user '{}', who cannot reach {}: {} is in the way; install it where "
+                                "others may run it, or choose another --rank-user",
+                                rank_user.name, options.cli_path, blocked));
+      }
+    }
+  }
+}
+
+// The agent's TLS server: TLS 1.3 only, its certificate and key, and with
+// --tls-client-ca the clients' certificates checked.
+static std::unique_ptr<asio::ssl::context> tls_server_context(const AgentOptions& options) {
+  boost::system::error_code ec;
+  auto tls = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+  tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                   asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
+  // TLS 1.3 only: forward secrecy and AEAD ciphers always, and the
+  // clients' proofs are bound to the session through an exporter, which
+  // TLS 1.2 without Extended Master Secret would let a man in the middle
+  // share (every client of ours speaks 1.3).
+  if (SSL_CTX_set_min_proto_version(tls->native_handle(), TLS1_3_VERSION) != 1) {
+    throw Error(ErrorCategory::internal, "OpenSSL refused the agent's TLS settings");
+  }
+  tls->use_certificate_chain_file(options.tls_cert, ec);
+  if (ec) throw Error(ErrorCategory::config, fmt::format("--tls-cert {}: {}", options.tls_cert, ec.message()));
+  tls->use_private_key_file(options.tls_key, asio::ssl::context::pem, ec);
+  if (ec) throw Error(ErrorCategory::config, fmt::format("--tls-key {}: {}", options.tls_key, ec.message()));
+  if (!options.tls_client_ca.empty()) {
+    tls->load_verify_file(options.tls_client_ca, ec);
+    if (ec) {
+      throw Error(ErrorCategory::config, fmt::format("--tls-client-ca {}: {}", options.tls_client_ca, ec.message()));
+    }
+    tls->set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
+  }
+  return tls;
+}
+
 AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>()) {
   auto& s = *impl_;
   s.options = std::move(options);
   if (s.options.state_dir.empty()) s.options.state_dir = default_state_dir();
-  {
-    // Private to the agent's user: runs' files and, later, its token.
-    std::error_code ec;
-    std::filesystem::create_directories(s.options.state_dir + "/runs", ec);
-    struct stat st = {};
-    if (ec || ::stat(s.options.state_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      throw Error(ErrorCategory::config, fmt::format("state directory {}: cannot create it{}", s.options.state_dir,
-                                                     ec ? ": " + ec.message() : std::string()));
-    }
-    if (st.st_uid != ::geteuid()) {
-      throw Error(ErrorCategory::config, fmt::format("state directory {} belongs to uid {}, not this agent's {}",
-                                                     s.options.state_dir, st.st_uid, ::geteuid()));
-    }
-    // Ranks that run as another user reach their run's directory through
-    // it: then others may pass through (not list) it and runs/.
-    const RankUser rank_user = resolve_rank_user(s.options.rank_user, ::geteuid());
-    ::chmod(s.options.state_dir.c_str(), rank_user.switch_to ? 0711 : 0700);
-    ::chmod((s.options.state_dir + "/runs").c_str(), rank_user.switch_to ? 0711 : 0700);
-    if (rank_user.switch_to) {
-      if (const auto blocked = blocked_on_the_way(rank_user, s.options.state_dir + "/runs"); !blocked.empty()) {
-        throw Error(ErrorCategory::config,
-                    fmt::format("ranks run as user '{}', who cannot reach {}/runs: {} is in the way; let others "
-                                "pass through it (chmod o+x), or choose another --state-dir or --rank-user",
-                                rank_user.name, s.options.state_dir, blocked));
-      }
-      const std::string cli_dir = std::filesystem::path(s.options.cli_path).parent_path().string();
-      if (!s.options.cli_path.empty()) {
-        if (const auto blocked = blocked_on_the_way(rank_user, cli_dir.empty() ? "." : cli_dir); !blocked.empty()) {
-          throw Error(ErrorCategory::config,
-                      fmt::format("ranks run as user '{}', who cannot reach {}: {} is in the way; install it where "
-                                  "others may run it, or choose another --rank-user",
-                                  rank_user.name, s.options.cli_path, blocked));
-        }
-      }
-    }
-  }
+  prepare_state_dir(s.options);
   // Every client authenticates, on loopback too: without --token-file the
   // agent's own token, which local tools of its user read from there.
   if (s.options.token.empty()) s.options.token = load_or_create_token(s.options.state_dir);
@@ -822,28 +855,7 @@ AgentServer::AgentServer(AgentOptions options) : impl_(std::make_unique<Impl>())
     if (s.options.tls_cert.empty() || s.options.tls_key.empty()) {
       throw Error(ErrorCategory::config, "TLS needs both --tls-cert and --tls-key");
     }
-    s.tls = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
-    s.tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
-                       asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
-    // TLS 1.3 only: forward secrecy and AEAD ciphers always, and the
-    // clients' proofs are bound to the session through an exporter, which
-    // TLS 1.2 without Extended Master Secret would let a man in the middle
-    // share (every client of ours speaks 1.3).
-    if (SSL_CTX_set_min_proto_version(s.tls->native_handle(), TLS1_3_VERSION) != 1) {
-      throw Error(ErrorCategory::internal, "OpenSSL refused the agent's TLS settings");
-    }
-    s.tls->use_certificate_chain_file(s.options.tls_cert, ec);
-    if (ec) throw Error(ErrorCategory::config, fmt::format("--tls-cert {}: {}", s.options.tls_cert, ec.message()));
-    s.tls->use_private_key_file(s.options.tls_key, asio::ssl::context::pem, ec);
-    if (ec) throw Error(ErrorCategory::config, fmt::format("--tls-key {}: {}", s.options.tls_key, ec.message()));
-    if (!s.options.tls_client_ca.empty()) {
-      s.tls->load_verify_file(s.options.tls_client_ca, ec);
-      if (ec) {
-        throw Error(ErrorCategory::config,
-                    fmt::format("--tls-client-ca {}: {}", s.options.tls_client_ca, ec.message()));
-      }
-      s.tls->set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
-    }
+    s.tls = tls_server_context(s.options);
   }
   if (!s.options.metrics_listen.empty()) {
     HttpEndpoints::Sources sources;

@@ -66,6 +66,58 @@ void for_each_sweep(const PerfOptions& opts, const PerfSpec& spec, const std::fu
   }
 }
 
+// The channels' rings as the engine ordered them, with the GPU and NIC
+// each position goes through when the topology search placed them.
+agent::events::Rings rings_of(const Communicator& comm, const std::vector<RankDevices>& devices) {
+  agent::events::Rings rings;
+  const auto orders = comm.rings();
+  bool placed = false;
+  for (const auto& d : devices)
+    placed = placed || d.gpu >= 0;
+  for (std::size_t c = 0; c < orders.size(); ++c) {
+    agent::events::Rings::Ring ring{static_cast<int>(c), orders[c], {}, {}};
+    for (int r : orders[c]) {
+      const auto& at = devices[static_cast<std::size_t>(r)].channels;
+      ring.nics.push_back(c < at.size() ? at[c].nic : -1);
+      ring.devices.push_back(c < at.size() ? at[c].device : std::string());
+    }
+    if (std::all_of(ring.devices.begin(), ring.devices.end(), [](const auto& d) { return d.empty(); })) {
+      ring.nics.clear();  // the ring never leaves its host
+      ring.devices.clear();
+    }
+    rings.rings.push_back(std::move(ring));
+  }
+  if (placed) {
+    for (const auto& d : devices)
+      rings.gpus.push_back(d.gpu);
+  }
+  return rings;
+}
+
+// This rank's channels and peers now: bytes, busy time and steps per
+// channel (with the device each leaves and enters by), bytes per peer,
+// calls started and ended.
+agent::events::Sample sample_of(const Communicator& comm, const RankDevices& mine) {
+  agent::events::Sample sample;
+  for (int c = 0; c < comm.max_channels(); ++c) {
+    const auto k = comm.counters(c);
+    const ChannelDevices d = static_cast<std::size_t>(c) < mine.channels.size()
+                                 ? mine.channels[static_cast<std::size_t>(c)]
+                                 : ChannelDevices{};
+    sample.channels.push_back({c, k.bytes_sent, k.bytes_received, k.busy_ns, k.steps,
+                               d.leaves ? d.device : std::string(), d.enters ? d.device : std::string()});
+  }
+  for (const auto& l : comm.peer_links())
+    sample.peers.push_back({l.peer, l.total_bytes});
+  const CallCounts calls = comm.call_counts();
+  sample.calls_started = calls.started;
+  sample.calls_ended = calls.ended;
+  sample.t_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  return sample;
+}
+
 // --json: one JSON object per line on stdout, from every rank, for the
 // agent to relay: stage events as they happen (or the failure), channel
 // samples every 100 ms, the protocol and channels picked per size, result
@@ -109,29 +161,7 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
   // each position goes through when the topology search placed them.
   const std::vector<RankDevices> devices = comm->devices();
   if (config.rank == 0) {
-    agent::events::Rings rings;
-    const auto orders = comm->rings();
-    bool placed = false;
-    for (const auto& d : devices)
-      placed = placed || d.gpu >= 0;
-    for (std::size_t c = 0; c < orders.size(); ++c) {
-      agent::events::Rings::Ring ring{static_cast<int>(c), orders[c], {}, {}};
-      for (int r : orders[c]) {
-        const auto& at = devices[static_cast<std::size_t>(r)].channels;
-        ring.nics.push_back(c < at.size() ? at[c].nic : -1);
-        ring.devices.push_back(c < at.size() ? at[c].device : std::string());
-      }
-      if (std::all_of(ring.devices.begin(), ring.devices.end(), [](const auto& d) { return d.empty(); })) {
-        ring.nics.clear();  // the ring never leaves its host
-        ring.devices.clear();
-      }
-      rings.rings.push_back(std::move(ring));
-    }
-    if (placed) {
-      for (const auto& d : devices)
-        rings.gpus.push_back(d.gpu);
-    }
-    emit(agent::events::to_json(rings));
+    emit(agent::events::to_json(rings_of(*comm, devices)));
     agent::events::Trees trees;
     for (int t = 0; t < 2; ++t)
       trees.trees.push_back({t, comm->tree_parents(t)});
@@ -147,23 +177,7 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
     while (running) {
       next += std::chrono::milliseconds(100);
       std::this_thread::sleep_until(next);
-      agent::events::Sample sample;
-      for (int c = 0; c < comm->max_channels(); ++c) {
-        const auto k = comm->counters(c);
-        const auto& mine = devices[static_cast<std::size_t>(config.rank)].channels;
-        const ChannelDevices d =
-            static_cast<std::size_t>(c) < mine.size() ? mine[static_cast<std::size_t>(c)] : ChannelDevices{};
-        sample.channels.push_back({c, k.bytes_sent, k.bytes_received, k.busy_ns, k.steps,
-                                   d.leaves ? d.device : std::string(), d.enters ? d.device : std::string()});
-      }
-      for (const auto& l : comm->peer_links())
-        sample.peers.push_back({l.peer, l.total_bytes});
-      const CallCounts calls = comm->call_counts();
-      sample.calls_started = calls.started;
-      sample.calls_ended = calls.ended;
-      sample.t_us =
-          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-              .count();
+      const agent::events::Sample sample = sample_of(*comm, devices[static_cast<std::size_t>(config.rank)]);
       emit(agent::events::to_json(sample));
     }
   });

@@ -123,6 +123,33 @@ Agents subscribe_all(const RemoteOptions& o) {
   return agents;
 }
 
+// Starts `run` on every agent, agent i holding ranks i*np..: agent 0 holds
+// rank 0 and hosts the store, so it picks the port first. When an agent
+// refuses the run, those that took it cancel it; false then (with
+// --engine both, NCCL's refusal is its column's reason, in `sweep`).
+bool start_on_every_agent(const RemoteOptions& o, const std::string& engine,
+                          std::vector<std::unique_ptr<agent::AgentClient>>& clients, agent::RunRequest& run,
+                          Sweep& sweep) {
+  for (std::size_t i = 0; i < clients.size(); ++i) {
+    run.ranks.clear();
+    for (int l = 0; l < o.np_per_agent; ++l)
+      run.ranks.push_back(static_cast<int>(i) * o.np_per_agent + l);
+    try {
+      const json reply = clients[i]->call(run.to_json());
+      if (i == 0) run.master_port = reply.at("master_port").get<int>();
+    } catch (const Error& e) {
+      for (std::size_t j = 0; j < i; ++j)
+        clients[j]->request({{"type", "cancel"}, {"run_id", run.run_id}});
+      if (engine != "nccl" || o.engine != "both") throw;
+      std::fprintf(stderr, "# %s\n", e.what());
+      sweep.code = exit_code::failed;
+      sweep.failure = e.what();
+      return false;
+    }
+  }
+  return true;
+}
+
 // Runs the sweep through `engine` on every agent and prints rank 0's stage
 // table and the nccl-tests table as the events come.
 Sweep run_sweep(const RemoteOptions& o, const std::string& engine, Agents& agents) {
@@ -141,27 +168,8 @@ Sweep run_sweep(const RemoteOptions& o, const std::string& engine, Agents& agent
   if (o.store_timeout_s > 0) run.store_timeout_s = o.store_timeout_s;
   if (o.bootstrap_timeout_s > 0) run.bootstrap_timeout_s = o.bootstrap_timeout_s;
   if (o.coll_timeout_s > 0) run.coll_timeout_s = o.coll_timeout_s;
-  // Agent 0 holds rank 0 and hosts the store: it picks the port first.
-  // When an agent refuses the run, those that took it cancel it.
   Sweep sweep;
-  for (std::size_t i = 0; i < clients.size(); ++i) {
-    run.ranks.clear();
-    for (int l = 0; l < o.np_per_agent; ++l)
-      run.ranks.push_back(static_cast<int>(i) * o.np_per_agent + l);
-    try {
-      const json reply = clients[i]->call(run.to_json());
-      if (i == 0) run.master_port = reply.at("master_port").get<int>();
-    } catch (const Error& e) {
-      for (std::size_t j = 0; j < i; ++j)
-        clients[j]->request({{"type", "cancel"}, {"run_id", run_id}});
-      // With --engine both, NCCL's refusal is its column's reason.
-      if (engine != "nccl" || o.engine != "both") throw;
-      std::fprintf(stderr, "# %s\n", e.what());
-      sweep.code = exit_code::failed;
-      sweep.failure = e.what();
-      return sweep;
-    }
-  }
+  if (!start_on_every_agent(o, engine, clients, run, sweep)) return sweep;
 
   std::ofstream events = o.events_file.empty() ? std::ofstream() : std::ofstream(o.events_file);
   std::vector<agent::events::StageEnded> stages;

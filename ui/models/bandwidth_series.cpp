@@ -93,6 +93,13 @@ void BandwidthSeries::add_sample(int rank, const agent::events::Sample& sample, 
   }
   for (std::size_t c = 0; c < stride; ++c)
     rows.recent[c] = rates[c] == 0 ? 0 : rows.recent[c] / rates[c];
+  add_peers(rank, sample, x);
+  if (any) add_to_run(x, sent);
+  add_to_nics(rank, node, sample, x);
+}
+
+void BandwidthSeries::add_peers(int rank, const agent::events::Sample& sample, double x) {
+  const long long t_us = sample.t_us;
   if (!sample.peers.empty() && static_cast<int>(peer_tracks_.size()) <= rank)
     peer_tracks_.resize(static_cast<std::size_t>(rank) + 1);
   for (const auto& p : sample.peers) {
@@ -109,19 +116,25 @@ void BandwidthSeries::add_sample(int rank, const agent::events::Sample& sample, 
     t.last_us = t_us;
     t.last_bytes = bytes;
   }
-  if (any) {
-    const auto bucket = static_cast<long long>(x / kRunBucketS);
-    const auto span = static_cast<long long>(window_s_ / kRunBucketS) + 2;
-    if (!run_buckets_.empty() && bucket - run_buckets_.back().first > span) run_buckets_.clear();  // a long gap
-    for (long long b = run_buckets_.empty() ? bucket : run_buckets_.back().first + 1; b <= bucket; ++b)
-      run_buckets_.emplace_back(b, 0.0);
-    // Ranks' clocks differ a little: a late sample lands in its own bucket.
-    const long long back = run_buckets_.back().first;
-    if (bucket >= run_buckets_.front().first)
-      run_buckets_[static_cast<std::size_t>(bucket - run_buckets_.front().first)].second += sent;
-    while (run_buckets_.front().first < back - span)
-      run_buckets_.pop_front();
-  }
+}
+
+// The whole run's bytes sent per bucket of kRunBucketS.
+void BandwidthSeries::add_to_run(double x, double sent) {
+  const auto bucket = static_cast<long long>(x / kRunBucketS);
+  const auto span = static_cast<long long>(window_s_ / kRunBucketS) + 2;
+  if (!run_buckets_.empty() && bucket - run_buckets_.back().first > span) run_buckets_.clear();  // a long gap
+  for (long long b = run_buckets_.empty() ? bucket : run_buckets_.back().first + 1; b <= bucket; ++b)
+    run_buckets_.emplace_back(b, 0.0);
+  // Ranks' clocks differ a little: a late sample lands in its own bucket.
+  const long long back = run_buckets_.back().first;
+  if (bucket >= run_buckets_.front().first)
+    run_buckets_[static_cast<std::size_t>(bucket - run_buckets_.front().first)].second += sent;
+  while (run_buckets_.front().first < back - span)
+    run_buckets_.pop_front();
+}
+
+void BandwidthSeries::add_to_nics(int rank, int node, const agent::events::Sample& sample, double x) {
+  const long long t_us = sample.t_us;
   // Per NIC: this rank's channels through it update their share of its
   // bytes; a point is made at most every 90 ms, however many ranks
   // sample it (the ranks of one node share its clock).

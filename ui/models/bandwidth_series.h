@@ -77,6 +77,11 @@ class BandwidthSeries {
     std::deque<QPointF> points;
   };
   void push(Track& t, double x, double y);
+  // add_sample's parts: each peer's receive rate, the run's bytes over
+  // time, each NIC's rate from the channels through it.
+  void add_peers(int rank, const agent::events::Sample& sample, double x);
+  void add_to_run(double x, double sent);
+  void add_to_nics(int rank, int node, const agent::events::Sample& sample, double x);
   double recent_gbs(const Track& t) const;  // its mean over the run's last second
   // A rank's samples over the window (and the one before it, which the
   // first rate needs): per row, the time and every channel's cumulative

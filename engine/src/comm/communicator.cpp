@@ -87,6 +87,68 @@ StageFailure calibration_failure(const Bootstrap& bootstrap, const Error& e) {
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Communicator::~Communicator() = default;
 
+// Each rank's tree node (its host's or its own), and NCCL's line of the
+// trees: per tree, the children (three, -1 for none), this rank, its
+// parent.
+void Communicator::Impl::announce_trees() {
+  for (int r = 0; r < nranks; ++r)
+    tree_node_of.push_back(tree_nodes == "host" ? bootstrap->host_of(r) : r);
+  const auto& tree = tree_for(-1);
+  std::string line;
+  for (std::size_t t = 0; t < 2; ++t) {
+    std::vector<int> down = tree.children[t];
+    down.resize(std::max<std::size_t>(down.size(), 3), -1);
+    line += fmt::format(" [{}] {}->{}->{}", t, fmt::join(down, "/"), rank, tree.parent[t]);
+  }
+  RM_INFO(graph, "Trees{}", line);
+}
+
+// The CALIBRATE stage and the tuner: the socket model with the
+// RINGMASTER_TUNE_* figures, the links measured (or the cache's figures
+// kept), then the tuner over them with the user's overrides.
+void Communicator::Impl::make_tuner(const comm::LocalSettings& settings) {
+  // The socket model with the RINGMASTER_TUNE_* figures; calibrate()
+  // measures the real ones.
+  double gbs = 0;
+  try {
+    gbs = std::stod(param_string(Param::TuneGbs));
+  } catch (const std::exception&) {
+    throw Error(ErrorCategory::config, "RINGMASTER_TUNE_GBS=" + param_string(Param::TuneGbs) + ": not a number");
+  }
+  tune::Shape shape = tune::socket_shape(nranks, static_cast<double>(param_int(Param::TuneHopUs)), gbs, max_channels);
+  std::vector<int> nodes = tree_node_of;
+  std::sort(nodes.begin(), nodes.end());
+  shape.nnodes = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+  shape.min_channels = min_channels;
+  const auto& tree = tree_for(-1);
+  shape.tree_depth_intra = tree.depth_intra;
+  shape.tree_depth_inter = tree.depth_inter;
+  shape.slot_bytes = buffsize / 8;
+  shape.pair_bytes = pair_bytes;
+  // A stage of its own: on a slow link the calibration is most of init,
+  // and its failure is not a connection's.
+  bootstrap->run_stage(Stage::calibrate, [&] {
+    try {
+      shape.intra = shape.inter = calibrate(shape);
+      // Each channel beyond the first is a progress thread to wake and a
+      // step of its own on every hop; on a VM the wake alone costs tens
+      // of microseconds (a 64 KiB all_reduce over sockets on two
+      // channels took 3x as long as on one). Three hops' worth keeps
+      // small sizes on one channel.
+      shape.channel_latency_us = std::max(shape.channel_latency_us,
+                                          3 * shape.intra.hop_latency_us[static_cast<std::size_t>(Protocol::simple)]);
+      channels[0]->link.flush();
+    } catch (const Error& e) {
+      throw StageError(calibration_failure(*bootstrap, e));
+    }
+    return "tuner: " + shape.source;
+  });
+  algorithms = settings.algorithms;
+  protocols = settings.protocols;
+  tuner.emplace(std::move(shape), settings.algorithms, settings.protocols);
+  if (rank == 0) RM_INFO(tuning, "Tuner: {}", tuner->describe());
+}
+
 std::unique_ptr<Communicator> Communicator::create(const Config& config, const CommOptions& options) {
   auto impl = std::make_unique<Impl>();
   // Checked before anything connects; the ranks agree on them once every
@@ -156,21 +218,8 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
   // hosts when the topology is known (the search chains each host's GPUs
   // from its NIC), ranks otherwise.
   impl->tree_nodes = settings.tree_nodes != "auto" ? settings.tree_nodes : agreed.same_topology ? "host" : "rank";
-  const std::string& tree_nodes = impl->tree_nodes;
   impl->describe_topology(agreed.same_topology);
-  {
-    for (int r = 0; r < impl->nranks; ++r)
-      impl->tree_node_of.push_back(tree_nodes == "host" ? impl->bootstrap->host_of(r) : r);
-    // NCCL's line: per tree, the children (three, -1 for none), this rank, its parent.
-    const auto& tree = impl->tree_for(-1);
-    std::string line;
-    for (std::size_t t = 0; t < 2; ++t) {
-      std::vector<int> down = tree.children[t];
-      down.resize(std::max<std::size_t>(down.size(), 3), -1);
-      line += fmt::format(" [{}] {}->{}->{}", t, fmt::join(down, "/"), impl->rank, tree.parent[t]);
-    }
-    RM_INFO(graph, "Trees{}", line);
-  }
+  impl->announce_trees();
   impl->connect_channels(settings);
   if (impl->nranks == 2 && !agreed.pair_bytes_given &&
       impl->channels[0]->link.next.connection->kind() != transport::TransportKind::shm) {
@@ -181,49 +230,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
     // keeps the default. Both ends of the one connection see its kind.
     impl->pair_bytes = std::max<std::size_t>(impl->pair_bytes, 512 * 1024);
   }
-  {
-    // The socket model with the RINGMASTER_TUNE_* figures; calibrate()
-    // measures the real ones.
-    double gbs = 0;
-    try {
-      gbs = std::stod(param_string(Param::TuneGbs));
-    } catch (const std::exception&) {
-      throw Error(ErrorCategory::config, "RINGMASTER_TUNE_GBS=" + param_string(Param::TuneGbs) + ": not a number");
-    }
-    tune::Shape shape =
-        tune::socket_shape(impl->nranks, static_cast<double>(param_int(Param::TuneHopUs)), gbs, impl->max_channels);
-    std::vector<int> nodes = impl->tree_node_of;
-    std::sort(nodes.begin(), nodes.end());
-    shape.nnodes = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
-    shape.min_channels = impl->min_channels;
-    const auto& tree = impl->tree_for(-1);
-    shape.tree_depth_intra = tree.depth_intra;
-    shape.tree_depth_inter = tree.depth_inter;
-    shape.slot_bytes = impl->buffsize / 8;
-    shape.pair_bytes = impl->pair_bytes;
-    // A stage of its own: on a slow link the calibration is most of init,
-    // and its failure is not a connection's.
-    impl->bootstrap->run_stage(Stage::calibrate, [&] {
-      try {
-        shape.intra = shape.inter = impl->calibrate(shape);
-        // Each channel beyond the first is a progress thread to wake and a
-        // step of its own on every hop; on a VM the wake alone costs tens
-        // of microseconds (a 64 KiB all_reduce over sockets on two
-        // channels took 3x as long as on one). Three hops' worth keeps
-        // small sizes on one channel.
-        shape.channel_latency_us = std::max(shape.channel_latency_us,
-                                            3 * shape.intra.hop_latency_us[static_cast<std::size_t>(Protocol::simple)]);
-        impl->channels[0]->link.flush();
-      } catch (const Error& e) {
-        throw StageError(calibration_failure(*impl->bootstrap, e));
-      }
-      return "tuner: " + shape.source;
-    });
-    impl->algorithms = settings.algorithms;
-    impl->protocols = settings.protocols;
-    impl->tuner.emplace(std::move(shape), settings.algorithms, settings.protocols);
-    if (impl->rank == 0) RM_INFO(tuning, "Tuner: {}", impl->tuner->describe());
-  }
+  impl->make_tuner(settings);
   impl->on_decision = options.on_decision;
   for (auto& channel : impl->channels) {
     channel->thread = std::thread([ch = channel.get(), rank = impl->rank] { ch->run(rank); });

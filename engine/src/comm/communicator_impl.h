@@ -196,6 +196,10 @@ struct Communicator::Impl {
   // The links measured for the tuner (tune/calibrate.cpp does the work);
   // the channels' counters start from zero afterwards.
   tune::LinkModel calibrate(tune::Shape& shape);
+  // Communicator::create's steps: the trees announced, and the CALIBRATE
+  // stage with the tuner it leaves.
+  void announce_trees();
+  void make_tuner(const comm::LocalSettings& settings);
 
   // A collective's request state and its bookkeeping; JobOf adds its work
   // in the same allocation. Its queued parts hold it by a plain pointer (a
