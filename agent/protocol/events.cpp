@@ -388,7 +388,7 @@ Stall read(const Fields& f, Stall s) {
           call.seq = c.integer<std::uint64_t>("seq", 0, true);
           call.collective = c.enumerated("collective", Collective::scatter);
           call.bytes = c.integer<std::size_t>("bytes");
-          call.algorithm = c.enumerated("algorithm", Algorithm::tree);
+          call.algorithm = c.enumerated("algorithm", Algorithm::pair);
           call.protocol = c.enumerated("protocol", Protocol::simple);
           call.channels = c.integer("channels", 0);
           call.state = c.enumerated("state", CallState::failed);

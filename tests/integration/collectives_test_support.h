@@ -161,10 +161,19 @@ inline void check(const MatrixCase& c, int n, const std::vector<std::size_t>& co
   // 1 Mi elements; LineProtocolsOverSharedMemory wraps the line rings.
   const std::size_t largest = *std::max_element(counts.begin(), counts.end());
   const bool large = largest > (1u << 20) + 3 || (links == Links::shm && largest >= (1u << 20));
-  for (Algorithm algorithm : {Algorithm::ring, Algorithm::tree}) {
+  // The pair exchange: 2-rank all_reduce up to RINGMASTER_PAIR_BYTES
+  // (16 KiB by default), its sizes only.
+  std::vector<std::size_t> pair_counts;
+  for (std::size_t count : counts) {
+    if (count * size_of(c.type) <= 16384) pair_counts.push_back(count);
+  }
+  const bool pair = c.collective == Collective::all_reduce && n == 2 && !pair_counts.empty();
+  for (Algorithm algorithm : {Algorithm::ring, Algorithm::tree, Algorithm::pair}) {
     for (Protocol protocol : protocols) {
-      if (large && protocol == Protocol::ll) continue;
+      if (large && protocol == Protocol::ll && algorithm != Algorithm::pair) continue;
       if (algorithm == Algorithm::tree && !has_tree(c.collective)) continue;
+      if (algorithm == Algorithm::pair && !pair) continue;
+      const auto& sizes = algorithm == Algorithm::pair ? pair_counts : counts;
       CommOptions options;
       if (has_tree(c.collective)) options.algorithm = algorithm;
       options.protocol = protocol;
@@ -176,7 +185,7 @@ inline void check(const MatrixCase& c, int n, const std::vector<std::size_t>& co
       run_ranks(
           n,
           [&](Communicator& comm) {
-            for (std::size_t count : counts) {
+            for (std::size_t count : sizes) {
               PerfSpec spec;
               spec.collective = c.collective;
               spec.type = c.type;

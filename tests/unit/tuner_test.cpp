@@ -75,7 +75,7 @@ void expect_error(const std::function<void()>& f, const std::string& needle) {
 }
 
 TEST(Selection, ErrorsNameTheVariableAndTheWord) {
-  expect_error([] { algos("ring,mesh"); }, "NCCL_ALGO=ring,mesh: unknown algorithm 'mesh' (Ring, Tree)");
+  expect_error([] { algos("ring,mesh"); }, "NCCL_ALGO=ring,mesh: unknown algorithm 'mesh' (Ring, Tree, Pair)");
   expect_error([] { protos("LL,LL64"); }, "NCCL_PROTO=LL,LL64: unknown protocol 'LL64'");
   expect_error([] { algos("allgatherv:ring"); }, "unknown function 'allgatherv'");
   expect_error([] { algos("ring,,tree"); }, "empty name in 'ring,,tree'");
@@ -167,6 +167,40 @@ TEST(Tuner, SocketModelPicksTreeSmallRingLargeAndExcludesLL128) {
   EXPECT_NE(tune::render(large).find("=> Ring"), std::string::npos) << tune::render(large);
   // Collectives without a tree never pick one.
   EXPECT_EQ(tuner.decide(Collective::all_gather, 8).pick().algorithm, Algorithm::ring);
+}
+
+// The 2-rank exchange of whole inputs is a candidate of its own: picked
+// for small 2-rank all_reduce, on one channel, named Pair; excluded above
+// RINGMASTER_PAIR_BYTES with the reason; absent from other collectives and
+// rank counts; NCCL_ALGO=ring means the ring's two steps only.
+TEST(Tuner, ThePairExchangeIsANamedCandidate) {
+  const tune::Tuner tuner(sockets(2));
+  const auto small = tuner.decide(Collective::all_reduce, 8);
+  EXPECT_EQ(small.pick().algorithm, Algorithm::pair) << tune::render(small);
+  EXPECT_EQ(small.pick().channels, 1);
+  EXPECT_NE(tune::render(small).find("=> Pair"), std::string::npos) << tune::render(small);
+  const auto large = tuner.decide(Collective::all_reduce, 64 << 20);
+  EXPECT_NE(large.pick().algorithm, Algorithm::pair) << tune::render(large);
+  bool said = false;
+  for (const auto& c : large.candidates) {
+    if (c.algorithm == Algorithm::pair) {
+      said = c.excluded.find("RINGMASTER_PAIR_BYTES") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(said) << tune::render(large);
+  for (const auto& c : tuner.decide(Collective::all_gather, 8).candidates) {
+    EXPECT_NE(c.algorithm, Algorithm::pair);
+  }
+  for (const auto& c : tune::Tuner(sockets(4)).decide(Collective::all_reduce, 8).candidates) {
+    EXPECT_NE(c.algorithm, Algorithm::pair);
+  }
+  EXPECT_EQ(tune::Tuner(sockets(2), algos("ring"), {}).decide(Collective::all_reduce, 8).pick().algorithm,
+            Algorithm::ring);
+  EXPECT_EQ(tune::Tuner(sockets(2), algos("^tree"), {}).decide(Collective::all_reduce, 8).pick().algorithm,
+            Algorithm::pair);
+  EXPECT_EQ(tune::Tuner(sockets(2), algos("pair"), {}).decide(Collective::all_reduce, 8).pick().algorithm,
+            Algorithm::pair);
+  EXPECT_EQ(parse_algorithm("PAIR"), Algorithm::pair);
 }
 
 // Bandwidth measured at several sizes: exact at the points, along log(bytes)

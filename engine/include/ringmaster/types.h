@@ -102,9 +102,12 @@ std::optional<Protocol> parse_protocol(std::string_view name) noexcept;
 
 // Ring: reduce-scatter and all-gather (or a chain) around the channel's
 // ring. Tree: NCCL's double binary tree, reduce up and broadcast down.
-enum class Algorithm : std::uint8_t { ring, tree };
+// Pair: two ranks' all_reduce as one exchange of whole inputs on one
+// channel (a ring of two takes two steps), up to RINGMASTER_PAIR_BYTES;
+// Ringmaster's own, so NCCL_ALGO=Ring does not include it.
+enum class Algorithm : std::uint8_t { ring, tree, pair };
 std::string_view name_of(Algorithm a) noexcept;
-// "Ring", "Tree" in any case; nullopt for anything else.
+// "Ring", "Tree", "Pair" in any case; nullopt for anything else.
 std::optional<Algorithm> parse_algorithm(std::string_view name) noexcept;
 
 }  // namespace ringmaster

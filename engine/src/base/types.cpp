@@ -158,7 +158,15 @@ std::string_view name_of(Protocol p) noexcept {
 }
 
 std::string_view name_of(Algorithm a) noexcept {
-  return a == Algorithm::tree ? "Tree" : "Ring";
+  switch (a) {
+    case Algorithm::ring:
+      return "Ring";
+    case Algorithm::tree:
+      return "Tree";
+    case Algorithm::pair:
+      return "Pair";
+  }
+  return "unknown";
 }
 
 std::optional<Protocol> parse_protocol(std::string_view name) noexcept {
@@ -169,7 +177,7 @@ std::optional<Protocol> parse_protocol(std::string_view name) noexcept {
 }
 
 std::optional<Algorithm> parse_algorithm(std::string_view name) noexcept {
-  for (const Algorithm a : {Algorithm::ring, Algorithm::tree}) {
+  for (const Algorithm a : {Algorithm::ring, Algorithm::tree, Algorithm::pair}) {
     if (iequals(name, name_of(a))) return a;
   }
   return std::nullopt;

@@ -54,11 +54,13 @@ Request Communicator::all_reduce(const void* send, void* recv, std::size_t count
     return impl_->staged_all_reduce(*this, send, recv, count, type, op);
   }
   const std::size_t es = size_of(type);
-  const auto choice = impl_->choose(Collective::all_reduce, count * es);
-  if (choice.algorithm == Algorithm::tree) {
+  // The one choice of this call: its schedule here, its protocol and
+  // channels in start().
+  Impl::Call call{Collective::all_reduce, count * es, count, type, op};
+  call.choice = impl_->choose(Collective::all_reduce, count * es);
+  if (call.choice->algorithm == Algorithm::tree) {
     const algo::DoubleTree* tree = &impl_->tree_for(-1);
-    return impl_->submit({Collective::all_reduce, count * es, count, type, op}, [=, this](Channel& ch, int, int,
-                                                                                          const algo::Task& task) {
+    return impl_->submit(call, [=, this](Channel& ch, int, int, const algo::Task& task) {
       auto ctx = impl_->context(ch);
       auto* out = static_cast<std::byte*>(recv);
       const auto* in = premultiplied(task, static_cast<const std::byte*>(send), out, count, impl_->nranks);
@@ -66,17 +68,13 @@ Request Communicator::all_reduce(const void* send, void* recv, std::size_t count
       finish(task, out, count, impl_->nranks);
     });
   }
-  if (impl_->nranks == 2 && count * es <= impl_->pair_bytes) {
-    return impl_->submit(
-        {Collective::all_reduce, count * es, count, type, op},
-        [=, this](Channel& ch, int, int, const algo::Task& task) {
-          auto ctx = impl_->context(ch);
-          algo::pair_all_reduce(ctx, task, static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), count);
-        },
-        /*forced_channels=*/1);
+  if (call.choice->algorithm == Algorithm::pair) {
+    return impl_->submit(call, [=, this](Channel& ch, int, int, const algo::Task& task) {
+      auto ctx = impl_->context(ch);
+      algo::pair_all_reduce(ctx, task, static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), count);
+    });
   }
-  return impl_->submit({Collective::all_reduce, count * es, count, type, op}, [=, this](Channel& ch, int c, int nch,
-                                                                                        const algo::Task& task) {
+  return impl_->submit(call, [=, this](Channel& ch, int c, int nch, const algo::Task& task) {
     const Range range = channel_range(count, c, nch);
     auto* out = static_cast<std::byte*>(recv) + range.begin * es;
     const auto* in = static_cast<const std::byte*>(send) + range.begin * es;

@@ -177,6 +177,8 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const C
     // checked here (LL128 counts as possible until calibration says).
     tune::Shape any;
     any.intra.ll128 = any.inter.ll128 = true;
+    any.nranks = 2;  // and the pair exchange as well
+    any.pair_bytes = 1024;
     (void)tune::Tuner(any, settings.algorithms, settings.protocols);
   }
 

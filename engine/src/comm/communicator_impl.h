@@ -245,6 +245,9 @@ struct Communicator::Impl {
     // Collectives take the next sequence number; point-to-point calls do
     // not (other ranks need not make them) and are not recorded.
     bool numbered = true;
+    // Where the caller chose already (its schedule depends on the choice):
+    // start() takes it as it is instead of choosing again.
+    std::optional<Choice> choice = std::nullopt;
   };
 
   // Splits a call across channels and queues work(channel, index,

@@ -129,7 +129,7 @@ Request Communicator::Impl::start(std::shared_ptr<Job> job, const Call& call, in
   task.op = call.op;
   task.root = call.root;
   task.count = call.count;
-  Choice choice = choose(collective, bytes);
+  Choice choice = call.choice ? *call.choice : choose(collective, bytes);
   if (forced_channels > 0) choice.channels = forced_channels;
   task.algorithm = choice.algorithm;
   const Protocol protocol = choice.protocol;
@@ -139,7 +139,7 @@ Request Communicator::Impl::start(std::shared_ptr<Job> job, const Call& call, in
   // every protocol: a tree level under LL in one piece (megabytes in one
   // frame to each child) left loopback TCP reordering and retransmitting
   // for the calls after it.
-  const bool whole = protocol == Protocol::ll && choice.algorithm == Algorithm::ring;
+  const bool whole = protocol == Protocol::ll && choice.algorithm != Algorithm::tree;
   task.slot_bytes = whole ? 0 : std::max(es, (buffsize / 8) / es * es);
   // Trees run on channel 0, over its direct connections.
   const int nch = choice.algorithm == Algorithm::tree ? 1 : choice.channels;

@@ -102,7 +102,7 @@ std::optional<FieldMismatch> signature_mismatch(const StepHeader& theirs, const 
     return o < std::size(kAllRedOps) ? std::string(name_of(static_cast<RedOp>(o))) : fmt::format("#{}", o);
   };
   auto algorithm_name = [](std::uint8_t a) {
-    return a <= static_cast<std::uint8_t>(Algorithm::tree) ? std::string(name_of(static_cast<Algorithm>(a)))
+    return a <= static_cast<std::uint8_t>(Algorithm::pair) ? std::string(name_of(static_cast<Algorithm>(a)))
                                                            : fmt::format("#{}", a);
   };
   if (theirs.count != mine.count) return named("count", theirs.count, mine.count);

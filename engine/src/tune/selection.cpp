@@ -126,7 +126,7 @@ Selection Selection::parse(Kind kind, std::string_view variable, std::string_vie
         found = static_cast<int>(*p);
       }
       if (found < 0) {
-        fail(kind == Kind::algorithm ? fmt::format("unknown algorithm '{}' (Ring, Tree)", item)
+        fail(kind == Kind::algorithm ? fmt::format("unknown algorithm '{}' (Ring, Tree, Pair)", item)
                                      : fmt::format("unknown protocol '{}' (LL, LL128, Simple)", item));
       }
       mask = static_cast<std::uint8_t>(mask | (1u << found));

@@ -91,6 +91,26 @@ Tuner Tuner::from_env(Shape shape) {
                Selection::from_env(Selection::Kind::protocol));
 }
 
+std::string Tuner::why_excluded(Collective c, std::size_t bytes, Algorithm a, Protocol p) const {
+  const bool crosses = shape_.nnodes > 1;
+  if (a == Algorithm::tree && !has_tree(c)) {
+    return fmt::format("no tree schedule for {} (ring only, as in NCCL)", name_of(c));
+  } else if (a == Algorithm::pair && (shape_.pair_bytes == 0 || bytes > shape_.pair_bytes)) {
+    return fmt::format("whole inputs are exchanged up to {} (RINGMASTER_PAIR_BYTES), unpipelined",
+                       size_text(shape_.pair_bytes));
+  } else if (p == Protocol::ll128 && !(shape_.intra.ll128 && (!crosses || shape_.inter.ll128))) {
+    return fmt::format(
+        "LL128 needs 128-byte lines written in order (NVLink, shared memory); {} carries a byte "
+        "stream here",
+        crosses && shape_.intra.ll128 ? shape_.inter.transport : shape_.intra.transport);
+  } else if (auto why = algorithms_.why_not(c, static_cast<int>(a)); !why.empty()) {
+    return "removed by " + why;
+  } else if (auto why_p = protocols_.why_not(c, static_cast<int>(p)); !why_p.empty()) {
+    return "removed by " + why_p;
+  }
+  return {};
+}
+
 Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol p, int channels) const {
   Candidate out;
   out.algorithm = a;
@@ -100,18 +120,7 @@ Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol
   const int n = shape_.nranks;
   const bool crosses = shape_.nnodes > 1;
 
-  if (a == Algorithm::tree && !has_tree(c)) {
-    out.excluded = fmt::format("no tree schedule for {} (ring only, as in NCCL)", name_of(c));
-  } else if (p == Protocol::ll128 && !(shape_.intra.ll128 && (!crosses || shape_.inter.ll128))) {
-    out.excluded = fmt::format(
-        "LL128 needs 128-byte lines written in order (NVLink, shared memory); {} carries a byte "
-        "stream here",
-        crosses && shape_.intra.ll128 ? shape_.inter.transport : shape_.intra.transport);
-  } else if (auto why = algorithms_.why_not(c, ai); !why.empty()) {
-    out.excluded = "removed by " + why;
-  } else if (auto why_p = protocols_.why_not(c, pi); !why_p.empty()) {
-    out.excluded = "removed by " + why_p;
-  }
+  out.excluded = why_excluded(c, bytes, a, p);
 
   // Bandwidth: per channel the narrowest link the schedule crosses, all
   // channels together capped by what the links carry at most, times the
@@ -145,10 +154,16 @@ Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol
   const bool pieces = p != Protocol::ll;
   double hops = 0, hop_latency = shape_.intra.hop_latency_us[pi], traffic = 0;
   double reduced = 0;  // the share of traffic that is reduced on arrival
-  if (a == Algorithm::ring) {
+  if (a == Algorithm::pair) {
+    // One step: each rank's whole input to the other; the traffic and its
+    // reduced share of a ring of two, in one hop instead of two.
+    hops = 1;
+    traffic = b;
+    reduced = 0.5;
+  } else if (a == Algorithm::ring) {
     switch (c) {
       case Collective::all_reduce:
-        hops = (n == 2 && bytes <= shape_.pair_bytes) ? 1 : 2.0 * (n - 1);
+        hops = 2.0 * (n - 1);
         traffic = n == 1 ? 0 : b * 2.0 * (n - 1) / n;
         reduced = 0.5;
         break;
@@ -188,17 +203,20 @@ Candidate Tuner::evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol
   }
   // A ring crosses between nodes on (nnodes - 1) of its n - 1 hops per
   // pass; the other hops stay inside a node.
-  if (a == Algorithm::ring && crosses && hops > 0) {
+  // The pair exchange's one hop counts as a ring's (it is a ring of two).
+  const bool ring_like = a == Algorithm::ring || a == Algorithm::pair;
+  if (ring_like && crosses && hops > 0) {
     const double passes = c == Collective::all_reduce ? 2.0 : 1.0;
     const double inter_hops = std::min(hops, passes * (shape_.nnodes - 1));
     hop_latency =
         (inter_hops * shape_.inter.hop_latency_us[pi] + (hops - inter_hops) * shape_.intra.hop_latency_us[pi]) / hops;
   }
-  out.latency_us = shape_.base_latency_us[ai][pi] + hops * hop_latency + (channels - 1) * shape_.channel_latency_us;
+  const int base = ring_like ? static_cast<int>(Algorithm::ring) : ai;
+  out.latency_us = shape_.base_latency_us[base][pi] + hops * hop_latency + (channels - 1) * shape_.channel_latency_us;
   out.bandwidth_gbs = bandwidth;
   out.predicted_us = out.latency_us;
   if (crosses && shape_.ranks_per_node > 0 && traffic > 0) {
-    out.predicted_us += split_links_us(c, b, a, p, channels, traffic, &out.bandwidth_gbs);
+    out.predicted_us += split_links_us(c, b, ring_like ? Algorithm::ring : a, p, channels, traffic, &out.bandwidth_gbs);
   } else if (bandwidth > 0) {
     out.predicted_us += traffic * (1 - reduced) / (bandwidth * 1e3) + traffic * reduced / (reduce_bandwidth * 1e3);
   }
@@ -275,7 +293,7 @@ Decision Tuner::decide(Collective c, std::size_t bytes) const {
   if (d.chosen >= 0) return d;
   std::vector<std::string> removed;
   for (const auto& cand : d.candidates) {
-    if (cand.channels != shape_.min_channels && !cand.in_switch) continue;
+    if (cand.channels != shape_.min_channels && !cand.in_switch && cand.algorithm != Algorithm::pair) continue;
     removed.push_back(fmt::format("{}/{}: {}", algorithm_name(cand), name_of(cand.protocol), cand.excluded));
   }
   throw Error(ErrorCategory::config,
@@ -308,10 +326,19 @@ Decision Tuner::decide_or_null(Collective c, std::size_t bytes) const {
     const int t = std::min(ch, shape_.tree_channels);
     if (std::find(tree_counts.begin(), tree_counts.end(), t) == tree_counts.end()) tree_counts.push_back(t);
   }
+  // The pair exchange is a candidate of 2-rank all_reduce only, on one
+  // channel (its one connection).
+  const bool pair = c == Collective::all_reduce && shape_.nranks == 2;
+  const std::vector<int> one = {1};
   for (int a = 0; a < kAlgorithms; ++a) {
+    const auto algorithm = static_cast<Algorithm>(a);
+    if (algorithm == Algorithm::pair && !pair) continue;
+    const auto& channel_counts = algorithm == Algorithm::tree   ? tree_counts
+                                 : algorithm == Algorithm::pair ? one
+                                                                : counts;
     for (int p = 0; p < kProtocols; ++p) {
-      for (int ch : static_cast<Algorithm>(a) == Algorithm::tree ? tree_counts : counts)
-        d.candidates.push_back(evaluate(c, bytes, static_cast<Algorithm>(a), static_cast<Protocol>(p), ch));
+      for (int ch : channel_counts)
+        d.candidates.push_back(evaluate(c, bytes, algorithm, static_cast<Protocol>(p), ch));
     }
   }
   // A node whose switch reduces (a simulated H100 or later): all_reduce

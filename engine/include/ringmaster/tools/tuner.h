@@ -29,7 +29,7 @@ class Topology;
 
 namespace ringmaster::tune {
 
-inline constexpr int kAlgorithms = 2;  // ring, tree
+inline constexpr int kAlgorithms = 3;  // ring, tree, pair
 inline constexpr int kProtocols = 3;   // ll, ll128, simple
 
 // A figure measured at one collective size (bytes of the buffer).
@@ -80,8 +80,9 @@ struct Shape {
   int min_channels = 1;
   LinkModel intra;  // between ranks of one node
   LinkModel inter;  // between nodes (unused when nnodes == 1)
-  // Fixed cost of launching a collective, per algorithm and protocol.
-  double base_latency_us[kAlgorithms][kProtocols] = {{0, 0, 0}, {0, 0, 0}};
+  // Fixed cost of launching a collective, per algorithm (Ring, Tree; the
+  // pair exchange takes Ring's) and protocol.
+  double base_latency_us[2][kProtocols] = {{0, 0, 0}, {0, 0, 0}};
   double channel_latency_us = 2;  // each channel beyond the first
   // Simple pipelines in slots of this many bytes (NCCL_BUFFSIZE / 8).
   std::size_t slot_bytes = 512 * 1024;
@@ -210,6 +211,10 @@ class Tuner {
 
  private:
   Candidate evaluate(Collective c, std::size_t bytes, Algorithm a, Protocol p, int channels) const;
+  // Why a candidate cannot run (no such schedule, outside the pair
+  // exchange's sizes, LL128 on a byte stream, removed by an override);
+  // empty when it can.
+  std::string why_excluded(Collective c, std::size_t bytes, Algorithm a, Protocol p) const;
   // all_reduce reduced in the NVSwitch: NVLS, or NVLSTree across nodes.
   Candidate evaluate_in_switch(Collective c, std::size_t bytes) const;
   // The time the bytes take on a declared cluster of several nodes: inside
