@@ -189,7 +189,7 @@ PerfRequest PerfRequest::parse(const json& perf, std::string_view where) {
   f.flag("blocking", r.blocking);
   if (const auto algo = f.text("algo"); algo && !algo->empty()) {
     r.algorithm = parse_algorithm(*algo);
-    if (!r.algorithm) f.fail("algo", fmt::format("'{}' is neither Ring nor Tree", shown_name(*algo)));
+    if (!r.algorithm) f.fail("algo", fmt::format("'{}' is not Ring, Tree or Pair", shown_name(*algo)));
   }
   if (const auto proto = f.text("proto"); proto && !proto->empty()) {
     r.protocol = parse_protocol(*proto);
@@ -354,6 +354,10 @@ std::map<std::string, std::string> PerfRequest::to_nccl_env() const {
 }
 
 std::string PerfRequest::nccl_refusal() const {
+  if (algorithm == Algorithm::pair) {
+    return "NCCL has no Pair algorithm (Ringmaster's 2-rank exchange of whole inputs): name Ring or Tree, or leave "
+           "the choice to NCCL";
+  }
   return nccl_runner_refusal(perf_collective_name(collective), name_of(type), name_of(op));
 }
 

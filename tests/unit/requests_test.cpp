@@ -75,7 +75,8 @@ TEST(PerfRequest, BadFieldsAreNamed) {
             0u);
   EXPECT_EQ(refusal({{"collective", "all_reduce"}, {"max_bytes", "12Q"}}).rfind("run.perf.max_bytes is not a size", 0),
             0u);
-  EXPECT_EQ(refusal({{"collective", "all_reduce"}, {"algo", "nvls"}}), "run.perf.algo 'nvls' is neither Ring nor Tree");
+  EXPECT_EQ(refusal({{"collective", "all_reduce"}, {"algo", "nvls"}}),
+            "run.perf.algo 'nvls' is not Ring, Tree or Pair");
   EXPECT_EQ(refusal({{"collective", "all_reduce"}, {"dtype", "float7"}}).rfind("run.perf.dtype 'float7' is not", 0),
             0u);
   EXPECT_EQ(refusal({{"collective", "all_reduce"}, {"average", 4}}).rfind("run.perf.average must be 0", 0), 0u);
@@ -120,6 +121,10 @@ TEST(PerfRequest, CommandLines) {
   EXPECT_EQ(r.nccl_refusal(), "");
   r.collective = Collective::all_to_all;
   EXPECT_NE(r.nccl_refusal().find("not 'all_to_all'"), std::string::npos) << r.nccl_refusal();
+  // Ringmaster's own algorithm is not NCCL's to run.
+  r.collective = Collective::all_reduce;
+  r.algorithm = Algorithm::pair;
+  EXPECT_NE(r.nccl_refusal().find("NCCL has no Pair algorithm"), std::string::npos) << r.nccl_refusal();
 }
 
 std::string run_refusal(const json& run) {
