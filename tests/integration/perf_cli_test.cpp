@@ -585,10 +585,10 @@ TEST(PerfCli, RequiredLibfabricNeverFallsBackToSockets) {
 
 // A calibration kept in the cache is checked against the links before it
 // is taken: after the links degrade (a rate limit on the namespace's
-// loopback, 800 Mbit/s with no burst to speak of, against GB/s) a 1 MiB all_reduce takes far longer
-// than the cached figures predict, the ranks measure anew and the tuner's
-// source says why; once the limit is gone they measure anew again
-// (faster).
+// loopback, 800 Mbit/s with no burst to speak of, against GB/s) a 256 KiB
+// all_reduce takes far longer than the cached figures predict, the ranks
+// measure anew and the tuner's source says why; once the limit is gone
+// they measure anew again (faster).
 TEST(PerfCli, CachedCalibrationIsMeasuredAnewWhenTheLinksChange) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root: a network namespace and a qdisc on its loopback";
   const std::string ns = "rmcal" + std::to_string(::getpid());
@@ -611,8 +611,19 @@ TEST(PerfCli, CachedCalibrationIsMeasuredAnewWhenTheLinksChange) {
     const auto at = p.output.find("CALIBRATE         ok");
     return at == std::string::npos ? p.output : p.output.substr(at, p.output.find('\n', at) - at);
   };
-  EXPECT_NE(calibrate().find("calibrated at init"), std::string::npos);
-  EXPECT_NE(calibrate().find("calibration of this shape measured"), std::string::npos);
+  const std::string first = calibrate();
+  EXPECT_NE(first.find("calibrated at init"), std::string::npos) << first;
+  // Unchanged links take the cache. A first calibration taken in a busy
+  // spell (other tests share the machine) reads a hop over twice what the
+  // next init's takes, and that init measures anew by the hop rule: only
+  // that reason is allowed, a few times, before the cache must be taken.
+  std::string again;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    again = calibrate();
+    if (again.find("calibration of this shape measured") != std::string::npos) break;
+    EXPECT_NE(again.find("over twice what the links take now"), std::string::npos) << again;
+  }
+  EXPECT_NE(again.find("calibration of this shape measured"), std::string::npos) << again;
   auto qdisc = in_ns({"/usr/sbin/tc", "qdisc", "add", "dev", "lo", "root", "handle", "1:", "htb", "default", "10"});
   auto rate = in_ns({"/usr/sbin/tc", "class", "add", "dev", "lo", "parent", "1:", "classid", "1:10", "htb", "rate",
                      "800mbit", "burst", "16k", "cburst", "16k"});
@@ -625,8 +636,12 @@ TEST(PerfCli, CachedCalibrationIsMeasuredAnewWhenTheLinksChange) {
             std::string::npos)
       << degraded;
   in_ns({"/usr/sbin/tc", "qdisc", "del", "dev", "lo", "root"});
+  // Mended, the links read faster than the cache: by the 256 KiB call, or
+  // first by the hop rule where the rate limit slowed small calls too.
   const std::string mended = calibrate();
-  EXPECT_NE(mended.find("(faster since), so they were measured anew"), std::string::npos) << mended;
+  EXPECT_TRUE(mended.find("(faster since), so they were measured anew") != std::string::npos ||
+              mended.find("over twice what the links take now") != std::string::npos)
+      << mended;
   testing_support::spawn({"/usr/sbin/ip", "netns", "del", ns}, {}).finish();
   std::filesystem::remove(cache);
 }

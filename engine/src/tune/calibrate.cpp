@@ -119,7 +119,9 @@ std::string cached_departs(algo::Context& ctx, const algo::Task& small, double h
   const double steps = 2 * (n - 1) * cached.hop_us[kSimple];
   const double gbs = cached.gbs * cached.bandwidth_factor[kPoint];
   const double predicted_us = b * 2 * (n - 1) / n / (gbs * 1e3) + steps;
-  // Rank 0's reading decides: 1 the hop, 2 slower, 3 faster. A hop is
+  // Rank 0's reading decides: 2 slower, 1 the hop, 3 faster (the 256 KiB
+  // call's slower reading named first: it says what changed, where a
+  // cached hop taken in a busy spell says only that). A hop is
   // over twice now's by more than 2 us before it counts: shared memory's
   // sub-microsecond hops read 0.3 one time and 0.7 the next, and each
   // such reading measured the whole calibration anew (~0.2 s an init).
@@ -130,11 +132,11 @@ std::string cached_departs(algo::Context& ctx, const algo::Task& small, double h
   std::int32_t verdict = 0;
   if (ctx.rank == 0) {
     const double hop = cached.hop_us[kSimple];
-    verdict = hop > 2 * hop_now && hop > hop_now + kHopNoiseUs ? 1
-              : shared_memory_only                             ? 0
-              : now_us > 4 * predicted_us                      ? 2
-              : now_us * 4 < predicted_us                      ? 3
-                                                               : 0;
+    verdict = !shared_memory_only && now_us > 4 * predicted_us   ? 2
+              : hop > 2 * hop_now && hop > hop_now + kHopNoiseUs ? 1
+              : shared_memory_only                               ? 0
+              : now_us * 4 < predicted_us                        ? 3
+                                                                 : 0;
   }
   algo::Task vote = small;
   vote.type = DataType::int32;
