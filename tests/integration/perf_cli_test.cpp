@@ -212,6 +212,67 @@ TEST(Launchers, TorchrunsAgentStoreAcrossARestart) {
   store.finish();
 }
 
+// torch's own TCPStore client (PyPI's torch) against Ringmaster's store,
+// every operation the client exposes, each checked for torch's answer:
+// the store must serve them all and log no unknown command.
+TEST(Launchers, TorchsTcpStoreClientUsesEveryOperation) {
+  const std::string python = RINGMASTER_PYTHON_ENV "/bin/python";
+  if (::access(python.c_str(), X_OK) != 0 || ::access(RINGMASTER_PYTHON_ENV "/bin/torchrun", X_OK) != 0)
+    GTEST_SKIP() << "no torch in " RINGMASTER_PYTHON_ENV " (scripts/setup-deps installs torch there)";
+  const std::string port = std::to_string(free_port());
+  auto store = testing_support::spawn({RINGMASTER_CLI, "store", "serve", "--port", port}, {}, true);
+  const std::string script = R"py(
+import sys
+from datetime import timedelta
+import torch.distributed as dist
+s = dist.TCPStore("127.0.0.1", int(sys.argv[1]), 1, False, timeout=timedelta(seconds=10))
+def ok(name, got, want):
+    print(("OK " if got == want else "WRONG ") + name + ": " + repr(got), flush=True)
+s.set("k", "v"); ok("set/get", s.get("k"), b"v")
+ok("add", s.add("c", 5), 5); ok("add again", s.add("c", -2), 3); ok("get counter", s.get("c"), b"3")
+ok("compare_set", s.compare_set("k", "v", "w"), b"w")
+ok("compare_set missing", s.compare_set("n", "", "d"), b"d")
+ok("check", s.check(["k", "c"]), True); ok("check missing", s.check(["k", "zz"]), False)
+s.wait(["k", "c"]); ok("wait", True, True)
+s.append("a", "xy"); s.append("a", "z"); ok("append", s.get("a"), b"xyz")
+s.multi_set(["p", "q"], ["1", "2"]); ok("multi_set/multi_get", s.multi_get(["q", "p"]), [b"2", b"1"])
+ok("num_keys (the client's own init key too)", s.num_keys(), 7)
+ok("list_keys", sorted(s.list_keys()), ["a", "c", "k", "n", "p", "q"])
+ok("delete_key", s.delete_key("n"), True); ok("delete_key again", s.delete_key("n"), False)
+s.queue_push("jobs", "first"); s.queue_push("jobs", b"second")
+ok("queue_len", s.queue_len("jobs"), 2)
+ok("queue_pop", s.queue_pop("jobs"), b"first")
+ok("queue_pop nonblocking", s.queue_pop("jobs", block=False), b"second")
+try:
+    s.queue_pop("jobs", block=False); ok("queue_pop empty", "no error", "QueueEmptyError")
+except Exception as e:
+    ok("queue_pop empty", type(e).__name__, "QueueEmptyError")
+s.set_timeout(timedelta(milliseconds=500))
+try:
+    s.wait(["never"]); ok("wait timeout", "returned", "DistStoreError")
+except Exception as e:
+    ok("wait timeout", type(e).__name__, "DistStoreError")
+try:
+    s.queue_pop("jobs"); ok("queue_pop timeout", "returned", "DistStoreError")
+except Exception as e:
+    ok("queue_pop timeout", type(e).__name__, "DistStoreError")
+c = s.clone(); ok("clone", c.get("k"), b"w")
+ok("still served after timeouts", s.get("a"), b"xyz")
+)py";
+  auto client = testing_support::spawn({python, "-c", script, port}, {}, true);
+  client.finish();
+  ::kill(store.pid, SIGTERM);
+  store.finish();
+  EXPECT_EQ(client.exit_code(), 0) << client.output << store.output;
+  EXPECT_EQ(client.output.find("WRONG"), std::string::npos) << client.output;
+  for (const char* op : {"set/get", "add", "compare_set", "check", "wait", "append", "multi_set/multi_get",
+                         "num_keys (the client's own init key too)", "list_keys", "delete_key", "queue_len",
+                         "queue_pop", "queue_pop nonblocking", "queue_pop empty", "wait timeout", "queue_pop timeout",
+                         "clone", "still served after timeouts"})
+    EXPECT_NE(client.output.find(std::string("OK ") + op + ":"), std::string::npos) << op << "\n" << client.output;
+  EXPECT_EQ(store.output.find("unknown command"), std::string::npos) << store.output;
+}
+
 // The real torchrun (PyPI's torch): its agent holds the store, two workers
 // run an all_reduce, rank 1 fails after the first attempt and torchrun
 // restarts both against the same store. Both attempts must pass.

@@ -184,6 +184,55 @@ TEST_F(StoreTest, GoldenBytesOfEveryCommand) {
   EXPECT_TRUE(c.silent());
 }
 
+// The queue commands and LIST_KEYS, with the bytes torch 2.15's own
+// server answered the same requests with: POP replies the queue's length
+// before the pop, then the value; queues are a namespace of their own
+// (DELETE_KEY, GET and LIST_KEYS see keys only) that CHECK and WAIT
+// count, and a push wakes a WAIT parked on its key.
+TEST_F(StoreTest, QueuesAndListKeysAsTorchsServerAnswersThem) {
+  RawConnection c(port());
+  c.send(kValidate);
+  RawConnection waiter(port());
+  waiter.send(kValidate);
+  // WAIT ["q"] parks until something is pushed onto "q".
+  waiter.send("06 01 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00 71");
+  EXPECT_TRUE(waiter.silent());
+  // QUEUE_PUSH "q" "a", then "bb": no reply; the waiter is answered.
+  c.send("0e 01 00 00 00 00 00 00 00 71 01 00 00 00 00 00 00 00 61");
+  EXPECT_EQ(waiter.receive(1), "00");
+  c.send("0e 01 00 00 00 00 00 00 00 71 02 00 00 00 00 00 00 00 62 62");
+  EXPECT_TRUE(c.silent());
+  // QUEUE_LEN "q" -> 2; CHECK ["q"] -> READY
+  c.send("10 01 00 00 00 00 00 00 00 71");
+  EXPECT_EQ(c.receive(8), "02 00 00 00 00 00 00 00");
+  c.send("05 01 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00 71");
+  EXPECT_EQ(c.receive(1), "00");
+  // DELETE_KEY "q" -> 0, and the queue stays; GETNUMKEYS -> 0
+  c.send("08 01 00 00 00 00 00 00 00 71");
+  EXPECT_EQ(c.receive(8), "00 00 00 00 00 00 00 00");
+  c.send("07");
+  EXPECT_EQ(c.receive(8), "00 00 00 00 00 00 00 00");
+  // QUEUE_POP "q" -> length 2, "a"; then length 1, "bb"; then length 0
+  c.send("0f 01 00 00 00 00 00 00 00 71");
+  EXPECT_EQ(c.receive(17), "02 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00 61");
+  c.send("0f 01 00 00 00 00 00 00 00 71");
+  EXPECT_EQ(c.receive(18), "01 00 00 00 00 00 00 00 02 00 00 00 00 00 00 00 62 62");
+  c.send("0f 01 00 00 00 00 00 00 00 71");
+  EXPECT_EQ(c.receive(8), "00 00 00 00 00 00 00 00");
+  c.send("10 01 00 00 00 00 00 00 00 71");
+  EXPECT_EQ(c.receive(8), "00 00 00 00 00 00 00 00");
+  // Emptied, "q" is missing again: CHECK -> NOT_READY
+  c.send("05 01 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00 71");
+  EXPECT_EQ(c.receive(1), "01");
+  // LIST_KEYS -> count, then each key; a queue's key is not one
+  c.send("0e 01 00 00 00 00 00 00 00 71 01 00 00 00 00 00 00 00 61");
+  c.send("01 02 00 00 00 00 00 00 00 64 6b 01 00 00 00 00 00 00 00 76");
+  c.send("11");
+  EXPECT_EQ(c.receive(18), "01 00 00 00 00 00 00 00 02 00 00 00 00 00 00 00 64 6b");
+  EXPECT_EQ(store::name_of(Command::queue_pop), "QUEUE_POP");
+  EXPECT_EQ(store::name_of(Command::list_keys), "LIST_KEYS");
+}
+
 TEST_F(StoreTest, EncoderWritesTheBytesATorchClientSends) {
   EXPECT_EQ(hex(Encoder(Command::validate).u32(store::kValidationMagic).bytes()), kValidate);
   EXPECT_EQ(hex(Encoder(Command::set).str("k").str("v").bytes()),

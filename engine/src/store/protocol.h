@@ -30,8 +30,12 @@ enum class Command : std::uint8_t {
   multi_set = 11,
   cancel_wait = 12,
   ping = 13,
+  queue_push = 14,
+  queue_pop = 15,
+  queue_len = 16,
+  list_keys = 17,
 };
-inline constexpr std::uint8_t kMaxCommand = 13;
+inline constexpr std::uint8_t kMaxCommand = 17;
 
 inline constexpr std::uint32_t kValidationMagic = 0x3C85F7CE;
 
@@ -42,6 +46,8 @@ enum class WaitResponse : std::uint8_t { stop_waiting = 0, wait_canceled = 1 };
 inline constexpr std::size_t kMaxKeyBytes = 8 * 1024;
 inline constexpr std::size_t kMaxValueBytes = 8 * 1024 * 1024;
 inline constexpr std::size_t kMaxKeys = 128 * 1024;
+// Values waiting in all queues together (QUEUE_PUSH), besides the keys.
+inline constexpr std::size_t kMaxQueuedValues = 128 * 1024;
 
 std::string_view name_of(Command c) noexcept;
 

@@ -121,6 +121,11 @@ struct State {
   std::size_t queued_reply_bytes = 0;  // over all sessions, on the I/O thread
   LogBudget log_budget;
   std::unordered_map<std::string, std::string> data;
+  // QUEUE_PUSH's queues: a namespace of their own (GET, DELETE_KEY,
+  // GETNUMKEYS and LIST_KEYS see the keys only), but CHECK and WAIT count
+  // a key with values queued as present, as torch's server does.
+  std::unordered_map<std::string, std::deque<std::string>> queues;
+  std::size_t queued_values = 0;
   std::unordered_map<std::string, std::vector<std::shared_ptr<Waiter>>> waiters;
   std::atomic<std::size_t> num_keys{0};
   std::atomic<std::size_t> num_connections{0};
@@ -406,8 +411,7 @@ class Session : public std::enable_shared_from_this<Session> {
       }
       case Command::check: {
         const auto keys = co_await read_keys();
-        const bool ready =
-            std::all_of(keys.begin(), keys.end(), [&](const auto& k) { return state_.data.contains(k); });
+        const bool ready = std::all_of(keys.begin(), keys.end(), [&](const auto& k) { return present(k); });
         reply_u8(static_cast<std::uint8_t>(ready ? store::CheckResponse::ready : store::CheckResponse::not_ready));
         break;
       }
@@ -482,8 +486,66 @@ class Session : public std::enable_shared_from_this<Session> {
         send(store::Encoder(Command::ping).u32(nonce).bytes().substr(1));
         break;
       }
+      case Command::queue_push: {
+        auto key = co_await read_key();
+        auto value = co_await read_value();
+        if (state_.queued_values >= store::kMaxQueuedValues) {
+          throw ProtocolViolation{
+              fmt::format("the store's queues already hold {} values, their limit; refusing a push "
+                          "onto '{}'",
+                          store::kMaxQueuedValues, shown(key))};
+        }
+        auto& queue = state_.queues[key];
+        queue.push_back(std::move(value));
+        ++state_.queued_values;
+        if (queue.size() == 1) wake(key);
+        break;
+      }
+      case Command::queue_pop: {
+        // torch's reply: the queue's length before the pop, then the value
+        // taken when there was one. A client that blocks WAITs first.
+        const auto key = co_await read_key();
+        auto it = state_.queues.find(key);
+        const std::size_t length = it == state_.queues.end() ? 0 : it->second.size();
+        store::Encoder reply(Command::queue_pop);
+        reply.i64(static_cast<std::int64_t>(length));
+        if (length > 0) {
+          reply.str(it->second.front());
+          it->second.pop_front();
+          --state_.queued_values;
+          if (it->second.empty()) state_.queues.erase(it);
+        }
+        send(reply.bytes().substr(1));
+        break;
+      }
+      case Command::queue_len: {
+        const auto key = co_await read_key();
+        const auto it = state_.queues.find(key);
+        const auto length = static_cast<std::int64_t>(it == state_.queues.end() ? 0 : it->second.size());
+        send(store::Encoder(Command::queue_len).i64(length).bytes().substr(1));
+        break;
+      }
+      case Command::list_keys: {
+        std::size_t total = 8;
+        for (const auto& entry : state_.data) {
+          total += 8 + entry.first.size();
+          if (total > state_.options.max_reply_bytes) {
+            throw ProtocolViolation{fmt::format("LIST_KEYS of {} keys would reply over {} bytes", state_.data.size(),
+                                                state_.options.max_reply_bytes)};
+          }
+        }
+        store::Encoder reply(Command::list_keys);
+        reply.i64(static_cast<std::int64_t>(state_.data.size()));
+        for (const auto& entry : state_.data)
+          reply.str(entry.first);
+        send(reply.bytes().substr(1));
+        break;
+      }
     }
   }
+
+  // A key CHECK and WAIT count as there: set, or with values queued.
+  bool present(const std::string& key) const { return state_.data.contains(key) || state_.queues.contains(key); }
 
   void reply_u8(std::uint8_t v) { send(std::string(1, static_cast<char>(v))); }
   void reply_string(const std::string& s) { send(store::Encoder(Command::get).str(s).bytes().substr(1)); }
@@ -525,7 +587,7 @@ class Session : public std::enable_shared_from_this<Session> {
     waiter->session = weak_from_this();
     std::size_t bytes = 0;
     for (auto& key : keys) {
-      if (state_.data.contains(key)) continue;
+      if (present(key)) continue;
       bytes += key.size() + 64;  // the key and its share of the bookkeeping
       waiter->missing.push_back(std::move(key));
     }
