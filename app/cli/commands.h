@@ -25,6 +25,7 @@ Runner add_repro_command(CLI::App& app);
 Runner add_tune_command(CLI::App& app);
 Runner add_simulate_command(CLI::App& app);
 Runner add_gpus_command(CLI::App& app);
+Runner add_watch_command(CLI::App& app);
 
 // A stage's live report (StageEvent::in_progress) on stderr, "rank N:
 // retrying ...", once the stage has waited a second: a rank that starts

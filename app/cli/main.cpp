@@ -1,6 +1,6 @@
 // ringmaster-cli: the engine and the agents from a terminal, one subcommand
 // each (store, probe, env, perf, topo, remote, preflight, linkcheck, repro,
-// tune, simulate, gpus), registered below.
+// tune, simulate, gpus, watch), registered below.
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   add(ringmaster::cli::add_tune_command);
   add(ringmaster::cli::add_simulate_command);
   add(ringmaster::cli::add_gpus_command);
+  add(ringmaster::cli::add_watch_command);
   // For the build: the bash completion script and every subcommand's help
   // in one text (help2man makes the man page of it). Not in --help.
   if (argc == 2 && std::string_view(argv[1]) == "--bash-completion") {

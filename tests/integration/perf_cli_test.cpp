@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -271,6 +272,112 @@ ok("still served after timeouts", s.get("a"), b"xyz")
                          "clone", "still served after timeouts"})
     EXPECT_NE(client.output.find(std::string("OK ") + op + ":"), std::string::npos) << op << "\n" << client.output;
   EXPECT_EQ(store.output.find("unknown command"), std::string::npos) << store.output;
+}
+
+// A torch job this tool did not start, watched from outside (`watch`):
+// ranks 1-3 of a job whose MASTER_PORT is dropped in their network
+// namespace are each named at STORE_CONNECT, unanswered, with the
+// bootstrap's hint, within 5 s of starting; then, where the store runs,
+// rank 0 is seen hosting it and rank 1 connected.
+TEST(Watch, ATorchJobsRendezvousSeenFromOutside) {
+  const std::string python = RINGMASTER_PYTHON_ENV "/bin/python";
+  if (::access(python.c_str(), X_OK) != 0 || ::access(RINGMASTER_PYTHON_ENV "/bin/torchrun", X_OK) != 0)
+    GTEST_SKIP() << "no torch in " RINGMASTER_PYTHON_ENV " (scripts/setup-deps installs torch there)";
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: a network namespace and an nftables rule";
+  const std::string ns = "rmwatch" + std::to_string(::getpid());
+  auto run = [](std::vector<std::string> argv) {
+    auto p = testing_support::spawn(argv, {}, true);
+    p.finish();
+    return p;
+  };
+  if (run({"/usr/sbin/ip", "netns", "add", ns}).exit_code() != 0) GTEST_SKIP() << "cannot make a network namespace";
+  const std::string port = std::to_string(free_port());
+  const std::vector<std::string> in_ns = {"/usr/sbin/ip", "netns", "exec", ns};
+  auto ns_cmd = [&](std::vector<std::string> argv) {
+    argv.insert(argv.begin(), in_ns.begin(), in_ns.end());
+    return run(argv);
+  };
+  ns_cmd({"/usr/sbin/ip", "link", "set", "lo", "up"});
+  ASSERT_EQ(ns_cmd({"/usr/sbin/nft", "add", "table", "inet", "rmwatch"}).exit_code(), 0);
+  ns_cmd({"/usr/sbin/nft", "add", "chain", "inet", "rmwatch", "in", "{ type filter hook input priority 0; }"});
+  ns_cmd({"/usr/sbin/nft", "add", "rule", "inet", "rmwatch", "in", "tcp", "dport", port, "drop"});
+  // A torch rank: its store, then it stays a while.
+  const std::string rank_script =
+      "import os, sys, time\n"
+      "from datetime import timedelta\n"
+      "import torch.distributed as d\n"
+      "s = d.TCPStore(os.environ['MASTER_ADDR'], int(os.environ['MASTER_PORT']), int(os.environ['WORLD_SIZE']),\n"
+      "               os.environ['RANK'] == '0', timeout=timedelta(seconds=20), wait_for_workers=False)\n"
+      "time.sleep(20)\n";
+  const std::string run_id = "watched-" + std::to_string(::getpid());
+  std::vector<testing_support::ChildProcess> ranks;
+  for (int r = 1; r <= 3; ++r) {
+    std::vector<std::string> argv = in_ns;
+    argv.insert(argv.end(), {python, "-c", rank_script});
+    ranks.push_back(testing_support::spawn(argv,
+                                           {{"RANK", std::to_string(r)},
+                                            {"WORLD_SIZE", "4"},
+                                            {"MASTER_ADDR", "127.0.0.1"},
+                                            {"MASTER_PORT", port},
+                                            {"TORCHELASTIC_RUN_ID", run_id}},
+                                           true));
+  }
+  const auto watch = run({RINGMASTER_CLI, "watch", "--run-id", run_id, "--for", "9", "--interval", "0.2", "--json"});
+  for (auto& r : ranks) {
+    ::kill(r.pid, SIGKILL);
+    r.finish();
+  }
+  run({"/usr/sbin/ip", "netns", "del", ns});
+  EXPECT_EQ(watch.exit_code(), 0) << watch.output;
+  // Each rank: its first SYN seen, then within 5 s the line that names
+  // it unanswered with the hint (the kernel's first retransmission, 1 s).
+  std::map<int, double> first_syn, named;
+  std::istringstream lines(watch.output);
+  for (std::string line; std::getline(lines, line);) {
+    const auto e = nlohmann::json::parse(line, nullptr, false);
+    if (e.is_discarded() || !e.contains("rank") || e.value("outcome", "") != "unanswered") continue;
+    const int r = e["rank"].get<int>();
+    EXPECT_EQ(e["stage"], "STORE_CONNECT") << line;
+    EXPECT_EQ(e["remote"], "127.0.0.1:" + port) << line;
+    first_syn.emplace(r, e["seen_at"].get<double>());
+    if (e["syn_retransmits"].get<int>() > 0 &&
+        e["hint"].get<std::string>().find("got no answer at all") != std::string::npos)
+      named.emplace(r, e["seen_at"].get<double>());
+  }
+  for (int r = 1; r <= 3; ++r) {
+    ASSERT_TRUE(named.contains(r)) << "rank " << r << "\n" << watch.output;
+    EXPECT_LT(named[r] - first_syn[r], 5.0) << "rank " << r << "\n" << watch.output;
+  }
+  // Where nothing drops: rank 0 hosts the store, rank 1 is connected.
+  const std::string open_port = std::to_string(free_port());
+  std::vector<testing_support::ChildProcess> job;
+  for (int r = 0; r < 2; ++r) {
+    job.push_back(testing_support::spawn(
+        {python, "-c", rank_script},
+        {{"RANK", std::to_string(r)}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", open_port}},
+        true));
+    if (r == 0) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  std::string seen;
+  for (int look = 0; look < 40; ++look) {  // torch's import takes a few seconds
+    seen = run({RINGMASTER_CLI, "watch", "--master-port", open_port}).output;
+    if (seen.find("rank 1 ") != std::string::npos &&
+        seen.find("connected: connected to the store at 127.0.0.1:" + open_port) != std::string::npos &&
+        seen.find("hosting") != std::string::npos)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  for (auto& r : job) {
+    ::kill(r.pid, SIGKILL);
+    r.finish();
+  }
+  EXPECT_NE(seen.find("STORE_BARRIER hosting: hosts the store on"), std::string::npos) << seen;
+  EXPECT_NE(seen.find("rank 1 "), std::string::npos) << seen;
+  EXPECT_NE(seen.find("STORE_HANDSHAKE connected: connected to the store at 127.0.0.1:" + open_port), std::string::npos)
+      << seen;
+  // Named nowhere: a usage error; nothing found: exit 1.
+  EXPECT_EQ(run({RINGMASTER_CLI, "watch"}).exit_code(), 2);
+  EXPECT_EQ(run({RINGMASTER_CLI, "watch", "--run-id", "no-such-job-" + run_id}).exit_code(), 1);
 }
 
 // The real torchrun (PyPI's torch): its agent holds the store, two workers

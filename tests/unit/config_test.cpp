@@ -12,6 +12,7 @@
 #include "net/port_use.h"
 #include "ringmaster/config.h"
 #include "ringmaster/tools/bootstrap.h"
+#include "ringmaster/tools/job_watch.h"
 
 namespace ringmaster {
 namespace {
@@ -438,6 +439,49 @@ TEST(PortUse, ProcNetTcpTellsAListenerFromAnOutboundConnection) {
   const auto range = net::ephemeral_port_range();
   ASSERT_TRUE(range.has_value());  // every Linux has one
   EXPECT_LT(range->first, range->second);
+}
+
+// A job's rendezvous read from its sockets (ringmaster-cli watch): the
+// kernel's row of a dual-stack SYN with its retransmissions and inode,
+// and each outcome with the bootstrap's stage names and hint.
+TEST(JobWatch, SocketsTellWhereEachRanksRendezvousStands) {
+  const std::string v6 =
+      "  sl  local_address                         remote_address                        st tx_queue rx_queue tr "
+      "tm->when retrnsmt   uid  timeout inode\n"
+      "   0: 0000000000000000FFFF00000100007F:B1A2 0000000000000000FFFF00000100007F:7347 02 00000000:00000000 "
+      "01:00000166 00000002     0        0 123456 2 0000000000000000 1000 0 0 2 -1\n";
+  const auto rows = net::parse_tcp_table(v6, true);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].state, "SYN_SENT");
+  EXPECT_EQ(rows[0].remote, "[::ffff:127.0.0.1]");
+  EXPECT_EQ(rows[0].remote_port, 29511);
+  EXPECT_EQ(rows[0].retransmits, 2);
+  EXPECT_EQ(rows[0].inode, 123456u);
+  const std::map<std::string, std::string> env = {
+      {"RANK", "2"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "10.0.0.5"}, {"MASTER_PORT", "29500"}};
+  const WatchedRank syn = read_rendezvous(7, env, {{"10.0.0.7:40000", "10.0.0.5:29500", 40000, 29500, "SYN_SENT", 3}});
+  EXPECT_EQ(syn.rank, 2);
+  EXPECT_EQ(syn.world_size, 4);
+  EXPECT_EQ(syn.stage, Stage::store_connect);
+  EXPECT_EQ(syn.outcome, "unanswered");
+  EXPECT_EQ(syn.detail, "SYN to 10.0.0.5:29500 unanswered for at least 7 s (3 retransmissions)");
+  EXPECT_NE(syn.hint.find("got no answer at all"), std::string::npos) << syn.hint;
+  EXPECT_EQ(describe(syn).rfind("rank 2 (pid 7) STORE_CONNECT unanswered: SYN to 10.0.0.5:29500", 0), 0u)
+      << describe(syn);
+  const WatchedRank host = read_rendezvous(8, env,
+                                           {{"0.0.0.0:29500", "0.0.0.0:0", 29500, 0, "LISTEN", 0},
+                                            {"10.0.0.5:29500", "10.0.0.6:41000", 29500, 41000, "ESTABLISHED", 0},
+                                            {"10.0.0.5:29500", "10.0.0.7:41001", 29500, 41001, "ESTABLISHED", 0}});
+  EXPECT_EQ(host.outcome, "hosting");
+  EXPECT_EQ(host.store_clients, 2);
+  EXPECT_EQ(host.detail, "hosts the store on 0.0.0.0:29500 with 2 client connections");
+  const WatchedRank in = read_rendezvous(9, env, {{"10.0.0.6:41000", "10.0.0.5:29500", 41000, 29500, "ESTABLISHED"}});
+  EXPECT_EQ(in.outcome, "connected");
+  EXPECT_EQ(in.stage, Stage::store_handshake);
+  const WatchedRank none = read_rendezvous(10, env, {{"10.0.0.6:41000", "10.0.0.9:22", 41000, 22, "ESTABLISHED"}});
+  EXPECT_EQ(none.outcome, "not_connected");
+  EXPECT_EQ(none.stage, Stage::store_connect);
+  EXPECT_TRUE(none.hint.empty());
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 namespace ringmaster::net {
 namespace {
@@ -49,25 +50,44 @@ std::optional<std::pair<std::string, std::uint16_t>> endpoint(const std::string&
 
 }  // namespace
 
-std::vector<PortUse> parse_proc_net_tcp(const std::string& text, std::uint16_t port, bool ipv6) {
-  std::vector<PortUse> out;
+std::vector<TcpSocket> parse_tcp_table(const std::string& text, bool ipv6) {
+  std::vector<TcpSocket> out;
   std::istringstream lines(text);
   std::string line;
   std::getline(lines, line);  // the header
   while (std::getline(lines, line)) {
+    // sl local remote st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
     std::istringstream fields(line);
-    std::string slot, local, remote, state_hex;
+    std::string slot, local, remote, state_hex, queues, timer, retransmits_hex, uid, timeout;
+    std::uint64_t inode = 0;
     if (!(fields >> slot >> local >> remote >> state_hex)) continue;
     const auto l = endpoint(local, ipv6);
-    if (!l || l->second != port) continue;
+    const auto r = endpoint(remote, ipv6);
     unsigned state = 0;
-    if (std::sscanf(state_hex.c_str(), "%x", &state) != 1) continue;
-    PortUse use;
-    use.listening = state == kListen;
-    use.state = state >= 1 && state <= kStates.size() ? kStates[state - 1] : fmt::format("state {}", state);
-    if (!use.listening) {
-      if (const auto r = endpoint(remote, ipv6)) use.remote = fmt::format("{}:{}", r->first, r->second);
+    if (!l || !r || std::sscanf(state_hex.c_str(), "%x", &state) != 1) continue;
+    TcpSocket s;
+    std::tie(s.local, s.local_port) = *l;
+    std::tie(s.remote, s.remote_port) = *r;
+    s.state = state >= 1 && state <= kStates.size() ? kStates[state - 1] : fmt::format("state {}", state);
+    unsigned retransmits = 0;
+    if (fields >> queues >> timer >> retransmits_hex >> uid >> timeout >> inode &&
+        std::sscanf(retransmits_hex.c_str(), "%x", &retransmits) == 1) {
+      s.retransmits = static_cast<int>(retransmits);
+      s.inode = inode;
     }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<PortUse> parse_proc_net_tcp(const std::string& text, std::uint16_t port, bool ipv6) {
+  std::vector<PortUse> out;
+  for (const auto& s : parse_tcp_table(text, ipv6)) {
+    if (s.local_port != port) continue;
+    PortUse use;
+    use.listening = s.state == kStates[kListen - 1];
+    use.state = s.state;
+    if (!use.listening) use.remote = fmt::format("{}:{}", s.remote, s.remote_port);
     out.push_back(std::move(use));
   }
   return out;

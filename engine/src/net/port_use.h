@@ -18,6 +18,18 @@ struct PortUse {
   std::string remote;  // "198.18.0.2:29600"; empty for a listener
 };
 
+// One row of /proc/net/tcp{,6}: a TCP socket of that network namespace.
+struct TcpSocket {
+  std::string local, remote;  // addresses ("10.0.0.5", "[fd77::1]")
+  std::uint16_t local_port = 0, remote_port = 0;
+  std::string state;        // "SYN_SENT", "LISTEN", ...
+  int retransmits = 0;      // unanswered retransmissions so far (a SYN's)
+  std::uint64_t inode = 0;  // what /proc/PID/fd/N names as socket:[inode]
+};
+
+// Every row of one of those files' text; rows that do not parse are skipped.
+std::vector<TcpSocket> parse_tcp_table(const std::string& text, bool ipv6);
+
 // The sockets bound to local port `port`, from /proc/net/tcp{,6}.
 std::vector<PortUse> sockets_on_port(std::uint16_t port);
 

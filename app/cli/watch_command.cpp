@@ -1,0 +1,102 @@
+// `ringmaster-cli watch`: a job this tool did not launch (a torchrun job,
+// an mpirun job), its ranks found by PID, TORCHELASTIC_RUN_ID or
+// MASTER_PORT, and where each rank's rendezvous stands by its sockets
+// (ringmaster/tools/job_watch.h). Nothing is sent to the job's processes.
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "commands.h"
+#include "ringmaster/tools/job_watch.h"
+
+namespace ringmaster::cli {
+namespace {
+
+nlohmann::json to_json(const WatchedRank& r) {
+  return {{"pid", r.pid},
+          {"rank", r.rank},
+          {"world_size", r.world_size},
+          {"stage", name_of(r.stage)},
+          {"outcome", r.outcome},
+          {"remote", r.remote},
+          {"syn_retransmits", r.syn_retransmits},
+          {"store_clients", r.store_clients},
+          {"master_addr", r.master_addr},
+          {"master_port", r.master_port},
+          {"run_id", r.run_id},
+          {"detail", r.detail},
+          {"hint", r.hint},
+          {"command", r.command}};
+}
+
+}  // namespace
+
+Runner add_watch_command(CLI::App& app) {
+  struct Options {
+    JobSelector selector;
+    double for_s = 0;
+    double interval_s = 0.5;
+    bool json = false;
+  };
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand(
+      "watch", "Where the ranks of a job this tool did not start stand in their rendezvous (read from /proc)");
+  cmd->add_option("--pid", o->selector.pids, "A rank's process (repeat for more)");
+  cmd->add_option("--run-id", o->selector.run_id, "Every rank with this TORCHELASTIC_RUN_ID (torchrun's --rdzv-id)");
+  cmd->add_option("--master-port", o->selector.master_port, "Every rank with this MASTER_PORT");
+  cmd->add_option("--for", o->for_s, "Keep watching for this many seconds, a line each time a rank's state changes")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--interval", o->interval_s, "Seconds between looks")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "One JSON object a line");
+  return [o] {
+    if (o->selector.pids.empty() && o->selector.run_id.empty() && o->selector.master_port == 0) {
+      std::fprintf(stderr, "ringmaster-cli watch: name the job: --pid, --run-id or --master-port\n");
+      return exit_code::usage;
+    }
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(o->for_s);
+    std::map<int, std::string> last;  // pid -> what was printed
+    bool found = false;
+    for (;;) {
+      for (int pid : job_processes(o->selector)) {
+        std::string error;
+        const auto rank = watch_process(pid, &error);
+        std::string line;
+        if (rank) {
+          found = true;
+          line = o->json ? to_json(*rank).dump() : describe(*rank);
+        } else {
+          line = o->json ? nlohmann::json{{"pid", pid}, {"error", error}}.dump()
+                         : "pid " + std::to_string(pid) + ": " + error;
+        }
+        if (last[pid] == line) continue;
+        last[pid] = line;
+        if (o->json) {  // when it was seen, for a change's timing
+          auto with_time = nlohmann::json::parse(line);
+          with_time["seen_at"] =
+              std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+          line = with_time.dump();
+        }
+        std::printf("%s\n", line.c_str());
+        std::fflush(stdout);
+      }
+      if (std::chrono::steady_clock::now() >= until) break;
+      std::this_thread::sleep_for(std::chrono::duration<double>(o->interval_s));
+    }
+    if (!found) {
+      std::fprintf(stderr,
+                   "ringmaster-cli watch: no rank found (a process with RANK in its environment%s); a process of "
+                   "another user needs root or CAP_SYS_PTRACE\n",
+                   o->selector.pids.empty() ? " matching --run-id/--master-port" : " among --pid");
+      return exit_code::failed;
+    }
+    return exit_code::ok;
+  };
+}
+
+}  // namespace ringmaster::cli
