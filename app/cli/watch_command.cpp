@@ -7,10 +7,13 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
 #include "commands.h"
+#include "ringmaster/tools/flight_recorder.h"
 #include "ringmaster/tools/job_watch.h"
 
 namespace ringmaster::cli {
@@ -41,6 +44,7 @@ Runner add_watch_command(CLI::App& app) {
     double for_s = 0;
     double interval_s = 0.5;
     bool json = false;
+    bool flight_recorder = false;
   };
   auto o = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
@@ -54,6 +58,8 @@ Runner add_watch_command(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "One JSON object a line");
+  cmd->add_flag("--flight-recorder", o->flight_recorder,
+                "Read the ranks' PyTorch Flight Recorder through torch's debug server and name the ranks behind");
   return [o] {
     if (o->selector.pids.empty() && o->selector.run_id.empty() && o->selector.master_port == 0) {
       std::fprintf(stderr, "ringmaster-cli watch: name the job: --pid, --run-id or --master-port\n");
@@ -61,14 +67,27 @@ Runner add_watch_command(CLI::App& app) {
     }
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(o->for_s);
     std::map<int, std::string> last;  // pid -> what was printed
+    std::set<std::string> said;       // wavefront lines printed
     bool found = false;
+    auto print = [&](std::string line, bool as_json) {
+      if (as_json) {  // when it was seen, for a change's timing
+        auto with_time = nlohmann::json::parse(line);
+        with_time["seen_at"] =
+            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+        line = with_time.dump();
+      }
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+    };
     for (;;) {
+      std::optional<WatchedRank> any;
       for (int pid : job_processes(o->selector)) {
         std::string error;
         const auto rank = watch_process(pid, &error);
         std::string line;
         if (rank) {
           found = true;
+          if (!any) any = rank;
           line = o->json ? to_json(*rank).dump() : describe(*rank);
         } else {
           line = o->json ? nlohmann::json{{"pid", pid}, {"error", error}}.dump()
@@ -76,14 +95,15 @@ Runner add_watch_command(CLI::App& app) {
         }
         if (last[pid] == line) continue;
         last[pid] = line;
-        if (o->json) {  // when it was seen, for a change's timing
-          auto with_time = nlohmann::json::parse(line);
-          with_time["seen_at"] =
-              std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-          line = with_time.dump();
+        print(line, o->json);
+      }
+      if (o->flight_recorder && any && any->master_port > 0 && any->world_size > 0) {
+        const auto records = fetch_flight_records(any->master_addr.empty() ? "127.0.0.1" : any->master_addr,
+                                                  any->master_port, any->world_size, std::chrono::seconds(5));
+        for (const auto& line : read_wavefront(records)) {
+          if (!said.insert(line).second) continue;
+          print(o->json ? nlohmann::json{{"wavefront", line}}.dump() : "wavefront: " + line, o->json);
         }
-        std::printf("%s\n", line.c_str());
-        std::fflush(stdout);
       }
       if (std::chrono::steady_clock::now() >= until) break;
       std::this_thread::sleep_for(std::chrono::duration<double>(o->interval_s));

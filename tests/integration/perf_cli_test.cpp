@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -378,6 +379,66 @@ TEST(Watch, ATorchJobsRendezvousSeenFromOutside) {
   // Named nowhere: a usage error; nothing found: exit 1.
   EXPECT_EQ(run({RINGMASTER_CLI, "watch"}).exit_code(), 2);
   EXPECT_EQ(run({RINGMASTER_CLI, "watch", "--run-id", "no-such-job-" + run_id}).exit_code(), 1);
+}
+
+// A hang in a real torchrun job (4 Gloo ranks, the Flight Recorder on
+// and torch's debug server started by the job): rank 2 stops before one
+// all_reduce, and `watch --flight-recorder` names rank 2 and that call
+// from the ranks' own records within 5 s of the stall.
+TEST(Watch, AHangingTorchrunJobsLaggardNamedByItsFlightRecorder) {
+  const std::string torchrun = RINGMASTER_PYTHON_ENV "/bin/torchrun";
+  if (::access(torchrun.c_str(), X_OK) != 0)
+    GTEST_SKIP() << "no " << torchrun << " (scripts/setup-deps installs torch there)";
+  const std::string dir = ::testing::TempDir() + "frjob-" + std::to_string(::getpid()) + "/";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream job(dir + "job.py");
+    job << "import os, time, torch, torch.distributed as dist\n"
+           "from torch.distributed.debug import start_debug_server\n"
+           "dist.init_process_group('gloo')\n"
+           "r = dist.get_rank()\n"
+           "try:\n"
+           "    start_debug_server(port=int(os.environ['DEBUG_PORT']))\n"
+           "except Exception as e:  # rank 0's web front end needs packages the workers' servers do not\n"
+           "    print('front end:', e, flush=True)\n"
+           "t = torch.ones(4)\n"
+           "for i in range(6):\n"
+           "    if r == 2 and i == 4:\n"
+           "        open(os.environ['STALL_FILE'], 'w').write(repr(time.time()))\n"
+           "        time.sleep(40)\n"
+           "    dist.all_reduce(t)\n";
+  }
+  const std::string port = std::to_string(free_port());
+  auto job = testing_support::spawn(
+      {torchrun, "--nnodes", "1", "--nproc-per-node", "4", "--master-port", port, dir + "job.py"},
+      {{"TORCH_FR_BUFFER_SIZE", "2000"}, {"DEBUG_PORT", std::to_string(free_port())}, {"STALL_FILE", dir + "stall"}},
+      true);
+  double named_at = 0;
+  std::string seen;
+  const std::string expected =
+      "process group 0 (default_pg): rank 2 has not called gloo:all_reduce #5 (ranks 0, 1, 3 have); its last call "
+      "was gloo:all_reduce #4, completed";
+  for (int look = 0; look < 120 && named_at == 0; ++look) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    auto watch = testing_support::spawn({RINGMASTER_CLI, "watch", "--master-port", port, "--flight-recorder", "--json"},
+                                        {}, true);
+    watch.finish();
+    seen = watch.output;
+    std::istringstream lines(seen);
+    for (std::string line; std::getline(lines, line);) {
+      const auto e = nlohmann::json::parse(line, nullptr, false);
+      if (!e.is_discarded() && e.value("wavefront", "") == expected) named_at = e["seen_at"].get<double>();
+    }
+  }
+  double stalled_at = 0;
+  std::ifstream(dir + "stall") >> stalled_at;
+  ::kill(job.pid, SIGTERM);
+  job.finish();
+  ASSERT_GT(named_at, 0) << seen << job.output;
+  ASSERT_GT(stalled_at, 0) << job.output;
+  EXPECT_LT(named_at - stalled_at, 5.0) << seen;
+  std::printf("rank 2 named %.2f s after its stall\n", named_at - stalled_at);
+  std::filesystem::remove_all(dir);
 }
 
 // The real torchrun (PyPI's torch): its agent holds the store, two workers
