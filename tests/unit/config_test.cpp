@@ -2,6 +2,8 @@
 // structured stage failure text.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <thread>
 
@@ -12,6 +14,7 @@
 #include "net/port_use.h"
 #include "ringmaster/config.h"
 #include "ringmaster/tools/bootstrap.h"
+#include "ringmaster/tools/flight_recorder.h"
 #include "ringmaster/tools/job_watch.h"
 
 namespace ringmaster {
@@ -482,6 +485,51 @@ TEST(JobWatch, SocketsTellWhereEachRanksRendezvousStands) {
   EXPECT_EQ(none.outcome, "not_connected");
   EXPECT_EQ(none.stage, Stage::store_connect);
   EXPECT_TRUE(none.hint.empty());
+}
+
+// Flight Recorder records as torch 2.15's debug server sends them (format
+// 2.10, trimmed to the fields read): the rank behind named with the call
+// it has not made; every rank in one call; bad replies named.
+TEST(JobWatch, FlightRecordersReadTogetherNameTheRankBehind) {
+  auto record = [](int last_enqueued, int last_completed) {
+    std::string entries;
+    for (int seq = 1; seq <= last_enqueued; ++seq) {
+      entries += fmt::format(R"({}{{"collective_seq_id":{},"process_group":["0","default_pg"],)"
+                             R"("profiling_name":"gloo:all_reduce","state":"scheduled","retired":{}}})",
+                             seq == 1 ? "" : ",", seq, seq <= last_completed ? "true" : "false");
+    }
+    return fmt::format(R"({{"version":"2.10","entries":[{}],"pg_status":{{"0":{{"last_completed_collective":"{}",)"
+                       R"("last_enqueued_collective":"{}","last_started_collective":"-1"}}}}}})",
+                       entries, last_completed, last_enqueued);
+  };
+  const auto r0 = parse_flight_record(0, record(4, 3));
+  ASSERT_TRUE(r0.error.empty()) << r0.error;
+  ASSERT_EQ(r0.groups.size(), 1u);
+  EXPECT_EQ(r0.groups[0].process_group, "0 (default_pg)");
+  EXPECT_EQ(r0.groups[0].last_enqueued, 4);
+  EXPECT_EQ(r0.calls.size(), 4u);
+  const auto r1 = parse_flight_record(1, record(3, 3));
+  const auto r2 = parse_flight_record(2, record(4, 3));
+  EXPECT_EQ(read_wavefront({r0, r1, r2}),
+            std::vector<std::string>{"process group 0 (default_pg): rank 1 has not called gloo:all_reduce #4 (ranks "
+                                     "0, 2 have); its last call was gloo:all_reduce #3, completed"});
+  EXPECT_EQ(
+      read_wavefront({r0, r2}),
+      std::vector<std::string>{
+          "process group 0 (default_pg): every rank called gloo:all_reduce #4; ranks 0, 2 have not completed it"});
+  const auto done = parse_flight_record(1, record(4, 4));
+  EXPECT_EQ(read_wavefront({done}),
+            std::vector<std::string>{
+                "process group 0 (default_pg): every rank completed gloo:all_reduce #4; no rank is behind"});
+  EXPECT_EQ(parse_flight_record(3, "<html>").error, "the Flight Recorder's reply is not JSON");
+  EXPECT_NE(parse_flight_record(3, R"({"entries":[{"profiling_name":7}],"pg_status":{}})").error.find("torch's format"),
+            std::string::npos);
+  EXPECT_EQ(parse_flight_record(3, R"({"entries":[]})").error, "the Flight Recorder's reply has no pg_status");
+  FlightRecord missing;
+  missing.rank = 3;
+  missing.error = "it published no debug server";
+  EXPECT_EQ(read_wavefront({missing}),
+            std::vector<std::string>{"rank 3: no Flight Recorder record (it published no debug server)"});
 }
 
 }  // namespace

@@ -110,14 +110,9 @@ std::string http_post(const std::string& url, const std::string& path, std::chro
 
 }  // namespace
 
-FlightRecord parse_flight_record(int rank, const std::string& text) {
-  FlightRecord record;
-  record.rank = rank;
-  const json doc = json::parse(text, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object()) {
-    record.error = "the Flight Recorder's reply is not JSON";
-    return record;
-  }
+namespace {
+
+void read_record(const json& doc, FlightRecord& record) {
   // The process groups' names, from the entries ("process_group": [id, name]).
   std::map<std::string, std::string> names;
   if (const auto it = doc.find("entries"); it != doc.end() && it->is_array()) {
@@ -149,7 +144,27 @@ FlightRecord parse_flight_record(int rank, const std::string& text) {
       record.groups.push_back(std::move(g));
     }
   }
-  if (record.groups.empty() && record.calls.empty()) record.error = "the Flight Recorder's reply has no pg_status";
+}
+
+}  // namespace
+
+FlightRecord parse_flight_record(int rank, const std::string& text) {
+  FlightRecord record;
+  record.rank = rank;
+  const json doc = json::parse(text, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    record.error = "the Flight Recorder's reply is not JSON";
+    return record;
+  }
+  try {
+    read_record(doc, record);
+  } catch (const json::exception& e) {  // a field of another type than torch writes
+    record = FlightRecord{};
+    record.rank = rank;
+    record.error = fmt::format("the Flight Recorder's reply is not torch's format: {}", e.what());
+    return record;
+  }
+  if (record.groups.empty()) record.error = "the Flight Recorder's reply has no pg_status";
   return record;
 }
 
