@@ -2,19 +2,24 @@
 // an mpirun job), its ranks found by PID, TORCHELASTIC_RUN_ID or
 // MASTER_PORT, and where each rank's rendezvous stands by its sockets
 // (ringmaster/tools/job_watch.h). Nothing is sent to the job's processes.
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 
 #include "commands.h"
 #include "ringmaster/tools/flight_recorder.h"
 #include "ringmaster/tools/job_watch.h"
+#include "ringmaster/tools/nccl_log.h"
 
 namespace ringmaster::cli {
 namespace {
@@ -45,6 +50,7 @@ Runner add_watch_command(CLI::App& app) {
     double interval_s = 0.5;
     bool json = false;
     bool flight_recorder = false;
+    bool nccl_log = false;
   };
   auto o = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
@@ -58,6 +64,9 @@ Runner add_watch_command(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "One JSON object a line");
+  cmd->add_flag("--nccl-log", o->nccl_log,
+                "Read each rank's NCCL_DEBUG_FILE (NCCL_DEBUG=INFO): channels, rings, trees, transports, picks, WARN "
+                "lines");
   cmd->add_flag("--flight-recorder", o->flight_recorder,
                 "Read the ranks' PyTorch Flight Recorder through torch's debug server and name the ranks behind");
   return [o] {
@@ -66,8 +75,9 @@ Runner add_watch_command(CLI::App& app) {
       return exit_code::usage;
     }
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(o->for_s);
-    std::map<int, std::string> last;  // pid -> what was printed
-    std::set<std::string> said;       // wavefront lines printed
+    std::map<int, std::string> last;       // pid -> what was printed
+    std::set<std::string> said;            // wavefront lines printed
+    std::map<int, std::string> last_nccl;  // pid -> NCCL log summary printed
     bool found = false;
     auto print = [&](std::string line, bool as_json) {
       if (as_json) {  // when it was seen, for a change's timing
@@ -93,9 +103,28 @@ Runner add_watch_command(CLI::App& app) {
           line = o->json ? nlohmann::json{{"pid", pid}, {"error", error}}.dump()
                          : "pid " + std::to_string(pid) + ": " + error;
         }
-        if (last[pid] == line) continue;
-        last[pid] = line;
-        print(line, o->json);
+        if (last[pid] != line) {
+          last[pid] = line;
+          print(line, o->json);
+        }
+        if (o->nccl_log && rank && !rank->nccl_debug_file.empty()) {
+          std::ifstream in(rank->nccl_debug_file);
+          std::stringstream text;
+          text << in.rdbuf();
+          const auto decisions = read_nccl_log(text.str());
+          std::string nccl = !in ? fmt::format("cannot read {}", rank->nccl_debug_file) : summarize(decisions);
+          nccl = o->json ? nlohmann::json{{"pid", pid},
+                                          {"rank", rank->rank},
+                                          {"nccl_log", rank->nccl_debug_file},
+                                          {"nccl", nlohmann::json::parse(to_json(decisions))},
+                                          {"summary", nccl}}
+                               .dump()
+                         : fmt::format("rank {} (pid {}) {}", rank->rank, pid, nccl);
+          if (last_nccl[pid] != nccl) {
+            last_nccl[pid] = nccl;
+            print(nccl, o->json);
+          }
+        }
       }
       if (o->flight_recorder && any && any->master_port > 0 && any->world_size > 0) {
         const auto records = fetch_flight_records(any->master_addr.empty() ? "127.0.0.1" : any->master_addr,

@@ -441,6 +441,46 @@ TEST(Watch, AHangingTorchrunJobsLaggardNamedByItsFlightRecorder) {
   std::filesystem::remove_all(dir);
 }
 
+// A job's NCCL_DEBUG_FILE read through the watch (NCCL's %h and %p
+// filled in for the rank's process): the summary names the version,
+// channels, rings, transports, the last pick and the last WARN line. The
+// lines are NCCL's INFO and WARN forms (src/init.cc, src/graph/rings.cc,
+// src/transport/net.cc, src/enqueue.cc, src/misc/socket.cc).
+TEST(Watch, AJobsNcclDebugFileSummarised) {
+  const std::string dir = ::testing::TempDir() + "ncclwatch-" + std::to_string(::getpid()) + "/";
+  std::filesystem::create_directories(dir);
+  const std::string port = std::to_string(free_port());
+  auto rank = testing_support::spawn(
+      {"/bin/sleep", "30"},
+      {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", port}, {"NCCL_DEBUG_FILE", dir + "nccl.%h.%p.log"}}, true);
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  {
+    std::ofstream log(dir + "nccl." + host + "." + std::to_string(rank.pid) + ".log");
+    log << "node-2:4022:4022 [0] NCCL INFO NCCL version 2.27.3+cuda12.9\n"
+           "node-2:4022:4058 [0] NCCL INFO Channel 00/02 : 0 1\n"
+           "node-2:4022:4058 [0] NCCL INFO Channel 01/02 : 0 1\n"
+           "node-2:4022:4058 [0] NCCL INFO 2 coll channels, 2 collnet channels, 0 nvls channels, 2 p2p channels, 2 "
+           "p2p channels per peer\n"
+           "node-2:4022:4066 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [send] via NET/Socket/0\n"
+           "node-2:4022:4022 [0] NCCL INFO AllReduce: 1048576 Bytes -> Algo Ring proto Simple channel{Lo..Hi}={0..1}\n"
+           "node-2:4022:4070 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.5<43421> failed : "
+           "Software caused connection abort\n";
+  }
+  auto watch = testing_support::spawn({RINGMASTER_CLI, "watch", "--master-port", port, "--nccl-log"}, {}, true);
+  watch.finish();
+  ::kill(rank.pid, SIGKILL);
+  rank.finish();
+  EXPECT_EQ(watch.exit_code(), 0) << watch.output;
+  EXPECT_NE(watch.output.find("rank 1 (pid " + std::to_string(rank.pid) +
+                              ") NCCL 2.27.3+cuda12.9, 2 coll channels, 2 rings, transports NET/Socket/0, last pick "
+                              "AllReduce 1048576 B -> Ring/Simple; 1 warning, the last: socketStartConnect: Connect to "
+                              "10.0.0.5<43421> failed : Software caused connection abort"),
+            std::string::npos)
+      << watch.output;
+  std::filesystem::remove_all(dir);
+}
+
 // The real torchrun (PyPI's torch): its agent holds the store, two workers
 // run an all_reduce, rank 1 fails after the first attempt and torchrun
 // restarts both against the same store. Both attempts must pass.

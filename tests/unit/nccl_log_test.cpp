@@ -33,7 +33,12 @@ an unrelated line
 TEST(NcclLog, ReadsRingsTreesChannelsTransportsAndPicks) {
   const NcclDecisions d = read_nccl_log(kLog);
   EXPECT_EQ(d.version, "2.27.3+cuda12.9");
-  EXPECT_EQ(d.lines_read, 15);  // the NCCL INFO lines, used or not
+  EXPECT_EQ(d.lines_read, 15);                                             // the NCCL INFO lines, used or not
+  EXPECT_EQ(d.warnings, std::vector<std::string>{"Channel 00/02 : 7 8"});  // a WARN line is a warning, never a ring
+  EXPECT_EQ(summarize(d),
+            "NCCL 2.27.3+cuda12.9, 2 coll channels, 2 rings, 4 tree links, transports P2P/CUMEM/read, P2P/IPC, "
+            "SHM/direct/direct, NET/AWS Libfabric/0/GDRDMA, last pick AllReduce 1073741824 B -> "
+            "Ring/Simple; 1 warning, the last: Channel 00/02 : 7 8");
 
   ASSERT_EQ(d.rings.size(), 2u);  // the line with "x" in it is not a ring
   EXPECT_EQ(d.rings[0].channel, 0);

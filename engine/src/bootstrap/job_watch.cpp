@@ -175,6 +175,18 @@ std::optional<WatchedRank> watch_process(int pid, std::string* error) {
     }
   }
   WatchedRank r = read_rendezvous(pid, *env, own);
+  if (const auto it = env->find("NCCL_DEBUG_FILE"); it != env->end() && !it->second.empty()) {
+    char host[256] = {};
+    ::gethostname(host, sizeof(host) - 1);
+    for (std::size_t i = 0; i < it->second.size(); ++i) {
+      const char c = it->second[i];
+      if (c == '%' && i + 1 < it->second.size() && (it->second[i + 1] == 'h' || it->second[i + 1] == 'p')) {
+        r.nccl_debug_file += it->second[++i] == 'h' ? std::string(host) : std::to_string(pid);
+      } else {
+        r.nccl_debug_file += c;
+      }
+    }
+  }
   if (const auto cmdline = read_file(fmt::format("/proc/{}/cmdline", pid))) {
     for (const auto& word : words(*cmdline))
       r.command += (r.command.empty() ? "" : " ") + word;

@@ -3,7 +3,12 @@
 // its form exactly is skipped rather than half read.
 #include "ringmaster/tools/nccl_log.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
 
 #include <charconv>
 #include <cstdint>
@@ -184,6 +189,13 @@ bool read_nccl_line(std::string_view line, NcclDecisions& into) {
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r'))
     line.remove_suffix(1);
   constexpr std::string_view kInfo = " NCCL INFO ";
+  constexpr std::string_view kWarn = " NCCL WARN ";
+  if (const auto warn = line.find(kWarn); warn != std::string_view::npos) {
+    constexpr std::size_t kKept = 32;
+    if (into.warnings.size() == kKept) into.warnings.erase(into.warnings.begin());
+    into.warnings.emplace_back(line.substr(warn + kWarn.size()));
+    return true;
+  }
   const auto at = line.find(kInfo);
   if (at == std::string_view::npos) return false;
   ++into.lines_read;
@@ -205,6 +217,30 @@ NcclDecisions read_nccl_log(std::string_view text) {
     text.remove_prefix(end + 1);
   }
   return out;
+}
+
+std::string summarize(const NcclDecisions& d) {
+  std::vector<std::string> parts;
+  parts.push_back(d.version.empty() ? std::string("NCCL (no version line yet)") : "NCCL " + d.version);
+  if (d.coll_channels > 0) parts.push_back(fmt::format("{} coll channels", d.coll_channels));
+  if (!d.rings.empty()) parts.push_back(fmt::format("{} rings", d.rings.size()));
+  if (!d.trees.empty()) parts.push_back(fmt::format("{} tree links", d.trees.size()));
+  std::vector<std::string> transports;
+  for (const auto& c : d.connections) {
+    if (std::find(transports.begin(), transports.end(), c.transport) == transports.end())
+      transports.push_back(c.transport);
+  }
+  if (!transports.empty()) parts.push_back(fmt::format("transports {}", fmt::join(transports, ", ")));
+  if (!d.picks.empty()) {
+    const auto& p = d.picks.back();
+    parts.push_back(fmt::format("last pick {} {} B -> {}/{}", p.collective, p.bytes, p.algorithm, p.protocol));
+  }
+  std::string line = fmt::format("{}", fmt::join(parts, ", "));
+  if (!d.warnings.empty()) {
+    line += fmt::format("; {} warning{}, the last: {}", d.warnings.size(), d.warnings.size() == 1 ? "" : "s",
+                        d.warnings.back());
+  }
+  return line;
 }
 
 std::string to_json(const NcclDecisions& d) {
@@ -235,6 +271,7 @@ std::string to_json(const NcclDecisions& d) {
               {"trees", trees},
               {"connections", connections},
               {"picks", picks},
+              {"warnings", d.warnings},
               {"lines_read", d.lines_read}}
       .dump();
 }

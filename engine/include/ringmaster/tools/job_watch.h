@@ -50,6 +50,9 @@ struct WatchedRank {
   int store_clients = 0;  // hosting: connections accepted on MASTER_PORT
   std::string detail;     // one line: what the sockets say
   std::string hint;       // the bootstrap's hint for that stage and outcome, or empty
+  // The job's NCCL_DEBUG_FILE for this process, NCCL's %h (host name) and
+  // %p (PID) filled in; empty when it has none.
+  std::string nccl_debug_file;
 };
 
 // The processes `selector` names (PIDs as given; else a scan of /proc),

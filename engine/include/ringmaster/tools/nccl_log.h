@@ -56,6 +56,9 @@ struct NcclDecisions {
   std::vector<NcclTree> trees;
   std::vector<NcclConnection> connections;
   std::vector<NcclPick> picks;
+  // NCCL WARN lines' messages ("NET/Socket : connect to 10.0.0.6<43421>
+  // failed : Connection refused"), in order, the last 32 kept.
+  std::vector<std::string> warnings;
   int lines_read = 0;  // NCCL INFO lines seen, whether used or not
 };
 
@@ -63,6 +66,10 @@ struct NcclDecisions {
 bool read_nccl_line(std::string_view line, NcclDecisions& into);
 // Every line of `text`.
 NcclDecisions read_nccl_log(std::string_view text);
+
+// One line for a person: version, channels, rings and trees, the
+// transports in use, the last pick and the last warning.
+std::string summarize(const NcclDecisions& decisions);
 
 // As JSON: {version, coll_channels, ..., rings: [{channel, channels,
 // ranks}], trees: [...], connections: [...], picks: [...]}.
