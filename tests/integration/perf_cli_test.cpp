@@ -309,7 +309,7 @@ TEST(Watch, ATorchJobsRendezvousSeenFromOutside) {
       "import torch.distributed as d\n"
       "s = d.TCPStore(os.environ['MASTER_ADDR'], int(os.environ['MASTER_PORT']), int(os.environ['WORLD_SIZE']),\n"
       "               os.environ['RANK'] == '0', timeout=timedelta(seconds=20), wait_for_workers=False)\n"
-      "time.sleep(20)\n";
+      "time.sleep(60)\n";
   const std::string run_id = "watched-" + std::to_string(::getpid());
   std::vector<testing_support::ChildProcess> ranks;
   for (int r = 1; r <= 3; ++r) {
@@ -360,7 +360,7 @@ TEST(Watch, ATorchJobsRendezvousSeenFromOutside) {
     if (r == 0) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
   std::string seen;
-  for (int look = 0; look < 40; ++look) {  // torch's import takes a few seconds
+  for (int look = 0; look < 120; ++look) {  // torch's import takes seconds, more on a busy machine
     seen = run({RINGMASTER_CLI, "watch", "--master-port", open_port}).output;
     if (seen.find("rank 1 ") != std::string::npos &&
         seen.find("connected: connected to the store at 127.0.0.1:" + open_port) != std::string::npos &&
@@ -368,14 +368,16 @@ TEST(Watch, ATorchJobsRendezvousSeenFromOutside) {
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
+  std::string outputs;
   for (auto& r : job) {
     ::kill(r.pid, SIGKILL);
     r.finish();
+    outputs += "--- a rank's output:\n" + r.output;
   }
-  EXPECT_NE(seen.find("STORE_BARRIER hosting: hosts the store on"), std::string::npos) << seen;
+  EXPECT_NE(seen.find("STORE_BARRIER hosting: hosts the store on"), std::string::npos) << seen << outputs;
   EXPECT_NE(seen.find("rank 1 "), std::string::npos) << seen;
   EXPECT_NE(seen.find("STORE_HANDSHAKE connected: connected to the store at 127.0.0.1:" + open_port), std::string::npos)
-      << seen;
+      << seen << outputs;
   // Named nowhere: a usage error; nothing found: exit 1.
   EXPECT_EQ(run({RINGMASTER_CLI, "watch"}).exit_code(), 2);
   EXPECT_EQ(run({RINGMASTER_CLI, "watch", "--run-id", "no-such-job-" + run_id}).exit_code(), 1);
