@@ -125,6 +125,78 @@ int BandwidthChart::shown_rank() const {
   return rank_->currentIndex() < 0 ? 0 : rank_->currentIndex();
 }
 
+namespace {
+
+// The per-NIC view's title: all NICs, or the busiest `shown` of `seen`.
+QString nic_title(std::size_t shown, std::size_t seen) {
+  if (seen <= shown) return "Each NIC's traffic, sent and received by the run's channels (GB/s), last 60 s";
+  return QString("The %1 busiest of %2 NICs: sent and received by the run's channels (GB/s), last 60 s")
+      .arg(shown)
+      .arg(seen);
+}
+
+}  // namespace
+
+std::vector<NicKey> BandwidthChart::busiest_nics(const BandwidthSeries& series) const {
+  std::vector<NicKey> nics = series.nics();
+  if (nics.size() <= static_cast<std::size_t>(kTopNics)) return nics;
+  std::vector<std::pair<double, std::size_t>> rates;
+  for (std::size_t i = 0; i < nics.size(); ++i)
+    rates.emplace_back(-series.nic_recent_gbs(nics[i]), i);
+  std::partial_sort(rates.begin(), rates.begin() + kTopNics, rates.end());
+  std::vector<NicKey> busiest;
+  for (int i = 0; i < kTopNics; ++i)
+    busiest.push_back(nics[rates[static_cast<std::size_t>(i)].second]);
+  std::sort(busiest.begin(), busiest.end());
+  return busiest;
+}
+
+// A line keeps its channel while that sends at least 0.8 x the rate of
+// the kTopChannels-th busiest, and the choice is made again at most
+// once a second: renaming a line lays the legend and the chart out
+// again, and channels of nearly equal rates trade places every tick.
+void BandwidthChart::choose_top_channels(const BandwidthSeries& series) {
+  if (!shown_top_.empty() && series.latest_s() < top_chosen_s_ + 1 && series.latest_s() >= top_chosen_s_) return;
+  top_chosen_s_ = series.latest_s();
+  const auto busiest = series.top_channels(kTopChannels);
+  const double bar = busiest.size() < static_cast<std::size_t>(kTopChannels) ? 0 : 0.8 * busiest.back().gbs;
+  std::vector<std::pair<int, int>> kept(static_cast<std::size_t>(kTopChannels), {-1, -1});
+  for (std::size_t i = 0; i < shown_top_.size() && i < kept.size(); ++i) {
+    const double gbs = series.recent_gbs(shown_top_[i].first, shown_top_[i].second);
+    if (gbs > 0 && gbs >= bar) kept[i] = shown_top_[i];
+  }
+  for (const auto& b : busiest) {
+    const std::pair<int, int> channel{b.rank, b.channel};
+    if (std::find(kept.begin(), kept.end(), channel) != kept.end()) continue;
+    const auto free = std::find(kept.begin(), kept.end(), std::pair<int, int>{-1, -1});
+    if (free != kept.end()) *free = channel;
+  }
+  while (!kept.empty() && kept.back().first < 0)
+    kept.pop_back();
+  shown_top_ = kept;
+}
+
+void BandwidthChart::add_lines(int count) {
+  while (static_cast<int>(lines_.size()) < count) {
+    auto* line = new QLineSeries;
+    chart_->addSeries(line);
+    line->attachAxis(x_);
+    line->attachAxis(y_);
+    lines_.push_back(line);
+  }
+}
+
+void BandwidthChart::add_total() {
+  total_ = new QLineSeries;
+  total_->setName("total");
+  QPen pen = total_->pen();
+  pen.setWidth(3);
+  total_->setPen(pen);
+  chart_->addSeries(total_);
+  total_->attachAxis(x_);
+  total_->attachAxis(y_);
+}
+
 int BandwidthChart::refresh() {
   // The samples wait while the series is read, not while it is drawn.
   std::optional<RunSamples::Reading> reading(samples_.read());
@@ -152,45 +224,12 @@ int BandwidthChart::refresh() {
   if (by_peer) {
     keys = series.peers(rank);
   } else if (by_nic) {
-    nics = series.nics();
-    nics_seen = nics.size();
-    if (nics.size() > static_cast<std::size_t>(kTopNics)) {
-      std::vector<std::pair<double, std::size_t>> rates;
-      for (std::size_t i = 0; i < nics.size(); ++i)
-        rates.emplace_back(-series.nic_recent_gbs(nics[i]), i);
-      std::partial_sort(rates.begin(), rates.begin() + kTopNics, rates.end());
-      std::vector<NicKey> busiest;
-      for (int i = 0; i < kTopNics; ++i)
-        busiest.push_back(nics[rates[static_cast<std::size_t>(i)].second]);
-      std::sort(busiest.begin(), busiest.end());
-      nics = std::move(busiest);
-    }
+    nics = busiest_nics(series);
+    nics_seen = series.nics().size();
     for (std::size_t i = 0; i < nics.size(); ++i)
       keys.push_back(static_cast<int>(i));
   } else if (by_run) {
-    // A line keeps its channel while that sends at least 0.8 x the rate of
-    // the kTopChannels-th busiest, and the choice is made again at most
-    // once a second: renaming a line lays the legend and the chart out
-    // again, and channels of nearly equal rates trade places every tick.
-    if (shown_top_.empty() || series.latest_s() >= top_chosen_s_ + 1 || series.latest_s() < top_chosen_s_) {
-      top_chosen_s_ = series.latest_s();
-      const auto busiest = series.top_channels(kTopChannels);
-      const double bar = busiest.size() < static_cast<std::size_t>(kTopChannels) ? 0 : 0.8 * busiest.back().gbs;
-      std::vector<std::pair<int, int>> kept(static_cast<std::size_t>(kTopChannels), {-1, -1});
-      for (std::size_t i = 0; i < shown_top_.size() && i < kept.size(); ++i) {
-        const double gbs = series.recent_gbs(shown_top_[i].first, shown_top_[i].second);
-        if (gbs > 0 && gbs >= bar) kept[i] = shown_top_[i];
-      }
-      for (const auto& b : busiest) {
-        const std::pair<int, int> channel{b.rank, b.channel};
-        if (std::find(kept.begin(), kept.end(), channel) != kept.end()) continue;
-        const auto free = std::find(kept.begin(), kept.end(), std::pair<int, int>{-1, -1});
-        if (free != kept.end()) *free = channel;
-      }
-      while (!kept.empty() && kept.back().first < 0)
-        kept.pop_back();
-      shown_top_ = kept;
-    }
+    choose_top_channels(series);
     for (std::size_t i = 0; i < shown_top_.size(); ++i)
       keys.push_back(static_cast<int>(i));
   } else {
@@ -198,13 +237,7 @@ int BandwidthChart::refresh() {
       keys.push_back(c);
   }
   const int channels = static_cast<int>(keys.size());
-  while (static_cast<int>(lines_.size()) < channels) {
-    auto* line = new QLineSeries;
-    chart_->addSeries(line);
-    line->attachAxis(x_);
-    line->attachAxis(y_);
-    lines_.push_back(line);
-  }
+  add_lines(channels);
   auto name_of = [&](int key) {
     const auto k = static_cast<std::size_t>(key);
     if (by_peer) return QString("from rank %1").arg(key);
@@ -216,16 +249,7 @@ int BandwidthChart::refresh() {
     const QString name = i >= channels ? QString() : name_of(keys[static_cast<std::size_t>(i)]);
     if (lines_[static_cast<std::size_t>(i)]->name() != name) lines_[static_cast<std::size_t>(i)]->setName(name);
   }
-  if (!total_) {
-    total_ = new QLineSeries;
-    total_->setName("total");
-    QPen pen = total_->pen();
-    pen.setWidth(3);
-    total_->setPen(pen);
-    chart_->addSeries(total_);
-    total_->attachAxis(x_);
-    total_->attachAxis(y_);
-  }
+  if (!total_) add_total();
   // The run's total is thousands of times a channel's: its own axis.
   if (by_run != y_run_->isVisible()) {
     total_->detachAxis(by_run ? y_ : y_run_);
@@ -266,14 +290,8 @@ int BandwidthChart::refresh() {
     drawn += static_cast<int>(points.size());
   }
   if (total_->isVisible() != (!by_peer && !by_nic)) total_->setVisible(!by_peer && !by_nic);
-  const QString title = by_peer  ? "Bandwidth received from each peer (GB/s), last 60 s"
-                        : by_nic ? (nics_seen > nics.size()
-                                        ? QString("The %1 busiest of %2 NICs: sent and received by the run's channels "
-                                                  "(GB/s), last 60 s")
-                                              .arg(nics.size())
-                                              .arg(nics_seen)
-                                        : QString("Each NIC's traffic, sent and received by the run's channels (GB/s), "
-                                                  "last 60 s"))
+  const QString title = by_peer  ? QString("Bandwidth received from each peer (GB/s), last 60 s")
+                        : by_nic ? nic_title(nics.size(), nics_seen)
                         : by_run ? QString("The run's send rate over %1 channels, and its %2 busiest (GB/s), last 60 s")
                                        .arg(channels_seen)
                                        .arg(shown_top_.size())

@@ -12,6 +12,7 @@
 #include <QTimer>
 #include <QWidget>
 
+#include "models/bandwidth_series.h"
 #include "models/run_state.h"
 
 QT_BEGIN_NAMESPACE
@@ -52,6 +53,14 @@ class BandwidthChart : public QWidget {
   void changeEvent(QEvent* event) override;
 
  private:
+  // The kTopNics busiest NICs of the run (all when there are no more), in order.
+  std::vector<NicKey> busiest_nics(const BandwidthSeries& series) const;
+  // shown_top_: the run's busiest channels, one line each.
+  void choose_top_channels(const BandwidthSeries& series);
+  // Line series until there are `count` (they are reused, never removed).
+  void add_lines(int count);
+  void add_total();
+
   const RunSamples& samples_;
   QComboBox* rank_ = nullptr;
   QComboBox* mode_ = nullptr;
