@@ -5,11 +5,19 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <map>
+#include <sstream>
 
 #include "net/socket.h"
 #include "ringmaster/status.h"
@@ -69,43 +77,58 @@ std::string http_post(const std::string& url, const std::string& path, std::chro
     error = fmt::format("cannot connect to {}: {}", url, net::errno_text(err));
     return {};
   }
-  const std::string request =
-      fmt::format("POST {} HTTP/1.1\r\nHost: {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", path, host_port);
-  if (socket.send_all(request.data(), request.size(), deadline) != 0) {
+  namespace http = boost::beast::http;
+  http::request<http::string_body> request{http::verb::post, path, 11};
+  request.set(http::field::host, host_port);
+  request.prepare_payload();
+  std::ostringstream out;
+  out << request;
+  const std::string bytes = out.str();
+  if (socket.send_all(bytes.data(), bytes.size(), deadline) != 0) {
     error = fmt::format("cannot send to {}", url);
     return {};
   }
-  constexpr std::size_t kMostBytes = 256 << 20;  // a recorder of many thousand calls is tens of MB
-  std::string reply;
-  char buffer[64 * 1024];
-  for (;;) {
-    std::size_t got = 0;
-    const int rc = socket.recv_some(buffer, sizeof(buffer), deadline, got);
-    if (rc != 0 || got == 0) {
-      if (rc != 0 && rc != net::kPeerClosed) {
-        error = fmt::format("reading from {}: {}", url, net::errno_text(rc));
-        return {};
+  // Beast reads the reply (Content-Length or chunked), as the etcd store
+  // does; a recorder of many thousand calls is tens of MB.
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(256u << 20);
+  std::string unread;  // received, not yet taken by the parser
+  std::array<char, 64 * 1024> chunk;
+  boost::beast::error_code ec;
+  while (!parser.is_done()) {
+    while (!unread.empty() && !parser.is_done()) {
+      const auto used = parser.put(boost::asio::buffer(unread), ec);
+      unread.erase(0, used);
+      if (ec == http::error::need_more || (used == 0 && !ec)) {
+        ec = {};
+        break;
       }
+      if (ec) break;
+    }
+    if (ec || parser.is_done()) break;
+    std::size_t got = 0;
+    const int rc = socket.recv_some(chunk.data(), chunk.size(), deadline, got);
+    if (rc == net::kPeerClosed) {
+      parser.put_eof(ec);
+      if (!ec && !parser.is_done()) ec = http::error::partial_message;
       break;
     }
-    reply.append(buffer, got);
-    if (reply.size() > kMostBytes) {
-      error = fmt::format("{} sent over {} MiB", url, kMostBytes >> 20);
+    if (rc != 0) {
+      error = fmt::format("reading from {}: {}", url, net::errno_text(rc));
       return {};
     }
+    unread.append(chunk.data(), got);
   }
-  const auto head_end = reply.find("\r\n\r\n");
-  if (head_end == std::string::npos || !reply.starts_with("HTTP/1.")) {
-    error = fmt::format("{} sent no HTTP reply", url);
+  if (ec) {
+    error = fmt::format("{} sent no readable HTTP reply ({})", url, ec.message());
     return {};
   }
-  const auto status_at = reply.find(' ');
-  const std::string status = reply.substr(status_at + 1, reply.find("\r\n") - status_at - 1);
-  if (!status.starts_with("200")) {
-    error = fmt::format("{}{} answered {}", url, path, status);
+  const auto& response = parser.get();
+  if (response.result() != http::status::ok) {
+    error = fmt::format("{}{} answered HTTP {}", url, path, response.result_int());
     return {};
   }
-  return reply.substr(head_end + 4);
+  return response.body();
 }
 
 }  // namespace
