@@ -1,5 +1,6 @@
 // The typed events of a run, both ways (ringmaster/agent/events.h).
 #include "ringmaster/agent/events.h"
+#include "ringmaster/tools/job_watch.h"
 
 #include <fmt/format.h>
 
@@ -517,6 +518,68 @@ NicSample read(const Fields& f, NicSample e) {
   return e;
 }
 
+json body(const JobRank& e) {
+  if (!e.error.empty()) return {{"pid", e.pid}, {"error", e.error}};
+  return {{"pid", e.pid},
+          {"rank", e.rank},
+          {"world_size", e.world_size},
+          {"stage", std::string(name_of(e.stage))},
+          {"outcome", e.outcome},
+          {"remote", e.remote},
+          {"syn_retransmits", e.syn_retransmits},
+          {"store_clients", e.store_clients},
+          {"master_addr", e.master_addr},
+          {"master_port", e.master_port},
+          {"run_id", e.run_id},
+          {"detail", e.detail},
+          {"hint", e.hint},
+          {"command", e.command}};
+}
+JobRank read(const Fields& f, JobRank e) {
+  e.pid = f.integer("pid", 0, true);
+  e.error = f.text("error");
+  if (!e.error.empty()) return e;
+  e.rank = f.integer("rank", -1);
+  e.world_size = f.integer("world_size", -1);
+  e.stage = f.stage();
+  e.outcome = f.text("outcome");
+  e.remote = f.text("remote");
+  e.syn_retransmits = f.integer("syn_retransmits", 0);
+  e.store_clients = f.integer("store_clients", 0);
+  e.master_addr = f.text("master_addr");
+  e.master_port = f.integer("master_port", 0);
+  e.run_id = f.text("run_id");
+  e.detail = f.text("detail");
+  e.hint = f.text("hint");
+  e.command = f.text("command");
+  return e;
+}
+
+json body(const JobWavefront& e) {
+  return {{"wavefront", e.wavefront}};
+}
+JobWavefront read(const Fields& f, JobWavefront e) {
+  e.wavefront = f.text("wavefront", true);
+  return e;
+}
+
+json body(const JobNcclLog& e) {
+  json j = {{"pid", e.pid}, {"rank", e.rank}, {"file", e.file}, {"summary", e.summary}};
+  if (e.nccl.is_object()) j["nccl"] = e.nccl;
+  return j;
+}
+JobNcclLog read(const Fields& f, JobNcclLog e) {
+  e.pid = f.integer("pid", 0, true);
+  e.rank = f.integer("rank", -1);
+  e.file = f.text("file");
+  e.summary = f.text("summary", true);
+  if (const json* nccl = f.raw("nccl", false)) {
+    if (!nccl->is_object()) throw Error(ErrorCategory::protocol, fmt::format("{}: 'nccl' is not an object", f.where()));
+    e.nccl = *nccl;
+  }
+  return e;
+}
+
 // Tries each alternative's kType in turn.
 template <std::size_t I = 0>
 Event parse_as(std::string_view type, const json& j) {
@@ -589,6 +652,44 @@ std::optional<EventMessage> parse_event_message(const json& message, Body body) 
 
 json to_json(const EventMessage& m) {
   return {{"run_id", m.run_id}, {"rank", m.rank}, {"event", m.body.is_null() ? to_json(m.event) : m.body}};
+}
+
+JobRank job_rank(const WatchedRank& r) {
+  JobRank e;
+  e.pid = r.pid;
+  e.rank = r.rank;
+  e.world_size = r.world_size;
+  e.stage = r.stage;
+  e.outcome = r.outcome;
+  e.remote = r.remote;
+  e.master_addr = r.master_addr;
+  e.run_id = r.run_id;
+  e.master_port = r.master_port;
+  e.syn_retransmits = r.syn_retransmits;
+  e.store_clients = r.store_clients;
+  e.detail = r.detail;
+  e.hint = r.hint;
+  e.command = r.command;
+  return e;
+}
+
+WatchedRank watched_rank(const JobRank& e) {
+  WatchedRank r;
+  r.pid = e.pid;
+  r.rank = e.rank;
+  r.world_size = e.world_size;
+  r.stage = e.stage;
+  r.outcome = e.outcome;
+  r.remote = e.remote;
+  r.master_addr = e.master_addr;
+  r.run_id = e.run_id;
+  r.master_port = e.master_port;
+  r.syn_retransmits = e.syn_retransmits;
+  r.store_clients = e.store_clients;
+  r.detail = e.detail;
+  r.hint = e.hint;
+  r.command = e.command;
+  return r;
 }
 
 StageEnded stage_ended(const StageEvent& e) {

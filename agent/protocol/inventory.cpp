@@ -128,7 +128,9 @@ json to_json(const ActiveRun& r) {
   json ranks = json::array();
   for (const auto& k : r.ranks)
     ranks.push_back({{"rank", k.rank}, {"pid", k.pid}, {"exited", k.exited}});
-  return {{"run_id", r.run_id}, {"ranks", std::move(ranks)}, {"cancelled", r.cancelled}};
+  json j = {{"run_id", r.run_id}, {"ranks", std::move(ranks)}, {"cancelled", r.cancelled}};
+  if (r.watch) j["watch"] = true;
+  return j;
 }
 
 json to_json(const ActiveFault& f) {
@@ -198,7 +200,7 @@ Inventory Inventory::parse(const json& reply) {
   inv.clock_us = f.integer<std::int64_t>("clock_us");
   inv.uptime_s = f.number("uptime_s");
   f.each("runs", [&](const Fields& r) {
-    ActiveRun run{r.text("run_id", true), {}, r.flag("cancelled", false)};
+    ActiveRun run{r.text("run_id", true), {}, r.flag("cancelled", false), r.flag("watch", false)};
     r.each("ranks", [&](const Fields& k) {
       run.ranks.push_back({k.integer("rank", 0, true), k.integer("pid", 0), k.flag("exited", false)});
     });

@@ -197,6 +197,8 @@ const std::map<std::string, std::vector<Field>, std::less<>>& schema() {
         {"env", Kind::object, false},
         {"timeouts", Kind::object, false}}},
       {"cancel", {{"run_id", Kind::string, true}}},
+      {"watch", {{"watch", Kind::object, true}}},  // its fields: WatchRequest::parse
+      {"watch_stop", {{"watch_id", Kind::string, true}}},
       {"fault", {{"fault", Kind::object, true}}},
       {"fault_clear", {{"fault_id", Kind::integer, false}}},
       {"preflight_listen",
@@ -394,6 +396,7 @@ std::string role_names(unsigned roles) {
   if (roles & kRoleRead) names.emplace_back("read");
   if (roles & kRoleRun) names.emplace_back("run");
   if (roles & kRoleFault) names.emplace_back("fault");
+  if (roles & kRoleWatch) names.emplace_back("watch");
   return names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ","));
 }
 
@@ -402,6 +405,7 @@ unsigned roles_needed(std::string_view type) {
   // Preflight listens on ports and connects out: as much as a run does.
   if (type == "run" || type == "cancel" || type.starts_with("preflight_")) return kRoleRun;
   if (type == "fault" || type == "fault_clear") return kRoleFault;
+  if (type == "watch" || type == "watch_stop") return kRoleWatch;
   if (type == "shutdown") return kAllRoles;
   return kRoleRead;
 }
@@ -421,7 +425,7 @@ std::vector<RoleToken> read_role_tokens_file(const std::string& path) {
     auto bad = [&](const std::string& why) {
       return Error(ErrorCategory::config, fmt::format("role tokens file {} line {}: {}", path, line_number, why));
     };
-    if (space == std::string::npos) throw bad("want ROLES TOKEN (ROLES: read, run, fault, comma-separated)");
+    if (space == std::string::npos) throw bad("want ROLES TOKEN (ROLES: read, run, fault, watch, comma-separated)");
     RoleToken entry;
     const std::string roles = line.substr(0, space);
     for (std::size_t b = 0; b <= roles.size();) {
@@ -434,8 +438,11 @@ std::vector<RoleToken> read_role_tokens_file(const std::string& path) {
         entry.roles |= kRoleRun;
       } else if (role == "fault") {
         entry.roles |= kRoleFault;
+      } else if (role == "watch") {
+        entry.roles |= kRoleWatch;
       } else {
-        throw bad(fmt::format("unknown role (of {} characters); the roles are read, run and fault", role.size()));
+        throw bad(
+            fmt::format("unknown role (of {} characters); the roles are read, run, fault and watch", role.size()));
       }
       b = e + 1;
     }

@@ -311,6 +311,73 @@ RunRequest RunRequest::parse(const json& m) {
   return r;
 }
 
+json WatchRequest::to_json() const {
+  json j = {{"watch_id", watch_id}, {"duration_s", duration_s}, {"interval_s", interval_s}};
+  if (!pids.empty()) j["pids"] = pids;
+  if (!job_run_id.empty()) j["job_run_id"] = job_run_id;
+  if (master_port != 0) j["master_port"] = master_port;
+  if (flight_recorder) j["flight_recorder"] = true;
+  if (nccl_log) j["nccl_log"] = true;
+  return j;
+}
+
+WatchRequest WatchRequest::parse(const json& m) {
+  if (!m.is_object()) throw Error(ErrorCategory::config, fmt::format("watch must be an object, got {}", m.type_name()));
+  static constexpr std::string_view kKnown[] = {"watch_id",   "pids",       "job_run_id",      "master_port",
+                                                "duration_s", "interval_s", "flight_recorder", "nccl_log"};
+  for (const auto& [key, _] : m.items()) {
+    if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
+      throw Error(ErrorCategory::config, fmt::format("watch.{} is not a field of a watch (known: {})", shown_name(key),
+                                                     fmt::join(kKnown, ", ")));
+    }
+  }
+  const Fields f(m, "watch");
+  WatchRequest w;
+  w.watch_id = f.text("watch_id").value_or("");
+  if (w.watch_id.empty()) f.fail("watch_id", "is missing or empty");
+  if (const json* pids = f.find("pids")) {
+    if (!pids->is_array()) f.wrong_kind("pids", "an array of process ids", *pids);
+    if (pids->size() > 4096) f.fail("pids", fmt::format("names {} processes; at most 4096", pids->size()));
+    for (const auto& pid : *pids) {
+      if (!pid.is_number_integer() || pid.get<long long>() < 1 || pid.get<long long>() > (1 << 22)) {
+        f.fail("pids", fmt::format("holds {}, not a process id", pid.dump()));
+      }
+      w.pids.push_back(pid.get<int>());
+    }
+  }
+  w.job_run_id = f.text("job_run_id").value_or("");
+  f.integer("master_port", w.master_port, 0);
+  if (w.master_port > 65535) f.fail("master_port", fmt::format("{} is not a TCP port", w.master_port));
+  if (w.pids.empty() && w.job_run_id.empty() && w.master_port == 0) {
+    throw Error(ErrorCategory::config, "watch names no job: give pids, job_run_id or master_port");
+  }
+  auto seconds = [&](std::string_view key, double& out, double least, double most) {
+    const json* v = f.find(key);
+    if (v == nullptr) return;
+    if (!v->is_number() || !(v->get<double>() >= least && v->get<double>() <= most)) {
+      f.fail(key, fmt::format("must be a number of seconds from {:g} to {:g}, got {}", least, most, v->dump()));
+    }
+    out = v->get<double>();
+  };
+  seconds("duration_s", w.duration_s, 0, 86400);
+  seconds("interval_s", w.interval_s, 0.05, 60);
+  f.flag("flight_recorder", w.flight_recorder);
+  f.flag("nccl_log", w.nccl_log);
+  return w;
+}
+
+std::vector<std::string> WatchRequest::to_argv() const {
+  std::vector<std::string> argv = {
+      "watch", "--json", "--for", fmt::format("{}", duration_s), "--interval", fmt::format("{}", interval_s)};
+  for (int pid : pids)
+    argv.insert(argv.end(), {"--pid", std::to_string(pid)});
+  if (!job_run_id.empty()) argv.insert(argv.end(), {"--run-id", job_run_id});
+  if (master_port != 0) argv.insert(argv.end(), {"--master-port", std::to_string(master_port)});
+  if (flight_recorder) argv.emplace_back("--flight-recorder");
+  if (nccl_log) argv.emplace_back("--nccl-log");
+  return argv;
+}
+
 namespace {
 
 // The sizes and iterations: nccl-tests' flags, as both runners take them.

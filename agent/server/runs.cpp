@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
@@ -34,6 +35,7 @@
 #include "ringmaster/agent/protocol.h"
 #include "ringmaster/agent/requests.h"
 #include "ringmaster/status.h"
+#include "ringmaster/tools/job_watch.h"
 #include "run_env.h"
 #include "spawn.h"
 
@@ -72,6 +74,7 @@ struct RunManager::Run {
   std::unique_ptr<asio::steady_timer> kill_timer;
   bool cancelled = false;
   bool any_failed = false;
+  bool watch = false;  // a watch's watcher, not a run's ranks
 };
 
 struct RunManager::Signals {
@@ -311,6 +314,9 @@ void RunManager::finish_if_done(Child& child) {
   child.reported = true;
   auto run = child.run.lock();
   if (!run) return;
+  auto who = [&run](const Child& c) {
+    return run->watch ? fmt::format("the watcher of {}", run->id) : fmt::format("rank {}", c.rank);
+  };
   const int status = child.status;
   events::Event event;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
@@ -322,13 +328,13 @@ void RunManager::finish_if_done(Child& child) {
     failed.stderr_tail = child.err_tail;
     if (WIFEXITED(status)) {
       failed.exit_code = WEXITSTATUS(status);
-      failed.summary = fmt::format("rank {} exited with status {}", child.rank, WEXITSTATUS(status));
+      failed.summary = fmt::format("{} exited with status {}", who(child), WEXITSTATUS(status));
     } else if (WIFSIGNALED(status)) {
       failed.signal = WTERMSIG(status);
       failed.signal_name = signal_name(WTERMSIG(status));
       const std::string oom = WTERMSIG(status) == SIGKILL ? oom_cause(*run) : std::string();
       failed.summary =
-          fmt::format("rank {} was killed by {}", child.rank, oom.empty() ? signal_name(WTERMSIG(status)) : oom);
+          fmt::format("{} was killed by {}", who(child), oom.empty() ? signal_name(WTERMSIG(status)) : oom);
     }
     event = std::move(failed);
   }
@@ -339,12 +345,190 @@ void RunManager::finish_if_done(Child& child) {
   if (run->any_failed) ++failed_;
   emit_({run->id, -1, events::RunDone{!run->any_failed, run->cancelled}, {}});
   if (run->kill_timer) run->kill_timer->cancel();
-  if (run->user.uid != rank_user_.uid) reclaim_run_dir(run->dir);
+  if (!run->dir.empty() && run->user.uid != rank_user_.uid) reclaim_run_dir(run->dir);
   runs_.erase(run->id);
   if (faults_) {
     for (auto& reverted : faults_->run_ended(run->id))
       emit_({run->id, -1, std::move(reverted), {}});
   }
+}
+
+// One child of the run, in its process group (the first child's), its
+// cgroups, as its user, in its directory; added to run->children. A
+// failure part-way leaves nothing behind: the children started so far are
+// killed and reaped, and Error(config) names the step.
+RunManager::Child& RunManager::spawn_child(const std::shared_ptr<Run>& run, int rank, int local_rank,
+                                           const std::vector<std::string>& argv, std::vector<std::string> env) {
+  auto abandon = [&](const std::string& why) {
+    for (auto& c : run->children) {
+      ::kill(c->pid, SIGKILL);
+      int status = 0;
+      ::waitpid(c->pid, &status, 0);
+    }
+    if (!run->dir.empty() && run->user.uid != rank_user_.uid) reclaim_run_dir(run->dir);
+    return Error(ErrorCategory::config, why);
+  };
+  int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    const int err = errno;
+    for (int fd : {out_pipe[0], out_pipe[1]})
+      if (fd >= 0) ::close(fd);
+    throw abandon(fmt::format("cannot start rank {}: pipe: {}", rank, strerror(err)));
+  }
+  auto child = std::make_unique<Child>();
+  child->rank = rank;
+  child->local_rank = local_rank;
+  child->run = run;
+  // The run is one process group (its first rank's): cancel and shutdown
+  // reach whatever the ranks start too.
+  const SpawnRequest request{.argv = argv,
+                             .env = std::move(env),
+                             .directory = run->dir.empty() ? "/" : run->dir,
+                             .process_group = run->children.empty() ? 0 : run->children.front()->pid,
+                             .stdout_fd = out_pipe[1],
+                             .stderr_fd = err_pipe[1],
+                             .cgroup_procs_fd = run->cgroup ? run->cgroup->procs_fd() : -1,
+                             .memory_procs_fd = run->memory ? run->memory->procs_fd() : -1,
+                             .user = &run->user,
+                             .limits = faults_ ? faults_->rank_limits() : std::vector<RankLimit>{}};
+  try {
+    child->pid = spawn_rank(request);
+  } catch (const Error& e) {
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]})
+      ::close(fd);
+    throw abandon(e.status().message());
+  }
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  child->out = std::make_unique<asio::posix::stream_descriptor>(io_, out_pipe[0]);
+  child->err = std::make_unique<asio::posix::stream_descriptor>(io_, err_pipe[0]);
+  run->children.push_back(std::move(child));
+  return *run->children.back();
+}
+
+// stdout: one JSON object per line, relayed as an event; stderr: its
+// tail kept for rank_failed.
+void RunManager::relay(Child* child, const std::shared_ptr<Run>& run) {
+  // stdout: one JSON object per line, relayed as an event.
+  auto read_line = std::make_shared<std::function<void()>>();
+  *read_line = [this, child, run, read_line] {
+    asio::async_read_until(
+        *child->out, child->out_buffer, '\n',
+        [this, child, run, read_line](boost::system::error_code ec, std::size_t n) {
+          if (ec == asio::error::not_found) {
+            // The buffer is full without a newline: relay what it holds
+            // as output and read on.
+            std::string piece(asio::buffers_begin(child->out_buffer.data()),
+                              asio::buffers_end(child->out_buffer.data()));
+            child->out_buffer.consume(child->out_buffer.size());
+            try {
+              emit_({run->id, child->rank, events::RankOutput{std::move(piece), true}, {}});
+            } catch (const std::exception& e) {
+              log::warn("rank {}'s output skipped: {}", child->rank, e.what());
+            }
+            (*read_line)();
+            return;
+          }
+          if (ec) {
+            child->out_done = true;
+            *read_line = nullptr;  // ends the handler's self-reference
+            finish_if_done(*child);
+            return;
+          }
+          std::string line(asio::buffers_begin(child->out_buffer.data()),
+                           asio::buffers_begin(child->out_buffer.data()) + static_cast<std::ptrdiff_t>(n) - 1);
+          child->out_buffer.consume(n);
+          // A line that is not a valid event of ours is output, whatever
+          // it looks like; an event this build does not know is relayed.
+          events::EventMessage m{run->id, child->rank, events::RankOutput{line, false}, {}};
+          json parsed = json::parse(line, nullptr, false);
+          if (!parsed.is_discarded() && parsed.is_object() && json_depth(line, kMaxJsonDepth) <= kMaxJsonDepth &&
+              parsed.contains("type") && parsed["type"] != "output") {
+            try {
+              m.event = events::parse_event(parsed);
+              m.body = std::move(parsed);
+            } catch (const Error& e) {
+              log::warn("rank {}'s line relayed as output: {}", child->rank, e.status().message());
+            }
+          }
+          try {
+            emit_(std::move(m));
+          } catch (const std::exception& e) {
+            log::warn("rank {}'s output skipped: {}", child->rank, e.what());
+          }
+          (*read_line)();
+        });
+  };
+  (*read_line)();
+  // stderr: keep the tail for rank_failed.
+  auto buffer = std::make_shared<std::array<char, 4096>>();
+  auto read_err = std::make_shared<std::function<void()>>();
+  *read_err = [this, child, buffer, read_err] {
+    child->err->async_read_some(asio::buffer(*buffer),
+                                [this, child, buffer, read_err](boost::system::error_code ec, std::size_t n) {
+                                  if (ec) {
+                                    child->err_done = true;
+                                    *read_err = nullptr;  // ends the handler's self-reference
+                                    finish_if_done(*child);
+                                    return;
+                                  }
+                                  child->err_tail.append(buffer->data(), n);
+                                  if (child->err_tail.size() > kStderrTail)
+                                    child->err_tail.erase(0, child->err_tail.size() - kStderrTail);
+                                  (*read_err)();
+                                });
+  };
+  (*read_err)();
+}
+
+// What every rank of the run gets in its environment: the agent's own,
+// torchrun's variables but RANK and LOCAL_RANK, the run's limits and
+// forced settings, then the client's checked variables.
+std::map<std::string, std::string> RunManager::run_environment(const RunRequest& request, int port,
+                                                               const std::map<std::string, std::string>& client_env,
+                                                               const std::string& run_dir) const {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string entry(*e);
+    const auto eq = entry.find('=');
+    if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  env["WORLD_SIZE"] = std::to_string(request.world_size);
+  env["LOCAL_WORLD_SIZE"] = std::to_string(request.ranks.size());
+  env["MASTER_ADDR"] = request.master_addr;
+  env["MASTER_PORT"] = std::to_string(port);
+  env["RINGMASTER_RUN_ID"] = request.run_id;
+  // An agent with a declared topology stands for the node its file
+  // describes: its ranks search their rings over that file and are a
+  // node of their own, so two such agents on one machine rehearse two
+  // nodes (the run's own NCCL_TOPO_FILE or NCCL_HOSTID win).
+  if (!options_.topology_file.empty()) {
+    std::error_code ec;
+    env["NCCL_TOPO_FILE"] = std::filesystem::absolute(options_.topology_file, ec).string();
+    char host[256] = {};
+    ::gethostname(host, sizeof(host) - 1);
+    env["NCCL_HOSTID"] = fmt::format("{}-agent-{}", host, ::getpid());
+  }
+  if (faults_) {
+    if (auto filter = faults_->connect_filter(); !filter.empty()) env["RINGMASTER_CONNECT_FILTER"] = filter;
+  }
+  // Whole seconds, rounded up.
+  auto seconds = [](double s) { return std::to_string(static_cast<long long>(std::ceil(s))); };
+  if (request.store_timeout_s) env["RINGMASTER_STORE_TIMEOUT"] = seconds(*request.store_timeout_s);
+  if (request.bootstrap_timeout_s) env["RINGMASTER_BOOTSTRAP_TIMEOUT"] = seconds(*request.bootstrap_timeout_s);
+  if (request.coll_timeout_s) env["RINGMASTER_COLL_TIMEOUT"] = seconds(*request.coll_timeout_s);
+  // NCCL's own names for what the run forces.
+  if (request.perf.engine == PerfRequest::Engine::nccl) {
+    for (const auto& [k, v] : request.perf.to_nccl_env())
+      env[k] = v;
+  }
+  for (const auto& [k, v] : client_env)
+    env[k] = v;
+  if (rank_user_.switch_to) {
+    env["HOME"] = run_dir;
+    env["USER"] = env["LOGNAME"] = rank_user_.name;
+  }
+  return env;
 }
 
 json RunManager::start(const json& m) {
@@ -420,188 +604,75 @@ json RunManager::start(const json& m) {
   run->dir = run_dir;
   run->user = run_user;
   give_cgroups(*run);
-  std::string declared_topology, declared_host;
-  if (!options_.topology_file.empty()) {
-    std::error_code ec;
-    declared_topology = std::filesystem::absolute(options_.topology_file, ec).string();
-    char host[256] = {};
-    ::gethostname(host, sizeof(host) - 1);
-    declared_host = fmt::format("{}-agent-{}", host, ::getpid());
-  }
+  const std::map<std::string, std::string> shared = run_environment(request, port, client_env, run_dir);
   json pids = json::array();
   for (std::size_t local = 0; local < ranks.size(); ++local) {
-    std::map<std::string, std::string> env;
-    for (char** e = environ; *e; ++e) {
-      const std::string entry(*e);
-      const auto eq = entry.find('=');
-      if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
-    }
+    std::map<std::string, std::string> env = shared;
     env["RANK"] = std::to_string(ranks[local]);
-    env["WORLD_SIZE"] = std::to_string(request.world_size);
     env["LOCAL_RANK"] = std::to_string(local);
-    env["LOCAL_WORLD_SIZE"] = std::to_string(ranks.size());
-    env["MASTER_ADDR"] = request.master_addr;
-    env["MASTER_PORT"] = std::to_string(port);
-    env["RINGMASTER_RUN_ID"] = id;
-    // An agent with a declared topology stands for the node its file
-    // describes: its ranks search their rings over that file and are a
-    // node of their own, so two such agents on one machine rehearse two
-    // nodes (the run's own NCCL_TOPO_FILE or NCCL_HOSTID win).
-    if (!options_.topology_file.empty()) {
-      env["NCCL_TOPO_FILE"] = declared_topology;
-      env["NCCL_HOSTID"] = declared_host;
-    }
-    if (faults_) {
-      if (auto filter = faults_->connect_filter(); !filter.empty()) env["RINGMASTER_CONNECT_FILTER"] = filter;
-    }
-    // Whole seconds, rounded up.
-    auto seconds = [](double s) { return std::to_string(static_cast<long long>(std::ceil(s))); };
-    if (request.store_timeout_s) env["RINGMASTER_STORE_TIMEOUT"] = seconds(*request.store_timeout_s);
-    if (request.bootstrap_timeout_s) env["RINGMASTER_BOOTSTRAP_TIMEOUT"] = seconds(*request.bootstrap_timeout_s);
-    if (request.coll_timeout_s) env["RINGMASTER_COLL_TIMEOUT"] = seconds(*request.coll_timeout_s);
-    // NCCL's own names for what the run forces.
-    if (nccl) {
-      for (const auto& [k, v] : perf.to_nccl_env())
-        env[k] = v;
-    }
-    for (const auto& [k, v] : client_env)
-      env[k] = v;
-    if (rank_user_.switch_to) {
-      env["HOME"] = run_dir;
-      env["USER"] = env["LOGNAME"] = rank_user_.name;
-    }
     std::vector<std::string> env_strings;
     for (const auto& [k, v] : env)
       env_strings.push_back(k + "=" + v);
-
-    // A failure part-way leaves nothing behind: the ranks started so far
-    // are killed and reaped.
-    auto abandon = [&](const std::string& why) {
-      for (auto& c : run->children) {
-        ::kill(c->pid, SIGKILL);
-        int status = 0;
-        ::waitpid(c->pid, &status, 0);
-      }
-      if (run->user.uid != rank_user_.uid) reclaim_run_dir(run_dir);
-      return Error(ErrorCategory::config, why);
-    };
-    int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
-    if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
-      const int err = errno;
-      for (int fd : {out_pipe[0], out_pipe[1]})
-        if (fd >= 0) ::close(fd);
-      throw abandon(fmt::format("cannot start rank {}: pipe: {}", ranks[local], strerror(err)));
-    }
-    auto child = std::make_unique<Child>();
-    child->rank = ranks[local];
-    child->local_rank = static_cast<int>(local);
-    child->run = run;
-    // The run is one process group (its first rank's): cancel and shutdown
-    // reach whatever the ranks start too.
-    const SpawnRequest request{.argv = argv_strings,
-                               .env = std::move(env_strings),
-                               .directory = run_dir,
-                               .process_group = run->children.empty() ? 0 : run->children.front()->pid,
-                               .stdout_fd = out_pipe[1],
-                               .stderr_fd = err_pipe[1],
-                               .cgroup_procs_fd = run->cgroup ? run->cgroup->procs_fd() : -1,
-                               .memory_procs_fd = run->memory ? run->memory->procs_fd() : -1,
-                               .user = &run->user,
-                               .limits = faults_ ? faults_->rank_limits() : std::vector<RankLimit>{}};
-    try {
-      child->pid = spawn_rank(request);
-    } catch (const Error& e) {
-      for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]})
-        ::close(fd);
-      throw abandon(e.status().message());
-    }
-    ::close(out_pipe[1]);
-    ::close(err_pipe[1]);
-    child->out = std::make_unique<asio::posix::stream_descriptor>(io_, out_pipe[0]);
-    child->err = std::make_unique<asio::posix::stream_descriptor>(io_, err_pipe[0]);
-    pids.push_back({{"rank", child->rank}, {"pid", child->pid}});
-    run->children.push_back(std::move(child));
+    const Child& child = spawn_child(run, ranks[local], static_cast<int>(local), argv_strings, std::move(env_strings));
+    pids.push_back({{"rank", child.rank}, {"pid", child.pid}});
   }
   runs_[id] = run;
   ++started_;
   if (faults_) faults_->run_started(id);
 
-  for (auto& owned : run->children) {
-    Child* child = owned.get();
-    // stdout: one JSON object per line, relayed as an event.
-    auto read_line = std::make_shared<std::function<void()>>();
-    *read_line = [this, child, run, read_line] {
-      asio::async_read_until(
-          *child->out, child->out_buffer, '\n',
-          [this, child, run, read_line](boost::system::error_code ec, std::size_t n) {
-            if (ec == asio::error::not_found) {
-              // The buffer is full without a newline: relay what it holds
-              // as output and read on.
-              std::string piece(asio::buffers_begin(child->out_buffer.data()),
-                                asio::buffers_end(child->out_buffer.data()));
-              child->out_buffer.consume(child->out_buffer.size());
-              try {
-                emit_({run->id, child->rank, events::RankOutput{std::move(piece), true}, {}});
-              } catch (const std::exception& e) {
-                log::warn("rank {}'s output skipped: {}", child->rank, e.what());
-              }
-              (*read_line)();
-              return;
-            }
-            if (ec) {
-              child->out_done = true;
-              *read_line = nullptr;  // ends the handler's self-reference
-              finish_if_done(*child);
-              return;
-            }
-            std::string line(asio::buffers_begin(child->out_buffer.data()),
-                             asio::buffers_begin(child->out_buffer.data()) + static_cast<std::ptrdiff_t>(n) - 1);
-            child->out_buffer.consume(n);
-            // A line that is not a valid event of ours is output, whatever
-            // it looks like; an event this build does not know is relayed.
-            events::EventMessage m{run->id, child->rank, events::RankOutput{line, false}, {}};
-            json parsed = json::parse(line, nullptr, false);
-            if (!parsed.is_discarded() && parsed.is_object() && json_depth(line, kMaxJsonDepth) <= kMaxJsonDepth &&
-                parsed.contains("type") && parsed["type"] != "output") {
-              try {
-                m.event = events::parse_event(parsed);
-                m.body = std::move(parsed);
-              } catch (const Error& e) {
-                log::warn("rank {}'s line relayed as output: {}", child->rank, e.status().message());
-              }
-            }
-            try {
-              emit_(std::move(m));
-            } catch (const std::exception& e) {
-              log::warn("rank {}'s output skipped: {}", child->rank, e.what());
-            }
-            (*read_line)();
-          });
-    };
-    (*read_line)();
-    // stderr: keep the tail for rank_failed.
-    auto buffer = std::make_shared<std::array<char, 4096>>();
-    auto read_err = std::make_shared<std::function<void()>>();
-    *read_err = [this, child, buffer, read_err] {
-      child->err->async_read_some(asio::buffer(*buffer),
-                                  [this, child, buffer, read_err](boost::system::error_code ec, std::size_t n) {
-                                    if (ec) {
-                                      child->err_done = true;
-                                      *read_err = nullptr;  // ends the handler's self-reference
-                                      finish_if_done(*child);
-                                      return;
-                                    }
-                                    child->err_tail.append(buffer->data(), n);
-                                    if (child->err_tail.size() > kStderrTail)
-                                      child->err_tail.erase(0, child->err_tail.size() - kStderrTail);
-                                    (*read_err)();
-                                  });
-    };
-    (*read_err)();
-  }
+  for (auto& owned : run->children)
+    relay(owned.get(), run);
   // A child may have exited before the handler was armed.
   reap();
   return json{{"run_id", id}, {"master_port", port}, {"ranks", pids}};
+}
+
+json RunManager::start_watch(const json& m) {
+  const WatchRequest request = WatchRequest::parse(m.at("watch"));
+  const std::string& id = request.watch_id;
+  check_run_id(id);
+  if (runs_.count(id)) throw Error(ErrorCategory::config, fmt::format("{} is already running here", id));
+  if (static_cast<int>(runs_.size()) >= options_.max_runs) {
+    throw Error(ErrorCategory::config,
+                fmt::format("this agent runs {} runs and watches already (its cap)", runs_.size()));
+  }
+  if (access(options_.cli_path.c_str(), X_OK) != 0) {
+    throw Error(ErrorCategory::config,
+                fmt::format("cannot watch: {} is not executable ({})", options_.cli_path, strerror(errno)));
+  }
+  // The job's processes as the agent sees them, for whom the watcher runs
+  // as: their own user, so it can read what they can and nothing more.
+  const JobSelector selector{request.pids, request.job_run_id, request.master_port};
+  const std::vector<int> processes = job_processes(selector);
+  if (processes.empty()) {
+    throw Error(ErrorCategory::config,
+                fmt::format("watch {}: no process of the job on this node (a process with RANK in its environment{}){}",
+                            id, request.pids.empty() ? " and the job_run_id or master_port given" : " among pids",
+                            ::geteuid() == 0 ? "" : "; an agent that is not root sees only its own user's processes"));
+  }
+  auto run = std::make_shared<Run>();
+  run->id = id;
+  run->watch = true;
+  run->user = process_user(processes, ::geteuid());
+  give_cgroups(*run);
+  std::vector<std::string> argv = {options_.cli_path};
+  for (auto& arg : request.to_argv())
+    argv.push_back(std::move(arg));
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e)
+    env.emplace_back(*e);
+  if (run->user.switch_to) env.push_back("HOME=/");
+  const Child& watcher = spawn_child(run, -1, 0, argv, std::move(env));
+  runs_[id] = run;
+  relay(run->children.front().get(), run);
+  reap();
+  log::info("watching {} (processes {}) as {} (uid {}), watcher pid {}", id, fmt::join(processes, ", "), run->user.name,
+            run->user.uid, watcher.pid);
+  return json{{"watch_id", id},
+              {"pid", watcher.pid},
+              {"user", run->user.name},
+              {"uid", run->user.uid},
+              {"processes", processes}};
 }
 
 void RunManager::cancel(const std::string& run_id) {
@@ -640,12 +711,18 @@ void RunManager::kill_all() {
   }
 }
 
+bool RunManager::is_watch(const std::string& id) const {
+  const auto it = runs_.find(id);
+  return it != runs_.end() && it->second->watch;
+}
+
 std::vector<ActiveRun> RunManager::active() const {
   std::vector<ActiveRun> out;
   for (const auto& [id, run] : runs_) {
     ActiveRun& a = out.emplace_back();
     a.run_id = id;
     a.cancelled = run->cancelled;
+    a.watch = run->watch;
     for (const auto& c : run->children)
       a.ranks.push_back({c->rank, c->pid, c->exited});
   }

@@ -13,6 +13,7 @@
 #include "faults.h"
 #include "memory_cgroup.h"
 #include "ringmaster/agent/events.h"
+#include "ringmaster/agent/requests.h"
 #include "ringmaster/agent/server.h"
 #include "run_cgroup.h"
 #include "spawn.h"
@@ -38,6 +39,17 @@ class RunManager {
   // not allowed, master_port 0 without rank 0 here, or a child cannot
   // start (those started are killed and reaped first).
   nlohmann::json start(const nlohmann::json& run);
+  // Starts a watcher of a job this agent did not start (a checked `watch`
+  // message, requests.h's WatchRequest): `ringmaster-cli watch --json`, as
+  // the user the job's processes run as (found here with the agent's
+  // rights; spawn.h's process_user), in a cgroup of its own as a run's
+  // ranks are; its events come as the run watch_id's, rank -1. Returns the
+  // reply's fields: watch_id, the watcher's pid, its user and the job's
+  // processes found. Throws Error(config) when no process matches, they
+  // run as several users, the id is in use or the cap on runs is reached.
+  nlohmann::json start_watch(const nlohmann::json& watch);
+  // Whether `id` names a watch in progress.
+  bool is_watch(const std::string& id) const;
   // SIGTERM to every rank of the run, SIGKILL to all it started after the
   // grace period.
   // Throws Error(config) for an unknown run.
@@ -56,6 +68,12 @@ class RunManager {
  private:
   void watch_children();
   void reap();
+  Child& spawn_child(const std::shared_ptr<Run>& run, int rank, int local_rank, const std::vector<std::string>& argv,
+                     std::vector<std::string> env);
+  void relay(Child* child, const std::shared_ptr<Run>& run);
+  std::map<std::string, std::string> run_environment(const RunRequest& request, int port,
+                                                     const std::map<std::string, std::string>& client_env,
+                                                     const std::string& run_dir) const;
   void finish_if_done(Child& child);
   // The run's cgroup (containment) and memory cgroup (OOM kills; a
   // memory_limit fault's limit). Throws Error(config) when the fault's

@@ -432,6 +432,8 @@ class Session : public std::enable_shared_from_this<Session> {
         {"unsubscribe", &Session::on_unsubscribe},
         {"run", &Session::on_run},
         {"cancel", &Session::on_cancel},
+        {"watch", &Session::on_watch},
+        {"watch_stop", &Session::on_watch_stop},
         {"fault", &Session::on_fault},
         {"fault_clear", &Session::on_fault_clear},
         {"preflight_listen", &Session::on_preflight_listen},
@@ -459,6 +461,14 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_run(const json& m) { reply(m, server_.runs->start(m)); }
   void on_cancel(const json& m) {
     server_.runs->cancel(m["run_id"].get<std::string>());
+    reply(m);
+  }
+  void on_watch(const json& m) { reply(m, server_.runs->start_watch(m)); }
+  void on_watch_stop(const json& m) {
+    const std::string id = m["watch_id"].get<std::string>();
+    if (!server_.runs->is_watch(id))
+      throw Error(ErrorCategory::config, fmt::format("no watch {} on this agent", shown_name(id)));
+    server_.runs->cancel(id);
     reply(m);
   }
   void on_fault(const json& m) {

@@ -22,6 +22,9 @@
 #include <array>
 #include <cerrno>
 #include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
 
 #include "ringmaster/status.h"
 
@@ -63,6 +66,78 @@ RankUser resolve_rank_user(const std::string& name, uid_t agent_uid) {
   }
   groups.resize(static_cast<std::size_t>(count));
   user.groups = std::move(groups);
+  user.switch_to = true;
+  return user;
+}
+
+namespace {
+
+// The effective uid, gid and supplementary groups of a process.
+struct ProcessCredentials {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;
+};
+
+std::optional<ProcessCredentials> credentials_of(int pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  if (!status) return std::nullopt;
+  ProcessCredentials c;
+  int found = 0;
+  for (std::string line; std::getline(status, line);) {
+    std::istringstream fields(line);
+    std::string key;
+    fields >> key;
+    unsigned long real = 0, effective = 0;
+    if (key == "Uid:" && fields >> real >> effective) {
+      c.uid = static_cast<uid_t>(effective);
+      ++found;
+    } else if (key == "Gid:" && fields >> real >> effective) {
+      c.gid = static_cast<gid_t>(effective);
+      ++found;
+    } else if (key == "Groups:") {
+      for (unsigned long g = 0; fields >> g;)
+        c.groups.push_back(static_cast<gid_t>(g));
+    }
+  }
+  if (found != 2) return std::nullopt;
+  return c;
+}
+
+}  // namespace
+
+RankUser process_user(const std::vector<int>& pids, uid_t agent_uid) {
+  if (pids.empty()) throw Error(ErrorCategory::config, "no process to watch");
+  std::optional<ProcessCredentials> first;
+  for (int pid : pids) {
+    const auto c = credentials_of(pid);
+    if (!c) throw Error(ErrorCategory::config, fmt::format("process {} is gone (no /proc/{}/status)", pid, pid));
+    if (!first) {
+      first = c;
+    } else if (c->uid != first->uid) {
+      throw Error(ErrorCategory::config,
+                  fmt::format("the job's processes run as different users (uid {} for process {}, uid {} for process "
+                              "{}); watch each user's processes on their own",
+                              first->uid, pids.front(), c->uid, pid));
+    }
+  }
+  RankUser user;
+  user.uid = first->uid;
+  user.gid = first->gid;
+  user.groups = first->groups;
+  passwd entry{};
+  passwd* found = nullptr;
+  std::array<char, 16384> buffer{};
+  user.name = ::getpwuid_r(user.uid, &entry, buffer.data(), buffer.size(), &found) == 0 && found != nullptr
+                  ? std::string(entry.pw_name)
+                  : std::to_string(user.uid);
+  if (user.uid == agent_uid) return user;  // the agent's own user: no switch
+  if (agent_uid != 0) {
+    throw Error(ErrorCategory::config,
+                fmt::format("the job runs as uid {}; an agent that is not root (uid {}) watches only its own user's "
+                            "processes",
+                            user.uid, agent_uid));
+  }
   user.switch_to = true;
   return user;
 }

@@ -28,6 +28,13 @@ struct RankUser {
 // than its own for an agent that is not root (it cannot switch).
 RankUser resolve_rank_user(const std::string& name, uid_t agent_uid);
 
+// The user the processes `pids` run as (the effective uid and gid and the
+// supplementary groups /proc/PID/status lists), for a watcher of them that
+// must hold no more rights than they do. Throws Error(config) when a
+// process is gone, when they run as different users, or when an agent
+// that is not root (`agent_uid`) would have to switch to another user.
+RankUser process_user(const std::vector<int>& pids, uid_t agent_uid);
+
 // The first directory on the way to `path` (itself included) that `user`
 // may not pass through (no search permission for it as owner, group or
 // other), as "DIR (mode 0700, uid 0)"; empty when it may reach it. A path

@@ -22,6 +22,7 @@
 #include "agent_set.h"
 #include "commands.h"
 #include "perf_options.h"
+#include "remote_watch.h"
 #include "ringmaster/agent/client.h"
 #include "ringmaster/agent/fault.h"
 #include "ringmaster/agent/node_gate.h"
@@ -399,7 +400,13 @@ Runner add_remote_command(CLI::App& app) {
   fault->add_option("--value", o->limit_value, "limit: descriptors (nofile) or bytes (memlock) ranks get");
   auto* clear = remote->add_subcommand("fault-clear", "Revert faults on every agent");
   clear->add_option("--id", o->fault_id, "Only this fault (default: all)");
+  auto watch_options = std::make_shared<RemoteWatchOptions>();
+  auto* watch = remote->add_subcommand(
+      "watch",
+      "Watch a job this tool did not start on the agents' nodes (`watch` through each agent, as the job's user)");
+  add_remote_watch_options(*watch, *watch_options);
   return [=]() -> int {
+    if (watch->parsed()) return remote_watch(o->agents, *watch_options);
     if (inventory->parsed()) return each_agent(*o, {{"type", "inventory"}});
     if (fault->parsed()) {
       // Checked here, before any agent is asked: an option the kind does

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -17,6 +18,7 @@
 #include <thread>
 
 #include "commands.h"
+#include "ringmaster/agent/events.h"
 #include "ringmaster/tools/flight_recorder.h"
 #include "ringmaster/tools/job_watch.h"
 #include "ringmaster/tools/nccl_log.h"
@@ -24,35 +26,116 @@
 namespace ringmaster::cli {
 namespace {
 
-nlohmann::json to_json(const WatchedRank& r) {
-  return {{"pid", r.pid},
-          {"rank", r.rank},
-          {"world_size", r.world_size},
-          {"stage", name_of(r.stage)},
-          {"outcome", r.outcome},
-          {"remote", r.remote},
-          {"syn_retransmits", r.syn_retransmits},
-          {"store_clients", r.store_clients},
-          {"master_addr", r.master_addr},
-          {"master_port", r.master_port},
-          {"run_id", r.run_id},
-          {"detail", r.detail},
-          {"hint", r.hint},
-          {"command", r.command}};
-}
+struct WatchOptions {
+  JobSelector selector;
+  double for_s = 0;
+  double interval_s = 0.5;
+  bool json = false;
+  bool flight_recorder = false;
+  bool nccl_log = false;
+};
+
+// The looks of one watch: what each look finds, printed when it changed
+// since the last (as events with --json, with the time they were seen).
+class Watcher {
+ public:
+  explicit Watcher(const WatchOptions& o) : o_(o) {}
+
+  // One look at every rank; whether any rank could be read.
+  bool look() {
+    std::vector<WatchedRank> ranks;
+    std::map<int, std::uint64_t> failed_recently;
+    for (int pid : job_processes(o_.selector)) {
+      std::string error;
+      if (auto rank = watch_process(pid, &error)) {
+        if (const auto failed = failed_connects(pid)) failed_recently[pid] = count_failures(pid, *failed);
+        ranks.push_back(std::move(*rank));
+      } else {
+        agent::events::JobRank unread;
+        unread.pid = pid;
+        unread.error = error;
+        show(pid, o_.json ? agent::events::to_json(unread).dump() : "pid " + std::to_string(pid) + ": " + error);
+      }
+    }
+    read_resets(ranks, failed_recently);
+    for (const auto& rank : ranks) {
+      show(rank.pid, o_.json ? agent::events::to_json(agent::events::job_rank(rank)).dump() : describe(rank));
+      if (o_.nccl_log && !rank.nccl_debug_file.empty()) nccl_log(rank);
+    }
+    if (o_.flight_recorder && !ranks.empty()) wavefront(ranks.front());
+    return !ranks.empty();
+  }
+
+ private:
+  // Connect failures counted in the process's namespace over the last
+  // kResetWindow (torch retries a refused connect every second or more, so
+  // a single look's difference would flicker), from the running total.
+  static constexpr auto kResetWindow = std::chrono::seconds(5);
+  std::uint64_t count_failures(int pid, std::uint64_t total) {
+    auto& seen = failures_[pid];
+    const auto now = std::chrono::steady_clock::now();
+    if (seen.total && total > *seen.total) seen.changes.push_back({now, total - *seen.total});
+    seen.total = total;
+    while (!seen.changes.empty() && now - seen.changes.front().first > kResetWindow)
+      seen.changes.pop_front();
+    std::uint64_t recent = 0;
+    for (const auto& [_, n] : seen.changes)
+      recent += n;
+    return recent;
+  }
+  void print(std::string line) const {
+    if (o_.json) {  // when it was seen, for a change's timing
+      auto with_time = nlohmann::json::parse(line);
+      with_time["seen_at"] = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+      line = with_time.dump();
+    }
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  }
+  void show(int pid, const std::string& line) {
+    if (last_[pid] == line) return;
+    last_[pid] = line;
+    print(line);
+  }
+  void nccl_log(const WatchedRank& rank) {
+    std::ifstream in(rank.nccl_debug_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    const auto decisions = read_nccl_log(text.str());
+    std::string nccl = !in ? fmt::format("cannot read {}", rank.nccl_debug_file) : summarize(decisions);
+    nccl = o_.json ? agent::events::to_json(agent::events::JobNcclLog{rank.pid, rank.rank, rank.nccl_debug_file, nccl,
+                                                                      nlohmann::json::parse(to_json(decisions))})
+                         .dump()
+                   : fmt::format("rank {} (pid {}) {}", rank.rank, rank.pid, nccl);
+    if (last_nccl_[rank.pid] == nccl) return;
+    last_nccl_[rank.pid] = nccl;
+    print(nccl);
+  }
+  void wavefront(const WatchedRank& any) {
+    if (any.master_port <= 0 || any.world_size <= 0) return;
+    const auto records = fetch_flight_records(any.master_addr.empty() ? "127.0.0.1" : any.master_addr, any.master_port,
+                                              any.world_size, std::chrono::seconds(5));
+    for (const auto& line : read_wavefront(records)) {
+      if (!said_.insert(line).second) continue;
+      print(o_.json ? agent::events::to_json(agent::events::JobWavefront{line}).dump() : "wavefront: " + line);
+    }
+  }
+
+  const WatchOptions& o_;
+  std::map<int, std::string> last_;       // pid -> what was printed
+  std::map<int, std::string> last_nccl_;  // pid -> NCCL log summary printed
+  std::set<std::string> said_;            // wavefront lines printed
+  struct Failures {
+    std::optional<std::uint64_t> total;  // its namespace's failed connects at the last look
+    std::deque<std::pair<std::chrono::steady_clock::time_point, std::uint64_t>> changes;
+  };
+  std::map<int, Failures> failures_;  // by pid
+};
 
 }  // namespace
 
 Runner add_watch_command(CLI::App& app) {
-  struct Options {
-    JobSelector selector;
-    double for_s = 0;
-    double interval_s = 0.5;
-    bool json = false;
-    bool flight_recorder = false;
-    bool nccl_log = false;
-  };
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<WatchOptions>();
   auto* cmd = app.add_subcommand(
       "watch", "Where the ranks of a job this tool did not start stand in their rendezvous (read from /proc)");
   cmd->add_option("--pid", o->selector.pids, "A rank's process (repeat for more)");
@@ -63,7 +146,7 @@ Runner add_watch_command(CLI::App& app) {
   cmd->add_option("--interval", o->interval_s, "Seconds between looks")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_flag("--json", o->json, "One JSON object a line");
+  cmd->add_flag("--json", o->json, "One event a line (job_rank, job_wavefront, job_nccl; docs/protocol.md)");
   cmd->add_flag("--nccl-log", o->nccl_log,
                 "Read each rank's NCCL_DEBUG_FILE (NCCL_DEBUG=INFO): channels, rings, trees, transports, picks, WARN "
                 "lines");
@@ -75,65 +158,10 @@ Runner add_watch_command(CLI::App& app) {
       return exit_code::usage;
     }
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(o->for_s);
-    std::map<int, std::string> last;       // pid -> what was printed
-    std::set<std::string> said;            // wavefront lines printed
-    std::map<int, std::string> last_nccl;  // pid -> NCCL log summary printed
+    Watcher watcher(*o);
     bool found = false;
-    auto print = [&](std::string line, bool as_json) {
-      if (as_json) {  // when it was seen, for a change's timing
-        auto with_time = nlohmann::json::parse(line);
-        with_time["seen_at"] =
-            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-        line = with_time.dump();
-      }
-      std::printf("%s\n", line.c_str());
-      std::fflush(stdout);
-    };
     for (;;) {
-      std::optional<WatchedRank> any;
-      for (int pid : job_processes(o->selector)) {
-        std::string error;
-        const auto rank = watch_process(pid, &error);
-        std::string line;
-        if (rank) {
-          found = true;
-          if (!any) any = rank;
-          line = o->json ? to_json(*rank).dump() : describe(*rank);
-        } else {
-          line = o->json ? nlohmann::json{{"pid", pid}, {"error", error}}.dump()
-                         : "pid " + std::to_string(pid) + ": " + error;
-        }
-        if (last[pid] != line) {
-          last[pid] = line;
-          print(line, o->json);
-        }
-        if (o->nccl_log && rank && !rank->nccl_debug_file.empty()) {
-          std::ifstream in(rank->nccl_debug_file);
-          std::stringstream text;
-          text << in.rdbuf();
-          const auto decisions = read_nccl_log(text.str());
-          std::string nccl = !in ? fmt::format("cannot read {}", rank->nccl_debug_file) : summarize(decisions);
-          nccl = o->json ? nlohmann::json{{"pid", pid},
-                                          {"rank", rank->rank},
-                                          {"nccl_log", rank->nccl_debug_file},
-                                          {"nccl", nlohmann::json::parse(to_json(decisions))},
-                                          {"summary", nccl}}
-                               .dump()
-                         : fmt::format("rank {} (pid {}) {}", rank->rank, pid, nccl);
-          if (last_nccl[pid] != nccl) {
-            last_nccl[pid] = nccl;
-            print(nccl, o->json);
-          }
-        }
-      }
-      if (o->flight_recorder && any && any->master_port > 0 && any->world_size > 0) {
-        const auto records = fetch_flight_records(any->master_addr.empty() ? "127.0.0.1" : any->master_addr,
-                                                  any->master_port, any->world_size, std::chrono::seconds(5));
-        for (const auto& line : read_wavefront(records)) {
-          if (!said.insert(line).second) continue;
-          print(o->json ? nlohmann::json{{"wavefront", line}}.dump() : "wavefront: " + line, o->json);
-        }
-      }
+      found |= watcher.look();
       if (std::chrono::steady_clock::now() >= until) break;
       std::this_thread::sleep_for(std::chrono::duration<double>(o->interval_s));
     }

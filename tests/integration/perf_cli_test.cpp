@@ -2,6 +2,7 @@
 // RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT in the environment) and with
 // --np: the nccl-tests table, #wrong == 0 and the JSON rows.
 #include <gtest/gtest.h>
+#include <pwd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -381,6 +382,90 @@ TEST(Watch, ATorchJobsRendezvousSeenFromOutside) {
   // Named nowhere: a usage error; nothing found: exit 1.
   EXPECT_EQ(run({RINGMASTER_CLI, "watch"}).exit_code(), 2);
   EXPECT_EQ(run({RINGMASTER_CLI, "watch", "--run-id", "no-such-job-" + run_id}).exit_code(), 1);
+}
+
+// A rule that rejects the store's port (a TCP reset), told apart from
+// nothing listening: rank 0 of a torch job hosts its store and ranks 1-2,
+// running as nobody, have every connect to MASTER_PORT reset by an
+// nftables rule. The watch sees rank 0 listening and the ranks' failed
+// connects in their namespace's counters, and names them rejected, with
+// rank 0 named in the hint, within 5 s of their first line; without a
+// host seen, the same resets read as refused.
+TEST(Watch, ARuleThatRejectsTheStorePortToldFromNothingListening) {
+  const std::string python = RINGMASTER_PYTHON_ENV "/bin/python";
+  if (::access(python.c_str(), X_OK) != 0)
+    GTEST_SKIP() << "no torch in " RINGMASTER_PYTHON_ENV " (scripts/setup-deps installs torch there)";
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: a network namespace, an nftables rule and a second user";
+  const passwd* nobody = ::getpwnam("nobody");
+  if (nobody == nullptr) GTEST_SKIP() << "no user nobody here";
+  const std::string ns = "rmreject" + std::to_string(::getpid());
+  auto run = [](std::vector<std::string> argv) {
+    auto p = testing_support::spawn(argv, {}, true);
+    p.finish();
+    return p;
+  };
+  if (run({"/usr/sbin/ip", "netns", "add", ns}).exit_code() != 0) GTEST_SKIP() << "cannot make a network namespace";
+  const std::vector<std::string> in_ns = {"/usr/sbin/ip", "netns", "exec", ns};
+  auto ns_cmd = [&](std::vector<std::string> argv) {
+    argv.insert(argv.begin(), in_ns.begin(), in_ns.end());
+    return run(argv);
+  };
+  ns_cmd({"/usr/sbin/ip", "link", "set", "lo", "up"});
+  const std::string port = std::to_string(free_port());
+  ASSERT_EQ(ns_cmd({"/usr/sbin/nft", "add", "table", "inet", "rmreject"}).exit_code(), 0);
+  ns_cmd({"/usr/sbin/nft", "add", "chain", "inet", "rmreject", "out", "{ type filter hook output priority 0; }"});
+  const auto rule = ns_cmd({"/usr/sbin/nft", "add", "rule", "inet", "rmreject", "out", "meta", "skuid",
+                            std::to_string(nobody->pw_uid), "tcp", "dport", port, "reject", "with", "tcp", "reset"});
+  ASSERT_EQ(rule.exit_code(), 0) << rule.output;
+  const std::string rank_script =
+      "import os, time\n"
+      "from datetime import timedelta\n"
+      "import torch.distributed as d\n"
+      "s = d.TCPStore('127.0.0.1', int(os.environ['MASTER_PORT']), 3, os.environ['RANK'] == '0',\n"
+      "               timeout=timedelta(seconds=30), wait_for_workers=False)\n"
+      "time.sleep(60)\n";
+  const std::string run_id = "rejected-" + std::to_string(::getpid());
+  std::vector<testing_support::ChildProcess> ranks;
+  for (int r = 0; r < 3; ++r) {
+    std::vector<std::string> argv = in_ns;
+    if (r > 0) argv.insert(argv.end(), {"/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"});
+    argv.insert(argv.end(), {python, "-c", rank_script});
+    ranks.push_back(testing_support::spawn(
+        argv, {{"RANK", std::to_string(r)}, {"MASTER_PORT", port}, {"TORCHELASTIC_RUN_ID", run_id}, {"HOME", "/tmp"}},
+        true));
+  }
+  const auto watch = run({RINGMASTER_CLI, "watch", "--run-id", run_id, "--for", "14", "--interval", "0.25", "--json"});
+  // The same resets with rank 0 not among the watched: refused.
+  const auto refused =
+      run({RINGMASTER_CLI, "watch", "--pid", std::to_string(ranks[1].pid), "--for", "4", "--interval", "0.25"});
+  std::string outputs;
+  for (auto& r : ranks) {
+    ::kill(r.pid, SIGKILL);
+    r.finish();
+    outputs += "--- a rank's output:\n" + r.output;
+  }
+  run({"/usr/sbin/ip", "netns", "del", ns});
+  EXPECT_EQ(watch.exit_code(), 0) << watch.output;
+  std::map<int, double> first_seen, named;
+  bool hosting = false;
+  std::istringstream lines(watch.output);
+  for (std::string line; std::getline(lines, line);) {
+    const auto e = nlohmann::json::parse(line, nullptr, false);
+    if (e.is_discarded() || e.value("type", "") != "job_rank" || !e.contains("rank")) continue;
+    const int r = e["rank"].get<int>();
+    hosting |= r == 0 && e["outcome"] == "hosting";
+    first_seen.emplace(r, e["seen_at"].get<double>());
+    if (e["outcome"] == "rejected" &&
+        e["hint"].get<std::string>().find("Rank 0 (pid " + std::to_string(ranks[0].pid) + ") listens on MASTER_PORT " +
+                                          port) != std::string::npos)
+      named.emplace(r, e["seen_at"].get<double>());
+  }
+  EXPECT_TRUE(hosting) << watch.output << outputs;
+  for (int r = 1; r <= 2; ++r) {
+    ASSERT_TRUE(named.contains(r)) << "rank " << r << "\n" << watch.output << outputs;
+    EXPECT_LT(named[r] - first_seen[r], 5.0) << "rank " << r << "\n" << watch.output;
+  }
+  EXPECT_NE(refused.output.find("STORE_CONNECT refused:"), std::string::npos) << refused.output;
 }
 
 // A hang in a real torchrun job (4 Gloo ranks, the Flight Recorder on

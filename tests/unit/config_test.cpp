@@ -1,6 +1,7 @@
 // Configuration from torchrun's environment, interface matching, and the
 // structured stage failure text.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -485,6 +486,23 @@ TEST(JobWatch, SocketsTellWhereEachRanksRendezvousStands) {
   EXPECT_EQ(none.outcome, "not_connected");
   EXPECT_EQ(none.stage, Stage::store_connect);
   EXPECT_TRUE(none.hint.empty());
+  // Resets counted in the namespaces in the last seconds: with the
+  // store's host seen listening, a rule rejects; without, refused.
+  std::vector<WatchedRank> look = {host, none, in};
+  read_resets(look, {{8, 3}, {10, 2}, {9, 5}});
+  EXPECT_EQ(look[0].outcome, "hosting");
+  EXPECT_EQ(look[2].outcome, "connected");
+  EXPECT_EQ(look[1].outcome, "rejected");
+  EXPECT_EQ(look[1].detail, "2 connects reset in the last seconds while rank 2 (pid 8) listens on MASTER_PORT 29500");
+  EXPECT_NE(look[1].hint.find("a firewall rule rejects them"), std::string::npos) << look[1].hint;
+  std::vector<WatchedRank> alone = {none, none};
+  alone[1].pid = 11;
+  read_resets(alone, {{10, 1}, {11, 0}});
+  EXPECT_EQ(alone[0].outcome, "refused");
+  EXPECT_NE(alone[0].hint.find("answered MASTER_PORT 29500 with a reset"), std::string::npos) << alone[0].hint;
+  EXPECT_EQ(alone[1].outcome, "not_connected");  // nothing failed in its namespace
+  // This process's own namespace has the counter.
+  EXPECT_TRUE(failed_connects(::getpid()).has_value());
 }
 
 // Flight Recorder records as torch 2.15's debug server sends them (format

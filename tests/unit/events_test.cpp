@@ -14,6 +14,7 @@
 
 #include "ringmaster/agent/events.h"
 #include "ringmaster/agent/telemetry.h"
+#include "ringmaster/tools/job_watch.h"
 #include "ringmaster/status.h"
 
 namespace {
@@ -136,9 +137,30 @@ std::vector<json> one_of_each() {
                             "nftables table inet ringmaster_agent_42_7"},
            ev::FaultReverted{2, agent::Rate{"eth0", 40}, "run_ended"},
            ev::NicSample{1'796'262'001'296'033,
-                         {{"eth0", 1000, 2000, 100000, false}, {"rdmap79s0:1", 3000, 4000, 100000, true}}}}) {
+                         {{"eth0", 1000, 2000, 100000, false}, {"rdmap79s0:1", 3000, 4000, 100000, true}}},
+           ev::JobWavefront{"process group 0 (default_pg): rank 2 has not called gloo:all_reduce #5 (ranks 0, 1, 3 "
+                            "have); its last call was gloo:all_reduce #4, completed"},
+           ev::JobNcclLog{4022, 1, "/tmp/nccl.node-2.4022.log", "NCCL 2.27.3+cuda12.9, 2 coll channels",
+                          json{{"version", "2.27.3+cuda12.9"}, {"coll_channels", 2}}}}) {
     out.push_back(ev::to_json(e));
   }
+  // A watched rank, as the watcher reads it, and one it could not read.
+  WatchedRank unanswered;
+  unanswered.pid = 19908;
+  unanswered.rank = 1;
+  unanswered.world_size = 4;
+  unanswered.outcome = "unanswered";
+  unanswered.remote = unanswered.master_addr = "127.0.0.1";
+  unanswered.master_port = 29500;
+  unanswered.syn_retransmits = 1;
+  unanswered.detail = "SYN to 127.0.0.1:29500 unanswered for at least 1 s (1 retransmission)";
+  unanswered.hint = "Connection attempts to MASTER_PORT 29500 got no answer at all";
+  unanswered.command = "python train.py";
+  out.push_back(ev::to_json(ev::job_rank(unanswered)));
+  ev::JobRank gone;
+  gone.pid = 4242;
+  gone.error = "process 4242 is gone";
+  out.push_back(ev::to_json(gone));
   return out;
 }
 

@@ -169,6 +169,51 @@ TEST(RunRequest, RoundTripsAndRefusesByName) {
   EXPECT_EQ(run_refusal(no_perf), "run is missing field 'perf' (object)");
 }
 
+// A watch: back as it went, `ringmaster-cli watch`'s arguments, and every
+// bad field named.
+TEST(WatchRequest, RoundTripsToTheWatchersArgumentsAndRefusesByName) {
+  WatchRequest w;
+  w.watch_id = "w-1";
+  w.job_run_id = "job-7";
+  w.pids = {4101, 4102};
+  w.duration_s = 90;
+  w.interval_s = 0.25;
+  w.flight_recorder = true;
+  EXPECT_EQ(WatchRequest::parse(w.to_json()), w);
+  EXPECT_EQ(w.to_argv(), (std::vector<std::string>{"watch", "--json", "--for", "90", "--interval", "0.25", "--pid",
+                                                   "4101", "--pid", "4102", "--run-id", "job-7", "--flight-recorder"}));
+  auto refusal = [&](const char* key, const json& value) {
+    json m = w.to_json();
+    if (value.is_null()) {
+      m.erase(key);
+    } else {
+      m[key] = value;
+    }
+    try {
+      WatchRequest::parse(m);
+      return std::string("accepted");
+    } catch (const Error& e) {
+      return e.status().message();
+    }
+  };
+  EXPECT_EQ(refusal("watch_id", ""), "watch.watch_id is missing or empty");
+  EXPECT_EQ(refusal("pids", {0}), "watch.pids holds 0, not a process id");
+  EXPECT_EQ(refusal("pids", "4101"), "watch.pids must be an array of process ids, got string");
+  EXPECT_EQ(refusal("master_port", 70000), "watch.master_port 70000 is not a TCP port");
+  EXPECT_EQ(refusal("interval_s", 0), "watch.interval_s must be a number of seconds from 0.05 to 60, got 0");
+  EXPECT_EQ(refusal("duration_s", 1e9),
+            "watch.duration_s must be a number of seconds from 0 to 86400, got 1000000000.0");
+  EXPECT_EQ(refusal("flight_recorder", "yes"), "watch.flight_recorder must be true, false, 0 or 1, got string");
+  EXPECT_EQ(refusal("env", json::object()).rfind("watch.env is not a field of a watch (known: watch_id, pids,", 0), 0u);
+  json nothing = {{"watch_id", "w-2"}};
+  try {
+    WatchRequest::parse(nothing);
+    ADD_FAILURE() << "a watch of nothing was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status().message(), "watch names no job: give pids, job_run_id or master_port");
+  }
+}
+
 // Every node file the project carries (NCCL's and hwloc's) reads back as
 // the engine wrote it: the console's typed view loses nothing of it.
 TEST(Inventory, TopologyOfEveryNodeFileReadsBackAsWritten) {

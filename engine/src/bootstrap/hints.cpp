@@ -73,6 +73,14 @@ std::string hint_store_connect(int err, std::uint16_t master_port) {
   }
 }
 
+std::string hint_store_rejected(std::uint16_t master_port, int host_rank, int host_pid) {
+  return fmt::format(
+      "Rank {} (pid {}) listens on MASTER_PORT {} and this rank's connects to it are answered with a reset: a "
+      "firewall rule rejects them (nftables/iptables REJECT with tcp-reset, a host firewall, a network policy). Allow "
+      "{}/tcp from the other ranks' hosts.",
+      host_rank, host_pid, master_port, master_port);
+}
+
 std::string hint_store_handshake() {
   return "A TCP connection to MASTER_PORT was accepted but no TCPStore answered: the port belongs to another "
          "service, or the store's process is hung. Check what listens there (ss -ltnp) and rank 0's state.";

@@ -22,6 +22,9 @@ std::string hint_store_port_in_use(std::uint16_t port, const std::vector<net::Po
 // The same, with this host's sockets and range.
 std::string hint_store_port_in_use(std::uint16_t port);
 std::string hint_store_connect(int err, std::uint16_t master_port);
+// A connect reset although the store's host is seen listening on
+// MASTER_PORT (a watched job): a rule rejects it.
+std::string hint_store_rejected(std::uint16_t master_port, int host_rank, int host_pid);
 std::string hint_store_handshake();
 std::string hint_world_size_mismatch();
 std::string hint_duplicate_rank(int rank);

@@ -222,6 +222,57 @@ std::vector<int> job_processes(const JobSelector& selector) {
   return out;
 }
 
+std::optional<std::uint64_t> failed_connects(int pid) {
+  const auto text = read_file(fmt::format("/proc/{}/net/snmp", pid));
+  if (!text) return std::nullopt;
+  // Two "Tcp:" lines: the names, then the values in the same order.
+  std::istringstream lines(*text);
+  std::vector<std::string> names;
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with("Tcp:")) continue;
+    std::istringstream fields(line.substr(4));
+    if (names.empty()) {
+      for (std::string name; fields >> name;)
+        names.push_back(name);
+      continue;
+    }
+    std::string value;
+    for (const auto& name : names) {
+      if (!(fields >> value)) break;
+      std::uint64_t n = 0;
+      if (name == "AttemptFails" && std::from_chars(value.data(), value.data() + value.size(), n).ec == std::errc())
+        return n;
+    }
+    break;
+  }
+  return std::nullopt;
+}
+
+void read_resets(std::vector<WatchedRank>& ranks, const std::map<int, std::uint64_t>& failed_recently) {
+  for (auto& r : ranks) {
+    const auto failed = failed_recently.find(r.pid);
+    if (r.outcome != "not_connected" || r.master_port == 0 || failed == failed_recently.end() || failed->second == 0)
+      continue;
+    const auto port = static_cast<std::uint16_t>(r.master_port);
+    const auto host = std::find_if(ranks.begin(), ranks.end(), [&](const WatchedRank& h) {
+      return h.outcome == "hosting" && h.master_port == r.master_port;
+    });
+    if (host != ranks.end()) {
+      r.outcome = "rejected";
+      r.detail = fmt::format("{} connect{} reset in the last seconds while rank {} (pid {}) listens on MASTER_PORT {}",
+                             failed->second, failed->second == 1 ? "" : "s", host->rank, host->pid, r.master_port);
+      r.hint = hint_store_rejected(port, host->rank, host->pid);
+    } else {
+      r.outcome = "refused";
+      r.detail = fmt::format(
+          "{} connect{} answered with a reset since the last look (TCP AttemptFails of its "
+          "network namespace); no connection toward MASTER_PORT {}",
+          failed->second, failed->second == 1 ? "" : "s", r.master_port);
+      r.hint = hint_store_connect(ECONNREFUSED, port);
+    }
+  }
+}
+
 std::string describe(const WatchedRank& r) {
   std::string line = fmt::format("rank {} (pid {}) {} {}: {}", r.rank, r.pid, name_of(r.stage), r.outcome, r.detail);
   if (!r.hint.empty()) line += " - " + r.hint;

@@ -26,6 +26,10 @@
 #include "ringmaster/tools/perf.h"
 #include "ringmaster/tools/tuner.h"
 
+namespace ringmaster {
+struct WatchedRank;  // ringmaster/tools/job_watch.h
+}  // namespace ringmaster
+
 namespace ringmaster::agent::events {
 
 // "stage": an init stage ended (TRANSPORT_CONNECT once per connection).
@@ -269,6 +273,40 @@ struct NicSample {
   std::vector<Nic> nics;
 };
 
+// "job_rank": a process of a job Ringmaster did not start, as a watcher
+// (`ringmaster-cli watch`, an agent's `watch`) read it from /proc: where
+// its rendezvous stands (ringmaster/tools/job_watch.h), or `error` when
+// it could not be read. Sent again each time what it says changes.
+struct JobRank {
+  static constexpr std::string_view kType = "job_rank";
+  int pid = 0;
+  int rank = -1, world_size = -1;
+  Stage stage = Stage::store_connect;
+  std::string outcome;  // hosting, connected, unanswered, refused, rejected, not_connected
+  std::string remote, master_addr, run_id;
+  int master_port = 0;
+  int syn_retransmits = 0, store_clients = 0;
+  std::string detail, hint, command;
+  std::string error;  // why the process could not be read; the rest is then empty
+};
+
+// "job_wavefront": one sentence of a watched job's hang wavefront, read
+// from its ranks' PyTorch Flight Recorders (ringmaster/tools/flight_recorder.h).
+struct JobWavefront {
+  static constexpr std::string_view kType = "job_wavefront";
+  std::string wavefront;
+};
+
+// "job_nccl": what a watched rank's NCCL_DEBUG_FILE says so far
+// (ringmaster/tools/nccl_log.h): one line for a person, and the parsed
+// decisions (channels, rings, trees, connections, picks, warnings).
+struct JobNcclLog {
+  static constexpr std::string_view kType = "job_nccl";
+  int pid = 0, rank = -1;
+  std::string file, summary;
+  nlohmann::json nccl;  // the decisions as nccl_log.h's to_json writes them
+};
+
 // A type this build does not know (a newer rank or agent): kept whole.
 struct Unknown {
   std::string type;
@@ -277,7 +315,7 @@ struct Unknown {
 
 using Event = std::variant<StageEnded, StageProgress, StageFailed, Sample, Rings, Trees, Connections, Links, Decision,
                            TunerTable, Result, CollectiveError, Stall, RankDone, RankOutput, RankExit, RankFailed,
-                           RunDone, FaultApplied, FaultReverted, NicSample, Unknown>;
+                           RunDone, FaultApplied, FaultReverted, NicSample, JobRank, JobWavefront, JobNcclLog, Unknown>;
 
 // The `type` of an event.
 std::string_view type_of(const Event& e);
@@ -324,6 +362,9 @@ Result result(const PerfSpec& spec, const PerfRow& row);
 Decision decision(const CollectiveRecord& r);
 TunerTable tuner_table(const tune::Decision& d);
 Links links(const std::vector<PeerLinkCounters>& counters, const std::vector<ConnectionInfo>& connections);
+JobRank job_rank(const WatchedRank& r);
+// And back, for job_watch.h's describe(): what the event carries.
+WatchedRank watched_rank(const JobRank& e);
 // Back to the engine's row, for nccl-tests' table.
 PerfRow perf_row(const Result& r);
 

@@ -105,9 +105,11 @@ std::string read_token_file(const std::string& path);
 
 // What a client may do, by the token it authenticated with (the kubelet's
 // split): read (ping, inventory, subscribe), run (run, cancel, preflight_*), fault
-// (fault, fault_clear). The agent's own token (or --token-file's) has all
-// of them, and only all of them may shut the agent down.
-enum Role : unsigned { kRoleRead = 1, kRoleRun = 2, kRoleFault = 4, kAllRoles = 7 };
+// (fault, fault_clear), watch (watch, watch_stop: a watcher of a job on
+// the node, run as the job's own user). The agent's own token (or
+// --token-file's) has all of them, and only all of them may shut the
+// agent down.
+enum Role : unsigned { kRoleRead = 1, kRoleRun = 2, kRoleFault = 4, kRoleWatch = 8, kAllRoles = 15 };
 struct RoleToken {
   unsigned roles = 0;
   std::string token;
@@ -117,7 +119,7 @@ std::string role_names(unsigned roles);
 // The roles a message type needs (0 for auth).
 unsigned roles_needed(std::string_view type);
 // Reads a file of tokens with roles, one a line: ROLES TOKEN, ROLES a
-// comma-separated list of read, run and fault; blank lines and lines from
+// comma-separated list of read, run, fault and watch; blank lines and lines from
 // '#' are skipped. The file is checked as read_token_file checks (mode
 // 0600, regular, at most 64 KiB) and every token as long. Throws
 // Error(config) naming the file and line.

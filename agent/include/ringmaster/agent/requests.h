@@ -90,6 +90,36 @@ struct RunRequest {
   static RunRequest parse(const nlohmann::json& run);
 };
 
+// A watch: a job this agent did not start (a torchrun job, an mpirun
+// job), its processes on this node named by PID, TORCHELASTIC_RUN_ID or
+// MASTER_PORT, read from outside by a watcher the agent starts
+// (`ringmaster-cli watch`, as the job's own user, contained as a run is).
+// Its events (job_rank, job_wavefront, job_nccl) come as a run's do, under
+// watch_id; nothing is ever sent to the job's processes but the HTTP
+// request that asks torch's debug server for a Flight Recorder dump.
+struct WatchRequest {
+  std::string watch_id;          // a plain name, as a run id
+  std::vector<int> pids;         // these processes
+  std::string job_run_id;        // or every process with this TORCHELASTIC_RUN_ID
+  int master_port = 0;           // or every process with this MASTER_PORT
+  double duration_s = 3600;      // how long, at most a day; watch_stop ends it sooner
+  double interval_s = 0.5;       // between looks, 0.05-60
+  bool flight_recorder = false;  // read the ranks' Flight Recorders through torch's debug server
+  bool nccl_log = false;         // read each rank's NCCL_DEBUG_FILE
+
+  bool operator==(const WatchRequest&) const = default;
+
+  // The "watch" object of a `watch` message.
+  nlohmann::json to_json() const;
+  // From a `watch` message's "watch": every field checked, unknown ones
+  // refused, at least one of pids, job_run_id, master_port. Throws
+  // Error(config) naming the field ("watch.interval_s must be ...").
+  static WatchRequest parse(const nlohmann::json& watch);
+  // `ringmaster-cli watch`'s arguments after the program: --json, the
+  // selector, --for, --interval and the readers asked for.
+  std::vector<std::string> to_argv() const;
+};
+
 // A fault to inject is FaultSpec (fault.h), read and written there: the
 // `fault` message carries one as its "fault" field.
 using FaultRequest = FaultSpec;
@@ -174,6 +204,7 @@ struct ActiveRun {
   };
   std::vector<Rank> ranks;
   bool cancelled = false;
+  bool watch = false;  // a watch's watcher (its rank -1), not a run's ranks
   bool operator==(const ActiveRun&) const = default;
 };
 

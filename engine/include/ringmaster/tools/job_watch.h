@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -43,7 +44,8 @@ struct WatchedRank {
   Stage stage = Stage::store_connect;
   // "hosting" (listens on MASTER_PORT), "connected", "unanswered" (a SYN
   // with no answer), or "not_connected" (no socket toward MASTER_PORT now:
-  // refused attempts leave none)
+  // refused attempts leave none); read_resets() turns the last into
+  // "refused" or "rejected" where the namespace counted reset connects
   std::string outcome;
   std::string remote;  // the store address its connect goes to, when one is seen
   int syn_retransmits = 0;
@@ -69,6 +71,20 @@ std::optional<WatchedRank> watch_process(int pid, std::string* error = nullptr);
 // socket descriptors. For tests.
 WatchedRank read_rendezvous(int pid, const std::map<std::string, std::string>& environment,
                             const std::vector<WatchedSocket>& own_sockets);
+
+// Connects that have failed in the process's network namespace so far:
+// the kernel's TCP AttemptFails (/proc/PID/net/snmp), which counts a
+// connect answered by a reset. Nothing when it cannot be read.
+std::optional<std::uint64_t> failed_connects(int pid);
+
+// One look's ranks read together with the connects that failed in each
+// one's network namespace in the last seconds (by pid): a rank with no
+// connection toward MASTER_PORT whose namespace counted failures is
+// "refused" (answered by a reset: nothing listens, or a rule rejects),
+// and "rejected" when a rank of the same job is seen hosting the store on
+// that port: it listens, so a rule resets the connects; that rank is
+// named.
+void read_resets(std::vector<WatchedRank>& ranks, const std::map<int, std::uint64_t>& failed_recently);
 
 // "rank 1 (pid 4242) STORE_CONNECT unanswered: ..." on one line.
 std::string describe(const WatchedRank& rank);
