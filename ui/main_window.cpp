@@ -48,6 +48,7 @@
 #include "panels/timeline_view.h"
 #include "panels/topology_view.h"
 #include "panels/tuner_panel.h"
+#include "panels/watch_panel.h"
 
 namespace ringmaster::ui {
 
@@ -57,9 +58,9 @@ const QStringList kEngines = {"ringmaster", "nccl", "both"};
 }  // namespace
 
 const QStringList& MainWindow::tab_names() {
-  static const QStringList names = {"Live",     "Stages (ms)", "Results",   "Engine decisions",
-                                    "Tuner",    "Wavefront",   "Preflight", "Links",
-                                    "Topology", "Rings",       "Scenarios", "History"};
+  static const QStringList names = {"Live",      "Stages (ms)", "Results", "Engine decisions", "Tuner",
+                                    "Wavefront", "Preflight",   "Links",   "Topology",         "Rings",
+                                    "Scenarios", "History",     "Watch"};
   return names;
 }
 
@@ -210,9 +211,7 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   decisions->setAccessibleName("Engine decisions");
   decisions->horizontalHeader()->setStretchLastSection(true);
   tabs_->addTab(decisions, tab_names()[3]);
-  auto* tuner = new TunerPanel(console_.run.tuner, &console_.run.results);
-  tuner->setObjectName("tunerPanel");
-  tabs_->addTab(tuner, tab_names()[4]);
+  tabs_->addTab(new TunerPanel(console_.run.tuner, &console_.run.results), tab_names()[4]);
   // The latest stall: every rank's recent calls around the stalled one.
   auto* wavefront = new QWidget;
   auto* wavefront_layout = new QVBoxLayout(wavefront);
@@ -257,6 +256,7 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
   });
   history_ = new HistoryPanel(console_);
   tabs_->addTab(history_, tab_names()[11]);
+  tabs_->addTab(new WatchPanel(console_), tab_names()[12]);
   connect(history_, &HistoryPanel::opened, this, [this] {
     tabs_->setCurrentIndex(0);
     set_source("run " + console_.run.run_id() + " from the history");

@@ -33,6 +33,7 @@
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStatusBar>
+#include <QTabWidget>
 #include <QTableView>
 #include <QTableWidget>
 #include <QTemporaryDir>
@@ -60,6 +61,7 @@
 #include "panels/topology_drawing.h"
 #include "panels/topology_view.h"
 #include "panels/tuner_panel.h"
+#include "panels/watch_panel.h"
 #include "placement.h"
 #include "process.h"
 #include "ringmaster/agent/protocol.h"
@@ -86,6 +88,7 @@ class ConsoleRunsTest : public QObject {
   void linksHeatmapFromACheckAndFromARun();
   void failedInitOpensOnItsCause();
   void localAgentRefusingItsTopologySaysWhy();
+  void attachToAJobTheConsoleDidNotLaunch();
 };
 
 void ConsoleRunsTest::sweepOverTwoLocalAgents() {
@@ -901,6 +904,76 @@ void ConsoleRunsTest::localAgentRefusingItsTopologySaysWhy() {
   QVERIFY2(err.contains("the local agent refused the topology file " + bad.fileName() + ": "), qPrintable(err));
   QVERIFY2(err.contains("malformed XML"), qPrintable(err));
   QVERIFY2(!err.contains("Unknown error"), qPrintable(err));
+}
+
+// "Attach to job" on a job the console did not launch: rank 0 a real store
+// (ringmaster-cli store serve) and rank 1 a client waiting on it, both
+// with torchrun's variables. Through both local agents the Watch tab
+// shows rank 0 hosting and rank 1 connected, each agent's answer, the
+// words that it is watched and never signalled; Stop ends the watchers
+// and the job goes on.
+void ConsoleRunsTest::attachToAJobTheConsoleDidNotLaunch() {
+  Console console;
+  QAbstractItemModelTester watched_tester(&console.watched);
+  QString error;
+  QVERIFY2(console.start_local_agents(2, RINGMASTER_AGENT, &error), qPrintable(error));
+  MainWindow window(console);
+  window.resize(1360, 760);
+  window.show();
+  QTRY_COMPARE_WITH_TIMEOUT(console.connected_count(), 2, 20000);
+  const std::string port = std::to_string(ringmaster::testing_support::free_port());
+  const std::string job = "console-attach-" + std::to_string(::getpid());
+  const std::map<std::string, std::string> env = {
+      {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}, {"TORCHELASTIC_RUN_ID", job}};
+  auto with_rank = [&](const char* rank) {
+    auto e = env;
+    e["RANK"] = rank;
+    return e;
+  };
+  auto store =
+      ringmaster::testing_support::spawn({RINGMASTER_CLI, "store", "serve", "--port", port}, with_rank("0"), true);
+  QTest::qWait(500);
+  auto client = ringmaster::testing_support::spawn(
+      {RINGMASTER_CLI, "store", "wait", "--host", "127.0.0.1", "--port", port, "--timeout", "60", "never-set"},
+      with_rank("1"), true);
+  auto* panel = window.findChild<WatchPanel*>();
+  QVERIFY(panel);
+  window.findChild<QTabWidget*>()->setCurrentWidget(panel);
+  panel->set_job("run id", QString::fromStdString(job));
+  QVERIFY2(panel->attach(), qPrintable(panel->summary()->text()));
+  QVERIFY(panel->summary()->text().contains("never kills or signals it"));
+  auto outcome_of = [&](int pid, const QString& agent) {
+    for (int row = 0; row < console.watched.rowCount(); ++row) {
+      const auto& r = console.watched.rank_at(row);
+      if (r.pid == pid && console.watched.data(console.watched.index(row, JobWatchModel::kAgent)).toString() == agent)
+        return QString::fromStdString(r.outcome);
+    }
+    return QString();
+  };
+  const QString first =
+      console.agents.data(console.agents.index(0, AgentsModel::address_column), Qt::DisplayRole).toString();
+  QTRY_COMPARE_WITH_TIMEOUT(outcome_of(store.pid, first), QString("hosting"), 20000);
+  QTRY_COMPARE_WITH_TIMEOUT(outcome_of(client.pid, first), QString("connected"), 20000);
+  QTRY_COMPARE_WITH_TIMEOUT(console.watched.rowCount(), 4, 20000);  // each agent sees both processes
+  QTRY_VERIFY_WITH_TIMEOUT(console.watched.notes().filter("watching processes [").size() == 2, 20000);
+  QVERIFY2(panel->notes()->toPlainText().contains("watching processes ["), qPrintable(panel->notes()->toPlainText()));
+  QCOMPARE(console.watched.data(console.watched.index(0, JobWatchModel::kStage)).toString().isEmpty(), false);
+  if (qEnvironmentVariableIsSet("RINGMASTER_TEST_SAVE"))
+    window.grab().save(qEnvironmentVariable("RINGMASTER_TEST_SAVE") + "-watch.png");
+  QTest::mouseClick(window.findChild<QPushButton*>("watchStop"), Qt::LeftButton);
+  QTRY_COMPARE_WITH_TIMEOUT(console.watched.watchers_ended(), 2, 20000);
+  QVERIFY(console.watched.notes().filter("the watcher ended (stopped)").size() == 2);
+  // Watched, never signalled: the job is still there.
+  QCOMPARE(::kill(store.pid, 0), 0);
+  QCOMPARE(::kill(client.pid, 0), 0);
+  ::kill(client.pid, SIGKILL);
+  ::kill(store.pid, SIGKILL);
+  client.finish();
+  store.finish();
+  // A job named nowhere: said, nothing asked.
+  panel->set_job("master port", "not-a-port");
+  QVERIFY(!panel->attach());
+  QVERIFY2(panel->summary()->text().contains("Not a master port"), qPrintable(panel->summary()->text()));
 }
 
 QTEST_MAIN(ConsoleRunsTest)

@@ -112,6 +112,7 @@ bool Console::keep_run(const QString& kind, const QString& what, QString* error)
 Console::~Console() {
   if (preflight_thread_.joinable()) preflight_thread_.join();
   if (linkcheck_thread_.joinable()) linkcheck_thread_.join();
+  stop_watch();
   links_.clear();  // closes every client (joins its I/O thread)
   for (QProcess* p : local_) {
     p->terminate();
@@ -467,6 +468,10 @@ void Console::on_message(const AgentMessage& m) {
     linkcheck_inbox_->messages.push_back(m.json());
     linkcheck_inbox_->ready.notify_all();
   }
+  if (m.event && !watched.watch_id().isEmpty() && m.event->run_id == watched.watch_id().toStdString()) {
+    watched.apply(m.agent, m.event->event);
+    return;
+  }
   if (m.body && m.body->value("type", json()) == "event" && m.body->value("rank", json()) == -1) {
     // The agent's own events (rank -1): its faults, for the agents list,
     // and its NICs' counters, for the rails.
@@ -608,6 +613,60 @@ agent::PerfRequest perf_request(const RunSpec& spec) {
 }
 
 }  // namespace
+
+bool Console::start_watch(agent::WatchRequest request, QString* error) {
+  auto fail = [&](const QString& why) {
+    if (error) *error = why;
+    return false;
+  };
+  if (request.pids.empty() && request.job_run_id.empty() && request.master_port == 0)
+    return fail("name the job: its TORCHELASTIC_RUN_ID, its MASTER_PORT or its processes");
+  const auto clients = connected_clients();
+  if (clients.empty()) return fail("no agent is connected");
+  stop_watch();
+  static int serial = 0;
+  request.watch_id = QString("console-watch-%1-%2").arg(QCoreApplication::applicationPid()).arg(++serial).toStdString();
+  watched.start(QString::fromStdString(request.watch_id));
+  QPointer<Console> guard(this);
+  for (const auto& [client, host] : clients) {
+    watching_.push_back(client);
+    const QString agent = QString::fromStdString(client->address());
+    // Each agent on a thread of its own: one that is slow to answer holds
+    // up no other.
+    std::thread([guard, client, agent, request] {
+      bool ok = false;
+      QString text;
+      try {
+        const json reply = client->call({{"type", "watch"}, {"watch", request.to_json()}});
+        ok = true;
+        text = QString("watching processes %1 as %2 (watcher pid %3)")
+                   .arg(QString::fromStdString(reply.value("processes", json::array()).dump()),
+                        QString::fromStdString(reply.value("user", "?")))
+                   .arg(reply.value("pid", 0));
+      } catch (const std::exception& e) {
+        text = QString::fromUtf8(e.what());
+      }
+      if (!guard) return;
+      QMetaObject::invokeMethod(
+          guard.data(),
+          [guard, agent, ok, text] {
+            if (!guard) return;
+            guard->watched.note(QString("%1: %2").arg(agent, text));
+            emit guard->watch_answered(agent, ok, text);
+          },
+          Qt::QueuedConnection);
+    }).detach();
+  }
+  return true;
+}
+
+void Console::stop_watch() {
+  const std::string id = watched.watch_id().toStdString();
+  for (const auto& client : watching_) {
+    if (client && client->connected() && !id.empty()) client->request({{"type", "watch_stop"}, {"watch_id", id}});
+  }
+  watching_.clear();
+}
 
 void Console::send_run(std::vector<std::shared_ptr<agent::AgentClient>> clients, agent::RunRequest request,
                        int per_agent) {

@@ -22,6 +22,7 @@
 
 #include "agents_model.h"
 #include "history.h"
+#include "job_watch_model.h"
 #include "links_model.h"
 #include "nic_rates_model.h"
 #include "preflight_model.h"
@@ -126,6 +127,16 @@ class Console : public QObject {
   // are connected or a check or preflight is under way.
   bool start_linkcheck(const agent::LinkcheckOptions& options, QString* error = nullptr);
   bool linkcheck_running() const { return linkcheck_running_; }
+  // A job the console did not launch, watched through every connected
+  // agent (docs/watch.md): each agent with processes of the job starts a
+  // watcher as the job's user; `watched` holds what they see. The console
+  // never kills or signals a watched job. False, with why, when no agent is
+  // connected or the request names no job; each agent's answer arrives in
+  // watched's notes.
+  JobWatchModel watched;
+  bool start_watch(agent::WatchRequest request, QString* error = nullptr);
+  // Ends the watch on every agent that took it.
+  void stop_watch();
   // Every message from now on, one JSON line each, for replay().
   bool record_to(const QString& path);
   // What an agent's I/O thread does with each message it receives: records
@@ -148,6 +159,9 @@ class Console : public QObject {
   void preflight_failed(QString why);
   void linkcheck_finished();
   void linkcheck_failed(QString why);
+  // An agent's answer to a watch: it watches (`ok`, the processes and the
+  // user in `text`) or why not.
+  void watch_answered(QString agent, bool ok, QString text);
 
  private:
   struct Link {
@@ -197,6 +211,7 @@ class Console : public QObject {
   std::shared_ptr<Inbox> linkcheck_inbox_;
   std::thread linkcheck_thread_;
   std::atomic<bool> linkcheck_running_{false};
+  std::vector<std::shared_ptr<agent::AgentClient>> watching_;  // the agents asked to watch
 };
 
 }  // namespace ringmaster::ui

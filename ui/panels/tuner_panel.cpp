@@ -13,6 +13,7 @@ namespace ringmaster::ui {
 
 TunerPanel::TunerPanel(TunerModel& model, const ResultsModel* results, QWidget* parent)
     : QWidget(parent), model_(model), results_(results) {
+  setObjectName("tunerPanel");
   auto* layout = new QVBoxLayout(this);
   auto* row = new QHBoxLayout;
   row->addWidget(new QLabel("Collective and size:"));

@@ -1,0 +1,113 @@
+#include "job_watch_model.h"
+
+#include <QBrush>
+#include <QColor>
+#include <type_traits>
+#include <variant>
+
+namespace ringmaster::ui {
+
+namespace ev = agent::events;
+
+int JobWatchModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : static_cast<int>(rows_.size());
+}
+
+int JobWatchModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : kColumns;
+}
+
+QVariant JobWatchModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
+  static const char* names[kColumns] = {"Agent", "Rank", "PID", "Stage", "Outcome", "What its sockets say"};
+  return section >= 0 && section < kColumns ? QVariant(names[section]) : QVariant();
+}
+
+QVariant JobWatchModel::data(const QModelIndex& index, int role) const {
+  if (!index.isValid() || index.row() >= rowCount()) return {};
+  const auto& [agent, r] = rows_[static_cast<std::size_t>(index.row())];
+  if (role == Qt::ToolTipRole) {
+    return r.error.empty() ? QString::fromStdString(r.hint.empty() ? r.detail : r.detail + "\n\n" + r.hint)
+                           : QString::fromStdString(r.error);
+  }
+  if (role == Qt::ForegroundRole && index.column() == kOutcome) {
+    if (r.outcome == "unanswered" || r.outcome == "rejected" || r.outcome == "refused" || !r.error.empty())
+      return QBrush(QColor(0xc6, 0x28, 0x28));
+    if (r.outcome == "hosting" || r.outcome == "connected") return QBrush(QColor(0x2e, 0x7d, 0x32));
+    return {};
+  }
+  if (role != Qt::DisplayRole) return {};
+  switch (index.column()) {
+    case kAgent:
+      return agent;
+    case kRank:
+      return r.rank >= 0 ? QVariant(r.rank) : QVariant("?");
+    case kPid:
+      return r.pid;
+    case kStage:
+      return r.error.empty() ? QString::fromStdString(std::string(name_of(r.stage))) : QString();
+    case kOutcome:
+      return r.error.empty() ? QString::fromStdString(r.outcome) : QString("unreadable");
+    case kDetail:
+      return QString::fromStdString(r.error.empty() ? r.detail : r.error);
+    default:
+      return {};
+  }
+}
+
+void JobWatchModel::start(const QString& watch_id) {
+  beginResetModel();
+  watch_id_ = watch_id;
+  rows_.clear();
+  nccl_.clear();
+  notes_.clear();
+  ended_ = 0;
+  endResetModel();
+  emit notes_changed();
+}
+
+void JobWatchModel::note(const QString& line) {
+  notes_.push_back(line);
+  emit notes_changed();
+}
+
+void JobWatchModel::apply(const QString& agent, const ev::Event& event) {
+  std::visit(
+      [&](const auto& e) {
+        using E = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<E, ev::JobRank>) {
+          for (std::size_t i = 0; i < rows_.size(); ++i) {
+            if (rows_[i].first == agent && rows_[i].second.pid == e.pid) {
+              rows_[i].second = e;
+              emit dataChanged(index(static_cast<int>(i), 0), index(static_cast<int>(i), kColumns - 1));
+              return;
+            }
+          }
+          const int row = static_cast<int>(rows_.size());
+          beginInsertRows({}, row, row);
+          rows_.emplace_back(agent, e);
+          endInsertRows();
+        } else if constexpr (std::is_same_v<E, ev::JobWavefront>) {
+          note("wavefront: " + QString::fromStdString(e.wavefront));
+        } else if constexpr (std::is_same_v<E, ev::JobNcclLog>) {
+          const QString line = QString("%1: rank %2 (pid %3) %4")
+                                   .arg(agent)
+                                   .arg(e.rank)
+                                   .arg(e.pid)
+                                   .arg(QString::fromStdString(e.summary));
+          QString& last = nccl_[{agent, e.pid}];
+          if (last != line) {
+            last = line;
+            note(line);
+          }
+        } else if constexpr (std::is_same_v<E, ev::RankFailed>) {
+          note(QString("%1: %2").arg(agent, QString::fromStdString(e.summary)));
+        } else if constexpr (std::is_same_v<E, ev::RunDone>) {
+          ++ended_;
+          note(QString("%1: the watcher ended%2").arg(agent, e.cancelled ? " (stopped)" : ""));
+        }
+      },
+      event);
+}
+
+}  // namespace ringmaster::ui

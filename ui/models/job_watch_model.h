@@ -1,0 +1,59 @@
+// A job the console did not launch, watched through the agents of its
+// nodes (the agents' `watch`, docs/watch.md): one row a process with
+// where its rendezvous stands, and the notes the watchers add (the hang
+// wavefront from the Flight Recorders, each rank's NCCL log, the agents'
+// answers). Marked as watched everywhere it is shown: the console never
+// kills or signals such a job.
+#pragma once
+
+#include <QAbstractTableModel>
+#include <QString>
+#include <QStringList>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "ringmaster/agent/events.h"
+
+namespace ringmaster::ui {
+
+class JobWatchModel : public QAbstractTableModel {
+  Q_OBJECT
+ public:
+  enum Column { kAgent, kRank, kPid, kStage, kOutcome, kDetail, kColumns };
+  using QAbstractTableModel::QAbstractTableModel;
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+
+  // A new watch: nothing seen yet.
+  void start(const QString& watch_id);
+  const QString& watch_id() const { return watch_id_; }
+  // One event of the watch from `agent` (job_rank, job_wavefront,
+  // job_nccl, and the watcher's end).
+  void apply(const QString& agent, const agent::events::Event& event);
+  // A line of its own in the notes (an agent's answer to the watch).
+  void note(const QString& line);
+
+  // The process of a row, as the watcher last read it.
+  const agent::events::JobRank& rank_at(int row) const { return rows_.at(static_cast<std::size_t>(row)).second; }
+  // The wavefront sentences, the NCCL lines and the agents' answers, in
+  // the order they came.
+  const QStringList& notes() const { return notes_; }
+  // Agents whose watcher has ended.
+  int watchers_ended() const { return ended_; }
+
+ signals:
+  void notes_changed();
+
+ private:
+  QString watch_id_;
+  std::vector<std::pair<QString, agent::events::JobRank>> rows_;  // (agent, process), in arrival order
+  std::map<std::pair<QString, int>, QString> nccl_;               // (agent, pid) -> its last NCCL line
+  QStringList notes_;
+  int ended_ = 0;
+};
+
+}  // namespace ringmaster::ui
