@@ -3,6 +3,7 @@
 #include "ringmaster/tools/job_watch.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <limits>
@@ -580,6 +581,19 @@ JobNcclLog read(const Fields& f, JobNcclLog e) {
   return e;
 }
 
+json body(const JobRas& e) {
+  json j = {{"address", e.address}, {"format", e.format}, {"findings", e.findings}};
+  if (!e.error.empty()) j["error"] = e.error;
+  return j;
+}
+JobRas read(const Fields& f, JobRas e) {
+  e.address = f.text("address", true);
+  e.format = f.text("format");
+  e.findings = f.texts("findings");
+  e.error = f.text("error");
+  return e;
+}
+
 // Tries each alternative's kType in turn.
 template <std::size_t I = 0>
 Event parse_as(std::string_view type, const json& j) {
@@ -671,6 +685,13 @@ JobRank job_rank(const WatchedRank& r) {
   e.hint = r.hint;
   e.command = r.command;
   return e;
+}
+
+std::string describe(const JobRas& e) {
+  return fmt::format("NCCL RAS at {}: {}", e.address,
+                     !e.error.empty()     ? e.error
+                     : e.findings.empty() ? std::string("every rank answered and agrees")
+                                          : fmt::format("{}", fmt::join(e.findings, "; ")));
 }
 
 WatchedRank watched_rank(const JobRank& e) {

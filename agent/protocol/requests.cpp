@@ -318,13 +318,15 @@ json WatchRequest::to_json() const {
   if (master_port != 0) j["master_port"] = master_port;
   if (flight_recorder) j["flight_recorder"] = true;
   if (nccl_log) j["nccl_log"] = true;
+  if (nccl_ras) j["nccl_ras"] = true;
   return j;
 }
 
 WatchRequest WatchRequest::parse(const json& m) {
   if (!m.is_object()) throw Error(ErrorCategory::config, fmt::format("watch must be an object, got {}", m.type_name()));
-  static constexpr std::string_view kKnown[] = {"watch_id",   "pids",       "job_run_id",      "master_port",
-                                                "duration_s", "interval_s", "flight_recorder", "nccl_log"};
+  static constexpr std::string_view kKnown[] = {"watch_id",        "pids",       "job_run_id",
+                                                "master_port",     "duration_s", "interval_s",
+                                                "flight_recorder", "nccl_log",   "nccl_ras"};
   for (const auto& [key, _] : m.items()) {
     if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
       throw Error(ErrorCategory::config, fmt::format("watch.{} is not a field of a watch (known: {})", shown_name(key),
@@ -363,6 +365,7 @@ WatchRequest WatchRequest::parse(const json& m) {
   seconds("interval_s", w.interval_s, 0.05, 60);
   f.flag("flight_recorder", w.flight_recorder);
   f.flag("nccl_log", w.nccl_log);
+  f.flag("nccl_ras", w.nccl_ras);
   return w;
 }
 
@@ -375,6 +378,7 @@ std::vector<std::string> WatchRequest::to_argv() const {
   if (master_port != 0) argv.insert(argv.end(), {"--master-port", std::to_string(master_port)});
   if (flight_recorder) argv.emplace_back("--flight-recorder");
   if (nccl_log) argv.emplace_back("--nccl-log");
+  if (nccl_ras) argv.emplace_back("--nccl-ras");
   return argv;
 }
 

@@ -6,6 +6,7 @@
 #include "remote_watch.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -35,6 +36,8 @@ std::string text_of(const agent::events::EventMessage& m) {
           return e.error.empty() ? describe(ev::watched_rank(e)) : fmt::format("pid {}: {}", e.pid, e.error);
         } else if constexpr (std::is_same_v<E, ev::JobWavefront>) {
           return "wavefront: " + e.wavefront;
+        } else if constexpr (std::is_same_v<E, ev::JobRas>) {
+          return ev::describe(e);
         } else if constexpr (std::is_same_v<E, ev::JobNcclLog>) {
           return fmt::format("rank {} (pid {}) {}", e.rank, e.pid, e.summary);
         } else if constexpr (std::is_same_v<E, ev::RankFailed>) {
@@ -63,6 +66,7 @@ void add_remote_watch_options(CLI::App& watch, RemoteWatchOptions& o) {
   watch.add_flag("--flight-recorder", o.request.flight_recorder,
                  "Read the ranks' PyTorch Flight Recorder through torch's debug server and name the ranks behind");
   watch.add_flag("--nccl-log", o.request.nccl_log, "Read each rank's NCCL_DEBUG_FILE");
+  watch.add_flag("--nccl-ras", o.request.nccl_ras, "Ask NCCL's RAS port on each node for the job's status");
   watch.add_flag("--json", o.json, "Each relayed event message as a JSON line");
 }
 

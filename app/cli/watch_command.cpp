@@ -3,6 +3,7 @@
 // MASTER_PORT, and where each rank's rendezvous stands by its sockets
 // (ringmaster/tools/job_watch.h). Nothing is sent to the job's processes.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +23,7 @@
 #include "ringmaster/tools/flight_recorder.h"
 #include "ringmaster/tools/job_watch.h"
 #include "ringmaster/tools/nccl_log.h"
+#include "ringmaster/tools/nccl_ras.h"
 
 namespace ringmaster::cli {
 namespace {
@@ -33,6 +35,7 @@ struct WatchOptions {
   bool json = false;
   bool flight_recorder = false;
   bool nccl_log = false;
+  bool nccl_ras = false;
 };
 
 // The looks of one watch: what each look finds, printed when it changed
@@ -63,6 +66,7 @@ class Watcher {
       if (o_.nccl_log && !rank.nccl_debug_file.empty()) nccl_log(rank);
     }
     if (o_.flight_recorder && !ranks.empty()) wavefront(ranks.front());
+    if (o_.nccl_ras) ras(ranks);
     return !ranks.empty();
   }
 
@@ -121,10 +125,29 @@ class Watcher {
     }
   }
 
+  // NCCL's RAS port of each address the ranks name (NCCL_RAS_ADDR; NCCL's
+  // default localhost:28028), once a look.
+  void ras(const std::vector<WatchedRank>& ranks) {
+    std::set<std::string> addresses;
+    for (const auto& r : ranks)
+      addresses.insert(r.nccl_ras_addr);
+    for (const auto& address : addresses) {
+      const auto [host, port] = ras_address(address);
+      const RasStatus status = query_ras(host, port, std::chrono::seconds(10));
+      agent::events::JobRas e{fmt::format("{}:{}", host, port), status.format,
+                              status.error.empty() ? read_ras(status) : std::vector<std::string>{}, status.error};
+      const std::string line = o_.json ? agent::events::to_json(e).dump() : agent::events::describe(e);
+      if (last_ras_[e.address] == line) continue;
+      last_ras_[e.address] = line;
+      print(line);
+    }
+  }
+
   const WatchOptions& o_;
-  std::map<int, std::string> last_;       // pid -> what was printed
-  std::map<int, std::string> last_nccl_;  // pid -> NCCL log summary printed
-  std::set<std::string> said_;            // wavefront lines printed
+  std::map<std::string, std::string> last_ras_;  // RAS address -> what was printed
+  std::map<int, std::string> last_;              // pid -> what was printed
+  std::map<int, std::string> last_nccl_;         // pid -> NCCL log summary printed
+  std::set<std::string> said_;                   // wavefront lines printed
   struct Failures {
     std::optional<std::uint64_t> total;  // its namespace's failed connects at the last look
     std::deque<std::pair<std::chrono::steady_clock::time_point, std::uint64_t>> changes;
@@ -150,6 +173,10 @@ Runner add_watch_command(CLI::App& app) {
   cmd->add_flag("--nccl-log", o->nccl_log,
                 "Read each rank's NCCL_DEBUG_FILE (NCCL_DEBUG=INFO): channels, rings, trees, transports, picks, WARN "
                 "lines");
+  cmd->add_flag(
+      "--nccl-ras", o->nccl_ras,
+      "Ask NCCL's RAS port (each rank's NCCL_RAS_ADDR, localhost:28028 by default) for the job's status: dead, "
+      "missing and lagging ranks");
   cmd->add_flag("--flight-recorder", o->flight_recorder,
                 "Read the ranks' PyTorch Flight Recorder through torch's debug server and name the ranks behind");
   return [o] {

@@ -13,7 +13,8 @@
 # all_reduce of device buffers against host buffers, and on the GPU; the NVML inventory
 # and the software stack; the same sweep through NCCL on every GPU here
 # (ringmaster-nccl-perf, with NCCL's decisions read from its INFO lines;
-# nccl.json), NCCL from the system or from the Python environment's wheel.
+# nccl.json), NCCL from the system or from the Python environment's wheel;
+# a running NCCL rank watched from outside through its RAS port and log.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 bundle=${BUNDLE:-.device-bundle}
@@ -109,6 +110,21 @@ if [[ -n "$nccl" && -f "$nccl" ]]; then
     all_reduce -b 8 -e 256M -f 4 -n 20 --json "$out/nccl.json"
   if [[ -f "$steps/nccl.txt" ]] && grep -q '^not run' "$steps/nccl.txt" && nvidia-smi -L >/dev/null 2>&1; then
     say "!! nccl: not run although nvidia-smi sees a GPU"
+    failures=$((failures + 1))
+  fi
+  # A job watched from outside (docs/watch.md): one NCCL rank with RAS on a
+  # port of its own and its INFO lines in a file, read by `watch --nccl-ras
+  # --nccl-log` while it runs: NCCL's own RAS answers and its own log reads.
+  step nccl_watch 60 bash -c 'env RINGMASTER_NCCL_LIBRARY="$1" RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 \
+      MASTER_ADDR=127.0.0.1 MASTER_PORT=29517 NCCL_RAS_ADDR=127.0.0.1:28123 NCCL_DEBUG=INFO \
+      NCCL_DEBUG_FILE=/tmp/rm-watch-nccl.%h.%p.log "${@:3}" "$2/ringmaster-nccl-perf" all_reduce -b 1M -e 1M \
+      -n 1000000 >/dev/null 2>&1 &
+    pid=$!; sleep 10
+    "${@:3}" "$2/ringmaster-cli" watch --pid "$pid" --nccl-ras --nccl-log; kill "$pid"; wait "$pid" || true' \
+    _ "$nccl" "$bundle/bin" ${run[@]+"${run[@]}"}
+  if nvidia-smi -L >/dev/null 2>&1 && ! grep -q 'NCCL RAS at 127.0.0.1:28123: \(every\|communicator\)' \
+    "$steps/nccl_watch.txt" 2>/dev/null; then
+    say "!! nccl_watch: NCCL's RAS port did not answer the watch"
     failures=$((failures + 1))
   fi
 else

@@ -568,6 +568,57 @@ TEST(Watch, AJobsNcclDebugFileSummarised) {
   std::filesystem::remove_all(dir);
 }
 
+// `watch --nccl-ras`: the rank's NCCL_RAS_ADDR asked in RAS's protocol
+// (a peer answering as NCCL 2.29's server does, with the JSON report of
+// tests/data/nccl_ras), its findings on one line; a port where nothing
+// listens said as such. NCCL itself answers in tests/device/check.sh.
+TEST(Watch, NcclRasPortOfTheRanksAsked) {
+  const std::string port = std::to_string(free_port());
+  const std::string peer_script =
+      "import socket, sys\n"
+      "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+      "s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(1); print('listening', flush=True)\n"
+      "c, _ = s.accept(); f = c.makefile('rb')\n"
+      "for line in f:\n"
+      "    cmd = line.decode().strip()\n"
+      "    if cmd.startswith('CLIENT PROTOCOL'): c.sendall(b'SERVER PROTOCOL 2\\n')\n"
+      "    elif cmd.startswith('TIMEOUT') or cmd == 'SET FORMAT json': c.sendall(b'OK\\n')\n"
+      "    elif cmd.endswith('STATUS'): c.sendall(open(sys.argv[2], 'rb').read()); break\n"
+      "    else: c.sendall(('ERROR: Unknown command ' + cmd + '\\n').encode())\n"
+      "c.close()\n";
+  auto peer = testing_support::spawn(
+      {"/usr/bin/python3", "-u", "-c", peer_script, port, RINGMASTER_TEST_DATA_DIR "/nccl_ras/dead_and_behind.json"},
+      {});
+  char c = 0;
+  std::string first;
+  while (::read(peer.out_fd, &c, 1) == 1 && c != '\n')
+    first += c;
+  ASSERT_EQ(first, "listening");
+  const std::string rank_port = std::to_string(free_port());
+  auto rank = testing_support::spawn(
+      {"/bin/sleep", "30"},
+      {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", rank_port}, {"NCCL_RAS_ADDR", "127.0.0.1:" + port}});
+  auto watch = testing_support::spawn({RINGMASTER_CLI, "watch", "--master-port", rank_port, "--nccl-ras"}, {}, true);
+  watch.finish();
+  ::kill(peer.pid, SIGKILL);
+  peer.finish();
+  EXPECT_EQ(watch.exit_code(), 0) << watch.output;
+  EXPECT_NE(watch.output.find("NCCL RAS at 127.0.0.1:" + port +
+                              ": communicator 0x6b21f0c3d9e84a55: rank 1 (pid 3302 on 10.1.0.11, GPU 1) is missing"),
+            std::string::npos)
+      << watch.output;
+  EXPECT_NE(watch.output.find("ranks 2, 5 have launched 4811 AllReduce, the furthest 4812"), std::string::npos)
+      << watch.output;
+  // Nothing there now: the rank's port is said unreachable, with why.
+  auto none =
+      testing_support::spawn({RINGMASTER_CLI, "watch", "--master-port", rank_port, "--nccl-ras", "--json"}, {}, true);
+  none.finish();
+  ::kill(rank.pid, SIGKILL);
+  rank.finish();
+  EXPECT_NE(none.output.find("\"type\":\"job_ras\""), std::string::npos) << none.output;
+  EXPECT_NE(none.output.find("cannot connect to NCCL's RAS port 127.0.0.1:" + port), std::string::npos) << none.output;
+}
+
 // The real torchrun (PyPI's torch): its agent holds the store, two workers
 // run an all_reduce, rank 1 fails after the first attempt and torchrun
 // restarts both against the same store. Both attempts must pass.

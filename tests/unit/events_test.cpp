@@ -14,8 +14,8 @@
 
 #include "ringmaster/agent/events.h"
 #include "ringmaster/agent/telemetry.h"
-#include "ringmaster/tools/job_watch.h"
 #include "ringmaster/status.h"
+#include "ringmaster/tools/job_watch.h"
 
 namespace {
 
@@ -141,7 +141,12 @@ std::vector<json> one_of_each() {
            ev::JobWavefront{"process group 0 (default_pg): rank 2 has not called gloo:all_reduce #5 (ranks 0, 1, 3 "
                             "have); its last call was gloo:all_reduce #4, completed"},
            ev::JobNcclLog{4022, 1, "/tmp/nccl.node-2.4022.log", "NCCL 2.27.3+cuda12.9, 2 coll channels",
-                          json{{"version", "2.27.3+cuda12.9"}, {"coll_channels", 2}}}}) {
+                          json{{"version", "2.27.3+cuda12.9"}, {"coll_channels", 2}}},
+           ev::JobRas{"localhost:28028",
+                      "json",
+                      {"communicator 0x0c44a9e1b7f25d36: ranks 2, 5 have launched 4811 AllReduce, the furthest 4812"},
+                      ""},
+           ev::JobRas{"localhost:28028", "", {}, "cannot connect to NCCL's RAS port localhost:28028"}}) {
     out.push_back(ev::to_json(e));
   }
   // A watched rank, as the watcher reads it, and one it could not read.

@@ -100,6 +100,8 @@ void JobWatchModel::apply(const QString& agent, const ev::Event& event) {
             last = line;
             note(line);
           }
+        } else if constexpr (std::is_same_v<E, ev::JobRas>) {
+          note(QString("%1: %2").arg(agent, QString::fromStdString(ev::describe(e))));
         } else if constexpr (std::is_same_v<E, ev::RankFailed>) {
           note(QString("%1: %2").arg(agent, QString::fromStdString(e.summary)));
         } else if constexpr (std::is_same_v<E, ev::RunDone>) {

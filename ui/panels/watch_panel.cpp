@@ -36,6 +36,10 @@ WatchPanel::WatchPanel(Console& console, QWidget* parent) : QWidget(parent), con
       "(the job runs with TORCH_FR_BUFFER_SIZE and start_debug_server())");
   nccl_log_ = new QCheckBox("NCCL log");
   nccl_log_->setToolTip("Read each rank's NCCL_DEBUG_FILE (NCCL_DEBUG=INFO)");
+  nccl_ras_ = new QCheckBox("NCCL RAS");
+  nccl_ras_->setToolTip(
+      "Ask NCCL's RAS port on each node (NCCL_RAS_ADDR, localhost:28028) for dead, missing and "
+      "lagging ranks");
   minutes_ = new QSpinBox;
   minutes_->setRange(1, 1440);
   minutes_->setValue(60);
@@ -52,6 +56,7 @@ WatchPanel::WatchPanel(Console& console, QWidget* parent) : QWidget(parent), con
   row->addWidget(value_, 1);
   row->addWidget(flight_recorder_);
   row->addWidget(nccl_log_);
+  row->addWidget(nccl_ras_);
   row->addWidget(new QLabel("for"));
   row->addWidget(minutes_);
   row->addWidget(attach_);
@@ -134,6 +139,7 @@ bool WatchPanel::attach() {
   request.duration_s = minutes_->value() * 60.0;
   request.flight_recorder = flight_recorder_->isChecked();
   request.nccl_log = nccl_log_->isChecked();
+  request.nccl_ras = nccl_ras_->isChecked();
   QString why;
   if (!console_.start_watch(request, &why)) {
     summary_->setText("Cannot attach: " + why);

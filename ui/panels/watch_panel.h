@@ -42,6 +42,7 @@ class WatchPanel : public QWidget {
   QLineEdit* value_ = nullptr;
   QCheckBox* flight_recorder_ = nullptr;
   QCheckBox* nccl_log_ = nullptr;
+  QCheckBox* nccl_ras_ = nullptr;
   QSpinBox* minutes_ = nullptr;
   QPushButton* attach_ = nullptr;
   QPushButton* stop_ = nullptr;

@@ -111,6 +111,7 @@ WatchedRank read_rendezvous(int pid, const std::map<std::string, std::string>& e
   r.master_port = std::max(0, number(environment, "MASTER_PORT"));
   if (const auto it = environment.find("MASTER_ADDR"); it != environment.end()) r.master_addr = it->second;
   if (const auto it = environment.find("TORCHELASTIC_RUN_ID"); it != environment.end()) r.run_id = it->second;
+  if (const auto it = environment.find("NCCL_RAS_ADDR"); it != environment.end()) r.nccl_ras_addr = it->second;
   const auto port = static_cast<std::uint16_t>(r.master_port);
   const WatchedSocket* listener = nullptr;
   const WatchedSocket* connected = nullptr;

@@ -307,15 +307,28 @@ struct JobNcclLog {
   nlohmann::json nccl;  // the decisions as nccl_log.h's to_json writes them
 };
 
+// "job_ras": what NCCL's RAS port on a watched job's node says
+// (ringmaster/tools/nccl_ras.h), each time it changes: dead, missing and
+// unresponsive ranks, ranks behind in a communicator's collectives, the
+// report's errors and warnings; `error` when the port could not be read.
+struct JobRas {
+  static constexpr std::string_view kType = "job_ras";
+  std::string address;  // "localhost:28028"
+  std::string format;   // "json" or "text": what the NCCL there answered
+  std::vector<std::string> findings;
+  std::string error;
+};
+
 // A type this build does not know (a newer rank or agent): kept whole.
 struct Unknown {
   std::string type;
   nlohmann::json body;
 };
 
-using Event = std::variant<StageEnded, StageProgress, StageFailed, Sample, Rings, Trees, Connections, Links, Decision,
-                           TunerTable, Result, CollectiveError, Stall, RankDone, RankOutput, RankExit, RankFailed,
-                           RunDone, FaultApplied, FaultReverted, NicSample, JobRank, JobWavefront, JobNcclLog, Unknown>;
+using Event =
+    std::variant<StageEnded, StageProgress, StageFailed, Sample, Rings, Trees, Connections, Links, Decision, TunerTable,
+                 Result, CollectiveError, Stall, RankDone, RankOutput, RankExit, RankFailed, RunDone, FaultApplied,
+                 FaultReverted, NicSample, JobRank, JobWavefront, JobNcclLog, JobRas, Unknown>;
 
 // The `type` of an event.
 std::string_view type_of(const Event& e);
@@ -363,6 +376,8 @@ Decision decision(const CollectiveRecord& r);
 TunerTable tuner_table(const tune::Decision& d);
 Links links(const std::vector<PeerLinkCounters>& counters, const std::vector<ConnectionInfo>& connections);
 JobRank job_rank(const WatchedRank& r);
+// "NCCL RAS at localhost:28028: ..." on one line, for a person.
+std::string describe(const JobRas& e);
 // And back, for job_watch.h's describe(): what the event carries.
 WatchedRank watched_rank(const JobRank& e);
 // Back to the engine's row, for nccl-tests' table.

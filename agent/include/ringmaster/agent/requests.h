@@ -106,6 +106,7 @@ struct WatchRequest {
   double interval_s = 0.5;       // between looks, 0.05-60
   bool flight_recorder = false;  // read the ranks' Flight Recorders through torch's debug server
   bool nccl_log = false;         // read each rank's NCCL_DEBUG_FILE
+  bool nccl_ras = false;         // ask NCCL's RAS port (each rank's NCCL_RAS_ADDR) for the job's status
 
   bool operator==(const WatchRequest&) const = default;
 

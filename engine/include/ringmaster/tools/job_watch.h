@@ -55,6 +55,7 @@ struct WatchedRank {
   // The job's NCCL_DEBUG_FILE for this process, NCCL's %h (host name) and
   // %p (PID) filled in; empty when it has none.
   std::string nccl_debug_file;
+  std::string nccl_ras_addr;  // its NCCL_RAS_ADDR; empty when unset (NCCL's default)
 };
 
 // The processes `selector` names (PIDs as given; else a scan of /proc),
