@@ -560,7 +560,8 @@ json body(const JobWavefront& e) {
   return {{"wavefront", e.wavefront}};
 }
 JobWavefront read(const Fields& f, JobWavefront e) {
-  e.wavefront = f.text("wavefront", true);
+  f.raw("wavefront", true);
+  e.wavefront = f.texts("wavefront");
   return e;
 }
 

@@ -35,7 +35,10 @@ std::string text_of(const agent::events::EventMessage& m) {
         if constexpr (std::is_same_v<E, ev::JobRank>) {
           return e.error.empty() ? describe(ev::watched_rank(e)) : fmt::format("pid {}: {}", e.pid, e.error);
         } else if constexpr (std::is_same_v<E, ev::JobWavefront>) {
-          return "wavefront: " + e.wavefront;
+          std::string text;
+          for (const auto& line : e.wavefront)
+            text += (text.empty() ? "wavefront: " : "\nwavefront: ") + line;
+          return text;
         } else if constexpr (std::is_same_v<E, ev::JobRas>) {
           return ev::describe(e);
         } else if constexpr (std::is_same_v<E, ev::JobNcclLog>) {

@@ -119,10 +119,15 @@ class Watcher {
     if (any.master_port <= 0 || any.world_size <= 0) return;
     const auto records = fetch_flight_records(any.master_addr.empty() ? "127.0.0.1" : any.master_addr, any.master_port,
                                               any.world_size, std::chrono::seconds(5));
-    for (const auto& line : read_wavefront(records)) {
-      if (!said_.insert(line).second) continue;
-      print(o_.json ? agent::events::to_json(agent::events::JobWavefront{line}).dump() : "wavefront: " + line);
+    auto now = read_wavefront(records);
+    if (now == wavefront_) return;
+    wavefront_ = std::move(now);
+    if (o_.json) {
+      print(agent::events::to_json(agent::events::JobWavefront{wavefront_}).dump());
+      return;
     }
+    for (const auto& line : wavefront_)
+      print("wavefront: " + line);
   }
 
   // NCCL's RAS port of each address the ranks name (NCCL_RAS_ADDR; NCCL's
@@ -147,7 +152,7 @@ class Watcher {
   std::map<std::string, std::string> last_ras_;  // RAS address -> what was printed
   std::map<int, std::string> last_;              // pid -> what was printed
   std::map<int, std::string> last_nccl_;         // pid -> NCCL log summary printed
-  std::set<std::string> said_;                   // wavefront lines printed
+  std::vector<std::string> wavefront_;           // the wavefront printed last
   struct Failures {
     std::optional<std::uint64_t> total;  // its namespace's failed connects at the last look
     std::deque<std::pair<std::chrono::steady_clock::time_point, std::uint64_t>> changes;

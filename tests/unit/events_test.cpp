@@ -138,8 +138,9 @@ std::vector<json> one_of_each() {
            ev::FaultReverted{2, agent::Rate{"eth0", 40}, "run_ended"},
            ev::NicSample{1'796'262'001'296'033,
                          {{"eth0", 1000, 2000, 100000, false}, {"rdmap79s0:1", 3000, 4000, 100000, true}}},
-           ev::JobWavefront{"process group 0 (default_pg): rank 2 has not called gloo:all_reduce #5 (ranks 0, 1, 3 "
-                            "have); its last call was gloo:all_reduce #4, completed"},
+           ev::JobWavefront{{"process group 0 (default_pg): rank 2 has not called gloo:all_reduce #5 (ranks 0, 1, 3 "
+                             "have); its last call was gloo:all_reduce #4, completed",
+                             "ranks 4, 5: no Flight Recorder record (it published no debug server)"}},
            ev::JobNcclLog{4022, 1, "/tmp/nccl.node-2.4022.log", "NCCL 2.27.3+cuda12.9, 2 coll channels",
                           json{{"version", "2.27.3+cuda12.9"}, {"coll_channels", 2}}},
            ev::JobRas{"localhost:28028",

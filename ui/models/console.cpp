@@ -647,10 +647,12 @@ bool Console::start_watch(agent::WatchRequest request, QString* error) {
         text = QString::fromUtf8(e.what());
       }
       if (!guard) return;
+      const QString id = QString::fromStdString(request.watch_id);
       QMetaObject::invokeMethod(
           guard.data(),
-          [guard, agent, ok, text] {
-            if (!guard) return;
+          [guard, agent, ok, text, id] {
+            // An answer to a watch since replaced by another is not this one's.
+            if (!guard || guard->watched.watch_id() != id) return;
             guard->watched.note(QString("%1: %2").arg(agent, text));
             emit guard->watch_answered(agent, ok, text);
           },

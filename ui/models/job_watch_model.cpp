@@ -59,15 +59,32 @@ void JobWatchModel::start(const QString& watch_id) {
   beginResetModel();
   watch_id_ = watch_id;
   rows_.clear();
+  answers_.clear();
+  wavefront_.clear();
   nccl_.clear();
-  notes_.clear();
+  ras_.clear();
+  ends_.clear();
   ended_ = 0;
   endResetModel();
-  emit notes_changed();
+  compose();
 }
 
 void JobWatchModel::note(const QString& line) {
-  notes_.push_back(line);
+  answers_.push_back(line);
+  compose();
+}
+
+void JobWatchModel::compose() {
+  notes_ = answers_;
+  for (const auto& [agent, lines] : wavefront_) {
+    for (const auto& line : lines)
+      notes_.push_back(QString("%1: wavefront: %2").arg(agent, QString::fromStdString(line)));
+  }
+  for (const auto& [_, line] : nccl_)
+    notes_.push_back(line);
+  for (const auto& [_, line] : ras_)
+    notes_.push_back(line);
+  notes_ += ends_;
   emit notes_changed();
 }
 
@@ -88,25 +105,25 @@ void JobWatchModel::apply(const QString& agent, const ev::Event& event) {
           rows_.emplace_back(agent, e);
           endInsertRows();
         } else if constexpr (std::is_same_v<E, ev::JobWavefront>) {
-          note("wavefront: " + QString::fromStdString(e.wavefront));
+          wavefront_[agent] = e.wavefront;
+          compose();
         } else if constexpr (std::is_same_v<E, ev::JobNcclLog>) {
-          const QString line = QString("%1: rank %2 (pid %3) %4")
-                                   .arg(agent)
-                                   .arg(e.rank)
-                                   .arg(e.pid)
-                                   .arg(QString::fromStdString(e.summary));
-          QString& last = nccl_[{agent, e.pid}];
-          if (last != line) {
-            last = line;
-            note(line);
-          }
+          nccl_[{agent, e.pid}] = QString("%1: rank %2 (pid %3) %4")
+                                      .arg(agent)
+                                      .arg(e.rank)
+                                      .arg(e.pid)
+                                      .arg(QString::fromStdString(e.summary));
+          compose();
         } else if constexpr (std::is_same_v<E, ev::JobRas>) {
-          note(QString("%1: %2").arg(agent, QString::fromStdString(ev::describe(e))));
+          ras_[agent] = QString("%1: %2").arg(agent, QString::fromStdString(ev::describe(e)));
+          compose();
         } else if constexpr (std::is_same_v<E, ev::RankFailed>) {
-          note(QString("%1: %2").arg(agent, QString::fromStdString(e.summary)));
+          ends_.push_back(QString("%1: %2").arg(agent, QString::fromStdString(e.summary)));
+          compose();
         } else if constexpr (std::is_same_v<E, ev::RunDone>) {
           ++ended_;
-          note(QString("%1: the watcher ended%2").arg(agent, e.cancelled ? " (stopped)" : ""));
+          ends_.push_back(QString("%1: the watcher ended%2").arg(agent, e.cancelled ? " (stopped)" : ""));
+          compose();
         }
       },
       event);

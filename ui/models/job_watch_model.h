@@ -39,8 +39,10 @@ class JobWatchModel : public QAbstractTableModel {
 
   // The process of a row, as the watcher last read it.
   const agent::events::JobRank& rank_at(int row) const { return rows_.at(static_cast<std::size_t>(row)).second; }
-  // The wavefront sentences, the NCCL lines and the agents' answers, in
-  // the order they came.
+  // What the watch says besides the rows, as it stands now: each agent's
+  // answer, the hang wavefront each agent's watcher reads now, each rank's
+  // last NCCL log line, each agent's last RAS reading, and the watchers
+  // that ended.
   const QStringList& notes() const { return notes_; }
   // Agents whose watcher has ended.
   int watchers_ended() const { return ended_; }
@@ -51,7 +53,13 @@ class JobWatchModel : public QAbstractTableModel {
  private:
   QString watch_id_;
   std::vector<std::pair<QString, agent::events::JobRank>> rows_;  // (agent, process), in arrival order
-  std::map<std::pair<QString, int>, QString> nccl_;               // (agent, pid) -> its last NCCL line
+  void compose();                                                 // notes_ from the parts below, then notes_changed
+
+  QStringList answers_;                                    // "agent: watching ..." or why not
+  std::map<QString, std::vector<std::string>> wavefront_;  // agent -> its watcher's wavefront now
+  std::map<std::pair<QString, int>, QString> nccl_;        // (agent, pid) -> its last NCCL line
+  std::map<QString, QString> ras_;                         // agent -> its last RAS reading
+  QStringList ends_;                                       // "agent: the watcher ended"
   QStringList notes_;
   int ended_ = 0;
 };

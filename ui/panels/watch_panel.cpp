@@ -31,12 +31,15 @@ WatchPanel::WatchPanel(Console& console, QWidget* parent) : QWidget(parent), con
   value_->setPlaceholderText("e.g. job-7, 29500, or 4101 4102");
   value_->setAccessibleName("The job");
   flight_recorder_ = new QCheckBox("Flight Recorder");
+  flight_recorder_->setObjectName("watchFlightRecorder");
   flight_recorder_->setToolTip(
       "Ask torch's debug server for the ranks' Flight Recorder and name the ranks behind "
       "(the job runs with TORCH_FR_BUFFER_SIZE and start_debug_server())");
   nccl_log_ = new QCheckBox("NCCL log");
+  nccl_log_->setObjectName("watchNcclLog");
   nccl_log_->setToolTip("Read each rank's NCCL_DEBUG_FILE (NCCL_DEBUG=INFO)");
   nccl_ras_ = new QCheckBox("NCCL RAS");
+  nccl_ras_->setObjectName("watchNcclRas");
   nccl_ras_->setToolTip(
       "Ask NCCL's RAS port on each node (NCCL_RAS_ADDR, localhost:28028) for dead, missing and "
       "lagging ranks");
@@ -77,13 +80,20 @@ WatchPanel::WatchPanel(Console& console, QWidget* parent) : QWidget(parent), con
   table_->verticalHeader()->hide();
   table_->setWordWrap(false);
   split->addWidget(table_);
+  detail_ = new QPlainTextEdit;
+  detail_->setObjectName("watchDetail");
+  detail_->setReadOnly(true);
+  detail_->setPlaceholderText("Click a process for what its sockets say and the hint");
+  detail_->setAccessibleName("The selected process: what its sockets say and the hint");
+  split->addWidget(detail_);
   notes_ = new QPlainTextEdit;
   notes_->setObjectName("watchNotes");
   notes_->setReadOnly(true);
   notes_->setAccessibleName("Wavefront, NCCL logs and the agents' answers");
   split->addWidget(notes_);
   split->setStretchFactor(0, 3);
-  split->setStretchFactor(1, 2);
+  split->setStretchFactor(1, 1);
+  split->setStretchFactor(2, 2);
   layout->addWidget(split, 1);
 
   connect(attach_, &QPushButton::clicked, this, [this] { attach(); });
@@ -97,15 +107,16 @@ WatchPanel::WatchPanel(Console& console, QWidget* parent) : QWidget(parent), con
   // A handful of rows: fitted to their text each time one comes or changes.
   auto fit = [this] { QTimer::singleShot(0, table_, [this] { table_->resizeColumnsToContents(); }); };
   connect(&console_.watched, &QAbstractItemModel::rowsInserted, this, fit);
+  connect(&console_.watched, &QAbstractItemModel::modelReset, detail_, &QPlainTextEdit::clear);
   connect(&console_.watched, &QAbstractItemModel::dataChanged, this, fit);
   // A selected row's hint in full.
   connect(table_, &QTableView::clicked, this, [this](const QModelIndex& index) {
     const auto& r = console_.watched.rank_at(index.row());
-    summary_->setText(QString("rank %1 (pid %2): %3%4")
-                          .arg(r.rank)
-                          .arg(r.pid)
-                          .arg(QString::fromStdString(r.error.empty() ? r.detail : r.error),
-                               r.hint.empty() ? QString() : "\n" + QString::fromStdString(r.hint)));
+    detail_->setPlainText(QString("rank %1 (pid %2): %3%4")
+                              .arg(r.rank)
+                              .arg(r.pid)
+                              .arg(QString::fromStdString(r.error.empty() ? r.detail : r.error),
+                                   r.hint.empty() ? QString() : "\n\n" + QString::fromStdString(r.hint)));
   });
 }
 

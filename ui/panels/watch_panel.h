@@ -32,6 +32,8 @@ class WatchPanel : public QWidget {
   void set_job(const QString& by, const QString& value);
   QTableView* table() const { return table_; }
   QPlainTextEdit* notes() const { return notes_; }
+  // The selected process: what its sockets say and the bootstrap's hint.
+  QPlainTextEdit* detail() const { return detail_; }
   QLabel* summary() const { return summary_; }
 
  private:
@@ -49,6 +51,7 @@ class WatchPanel : public QWidget {
   QLabel* summary_ = nullptr;
   QTableView* table_ = nullptr;
   QPlainTextEdit* notes_ = nullptr;
+  QPlainTextEdit* detail_ = nullptr;
 };
 
 }  // namespace ringmaster::ui

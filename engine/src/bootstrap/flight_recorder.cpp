@@ -196,15 +196,20 @@ std::vector<std::string> read_wavefront(const std::vector<FlightRecord>& ranks) 
   // process group -> rank -> its status
   std::map<std::string, std::map<int, FlightRecorderGroup>> groups;
   std::map<std::string, std::map<std::int64_t, std::string>> call_names;  // group -> seq -> name
+  std::map<std::string, std::vector<int>> unread;  // why -> the ranks without a record for that reason
   for (const auto& r : ranks) {
     if (!r.error.empty()) {
-      out.push_back(fmt::format("rank {}: no Flight Recorder record ({})", r.rank, r.error));
+      unread[r.error].push_back(r.rank);
       continue;
     }
     for (const auto& g : r.groups)
       groups[g.process_group][r.rank] = g;
     for (const auto& c : r.calls)
       call_names[c.process_group].emplace(c.seq, c.name);
+  }
+  for (const auto& [why, without] : unread) {
+    out.push_back(fmt::format("{} {}: no Flight Recorder record ({})", without.size() == 1 ? "rank" : "ranks",
+                              fmt::join(without, ", "), why));
   }
   auto call = [&](const std::string& group, std::int64_t seq) {
     const auto& names = call_names[group];

@@ -290,11 +290,12 @@ struct JobRank {
   std::string error;  // why the process could not be read; the rest is then empty
 };
 
-// "job_wavefront": one sentence of a watched job's hang wavefront, read
-// from its ranks' PyTorch Flight Recorders (ringmaster/tools/flight_recorder.h).
+// "job_wavefront": a watched job's hang wavefront as its ranks' PyTorch
+// Flight Recorders give it now (ringmaster/tools/flight_recorder.h), whole:
+// one sentence a process group's state; sent each time it changes.
 struct JobWavefront {
   static constexpr std::string_view kType = "job_wavefront";
-  std::string wavefront;
+  std::vector<std::string> wavefront;
 };
 
 // "job_nccl": what a watched rank's NCCL_DEBUG_FILE says so far

@@ -45,7 +45,8 @@ FlightRecord parse_flight_record(int rank, const std::string& json);
 // entered ("process group 0 (default_pg): rank 1 has not called
 // gloo:all_reduce #4 (rank 0 has); its last call was gloo:all_reduce #3,
 // completed"), or every rank in the same call and those that have not
-// completed it. Ranks without a record are named as such.
+// completed it. Ranks without a record are named as such, those with the
+// same reason in one sentence.
 std::vector<std::string> read_wavefront(const std::vector<FlightRecord>& ranks);
 
 // Each rank's record, fetched through the job's store at
