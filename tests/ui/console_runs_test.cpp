@@ -956,6 +956,12 @@ void ConsoleRunsTest::attachToAJobTheConsoleDidNotLaunch() {
   QTRY_COMPARE_WITH_TIMEOUT(outcome_of(store.pid, first), QString("hosting"), 20000);
   QTRY_COMPARE_WITH_TIMEOUT(outcome_of(client.pid, first), QString("connected"), 20000);
   QTRY_COMPARE_WITH_TIMEOUT(console.watched.rowCount(), 4, 20000);  // each agent sees both processes
+  // The rendezvous timeline: a row a rank of the job, each in its stage now.
+  QCOMPARE(console.watched.timeline.ranks(), 2);
+  const auto& hosting = console.watched.timeline.cell(0, static_cast<int>(ringmaster::Stage::store_barrier));
+  QVERIFY(hosting.seen && hosting.live);
+  QVERIFY2(hosting.live_text.startsWith("watched: hosting: hosts the store on"), qPrintable(hosting.live_text));
+  QVERIFY(console.watched.timeline.cell(1, static_cast<int>(ringmaster::Stage::store_handshake)).live);
   QTRY_VERIFY_WITH_TIMEOUT(console.watched.notes().filter("watching processes [").size() == 2, 20000);
   QVERIFY2(panel->notes()->toPlainText().contains("watching processes ["), qPrintable(panel->notes()->toPlainText()));
   QCOMPARE(console.watched.data(console.watched.index(0, JobWatchModel::kStage)).toString().isEmpty(), false);
@@ -1043,6 +1049,12 @@ void ConsoleRunsTest::watchShowsATorchJobsStoreHangAndCollectiveHang() {
     return named;
   };
   QTRY_COMPARE_WITH_TIMEOUT(named_unanswered(), 3, 60000);
+  for (int r = 1; r <= 3; ++r) {
+    const auto& connect = console.watched.timeline.cell(r, static_cast<int>(ringmaster::Stage::store_connect));
+    QVERIFY2(connect.live &&
+                 connect.live_text.startsWith("watched: unanswered: SYN to 127.0.0.1:" + QString::fromStdString(port)),
+             qPrintable(connect.live_text));
+  }
   panel->table()->selectRow(0);
   emit panel->table()->clicked(console.watched.index(0, 0));
   QVERIFY2(panel->detail()->toPlainText().contains("got no answer at all"), qPrintable(panel->detail()->toPlainText()));

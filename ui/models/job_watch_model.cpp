@@ -2,6 +2,8 @@
 
 #include <QBrush>
 #include <QColor>
+#include <QDateTime>
+#include <algorithm>
 #include <type_traits>
 #include <variant>
 
@@ -59,6 +61,8 @@ void JobWatchModel::start(const QString& watch_id) {
   beginResetModel();
   watch_id_ = watch_id;
   rows_.clear();
+  timeline.reset(0);
+  stage_of_.clear();
   answers_.clear();
   wavefront_.clear();
   nccl_.clear();
@@ -88,11 +92,44 @@ void JobWatchModel::compose() {
   emit notes_changed();
 }
 
+void JobWatchModel::to_timeline(const ev::JobRank& e) {
+  if (!e.error.empty() || e.rank < 0) return;
+  if (timeline.ranks() == 0) timeline.reset(std::max({e.world_size, e.rank + 1, 1}));
+  if (e.rank >= timeline.ranks()) return;
+  const long long now_us = QDateTime::currentMSecsSinceEpoch() * 1000;
+  auto [seen, first] = stage_of_.try_emplace(e.rank, Since{e.stage, now_us, e.detail});
+  Since& at = seen->second;
+  if (!first && e.stage != at.stage) {
+    // It moved on: the stage it was in ended when it was seen in the next.
+    ev::StageEnded ended;
+    ended.stage = at.stage;
+    ended.rank = e.rank;
+    ended.ok = true;
+    ended.begin_us = at.since_us;
+    ended.duration_ms = static_cast<double>(now_us - at.since_us) / 1000;
+    ended.detail = at.detail;
+    timeline.add_stage(e.rank, ended);
+    at = Since{e.stage, now_us, e.detail};
+  }
+  at.detail = e.detail;
+  ev::StageProgress progress;
+  progress.stage = e.stage;
+  progress.rank = e.rank;
+  progress.outcome = e.outcome;
+  progress.remote = e.remote;
+  progress.attempts = e.syn_retransmits;
+  progress.begin_us = at.since_us;
+  progress.elapsed_ms = static_cast<double>(now_us - at.since_us) / 1000;
+  progress.detail = "watched: " + e.outcome + ": " + e.detail;
+  timeline.add_progress(e.rank, progress);
+}
+
 void JobWatchModel::apply(const QString& agent, const ev::Event& event) {
   std::visit(
       [&](const auto& e) {
         using E = std::decay_t<decltype(e)>;
         if constexpr (std::is_same_v<E, ev::JobRank>) {
+          to_timeline(e);
           for (std::size_t i = 0; i < rows_.size(); ++i) {
             if (rows_[i].first == agent && rows_[i].second.pid == e.pid) {
               rows_[i].second = e;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ringmaster/agent/events.h"
+#include "timeline_model.h"
 
 namespace ringmaster::ui {
 
@@ -27,6 +28,11 @@ class JobWatchModel : public QAbstractTableModel {
   int columnCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+
+  // The watched ranks' rendezvous as it went, a row a rank of the job, as
+  // the Stages tab draws a launched run's: each stage from when a rank was
+  // first seen in it, the current one live with what its sockets say.
+  TimelineModel timeline;
 
   // A new watch: nothing seen yet.
   void start(const QString& watch_id);
@@ -54,6 +60,14 @@ class JobWatchModel : public QAbstractTableModel {
   QString watch_id_;
   std::vector<std::pair<QString, agent::events::JobRank>> rows_;  // (agent, process), in arrival order
   void compose();                                                 // notes_ from the parts below, then notes_changed
+  void to_timeline(const agent::events::JobRank& e);
+
+  struct Since {
+    Stage stage = Stage::store_connect;
+    long long since_us = 0;
+    std::string detail;
+  };
+  std::map<int, Since> stage_of_;  // by the job's rank: its stage and when it was first seen there
 
   QStringList answers_;                                    // "agent: watching ..." or why not
   std::map<QString, std::vector<std::string>> wavefront_;  // agent -> its watcher's wavefront now

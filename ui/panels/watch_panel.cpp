@@ -16,6 +16,7 @@
 #include <QVBoxLayout>
 
 #include "models/console.h"
+#include "timeline_view.h"
 
 namespace ringmaster::ui {
 
@@ -80,6 +81,12 @@ WatchPanel::WatchPanel(Console& console, QWidget* parent) : QWidget(parent), con
   table_->verticalHeader()->hide();
   table_->setWordWrap(false);
   split->addWidget(table_);
+  // The ranks' rendezvous over time, drawn as the Stages tab draws a run's.
+  timeline_ = new TimelineView(console_.watched.timeline);
+  timeline_->setObjectName("watchTimeline");
+  timeline_->setAccessibleName("The watched job's rendezvous over time, a row a rank");
+  timeline_->setMinimumHeight(120);
+  split->addWidget(timeline_);
   detail_ = new QPlainTextEdit;
   detail_->setObjectName("watchDetail");
   detail_->setReadOnly(true);
@@ -91,9 +98,10 @@ WatchPanel::WatchPanel(Console& console, QWidget* parent) : QWidget(parent), con
   notes_->setReadOnly(true);
   notes_->setAccessibleName("Wavefront, NCCL logs and the agents' answers");
   split->addWidget(notes_);
-  split->setStretchFactor(0, 3);
-  split->setStretchFactor(1, 1);
-  split->setStretchFactor(2, 2);
+  split->setStretchFactor(0, 2);
+  split->setStretchFactor(1, 2);
+  split->setStretchFactor(2, 1);
+  split->setStretchFactor(3, 2);
   layout->addWidget(split, 1);
 
   connect(attach_, &QPushButton::clicked, this, [this] { attach(); });

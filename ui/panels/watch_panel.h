@@ -20,6 +20,7 @@ class QTableView;
 namespace ringmaster::ui {
 
 class Console;
+class TimelineView;
 
 class WatchPanel : public QWidget {
   Q_OBJECT
@@ -35,6 +36,7 @@ class WatchPanel : public QWidget {
   // The selected process: what its sockets say and the bootstrap's hint.
   QPlainTextEdit* detail() const { return detail_; }
   QLabel* summary() const { return summary_; }
+  TimelineView* timeline() const { return timeline_; }
 
  private:
   void show_notes();
@@ -50,6 +52,7 @@ class WatchPanel : public QWidget {
   QPushButton* stop_ = nullptr;
   QLabel* summary_ = nullptr;
   QTableView* table_ = nullptr;
+  TimelineView* timeline_ = nullptr;
   QPlainTextEdit* notes_ = nullptr;
   QPlainTextEdit* detail_ = nullptr;
 };
