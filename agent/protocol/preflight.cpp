@@ -130,6 +130,7 @@ json to_json(const NodeFacts& f) {
           {"shm_error", f.shm_error},
           {"memlock", {f.memlock_soft, f.memlock_hard}},
           {"nofile", {f.nofile_soft, f.nofile_hard}},
+          {"conntrack", {f.conntrack_count, f.conntrack_max}},
           {"efa_devices", f.efa_devices},
           {"transports", f.transports},
           {"transports_unusable", unusable},
@@ -164,6 +165,7 @@ NodeFacts node_facts_from_json(const json& j) {
   f.shm_error = j.value("shm_error", std::string());
   pair("memlock", f.memlock_soft, f.memlock_hard);
   pair("nofile", f.nofile_soft, f.nofile_hard);
+  pair("conntrack", f.conntrack_count, f.conntrack_max);
   f.efa_devices = j.value("efa_devices", std::vector<std::string>{});
   f.transports = j.value("transports", std::vector<std::string>{});
   for (const auto& u : j.value("transports_unusable", json::array()))

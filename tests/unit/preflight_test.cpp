@@ -4,6 +4,8 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -89,6 +91,14 @@ TEST(NodeFacts, ReadsThisNode) {
   EXPECT_EQ(f.socket_ifname_matches, std::vector<std::string>{"lo"});
   EXPECT_GT(f.shm_bytes, 0u);
   EXPECT_NE(f.nofile_soft, 0);
+  // Where the kernel tracks connections, the table's fill is read.
+  if (std::FILE* max = std::fopen("/proc/sys/net/netfilter/nf_conntrack_max", "r")) {
+    std::fclose(max);
+    EXPECT_GT(f.conntrack_max, 0);
+    EXPECT_GE(f.conntrack_count, 0);
+  } else {
+    EXPECT_EQ(f.conntrack_max, -1);
+  }
 }
 
 // The stack as this node has it: every component, in order; a version
@@ -317,6 +327,10 @@ TEST(PreflightDiagnosis, NodeFactsThatBreakAJob) {
   b.r.nodes[0].facts.memlock_soft = 65536;
   b.r.nodes[0].facts.transports_unusable = {{"ofi", "no provider"}};
   b.r.nodes[2].clock_offset_ms = 2500;
+  b.r.nodes[1].facts.conntrack_count = 250'000;
+  b.r.nodes[1].facts.conntrack_max = 262'144;
+  b.r.nodes[2].facts.conntrack_count = 190'000;
+  b.r.nodes[2].facts.conntrack_max = 262'144;
   const auto findings = diagnose_preflight(b.r);
   const auto p = problems(b.r);
   EXPECT_TRUE(any_says(p, {"NCCL_SOCKET_IFNAME=ib0 matches no interface on node 2", "NCCL_SOCKET_IFNAME=eth0"}))
@@ -326,6 +340,15 @@ TEST(PreflightDiagnosis, NodeFactsThatBreakAJob) {
   EXPECT_TRUE(any_says(p, {"node 0", "EFA", "memlock", "65536"})) << all_text(p);
   EXPECT_TRUE(any_says(p, {"node 0", "EFA devices (rdmap16s27)", "no provider"})) << all_text(p);
   EXPECT_TRUE(any_says(findings, {"node 2 (node2)'s clock is +2.5 s off"})) << all_text(findings);
+  // A conntrack table 95% full is a problem, 72% a warning, an empty one nothing.
+  EXPECT_TRUE(any_says(
+      p, {"node 1 (node1): the connection-tracking table holds 250000 of 262144 entries (95%)", "nf_conntrack_max"}))
+      << all_text(p);
+  EXPECT_FALSE(any_says(p, {"node 2 (node2): the connection-tracking table"})) << all_text(p);
+  EXPECT_TRUE(
+      any_says(findings, {"node 2 (node2): the connection-tracking table holds 190000 of 262144 entries (72%)"}))
+      << all_text(findings);
+  EXPECT_FALSE(any_says(findings, {"node 0 (node0): the connection-tracking table"})) << all_text(findings);
   // Problems come first.
   EXPECT_EQ(findings.front().severity, PreflightFinding::Severity::problem);
 }

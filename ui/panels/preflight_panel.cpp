@@ -81,10 +81,10 @@ PreflightPanel::PreflightPanel(Console& console, QWidget* parent) : QWidget(pare
   findings_->setWordWrap(true);
   findings_->setAccessibleName("Findings, problems first");
   split->addWidget(findings_);
-  nodes_ = new QTableWidget(0, 8);
+  nodes_ = new QTableWidget(0, 9);
   nodes_->setObjectName("preflightNodes");
   nodes_->setHorizontalHeaderLabels(
-      {"Node", "Host", "Ephemeral ports", "/dev/shm", "nofile", "memlock", "Clock", "Transports"});
+      {"Node", "Host", "Ephemeral ports", "/dev/shm", "nofile", "memlock", "conntrack", "Clock", "Transports"});
   nodes_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   nodes_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   nodes_->verticalHeader()->hide();
@@ -142,19 +142,21 @@ void PreflightPanel::show_report() {
   for (const auto& node : m.report()->nodes) {
     nodes_->insertRow(row);
     const NodeFacts& f = node.facts;
-    const QStringList cells = {QString("node %1 (%2)").arg(row).arg(QString::fromStdString(node.address)),
-                               QString::fromStdString(node.error.empty() ? node.name : "no part: " + node.error),
-                               QString("%1-%2").arg(f.ephemeral_lo).arg(f.ephemeral_hi),
-                               bytes_text(f.shm_bytes),
-                               limit_text(f.nofile_soft),
-                               limit_text(f.memlock_soft),
-                               QString("%1 ms").arg(node.clock_offset_ms, 0, 'f', 1),
-                               QString::fromStdString([&] {
-                                 std::string t;
-                                 for (const auto& x : f.transports)
-                                   t += (t.empty() ? "" : ",") + x;
-                                 return t;
-                               }())};
+    const QStringList cells = {
+        QString("node %1 (%2)").arg(row).arg(QString::fromStdString(node.address)),
+        QString::fromStdString(node.error.empty() ? node.name : "no part: " + node.error),
+        QString("%1-%2").arg(f.ephemeral_lo).arg(f.ephemeral_hi),
+        bytes_text(f.shm_bytes),
+        limit_text(f.nofile_soft),
+        limit_text(f.memlock_soft),
+        f.conntrack_max > 0 ? QString("%1/%2").arg(f.conntrack_count).arg(f.conntrack_max) : QString("-"),
+        QString("%1 ms").arg(node.clock_offset_ms, 0, 'f', 1),
+        QString::fromStdString([&] {
+          std::string t;
+          for (const auto& x : f.transports)
+            t += (t.empty() ? "" : ",") + x;
+          return t;
+        }())};
     for (int c = 0; c < cells.size(); ++c)
       nodes_->setItem(row, c, new QTableWidgetItem(cells[c]));
     ++row;

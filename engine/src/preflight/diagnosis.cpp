@@ -464,6 +464,18 @@ struct Reader {
                         small ? "cannot make their shared-memory segments and fall back to sockets"
                               : "may run out of room for shared-memory segments with many channels"));
       }
+      if (f.conntrack_max > 0 && f.conntrack_count >= 0 && f.conntrack_count * 10 >= f.conntrack_max * 7) {
+        const bool full = f.conntrack_count * 10 >= f.conntrack_max * 9;
+        add(full ? Severity::problem : Severity::warning,
+            fmt::format("node {} ({}): the connection-tracking table holds {} of {} entries ({:.0f}%): when it fills "
+                        "the kernel drops new connections ('nf_conntrack: table full, dropping packet' in dmesg) and "
+                        "ranks fail at STORE_CONNECT or TRANSPORT_CONNECT as if a firewall dropped them. Raise "
+                        "net.netfilter.nf_conntrack_max (sysctl -w net.netfilter.nf_conntrack_max={}), or find "
+                        "what holds the entries (conntrack -S, conntrack -L)",
+                        i, name(i), f.conntrack_count, f.conntrack_max,
+                        100.0 * static_cast<double>(f.conntrack_count) / static_cast<double>(f.conntrack_max),
+                        f.conntrack_max * 4));
+      }
       if (!f.efa_devices.empty() && f.memlock_soft >= 0) {
         add(Severity::problem, fmt::format("node {} ({}) has EFA devices and a memlock limit of {} bytes: "
                                            "libfabric's EFA provider registers memory and needs it unlimited "

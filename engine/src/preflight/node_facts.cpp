@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -231,6 +232,14 @@ NodeFacts gather_node_facts(const NodeFactsQuery& query) {
   if (::getrlimit(RLIMIT_NOFILE, &limit) == 0) {
     f.nofile_soft = limit_value(limit.rlim_cur);
     f.nofile_hard = limit_value(limit.rlim_max);
+  }
+  for (const auto& [file, into] : {std::pair{"/proc/sys/net/netfilter/nf_conntrack_count", &f.conntrack_count},
+                                   std::pair{"/proc/sys/net/netfilter/nf_conntrack_max", &f.conntrack_max}}) {
+    if (FILE* in = std::fopen(file, "r")) {
+      long long v = -1;
+      if (std::fscanf(in, "%lld", &v) == 1) *into = v;
+      std::fclose(in);
+    }
   }
   f.efa_devices = efa_devices();
   f.stack = read_software_stack();

@@ -74,9 +74,11 @@ std::string render_preflight(const PreflightReport& report, const std::vector<Pr
       continue;
     }
     const NodeFacts& f = node.facts;
-    out += fmt::format("  ephemeral {}-{}  /dev/shm {}  nofile {}  memlock {}  clock {:+.1f} ms  transports {}\n",
-                       f.ephemeral_lo, f.ephemeral_hi, bytes_text(f.shm_bytes), limit_text(f.nofile_soft),
-                       limit_text(f.memlock_soft), node.clock_offset_ms, fmt::join(f.transports, ","));
+    out += fmt::format(
+        "  ephemeral {}-{}  /dev/shm {}  nofile {}  memlock {}  conntrack {}  clock {:+.1f} ms  transports {}\n",
+        f.ephemeral_lo, f.ephemeral_hi, bytes_text(f.shm_bytes), limit_text(f.nofile_soft), limit_text(f.memlock_soft),
+        f.conntrack_max > 0 ? fmt::format("{}/{}", f.conntrack_count, f.conntrack_max) : std::string("-"),
+        node.clock_offset_ms, fmt::join(f.transports, ","));
     if (!f.stack.empty()) {
       std::vector<std::string> parts;
       for (const auto& [component, version] : f.stack)

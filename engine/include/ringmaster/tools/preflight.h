@@ -107,6 +107,10 @@ struct NodeFacts {
   std::string shm_error;
   // RLIMIT_MEMLOCK and RLIMIT_NOFILE (soft, hard); -1: unlimited.
   long long memlock_soft = 0, memlock_hard = 0, nofile_soft = 0, nofile_hard = 0;
+  // The connection-tracking table of the node's network namespace
+  // (net.netfilter.nf_conntrack_count and _max): when it is full the kernel
+  // drops new connections. -1: no conntrack here (the module not loaded).
+  long long conntrack_count = -1, conntrack_max = -1;
   // EFA devices (/sys/class/infiniband, driver efa).
   std::vector<std::string> efa_devices;
   // The engine's transports usable here, and why the others are not
