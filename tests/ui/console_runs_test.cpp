@@ -1092,14 +1092,19 @@ void ConsoleRunsTest::watchShowsATorchJobsStoreHangAndCollectiveHang() {
       {{"TORCH_FR_BUFFER_SIZE", "2000"}, {"DEBUG_PORT", std::to_string(ringmaster::testing_support::free_port())}},
       true);
   window.findChild<QCheckBox*>("watchFlightRecorder")->setChecked(true);
-  // The workers come up after torch's import: attach once they are there.
+  // The workers come up after torch's import: attach once they are there
+  // (the agent answers "no process of the job" before).
   bool attached = false;
   for (int i = 0; i < 120 && !attached; ++i) {
     QTest::qWait(500);
     panel->set_job("master port", QString::fromStdString(job_port));
-    attached = panel->attach() && console.watched.watch_id().size() > 0;
-    if (attached) QTest::qWait(1000);
-    if (attached && console.watched.notes().filter("no process of the job").size() > 0) attached = false;
+    QVERIFY2(panel->attach(), qPrintable(panel->summary()->text()));
+    auto answered = [&] {
+      return !console.watched.notes().filter("watching processes").isEmpty() ||
+             !console.watched.notes().filter("no process of the job").isEmpty();
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(answered(), 20000);
+    attached = !console.watched.notes().filter("watching processes").isEmpty();
   }
   QVERIFY(attached);
   const QString expected = "rank 2 has not called gloo:all_reduce #5 (ranks 0, 1, 3 have)";
