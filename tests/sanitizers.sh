@@ -19,7 +19,7 @@ failed=()
 # The integration tests that take what clients and files send; the
 # collectives matrices are left to the release build (their time under
 # ASan would pass CI's budget).
-asan_tests='^(agent_test|agent_preflight_test|agent_faults_test|agent_hardening_test|store_test|store_load_test|bootstrap_test|perf_cli_test|topo_cli_test)$'
+asan_tests='^(agent_test|agent_preflight_test|agent_faults_test|agent_hardening_test|agent_watch_test|store_test|store_load_test|bootstrap_test|perf_cli_test|topo_cli_test)$'
 # The collectives suites that share a communicator between threads: the
 # line protocols' flags over shared memory, the waiting, progress and abort
 # paths. (Suites that fork ranks cannot run under TSan, which refuses new
