@@ -151,13 +151,19 @@ DropPorts drop_ports(const SpecFields& f) {
   return d;
 }
 
+// An IPv4 or IPv6 address field, as written.
+std::string address(const SpecFields& f, const char* field) {
+  std::string a = f.text(field, true, "an IP address");
+  unsigned char parsed[16];
+  if (::inet_pton(AF_INET, a.c_str(), parsed) != 1 && ::inet_pton(AF_INET6, a.c_str(), parsed) != 1) {
+    f.refuse(fmt::format("'{}' is {}, not an IPv4 or IPv6 address", field, described(json(a))));
+  }
+  return a;
+}
+
 DropAddress drop_address(const SpecFields& f) {
   DropAddress d;
-  d.address = f.text("address", true, "an IP address");
-  unsigned char parsed[16];
-  if (::inet_pton(AF_INET, d.address.c_str(), parsed) != 1 && ::inet_pton(AF_INET6, d.address.c_str(), parsed) != 1) {
-    f.refuse(fmt::format("'address' is {}, not an IPv4 or IPv6 address", described(json(d.address))));
-  }
+  d.address = address(f, "address");
   d.direction = f.direction();
   return d;
 }
@@ -225,8 +231,10 @@ FaultSpec parse_fault(const json& j) {
                 j.contains("direction") ? f.direction() : Direction::out};
   }
   if (k == Rate::kKind) {
-    const SpecFields f(j, k, {"interface", "mbit"});
-    return Rate{f.interface(), f.positive("mbit", kMostRateMbit, "Mbit/s")};
+    const SpecFields f(j, k, {"interface", "mbit", "to"});
+    Rate rate{f.interface(), f.positive("mbit", kMostRateMbit, "Mbit/s"), {}};
+    if (j.contains("to")) rate.to = address(f, "to");
+    return rate;
   }
   if (k == ShmSize::kKind) {
     const SpecFields f(j, k, {"bytes"});
@@ -275,6 +283,7 @@ json to_json(const FaultSpec& f) {
   } else if (const auto* rate = std::get_if<Rate>(&f)) {
     j["interface"] = rate->interface;
     j["mbit"] = rate->mbit;
+    if (!rate->to.empty()) j["to"] = rate->to;
   } else if (const auto* shm = std::get_if<ShmSize>(&f)) {
     j["bytes"] = shm->bytes;
   } else if (const auto* l = std::get_if<Limit>(&f)) {
@@ -312,7 +321,9 @@ std::string describe(const FaultSpec& f) {
                        : loss->direction == Direction::out ? "sends"
                                                            : "sends and receives");
   if (const auto* rate = std::get_if<Rate>(&f))
-    return fmt::format("limit {} to {} Mbit/s", rate->interface, rate->mbit);
+    return rate->to.empty()
+               ? fmt::format("limit {} to {} Mbit/s", rate->interface, rate->mbit)
+               : fmt::format("limit what {} sends to {} to {} Mbit/s", rate->interface, rate->to, rate->mbit);
   if (const auto* l = std::get_if<Limit>(&f)) {
     return l->resource == Limit::Resource::nofile
                ? fmt::format("ranks may open {} file descriptors (RLIMIT_NOFILE)", l->value)

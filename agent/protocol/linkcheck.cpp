@@ -16,6 +16,7 @@
 
 #include "ringmaster/agent/client.h"
 #include "ringmaster/agent/events.h"
+#include "ringmaster/agent/telemetry.h"
 #include "ringmaster/status.h"
 
 namespace ringmaster::agent {
@@ -223,6 +224,14 @@ LinkcheckReport run_linkcheck(const std::vector<PreflightAgent>& agents, const N
         }
       }
       l.ahead = l.ahead && l.gbs <= 0;
+      // Rank 0, on a, counted what its TCP sent and resent toward b.
+      if (const auto sender = measured.find({run.run_id, 0}); sender != measured.end()) {
+        for (const auto& t : sender->second.sent) {
+          if (t.to != 1) continue;
+          l.segments = t.segments;
+          l.resent = t.resent;
+        }
+      }
       if (l.ahead) l.floor_gbs = run.best_algbw;
       if (l.gbs <= 0 && !l.ahead) l.error = run.error.empty() ? "nothing measured" : run.error;
       report.links.push_back(std::move(l));
@@ -236,15 +245,79 @@ LinkcheckReport run_linkcheck(const std::vector<PreflightAgent>& agents, const N
 
 std::vector<std::string> diagnose_links(const LinkcheckReport& r) {
   std::vector<std::string> out;
+  for (auto& p : find_link_problems(r))
+    out.push_back(std::move(p.text));
+  return out;
+}
+
+namespace {
+
+// Links whose sender resent at least kLossyResentShare of its segments
+// and five times the median link's share; a node every link into which
+// (most links into which) are lossy is named instead of its links.
+void find_lossy_links(const LinkcheckReport& r, std::vector<LinkProblem>& out) {
+  std::vector<const LinkMeasure*> counted;
+  for (const auto& l : r.links) {
+    if (l.segments >= kLossyMinSegments) counted.push_back(&l);
+  }
+  if (counted.size() < 3) return;
+  std::vector<double> shares;
+  for (const auto* l : counted)
+    shares.push_back(static_cast<double>(l->resent) / static_cast<double>(l->segments));
+  const double typical = median(shares);
+  auto share = [](const LinkMeasure& l) { return static_cast<double>(l.resent) / static_cast<double>(l.segments); };
+  auto lossy = [&](const LinkMeasure& l) {
+    return l.segments >= kLossyMinSegments && share(l) >= kLossyResentShare && share(l) >= 5 * typical;
+  };
+  const int n = static_cast<int>(r.nodes.size());
+  std::set<int> lossy_nodes;
+  for (int x = 0; x < n; ++x) {
+    int into = 0, lossy_into = 0;
+    double least = 1;
+    for (const auto& l : r.links) {
+      if (l.to != x || l.segments < kLossyMinSegments) continue;
+      ++into;
+      if (lossy(l)) ++lossy_into, least = std::min(least, share(l));
+    }
+    // Most of them: loss is random, and a link's few seconds can stay
+    // under the share by chance.
+    if (lossy_into < 2 || 2 * lossy_into <= into) continue;
+    lossy_nodes.insert(x);
+    out.push_back({LinkProblem::Kind::node_lossy,
+                   fmt::format("{} of {} links into node {} ({}) lose packets: their senders resent at least {:.1f}% "
+                               "of their TCP segments, against {:.2f}% on the median link: that node's NIC, cable or "
+                               "optic, its switch port, or a policer on its side",
+                               lossy_into, into, x, r.nodes[static_cast<std::size_t>(x)], 100 * least, 100 * typical),
+                   x});
+  }
+  for (const auto& l : r.links) {
+    if (!lossy(l) || lossy_nodes.count(l.to) != 0) continue;
+    out.push_back(
+        {LinkProblem::Kind::link_lossy,
+         fmt::format("the link node {} -> node {} ({} -> {}) loses packets: its sender resent {:.1f}% of "
+                     "its TCP segments ({} of {}), against {:.2f}% on the median link",
+                     l.from, l.to, r.nodes[static_cast<std::size_t>(l.from)], r.nodes[static_cast<std::size_t>(l.to)],
+                     100 * share(l), l.resent, l.segments, 100 * typical),
+         -1, l.from, l.to});
+  }
+}
+
+}  // namespace
+
+std::vector<LinkProblem> find_link_problems(const LinkcheckReport& r) {
+  using Kind = LinkProblem::Kind;
+  std::vector<LinkProblem> out;
   const int n = static_cast<int>(r.nodes.size());
   std::set<std::pair<int, int>> failed_pairs;
   for (const auto& l : r.links) {
     if (l.gbs > 0 || l.ahead) continue;
     const auto pair = std::make_pair(std::min(l.from, l.to), std::max(l.from, l.to));
     if (!failed_pairs.insert(pair).second) continue;
-    out.push_back(fmt::format("node {} <-> node {} ({} <-> {}) was not measured: {}", pair.first, pair.second,
-                              r.nodes[static_cast<std::size_t>(pair.first)],
-                              r.nodes[static_cast<std::size_t>(pair.second)], l.error));
+    out.push_back({Kind::not_measured,
+                   fmt::format("node {} <-> node {} ({} <-> {}) was not measured: {}", pair.first, pair.second,
+                               r.nodes[static_cast<std::size_t>(pair.first)],
+                               r.nodes[static_cast<std::size_t>(pair.second)], l.error),
+                   -1, pair.first, pair.second});
   }
   // The median of each transport's links; slow is under a fifth of it.
   std::map<std::string, std::vector<double>> by_transport;
@@ -275,11 +348,12 @@ std::vector<std::string> diagnose_links(const LinkcheckReport& r) {
         transport = l.transport;
       }
       if (count < 2 || slow_count != count) continue;
-      out.push_back(
-          fmt::format("every link {} node {} ({}) is slow: at most {} against a median of {} ({}): "
-                      "that node's NIC, cable, link settings or a limit on its traffic",
-                      leaving ? "leaving" : "into", x, r.nodes[static_cast<std::size_t>(x)], rate_text(worst),
-                      rate_text(m), transport));
+      out.push_back({Kind::node_slow,
+                     fmt::format("every link {} node {} ({}) is slow: at most {} against a median of {} ({}): "
+                                 "that node's NIC, cable, link settings or a limit on its traffic",
+                                 leaving ? "leaving" : "into", x, r.nodes[static_cast<std::size_t>(x)],
+                                 rate_text(worst), rate_text(m), transport),
+                     x});
       for (const auto& l : r.links) {
         if ((leaving ? l.from : l.to) == x) told.insert({l.from, l.to});
       }
@@ -288,10 +362,13 @@ std::vector<std::string> diagnose_links(const LinkcheckReport& r) {
   for (const auto& l : r.links) {
     if (!slow(l) || told.count({l.from, l.to}) != 0) continue;
     told.insert({l.from, l.to});
-    out.push_back(fmt::format("the link node {} -> node {} ({} -> {}) is slow: {} against a median of {} ({})", l.from,
-                              l.to, r.nodes[static_cast<std::size_t>(l.from)], r.nodes[static_cast<std::size_t>(l.to)],
-                              rate_text(l.gbs), rate_text(medians[l.transport]), l.transport));
+    out.push_back({Kind::link_slow,
+                   fmt::format("the link node {} -> node {} ({} -> {}) is slow: {} against a median of {} ({})", l.from,
+                               l.to, r.nodes[static_cast<std::size_t>(l.from)], r.nodes[static_cast<std::size_t>(l.to)],
+                               rate_text(l.gbs), rate_text(medians[l.transport]), l.transport),
+                   -1, l.from, l.to});
   }
+  find_lossy_links(r, out);
   // A NIC slower than the others': negotiated down (a bad cable or port,
   // a switch port forced to a lower speed) or another model.
   int fastest_nic = 0;
@@ -300,10 +377,11 @@ std::vector<std::string> diagnose_links(const LinkcheckReport& r) {
   for (std::size_t x = 0; x < r.nics.size() && x < r.nodes.size(); ++x) {
     const NodeNic& nic = r.nics[x];
     if (nic.speed_mbps <= 0 || nic.speed_mbps >= fastest_nic) continue;
-    out.push_back(
-        fmt::format("node {} ({}) reaches the others through {} at {}, where the fastest node's NIC runs at "
-                    "{}: a link negotiated down (cable, port, switch setting) or another NIC",
-                    x, r.nodes[x], nic.name, speed_text(nic.speed_mbps), speed_text(fastest_nic)));
+    out.push_back({Kind::nic_slow,
+                   fmt::format("node {} ({}) reaches the others through {} at {}, where the fastest node's NIC runs "
+                               "at {}: a link negotiated down (cable, port, switch setting) or another NIC",
+                               x, r.nodes[x], nic.name, speed_text(nic.speed_mbps), speed_text(fastest_nic)),
+                   static_cast<int>(x)});
   }
   // Against what the NICs can carry: far under it is slow even when every
   // link is (a median of slow links calls none of them slow). Far: one
@@ -311,10 +389,13 @@ std::vector<std::string> diagnose_links(const LinkcheckReport& r) {
   // hundredth of it is named here; the ratio is in the report.
   for (const auto& l : r.links) {
     if (l.gbs <= 0 || l.nominal_gbs <= 0 || l.gbs >= l.nominal_gbs / 100 || told.count({l.from, l.to}) != 0) continue;
-    out.push_back(fmt::format("the link node {} -> node {} ({} -> {}) moved {}, under a hundredth of its NICs' {} ({})",
-                              l.from, l.to, r.nodes[static_cast<std::size_t>(l.from)],
-                              r.nodes[static_cast<std::size_t>(l.to)], rate_text(l.gbs),
-                              speed_text(static_cast<int>(l.nominal_gbs * 8000)), l.transport));
+    out.push_back(
+        {Kind::under_nic,
+         fmt::format("the link node {} -> node {} ({} -> {}) moved {}, under a hundredth of its NICs' {} "
+                     "({})",
+                     l.from, l.to, r.nodes[static_cast<std::size_t>(l.from)], r.nodes[static_cast<std::size_t>(l.to)],
+                     rate_text(l.gbs), speed_text(static_cast<int>(l.nominal_gbs * 8000)), l.transport),
+         -1, l.from, l.to});
   }
   return out;
 }
@@ -369,6 +450,10 @@ json to_json(const LinkcheckReport& r, const std::vector<std::string>& findings)
     if (l.nominal_gbs > 0) one["nominal_gbs"] = l.nominal_gbs;
     if (l.ahead) one["ahead"] = true;
     if (l.floor_gbs > 0) one["floor_gbs"] = l.floor_gbs;
+    if (l.segments > 0) {
+      one["segments"] = l.segments;
+      one["resent"] = l.resent;
+    }
     if (!l.error.empty()) one["error"] = l.error;
     links.push_back(std::move(one));
   }

@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "ringmaster/tools/node_compare.h"
-
 namespace ringmaster::agent {
 
 NodeGate check_nodes_alike(const std::vector<Inventory>& nodes, PerfRequest::Engine engine) {
@@ -11,8 +9,9 @@ NodeGate check_nodes_alike(const std::vector<Inventory>& nodes, PerfRequest::Eng
   for (std::size_t i = 0; i < nodes.size(); ++i)
     software.push_back({static_cast<int>(i), nodes[i].hostname, nodes[i].stack, nodes[i].rank_env, true});
   NodeGate gate;
-  for (auto& d : compare_nodes(software, engine == PerfRequest::Engine::nccl))
-    (d.breaks_a_run ? gate.refusals : gate.notes).push_back(std::move(d.sentence));
+  gate.differences = compare_nodes(software, engine == PerfRequest::Engine::nccl);
+  for (const auto& d : gate.differences)
+    (d.breaks_a_run ? gate.refusals : gate.notes).push_back(d.sentence);
   return gate;
 }
 

@@ -226,8 +226,11 @@ json to_json(const PreflightReport& r, const std::vector<PreflightFinding>& find
     probes.push_back(std::move(one));
   }
   json out_findings = json::array();
-  for (const auto& f : findings)
-    out_findings.push_back({{"severity", name_of(f.severity)}, {"text", f.text}});
+  for (const auto& f : findings) {
+    json one = {{"severity", name_of(f.severity)}, {"text", f.text}};
+    if (!f.nodes.empty()) one["nodes"] = f.nodes;
+    out_findings.push_back(std::move(one));
+  }
   return {{"master_addr", r.master_addr}, {"master_port", r.master_port}, {"socket_ifname", r.socket_ifname},
           {"port_range", r.port_range},   {"seconds", r.seconds},         {"nodes", nodes},
           {"classes", classes},           {"matrices", matrices},         {"probes", probes},

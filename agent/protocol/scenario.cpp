@@ -31,7 +31,7 @@ constexpr int kMostRanksPerHost = 16;
 const std::set<std::string> kExpectations = {
     "outcome",           "ranks",       "stage",     "keywords",  "error_keywords", "any_error_keywords",
     "every_rank_errors", "not_entered", "transport", "slow_link", "stall",          "preflight",
-    "linkcheck",         "together",    "notes",     "exits"};
+    "linkcheck",         "together",    "notes",     "exits",     "certify"};
 
 [[noreturn]] void refuse(const std::string& file, const std::string& what) {
   throw Error(ErrorCategory::config, fmt::format("scenario {}: {}", file, what));

@@ -43,6 +43,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "ringmaster/agent/certify.h"
 #include "ringmaster/agent/client.h"
 #include "ringmaster/agent/command.h"
 #include "ringmaster/agent/linkcheck.h"
@@ -562,6 +563,17 @@ bool apply_faults(Cluster& cluster, const agent::Scenario& s, int hosts, Verdict
   return true;
 }
 
+// The agents' messages, one at a time, for a link check or certify.
+agent::NextMessage next_message(const std::shared_ptr<Inbox>& inbox) {
+  return [inbox](std::chrono::steady_clock::time_point deadline) -> std::optional<json> {
+    std::unique_lock lock(inbox->mutex);
+    if (!inbox->cv.wait_until(lock, deadline, [&] { return !inbox->messages.empty(); })) return std::nullopt;
+    json m = std::move(inbox->messages.front());
+    inbox->messages.pop_front();
+    return m;
+  };
+}
+
 // "preflight": before the run, as a person bringing the cluster up would,
 // a preflight over the scenario's agents (with the run's MASTER_ADDR,
 // MASTER_PORT and NCCL_SOCKET_IFNAME): one problem finding holds every
@@ -617,13 +629,7 @@ void check_linkcheck(Cluster& cluster, int hosts, const json& run_spec, const js
   const json env = run_spec.value("env", json::object());
   for (const auto& [k, value] : env.items())
     options.env[k] = value.get<std::string>();
-  const auto next = [inbox](std::chrono::steady_clock::time_point deadline) -> std::optional<json> {
-    std::unique_lock lock(inbox->mutex);
-    if (!inbox->cv.wait_until(lock, deadline, [&] { return !inbox->messages.empty(); })) return std::nullopt;
-    json m = std::move(inbox->messages.front());
-    inbox->messages.pop_front();
-    return m;
-  };
+  const agent::NextMessage next = next_message(inbox);
   const auto report = agent::run_linkcheck(agents, next, options);
   const auto findings = agent::diagnose_links(report);
   std::string rates;
@@ -641,6 +647,68 @@ void check_linkcheck(Cluster& cluster, int hosts, const json& run_spec, const js
     v.passed = false;
     v.reasons.push_back(fmt::format("no link check finding mentions every one of: {}", fmt::join(keywords, " | ")));
   }
+}
+
+// "certify": before the run, `certify` over the scenario's agents (with
+// the run's environment): exactly the nodes of `isolate_nodes` isolated,
+// each link of `isolate_links` isolated and no other link between nodes
+// still in, within `within_s`.
+void check_certify(Cluster& cluster, int hosts, const json& run_spec, const json& want,
+                   const std::shared_ptr<Inbox>& inbox, const std::function<void()>& before_run, Verdict& v) {
+  std::vector<agent::PreflightAgent> agents;
+  for (int h = 0; h < hosts; ++h)
+    agents.push_back({&cluster.client(h), Cluster::address(h)});
+  agent::CertifyOptions options;
+  options.preflight.master_port = run_spec.value("master_port", std::uint16_t{29500});
+  options.linkcheck.bytes = want.value("link_bytes", std::string("2M"));
+  options.linkcheck.iters = want.value("link_iters", 3);
+  options.min_bytes = want.value("min_bytes", std::string("1M"));
+  options.max_bytes = want.value("max_bytes", std::string("4M"));
+  options.iters = want.value("iters", 3);
+  options.before_run = before_run;
+  const json env = run_spec.value("env", json::object());
+  for (const auto& [k, value] : env.items())
+    options.env[k] = value.get<std::string>();
+  const agent::NextMessage next = next_message(inbox);
+  const agent::CertifyReport report = agent::certify(agents, next, options);
+  const std::string text = agent::render_certify(report);
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    if (end > at) v.report.push_back("certify: " + text.substr(at, end - at));
+    at = end + 1;
+  }
+  auto fail = [&](std::string why) {
+    v.passed = false;
+    v.reasons.push_back(std::move(why));
+  };
+  const auto want_nodes = want.value("isolate_nodes", std::set<int>{});
+  std::set<int> isolated;
+  for (std::size_t i = 0; i < report.nodes.size(); ++i) {
+    if (report.nodes[i].verdict == agent::Verdict::isolate) isolated.insert(static_cast<int>(i));
+  }
+  if (isolated != want_nodes)
+    fail(fmt::format("certify isolated node(s) [{}], expected [{}]", fmt::join(isolated, ", "),
+                     fmt::join(want_nodes, ", ")));
+  std::set<std::pair<int, int>> want_links;
+  for (const auto& l : want.value("isolate_links", json::array()))
+    want_links.insert({l.at(0).get<int>(), l.at(1).get<int>()});
+  std::set<std::pair<int, int>> links;
+  for (const auto& l : report.links) {
+    if (l.verdict == agent::Verdict::isolate && !isolated.count(l.from) && !isolated.count(l.to))
+      links.insert({l.from, l.to});
+  }
+  if (links != want_links) {
+    std::vector<std::string> got, expected;
+    for (const auto& [a, b] : links)
+      got.push_back(fmt::format("{}->{}", a, b));
+    for (const auto& [a, b] : want_links)
+      expected.push_back(fmt::format("{}->{}", a, b));
+    fail(fmt::format("certify isolated link(s) [{}] between nodes still in, expected [{}]", fmt::join(got, ", "),
+                     fmt::join(expected, ", ")));
+  }
+  const double within_s = want.value("within_s", 0.0);
+  if (within_s > 0 && report.seconds > within_s)
+    fail(fmt::format("certify took {:.1f} s, over {:.0f} s", report.seconds, within_s));
 }
 
 // The scenario's run as the agents read it (its ranks and environment
@@ -838,6 +906,21 @@ bool gate_refuses(Cluster& cluster, const agent::Scenario& s, const agent::RunRe
   return true;
 }
 
+// The expectations read before the run, as a person bringing the
+// cluster up would check it: preflight, certify.
+void check_before_run(Cluster& cluster, const agent::Scenario& s, const std::shared_ptr<Inbox>& inbox, Verdict& v) {
+  if (s.expect.contains("preflight")) check_preflight(cluster, s.hosts, s.run, s.expect["preflight"], v);
+  if (!s.expect.contains("certify")) return;
+  // A fault lasts one run on its host: each run certify starts meets the
+  // scenario's faults afresh, as a link check's rounds do.
+  const auto reapply = [&] {
+    for (int h = 0; h < s.hosts; ++h)
+      cluster.client(h).call({{"type", "fault_clear"}});
+    apply_faults(cluster, s, s.hosts, v, false);
+  };
+  check_certify(cluster, s.hosts, s.run, s.expect["certify"], inbox, reapply, v);
+}
+
 Verdict run_one(const agent::Scenario& s, const std::string& agent_path, bool keep, std::ostream* events,
                 const std::atomic<bool>* stop) {
   Verdict v;
@@ -854,7 +937,7 @@ Verdict run_one(const agent::Scenario& s, const std::string& agent_path, bool ke
   });
   hold_ports(cluster, s, v);
   if (!apply_faults(cluster, s, hosts, v, true)) return v;
-  if (expect.contains("preflight")) check_preflight(cluster, hosts, run_spec, expect["preflight"], v);
+  check_before_run(cluster, s, inbox, v);
   const std::vector<int> placement = s.placement();
   const int world = s.world_size();
   const std::string run_id = "repro-" + s.name;

@@ -262,8 +262,11 @@ events::FaultApplied FaultManager::add(const FaultSpec& spec) {
         head.insert(head.end(), tail);
         return head;
       };
+      // With `to`, everything else takes the unshaped class and only what
+      // goes to that address crawls: one slow link, not a slow host.
       commands = {
-          {"tc", "qdisc", "add", "dev", dev, "root", "handle", kQdiscHandle, "htb", "default", "20"},
+          {"tc", "qdisc", "add", "dev", dev, "root", "handle", kQdiscHandle, "htb", "default",
+           rate->to.empty() ? "20" : "10"},
           {"tc", "class", "add", "dev", dev, "parent", kQdiscHandle, "classid", "5247:10", "htb", "rate", "100gbit",
            "quantum", "60000"},
           {"tc", "class", "add", "dev", dev, "parent", kQdiscHandle, "classid", "5247:20", "htb", "rate", limit, "ceil",
@@ -273,6 +276,11 @@ events::FaultApplied FaultManager::add(const FaultSpec& spec) {
           with(filter,
                {"protocol", "ipv6", "prio", "2", "u32", "match", "u16", "0", "0xff80", "at", "4", "flowid", "5247:10"}),
       };
+      if (!rate->to.empty()) {
+        const bool v6 = rate->to.find(':') != std::string::npos;
+        commands.push_back(with(filter, {"protocol", v6 ? "ipv6" : "ip", "prio", "3", "u32", "match", v6 ? "ip6" : "ip",
+                                         "dst", rate->to + (v6 ? "/128" : "/32"), "flowid", "5247:20"}));
+      }
       f.mechanism = "htb";
     }
     for (const auto& argv : commands) {

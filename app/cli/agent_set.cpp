@@ -1,5 +1,7 @@
 #include "agent_set.h"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -98,6 +100,30 @@ agent::ClientOptions client_options(const AgentSet& set, const Endpoint& e, cons
   c.tls_cert_file = set.tls_cert;
   c.tls_key_file = set.tls_key;
   return c;
+}
+
+void read_env_options(const std::vector<std::string>& options, std::map<std::string, std::string>& env) {
+  for (const auto& kv : options) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) throw Error(ErrorCategory::config, "--env takes NAME=VALUE, got " + kv);
+    env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+}
+
+SubscribedAgents subscribe_agents(const AgentSet& set, const char* command, std::size_t fewest) {
+  const auto endpoints = endpoints_of(set, command);
+  if (endpoints.size() < fewest) {
+    throw Error(ErrorCategory::config, fmt::format("--agents: {} needs at least {} agents", command, fewest));
+  }
+  const std::string token = token_of(set);
+  SubscribedAgents out;
+  for (const auto& e : endpoints) {
+    out.clients.push_back(agent::AgentClient::connect(
+        client_options(set, e, token), [inbox = out.inbox](const nlohmann::json& m) { inbox->push(m); }));
+    out.clients.back()->call({{"type", "subscribe"}});
+    out.nodes.push_back({out.clients.back().get(), e.host});
+  }
+  return out;
 }
 
 void print_report(const nlohmann::json& report, const std::string& text, bool json_out, const std::string& json_file) {

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "ringmaster/agent/client.h"
+#include "ringmaster/agent/preflight.h"
 #include "ringmaster/agent/protocol.h"
 
 namespace ringmaster::cli {
@@ -68,6 +70,21 @@ struct Inbox {
     return m;
   }
 };
+
+// --env NAME=VALUE options into `env`; Error(config) naming a bad one.
+void read_env_options(const std::vector<std::string>& options, std::map<std::string, std::string>& env);
+
+// Every agent of the set, connected and subscribed, their events in one
+// inbox: what a check over the nodes (link check, certify) drives. At
+// least `fewest` agents, else Error(config) naming the command.
+struct SubscribedAgents {
+  std::shared_ptr<Inbox> inbox = std::make_shared<Inbox>();
+  std::vector<std::unique_ptr<agent::AgentClient>> clients;
+  std::vector<agent::PreflightAgent> nodes;  // each client and the address the others reach it at
+
+  std::optional<nlohmann::json> next(std::chrono::steady_clock::time_point deadline) { return inbox->pop(deadline); }
+};
+SubscribedAgents subscribe_agents(const AgentSet& set, const char* command, std::size_t fewest);
 
 // A report as `--json` (one object on stdout) or as text, and to
 // `--json-file` when given.

@@ -21,6 +21,7 @@ Runner add_topo_command(CLI::App& app);
 Runner add_remote_command(CLI::App& app);
 Runner add_preflight_command(CLI::App& app);
 Runner add_linkcheck_command(CLI::App& app);
+Runner add_certify_command(CLI::App& app);
 Runner add_repro_command(CLI::App& app);
 Runner add_tune_command(CLI::App& app);
 Runner add_simulate_command(CLI::App& app);

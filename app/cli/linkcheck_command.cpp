@@ -24,28 +24,14 @@ struct LinkcheckCommandOptions {
 };
 
 int run_linkcheck_command(LinkcheckCommandOptions& o) {
-  for (const auto& kv : o.env) {
-    const auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) throw Error(ErrorCategory::config, "--env takes NAME=VALUE, got " + kv);
-    o.linkcheck.env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
+  read_env_options(o.env, o.linkcheck.env);
   if (o.linkcheck.iters < 1) throw Error(ErrorCategory::config, "--iters must be at least 1");
   if (o.per_pair_s < 5) throw Error(ErrorCategory::config, "--pair-timeout must be at least 5 s");
   o.linkcheck.per_pair = std::chrono::seconds(o.per_pair_s);
-  const auto endpoints = endpoints_of(o.agents, "linkcheck");
-  if (endpoints.size() < 2) throw Error(ErrorCategory::config, "--agents: a link check needs at least two agents");
-  const std::string token = token_of(o.agents);
-  auto inbox = std::make_shared<Inbox>();
-  std::vector<std::unique_ptr<agent::AgentClient>> clients;
-  std::vector<agent::PreflightAgent> agents;
-  for (const auto& e : endpoints) {
-    clients.push_back(
-        agent::AgentClient::connect(client_options(o.agents, e, token), [inbox](const json& m) { inbox->push(m); }));
-    clients.back()->call({{"type", "subscribe"}});
-    agents.push_back({clients.back().get(), e.host});
-  }
+  SubscribedAgents agents = subscribe_agents(o.agents, "linkcheck", 2);
   const auto report = agent::run_linkcheck(
-      agents, [inbox](std::chrono::steady_clock::time_point deadline) { return inbox->pop(deadline); }, o.linkcheck);
+      agents.nodes, [&agents](std::chrono::steady_clock::time_point deadline) { return agents.next(deadline); },
+      o.linkcheck);
   const auto findings = agent::diagnose_links(report);
   print_report(agent::to_json(report, findings), agent::render_linkcheck(report, findings), o.json_out, o.json_file);
   return findings.empty() ? exit_code::ok : exit_code::failed;

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   add(ringmaster::cli::add_remote_command);
   add(ringmaster::cli::add_preflight_command);
   add(ringmaster::cli::add_linkcheck_command);
+  add(ringmaster::cli::add_certify_command);
   add(ringmaster::cli::add_repro_command);
   add(ringmaster::cli::add_tune_command);
   add(ringmaster::cli::add_simulate_command);

@@ -48,7 +48,7 @@ struct RemoteOptions {
   std::string engine = "ringmaster";  // perf: ringmaster, nccl (ringmaster-nccl-perf on each agent) or both
   bool allow_mixed_nodes = false;     // perf: launch although the node gate refuses
   // fault
-  std::string kind, ports, except, address, direction = "both", interface;
+  std::string kind, ports, except, address, direction = "both", interface, to;
   bool skip_loopback = false;
   double ms = 0, mbit = 0, percent = 0;
   std::int64_t bytes = 0;
@@ -394,6 +394,7 @@ Runner add_remote_command(CLI::App& app) {
       "loss: the share of packets lost, 0-100 (of what the interface sends; with --direction in, of what it receives)");
   fault->add_option("--ms", o->ms, "delay: milliseconds");
   fault->add_option("--mbit", o->mbit, "rate: Mbit/s");
+  fault->add_option("--to", o->to, "rate: only what the interface sends to this address (one slow link)");
   fault->add_option("--bytes", o->bytes,
                     "shm_size: the size /dev/shm shrinks to; memory_limit: the bytes ranks may use");
   fault->add_option("--resource", o->resource, "limit: nofile or memlock");
@@ -421,6 +422,7 @@ Runner add_remote_command(CLI::App& app) {
       if (!fault->get_option("--interface")->empty()) spec["interface"] = o->interface;
       if (!fault->get_option("--ms")->empty()) spec["ms"] = o->ms;
       if (!fault->get_option("--mbit")->empty()) spec["mbit"] = o->mbit;
+      if (!fault->get_option("--to")->empty()) spec["to"] = o->to;
       if (!fault->get_option("--percent")->empty()) spec["percent"] = o->percent;
       if (!fault->get_option("--bytes")->empty()) spec["bytes"] = o->bytes;
       if (!fault->get_option("--resource")->empty()) spec["resource"] = o->resource;

@@ -222,6 +222,99 @@ TEST(LinkCheck, NicsNegotiatedDownAndLinksFarUnderTheirNicsAreNamed) {
   EXPECT_TRUE(agent::diagnose_links(r).empty());
 }
 
+// Loss, from what each link's sender resent: a node most links into which
+// lose packets is named (not its links one by one), and one lossy link
+// elsewhere is named as a link.
+TEST(LinkCheck, ALossyNodeAndALossyLinkAreNamed) {
+  agent::LinkcheckReport r;
+  r.nodes = {"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"};
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      if (i == j) continue;
+      agent::LinkMeasure l{i, j, 1.2, "SOCKET", false, {}};
+      l.segments = 5000;
+      l.resent = 1;
+      r.links.push_back(l);
+    }
+  }
+  EXPECT_TRUE(agent::find_link_problems(r).empty());
+  for (auto& l : r.links) {
+    if (l.to == 2 && l.from != 3) l.resent = 150;  // 3%: two of the three links into node 2
+    if (l.from == 0 && l.to == 1) l.resent = 100;  // 2%
+  }
+  const auto problems = agent::find_link_problems(r);
+  ASSERT_EQ(problems.size(), 2u) << ::testing::PrintToString(agent::diagnose_links(r));
+  EXPECT_EQ(problems[0].kind, agent::LinkProblem::Kind::node_lossy);
+  EXPECT_EQ(problems[0].node, 2);
+  EXPECT_NE(problems[0].text.find("2 of 3 links into node 2 (10.0.0.3) lose packets"), std::string::npos)
+      << problems[0].text;
+  EXPECT_EQ(problems[1].kind, agent::LinkProblem::Kind::link_lossy);
+  EXPECT_EQ(std::make_pair(problems[1].from, problems[1].to), std::make_pair(0, 1));
+  EXPECT_NE(problems[1].text.find("resent 2.0% of its TCP segments (100 of 5000)"), std::string::npos)
+      << problems[1].text;
+  // Too few segments to tell: nothing said.
+  for (auto& l : r.links)
+    l.segments = 500;
+  EXPECT_TRUE(agent::find_link_problems(r).empty());
+}
+
+// Certify over three agents: every step runs and passes; then a third
+// node whose agent gives its ranks another NCCL_PROTO is isolated by the
+// first step and sits out the rest, which run over the other two.
+TEST(AgentCertify, StepsRunInOrderAndAnOddNodeIsIsolated) {
+  const std::string token_file = write_token("agent-token-certify", "certify-token-0123456789");
+  Agent a({"--token-file", token_file}), b({"--token-file", token_file});
+  auto certify = [&](const Agent& third) {
+    std::string agents;
+    for (const Agent* x : std::initializer_list<const Agent*>{&a, &b, &third})
+      agents += (agents.empty() ? "127.0.0.1:" : ",127.0.0.1:") + std::to_string(x->port);
+    auto cli =
+        testing_support::spawn({RINGMASTER_CLI, "certify", "--agents", agents, "--token-file", token_file, "--env",
+                                "NCCL_SHM_DISABLE=1", "--max-bytes", "1M", "--link-bytes", "1M", "--json"},
+                               {});
+    cli.finish();
+    return std::make_pair(cli.exit_code(), cli.output);
+  };
+  {
+    Agent c({"--token-file", token_file});
+    const auto [code, output] = certify(c);
+    ASSERT_NE(output.find('{'), std::string::npos) << output;
+    const json report = json::parse(output.substr(output.find('{')));
+    EXPECT_EQ(report["schema"], "ringmaster.certify/1");
+    std::vector<std::string> steps;
+    for (const auto& s : report["steps"]) {
+      steps.push_back(s["name"].get<std::string>());
+      EXPECT_NE(s["state"], "failed") << s.dump();
+      EXPECT_NE(s["state"], "skipped") << s.dump();
+    }
+    EXPECT_EQ(steps, (std::vector<std::string>{"nodes", "preflight", "linkcheck", "sweeps"}));
+    ASSERT_EQ(report["nodes"].size(), 3u);
+    for (const auto& n : report["nodes"])
+      EXPECT_NE(n["verdict"], "ISOLATE") << n.dump();
+    // Four collectives swept over the three nodes, each with its rows.
+    const json& sweeps = report["steps"][3]["detail"];
+    ASSERT_EQ(sweeps.size(), 4u) << sweeps.dump();
+    for (const auto& sweep : sweeps) {
+      EXPECT_EQ(sweep["error"], "") << sweep.dump();
+      EXPECT_GT(sweep["peak_busbw"].get<double>(), 0) << sweep.dump();
+    }
+    EXPECT_EQ(report["steps"][3]["nodes"], (std::vector<int>{0, 1, 2}));
+    // 0, or 1 when this busy machine made a link look slow even alone.
+    EXPECT_TRUE(code == 0 || (code == 1 && report["verdict"] == "ISOLATE")) << output;
+  }
+  Agent odd({"--token-file", token_file}, {"/usr/bin/env", "NCCL_PROTO=Simple"});
+  const auto [code, output] = certify(odd);
+  EXPECT_EQ(code, 1) << output;
+  const json report = json::parse(output.substr(output.find('{')));
+  EXPECT_EQ(report["verdict"], "ISOLATE");
+  EXPECT_EQ(report["nodes"][2]["verdict"], "ISOLATE") << report["nodes"].dump();
+  EXPECT_EQ(report["nodes"][2]["reasons"][0]["step"], "nodes");
+  EXPECT_NE(report["nodes"][2]["reasons"][0]["text"].get<std::string>().find("NCCL_PROTO=Simple on node 2"),
+            std::string::npos);
+  EXPECT_EQ(report["steps"][1]["nodes"], (std::vector<int>{0, 1})) << "the odd node sits out the later steps";
+  EXPECT_EQ(report["steps"][3]["nodes"], (std::vector<int>{0, 1}));
+}
+
 // Three agents: every link measured in both directions by a real
 // two-rank run, over the transport the ranks chose.
 TEST(AgentLinkcheck, EveryLinkOfThreeAgentsIsMeasured) {

@@ -135,7 +135,7 @@ std::vector<json> one_of_each() {
            ev::RankFailed{4243, 3, std::nullopt, "", "rank 1 exited with status 3", ""}, ev::RunDone{false, true},
            ev::FaultApplied{1, agent::DropPorts{1025, 65535, agent::Direction::in, {29500}, true}, "nftables",
                             "nftables table inet ringmaster_agent_42_7"},
-           ev::FaultReverted{2, agent::Rate{"eth0", 40}, "run_ended"},
+           ev::FaultReverted{2, agent::Rate{"eth0", 40, {}}, "run_ended"},
            ev::NicSample{1'796'262'001'296'033,
                          {{"eth0", 1000, 2000, 100000, false}, {"rdmap79s0:1", 3000, 4000, 100000, true}}},
            ev::JobWavefront{{"process group 0 (default_pg): rank 2 has not called gloo:all_reduce #5 (ranks 0, 1, 3 "
@@ -315,7 +315,8 @@ TEST(FaultSpecs, EveryKindReadsBackWhatItWrote) {
                                    {{"kind", "loss"}, {"interface", "eth0"}, {"percent", 2.5}, {"direction", "out"}},
                                    {{"kind", "limit"}, {"resource", "memlock"}, {"value", 65536}},
                                    {{"kind", "loss"}, {"interface", "eth0"}, {"percent", 3.0}, {"direction", "in"}},
-                                   {{"kind", "memory_limit"}, {"bytes", 134217728}}};
+                                   {{"kind", "memory_limit"}, {"bytes", 134217728}},
+                                   {{"kind", "rate"}, {"interface", "eth0"}, {"mbit", 40.0}, {"to", "198.18.0.7"}}};
   for (const json& j : specs) {
     const agent::FaultSpec f = agent::parse_fault(j);
     EXPECT_EQ(agent::kind_of(f), j["kind"].get<std::string>());
@@ -334,6 +335,7 @@ TEST(FaultSpecs, EveryKindReadsBackWhatItWrote) {
   EXPECT_EQ(agent::describe(agent::parse_fault(specs[9])), "lose 2.5% of what eth0 sends");
   EXPECT_EQ(agent::describe(agent::parse_fault(specs[11])), "lose 3% of what eth0 receives");
   EXPECT_EQ(agent::describe(agent::parse_fault(specs[12])), "ranks run in a memory cgroup limited to 134217728 bytes");
+  EXPECT_EQ(agent::describe(agent::parse_fault(specs[13])), "limit what eth0 sends to 198.18.0.7 to 40 Mbit/s");
   // A loss without a direction is of what the interface sends.
   EXPECT_EQ(
       std::get<agent::Loss>(agent::parse_fault({{"kind", "loss"}, {"interface", "eth0"}, {"percent", 1}})).direction,
@@ -356,6 +358,9 @@ TEST(FaultSpecs, BadSpecsAreRefusedByKindAndField) {
   EXPECT_EQ(error_of({{"kind", "delay"}, {"interface", "lo"}, {"ms", 0}}),
             "fault 'delay': 'ms' must be above 0 and at most 60000 ms");
   EXPECT_EQ(error_of({{"kind", "delay"}, {"ms", 5}}), "fault 'delay': needs 'interface'");
+  // One slow link: `to` must be an address, and is not echoed.
+  EXPECT_EQ(error_of({{"kind", "rate"}, {"interface", "eth0"}, {"mbit", 5}, {"to", secret}}),
+            "fault 'rate': 'to' is a string of 12 characters, not an IPv4 or IPv6 address");
   EXPECT_EQ(error_of({{"kind", "rate"}, {"interface", "eth0/../x"}, {"mbit", 5}}),
             "fault 'rate': 'interface' is a string of 9 characters, not a network device's name (1-15 letters, digits, "
             "'.', '_', '-')");

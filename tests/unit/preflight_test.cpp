@@ -230,6 +230,12 @@ TEST(PreflightDiagnosis, ANodeThatNobodyReachesIsNamed) {
   b.set("ephemeral", -1, 2, -1, Reach::rejected);
   const auto p = problems(b.r);
   EXPECT_TRUE(any_says(p, {"on node 2 (node2)", "rejected", "from every other node"})) << all_text(p);
+  // About that node's side: certify isolates it by this.
+  const auto about = std::find_if(p.begin(), p.end(), [](const PreflightFinding& f) {
+    return f.text.find("from every other node") != std::string::npos;
+  });
+  ASSERT_NE(about, p.end());
+  EXPECT_EQ(about->nodes, std::vector<int>{2});
   EXPECT_EQ(b.r.cell(0, 2, "ephemeral"), Reach::rejected);
   EXPECT_EQ(b.r.cell(2, 0, "ephemeral"), Reach::ok);
 }
@@ -337,6 +343,11 @@ TEST(PreflightDiagnosis, NodeFactsThatBreakAJob) {
       << all_text(p);
   EXPECT_TRUE(any_says(p, {"MASTER_ADDR trainer-0 does not resolve on node 2"})) << all_text(p);
   EXPECT_TRUE(any_says(p, {"/dev/shm on node 1", "64 MiB"})) << all_text(p);
+  for (const auto& f : p) {
+    if (f.text.find("/dev/shm on node 1") != std::string::npos) {
+      EXPECT_EQ(f.nodes, std::vector<int>{1}) << f.text;
+    }
+  }
   EXPECT_TRUE(any_says(p, {"node 0", "EFA", "memlock", "65536"})) << all_text(p);
   EXPECT_TRUE(any_says(p, {"node 0", "EFA devices (rdmap16s27)", "no provider"})) << all_text(p);
   EXPECT_TRUE(any_says(findings, {"node 2 (node2)'s clock is +2.5 s off"})) << all_text(findings);

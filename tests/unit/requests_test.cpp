@@ -248,7 +248,7 @@ Inventory sample_inventory() {
   inv.runs = {{"run-1", {{0, 4242, false}, {1, 4243, true}}, false}};
   inv.runs_started = 7;
   inv.runs_failed = 2;
-  inv.faults = {{1, Rate{"eth0", 40}, {}, {}, "htb", {"run-1"}}};
+  inv.faults = {{1, Rate{"eth0", 40, {}}, {}, {}, "htb", {"run-1"}}};
   inv.fault_injection = true;
   inv.pid = 99;
   inv.transports = {"socket", "shm"};
@@ -325,6 +325,11 @@ TEST(NodeGate, NamesTheNodesAndWhatDiffers) {
   ASSERT_EQ(gate.refusals.size(), 1u);
   EXPECT_EQ(gate.refusals[0],
             "the nodes differ in libfabric: 1.18 on nodes 0 (node0), 1 (node1); 1.22 on node 2 (node2)");
+  // The odd node out, for certify's verdict; with no majority, none.
+  ASSERT_EQ(gate.differences.size(), 1u);
+  EXPECT_EQ(gate.differences[0].outliers, std::vector<int>{2});
+  EXPECT_TRUE(gate.differences[0].breaks_a_run);
+  EXPECT_TRUE(check_nodes_alike({nodes[0], nodes[2]}, PerfRequest::Engine::ringmaster).differences[0].outliers.empty());
   EXPECT_EQ(
       gate.refusal("launch with --allow-mixed-nodes").rfind("refused before launch: the nodes differ in libfabric", 0),
       0u);

@@ -45,7 +45,13 @@ struct Reader {
   int n() const { return static_cast<int>(report.nodes.size()); }
   bool present(int i) const { return report.nodes[static_cast<std::size_t>(i)].error.empty(); }
   const std::string& name(int i) const { return report.nodes[static_cast<std::size_t>(i)].name; }
-  void add(Severity s, std::string text) { out.push_back({s, std::move(text)}); }
+  // The node the findings being read are about, while a loop reads one
+  // node's side; -1 otherwise.
+  int about = -1;
+  void add(Severity s, std::string text) {
+    out.push_back({s, std::move(text), about >= 0 ? std::vector<int>{about} : std::vector<int>{}});
+  }
+  void add_about(int node, Severity s, std::string text) { out.push_back({s, std::move(text), {node}}); }
 
   // The tested off-diagonal cells of a class, and how many are ok.
   struct ClassSummary {
@@ -224,9 +230,10 @@ struct Reader {
       for (const auto& [r, k] : bad)
         bad_count += k;
       if (tested < 2 || bad_count != tested) continue;
-      add(Severity::problem, fmt::format("{} on node {} ({}): {} from every other node: that node's own "
-                                         "firewall, or a security group or ACL on its side",
-                                         c.label, j, name(j), what_it_means(bad.begin()->first)));
+      add_about(j, Severity::problem,
+                fmt::format("{} on node {} ({}): {} from every other node: that node's own "
+                            "firewall, or a security group or ACL on its side",
+                            c.label, j, name(j), what_it_means(bad.begin()->first)));
       for (int i = 0; i < n(); ++i)
         told.insert({i, j});
     }
@@ -243,9 +250,9 @@ struct Reader {
         if (r != Reach::ok) ++bad_count, r_bad = r;
       }
       if (tested < 2 || bad_count != tested) continue;
-      add(Severity::problem,
-          fmt::format("node {} ({}) reaches no other node on {}: {}; an outbound rule or the routes on that node", i,
-                      name(i), c.label, what_it_means(r_bad)));
+      add_about(i, Severity::problem,
+                fmt::format("node {} ({}) reaches no other node on {}: {}; an outbound rule or the routes on that node",
+                            i, name(i), c.label, what_it_means(r_bad)));
       for (int j = 0; j < n(); ++j)
         told.insert({i, j});
     }
@@ -388,14 +395,15 @@ struct Reader {
         if (shared) continue;
         const NodeFacts& f = node.facts;
         if (report.master_port >= f.ephemeral_lo && report.master_port <= f.ephemeral_hi) {
-          add(Severity::problem,
-              fmt::format("MASTER_PORT {0} is taken on node {1} ({2}): {3}; it lies inside that node's "
-                          "ip_local_port_range {4}-{5}, where the kernel hands ports to outbound connections, so "
-                          "any connection can take it before rank 0 listens (sysctl -w "
-                          "net.ipv4.ip_local_reserved_ports={0}, or a MASTER_PORT outside the range)",
-                          report.master_port, i, node.name, ports.front().note, f.ephemeral_lo, f.ephemeral_hi));
+          add_about(i, Severity::problem,
+                    fmt::format("MASTER_PORT {0} is taken on node {1} ({2}): {3}; it lies inside that node's "
+                                "ip_local_port_range {4}-{5}, where the kernel hands ports to outbound connections, so "
+                                "any connection can take it before rank 0 listens (sysctl -w "
+                                "net.ipv4.ip_local_reserved_ports={0}, or a MASTER_PORT outside the range)",
+                                report.master_port, i, node.name, ports.front().note, f.ephemeral_lo, f.ephemeral_hi));
         } else {
-          add(Severity::warning,
+          add_about(
+              i, Severity::warning,
               fmt::format("MASTER_PORT {} is taken on node {} ({}): {}; a store left by an earlier job may hold it",
                           report.master_port, i, node.name, ports.front().note));
         }
@@ -429,17 +437,17 @@ struct Reader {
           "range outside it)",
           lo, hi);
       if (taken > 0) {
-        add(overlaps ? Severity::problem : Severity::warning,
-            fmt::format("RINGMASTER_PORT_RANGE {}-{}: {} of the {} port(s) tried are taken on node {} ({}; {}){}", lo,
-                        hi, taken, tried, i, name(i), note,
-                        overlaps
-                            ? fmt::format(": the range lies inside that node's ip_local_port_range {}-{}, where {}",
-                                          f.ephemeral_lo, f.ephemeral_hi, reserve)
-                            : std::string(": another job or a stale process holds them")));
+        add_about(i, overlaps ? Severity::problem : Severity::warning,
+                  fmt::format(
+                      "RINGMASTER_PORT_RANGE {}-{}: {} of the {} port(s) tried are taken on node {} ({}; {}){}", lo, hi,
+                      taken, tried, i, name(i), note,
+                      overlaps ? fmt::format(": the range lies inside that node's ip_local_port_range {}-{}, where {}",
+                                             f.ephemeral_lo, f.ephemeral_hi, reserve)
+                               : std::string(": another job or a stale process holds them")));
       } else if (overlaps) {
-        add(Severity::warning,
-            fmt::format("RINGMASTER_PORT_RANGE {}-{} overlaps node {}'s ({}) ip_local_port_range {}-{}: {}", lo, hi, i,
-                        name(i), f.ephemeral_lo, f.ephemeral_hi, reserve));
+        add_about(i, Severity::warning,
+                  fmt::format("RINGMASTER_PORT_RANGE {}-{} overlaps node {}'s ({}) ip_local_port_range {}-{}: {}", lo,
+                              hi, i, name(i), f.ephemeral_lo, f.ephemeral_hi, reserve));
       }
     }
   }
@@ -451,6 +459,7 @@ struct Reader {
       if (!present(i)) continue;
       const PreflightNode& node = report.nodes[static_cast<std::size_t>(i)];
       const NodeFacts& f = node.facts;
+      about = i;  // what follows is this node's own
       ranges.insert({f.ephemeral_lo, f.ephemeral_hi});
       transports.insert(f.transports);
       if (!f.shm_error.empty()) {
@@ -510,6 +519,7 @@ struct Reader {
                                            i, name(i), node.clock_offset_ms / 1000));
       }
     }
+    about = -1;
     if (ranges.size() > 1) {
       std::vector<std::string> seen;
       for (const auto& [lo, hi] : ranges)
@@ -554,8 +564,8 @@ struct Reader {
   void read_absent_nodes() {
     for (int i = 0; i < n(); ++i) {
       if (!present(i))
-        add(Severity::problem,
-            fmt::format("node {} took no part: {}", i, report.nodes[static_cast<std::size_t>(i)].error));
+        add_about(i, Severity::problem,
+                  fmt::format("node {} took no part: {}", i, report.nodes[static_cast<std::size_t>(i)].error));
     }
   }
 };

@@ -27,6 +27,28 @@ Groups group(const std::vector<std::optional<std::string>>& values) {
   return out;
 }
 
+// The nodes outside the largest group, when one group is the largest.
+std::vector<int> outliers(const Groups& groups, const std::vector<NodeSoftware>& nodes) {
+  std::size_t largest = 0, ties = 0;
+  for (const auto& g : groups) {
+    if (g.second.size() > largest) {
+      largest = g.second.size();
+      ties = 1;
+    } else if (g.second.size() == largest) {
+      ++ties;
+    }
+  }
+  std::vector<int> out;
+  if (ties != 1) return out;
+  for (const auto& [value, on] : groups) {
+    if (on.size() == largest) continue;
+    for (const std::size_t i : on)
+      out.push_back(nodes[i].index);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // "2.21.5 on nodes 0 (host0), 1 (host1); 2.19.3 on node 2 (host2)"
 std::string who_has_what(const Groups& groups, const std::vector<NodeSoftware>& nodes) {
   std::vector<std::string> seen;
@@ -71,7 +93,7 @@ void compare_stacks(const std::vector<NodeSoftware>& nodes, bool through_nccl, s
     const bool loaded = through_nccl || (component != "nccl" && component != "aws_ofi_nccl");
     const bool everywhere = component == "ringmaster" || through_nccl;
     out.push_back({fmt::format("the nodes differ in {}: {}", component, who_has_what(groups, nodes)),
-                   loaded && (found >= 2 || everywhere)});
+                   loaded && (found >= 2 || everywhere), outliers(groups, nodes)});
   }
 }
 
@@ -98,7 +120,7 @@ void compare_settings(const std::vector<NodeSoftware>& nodes, std::vector<NodeDi
     const bool own = node_own_setting(name);
     out.push_back({fmt::format("the nodes' agents give their ranks different {}{}: {}", name,
                                own ? " (a node's own)" : "", who_has_what(groups, nodes)),
-                   !own});
+                   !own, outliers(groups, nodes)});
   }
 }
 

@@ -61,11 +61,13 @@ struct Loss {
   bool operator==(const Loss&) const = default;
 };
 
-// rate: what the interface sends crawls at `mbit` (tc htb).
+// rate: what the interface sends crawls at `mbit` (tc htb); with `to`,
+// only what it sends to that address (one slow link, not a slow host).
 struct Rate {
   static constexpr std::string_view kKind = "rate";
   std::string interface;
   double mbit = 0;
+  std::string to;  // IPv4 or IPv6; empty: everything the interface sends
   bool operator==(const Rate&) const = default;
 };
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -48,6 +49,9 @@ struct LinkMeasure {
   // For a link ahead of its reader: the pair's end-to-end rate (its best
   // sendrecv row), which the link carried at least; 0 when not known.
   double floor_gbs = 0;
+  // What the sender's TCP counted on the link (0 of 0 when not told): a
+  // link losing packets resends a share of them.
+  std::uint64_t segments = 0, resent = 0;
 };
 
 // The network device that holds a node's address, from its agent's
@@ -76,7 +80,21 @@ using NextMessage = std::function<std::optional<nlohmann::json>(std::chrono::ste
 LinkcheckReport run_linkcheck(const std::vector<PreflightAgent>& agents, const NextMessage& next,
                               const LinkcheckOptions& options);
 
+// One problem a link check found, with what it is about: a node (every
+// link out of or into it slow, its NIC slower than the others') or a link
+// (slow, far under its NICs, not measured: then both directions).
+struct LinkProblem {
+  enum class Kind : std::uint8_t { not_measured, node_slow, link_slow, nic_slow, under_nic, node_lossy, link_lossy };
+  Kind kind = Kind::link_slow;
+  std::string text;        // the sentence diagnose_links says
+  int node = -1;           // node_slow, nic_slow, node_lossy (every link into it)
+  int from = -1, to = -1;  // link_slow, link_lossy, under_nic, not_measured (from < to)
+};
+std::vector<LinkProblem> find_link_problems(const LinkcheckReport& report);
+
 // Slow links (below a fifth of the median of their transport's links),
+// lossy links (their sender resent a share of its TCP segments, as the
+// run summary's rule: telemetry.h),
 // failed pairs, NICs that run slower than the other nodes' (a link
 // negotiated down), and links under a hundredth of their NICs' speed, as
 // sentences naming the node or the link; problems only.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ringmaster/agent/requests.h"
+#include "ringmaster/tools/node_compare.h"
 
 namespace ringmaster::agent {
 
@@ -24,6 +25,9 @@ struct NodeGate {
   // run does not load, a setting that is a node's own (NCCL_SOCKET_IFNAME,
   // NCCL_DEBUG), software present on some nodes only.
   std::vector<std::string> notes;
+  // Each difference whole, with the odd nodes out (positions in the list
+  // the gate was given): what `certify` gives its verdicts from.
+  std::vector<NodeDifference> differences;
 
   bool passed() const { return refusals.empty(); }
   // "refused before launch: <refusals>; make the nodes alike (...), or

@@ -32,6 +32,10 @@ struct NodeDifference {
   // it loads, a setting the ranks must share), rather than only being
   // worth saying (a node's own setting, a driver on some nodes only).
   bool breaks_a_run = false;
+  // The nodes (their `index`) outside the one value most nodes share: the
+  // odd ones out. Empty when no value is held by more nodes than any
+  // other (two against two: no majority to tell the odd ones by).
+  std::vector<int> outliers;
 };
 
 // `through_nccl`: the ranks run NCCL, so NCCL and its network plugin

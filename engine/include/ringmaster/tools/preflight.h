@@ -192,6 +192,10 @@ struct PreflightFinding {
   enum class Severity : std::uint8_t { problem, warning, info };
   Severity severity = Severity::info;
   std::string text;
+  // The nodes it is about, where it is about one node's own side (its
+  // facts, its ports, its firewall); empty when it is about pairs or the
+  // whole set.
+  std::vector<int> nodes;
 };
 const char* name_of(PreflightFinding::Severity severity) noexcept;
 

@@ -1,0 +1,136 @@
+// Certify: a cluster's bring-up checks in the order an engineer runs
+// them, over the agents of its nodes, with a verdict for every node and
+// every link (docs/certify.md):
+//
+//   1. nodes      the software and settings every node's ranks get
+//                 (the launchers' node gate, its odd nodes out named);
+//   2. preflight  every node reaches every other on each port class a job
+//                 uses, and each node's facts (limits, /dev/shm, MTU, ...);
+//   3. linkcheck  every link, both directions, in rounds of disjoint pairs;
+//   4. sweeps     all_reduce, all_gather, reduce_scatter and all_to_all
+//                 over the nodes still in, each link of each run measured
+//                 at its receiver.
+//
+// A node a step isolates sits out the steps after it, so one bad node
+// does not hide the rest; the checks stop early only where a later one
+// cannot mean anything (fewer than two nodes left, pairs that cannot
+// connect). `ringmaster-cli certify` runs it; so do the repro scenarios
+// that expect a verdict.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ringmaster/agent/linkcheck.h"
+#include "ringmaster/agent/preflight.h"
+#include "ringmaster/agent/requests.h"
+
+namespace ringmaster::agent {
+
+// PASS: nothing found. MONITOR: something worth watching that does not
+// stop a job (a setting only one node has, a NIC slower than the rest).
+// ISOLATE: take it out before a job runs there.
+enum class Verdict : std::uint8_t { pass, monitor, isolate };
+const char* name_of(Verdict v) noexcept;  // "PASS", "MONITOR", "ISOLATE"
+
+// Why a node or link got its verdict, and which step found it.
+struct VerdictReason {
+  Verdict verdict = Verdict::monitor;
+  std::string step;  // "nodes", "preflight", "linkcheck", "sweeps"
+  std::string text;
+};
+
+struct NodeVerdict {
+  std::string address, hostname;
+  Verdict verdict = Verdict::pass;  // the worst of its reasons
+  std::vector<VerdictReason> reasons;
+};
+
+// A link from one node to another (indices into the report's nodes).
+struct LinkVerdict {
+  int from = 0, to = 0;
+  Verdict verdict = Verdict::isolate;
+  std::vector<VerdictReason> reasons;
+};
+
+struct CertifyStep {
+  enum class State : std::uint8_t { passed, found, failed, skipped };
+  std::string name;   // "nodes", "preflight", "linkcheck", "sweeps"
+  std::string title;  // "Nodes alike", ...
+  State state = State::skipped;
+  std::string summary;                // one line: what it checked and found, or why it was skipped
+  std::vector<std::string> findings;  // what it found, one sentence each
+  double seconds = 0;
+  std::vector<int> nodes;  // the nodes it ran over
+  nlohmann::json detail;   // the step's own report (preflight's, linkcheck's, the sweeps' rows)
+};
+const char* name_of(CertifyStep::State s) noexcept;  // "passed", "found", "failed", "skipped"
+
+// One collective's sweep over the nodes still in.
+struct CertifySweep {
+  std::string collective;
+  std::vector<int> nodes;
+  struct Row {
+    std::uint64_t bytes = 0;
+    double time_us = 0, algbw = 0, busbw = 0;  // out of place, GB/s
+    long long wrong = 0;
+  };
+  std::vector<Row> rows;
+  std::string error;  // why it did not complete; empty when it did
+};
+
+struct CertifyReport {
+  std::vector<NodeVerdict> nodes;
+  std::vector<LinkVerdict> links;  // those found wanting; every other link passed
+  std::vector<CertifyStep> steps;
+  std::vector<CertifySweep> sweeps;
+  double seconds = 0;
+
+  // PASS when every node and link passed, MONITOR when the worst is
+  // MONITOR, else ISOLATE.
+  Verdict overall() const;
+  // 0 when nothing is isolated, 1 when something is (`certify`'s exit).
+  int exit_code() const { return overall() == Verdict::isolate ? 1 : 0; }
+};
+
+struct CertifyOptions {
+  int np_per_agent = 1;
+  std::map<std::string, std::string> env;  // the ranks' (NCCL_SHM_DISABLE, NCCL_NET, ...)
+  PreflightOptions preflight;
+  LinkcheckOptions linkcheck;
+  // The sweeps: each collective from min to max bytes, doubling.
+  std::vector<Collective> collectives = {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
+                                         Collective::all_to_all};
+  std::string min_bytes = "1M", max_bytes = "16M";
+  int iters = 5, warmup = 1;
+  double sweep_timeout_s = 300;  // one collective's sweep
+  double coll_timeout_s = 30;    // RINGMASTER_COLL_TIMEOUT for its ranks
+  // Called when a step begins (state skipped, no summary yet) and when it
+  // ends, for a caller that shows progress.
+  std::function<void(const CertifyStep&, bool ended)> on_step;
+  // Before every run a step starts (each linkcheck round, each sweep):
+  // a scenario puts its faults back, as a fault lasts one run.
+  std::function<void()> before_run;
+};
+
+// Runs the steps over the agents (subscribed, their events through
+// `next`; agent 0 hosts the sweeps' store).
+CertifyReport certify(const std::vector<PreflightAgent>& agents, const NextMessage& next,
+                      const CertifyOptions& options);
+
+// The report as text: the steps with their findings, then a verdict per
+// node and per link found wanting.
+std::string render_certify(const CertifyReport& report);
+
+// The report as JSON (docs/certify.md, "The report"): schema
+// "ringmaster.certify/1".
+nlohmann::json to_json(const CertifyReport& report);
+inline constexpr std::string_view kCertifySchema = "ringmaster.certify/1";
+
+}  // namespace ringmaster::agent

@@ -1,0 +1,547 @@
+// certify(): the bring-up steps in order over the agents, each a reader of
+// a check that exists on its own (node gate, preflight, link check, perf
+// runs), turned into verdicts on nodes and links.
+#include "ringmaster/agent/certify.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <optional>
+#include <type_traits>
+#include <variant>
+
+#include "ringmaster/agent/client.h"
+#include "ringmaster/agent/events.h"
+#include "ringmaster/agent/node_gate.h"
+#include "ringmaster/agent/requests.h"
+#include "ringmaster/agent/telemetry.h"
+#include "ringmaster/status.h"
+
+namespace ringmaster::agent {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+using State = CertifyStep::State;
+
+Verdict worse(Verdict a, Verdict b) {
+  return static_cast<int>(a) > static_cast<int>(b) ? a : b;
+}
+
+struct StepName {
+  const char* name;
+  const char* title;
+};
+constexpr StepName kSteps[] = {{"nodes", "Nodes alike"},
+                               {"preflight", "Reachability and node facts"},
+                               {"linkcheck", "Every link, both directions"},
+                               {"sweeps", "Collective sweeps"}};
+
+class Certifier {
+ public:
+  Certifier(const std::vector<PreflightAgent>& agents, const NextMessage& next, const CertifyOptions& o)
+      : agents_(agents), next_(next), o_(o) {
+    for (std::size_t i = 0; i < agents.size(); ++i) {
+      report_.nodes.push_back({agents[i].address, {}, Verdict::pass, {}});
+      in_.push_back(static_cast<int>(i));
+    }
+  }
+
+  CertifyReport run() {
+    const auto started = Clock::now();
+    bool go_on = step(0, [this](CertifyStep& s) { return nodes_alike(s); });
+    go_on = go_on && step(1, [this](CertifyStep& s) { return preflight(s); });
+    go_on = go_on && step(2, [this](CertifyStep& s) { return linkcheck(s); });
+    go_on = go_on && step(3, [this](CertifyStep& s) { return sweeps(s); });
+    for (std::size_t i = report_.steps.size(); i < std::size(kSteps); ++i) {
+      CertifyStep skipped;
+      skipped.name = kSteps[i].name;
+      skipped.title = kSteps[i].title;
+      skipped.summary = "not run: " + stopped_because_;
+      report_.steps.push_back(std::move(skipped));
+    }
+    report_.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    return std::move(report_);
+  }
+
+ private:
+  // Runs one step over the nodes still in; false when the checks stop
+  // here (stopped_because_ says why).
+  template <typename Body>
+  bool step(std::size_t index, Body body) {
+    const char* name = kSteps[index].name;
+    CertifyStep s;
+    s.name = name;
+    s.title = kSteps[index].title;
+    s.nodes = in_;
+    if (in_.size() < 2) {
+      stopped_because_ = fmt::format("{} node(s) left in, a step needs two", in_.size());
+      return false;
+    }
+    if (o_.on_step) o_.on_step(s, false);
+    const auto started = Clock::now();
+    bool go_on = true;
+    try {
+      go_on = body(s);
+    } catch (const std::exception& e) {
+      s.state = State::failed;
+      s.summary = std::string("could not run: ") + e.what();
+      stopped_because_ = fmt::format("the {} step could not run", name);
+      go_on = false;
+    }
+    s.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    if (o_.on_step) o_.on_step(s, true);
+    report_.steps.push_back(std::move(s));
+    drop_isolated();
+    return go_on;
+  }
+
+  void judge_node(int node, Verdict v, const char* step, std::string text) {
+    NodeVerdict& n = report_.nodes[static_cast<std::size_t>(node)];
+    n.verdict = worse(n.verdict, v);
+    n.reasons.push_back({v, step, std::move(text)});
+  }
+
+  void judge_link(int from, int to, Verdict v, const char* step, std::string text) {
+    auto it = std::find_if(report_.links.begin(), report_.links.end(),
+                           [&](const LinkVerdict& l) { return l.from == from && l.to == to; });
+    if (it == report_.links.end()) {
+      report_.links.push_back({from, to, v, {}});
+      it = report_.links.end() - 1;
+    }
+    it->verdict = worse(it->verdict, v);
+    it->reasons.push_back({v, step, std::move(text)});
+  }
+
+  void drop_isolated() {
+    std::erase_if(in_, [&](int n) { return report_.nodes[static_cast<std::size_t>(n)].verdict == Verdict::isolate; });
+  }
+
+  std::vector<PreflightAgent> agents_in() const {
+    std::vector<PreflightAgent> out;
+    for (const int n : in_)
+      out.push_back(agents_[static_cast<std::size_t>(n)]);
+    return out;
+  }
+
+  // 1. What every node's ranks load and inherit, through the launchers'
+  // node gate: the odd nodes out of what breaks a run are isolated, of
+  // what does not, watched. No majority to tell the odd ones by: a job
+  // over these nodes means nothing, so the checks stop.
+  bool nodes_alike(CertifyStep& s) {
+    std::vector<Inventory> inventories;
+    for (const int n : in_) {
+      inventories.push_back(
+          Inventory::parse(agents_[static_cast<std::size_t>(n)].client->call({{"type", "inventory"}})));
+      report_.nodes[static_cast<std::size_t>(n)].hostname = inventories.back().hostname;
+    }
+    const NodeGate gate = check_nodes_alike(inventories, PerfRequest::Engine::ringmaster);
+    bool majority = true;
+    for (const auto& d : gate.differences) {
+      s.findings.push_back(d.sentence);
+      if (d.breaks_a_run && d.outliers.empty()) majority = false;
+      for (const int position : d.outliers)
+        judge_node(in_[static_cast<std::size_t>(position)], d.breaks_a_run ? Verdict::isolate : Verdict::monitor,
+                   "nodes", d.sentence);
+    }
+    s.state = gate.differences.empty() ? State::passed : majority ? State::found : State::failed;
+    s.summary = gate.differences.empty()
+                    ? fmt::format("{} nodes load the same software and give their ranks the same settings", in_.size())
+                    : fmt::format("{} difference(s) across {} nodes", gate.differences.size(), in_.size());
+    s.detail = {{"refusals", gate.refusals}, {"notes", gate.notes}};
+    if (!majority) stopped_because_ = "the nodes differ in what a run loads with no majority to isolate the odd ones";
+    return majority;
+  }
+
+  // 2. The preflight matrix and facts: a problem on one node's own side
+  // isolates it, a warning there is watched. Pairs still unable to
+  // connect on the ports a job's connections take stop the checks: a
+  // link check or a sweep over them could only fail.
+  bool preflight(CertifyStep& s) {
+    const std::vector<int> nodes = in_;
+    PreflightOptions p = o_.preflight;
+    if (p.master_addr.empty()) p.master_addr = agents_[static_cast<std::size_t>(nodes[0])].address;
+    const PreflightReport r = run_preflight(agents_in(), p);
+    const auto findings = diagnose_preflight(r);
+    s.detail = to_json(r, findings);
+    int problems = 0;
+    for (const auto& f : findings) {
+      if (f.severity == PreflightFinding::Severity::info) continue;
+      const bool problem = f.severity == PreflightFinding::Severity::problem;
+      problems += problem ? 1 : 0;
+      s.findings.push_back(fmt::format("{}: {}", name_of(f.severity), f.text));
+      for (const int position : f.nodes)
+        judge_node(nodes[static_cast<std::size_t>(position)], problem ? Verdict::isolate : Verdict::monitor,
+                   "preflight", f.text);
+    }
+    // Between the nodes still in: the ephemeral ports (a job's bootstrap
+    // and data connections) both ways, and MASTER_PORT toward the first.
+    std::vector<std::pair<int, int>> cut;
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      for (std::size_t j = 0; j < nodes.size(); ++j) {
+        if (i == j || isolated(nodes[i]) || isolated(nodes[j])) continue;
+        const int a = static_cast<int>(i), b = static_cast<int>(j);
+        const Reach e = r.cell(a, b, "ephemeral");
+        const Reach m = j == 0 ? r.cell(a, b, "master") : Reach::ok;
+        if ((e != Reach::ok && e != Reach::untested) || (m != Reach::ok && m != Reach::untested)) {
+          cut.emplace_back(nodes[i], nodes[j]);
+          judge_link(nodes[i], nodes[j], Verdict::isolate, "preflight",
+                     fmt::format("node {} cannot connect to node {}: ephemeral ports {}{}", nodes[i], nodes[j],
+                                 r.cell_text(a, b, "ephemeral"),
+                                 j == 0 ? fmt::format(", MASTER_PORT {}", r.cell_text(a, b, "master")) : ""));
+        }
+      }
+    }
+    s.state = problems == 0 && cut.empty() ? State::passed : cut.empty() ? State::found : State::failed;
+    s.summary = fmt::format("{} nodes, {} problem(s), {} pair(s) that cannot connect, in {:.1f} s", nodes.size(),
+                            problems, cut.size(), r.seconds);
+    if (!cut.empty()) stopped_because_ = "some pairs of nodes cannot connect on the ports a job uses";
+    return cut.empty();
+  }
+
+  bool isolated(int node) const { return report_.nodes[static_cast<std::size_t>(node)].verdict == Verdict::isolate; }
+
+  // 3. Every link both ways: a node whose every link out or in is slow is
+  // isolated, a slow or unmeasured link is; a NIC negotiated down or a
+  // link far under its NICs is watched.
+  bool linkcheck(CertifyStep& s) {
+    const std::vector<int> nodes = in_;
+    LinkcheckOptions l = o_.linkcheck;
+    for (const auto& [k, v] : o_.env)
+      l.env.emplace(k, v);
+    if (o_.before_run) {
+      l.before_round = [this, user = l.before_round](int round) {
+        o_.before_run();
+        if (user) user(round);
+      };
+    }
+    const LinkcheckReport r = run_linkcheck(agents_in(), next_, l);
+    const auto problems = find_link_problems(r);
+    std::vector<std::string> texts;
+    for (const auto& p : problems)
+      texts.push_back(p.text);
+    s.detail = to_json(r, texts);
+    s.findings = texts;
+    using Kind = LinkProblem::Kind;
+    for (const auto& p : problems) {
+      Verdict v = p.kind == Kind::nic_slow || p.kind == Kind::under_nic ? Verdict::monitor : Verdict::isolate;
+      if (p.kind == Kind::link_slow) {
+        const std::string alone = confirm_slow_link(r, p, nodes, l);
+        if (!alone.empty()) {
+          v = Verdict::monitor;
+          s.findings.push_back(alone);
+          judge_link(nodes[static_cast<std::size_t>(p.from)], nodes[static_cast<std::size_t>(p.to)], v, "linkcheck",
+                     p.text + "; " + alone);
+          continue;
+        }
+      }
+      if (p.node >= 0) {
+        judge_node(nodes[static_cast<std::size_t>(p.node)], v, "linkcheck", p.text);
+      } else {
+        judge_link(nodes[static_cast<std::size_t>(p.from)], nodes[static_cast<std::size_t>(p.to)], v, "linkcheck",
+                   p.text);
+        if (p.kind == Kind::not_measured)
+          judge_link(nodes[static_cast<std::size_t>(p.to)], nodes[static_cast<std::size_t>(p.from)], v, "linkcheck",
+                     p.text);
+      }
+    }
+    s.state = problems.empty() ? State::passed : State::found;
+    s.summary = fmt::format("{} links over {} rounds of disjoint pairs, {} problem(s), in {:.1f} s", r.links.size(),
+                            r.rounds, problems.size(), r.seconds);
+    return true;
+  }
+
+  // A link found slow in its round is measured again on its own, its pair
+  // the only one running: a round's pairs share the nodes' CPUs and
+  // switches, and a link that was only crowded is not isolated. Empty
+  // when it is slow alone too; else what it moved alone.
+  std::string confirm_slow_link(const LinkcheckReport& round, const LinkProblem& p, const std::vector<int>& nodes,
+                                const LinkcheckOptions& options) {
+    const LinkMeasure* in_round = round.link(p.from, p.to);
+    if (in_round == nullptr) return {};
+    std::vector<double> same;
+    for (const auto& l : round.links) {
+      if (l.gbs > 0 && l.transport == in_round->transport) same.push_back(l.gbs);
+    }
+    if (same.empty()) return {};
+    std::nth_element(same.begin(), same.begin() + static_cast<std::ptrdiff_t>(same.size() / 2), same.end());
+    const double median = same[same.size() / 2];
+    const LinkcheckReport alone =
+        run_linkcheck({agents_[static_cast<std::size_t>(nodes[static_cast<std::size_t>(p.from)])],
+                       agents_[static_cast<std::size_t>(nodes[static_cast<std::size_t>(p.to)])]},
+                      next_, options);
+    const LinkMeasure* again = alone.link(0, 1);
+    if (again == nullptr || (again->gbs <= 0 && !again->ahead) || (again->gbs > 0 && again->gbs < median / 5))
+      return {};
+    return fmt::format(
+        "node {} -> node {} measured again alone: {}, against the round's median of {:.0f} MB/s: it "
+        "was crowded in its round, not slow",
+        nodes[static_cast<std::size_t>(p.from)], nodes[static_cast<std::size_t>(p.to)],
+        again->ahead ? std::string("ahead of its reader") : fmt::format("{:.0f} MB/s", again->gbs * 1000),
+        median * 1000);
+  }
+
+  // 4. Each collective over the nodes still in.
+  bool sweeps(CertifyStep& s) {
+    json detail = json::array();
+    int failed = 0, slow = 0;
+    for (const Collective c : o_.collectives) {
+      CertifySweep sweep = run_sweep(c, slow);
+      json rows = json::array();
+      for (const auto& row : sweep.rows)
+        rows.push_back({{"bytes", row.bytes}, {"time_us", row.time_us}, {"algbw", row.algbw}, {"busbw", row.busbw}});
+      const double peak = std::accumulate(sweep.rows.begin(), sweep.rows.end(), 0.0,
+                                          [](double m, const CertifySweep::Row& r) { return std::max(m, r.busbw); });
+      const long long wrong = std::accumulate(sweep.rows.begin(), sweep.rows.end(), 0LL,
+                                              [](long long w, const CertifySweep::Row& r) { return w + r.wrong; });
+      if (sweep.error.empty() && wrong > 0) sweep.error = fmt::format("{} wrong value(s) in its results", wrong);
+      if (!sweep.error.empty()) {
+        ++failed;
+        s.findings.push_back(fmt::format("{} failed: {}", sweep.collective, sweep.error));
+      }
+      detail.push_back(
+          {{"collective", sweep.collective}, {"rows", rows}, {"peak_busbw", peak}, {"error", sweep.error}});
+      report_.sweeps.push_back(std::move(sweep));
+    }
+    s.detail = std::move(detail);
+    s.state = failed > 0 ? State::failed : slow > 0 ? State::found : State::passed;
+    s.summary = fmt::format("{} collective(s) over {} nodes x {} rank(s): {} failed, {} slow or lossy link(s)",
+                            o_.collectives.size(), in_.size(), o_.np_per_agent, failed, slow);
+    return true;
+  }
+
+  CertifySweep run_sweep(Collective c, int& slow_links);
+  void read_sweep_event(const events::EventMessage& m, CertifySweep& sweep,
+                        std::vector<std::pair<int, events::Links>>& links, std::size_t& done);
+
+  const std::vector<PreflightAgent>& agents_;
+  const NextMessage& next_;
+  const CertifyOptions& o_;
+  CertifyReport report_;
+  std::vector<int> in_;  // the nodes not isolated yet
+  std::string stopped_because_;
+};
+
+// One collective's sweep: a run over every node still in (agent i holds
+// ranks i*np..), rank 0's rows, the run's links read for slow and lossy
+// ones, and a rank whose process died isolating its node.
+CertifySweep Certifier::run_sweep(Collective c, int& slow_links) {
+  CertifySweep sweep;
+  sweep.collective = perf_collective_name(c);
+  sweep.nodes = in_;
+  const int np = o_.np_per_agent;
+  RunRequest run;
+  run.run_id =
+      fmt::format("certify-{}-{}-{}", ::getpid(), sweep.collective, Clock::now().time_since_epoch().count() % 1000000);
+  run.world_size = static_cast<int>(in_.size()) * np;
+  run.master_addr = agents_[static_cast<std::size_t>(in_[0])].address;
+  run.perf.collective = c;
+  run.perf.min_bytes = parse_request_size(o_.min_bytes);
+  run.perf.max_bytes = parse_request_size(o_.max_bytes);
+  run.perf.step_factor = 2;
+  run.perf.iters = o_.iters;
+  run.perf.warmup = o_.warmup;
+  run.env = o_.env;
+  run.coll_timeout_s = o_.coll_timeout_s;
+  if (o_.before_run) o_.before_run();
+  std::size_t started = 0;
+  try {
+    for (std::size_t i = 0; i < in_.size(); ++i) {
+      run.ranks.clear();
+      for (int l = 0; l < np; ++l)
+        run.ranks.push_back(static_cast<int>(i) * np + l);
+      const json reply = agents_[static_cast<std::size_t>(in_[i])].client->call(run.to_json());
+      if (i == 0) run.master_port = reply.at("master_port").get<int>();
+      ++started;
+    }
+  } catch (const std::exception& e) {
+    sweep.error = fmt::format("node {} did not start its ranks: {}", in_[started], e.what());
+  }
+  std::vector<std::pair<int, events::Links>> links;
+  std::size_t done = 0;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<long long>(o_.sweep_timeout_s * 1000));
+  while (sweep.error.empty() && done < started) {
+    const auto m = next_(deadline);
+    if (!m) {
+      sweep.error = fmt::format("no end within {:.0f} s", o_.sweep_timeout_s);
+      break;
+    }
+    if (m->value("type", "") != "event" || m->value("run_id", "") != run.run_id) continue;
+    std::optional<events::EventMessage> message;
+    try {
+      message = events::parse_event_message(*m);
+    } catch (const Error&) {
+      continue;  // unreadable: the sweep's rows and end come in others
+    }
+    if (message) read_sweep_event(*message, sweep, links, done);
+  }
+  if (done < started) {
+    for (std::size_t i = 0; i < started; ++i) {
+      try {
+        agents_[static_cast<std::size_t>(in_[i])].client->call({{"type", "cancel"}, {"run_id", run.run_id}});
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  for (const auto& l : find_slow_links(links)) {
+    const int from = in_[static_cast<std::size_t>(l.from / np)], to = in_[static_cast<std::size_t>(l.to / np)];
+    if (from == to) continue;
+    ++slow_links;
+    judge_link(from, to, Verdict::isolate, "sweeps",
+               fmt::format("{}: node {} -> node {} {}: {}", sweep.collective, from, to, l.lossy() ? "lossy" : "slow",
+                           l.describe()));
+  }
+  return sweep;
+}
+
+void Certifier::read_sweep_event(const events::EventMessage& m, CertifySweep& sweep,
+                                 std::vector<std::pair<int, events::Links>>& links, std::size_t& done) {
+  std::visit(
+      [&](const auto& e) {
+        using E = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<E, events::Result>) {
+          if (m.rank == 0 && e.candidate.empty()) {
+            sweep.rows.push_back(
+                {e.bytes, e.out_of_place.time_us, e.out_of_place.algbw, e.out_of_place.busbw, e.out_of_place.wrong});
+          }
+        } else if constexpr (std::is_same_v<E, events::Links>) {
+          links.emplace_back(m.rank, e);
+        } else if constexpr (std::is_same_v<E, events::StageFailed>) {
+          if (sweep.error.empty()) sweep.error = fmt::format("rank {} at {}: {}", m.rank, name_of(e.stage), e.summary);
+        } else if constexpr (std::is_same_v<E, events::CollectiveError>) {
+          if (sweep.error.empty()) sweep.error = fmt::format("rank {}: {}", m.rank, e.message);
+        } else if constexpr (std::is_same_v<E, events::RankFailed>) {
+          const int node = in_[static_cast<std::size_t>(std::max(0, m.rank) / o_.np_per_agent)];
+          const std::string what = e.summary.empty() ? fmt::format("rank {} failed", m.rank) : e.summary;
+          judge_node(node, Verdict::isolate, "sweeps", fmt::format("{}: {}", sweep.collective, what));
+          if (sweep.error.empty()) sweep.error = what;
+        } else if constexpr (std::is_same_v<E, events::RunDone>) {
+          ++done;
+        }
+      },
+      m.event);
+}
+
+}  // namespace
+
+const char* name_of(Verdict v) noexcept {
+  switch (v) {
+    case Verdict::pass:
+      return "PASS";
+    case Verdict::monitor:
+      return "MONITOR";
+    case Verdict::isolate:
+      break;
+  }
+  return "ISOLATE";
+}
+
+const char* name_of(CertifyStep::State s) noexcept {
+  switch (s) {
+    case State::passed:
+      return "passed";
+    case State::found:
+      return "found";
+    case State::failed:
+      return "failed";
+    case State::skipped:
+      break;
+  }
+  return "skipped";
+}
+
+Verdict CertifyReport::overall() const {
+  Verdict v = Verdict::pass;
+  for (const auto& n : nodes)
+    v = worse(v, n.verdict);
+  for (const auto& l : links)
+    v = worse(v, l.verdict);
+  return v;
+}
+
+CertifyReport certify(const std::vector<PreflightAgent>& agents, const NextMessage& next,
+                      const CertifyOptions& options) {
+  if (agents.size() < 2) throw Error(ErrorCategory::config, "certify needs at least two agents");
+  if (options.np_per_agent < 1) throw Error(ErrorCategory::config, "certify: ranks per agent must be at least 1");
+  return Certifier(agents, next, options).run();
+}
+
+namespace {
+
+json reasons_json(const std::vector<VerdictReason>& reasons) {
+  json out = json::array();
+  for (const auto& r : reasons)
+    out.push_back({{"verdict", name_of(r.verdict)}, {"step", r.step}, {"text", r.text}});
+  return out;
+}
+
+}  // namespace
+
+json to_json(const CertifyReport& r) {
+  json nodes = json::array();
+  for (std::size_t i = 0; i < r.nodes.size(); ++i) {
+    const auto& n = r.nodes[i];
+    nodes.push_back({{"node", i},
+                     {"address", n.address},
+                     {"hostname", n.hostname},
+                     {"verdict", name_of(n.verdict)},
+                     {"reasons", reasons_json(n.reasons)}});
+  }
+  json links = json::array();
+  for (const auto& l : r.links)
+    links.push_back(
+        {{"from", l.from}, {"to", l.to}, {"verdict", name_of(l.verdict)}, {"reasons", reasons_json(l.reasons)}});
+  json steps = json::array();
+  for (const auto& s : r.steps) {
+    steps.push_back({{"name", s.name},
+                     {"title", s.title},
+                     {"state", name_of(s.state)},
+                     {"summary", s.summary},
+                     {"findings", s.findings},
+                     {"seconds", s.seconds},
+                     {"nodes", s.nodes},
+                     {"detail", s.detail}});
+  }
+  return {{"schema", kCertifySchema}, {"verdict", name_of(r.overall())},
+          {"seconds", r.seconds},     {"nodes", nodes},
+          {"links", links},           {"steps", steps}};
+}
+
+std::string render_certify(const CertifyReport& r) {
+  std::string out =
+      fmt::format("certification of {} node(s) in {:.1f} s: {}\n\n", r.nodes.size(), r.seconds, name_of(r.overall()));
+  for (std::size_t i = 0; i < r.steps.size(); ++i) {
+    const auto& s = r.steps[i];
+    out += fmt::format("{}. {:<10} {:<8} {}\n", i + 1, s.name, name_of(s.state), s.summary);
+    for (const auto& f : s.findings)
+      out += fmt::format("     - {}\n", f);
+  }
+  for (const auto& sweep : r.sweeps) {
+    if (sweep.rows.empty()) continue;
+    const auto& last = sweep.rows.back();
+    out += fmt::format("   {:<15} {:>10} bytes: busbw {:.3f} GB/s{}\n", sweep.collective, last.bytes, last.busbw,
+                       sweep.error.empty() ? "" : " (failed: " + sweep.error + ")");
+  }
+  out += "\nnodes:\n";
+  for (std::size_t i = 0; i < r.nodes.size(); ++i) {
+    const auto& n = r.nodes[i];
+    out += fmt::format("  node {:<3} {:<16} {:<12} {}\n", i, n.address, n.hostname, name_of(n.verdict));
+    for (const auto& reason : n.reasons)
+      out += fmt::format("      {} ({}): {}\n", name_of(reason.verdict), reason.step, reason.text);
+  }
+  if (!r.links.empty()) out += "links:\n";
+  for (const auto& l : r.links) {
+    out += fmt::format("  node {} -> node {} ({} -> {}) {}\n", l.from, l.to,
+                       r.nodes[static_cast<std::size_t>(l.from)].address,
+                       r.nodes[static_cast<std::size_t>(l.to)].address, name_of(l.verdict));
+    for (const auto& reason : l.reasons)
+      out += fmt::format("      {} ({}): {}\n", name_of(reason.verdict), reason.step, reason.text);
+  }
+  if (r.links.empty()) out += "links: every link measured passed\n";
+  return out;
+}
+
+}  // namespace ringmaster::agent

@@ -1,0 +1,96 @@
+// `ringmaster-cli certify --agents h1:p,h2:p,...`: the bring-up checks in
+// order (nodes alike, preflight, every link, collective sweeps) with a
+// verdict per node and per link (exit 1 when any is isolated).
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "agent_set.h"
+#include "commands.h"
+#include "ringmaster/agent/certify.h"
+#include "ringmaster/agent/client.h"
+#include "ringmaster/agent/requests.h"
+#include "ringmaster/status.h"
+
+namespace ringmaster::cli {
+namespace {
+
+using nlohmann::json;
+
+struct CertifyCommandOptions {
+  AgentSet agents;
+  agent::CertifyOptions certify;
+  std::vector<std::string> env;
+  std::vector<std::string> collectives;
+  bool json_out = false;
+  std::string json_file;
+};
+
+void check_options(CertifyCommandOptions& o) {
+  read_env_options(o.env, o.certify.env);
+  if (!o.collectives.empty()) {
+    o.certify.collectives.clear();
+    for (const auto& name : o.collectives) {
+      const auto c = agent::perf_collective_named(name);
+      if (!c) throw Error(ErrorCategory::config, "--collectives: no collective named " + name);
+      o.certify.collectives.push_back(*c);
+    }
+  }
+  if (o.certify.np_per_agent < 1) throw Error(ErrorCategory::config, "--np-per-agent must be at least 1");
+  if (o.certify.iters < 1) throw Error(ErrorCategory::config, "--iters must be at least 1");
+  const auto min = agent::parse_request_size(o.certify.min_bytes), max = agent::parse_request_size(o.certify.max_bytes);
+  if (min == 0 || min > max) throw Error(ErrorCategory::config, "--min-bytes must be above 0 and at most --max-bytes");
+  (void)agent::parse_request_size(o.certify.linkcheck.bytes);
+}
+
+int run_certify_command(CertifyCommandOptions& o) {
+  check_options(o);
+  SubscribedAgents agents = subscribe_agents(o.agents, "certify", 2);
+  // Progress on stderr, a line as each step begins and ends.
+  o.certify.on_step = [](const agent::CertifyStep& s, bool ended) {
+    if (!ended) {
+      std::fprintf(stderr, "# %s: %s over %zu node(s) ...\n", s.name.c_str(), s.title.c_str(), s.nodes.size());
+    } else {
+      std::fprintf(stderr, "# %s: %s (%s, %.1f s)\n", s.name.c_str(), s.summary.c_str(), agent::name_of(s.state),
+                   s.seconds);
+    }
+  };
+  const agent::CertifyReport report = agent::certify(
+      agents.nodes, [&agents](std::chrono::steady_clock::time_point deadline) { return agents.next(deadline); },
+      o.certify);
+  print_report(agent::to_json(report), agent::render_certify(report), o.json_out, o.json_file);
+  return report.exit_code() == 0 ? exit_code::ok : exit_code::failed;
+}
+
+}  // namespace
+
+Runner add_certify_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "certify",
+      "Bring-up checks in order over the agents' nodes (nodes alike, preflight, every link, collective sweeps) "
+      "with a verdict per node and link: PASS, MONITOR or ISOLATE (exit 1 when any is isolated)");
+  auto o = std::make_shared<CertifyCommandOptions>();
+  add_agent_set_options(*cmd, o->agents);
+  cmd->add_option("--np-per-agent", o->certify.np_per_agent, "Ranks each agent runs in the sweeps")
+      ->capture_default_str();
+  cmd->add_option("--env", o->env, "NAME=VALUE for the ranks (e.g. NCCL_SHM_DISABLE=1, NCCL_NET=OFI); repeatable");
+  cmd->add_option("--collectives", o->collectives,
+                  "The sweeps' collectives (default: all_reduce all_gather "
+                  "reduce_scatter all_to_all)")
+      ->delimiter(',');
+  cmd->add_option("--min-bytes", o->certify.min_bytes, "Each sweep's smallest size")->capture_default_str();
+  cmd->add_option("--max-bytes", o->certify.max_bytes, "Each sweep's largest size")->capture_default_str();
+  cmd->add_option("-n,--iters", o->certify.iters, "Timed iterations per size")->capture_default_str();
+  cmd->add_option("--link-bytes", o->certify.linkcheck.bytes, "Bytes per transfer in the link check")
+      ->capture_default_str();
+  cmd->add_option("--link-iters", o->certify.linkcheck.iters, "Timed transfers per link")->capture_default_str();
+  cmd->add_option("--master-port", o->certify.preflight.master_port, "MASTER_PORT the preflight checks")
+      ->capture_default_str();
+  cmd->add_option("--sweep-timeout", o->certify.sweep_timeout_s, "Seconds one collective's sweep may take")
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json_out, "Print the report as one JSON object instead of the text");
+  cmd->add_option("--json-file", o->json_file, "Also write the report as JSON to this file");
+  return [o] { return run_certify_command(*o); };
+}
+
+}  // namespace ringmaster::cli
