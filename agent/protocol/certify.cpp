@@ -19,6 +19,7 @@
 #include "ringmaster/agent/requests.h"
 #include "ringmaster/agent/telemetry.h"
 #include "ringmaster/status.h"
+#include "ringmaster/tools/envelope.h"
 
 namespace ringmaster::agent {
 namespace {
@@ -38,7 +39,8 @@ struct StepName {
 constexpr StepName kSteps[] = {{"nodes", "Nodes alike"},
                                {"preflight", "Reachability and node facts"},
                                {"linkcheck", "Every link, both directions"},
-                               {"sweeps", "Collective sweeps"}};
+                               {"sweeps", "Collective sweeps"},
+                               {"envelope", "Against the expected envelope"}};
 
 class Certifier {
  public:
@@ -56,6 +58,7 @@ class Certifier {
     go_on = go_on && step(1, [this](CertifyStep& s) { return preflight(s); });
     go_on = go_on && step(2, [this](CertifyStep& s) { return linkcheck(s); });
     go_on = go_on && step(3, [this](CertifyStep& s) { return sweeps(s); });
+    go_on = go_on && step(4, [this](CertifyStep& s) { return envelope(s); });
     for (std::size_t i = report_.steps.size(); i < std::size(kSteps); ++i) {
       CertifyStep skipped;
       skipped.name = kSteps[i].name;
@@ -313,6 +316,63 @@ class Certifier {
     return true;
   }
 
+  // 5. Each sweep's largest size against the envelope of the declared
+  // instance type; under it (or under the user's gate) the cluster falls
+  // short as a whole.
+  bool envelope(CertifyStep& s) {
+    if (o_.instance.empty()) {
+      s.state = State::skipped;
+      s.summary = "not run: no instance type declared (--instance)";
+      return true;
+    }
+    json detail = json::array();
+    int compared = 0, short_of = 0;
+    for (const auto& sweep : report_.sweeps) {
+      if (sweep.rows.empty() || !sweep.error.empty()) continue;
+      const auto& row = sweep.rows.back();
+      const auto c = perf_collective_named(sweep.collective);
+      const auto e =
+          tune::expected_envelope(o_.instance, static_cast<int>(sweep.nodes.size()), *c, row.bytes, o_.tolerance);
+      if (!e) {
+        s.findings.push_back(fmt::format("{}: no envelope (the model does not cover it)", sweep.collective));
+        continue;
+      }
+      ++compared;
+      json published = json::array();
+      for (const auto& r : e->published)
+        published.push_back({{"nodes", r.nodes},
+                             {"bytes", r.bytes},
+                             {"busbw", r.busbw_gbs},
+                             {"time_us", r.time_us},
+                             {"source", r.source}});
+      const bool under = row.busbw < e->least_busbw_gbs();
+      const bool under_gate = o_.gate_gbs > 0 && *c == Collective::all_reduce && row.busbw < o_.gate_gbs;
+      detail.push_back({{"collective", sweep.collective},
+                        {"bytes", row.bytes},
+                        {"busbw", row.busbw},
+                        {"predicted_busbw", e->predicted_busbw_gbs},
+                        {"least_busbw", e->least_busbw_gbs()},
+                        {"within", !under && !under_gate},
+                        {"published", published}});
+      if (under) {
+        s.findings.push_back(
+            fmt::format("{} measured {:.3g} GB/s, under the envelope: {}", sweep.collective, row.busbw, e->describe()));
+      }
+      if (under_gate) {
+        s.findings.push_back(
+            fmt::format("all_reduce measured {:.3g} GB/s, under the gate of {:.1f} GB/s", row.busbw, o_.gate_gbs));
+      }
+      short_of += under || under_gate ? 1 : 0;
+    }
+    report_.short_of_envelope = short_of > 0;
+    s.detail = std::move(detail);
+    s.state = short_of > 0 ? State::found : State::passed;
+    s.summary = fmt::format("{} sweep(s) compared with {} x {}: {} short (tolerance {:.0f}%)", compared,
+                            report_.sweeps.empty() ? 0 : report_.sweeps.front().nodes.size(), o_.instance, short_of,
+                            o_.tolerance * 100);
+    return true;
+  }
+
   CertifySweep run_sweep(Collective c, int& slow_links);
   void read_sweep_event(const events::EventMessage& m, CertifySweep& sweep,
                         std::vector<std::pair<int, events::Links>>& links, std::size_t& done);
@@ -454,12 +514,19 @@ const char* name_of(CertifyStep::State s) noexcept {
 }
 
 Verdict CertifyReport::overall() const {
-  Verdict v = Verdict::pass;
+  Verdict v = short_of_envelope ? Verdict::monitor : Verdict::pass;
   for (const auto& n : nodes)
     v = worse(v, n.verdict);
   for (const auto& l : links)
     v = worse(v, l.verdict);
   return v;
+}
+
+std::string certify_gate_refusal(const CertifyOptions& options, int nodes) {
+  if (options.gate_gbs <= 0 || options.instance.empty()) return {};
+  const auto e = tune::expected_envelope(options.instance, nodes, Collective::all_reduce,
+                                         parse_request_size(options.max_bytes), options.tolerance);
+  return e ? tune::gate_refusal(*e, options.gate_gbs) : std::string();
 }
 
 CertifyReport certify(const std::vector<PreflightAgent>& agents, const NextMessage& next,
@@ -505,14 +572,19 @@ json to_json(const CertifyReport& r) {
                      {"nodes", s.nodes},
                      {"detail", s.detail}});
   }
-  return {{"schema", kCertifySchema}, {"verdict", name_of(r.overall())},
-          {"seconds", r.seconds},     {"nodes", nodes},
-          {"links", links},           {"steps", steps}};
+  return {{"schema", kCertifySchema},
+          {"verdict", name_of(r.overall())},
+          {"short_of_envelope", r.short_of_envelope},
+          {"seconds", r.seconds},
+          {"nodes", nodes},
+          {"links", links},
+          {"steps", steps}};
 }
 
 std::string render_certify(const CertifyReport& r) {
   std::string out =
-      fmt::format("certification of {} node(s) in {:.1f} s: {}\n\n", r.nodes.size(), r.seconds, name_of(r.overall()));
+      fmt::format("certification of {} node(s) in {:.1f} s: {}{}\n\n", r.nodes.size(), r.seconds, name_of(r.overall()),
+                  r.short_of_envelope ? " (a sweep fell short of what these nodes should reach)" : "");
   for (std::size_t i = 0; i < r.steps.size(); ++i) {
     const auto& s = r.steps[i];
     out += fmt::format("{}. {:<10} {:<8} {}\n", i + 1, s.name, name_of(s.state), s.summary);

@@ -11,6 +11,7 @@
 #include "ringmaster/agent/client.h"
 #include "ringmaster/agent/requests.h"
 #include "ringmaster/status.h"
+#include "ringmaster/tools/envelope.h"
 
 namespace ringmaster::cli {
 namespace {
@@ -45,6 +46,15 @@ void check_options(CertifyCommandOptions& o) {
 
 int run_certify_command(CertifyCommandOptions& o) {
   check_options(o);
+  if (o.certify.gate_gbs < 0) throw Error(ErrorCategory::config, "--gate must be a busbw in GB/s above 0");
+  const std::size_t nodes = endpoints_of(o.agents, "certify").size();
+  if (!o.certify.instance.empty()) {
+    (void)tune::expected_envelope(o.certify.instance, 1, Collective::all_reduce, 1, o.certify.tolerance);
+    const std::string refused = agent::certify_gate_refusal(o.certify, static_cast<int>(nodes));
+    if (!refused.empty()) throw Error(ErrorCategory::config, "--gate: " + refused);
+  } else if (o.certify.gate_gbs > 0) {
+    throw Error(ErrorCategory::config, "--gate needs --instance: a gate is checked against the instance's envelope");
+  }
   SubscribedAgents agents = subscribe_agents(o.agents, "certify", 2);
   // Progress on stderr, a line as each step begins and ends.
   o.certify.on_step = [](const agent::CertifyStep& s, bool ended) {
@@ -88,6 +98,14 @@ Runner add_certify_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--sweep-timeout", o->certify.sweep_timeout_s, "Seconds one collective's sweep may take")
       ->capture_default_str();
+  cmd->add_option("--instance", o->certify.instance,
+                  "The nodes' instance type (p5.48xlarge, p4d, ...; `simulate --list`): each sweep is compared with "
+                  "what such a cluster should reach");
+  cmd->add_option("--tolerance", o->certify.tolerance, "How far under the envelope's prediction a sweep may fall")
+      ->capture_default_str();
+  cmd->add_option("--gate", o->certify.gate_gbs,
+                  "all_reduce busbw in GB/s the sweep must reach at --max-bytes (refused when above what the "
+                  "instance's envelope allows)");
   cmd->add_flag("--json", o->json_out, "Print the report as one JSON object instead of the text");
   cmd->add_option("--json-file", o->json_file, "Also write the report as JSON to this file");
   return [o] { return run_certify_command(*o); };

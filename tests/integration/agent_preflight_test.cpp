@@ -285,9 +285,11 @@ TEST(AgentCertify, StepsRunInOrderAndAnOddNodeIsIsolated) {
     for (const auto& s : report["steps"]) {
       steps.push_back(s["name"].get<std::string>());
       EXPECT_NE(s["state"], "failed") << s.dump();
-      EXPECT_NE(s["state"], "skipped") << s.dump();
+      if (s["name"] != "envelope") {
+        EXPECT_NE(s["state"], "skipped") << s.dump();  // the envelope: no --instance, skipped
+      }
     }
-    EXPECT_EQ(steps, (std::vector<std::string>{"nodes", "preflight", "linkcheck", "sweeps"}));
+    EXPECT_EQ(steps, (std::vector<std::string>{"nodes", "preflight", "linkcheck", "sweeps", "envelope"}));
     ASSERT_EQ(report["nodes"].size(), 3u);
     for (const auto& n : report["nodes"])
       EXPECT_NE(n["verdict"], "ISOLATE") << n.dump();
@@ -313,6 +315,58 @@ TEST(AgentCertify, StepsRunInOrderAndAnOddNodeIsIsolated) {
             std::string::npos);
   EXPECT_EQ(report["steps"][1]["nodes"], (std::vector<int>{0, 1})) << "the odd node sits out the later steps";
   EXPECT_EQ(report["steps"][3]["nodes"], (std::vector<int>{0, 1}));
+}
+
+// With a declared instance type, each sweep is held to that type's
+// envelope: loopback sockets fall far short of two p5, said with the
+// prediction and the published run it comes from; a gate above what two
+// p5 have ever reached is refused before anything runs.
+TEST(AgentCertify, SweepsAreHeldToTheInstancesEnvelope) {
+  const std::string token_file = write_token("agent-token-envelope", "envelope-token-0123456789");
+  Agent a({"--token-file", token_file}), b({"--token-file", token_file});
+  const std::string agents = "127.0.0.1:" + std::to_string(a.port) + ",127.0.0.1:" + std::to_string(b.port);
+  auto certify = [&](std::vector<std::string> extra, bool with_stderr = false) {
+    std::vector<std::string> argv = {RINGMASTER_CLI, "certify", "--agents", agents, "--token-file", token_file,
+                                     "--env", "NCCL_SHM_DISABLE=1", "--max-bytes", "1M", "--link-bytes", "1M",
+                                     "--collectives", "all_reduce,all_to_all", "--json"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto cli = testing_support::spawn(argv, {}, with_stderr);
+    cli.finish();
+    return std::make_pair(cli.exit_code(), cli.output);
+  };
+  const auto [code, output] = certify({"--instance", "p5"});
+  EXPECT_EQ(code, 1) << output;
+  const json report = json::parse(output.substr(output.find('{')));
+  EXPECT_TRUE(report["short_of_envelope"].get<bool>());
+  const json& step = report["steps"][4];
+  EXPECT_EQ(step["name"], "envelope");
+  EXPECT_EQ(step["state"], "found") << step.dump();
+  ASSERT_EQ(step["detail"].size(), 1u) << step.dump();  // all_to_all: no model of it
+  const json& all_reduce = step["detail"][0];
+  EXPECT_FALSE(all_reduce["within"].get<bool>());
+  EXPECT_GT(all_reduce["predicted_busbw"].get<double>(), all_reduce["busbw"].get<double>());
+  ASSERT_FALSE(all_reduce["published"].empty());
+  EXPECT_EQ(all_reduce["published"][0]["nodes"], 2);
+  EXPECT_NE(step["findings"].dump().find("under the envelope: p5.48xlarge x 2, all_reduce at 1 MiB"),
+            std::string::npos)
+      << step.dump();
+  EXPECT_NE(step["findings"].dump().find("all_to_all: no envelope"), std::string::npos) << step.dump();
+
+  const auto [refused, says] = certify({"--instance", "p5", "--gate", "800"}, true);
+  EXPECT_EQ(refused, 2) << says;
+  EXPECT_NE(says.find("a gate of 800.0 GB/s for all_reduce over 2 x p5.48xlarge is above what such a cluster "
+                      "reaches"),
+            std::string::npos)
+      << says;
+  EXPECT_NE(says.find("the best published run 479.3 GB/s at 8 GiB on 2 nodes"), std::string::npos) << says;
+  EXPECT_EQ(says.find("# nodes:"), std::string::npos) << "nothing ran: " << says;
+  // Without a type, no envelope: the step says why it did not run.
+  const auto [plain, plain_output] = certify({});
+  const json plain_report = json::parse(plain_output.substr(plain_output.find('{')));
+  EXPECT_EQ(plain_report["steps"][4]["state"], "skipped");
+  EXPECT_NE(plain_report["steps"][4]["summary"].get<std::string>().find("no instance type declared"),
+            std::string::npos);
+  EXPECT_FALSE(plain_report["short_of_envelope"].get<bool>());
 }
 
 // Three agents: every link measured in both directions by a real

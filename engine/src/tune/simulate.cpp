@@ -15,7 +15,7 @@ namespace {
 // docs/tuner.md, "Instance profiles", gives the page each line comes from.
 constexpr InstanceProfile kProfiles[] = {
     {"p4d.24xlarge", "A100 SXM4 40GB", 8, 300, 0, 4, 100, "p4d-24xl-topo.xml", false, kEfaShare, kEfaV1HopScale},
-    {"p4de.24xlarge", "A100 SXM4 80GB", 8, 300, 0, 4, 100, "p4d-24xl-topo.xml", false, kEfaShare, kEfaV1HopScale},
+    {"p4de.24xlarge", "A100 SXM4 80GB", 8, 300, 0, 4, 100, "p4d-24xl-topo.xml", false, kEfaShareP5, kEfaV1HopScale},
     {"p5.48xlarge", "H100 SXM 80GB", 8, 450, 0, 32, 100, "p5.48xl-topo.xml", true, kEfaShareP5},
     {"p5e.48xlarge", "H200 141GB", 8, 450, 0, 32, 100, "p5.48xl-topo.xml", true, kEfaShareP5},
     {"p5en.48xlarge", "H200 141GB", 8, 450, 0, 16, 200, "", true, kEfaShareP5},

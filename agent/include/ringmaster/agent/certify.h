@@ -10,6 +10,10 @@
 //   4. sweeps     all_reduce, all_gather, reduce_scatter and all_to_all
 //                 over the nodes still in, each link of each run measured
 //                 at its receiver.
+//   5. envelope   with a declared instance type, each sweep's largest
+//                 size against what such a cluster should reach: the
+//                 simulator's prediction and the published runs it was
+//                 fitted on (tools/envelope.h).
 //
 // A node a step isolates sits out the steps after it, so one bad node
 // does not hide the rest; the checks stop early only where a later one
@@ -91,12 +95,16 @@ struct CertifyReport {
   std::vector<CertifyStep> steps;
   std::vector<CertifySweep> sweeps;
   double seconds = 0;
+  // A sweep fell short of the expected envelope (or of the user's gate)
+  // while no node or link was found to blame: the cluster as a whole.
+  bool short_of_envelope = false;
 
-  // PASS when every node and link passed, MONITOR when the worst is
-  // MONITOR, else ISOLATE.
+  // PASS when every node and link passed and no sweep fell short, MONITOR
+  // when the worst is MONITOR, ISOLATE when a node or link is isolated.
   Verdict overall() const;
-  // 0 when nothing is isolated, 1 when something is (`certify`'s exit).
-  int exit_code() const { return overall() == Verdict::isolate ? 1 : 0; }
+  // 0 when nothing is isolated and every sweep reached its envelope, 1
+  // otherwise (`certify`'s exit).
+  int exit_code() const { return overall() == Verdict::isolate || short_of_envelope ? 1 : 0; }
 };
 
 struct CertifyOptions {
@@ -109,6 +117,14 @@ struct CertifyOptions {
                                          Collective::all_to_all};
   std::string min_bytes = "1M", max_bytes = "16M";
   int iters = 5, warmup = 1;
+  // The envelope: the nodes' instance type (a profile of
+  // tools/simulate.h; empty: the step is skipped), how far under the
+  // prediction a sweep may fall, and the user's own all_reduce gate in
+  // GB/s at max_bytes (0: none; one above what the envelope allows is
+  // refused before anything runs).
+  std::string instance;
+  double tolerance = 0.25;
+  double gate_gbs = 0;
   double sweep_timeout_s = 300;  // one collective's sweep
   double coll_timeout_s = 30;    // RINGMASTER_COLL_TIMEOUT for its ranks
   // Called when a step begins (state skipped, no summary yet) and when it
@@ -118,6 +134,11 @@ struct CertifyOptions {
   // a scenario puts its faults back, as a fault lasts one run.
   std::function<void()> before_run;
 };
+
+// Why `options.gate_gbs` cannot be met by `nodes` instances of
+// `options.instance` (tune::gate_refusal), or empty. Throws Error(config)
+// for an unknown instance type.
+std::string certify_gate_refusal(const CertifyOptions& options, int nodes);
 
 // Runs the steps over the agents (subscribed, their events through
 // `next`; agent 0 hosts the sweeps' store).
