@@ -7,7 +7,7 @@ A gtest binary prints `ringmaster-skip: Suite.Name: reason` for each test
 it skipped (tests/support/gtest_main.cpp), Qt Test `SKIP   : Class::name()
 reason`, a script its last line. With --strict (./test.sh under CI=1), a
 skip whose reason names a part this machine has (root, nftables,
-libfabric, mpirun, torch, lstopo, openssl, etcd, Xvfb) fails: a green
+libfabric, mpirun, torch, lstopo, openssl, etcd, Xvfb, chromium) fails: a green
 suite must not hide tests that could have run. docs/testing.md lists what
 may skip, and where.
 """
@@ -45,6 +45,7 @@ PARTS = [
     ("openssl", r"\bopenssl\b", lambda: has_tool("openssl")),
     ("etcd", r"\betcd\b", lambda: has_tool("etcd", ["/var/cache/ringmaster/tools/usr/bin"])),
     ("Xvfb", r"\bXvfb\b|\bxvfb", lambda: has_tool("Xvfb")),
+    ("chromium", r"\bchromium\b", lambda: has_tool("chromium") and has_tool("pdftotext")),
 ]
 
 

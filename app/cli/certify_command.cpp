@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <fstream>
 
 #include "agent_set.h"
 #include "commands.h"
@@ -25,6 +26,7 @@ struct CertifyCommandOptions {
   std::vector<std::string> collectives;
   bool json_out = false;
   std::string json_file;
+  std::string html_file;
 };
 
 void check_options(CertifyCommandOptions& o) {
@@ -68,7 +70,13 @@ int run_certify_command(CertifyCommandOptions& o) {
   const agent::CertifyReport report = agent::certify(
       agents.nodes, [&agents](std::chrono::steady_clock::time_point deadline) { return agents.next(deadline); },
       o.certify);
-  print_report(agent::to_json(report), agent::render_certify(report), o.json_out, o.json_file);
+  const nlohmann::json document = agent::to_json(report);
+  print_report(document, agent::render_certify(report), o.json_out, o.json_file);
+  if (!o.html_file.empty()) {
+    std::ofstream html(o.html_file);
+    html << agent::render_certify_html(document);
+    if (!html.flush()) throw Error(ErrorCategory::config, "--report " + o.html_file + ": cannot write it");
+  }
   return report.exit_code() == 0 ? exit_code::ok : exit_code::failed;
 }
 
@@ -108,6 +116,7 @@ Runner add_certify_command(CLI::App& app) {
                   "instance's envelope allows)");
   cmd->add_flag("--json", o->json_out, "Print the report as one JSON object instead of the text");
   cmd->add_option("--json-file", o->json_file, "Also write the report as JSON to this file");
+  cmd->add_option("--report", o->html_file, "Also write the report as one self-contained HTML page to this file");
   return [o] { return run_certify_command(*o); };
 }
 

@@ -3,6 +3,12 @@
 // named), against real agents on loopback.
 #include "agent_test_support.h"
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
 namespace ringmaster {
 namespace {
 
@@ -326,9 +332,14 @@ TEST(AgentCertify, SweepsAreHeldToTheInstancesEnvelope) {
   Agent a({"--token-file", token_file}), b({"--token-file", token_file});
   const std::string agents = "127.0.0.1:" + std::to_string(a.port) + ",127.0.0.1:" + std::to_string(b.port);
   auto certify = [&](std::vector<std::string> extra, bool with_stderr = false) {
-    std::vector<std::string> argv = {RINGMASTER_CLI, "certify", "--agents", agents, "--token-file", token_file,
-                                     "--env", "NCCL_SHM_DISABLE=1", "--max-bytes", "1M", "--link-bytes", "1M",
-                                     "--collectives", "all_reduce,all_to_all", "--json"};
+    std::vector<std::string> argv = {RINGMASTER_CLI,  "certify",
+                                     "--agents",      agents,
+                                     "--token-file",  token_file,
+                                     "--env",         "NCCL_SHM_DISABLE=1",
+                                     "--max-bytes",   "1M",
+                                     "--link-bytes",  "1M",
+                                     "--collectives", "all_reduce,all_to_all",
+                                     "--json"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto cli = testing_support::spawn(argv, {}, with_stderr);
     cli.finish();
@@ -347,8 +358,7 @@ TEST(AgentCertify, SweepsAreHeldToTheInstancesEnvelope) {
   EXPECT_GT(all_reduce["predicted_busbw"].get<double>(), all_reduce["busbw"].get<double>());
   ASSERT_FALSE(all_reduce["published"].empty());
   EXPECT_EQ(all_reduce["published"][0]["nodes"], 2);
-  EXPECT_NE(step["findings"].dump().find("under the envelope: p5.48xlarge x 2, all_reduce at 1 MiB"),
-            std::string::npos)
+  EXPECT_NE(step["findings"].dump().find("under the envelope: p5.48xlarge x 2, all_reduce at 1 MiB"), std::string::npos)
       << step.dump();
   EXPECT_NE(step["findings"].dump().find("all_to_all: no envelope"), std::string::npos) << step.dump();
 
@@ -367,6 +377,52 @@ TEST(AgentCertify, SweepsAreHeldToTheInstancesEnvelope) {
   EXPECT_NE(plain_report["steps"][4]["summary"].get<std::string>().find("no instance type declared"),
             std::string::npos);
   EXPECT_FALSE(plain_report["short_of_envelope"].get<bool>());
+}
+
+// The HTML report, rendered by a real browser (headless Chromium, to
+// PDF) and read back as the text it shows: the verdict, the odd node
+// isolated with why, the steps, the link check's matrix and the sweep's
+// plot against its envelope.
+TEST(AgentCertify, TheHtmlReportRendersInChromium) {
+  if (::access("/usr/bin/chromium", X_OK) != 0 || ::access("/usr/bin/pdftotext", X_OK) != 0) {
+    GTEST_SKIP() << "chromium or pdftotext (poppler-utils) is not installed (scripts/setup-deps installs both)";
+  }
+  const std::string token_file = write_token("agent-token-html", "html-token-0123456789");
+  Agent a({"--token-file", token_file}), b({"--token-file", token_file});
+  Agent odd({"--token-file", token_file}, {"/usr/bin/env", "NCCL_PROTO=Simple"});
+  const std::string agents = "127.0.0.1:" + std::to_string(a.port) + ",127.0.0.1:" + std::to_string(b.port) +
+                             ",127.0.0.1:" + std::to_string(odd.port);
+  const std::string dir = ::testing::TempDir() + "certify-html-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  auto cli = testing_support::spawn({RINGMASTER_CLI, "certify", "--agents", agents, "--token-file", token_file, "--env",
+                                     "NCCL_SHM_DISABLE=1", "--max-bytes", "1M", "--link-bytes", "1M", "--collectives",
+                                     "all_reduce", "--instance", "p5", "--report", dir + "/report.html"},
+                                    {});
+  cli.finish();
+  EXPECT_EQ(cli.exit_code(), 1) << cli.output;
+  std::ifstream in(dir + "/report.html");
+  const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_NE(html.find("<svg"), std::string::npos) << html.substr(0, 400);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("src="), std::string::npos) << "self-contained: nothing fetched";
+  auto browser = testing_support::spawn(
+      {"/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + dir + "/profile",
+       "--print-to-pdf=" + dir + "/report.pdf", "file://" + dir + "/report.html"},
+      {{"HOME", dir}}, true);
+  browser.finish();
+  ASSERT_EQ(browser.exit_code(), 0) << browser.output;
+  auto text = testing_support::spawn({"/usr/bin/pdftotext", dir + "/report.pdf", "-"}, {});
+  text.finish();
+  ASSERT_EQ(text.exit_code(), 0);
+  // What the page shows, as laid out (pdftotext joins what wraps).
+  std::string shown;
+  for (const char c : text.output)
+    shown += c == '\n' ? ' ' : c;
+  for (const char* want : {"Ringmaster certification", "ISOLATE: 3 node(s)", "Steps", "nodes", "preflight", "linkcheck",
+                           "sweeps", "envelope", "Nodes", "node 2", "NCCL_PROTO=Simple", "Link check",
+                           "all_reduce busbw (GB/s) by size", "expected"}) {
+    EXPECT_NE(shown.find(want), std::string::npos) << "the rendered page does not show '" << want << "': " << shown;
+  }
 }
 
 // Three agents: every link measured in both directions by a real

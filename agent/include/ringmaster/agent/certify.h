@@ -154,4 +154,10 @@ std::string render_certify(const CertifyReport& report);
 nlohmann::json to_json(const CertifyReport& report);
 inline constexpr std::string_view kCertifySchema = "ringmaster.certify/1";
 
+// The report (to_json's) as one self-contained HTML page: the verdict,
+// the steps, every node, the links found wanting, the link check's matrix
+// and each sweep's busbw by size against its envelope (inline SVG; no
+// script, nothing fetched). The console exports the same page.
+std::string render_certify_html(const nlohmann::json& report);
+
 }  // namespace ringmaster::agent
