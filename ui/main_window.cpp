@@ -38,6 +38,7 @@
 
 #include "about.h"
 #include "panels/bandwidth_chart.h"
+#include "panels/bringup_panel.h"
 #include "panels/busbw_plot.h"
 #include "panels/history_panel.h"
 #include "panels/links_panel.h"
@@ -60,7 +61,7 @@ const QStringList kEngines = {"ringmaster", "nccl", "both"};
 const QStringList& MainWindow::tab_names() {
   static const QStringList names = {"Live",      "Stages (ms)", "Results", "Engine decisions", "Tuner",
                                     "Wavefront", "Preflight",   "Links",   "Topology",         "Rings",
-                                    "Scenarios", "History",     "Watch"};
+                                    "Scenarios", "History",     "Watch",   "Bring-up"};
   return names;
 }
 
@@ -73,6 +74,32 @@ int MainWindow::tab_named(const QString& name) {
       return i;
   }
   return -1;
+}
+
+// The tabs after Scenarios: the run history, the watch of a job the
+// console did not launch, and the bring-up checklist.
+void MainWindow::add_history_watch_and_bring_up() {
+  history_ = new HistoryPanel(console_);
+  tabs_->addTab(history_, tab_names()[11]);
+  tabs_->addTab(new WatchPanel(console_), tab_names()[12]);
+  auto* bring_up = new BringupPanel(console_);
+  tabs_->addTab(bring_up, tab_names()[13]);
+  connect(bring_up, &BringupPanel::open_tab, this, [this](const QString& name) {
+    const int tab = tab_named(name);
+    if (tab >= 0) tabs_->setCurrentIndex(tab);
+  });
+  connect(history_, &HistoryPanel::opened, this, [this] {
+    tabs_->setCurrentIndex(0);
+    set_source("run " + console_.run.run_id() + " from the history");
+    if (console_.run.cause()) show_cause();
+  });
+  connect(&console_, &Console::engines_compared, this, [this](const QString& ours, const QString& nccl) {
+    // Called as the NCCL run ends: console_.run is that run.
+    const QStringList problems = console_.run.problems();
+    const QString remark = console_.run.ok() || problems.isEmpty() ? QString() : "NCCL: " + problems.front();
+    history_->compare_runs(ours, nccl, "Ringmaster", "NCCL", remark);
+    statusBar()->showMessage("Ringmaster and NCCL compared size by size in History", 15000);
+  });
 }
 
 MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent), console_(console) {
@@ -254,21 +281,7 @@ MainWindow::MainWindow(Console& console, QWidget* parent) : QMainWindow(parent),
     }
     update_status();
   });
-  history_ = new HistoryPanel(console_);
-  tabs_->addTab(history_, tab_names()[11]);
-  tabs_->addTab(new WatchPanel(console_), tab_names()[12]);
-  connect(history_, &HistoryPanel::opened, this, [this] {
-    tabs_->setCurrentIndex(0);
-    set_source("run " + console_.run.run_id() + " from the history");
-    if (console_.run.cause()) show_cause();
-  });
-  connect(&console_, &Console::engines_compared, this, [this](const QString& ours, const QString& nccl) {
-    // Called as the NCCL run ends: console_.run is that run.
-    const QStringList problems = console_.run.problems();
-    const QString remark = console_.run.ok() || problems.isEmpty() ? QString() : "NCCL: " + problems.front();
-    history_->compare_runs(ours, nccl, "Ringmaster", "NCCL", remark);
-    statusBar()->showMessage("Ringmaster and NCCL compared size by size in History", 15000);
-  });
+  add_history_watch_and_bring_up();
   setCentralWidget(tabs_);
 
   status_agents_ = new QLabel;

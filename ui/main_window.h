@@ -78,6 +78,7 @@ class MainWindow : public QMainWindow {
 
  private:
   void build_menus();
+  void add_history_watch_and_bring_up();
   void lay_out_agents_table();
   void update_status();
   QFormLayout* build_run_form();

@@ -84,6 +84,10 @@ class Certifier {
       stopped_because_ = fmt::format("{} node(s) left in, a step needs two", in_.size());
       return false;
     }
+    if (o_.stop != nullptr && o_.stop->load()) {
+      stopped_because_ = "interrupted";
+      return false;
+    }
     if (o_.on_step) o_.on_step(s, false);
     const auto started = Clock::now();
     bool go_on = true;
@@ -167,7 +171,7 @@ class Certifier {
     const std::vector<int> nodes = in_;
     PreflightOptions p = o_.preflight;
     if (p.master_addr.empty()) p.master_addr = agents_[static_cast<std::size_t>(nodes[0])].address;
-    const PreflightReport r = run_preflight(agents_in(), p);
+    const PreflightReport& r = report_.preflight.emplace(run_preflight(agents_in(), p));
     const auto findings = diagnose_preflight(r);
     s.detail = to_json(r, findings);
     int problems = 0;
@@ -221,7 +225,7 @@ class Certifier {
         if (user) user(round);
       };
     }
-    const LinkcheckReport r = run_linkcheck(agents_in(), next_, l);
+    const LinkcheckReport& r = report_.linkcheck.emplace(run_linkcheck(agents_in(), next_, l));
     const auto problems = find_link_problems(r);
     std::vector<std::string> texts;
     for (const auto& p : problems)
@@ -486,6 +490,15 @@ void Certifier::read_sweep_event(const events::EventMessage& m, CertifySweep& sw
 }
 
 }  // namespace
+
+std::span<const CertifyStepName> certify_steps() {
+  static constexpr CertifyStepName kNames[] = {{kSteps[0].name, kSteps[0].title},
+                                               {kSteps[1].name, kSteps[1].title},
+                                               {kSteps[2].name, kSteps[2].title},
+                                               {kSteps[3].name, kSteps[3].title},
+                                               {kSteps[4].name, kSteps[4].title}};
+  return kNames;
+}
 
 const char* name_of(Verdict v) noexcept {
   switch (v) {

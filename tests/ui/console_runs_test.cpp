@@ -50,6 +50,7 @@
 #include "main_window.h"
 #include "models/console.h"
 #include "panels/bandwidth_chart.h"
+#include "panels/bringup_panel.h"
 #include "panels/busbw_plot.h"
 #include "panels/history_panel.h"
 #include "panels/links_panel.h"
@@ -90,6 +91,7 @@ class ConsoleRunsTest : public QObject {
   void localAgentRefusingItsTopologySaysWhy();
   void attachToAJobTheConsoleDidNotLaunch();
   void watchShowsATorchJobsStoreHangAndCollectiveHang();
+  void bringUpCertifiesTheLocalAgents();
 };
 
 void ConsoleRunsTest::sweepOverTwoLocalAgents() {
@@ -625,6 +627,97 @@ void ConsoleRunsTest::stallShowsEveryRanksCalls() {
 // The Preflight tab over two local agents, from its Run button: every
 // cell of every port class is ok, the findings hold no problem, the class
 // shown can be switched, and the model passes QAbstractItemModelTester.
+// The Bring-up tab: certify over three local agents, the third giving its
+// ranks another NCCL_PROTO, declared as two-p5 nodes: each step shows its
+// progress and result, the odd node is isolated with why and sits out,
+// every sweep falls short of what p5 nodes reach; the preflight and link
+// check steps open their own tabs holding their reports; the report
+// exports as a self-contained page.
+void ConsoleRunsTest::bringUpCertifiesTheLocalAgents() {
+  Console console;
+  QAbstractItemModelTester tester(&console.certify, QAbstractItemModelTester::FailureReportingMode::QtTest);
+  QString error;
+  QVERIFY(!console.start_certify({}, &error));
+  QVERIFY2(error.contains("at least two"), qPrintable(error));
+  QVERIFY2(console.start_local_agents(2, RINGMASTER_AGENT, &error), qPrintable(error));
+  // The odd node: an agent whose ranks get NCCL_PROTO=Simple, as a node
+  // whose image left a workaround behind.
+  const QString token_file = QDir::temp().filePath(QString("certify-ui-token-%1").arg(::getpid()));
+  {
+    QFile token(token_file);
+    QVERIFY(token.open(QIODevice::WriteOnly));
+    token.write("certify-ui-token-0123456789\n");
+    token.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner);
+  }
+  const quint16 port = static_cast<quint16>(ringmaster::testing_support::free_port());
+  auto odd = ringmaster::testing_support::spawn(
+      {RINGMASTER_AGENT, "--listen", "127.0.0.1:" + std::to_string(port), "--token-file", token_file.toStdString(),
+       "--state-dir", QDir::temp().filePath(QString("certify-ui-state-%1").arg(::getpid())).toStdString()},
+      {{"NCCL_PROTO", "Simple"}}, true);
+  MainWindow window(console);
+  window.resize(1360, 900);
+  window.show();
+  QTRY_COMPARE_WITH_TIMEOUT(console.connected_count(), 2, 20000);
+  QTest::qWait(300);
+  console.connect_agent("127.0.0.1", port, "certify-ui-token-0123456789");
+  QTRY_COMPARE_WITH_TIMEOUT(console.connected_count(), 3, 20000);
+  auto* panel = window.findChild<BringupPanel*>();
+  QVERIFY(panel);
+  window.findChild<QTabWidget*>()->setCurrentWidget(panel);
+  QCOMPARE(console.certify.rowCount(), 5);
+  QCOMPARE(console.certify.state(0), QString("waiting"));
+  panel->set_environment("NCCL_SHM_DISABLE=1");
+  panel->set_instance("p5.48xlarge");
+  panel->findChild<QLineEdit*>()->setText("1M");  // the largest size: keep the sweeps short
+  QSignalSpy done(&console, &Console::certify_finished);
+  QSignalSpy failed(&console, &Console::certify_failed);
+  QTest::mouseClick(panel->findChild<QPushButton*>("certifyRun"), Qt::LeftButton);
+  QVERIFY(!panel->findChild<QPushButton*>("certifyRun")->isEnabled());
+  QTRY_VERIFY_WITH_TIMEOUT(console.certify.state(0) != "waiting", 10000);  // progress shows as it goes
+  QVERIFY2(done.wait(180000), failed.isEmpty() ? "no end" : qPrintable(failed.at(0).at(0).toString()));
+  QVERIFY(panel->findChild<QPushButton*>("certifyRun")->isEnabled());
+  QCOMPARE(console.certify.state(0), QString("found"));  // nodes: the odd one
+  QCOMPARE(console.certify.state(1), QString("passed"));
+  QVERIFY2(console.certify.state(2) == "passed" || console.certify.state(2) == "found",
+           qPrintable(console.certify.state(2)));
+  QCOMPARE(console.certify.state(3), QString("passed"));
+  QCOMPARE(console.certify.state(4), QString("found"));  // loopback is no p5
+  QVERIFY2(panel->verdict()->text().startsWith("ISOLATE: 3 node(s)"), qPrintable(panel->verdict()->text()));
+  QVERIFY2(panel->verdict()->text().contains("fell short"), qPrintable(panel->verdict()->text()));
+  QTableWidget* nodes = panel->nodes();
+  QVERIFY(nodes->rowCount() >= 3);
+  QCOMPARE(nodes->item(2, 3)->text(), QString("ISOLATE"));
+  QVERIFY2(nodes->item(2, 4)->text().contains("NCCL_PROTO=Simple on node 2"), qPrintable(nodes->item(2, 4)->text()));
+  QVERIFY2(nodes->item(0, 3)->text() != "ISOLATE", qPrintable(nodes->item(0, 4)->text()));
+  // A step's findings when it is selected.
+  panel->steps()->selectRow(4);
+  QTRY_VERIFY(panel->findings()->count() >= 1);
+  QVERIFY2(panel->findings()->item(0)->text().contains("under the envelope: p5.48xlarge x 2"),
+           qPrintable(panel->findings()->item(0)->text()));
+  if (qEnvironmentVariableIsSet("RINGMASTER_TEST_SAVE"))
+    window.grab().save(qEnvironmentVariable("RINGMASTER_TEST_SAVE") + "-bring-up.png");
+  // The preflight and link check steps open their tabs, which hold them:
+  // over the two nodes still in.
+  panel->open_step(1);
+  QCOMPARE(window.findChild<QTabWidget*>()->tabText(window.findChild<QTabWidget*>()->currentIndex()),
+           QString("Preflight"));
+  QCOMPARE(console.preflight.rowCount(), 2);
+  panel->open_step(2);
+  QCOMPARE(window.findChild<QTabWidget*>()->tabText(window.findChild<QTabWidget*>()->currentIndex()), QString("Links"));
+  QCOMPARE(console.links.rowCount(), 2);
+  // The report, exported as the CLI writes it.
+  const QString html = QDir::temp().filePath(QString("certify-ui-%1.html").arg(::getpid()));
+  QVERIFY2(panel->export_report(html, &error), qPrintable(error));
+  QFile page(html);
+  QVERIFY(page.open(QIODevice::ReadOnly));
+  const QString text = QString::fromUtf8(page.readAll());
+  QVERIFY(text.contains("Ringmaster certification") && text.contains("<svg") && text.contains("ISOLATE"));
+  QFile::remove(html);
+  QFile::remove(token_file);
+  ::kill(odd.pid, SIGTERM);
+  odd.finish();
+}
+
 void ConsoleRunsTest::preflightOverLocalAgents() {
   Console console;
   QAbstractItemModelTester tester(&console.preflight, QAbstractItemModelTester::FailureReportingMode::QtTest);

@@ -111,7 +111,9 @@ bool Console::keep_run(const QString& kind, const QString& what, QString* error)
 
 Console::~Console() {
   if (preflight_thread_.joinable()) preflight_thread_.join();
+  closing_ = true;
   if (linkcheck_thread_.joinable()) linkcheck_thread_.join();
+  if (certify_thread_.joinable()) certify_thread_.join();
   stop_watch();
   links_.clear();  // closes every client (joins its I/O thread)
   for (QProcess* p : local_) {
@@ -141,6 +143,10 @@ bool Console::start_preflight(const agent::PreflightOptions& options, QString* e
   }
   if (clients.size() < 2) {
     if (error) *error = "a preflight needs at least two connected agents";
+    return false;
+  }
+  if (certify_running_) {
+    if (error) *error = "a certification is under way";
     return false;
   }
   if (preflight_running_.exchange(true)) {
@@ -177,14 +183,84 @@ bool Console::start_preflight(const agent::PreflightOptions& options, QString* e
   return true;
 }
 
+agent::NextMessage Console::next_from(const std::shared_ptr<Inbox>& inbox, const std::atomic<bool>& closing) {
+  return [inbox, &closing](std::chrono::steady_clock::time_point deadline) -> std::optional<json> {
+    std::unique_lock lock(inbox->mutex);
+    // A slice at a time, so that a console closing ends the wait.
+    while (inbox->messages.empty()) {
+      if (closing) throw Error(ErrorCategory::internal, "interrupted: the console is closing");
+      const auto slice = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
+      inbox->ready.wait_until(lock, slice, [&] { return !inbox->messages.empty(); });
+      if (inbox->messages.empty() && std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    }
+    json m = std::move(inbox->messages.front());
+    inbox->messages.pop_front();
+    return m;
+  };
+}
+
+bool Console::start_certify(agent::CertifyOptions options, QString* error) {
+  auto clients = connected_clients();
+  if (clients.size() < 2) {
+    if (error) *error = "a certification needs at least two connected agents";
+    return false;
+  }
+  if (preflight_running_ || linkcheck_running_) {
+    if (error) *error = preflight_running_ ? "a preflight is under way" : "a link check is under way";
+    return false;
+  }
+  if (certify_running_.exchange(true)) {
+    if (error) *error = "a certification is under way";
+    return false;
+  }
+  if (certify_thread_.joinable()) certify_thread_.join();
+  certify.begin();
+  auto inbox = std::make_shared<Inbox>();
+  checks_inbox_ = inbox;
+  options.stop = &closing_;
+  options.on_step = [this](const agent::CertifyStep& step, bool ended) {
+    QMetaObject::invokeMethod(
+        this, [this, step, ended] { certify.set_step(step, ended); }, Qt::QueuedConnection);
+  };
+  certify_thread_ = std::thread([this, clients = std::move(clients), inbox, options = std::move(options)] {
+    std::vector<agent::PreflightAgent> agents;
+    for (const auto& [client, host] : clients)
+      agents.push_back({client.get(), host});
+    try {
+      agent::CertifyReport report = agent::certify(agents, next_from(inbox, closing_), options);
+      QMetaObject::invokeMethod(
+          this,
+          [this, report = std::move(report)]() mutable {
+            checks_inbox_.reset();
+            if (report.preflight) preflight.set(*report.preflight);
+            if (report.linkcheck) links.set_linkcheck(*report.linkcheck, agent::diagnose_links(*report.linkcheck));
+            certify.finish(agent::to_json(report));
+            certify_running_ = false;
+            emit certify_finished();
+          },
+          Qt::QueuedConnection);
+    } catch (const std::exception& e) {
+      QMetaObject::invokeMethod(
+          this,
+          [this, why = QString::fromStdString(e.what())] {
+            checks_inbox_.reset();
+            certify_running_ = false;
+            emit certify_failed(why);
+          },
+          Qt::QueuedConnection);
+    }
+  });
+  return true;
+}
+
 bool Console::start_linkcheck(const agent::LinkcheckOptions& options, QString* error) {
   auto clients = connected_clients();
   if (clients.size() < 2) {
     if (error) *error = "a link check needs at least two connected agents";
     return false;
   }
-  if (preflight_running_) {
-    if (error) *error = "a preflight is under way";
+  if (preflight_running_ || certify_running_) {
+    if (error) *error = preflight_running_ ? "a preflight is under way" : "a certification is under way";
     return false;
   }
   if (linkcheck_running_.exchange(true)) {
@@ -193,18 +269,12 @@ bool Console::start_linkcheck(const agent::LinkcheckOptions& options, QString* e
   }
   if (linkcheck_thread_.joinable()) linkcheck_thread_.join();
   auto inbox = std::make_shared<Inbox>();
-  linkcheck_inbox_ = inbox;
+  checks_inbox_ = inbox;
   linkcheck_thread_ = std::thread([this, clients = std::move(clients), inbox, options] {
     std::vector<agent::PreflightAgent> agents;
     for (const auto& [client, host] : clients)
       agents.push_back({client.get(), host});
-    const agent::NextMessage next = [inbox](std::chrono::steady_clock::time_point deadline) -> std::optional<json> {
-      std::unique_lock lock(inbox->mutex);
-      if (!inbox->ready.wait_until(lock, deadline, [&] { return !inbox->messages.empty(); })) return std::nullopt;
-      json m = std::move(inbox->messages.front());
-      inbox->messages.pop_front();
-      return m;
-    };
+    const agent::NextMessage next = next_from(inbox, closing_);
     agent::LinkcheckReport report;
     std::vector<std::string> findings;
     try {
@@ -214,7 +284,7 @@ bool Console::start_linkcheck(const agent::LinkcheckOptions& options, QString* e
       QMetaObject::invokeMethod(
           this,
           [this, why = QString::fromStdString(e.what())] {
-            linkcheck_inbox_.reset();
+            checks_inbox_.reset();
             linkcheck_running_ = false;
             emit linkcheck_failed(why);
           },
@@ -224,7 +294,7 @@ bool Console::start_linkcheck(const agent::LinkcheckOptions& options, QString* e
     QMetaObject::invokeMethod(
         this,
         [this, report = std::move(report), findings = std::move(findings)] {
-          linkcheck_inbox_.reset();
+          checks_inbox_.reset();
           links.set_linkcheck(report, findings);
           linkcheck_running_ = false;
           emit linkcheck_finished();
@@ -463,10 +533,10 @@ void Console::take_queued() {
 }
 
 void Console::on_message(const AgentMessage& m) {
-  if (linkcheck_inbox_) {
-    std::lock_guard lock(linkcheck_inbox_->mutex);
-    linkcheck_inbox_->messages.push_back(m.json());
-    linkcheck_inbox_->ready.notify_all();
+  if (checks_inbox_) {
+    std::lock_guard lock(checks_inbox_->mutex);
+    checks_inbox_->messages.push_back(m.json());
+    checks_inbox_->ready.notify_all();
   }
   if (m.event && !watched.watch_id().isEmpty() && m.event->run_id == watched.watch_id().toStdString()) {
     watched.apply(m.agent, m.event->event);

@@ -21,11 +21,13 @@
 #include <vector>
 
 #include "agents_model.h"
+#include "certify_model.h"
 #include "history.h"
 #include "job_watch_model.h"
 #include "links_model.h"
 #include "nic_rates_model.h"
 #include "preflight_model.h"
+#include "ringmaster/agent/certify.h"
 #include "ringmaster/agent/client.h"
 #include "ringmaster/agent/linkcheck.h"
 #include "ringmaster/agent/preflight.h"
@@ -127,6 +129,15 @@ class Console : public QObject {
   // are connected or a check or preflight is under way.
   bool start_linkcheck(const agent::LinkcheckOptions& options, QString* error = nullptr);
   bool linkcheck_running() const { return linkcheck_running_; }
+  // Certify (docs/certify.md) over the connected agents, in connection
+  // order, on a thread of its own: `certify` shows each step as it begins
+  // and ends, then holds the report (certify_finished). Its preflight and
+  // link check also fill `preflight` and `links`, as those tabs show
+  // them. False, with why, when fewer than two agents are connected or a
+  // check is under way.
+  CertifyModel certify;
+  bool start_certify(agent::CertifyOptions options, QString* error = nullptr);
+  bool certify_running() const { return certify_running_; }
   // A job the console did not launch, watched through every connected
   // agent (docs/watch.md): each agent with processes of the job starts a
   // watcher as the job's user; `watched` holds what they see. The console
@@ -159,6 +170,8 @@ class Console : public QObject {
   void preflight_failed(QString why);
   void linkcheck_finished();
   void linkcheck_failed(QString why);
+  void certify_finished();
+  void certify_failed(QString why);
   // An agent's answer to a watch: it watches (`ok`, the processes and the
   // user in `text`) or why not.
   void watch_answered(QString agent, bool ok, QString text);
@@ -202,15 +215,22 @@ class Console : public QObject {
   std::vector<std::pair<std::shared_ptr<agent::AgentClient>, std::string>> connected_clients() const;
   std::thread preflight_thread_;
   std::atomic<bool> preflight_running_{false};
-  // While a link check runs, the agents' events reach its thread here.
+  // While a link check or a certification runs, the agents' events reach
+  // its thread here.
   struct Inbox {
     std::mutex mutex;
     std::condition_variable ready;
     std::deque<nlohmann::json> messages;
   };
-  std::shared_ptr<Inbox> linkcheck_inbox_;
+  std::shared_ptr<Inbox> checks_inbox_;
+  // The next of the inbox's messages before a deadline, for a check's
+  // thread; throws once `closing` is set.
+  static agent::NextMessage next_from(const std::shared_ptr<Inbox>& inbox, const std::atomic<bool>& closing);
   std::thread linkcheck_thread_;
   std::atomic<bool> linkcheck_running_{false};
+  std::thread certify_thread_;
+  std::atomic<bool> certify_running_{false};
+  std::atomic<bool> closing_{false};                           // the console is going: a certification stops
   std::vector<std::shared_ptr<agent::AgentClient>> watching_;  // the agents asked to watch
 };
 

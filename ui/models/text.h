@@ -3,7 +3,9 @@
 
 #include <QString>
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <string_view>
 
 namespace ringmaster::ui {
@@ -12,6 +14,20 @@ namespace ringmaster::ui {
 inline QString qs(const nlohmann::json& j, const char* key) {
   const auto it = j.find(key);
   return it != j.end() && it->is_string() ? QString::fromStdString(it->get<std::string>()) : QString();
+}
+
+// "NAME=VALUE NAME2=VALUE2" (a field for the ranks' environment) into
+// `into`; false, with the word that is no assignment in `bad`, otherwise.
+inline bool read_assignments(const QString& text, std::map<std::string, std::string>& into, QString* bad) {
+  for (const QString& kv : text.split(' ', Qt::SkipEmptyParts)) {
+    const auto eq = kv.indexOf('=');
+    if (eq <= 0) {
+      if (bad) *bad = kv;
+      return false;
+    }
+    into[kv.left(eq).toStdString()] = kv.mid(eq + 1).toStdString();
+  }
+  return true;
 }
 
 // A name the engine spells (name_of(...)): its UTF-8, as a QString.

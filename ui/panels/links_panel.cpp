@@ -12,6 +12,7 @@
 #include <QVBoxLayout>
 
 #include "models/console.h"
+#include "models/text.h"
 #include "panels/table_columns.h"
 
 namespace ringmaster::ui {
@@ -95,13 +96,10 @@ bool LinksPanel::start() {
   agent::LinkcheckOptions options;
   options.bytes = bytes_->text().trimmed().toStdString();
   options.iters = iters_->value();
-  for (const QString& kv : env_->text().split(' ', Qt::SkipEmptyParts)) {
-    const auto eq = kv.indexOf('=');
-    if (eq <= 0) {
-      summary_->setText("Cannot check the links: the environment takes NAME=VALUE, got " + kv);
-      return false;
-    }
-    options.env[kv.left(eq).toStdString()] = kv.mid(eq + 1).toStdString();
+  QString bad;
+  if (!read_assignments(env_->text(), options.env, &bad)) {
+    summary_->setText("Cannot check the links: the environment takes NAME=VALUE, got " + bad);
+    return false;
   }
   QString error;
   if (!console_.start_linkcheck(options, &error)) {

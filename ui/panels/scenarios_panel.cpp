@@ -79,6 +79,20 @@ QString ranks_text(const nlohmann::json& ranks) {
   }
   return QString::fromStdString(ranks.dump());
 }
+// "certify": the nodes and links it must isolate, and within how long.
+QString certify_text(const nlohmann::json& value) {
+  QStringList nodes, links;
+  for (const auto& n : value.value("isolate_nodes", nlohmann::json::array()))
+    nodes << QString("node %1").arg(n.get<int>());
+  for (const auto& l : value.value("isolate_links", nlohmann::json::array()))
+    links << QString("node %1 \u2192 node %2").arg(l.at(0).get<int>()).arg(l.at(1).get<int>());
+  QStringList isolated = nodes + links;
+  QString line = isolated.isEmpty() ? QString("Certify isolates nothing")
+                                    : "Certify isolates exactly " + isolated.join(", ") + ", every other node passing";
+  if (value.contains("within_s")) line += QString(", within %1 s").arg(value["within_s"].dump().c_str());
+  return line + ".";
+}
+
 }  // namespace
 
 QString expectation_text(const nlohmann::json& expect) {
@@ -133,6 +147,8 @@ QString expectation_text(const nlohmann::json& expect) {
                    .arg(quoted_list(value.value("keywords", nlohmann::json::array())));
     } else if (key == "together" && value.is_object()) {
       lines << "Read together, the failures say " + quoted_list(value.value("keywords", nlohmann::json::array())) + ".";
+    } else if (key == "certify" && value.is_object()) {
+      lines << certify_text(value);
     } else if ((key == "preflight" || key == "linkcheck") && value.is_object()) {
       const QString who = key == "preflight" ? "Preflight" : "The link check";
       if (value.contains("keywords")) lines << who + " says " + quoted_list(value["keywords"]) + ".";

@@ -24,9 +24,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -89,6 +92,12 @@ struct CertifySweep {
   std::string error;  // why it did not complete; empty when it did
 };
 
+// The steps in their order: (name, title).
+struct CertifyStepName {
+  std::string_view name, title;
+};
+std::span<const CertifyStepName> certify_steps();
+
 struct CertifyReport {
   std::vector<NodeVerdict> nodes;
   std::vector<LinkVerdict> links;  // those found wanting; every other link passed
@@ -98,6 +107,10 @@ struct CertifyReport {
   // A sweep fell short of the expected envelope (or of the user's gate)
   // while no node or link was found to blame: the cluster as a whole.
   bool short_of_envelope = false;
+  // The preflight's and the link check's own reports, for a caller that
+  // shows them as those checks show them (the console's tabs).
+  std::optional<PreflightReport> preflight;
+  std::optional<LinkcheckReport> linkcheck;
 
   // PASS when every node and link passed and no sweep fell short, MONITOR
   // when the worst is MONITOR, ISOLATE when a node or link is isolated.
@@ -133,6 +146,9 @@ struct CertifyOptions {
   // Before every run a step starts (each linkcheck round, each sweep):
   // a scenario puts its faults back, as a fault lasts one run.
   std::function<void()> before_run;
+  // Set by another thread: the step under way ends as failed
+  // ("interrupted") and no other starts. Null for never.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // Why `options.gate_gbs` cannot be met by `nodes` instances of
