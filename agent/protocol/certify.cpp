@@ -7,7 +7,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <numeric>
 #include <optional>
 #include <type_traits>
@@ -50,10 +54,12 @@ class Certifier {
       report_.nodes.push_back({agents[i].address, {}, Verdict::pass, {}});
       in_.push_back(static_cast<int>(i));
     }
+    if (o.resume) resume_from(*o.resume);
   }
 
   CertifyReport run() {
-    const auto started = Clock::now();
+    const auto started =
+        Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(resumed_seconds_));
     bool go_on = step(0, [this](CertifyStep& s) { return nodes_alike(s); });
     go_on = go_on && step(1, [this](CertifyStep& s) { return preflight(s); });
     go_on = go_on && step(2, [this](CertifyStep& s) { return linkcheck(s); });
@@ -76,6 +82,7 @@ class Certifier {
   template <typename Body>
   bool step(std::size_t index, Body body) {
     const char* name = kSteps[index].name;
+    if (index < report_.steps.size()) return true;  // finished before the certification was resumed
     CertifyStep s;
     s.name = name;
     s.title = kSteps[index].title;
@@ -103,7 +110,55 @@ class Certifier {
     if (o_.on_step) o_.on_step(s, true);
     report_.steps.push_back(std::move(s));
     drop_isolated();
+    if (o_.on_progress) o_.on_progress(report_);
     return go_on;
+  }
+
+  // Keeps what a stopped certification finished: its leading passed or
+  // found steps, the verdicts they gave, their sweeps; the nodes they
+  // isolated stay out.
+  void resume_from(const CertifyReport& done) {
+    if (done.nodes.size() != report_.nodes.size()) {
+      throw Error(ErrorCategory::config, fmt::format("cannot resume: the certification was of {} node(s), not {}",
+                                                     done.nodes.size(), report_.nodes.size()));
+    }
+    for (std::size_t i = 0; i < done.nodes.size(); ++i) {
+      if (done.nodes[i].address != report_.nodes[i].address) {
+        throw Error(ErrorCategory::config, fmt::format("cannot resume: node {} was {}, now {}", i,
+                                                       done.nodes[i].address, report_.nodes[i].address));
+      }
+    }
+    std::size_t kept = 0;
+    while (kept < done.steps.size() && kept < std::size(kSteps) && done.steps[kept].name == kSteps[kept].name &&
+           (done.steps[kept].state == State::passed || done.steps[kept].state == State::found))
+      ++kept;
+    const auto finished = [&](const std::string& step) {
+      for (std::size_t i = 0; i < kept; ++i)
+        if (done.steps[i].name == step) return true;
+      return false;
+    };
+    report_.steps.assign(done.steps.begin(), done.steps.begin() + static_cast<std::ptrdiff_t>(kept));
+    for (std::size_t i = 0; i < done.nodes.size(); ++i) {
+      report_.nodes[i].hostname = done.nodes[i].hostname;
+      for (const auto& r : done.nodes[i].reasons)
+        if (finished(r.step)) judge_node(static_cast<int>(i), r.verdict, step_name(r.step), r.text);
+    }
+    for (const auto& l : done.links)
+      for (const auto& r : l.reasons)
+        if (finished(r.step)) judge_link(l.from, l.to, r.verdict, step_name(r.step), r.text);
+    if (finished("sweeps")) report_.sweeps = done.sweeps;
+    if (finished("envelope")) report_.short_of_envelope = done.short_of_envelope;
+    resumed_seconds_ = 0;
+    for (const auto& st : report_.steps)
+      resumed_seconds_ += st.seconds;
+    drop_isolated();
+  }
+
+  // The step's name as the verdicts hold it (a constant of kSteps).
+  static const char* step_name(const std::string& name) {
+    for (const auto& k : kSteps)
+      if (name == k.name) return k.name;
+    return "resumed";
   }
 
   void judge_node(int node, Verdict v, const char* step, std::string text) {
@@ -326,7 +381,7 @@ class Certifier {
   bool envelope(CertifyStep& s) {
     if (o_.instance.empty()) {
       s.state = State::skipped;
-      s.summary = "not run: no instance type declared (--instance)";
+      s.summary = "no instance type declared (--instance): nothing to compare the sweeps with";
       return true;
     }
     json detail = json::array();
@@ -387,6 +442,7 @@ class Certifier {
   CertifyReport report_;
   std::vector<int> in_;  // the nodes not isolated yet
   std::string stopped_because_;
+  double resumed_seconds_ = 0;  // what the resumed certification's steps took
 };
 
 // One collective's sweep: a run over every node still in (agent i holds
@@ -592,6 +648,115 @@ json to_json(const CertifyReport& r) {
           {"nodes", nodes},
           {"links", links},
           {"steps", steps}};
+}
+
+namespace {
+
+Verdict verdict_named(const std::string& name) {
+  if (name == "PASS") return Verdict::pass;
+  if (name == "MONITOR") return Verdict::monitor;
+  if (name == "ISOLATE") return Verdict::isolate;
+  throw Error(ErrorCategory::config, fmt::format("a verdict of '{}', not PASS, MONITOR or ISOLATE", name));
+}
+
+State state_named(const std::string& name) {
+  for (const State s : {State::passed, State::found, State::failed, State::skipped})
+    if (name == name_of(s)) return s;
+  throw Error(ErrorCategory::config, fmt::format("a step state of '{}'", name));
+}
+
+std::vector<VerdictReason> reasons_from(const json& reasons) {
+  std::vector<VerdictReason> out;
+  for (const auto& r : reasons)
+    out.push_back({verdict_named(r.at("verdict").get<std::string>()), r.at("step").get<std::string>(),
+                   r.at("text").get<std::string>()});
+  return out;
+}
+
+CertifySweep sweep_from(const json& d, const std::vector<int>& nodes) {
+  CertifySweep sweep;
+  sweep.collective = d.at("collective").get<std::string>();
+  sweep.nodes = nodes;
+  sweep.error = d.value("error", "");
+  for (const auto& row : d.at("rows"))
+    sweep.rows.push_back({row.at("bytes").get<std::uint64_t>(), row.at("time_us").get<double>(),
+                          row.at("algbw").get<double>(), row.at("busbw").get<double>(), 0});
+  return sweep;
+}
+
+}  // namespace
+
+CertifyReport parse_certify_report(const json& j) {
+  try {
+    if (j.value("schema", "") != kCertifySchema)
+      throw Error(ErrorCategory::config, fmt::format("not a {} report", kCertifySchema));
+    CertifyReport r;
+    r.seconds = j.at("seconds").get<double>();
+    r.short_of_envelope = j.value("short_of_envelope", false);
+    for (const auto& n : j.at("nodes"))
+      r.nodes.push_back({n.at("address").get<std::string>(), n.at("hostname").get<std::string>(),
+                         verdict_named(n.at("verdict").get<std::string>()), reasons_from(n.at("reasons"))});
+    for (const auto& l : j.at("links"))
+      r.links.push_back({l.at("from").get<int>(), l.at("to").get<int>(),
+                         verdict_named(l.at("verdict").get<std::string>()), reasons_from(l.at("reasons"))});
+    for (const auto& s : j.at("steps")) {
+      CertifyStep step;
+      step.name = s.at("name").get<std::string>();
+      step.title = s.at("title").get<std::string>();
+      step.state = state_named(s.at("state").get<std::string>());
+      step.summary = s.at("summary").get<std::string>();
+      step.findings = s.at("findings").get<std::vector<std::string>>();
+      step.seconds = s.at("seconds").get<double>();
+      step.nodes = s.at("nodes").get<std::vector<int>>();
+      step.detail = s.value("detail", json());
+      if (step.name == "sweeps" && step.detail.is_array()) {
+        for (const auto& d : step.detail)
+          r.sweeps.push_back(sweep_from(d, step.nodes));
+      }
+      r.steps.push_back(std::move(step));
+    }
+    return r;
+  } catch (const json::exception& e) {
+    throw Error(ErrorCategory::config, std::string("a certification report: ") + e.what());
+  }
+}
+
+bool certification_complete(const CertifyReport& report) {
+  return report.steps.size() == std::size(kSteps) &&
+         std::none_of(report.steps.begin(), report.steps.end(), [](const CertifyStep& s) {
+           return s.state == State::failed || s.summary.starts_with("not run: ");
+         });
+}
+
+void save_certification_state(const std::string& path, const std::vector<std::string>& agents,
+                              const CertifyReport& report) {
+  const std::string next = path + ".new";
+  {
+    std::ofstream out(next);
+    out << json{{"agents", agents}, {"complete", certification_complete(report)}, {"report", to_json(report)}}.dump()
+        << "\n";
+    if (!out.flush()) throw Error(ErrorCategory::config, "cannot write the certification's state to " + next);
+  }
+  if (std::rename(next.c_str(), path.c_str()) != 0)
+    throw Error(ErrorCategory::config, fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+}
+
+std::optional<CertifyReport> load_unfinished_certification(const std::string& path,
+                                                           const std::vector<std::string>& agents) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  const json saved = json::parse(in, nullptr, false);
+  if (saved.is_discarded() || !saved.is_object() || !saved.contains("report"))
+    throw Error(ErrorCategory::config, path + ": not a certification's state");
+  if (saved.value("complete", false) || saved.value("agents", json()) != json(agents)) return std::nullopt;
+  CertifyReport report = parse_certify_report(saved["report"]);
+  // What it finished: its passed or found steps from the first on.
+  std::size_t kept = 0;
+  while (kept < report.steps.size() &&
+         (report.steps[kept].state == State::passed || report.steps[kept].state == State::found))
+    ++kept;
+  report.steps.resize(kept);
+  return report;
 }
 
 std::string render_certify(const CertifyReport& r) {

@@ -3,6 +3,7 @@
 // verdict per node and per link (exit 1 when any is isolated).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -27,6 +28,7 @@ struct CertifyCommandOptions {
   bool json_out = false;
   std::string json_file;
   std::string html_file;
+  std::string state_file;
 };
 
 void check_options(CertifyCommandOptions& o) {
@@ -44,6 +46,25 @@ void check_options(CertifyCommandOptions& o) {
   const auto min = agent::parse_request_size(o.certify.min_bytes), max = agent::parse_request_size(o.certify.max_bytes);
   if (min == 0 || min > max) throw Error(ErrorCategory::config, "--min-bytes must be above 0 and at most --max-bytes");
   (void)agent::parse_request_size(o.certify.linkcheck.bytes);
+}
+
+// --state FILE: the report so far after each step, with the agents it is
+// of; a certification stopped half way (^C, a lost agent, a machine
+// restarted) resumes from it, running only the steps it did not finish.
+// Once it ran to its end, the next one starts afresh.
+void keep_state(CertifyCommandOptions& o, const SubscribedAgents& agents) {
+  std::vector<std::string> addresses;
+  for (const auto& n : agents.nodes)
+    addresses.push_back(n.address);
+  o.certify.resume = agent::load_unfinished_certification(o.state_file, addresses);
+  if (o.certify.resume) {
+    const std::size_t done = o.certify.resume->steps.size();
+    std::fprintf(stderr, "# resuming the certification in %s: %zu step(s) finished before are kept\n",
+                 o.state_file.c_str(), done);
+  }
+  o.certify.on_progress = [path = o.state_file, addresses](const agent::CertifyReport& so_far) {
+    agent::save_certification_state(path, addresses, so_far);
+  };
 }
 
 int run_certify_command(CertifyCommandOptions& o) {
@@ -67,10 +88,17 @@ int run_certify_command(CertifyCommandOptions& o) {
                    s.seconds);
     }
   };
+  if (!o.state_file.empty()) keep_state(o, agents);
   const agent::CertifyReport report = agent::certify(
       agents.nodes, [&agents](std::chrono::steady_clock::time_point deadline) { return agents.next(deadline); },
       o.certify);
   const nlohmann::json document = agent::to_json(report);
+  if (!o.state_file.empty()) {
+    std::vector<std::string> addresses;
+    for (const auto& n : report.nodes)
+      addresses.push_back(n.address);
+    agent::save_certification_state(o.state_file, addresses, report);
+  }
   print_report(document, agent::render_certify(report), o.json_out, o.json_file);
   if (!o.html_file.empty()) {
     std::ofstream html(o.html_file);
@@ -116,6 +144,9 @@ Runner add_certify_command(CLI::App& app) {
                   "instance's envelope allows)");
   cmd->add_flag("--json", o->json_out, "Print the report as one JSON object instead of the text");
   cmd->add_option("--json-file", o->json_file, "Also write the report as JSON to this file");
+  cmd->add_option("--state", o->state_file,
+                  "Keep the certification's progress in this file after each step; a certification stopped half "
+                  "way resumes from it");
   cmd->add_option("--report", o->html_file, "Also write the report as one self-contained HTML page to this file");
   return [o] { return run_certify_command(*o); };
 }

@@ -3,6 +3,8 @@
 // named), against real agents on loopback.
 #include "agent_test_support.h"
 
+#include <poll.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -377,6 +379,63 @@ TEST(AgentCertify, SweepsAreHeldToTheInstancesEnvelope) {
   EXPECT_NE(plain_report["steps"][4]["summary"].get<std::string>().find("no instance type declared"),
             std::string::npos);
   EXPECT_FALSE(plain_report["short_of_envelope"].get<bool>());
+}
+
+// --state: a certification stopped after its link check (the program
+// killed) resumes from the file: the three steps it finished are kept as
+// they were, only the sweeps and the envelope run; once it ran to its
+// end, the next one starts afresh.
+TEST(AgentCertify, AStoppedCertificationResumesFromItsLastStep) {
+  const std::string token_file = write_token("agent-token-resume", "resume-token-0123456789");
+  Agent a({"--token-file", token_file}), b({"--token-file", token_file});
+  const std::string agents = "127.0.0.1:" + std::to_string(a.port) + ",127.0.0.1:" + std::to_string(b.port);
+  const std::string state = ::testing::TempDir() + "certify-state-" + std::to_string(::getpid()) + ".json";
+  std::filesystem::remove(state);
+  const std::vector<std::string> argv = {
+      RINGMASTER_CLI,       "certify",     "--agents", agents,         "--token-file", token_file, "--env",
+      "NCCL_SHM_DISABLE=1", "--max-bytes", "1M",       "--link-bytes", "1M",           "--state",  state};
+  auto first = testing_support::spawn(argv, {}, true);
+  // Until the link check has ended, then stopped as ^C would.
+  std::string seen;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (seen.find("# linkcheck: 2 links") == std::string::npos && std::chrono::steady_clock::now() < until) {
+    pollfd p{first.out_fd, POLLIN, 0};
+    char buf[512];
+    if (::poll(&p, 1, 200) > 0) {
+      const ssize_t n = ::read(first.out_fd, buf, sizeof(buf));
+      if (n <= 0) break;
+      seen.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  ::kill(first.pid, SIGKILL);
+  first.finish();
+  ASSERT_NE(seen.find("# linkcheck: 2 links"), std::string::npos) << seen << first.output;
+  std::ifstream saved_in(state);
+  const json saved = json::parse(saved_in);
+  EXPECT_FALSE(saved["complete"].get<bool>());
+  ASSERT_EQ(saved["report"]["steps"].size(), 3u) << saved.dump();
+  const double linkcheck_seconds = saved["report"]["steps"][2]["seconds"].get<double>();
+
+  auto second = testing_support::spawn(argv, {}, true);
+  second.finish();
+  EXPECT_EQ(second.exit_code(), 0) << second.output;
+  EXPECT_NE(second.output.find("resuming the certification in " + state + ": 3 step(s) finished before are kept"),
+            std::string::npos)
+      << second.output;
+  EXPECT_EQ(second.output.find("# nodes: Nodes alike"), std::string::npos) << "nodes ran again: " << second.output;
+  EXPECT_EQ(second.output.find("# linkcheck: Every link"), std::string::npos) << second.output;
+  EXPECT_NE(second.output.find("# sweeps: 4 collective(s)"), std::string::npos) << second.output;
+  std::ifstream done_in(state);
+  const json done = json::parse(done_in);
+  EXPECT_TRUE(done["complete"].get<bool>());
+  ASSERT_EQ(done["report"]["steps"].size(), 5u);
+  EXPECT_EQ(done["report"]["steps"][2]["seconds"].get<double>(), linkcheck_seconds) << "kept as it was";
+  // Complete: the next starts afresh.
+  auto third = testing_support::spawn(argv, {}, true);
+  third.finish();
+  EXPECT_EQ(third.output.find("resuming"), std::string::npos) << third.output;
+  EXPECT_NE(third.output.find("# nodes: Nodes alike"), std::string::npos) << third.output;
+  std::filesystem::remove(state);
 }
 
 // The HTML report, rendered by a real browser (headless Chromium, to

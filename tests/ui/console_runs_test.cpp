@@ -32,6 +32,7 @@
 #include <QScrollBar>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QStandardPaths>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
@@ -92,6 +93,7 @@ class ConsoleRunsTest : public QObject {
   void attachToAJobTheConsoleDidNotLaunch();
   void watchShowsATorchJobsStoreHangAndCollectiveHang();
   void bringUpCertifiesTheLocalAgents();
+  void bringUpResumesACertificationTheConsoleStopped();
 };
 
 void ConsoleRunsTest::sweepOverTwoLocalAgents() {
@@ -634,6 +636,7 @@ void ConsoleRunsTest::stallShowsEveryRanksCalls() {
 // check steps open their own tabs holding their reports; the report
 // exports as a self-contained page.
 void ConsoleRunsTest::bringUpCertifiesTheLocalAgents() {
+  QFile::remove(QDir(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation)).filePath("certify-state.json"));
   Console console;
   QAbstractItemModelTester tester(&console.certify, QAbstractItemModelTester::FailureReportingMode::QtTest);
   QString error;
@@ -716,6 +719,43 @@ void ConsoleRunsTest::bringUpCertifiesTheLocalAgents() {
   QFile::remove(token_file);
   ::kill(odd.pid, SIGTERM);
   odd.finish();
+}
+
+// A console closed while it certifies (here in the sweeps) keeps what it
+// finished; the next certification over the same nodes keeps those steps
+// and runs the rest, and says so.
+void ConsoleRunsTest::bringUpResumesACertificationTheConsoleStopped() {
+  QFile::remove(QDir(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation)).filePath("certify-state.json"));
+  QString error;
+  ringmaster::agent::CertifyOptions options;
+  options.env["NCCL_SHM_DISABLE"] = "1";
+  options.linkcheck.bytes = "1M";
+  options.max_bytes = "64M";  // sweeps long enough to close the console in them
+  {
+    Console first;
+    QVERIFY2(first.start_local_agents(2, RINGMASTER_AGENT, &error), qPrintable(error));
+    QTRY_COMPARE_WITH_TIMEOUT(first.connected_count(), 2, 20000);
+    QVERIFY2(first.start_certify(options, &error), qPrintable(error));
+    QTRY_VERIFY_WITH_TIMEOUT(first.certify.state(3) == "running", 60000);
+    QCOMPARE(first.certify.state(2), QString("passed"));
+  }  // closed in the sweeps
+  Console second;
+  QVERIFY2(second.start_local_agents(2, RINGMASTER_AGENT, &error), qPrintable(error));
+  QTRY_COMPARE_WITH_TIMEOUT(second.connected_count(), 2, 20000);
+  options.max_bytes = "1M";
+  QSignalSpy done(&second, &Console::certify_finished);
+  QVERIFY2(second.start_certify(options, &error), qPrintable(error));
+  QCOMPARE(second.certify.resumed_steps(), 3);
+  QCOMPARE(second.certify.state(0), QString("passed"));  // kept, not run again
+  QCOMPARE(second.certify.state(3), QString("waiting"));
+  QVERIFY(done.wait(120000));
+  QCOMPARE(second.certify.state(3), QString("passed"));
+  QVERIFY2(second.certify.verdict_text().contains("resumed: 3 step(s) kept"),
+           qPrintable(second.certify.verdict_text()));
+  // Run to its end: the next one starts afresh.
+  QVERIFY2(second.start_certify(options, &error), qPrintable(error));
+  QCOMPARE(second.certify.resumed_steps(), 0);
+  QVERIFY(done.wait(120000));
 }
 
 void ConsoleRunsTest::preflightOverLocalAgents() {

@@ -63,7 +63,8 @@ QVariant CertifyModel::data(const QModelIndex& index, int role) const {
   return {};
 }
 
-void CertifyModel::begin() {
+void CertifyModel::begin(int resumed) {
+  resumed_ = resumed;
   for (auto& r : rows_) {
     r.state = "waiting";
     r.summary.clear();
@@ -122,6 +123,8 @@ QString CertifyModel::verdict_text() const {
                        .arg(report_.value("nodes", nlohmann::json::array()).size())
                        .arg(report_.value("seconds", 0.0), 0, 'f', 1);
     if (report_.value("short_of_envelope", false)) text += "; a sweep fell short of what these nodes should reach";
+    if (resumed_ > 0)
+      text += QString(" (resumed: %1 step(s) kept from a certification stopped half way)").arg(resumed_);
     return text;
   }
   for (const auto& r : rows_) {

@@ -27,8 +27,10 @@ class CertifyModel : public QAbstractTableModel {
   QVariant data(const QModelIndex& index, int role) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
 
-  // A certification begins: every step waiting, the last report gone.
-  void begin();
+  // A certification begins: every step waiting, the last report gone;
+  // `resumed` steps come from a certification stopped half way.
+  void begin(int resumed = 0);
+  int resumed_steps() const { return resumed_; }
   // A step began (`ended` false) or ended with its result.
   void set_step(const agent::CertifyStep& step, bool ended);
   // It is over: the report as certify's JSON (to_json).
@@ -40,7 +42,8 @@ class CertifyModel : public QAbstractTableModel {
   // "waiting", "running", "passed", "found", "failed", "skipped".
   QString state(int row) const;
   const nlohmann::json& report() const { return report_; }
-  // "ISOLATE: 8 node(s) in 34.0 s", "running: preflight", or "" before any.
+  // "ISOLATE: 8 node(s) in 34.0 s", "running: preflight", or "" before
+  // any; a resumed certification says how many steps it kept.
   QString verdict_text() const;
 
  private:
@@ -51,6 +54,7 @@ class CertifyModel : public QAbstractTableModel {
   };
   std::vector<Row> rows_;
   nlohmann::json report_;
+  int resumed_ = 0;
 };
 
 }  // namespace ringmaster::ui

@@ -9,6 +9,7 @@
 #include <QDateTime>
 #include <QDir>
 #include <QFileInfo>
+#include <QStandardPaths>
 #include <QTextStream>
 #include <algorithm>
 #include <cerrno>
@@ -214,7 +215,31 @@ bool Console::start_certify(agent::CertifyOptions options, QString* error) {
     return false;
   }
   if (certify_thread_.joinable()) certify_thread_.join();
-  certify.begin();
+  // A certification the console stopped half way (closed, an agent lost)
+  // over these nodes resumes: its finished steps are kept.
+  const QString data_dir = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
+  QDir().mkpath(data_dir);
+  const std::string state = QDir(data_dir).filePath("certify-state.json").toStdString();
+  std::vector<std::string> hosts;
+  for (const auto& [client, host] : clients)
+    hosts.push_back(host);
+  try {
+    options.resume = agent::load_unfinished_certification(state, hosts);
+  } catch (const std::exception&) {
+    options.resume.reset();  // not a state: started afresh, and overwritten
+  }
+  certify.begin(options.resume ? static_cast<int>(options.resume->steps.size()) : 0);
+  if (options.resume) {
+    for (const auto& step : options.resume->steps)
+      certify.set_step(step, true);
+  }
+  options.on_progress = [state, hosts](const agent::CertifyReport& so_far) {
+    try {
+      agent::save_certification_state(state, hosts, so_far);
+    } catch (const std::exception&) {
+      // The certification goes on; only its resuming is lost.
+    }
+  };
   auto inbox = std::make_shared<Inbox>();
   checks_inbox_ = inbox;
   options.stop = &closing_;

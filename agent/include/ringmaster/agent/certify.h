@@ -146,6 +146,14 @@ struct CertifyOptions {
   // Before every run a step starts (each linkcheck round, each sweep):
   // a scenario puts its faults back, as a fault lasts one run.
   std::function<void()> before_run;
+  // After each step ends, the report so far (what `--state` keeps).
+  std::function<void(const CertifyReport&)> on_progress;
+  // A certification stopped half way (a report read back with
+  // parse_certify_report): the steps it finished (passed or found, from
+  // the first on) are kept with their verdicts and not run again; the
+  // rest run over the nodes they left in. Its nodes must be these agents,
+  // in their order.
+  std::optional<CertifyReport> resume;
   // Set by another thread: the step under way ends as failed
   // ("interrupted") and no other starts. Null for never.
   const std::atomic<bool>* stop = nullptr;
@@ -160,6 +168,26 @@ std::string certify_gate_refusal(const CertifyOptions& options, int nodes);
 // `next`; agent 0 hosts the sweeps' store).
 CertifyReport certify(const std::vector<PreflightAgent>& agents, const NextMessage& next,
                       const CertifyOptions& options);
+
+// A report back from to_json's form (a `--state` file): every field it
+// keeps, the sweeps from the sweeps step's detail; the preflight's and
+// link check's own reports are not kept. Throws Error(config) naming what
+// is missing or of the wrong type.
+CertifyReport parse_certify_report(const nlohmann::json& j);
+
+// A certification's state file (`certify --state`, the console's): the
+// report so far and the agents it is of. Written whole after each step
+// (through a temporary file, so a crash leaves the last one).
+// Complete: no step failed or was left out.
+bool certification_complete(const CertifyReport& report);
+void save_certification_state(const std::string& path, const std::vector<std::string>& agents,
+                              const CertifyReport& report);
+// The unfinished certification in `path` of exactly these agents, in
+// their order, with the steps it finished (passed or found, from the
+// first on); none when there is no file, it ran to its end, or it is of
+// other agents. Throws Error(config) for a file that is not a state.
+std::optional<CertifyReport> load_unfinished_certification(const std::string& path,
+                                                           const std::vector<std::string>& agents);
 
 // The report as text: the steps with their findings, then a verdict per
 // node and per link found wanting.
