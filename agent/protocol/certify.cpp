@@ -107,10 +107,12 @@ class Certifier {
       go_on = false;
     }
     s.seconds = std::chrono::duration<double>(Clock::now() - started).count();
-    if (o_.on_step) o_.on_step(s, true);
     report_.steps.push_back(std::move(s));
     drop_isolated();
+    // Kept (--state) before it is said to have ended: a step shown as
+    // ended is one a stopped certification resumes after.
     if (o_.on_progress) o_.on_progress(report_);
+    if (o_.on_step) o_.on_step(report_.steps.back(), true);
     return go_on;
   }
 

@@ -395,10 +395,10 @@ TEST(AgentCertify, AStoppedCertificationResumesFromItsLastStep) {
       RINGMASTER_CLI,       "certify",     "--agents", agents,         "--token-file", token_file, "--env",
       "NCCL_SHM_DISABLE=1", "--max-bytes", "1M",       "--link-bytes", "1M",           "--state",  state};
   auto first = testing_support::spawn(argv, {}, true);
-  // Until the link check has ended, then stopped as ^C would.
+  // Until the sweeps begin (the link check ended and kept), then killed.
   std::string seen;
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (seen.find("# linkcheck: 2 links") == std::string::npos && std::chrono::steady_clock::now() < until) {
+  while (seen.find("# sweeps: Collective sweeps") == std::string::npos && std::chrono::steady_clock::now() < until) {
     pollfd p{first.out_fd, POLLIN, 0};
     char buf[512];
     if (::poll(&p, 1, 200) > 0) {
@@ -409,7 +409,7 @@ TEST(AgentCertify, AStoppedCertificationResumesFromItsLastStep) {
   }
   ::kill(first.pid, SIGKILL);
   first.finish();
-  ASSERT_NE(seen.find("# linkcheck: 2 links"), std::string::npos) << seen << first.output;
+  ASSERT_NE(seen.find("# sweeps: Collective sweeps"), std::string::npos) << seen << first.output;
   std::ifstream saved_in(state);
   const json saved = json::parse(saved_in);
   EXPECT_FALSE(saved["complete"].get<bool>());
