@@ -266,9 +266,7 @@ void find_lossy_links(const LinkcheckReport& r, std::vector<LinkProblem>& out) {
     shares.push_back(static_cast<double>(l->resent) / static_cast<double>(l->segments));
   const double typical = median(shares);
   auto share = [](const LinkMeasure& l) { return static_cast<double>(l.resent) / static_cast<double>(l.segments); };
-  auto lossy = [&](const LinkMeasure& l) {
-    return l.segments >= kLossyMinSegments && share(l) >= kLossyResentShare && share(l) >= 5 * typical;
-  };
+  auto lossy = [&](const LinkMeasure& l) { return l.segments >= kLossyMinSegments && lossy_share(share(l), typical); };
   const int n = static_cast<int>(r.nodes.size());
   std::set<int> lossy_nodes;
   for (int x = 0; x < n; ++x) {

@@ -92,7 +92,7 @@ void add_lossy_links(const std::vector<std::pair<int, events::Links>>& links_eve
   std::sort(shares.begin(), shares.end());
   const double median = shares[shares.size() / 2];
   for (const auto& t : sent) {
-    if (t.share() < kLossyResentShare || t.share() < 5 * median) continue;
+    if (!lossy_share(t.share(), median)) continue;
     // The rate its receiver measured, when it did.
     SlowLink l{t.from, t.to, 0, 0, {}, t.segments, t.resent, median};
     for (const auto& [rank, e] : links_events) {

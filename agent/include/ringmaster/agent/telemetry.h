@@ -61,6 +61,12 @@ inline constexpr double kSlowLinkMinSeconds = 0.1;
 // kLossyMinSegments segments.
 inline constexpr double kLossyResentShare = 0.01;
 inline constexpr std::uint64_t kLossyMinSegments = 1000;
+// The rule itself, for a link whose sender resent `share` of at least
+// kLossyMinSegments segments where the median link resent
+// `median_share`: the run summary's and the link check's alike.
+inline bool lossy_share(double share, double median_share) {
+  return share >= kLossyResentShare && share >= 5 * median_share;
+}
 // From every rank's "links" event (rank, event): the links below a fifth
 // of the median rate of the links of their transport (shared memory is
 // not compared with sockets; at least three links of a transport, one
