@@ -50,9 +50,12 @@ set(CPACK_DEBIAN_AGENT_DESCRIPTION
  Includes ringmaster-cli (perf, probe, store, topo, tune, repro), the
  systemd unit, the scenario catalog and topology files.")
 # adduser makes the rank user; libfabric is opened at run time (dlopen),
-# nftables and iproute2 carry out injected faults.
+# nftables and iproute2 carry out injected faults; Qt SQL's drivers are
+# plugins that `certify --history` loads (SQLite by default, PostgreSQL for
+# a team's server).
 set(CPACK_DEBIAN_AGENT_PACKAGE_DEPENDS "adduser")
-set(CPACK_DEBIAN_AGENT_PACKAGE_RECOMMENDS "libfabric1, nftables, iproute2")
+set(CPACK_DEBIAN_AGENT_PACKAGE_RECOMMENDS "libfabric1, nftables, iproute2, libqt6sql6-sqlite")
+set(CPACK_DEBIAN_AGENT_PACKAGE_SUGGESTS "libqt6sql6-psql")
 set(CPACK_DEBIAN_AGENT_PACKAGE_CONTROL_EXTRA
     ${ringmaster_deb_dir}/postinst ${ringmaster_deb_dir}/prerm ${ringmaster_deb_dir}/postrm)
 set(CPACK_DEBIAN_AGENT_PACKAGE_CONTROL_STRICT_PERMISSION ON)

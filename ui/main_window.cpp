@@ -88,6 +88,10 @@ void MainWindow::add_history_watch_and_bring_up() {
     const int tab = tab_named(name);
     if (tab >= 0) tabs_->setCurrentIndex(tab);
   });
+  connect(history_, &HistoryPanel::certification_opened, this,
+          [this, bring_up](const QString& report, const QString& about) {
+            if (bring_up->show_kept(report, about)) tabs_->setCurrentWidget(bring_up);
+          });
   connect(history_, &HistoryPanel::opened, this, [this] {
     tabs_->setCurrentIndex(0);
     set_source("run " + console_.run.run_id() + " from the history");

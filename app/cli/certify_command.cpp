@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 
 #include "agent_set.h"
 #include "commands.h"
@@ -14,6 +15,12 @@
 #include "ringmaster/agent/requests.h"
 #include "ringmaster/status.h"
 #include "ringmaster/tools/envelope.h"
+
+#ifdef RINGMASTER_HISTORY
+#include <QCoreApplication>
+
+#include "history/history_database.h"
+#endif
 
 namespace ringmaster::cli {
 namespace {
@@ -29,6 +36,7 @@ struct CertifyCommandOptions {
   std::string json_file;
   std::string html_file;
   std::string state_file;
+  std::string history;  // empty: the default file; "off": none
 };
 
 void check_options(CertifyCommandOptions& o) {
@@ -67,10 +75,65 @@ void keep_state(CertifyCommandOptions& o, const SubscribedAgents& agents) {
   };
 }
 
+// Where the certification is kept: the history database the console reads
+// (an SQLite file by default, a team's PostgreSQL server with --history
+// postgresql://...). Opened before anything runs, so a history that cannot
+// be written is said at once rather than after the checks.
+class CertifyHistory {
+ public:
+  explicit CertifyHistory(const std::string& where) {
+    if (where == "off") return;
+#ifdef RINGMASTER_HISTORY
+    QCoreApplication::setOrganizationName("Ringmaster");
+    QCoreApplication::setApplicationName("ringmaster");
+    app_ = std::make_unique<QCoreApplication>(argc_, argv_);
+    db_ = std::make_unique<ui::HistoryDatabase>();
+    QString error;
+    const QString location = !where.empty()
+                                 ? QString::fromStdString(where)
+                                 : qEnvironmentVariable("RINGMASTER_HISTORY", ui::HistoryDatabase::default_location());
+    if (!db_->open(location, &error)) throw Error(ErrorCategory::config, "--history " + error.toStdString());
+#else
+    if (!where.empty()) throw Error(ErrorCategory::config, "--history: this build has no history (Qt SQL not found)");
+#endif
+  }
+
+  // Keeps the report, with the agents it ran through; false (said on
+  // stderr) when it could not.
+  bool keep([[maybe_unused]] const nlohmann::json& report, [[maybe_unused]] const std::string& instance,
+            [[maybe_unused]] const std::vector<Endpoint>& agents) {
+#ifdef RINGMASTER_HISTORY
+    if (!db_) return true;
+    QString error;
+    auto record = ui::certification_record(report, QString::fromStdString(instance));
+    QStringList endpoints;
+    for (const auto& e : agents)
+      endpoints << QString::fromStdString(fmt::format("{}:{}", e.host, e.port));
+    record.agents = endpoints.join(",");
+    if (!db_->save_certification(record, &error)) {
+      std::fprintf(stderr, "certify: history: %s\n", qPrintable(error));
+      return false;
+    }
+    std::fprintf(stderr, "# kept in %s as certification %s\n", qPrintable(db_->where()), qPrintable(record.id));
+#endif
+    return true;
+  }
+
+ private:
+#ifdef RINGMASTER_HISTORY
+  int argc_ = 1;
+  char name_[15] = "ringmaster-cli";
+  char* argv_[2] = {name_, nullptr};
+  std::unique_ptr<QCoreApplication> app_;
+  std::unique_ptr<ui::HistoryDatabase> db_;
+#endif
+};
+
 int run_certify_command(CertifyCommandOptions& o) {
   check_options(o);
   if (o.certify.gate_gbs < 0) throw Error(ErrorCategory::config, "--gate must be a busbw in GB/s above 0");
-  const std::size_t nodes = endpoints_of(o.agents, "certify").size();
+  const std::vector<Endpoint> endpoints = endpoints_of(o.agents, "certify");
+  const std::size_t nodes = endpoints.size();
   if (!o.certify.instance.empty()) {
     (void)tune::expected_envelope(o.certify.instance, 1, Collective::all_reduce, 1, o.certify.tolerance);
     const std::string refused = agent::certify_gate_refusal(o.certify, static_cast<int>(nodes));
@@ -78,6 +141,7 @@ int run_certify_command(CertifyCommandOptions& o) {
   } else if (o.certify.gate_gbs > 0) {
     throw Error(ErrorCategory::config, "--gate needs --instance: a gate is checked against the instance's envelope");
   }
+  CertifyHistory history(o.history);
   SubscribedAgents agents = subscribe_agents(o.agents, "certify", 2);
   // Progress on stderr, a line as each step begins and ends.
   o.certify.on_step = [](const agent::CertifyStep& s, bool ended) {
@@ -105,7 +169,8 @@ int run_certify_command(CertifyCommandOptions& o) {
     html << agent::render_certify_html(document);
     if (!html.flush()) throw Error(ErrorCategory::config, "--report " + o.html_file + ": cannot write it");
   }
-  return report.exit_code() == 0 ? exit_code::ok : exit_code::failed;
+  const bool kept = history.keep(document, o.certify.instance, endpoints);
+  return report.exit_code() == 0 && kept ? exit_code::ok : exit_code::failed;
 }
 
 }  // namespace
@@ -147,6 +212,10 @@ Runner add_certify_command(CLI::App& app) {
   cmd->add_option("--state", o->state_file,
                   "Keep the certification's progress in this file after each step; a certification stopped half "
                   "way resumes from it");
+  cmd->add_option(
+      "--history", o->history,
+      "Keep the certification in this history: an SQLite file or postgresql://user:password@host:port/db "
+      "(a team's server); 'off' keeps nothing (default: $RINGMASTER_HISTORY, else the console's history.sqlite)");
   cmd->add_option("--report", o->html_file, "Also write the report as one self-contained HTML page to this file");
   return [o] { return run_certify_command(*o); };
 }

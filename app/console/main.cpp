@@ -51,17 +51,19 @@ void quit_on_signals() {
     ::sigaction(signo, &action, nullptr);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  // --version needs no display.
+// --version needs no display: answered before Qt starts.
+bool version_asked(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::string_view(argv[i]) == "--version") {
       std::printf("ringmaster %s\n", RINGMASTER_VERSION_STRING);
-      return 0;
+      return true;
     }
   }
-  // A screenshot needs no screen: render offscreen when there is none.
+  return false;
+}
+
+// A screenshot needs no screen: render offscreen when there is none.
+void offscreen_for_screenshot(int argc, char** argv) {
   bool wants_screenshot = false;
   for (int i = 1; i < argc; ++i)
     wants_screenshot |= std::string(argv[i]) == "--screenshot";
@@ -69,6 +71,13 @@ int main(int argc, char** argv) {
       !std::getenv("QT_QPA_PLATFORM")) {
     setenv("QT_QPA_PLATFORM", "offscreen", 1);
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (version_asked(argc, argv)) return 0;
+  offscreen_for_screenshot(argc, argv);
   QCommandLineParser cli;
   cli.setApplicationDescription("Ringmaster console: topology, live bandwidth and the rendezvous timeline of runs");
   cli.addHelpOption();
@@ -117,11 +126,16 @@ int main(int argc, char** argv) {
                              "check.",
                              "title", "Live");
   QCommandLineOption size_opt("size", "Window size, e.g. 1366x768 (default: as last time).", "WxH");
+  QCommandLineOption history_opt("history",
+                                 "Keep runs and certifications here: an SQLite file or postgresql://user:password@"
+                                 "host:port/db, a team's server (default: $RINGMASTER_HISTORY, else history.sqlite "
+                                 "in the data directory).",
+                                 "location");
   const std::initializer_list<const QCommandLineOption*> options = {
       &agents_opt,  &agents_file_opt,  &token_opt,          &tls_opt,       &tls_ca_opt, &tls_cert_opt,
       &tls_key_opt, &tls_insecure_opt, &local_opt,          &run_opt,       &shot_opt,   &collective_opt,
       &min_opt,     &max_opt,          &iters_opt,          &per_agent_opt, &record_opt, &tab_opt,
-      &size_opt,    &replay_opt,       &local_topology_opt, &engine_opt};
+      &size_opt,    &replay_opt,       &local_topology_opt, &engine_opt,    &history_opt};
   for (const auto* o : options)
     cli.addOption(*o);
   // For the build: the bash completion script (needs no display).
@@ -182,6 +196,8 @@ int main(int argc, char** argv) {
   quit_on_signals();
 
   ringmaster::ui::Console console;
+  if (QString error; cli.isSet(history_opt) && !console.history.open(cli.value(history_opt), &error))
+    std::fprintf(stderr, "ringmaster: history: %s\n", qPrintable(error));
   if (cli.isSet(record_opt) && !console.record_to(cli.value(record_opt))) {
     std::fprintf(stderr, "ringmaster: cannot write %s\n", qPrintable(cli.value(record_opt)));
     return 2;

@@ -104,6 +104,21 @@ void CertifyModel::finish(nlohmann::json report) {
   emit dataChanged(index(0, 0), index(rowCount() - 1, column_count - 1));
 }
 
+void CertifyModel::show_report(nlohmann::json report) {
+  begin();
+  for (const auto& s : report.value("steps", nlohmann::json::array())) {
+    for (auto& r : rows_) {
+      if (r.name != QString::fromStdString(s.value("name", ""))) continue;
+      r.state = QString::fromStdString(s.value("state", "skipped"));
+      r.summary = QString::fromStdString(s.value("summary", ""));
+      for (const auto& f : s.value("findings", nlohmann::json::array()))
+        if (f.is_string()) r.findings << QString::fromStdString(f.get<std::string>());
+      r.seconds = s.value("seconds", 0.0);
+    }
+  }
+  finish(std::move(report));
+}
+
 QString CertifyModel::step_name(int row) const {
   return row >= 0 && row < rowCount() ? rows_[static_cast<std::size_t>(row)].name : QString();
 }

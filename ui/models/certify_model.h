@@ -35,6 +35,9 @@ class CertifyModel : public QAbstractTableModel {
   void set_step(const agent::CertifyStep& step, bool ended);
   // It is over: the report as certify's JSON (to_json).
   void finish(nlohmann::json report);
+  // A certification finished before (the history's): every step as the
+  // report has it, then the report.
+  void show_report(nlohmann::json report);
 
   // The step's name in `row` ("nodes", "preflight", ...), and what it found.
   QString step_name(int row) const;

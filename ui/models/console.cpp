@@ -79,7 +79,7 @@ Console::Console(QObject* parent) : QObject(parent), recording_(std::make_shared
   connect(&poll_, &QTimer::timeout, this, &Console::poll_agents);
   poll_.start(1000);
   QString error;
-  if (!history.open(RunHistory::default_path(), &error))
+  if (!history.open(qEnvironmentVariable("RINGMASTER_HISTORY", HistoryDatabase::default_location()), &error))
     std::fprintf(stderr, "ringmaster: history: %s\n", qPrintable(error));
   connect(&run, &RunState::finished, this, [this] {
     if (!run.links().empty() && !linkcheck_running_) {
@@ -200,8 +200,26 @@ agent::NextMessage Console::next_from(const std::shared_ptr<Inbox>& inbox, const
   };
 }
 
+// A certification that ran to its end goes to the history beside the runs
+// (a team's PostgreSQL server when the console was started with
+// --history postgresql://...); one stopped half way waits for its resume.
+void Console::keep_certification(const agent::CertifyReport& report, const nlohmann::json& document,
+                                 const QString& instance, const QStringList& endpoints) {
+  if (!agent::certification_complete(report) || !history.is_open()) return;
+  QString error;
+  CertificationRecord record = certification_record(document, instance);
+  record.agents = endpoints.join(",");
+  if (!history.database().save_certification(record, &error))
+    std::fprintf(stderr, "ringmaster: history: %s\n", qPrintable(error));
+  emit certification_kept();
+}
+
 bool Console::start_certify(agent::CertifyOptions options, QString* error) {
   auto clients = connected_clients();
+  QStringList endpoints;  // host:port of each, for the history
+  for (const QString& address : order_)
+    if (const auto it = links_.find(address); it != links_.end() && it->second.client && it->second.client->connected())
+      endpoints << address;
   if (clients.size() < 2) {
     if (error) *error = "a certification needs at least two connected agents";
     return false;
@@ -247,7 +265,7 @@ bool Console::start_certify(agent::CertifyOptions options, QString* error) {
     QMetaObject::invokeMethod(
         this, [this, step, ended] { certify.set_step(step, ended); }, Qt::QueuedConnection);
   };
-  certify_thread_ = std::thread([this, clients = std::move(clients), inbox, options = std::move(options)] {
+  certify_thread_ = std::thread([this, clients = std::move(clients), inbox, options = std::move(options), endpoints] {
     std::vector<agent::PreflightAgent> agents;
     for (const auto& [client, host] : clients)
       agents.push_back({client.get(), host});
@@ -255,11 +273,13 @@ bool Console::start_certify(agent::CertifyOptions options, QString* error) {
       agent::CertifyReport report = agent::certify(agents, next_from(inbox, closing_), options);
       QMetaObject::invokeMethod(
           this,
-          [this, report = std::move(report)]() mutable {
+          [this, report = std::move(report), instance = options.instance, endpoints]() mutable {
             checks_inbox_.reset();
             if (report.preflight) preflight.set(*report.preflight);
             if (report.linkcheck) links.set_linkcheck(*report.linkcheck, agent::diagnose_links(*report.linkcheck));
-            certify.finish(agent::to_json(report));
+            const nlohmann::json document = agent::to_json(report);
+            keep_certification(report, document, QString::fromStdString(instance), endpoints);
+            certify.finish(document);
             certify_running_ = false;
             emit certify_finished();
           },

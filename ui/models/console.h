@@ -172,6 +172,7 @@ class Console : public QObject {
   void linkcheck_failed(QString why);
   void certify_finished();
   void certify_failed(QString why);
+  void certification_kept();
   // An agent's answer to a watch: it watches (`ok`, the processes and the
   // user in `text`) or why not.
   void watch_answered(QString agent, bool ok, QString text);
@@ -228,6 +229,8 @@ class Console : public QObject {
   static agent::NextMessage next_from(const std::shared_ptr<Inbox>& inbox, const std::atomic<bool>& closing);
   std::thread linkcheck_thread_;
   std::atomic<bool> linkcheck_running_{false};
+  void keep_certification(const agent::CertifyReport& report, const nlohmann::json& document, const QString& instance,
+                          const QStringList& endpoints);
   std::thread certify_thread_;
   std::atomic<bool> certify_running_{false};
   std::atomic<bool> closing_{false};                           // the console is going: a certification stops

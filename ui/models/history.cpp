@@ -2,12 +2,8 @@
 
 #include <QColor>
 #include <QDateTime>
-#include <QDir>
-#include <QFileInfo>
 #include <QSqlError>
 #include <QSqlQuery>
-#include <QStandardPaths>
-#include <QUuid>
 #include <QVariant>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -20,53 +16,18 @@ namespace ringmaster::ui {
 
 using nlohmann::json;
 
-RunHistory::RunHistory(QObject* parent)
-    : QAbstractTableModel(parent), connection_("history-" + QUuid::createUuid().toString(QUuid::WithoutBraces)) {}
+RunHistory::RunHistory(QObject* parent) : QAbstractTableModel(parent) {}
 
-RunHistory::~RunHistory() {
-  {
-    QSqlDatabase db = QSqlDatabase::database(connection_, false);
-    if (db.isOpen()) db.close();
-  }
-  if (QSqlDatabase::contains(connection_)) QSqlDatabase::removeDatabase(connection_);
-}
+RunHistory::~RunHistory() = default;
 
-QString RunHistory::default_path() {
-  return QDir(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation)).filePath("history.sqlite");
-}
-
-bool RunHistory::is_open() const {
-  return QSqlDatabase::database(connection_, false).isOpen();
-}
-
-bool RunHistory::open(const QString& path, QString* error) {
-  auto fail = [&](const QString& why) {
-    if (error) *error = path + ": " + why;
-    return false;
-  };
-  if (!QSqlDatabase::isDriverAvailable("QSQLITE")) return fail("Qt's SQLite driver is missing (libqt6sql6-sqlite)");
-  QDir().mkpath(QFileInfo(path).absolutePath());
-  QSqlDatabase db = QSqlDatabase::contains(connection_) ? QSqlDatabase::database(connection_, false)
-                                                        : QSqlDatabase::addDatabase("QSQLITE", connection_);
-  if (db.isOpen()) db.close();
-  db.setDatabaseName(path);
-  if (!db.open()) return fail(db.lastError().text());
-  QSqlQuery q(db);
-  for (const char* ddl : {
-           "CREATE TABLE IF NOT EXISTS runs (run_id TEXT PRIMARY KEY, started_ms INTEGER, kind TEXT, what TEXT, "
-           "world_size INTEGER, agents INTEGER, placement TEXT, ok INTEGER, rows INTEGER, busbw REAL, problems TEXT)",
-           "CREATE TABLE IF NOT EXISTS messages (run_id TEXT, seq INTEGER, agent TEXT, body TEXT, "
-           "PRIMARY KEY (run_id, seq))",
-       }) {
-    if (!q.exec(ddl)) return fail(q.lastError().text());
-  }
-  path_ = path;
+bool RunHistory::open(const QString& where, QString* error) {
+  const bool opened = db_.open(where, error);
   reload();
-  return true;
+  return opened;
 }
 
 bool RunHistory::save(const RunState& run, const QString& kind, const QString& what, QString* error) {
-  QSqlDatabase db = QSqlDatabase::database(connection_, false);
+  QSqlDatabase db = db_.database();
   auto fail = [&](const QString& why) {
     if (error) *error = why;
     db.rollback();
@@ -79,8 +40,12 @@ bool RunHistory::save(const RunState& run, const QString& kind, const QString& w
   q.prepare("DELETE FROM messages WHERE run_id = ?");
   q.addBindValue(run.run_id());
   if (!q.exec()) return fail(q.lastError().text());
+  // DELETE then INSERT: SQLite's INSERT OR REPLACE is not PostgreSQL's.
+  q.prepare("DELETE FROM runs WHERE run_id = ?");
+  q.addBindValue(run.run_id());
+  if (!q.exec()) return fail(q.lastError().text());
   q.prepare(
-      "INSERT OR REPLACE INTO runs (run_id, started_ms, kind, what, world_size, agents, placement, ok, rows, busbw, "
+      "INSERT INTO runs (run_id, started_ms, kind, what, world_size, agents, placement, ok, rows, busbw, "
       "problems) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   q.addBindValue(run.run_id());
   q.addBindValue(run.started_ms());
@@ -113,7 +78,7 @@ bool RunHistory::save(const RunState& run, const QString& kind, const QString& w
 }
 
 int RunHistory::load(const QString& run_id, RunState& into) const {
-  QSqlDatabase db = QSqlDatabase::database(connection_, false);
+  QSqlDatabase db = db_.database();
   if (!db.isOpen()) return -1;
   QSqlQuery q(db);
   q.prepare("SELECT world_size, agents, placement, started_ms FROM runs WHERE run_id = ?");
@@ -142,7 +107,7 @@ QString RunHistory::run_id_at(int row) const {
 
 std::vector<RunHistory::Comparison> RunHistory::compare(const QString& run_a, const QString& run_b) const {
   std::map<std::uint64_t, Comparison> by_size;
-  QSqlDatabase db = QSqlDatabase::database(connection_, false);
+  QSqlDatabase db = db_.database();
   if (!db.isOpen()) return {};
   for (int side = 0; side < 2; ++side) {
     QSqlQuery q(db);
@@ -174,7 +139,7 @@ std::vector<RunHistory::Comparison> RunHistory::compare(const QString& run_a, co
 void RunHistory::reload() {
   beginResetModel();
   rows_.clear();
-  QSqlDatabase db = QSqlDatabase::database(connection_, false);
+  QSqlDatabase db = db_.database();
   if (db.isOpen()) {
     QSqlQuery q(db);
     if (q.exec("SELECT run_id, started_ms, kind, what, world_size, ok, rows, busbw, problems FROM runs ORDER BY "

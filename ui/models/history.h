@@ -1,15 +1,17 @@
-// Every finished run kept in SQLite (Qt SQL): what was asked, how it ended,
-// and every message its ranks sent, so a past run reopens into the same
+// Every finished run kept in the history database (history/
+// history_database.h: an SQLite file, or a team's PostgreSQL server): what
+// was asked, how it ended, and every message its ranks sent, so a past run reopens into the same
 // panels (timeline, results, tuner, rings) and two runs compare size by
 // size. Console runs and scenario runs alike. The model lists runs, newest
 // first.
 #pragma once
 
 #include <QAbstractTableModel>
-#include <QSqlDatabase>
 #include <QString>
 #include <cstdint>
 #include <vector>
+
+#include "history/history_database.h"
 
 namespace ringmaster::ui {
 
@@ -21,12 +23,15 @@ class RunHistory : public QAbstractTableModel {
   explicit RunHistory(QObject* parent = nullptr);
   ~RunHistory() override;
 
-  // Opens (creating when needed) the database file; the default is
+  // Opens (creating the tables when needed) an SQLite file or a
+  // postgresql:// URL (HistoryDatabase::open); the default is
   // history.sqlite in the application's data directory.
-  bool open(const QString& path, QString* error = nullptr);
-  static QString default_path();
-  bool is_open() const;
-  const QString& path() const { return path_; }
+  bool open(const QString& where, QString* error = nullptr);
+  bool is_open() const { return db_.is_open(); }
+  // Where it is kept, a URL's password elided.
+  const QString& path() const { return db_.where(); }
+  // The database itself, where certifications are kept beside the runs.
+  HistoryDatabase& database() { return db_; }
 
   // Keeps a finished run: `kind` ("run", "scenario"), `what` (the spec or
   // the scenario and its verdict).
@@ -72,8 +77,7 @@ class RunHistory : public QAbstractTableModel {
     int rows = 0;
     double busbw = 0;
   };
-  QString connection_;
-  QString path_;
+  HistoryDatabase db_;
   std::vector<Row> rows_;
 };
 

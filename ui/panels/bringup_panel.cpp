@@ -210,6 +210,20 @@ void BringupPanel::show_report() {
   if (steps_->currentIndex().isValid()) show_findings(steps_->currentIndex().row());
 }
 
+bool BringupPanel::show_kept(const QString& report, const QString& about) {
+  if (console_.certify_running()) return false;
+  json parsed = json::parse(report.toStdString(), nullptr, false);
+  if (!parsed.is_object()) {
+    verdict_->setText("The kept certification cannot be read (" + about + ")");
+    return false;
+  }
+  console_.certify.show_report(std::move(parsed));
+  export_->setEnabled(true);
+  show_report();
+  verdict_->setText(verdict_->text() + " — " + about);
+  return true;
+}
+
 bool BringupPanel::export_report(const QString& path, QString* error) const {
   const json& report = console_.certify.report();
   if (!report.is_object()) {

@@ -35,6 +35,9 @@ class BringupPanel : public QWidget {
   void set_instance(const QString& instance);
   // Writes the last report: HTML for a .html or .htm name, else JSON.
   bool export_report(const QString& path, QString* error = nullptr) const;
+  // Shows a certification kept in the history (its JSON report), `about`
+  // saying whose and when; false while one runs or when it cannot be read.
+  bool show_kept(const QString& report, const QString& about);
   // A step was opened that another tab shows in full ("Preflight",
   // "Links").
   void open_step(int row);

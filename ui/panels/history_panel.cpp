@@ -1,7 +1,6 @@
 #include "panels/history_panel.h"
-#include "panels/table_columns.h"
 
-
+#include <QDateTime>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QItemSelectionModel>
@@ -13,6 +12,7 @@
 #include <QVBoxLayout>
 
 #include "models/console.h"
+#include "panels/table_columns.h"
 
 namespace ringmaster::ui {
 
@@ -26,8 +26,12 @@ HistoryPanel::HistoryPanel(Console& console, QWidget* parent) : QWidget(parent),
   note_ = new QLabel;
   note_->setObjectName("historyNote");
   note_->setWordWrap(true);
+  auto* refresh_button = new QPushButton("Refresh");
+  refresh_button->setObjectName("historyRefresh");
+  refresh_button->setToolTip("Read the history again: runs and certifications others kept on a shared server");
   row->addWidget(open);
   row->addWidget(compare);
+  row->addWidget(refresh_button);
   row->addWidget(note_, 1);
   layout->addLayout(row);
   auto* split = new QSplitter(Qt::Vertical);
@@ -65,11 +69,28 @@ HistoryPanel::HistoryPanel(Console& console, QWidget* parent) : QWidget(parent),
   comparison_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   comparison_->verticalHeader()->setVisible(false);
   comparison_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  certifications_ = new QTableWidget(0, 8);
+  certifications_->setObjectName("historyCertifications");
+  certifications_->setAccessibleName("Kept certifications");
+  certifications_->setHorizontalHeaderLabels(
+      {"Finished", "Verdict", "Nodes", "Isolated", "Instance", "By", "Agents", "Time (s)"});
+  certifications_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  certifications_->horizontalHeader()->setStretchLastSection(true);
+  certifications_->verticalHeader()->setVisible(false);
+  certifications_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  certifications_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  certifications_->setToolTip("Double-click a certification to see it in the Bring-up tab");
   split->addWidget(runs_);
+  split->addWidget(certifications_);
   split->addWidget(comparison_);
   layout->addWidget(split, 1);
-  note_->setText(console_.history.is_open() ? "Kept in " + console_.history.path()
-                                            : "The history is not available (see the console's output).");
+  refresh();
+  connect(refresh_button, &QPushButton::clicked, this, [this] {
+    console_.history.reload();
+    refresh();
+  });
+  connect(&console_, &Console::certification_kept, this, &HistoryPanel::refresh);
+  connect(certifications_, &QTableWidget::cellDoubleClicked, this, [this](int r, int) { open_certification(r); });
 
   auto selected = [this] {
     std::vector<int> rows;
@@ -92,6 +113,37 @@ HistoryPanel::HistoryPanel(Console& console, QWidget* parent) : QWidget(parent),
     // The older run is A.
     compare_rows(rows[1], rows[0]);
   });
+}
+
+void HistoryPanel::refresh() {
+  note_->setText(console_.history.is_open() ? "Kept in " + console_.history.path()
+                                            : "The history is not available (see the console's output).");
+  kept_ = console_.history.database().certifications();
+  certifications_->setRowCount(static_cast<int>(kept_.size()));
+  for (int r = 0; r < static_cast<int>(kept_.size()); ++r) {
+    const auto& c = kept_[static_cast<std::size_t>(r)];
+    const QString verdict =
+        c.short_of_envelope && c.verdict != "ISOLATE" ? c.verdict + ", short of the envelope" : c.verdict;
+    const QStringList cells = {QDateTime::fromMSecsSinceEpoch(c.finished_ms).toString("yyyy-MM-dd hh:mm:ss"),
+                               verdict,
+                               QString("%1 (%2 pass, %3 monitor)").arg(c.nodes).arg(c.passed).arg(c.monitored),
+                               QString("%1 node(s), %2 link(s)").arg(c.isolated).arg(c.links_isolated),
+                               c.instance.isEmpty() ? QString("—") : c.instance,
+                               c.who,
+                               c.agents,
+                               QString::number(c.seconds, 'f', 1)};
+    for (int col = 0; col < cells.size(); ++col)
+      certifications_->setItem(r, col, new QTableWidgetItem(cells[col]));
+  }
+}
+
+bool HistoryPanel::open_certification(int row) {
+  if (row < 0 || row >= static_cast<int>(kept_.size())) return false;
+  const auto& c = kept_[static_cast<std::size_t>(row)];
+  const QString about = QString("kept by %1 on %2")
+                            .arg(c.who, QDateTime::fromMSecsSinceEpoch(c.finished_ms).toString("yyyy-MM-dd hh:mm"));
+  emit certification_opened(c.report, about);
+  return true;
 }
 
 bool HistoryPanel::open_row(int row) {
