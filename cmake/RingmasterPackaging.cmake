@@ -50,12 +50,9 @@ set(CPACK_DEBIAN_AGENT_DESCRIPTION
  Includes ringmaster-cli (perf, probe, store, topo, tune, repro), the
  systemd unit, the scenario catalog and topology files.")
 # adduser makes the rank user; libfabric is opened at run time (dlopen),
-# nftables and iproute2 carry out injected faults; Qt SQL's drivers are
-# plugins that `certify --history` loads (SQLite by default, PostgreSQL for
-# a team's server).
+# nftables and iproute2 carry out injected faults.
 set(CPACK_DEBIAN_AGENT_PACKAGE_DEPENDS "adduser")
-set(CPACK_DEBIAN_AGENT_PACKAGE_RECOMMENDS "libfabric1, nftables, iproute2, libqt6sql6-sqlite")
-set(CPACK_DEBIAN_AGENT_PACKAGE_SUGGESTS "libqt6sql6-psql")
+set(CPACK_DEBIAN_AGENT_PACKAGE_RECOMMENDS "libfabric1, nftables, iproute2")
 set(CPACK_DEBIAN_AGENT_PACKAGE_CONTROL_EXTRA
     ${ringmaster_deb_dir}/postinst ${ringmaster_deb_dir}/prerm ${ringmaster_deb_dir}/postrm)
 set(CPACK_DEBIAN_AGENT_PACKAGE_CONTROL_STRICT_PERMISSION ON)
@@ -70,6 +67,10 @@ set(CPACK_DEBIAN_CONSOLE_DESCRIPTION
  the nodes' agents.")
 # The console starts local agents and ranks from the agent package.
 set(CPACK_DEBIAN_CONSOLE_PACKAGE_DEPENDS "ringmaster-agent (= ${PROJECT_VERSION})")
+# The history's Qt SQL drivers are plugins: SQLite (the default) and
+# PostgreSQL (a team's server, --history postgresql://...).
+set(CPACK_DEBIAN_CONSOLE_PACKAGE_RECOMMENDS "libqt6sql6-sqlite")
+set(CPACK_DEBIAN_CONSOLE_PACKAGE_SUGGESTS "libqt6sql6-psql")
 
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME ringmaster-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)

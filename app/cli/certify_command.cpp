@@ -5,8 +5,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
+#include <string_view>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "agent_set.h"
 #include "commands.h"
@@ -15,12 +22,6 @@
 #include "ringmaster/agent/requests.h"
 #include "ringmaster/status.h"
 #include "ringmaster/tools/envelope.h"
-
-#ifdef RINGMASTER_HISTORY
-#include <QCoreApplication>
-
-#include "history/history_database.h"
-#endif
 
 namespace ringmaster::cli {
 namespace {
@@ -75,58 +76,131 @@ void keep_state(CertifyCommandOptions& o, const SubscribedAgents& agents) {
   };
 }
 
-// Where the certification is kept: the history database the console reads
-// (an SQLite file by default, a team's PostgreSQL server with --history
-// postgresql://...). Opened before anything runs, so a history that cannot
-// be written is said at once rather than after the checks.
+// Where the certification is kept: the history the console reads (an
+// SQLite file by default, a team's PostgreSQL server with --history
+// postgresql://...), through ringmaster-history (the console's package:
+// Qt SQL stays out of the agent's). Opened before anything runs, so a
+// history that cannot be written is said at once rather than after the
+// checks. The location reaches the program in its environment, so a URL's
+// password is not in `ps`.
 class CertifyHistory {
  public:
   explicit CertifyHistory(const std::string& where) {
-    if (where == "off") return;
-#ifdef RINGMASTER_HISTORY
-    QCoreApplication::setOrganizationName("Ringmaster");
-    QCoreApplication::setApplicationName("ringmaster");
-    app_ = std::make_unique<QCoreApplication>(argc_, argv_);
-    db_ = std::make_unique<ui::HistoryDatabase>();
-    QString error;
-    const QString location = !where.empty()
-                                 ? QString::fromStdString(where)
-                                 : qEnvironmentVariable("RINGMASTER_HISTORY", ui::HistoryDatabase::default_location());
-    if (!db_->open(location, &error)) throw Error(ErrorCategory::config, "--history " + error.toStdString());
-#else
-    if (!where.empty()) throw Error(ErrorCategory::config, "--history: this build has no history (Qt SQL not found)");
-#endif
+    off_ = where == "off";
+    if (off_) return;
+    const char* from_env = std::getenv("RINGMASTER_HISTORY");
+    asked_ = !where.empty() || (from_env && *from_env);
+    location_ = !where.empty() ? where : from_env ? from_env : "";
+    program_ = find_program();
+    if (program_.empty()) {
+      if (asked_)
+        throw Error(ErrorCategory::config,
+                    "--history: ringmaster-history is not installed beside ringmaster-cli nor on PATH (the "
+                    "ringmaster-console package)");
+      return;
+    }
+    std::string output;
+    if (run({"check"}, "", output) != 0) {
+      const auto at = output.find("ringmaster-history: ");
+      throw Error(ErrorCategory::config,
+                  "--history " + trimmed(at == std::string::npos ? output : output.substr(at + 20)));
+    }
   }
 
-  // Keeps the report, with the agents it ran through; false (said on
+  // Keeps the report with the agents it ran through; false (said on
   // stderr) when it could not.
-  bool keep([[maybe_unused]] const nlohmann::json& report, [[maybe_unused]] const std::string& instance,
-            [[maybe_unused]] const std::vector<Endpoint>& agents) {
-#ifdef RINGMASTER_HISTORY
-    if (!db_) return true;
-    QString error;
-    auto record = ui::certification_record(report, QString::fromStdString(instance));
-    QStringList endpoints;
-    for (const auto& e : agents)
-      endpoints << QString::fromStdString(fmt::format("{}:{}", e.host, e.port));
-    record.agents = endpoints.join(",");
-    if (!db_->save_certification(record, &error)) {
-      std::fprintf(stderr, "certify: history: %s\n", qPrintable(error));
-      return false;
+  bool keep(const nlohmann::json& report, const std::string& instance, const std::vector<Endpoint>& agents) {
+    if (program_.empty()) {
+      if (!asked_ && location_.empty() && !off_)
+        std::fprintf(stderr, "# not kept in a history: ringmaster-history is not installed (ringmaster-console)\n");
+      return true;
     }
-    std::fprintf(stderr, "# kept in %s as certification %s\n", qPrintable(db_->where()), qPrintable(record.id));
-#endif
-    return true;
+    std::string list;
+    for (const auto& e : agents)
+      list += fmt::format("{}{}:{}", list.empty() ? "" : ",", e.host, e.port);
+    std::string output;
+    const int code = run({"keep", "--instance", instance, "--agents", list}, report.dump(), output);
+    std::fprintf(stderr, "%s%s\n", code == 0 ? "# " : "certify: history: ", trimmed(output).c_str());
+    return code == 0;
   }
 
  private:
-#ifdef RINGMASTER_HISTORY
-  int argc_ = 1;
-  char name_[15] = "ringmaster-cli";
-  char* argv_[2] = {name_, nullptr};
-  std::unique_ptr<QCoreApplication> app_;
-  std::unique_ptr<ui::HistoryDatabase> db_;
-#endif
+  static std::string trimmed(std::string s) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+      s.pop_back();
+    return s;
+  }
+
+  static std::string find_program() {
+    std::error_code ec;
+    const auto beside = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "ringmaster-history";
+    if (!ec && ::access(beside.c_str(), X_OK) == 0) return beside.string();
+    const char* path = std::getenv("PATH");
+    std::string dirs = path ? path : "";
+    for (std::size_t at = 0; at <= dirs.size();) {
+      const auto end = std::min(dirs.find(':', at), dirs.size());
+      const std::string candidate = dirs.substr(at, end - at) + "/ringmaster-history";
+      if (end > at && ::access(candidate.c_str(), X_OK) == 0) return candidate;
+      at = end + 1;
+    }
+    return {};
+  }
+
+  // The program with `args`, `input` on its stdin; its exit code (-1 when
+  // it could not run), stdout and stderr together in `output`.
+  int run(const std::vector<std::string>& args, const std::string& input, std::string& output) const {
+    std::vector<std::string> env_text;
+    for (char** e = environ; *e; ++e)
+      if (std::string_view(*e).rfind("RINGMASTER_HISTORY=", 0) != 0) env_text.emplace_back(*e);
+    if (!location_.empty()) env_text.push_back("RINGMASTER_HISTORY=" + location_);
+    std::vector<char*> envp, argv{const_cast<char*>(program_.c_str())};
+    for (auto& e : env_text)
+      envp.push_back(e.data());
+    envp.push_back(nullptr);
+    for (const auto& a : args)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0) return -1;
+    if (::pipe2(out, O_CLOEXEC) != 0) {
+      ::close(in[0]);
+      ::close(in[1]);
+      return -1;
+    }
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::dup2(in[0], 0);
+      ::dup2(out[1], 1);
+      ::dup2(out[1], 2);
+      ::execve(argv[0], argv.data(), envp.data());
+      ::_exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    // A program that stopped before reading (no history to open) must not
+    // take this one down with SIGPIPE.
+    struct sigaction ignore {
+    }, before{};
+    ignore.sa_handler = SIG_IGN;
+    ::sigaction(SIGPIPE, &ignore, &before);
+    for (std::size_t at = 0; pid > 0 && at < input.size();) {  // it reads all of stdin before it writes
+      const ssize_t n = ::write(in[1], input.data() + at, input.size() - at);
+      if (n <= 0) break;
+      at += static_cast<std::size_t>(n);
+    }
+    ::close(in[1]);
+    ::sigaction(SIGPIPE, &before, nullptr);
+    char buffer[4096];
+    for (ssize_t n; (n = ::read(out[0], buffer, sizeof buffer)) > 0;)
+      output.append(buffer, static_cast<std::size_t>(n));
+    ::close(out[0]);
+    int status = 0;
+    if (pid < 0 || ::waitpid(pid, &status, 0) != pid) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  std::string location_, program_;
+  bool asked_ = false, off_ = false;
 };
 
 int run_certify_command(CertifyCommandOptions& o) {
@@ -212,10 +286,10 @@ Runner add_certify_command(CLI::App& app) {
   cmd->add_option("--state", o->state_file,
                   "Keep the certification's progress in this file after each step; a certification stopped half "
                   "way resumes from it");
-  cmd->add_option(
-      "--history", o->history,
-      "Keep the certification in this history: an SQLite file or postgresql://user:password@host:port/db "
-      "(a team's server); 'off' keeps nothing (default: $RINGMASTER_HISTORY, else the console's history.sqlite)");
+  cmd->add_option("--history", o->history,
+                  "Keep the certification in this history: an SQLite file or postgresql://user:password@host:port/db "
+                  "(a team's server); 'off' keeps nothing (default: $RINGMASTER_HISTORY, else the console's "
+                  "history.sqlite; through ringmaster-history, the console's package)");
   cmd->add_option("--report", o->html_file, "Also write the report as one self-contained HTML page to this file");
   return [o] { return run_certify_command(*o); };
 }

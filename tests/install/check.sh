@@ -44,7 +44,7 @@ full="$work/full"
 cmake --install "$build" --prefix "$full" >/dev/null
 fail() { echo "install check: $*" >&2; exit 1; }
 programs=(ringmaster-cli ringmaster-agent)
-[[ -x "$full/bin/ringmaster" ]] && programs+=(ringmaster)
+[[ -x "$full/bin/ringmaster" ]] && programs+=(ringmaster ringmaster-history)
 for p in "${programs[@]}"; do
   "$full/bin/$p" --version | grep -q "^$p " || fail "$p --version"
   page="$full/share/man/man1/$p.1"

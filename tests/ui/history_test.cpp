@@ -12,6 +12,7 @@
 #include <QFile>
 #include <QLabel>
 #include <QProcess>
+#include <QProcessEnvironment>
 #include <QSignalSpy>
 #include <QSqlDatabase>
 #include <QSqlError>
@@ -369,6 +370,29 @@ void HistoryTest::theCliKeepsACertificationInTheTeamsHistory() {
   QVERIFY(c.short_of_envelope);  // loopback is no p5
   QCOMPARE(code, 1);
   QVERIFY2(err.contains(c.id), qPrintable(err));
+
+  // ringmaster-history reads it back from the command line: the list (the
+  // location from the environment, as certify hands it), the whole report.
+  QProcess history;
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert("RINGMASTER_HISTORY", server_.url("history"));
+  history.setProcessEnvironment(env);
+  history.start(RINGMASTER_HISTORY_PROGRAM, {"list", "--json"});
+  QVERIFY(history.waitForFinished(30000));
+  QCOMPARE(history.exitCode(), 0);
+  const auto listed = nlohmann::json::parse(history.readAllStandardOutput().toStdString());
+  QCOMPARE(QString::fromStdString(listed.at(0).at("id").get<std::string>()), c.id);
+  QCOMPARE(QString::fromStdString(listed.at(0).at("instance").get<std::string>()), QString("p5.48xlarge"));
+  history.start(RINGMASTER_HISTORY_PROGRAM, {"show", c.id});
+  QVERIFY(history.waitForFinished(30000));
+  QCOMPARE(history.exitCode(), 0);
+  const auto shown = nlohmann::json::parse(history.readAllStandardOutput().toStdString());
+  QCOMPARE(shown.at("nodes").size(), std::size_t{2});
+  history.start(RINGMASTER_HISTORY_PROGRAM, {"list"});
+  QVERIFY(history.waitForFinished(30000));
+  const QString text = QString::fromUtf8(history.readAllStandardOutput());
+  QVERIFY2(text.contains("postgresql://ringmaster:***@") && !text.contains(kPassword) && text.contains(c.id),
+           qPrintable(text));
 }
 
 void HistoryTest::theCliKeepsItInSqliteByDefault() {
