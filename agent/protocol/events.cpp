@@ -419,6 +419,38 @@ RankDone read(const Fields& f, RankDone e) {
   return e;
 }
 
+json body(const Bisect& e) {
+  json groups = json::array();
+  for (const auto& g : e.groups) {
+    json j = {{"nodes", g.nodes}, {"busbw", g.busbw}, {"slow", g.slow}};
+    if (!g.error.empty()) j["error"] = g.error;
+    groups.push_back(std::move(j));
+  }
+  json j = {{"round", e.round}, {"groups", std::move(groups)}};
+  if (!e.verdict.empty()) {
+    j["verdict"] = e.verdict;
+    j["text"] = e.text;
+    if (e.node >= 0) j["node"] = e.node;
+    if (e.from >= 0) j["from"] = e.from, j["to"] = e.to;
+    if (!e.side_a.empty()) j["side_a"] = e.side_a, j["side_b"] = e.side_b;
+  }
+  return j;
+}
+Bisect read(const Fields& f, Bisect e) {
+  e.round = f.integer("round", 0, true);
+  f.each("groups", [&](const Fields& g) {
+    e.groups.push_back({g.integers<int>("nodes"), g.number("busbw"), g.flag("slow", false), g.text("error")});
+  });
+  e.verdict = f.text("verdict");
+  e.text = f.text("text");
+  e.node = f.integer("node", -1);
+  e.from = f.integer("from", -1);
+  e.to = f.integer("to", -1);
+  e.side_a = f.integers<int>("side_a");
+  e.side_b = f.integers<int>("side_b");
+  return e;
+}
+
 json body(const RankOutput& e) {
   json j = {{"text", e.text}};
   if (e.cut) j["cut"] = true;

@@ -33,8 +33,8 @@ const std::vector<std::pair<std::string_view, Collective>>& perf_names() {
 
 // What NCCL's runner does not take: nccl-tests' float sums, every size
 // checked once.
-constexpr std::string_view kNotForNccl[] = {"check",     "dtype",     "op",         "root",   "blocking",
-                                            "warmup_ms", "agg_iters", "run_cycles", "average"};
+constexpr std::string_view kNotForNccl[] = {"check",     "dtype",      "op",      "root",   "blocking",    "warmup_ms",
+                                            "agg_iters", "run_cycles", "average", "bisect", "bisect_below"};
 
 // Reads one field of a perf request, naming it in what it throws.
 class Fields {
@@ -82,6 +82,14 @@ class Fields {
     } else {
       wrong_kind(key, "a size in bytes (8, \"64K\", \"1M\")", *v);
     }
+  }
+  void number(std::string_view key, double& out, double least) const {
+    const json* v = find(key);
+    if (v == nullptr) return;
+    if (!v->is_number()) wrong_kind(key, "a number", *v);
+    out = v->get<double>();
+    if (!(out >= least) || !std::isfinite(out))
+      fail(key, fmt::format("must be a number from {}, got {}", least, v->dump()));
   }
   void flag(std::string_view key, bool& out) const {
     const json* v = find(key);
@@ -131,10 +139,10 @@ PerfRequest PerfRequest::parse(const json& perf, std::string_view where) {
   if (!perf.is_object()) {
     throw Error(ErrorCategory::config, fmt::format("{} must be an object, got {}", where, perf.type_name()));
   }
-  static constexpr std::string_view kKnown[] = {"engine",     "collective", "min_bytes", "max_bytes",  "step_factor",
-                                                "step_bytes", "iters",      "warmup",    "warmup_ms",  "check",
-                                                "dtype",      "op",         "root",      "blocking",   "algo",
-                                                "proto",      "channels",   "agg_iters", "run_cycles", "average"};
+  static constexpr std::string_view kKnown[] = {
+      "engine",    "collective", "min_bytes",  "max_bytes", "step_factor", "step_bytes",  "iters", "warmup",
+      "warmup_ms", "check",      "dtype",      "op",        "root",        "blocking",    "algo",  "proto",
+      "channels",  "agg_iters",  "run_cycles", "average",   "bisect",      "bisect_below"};
   for (const auto& [key, _] : perf.items()) {
     if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
       throw Error(ErrorCategory::config,
@@ -199,6 +207,11 @@ PerfRequest PerfRequest::parse(const json& perf, std::string_view where) {
   f.integer("agg_iters", r.agg_iters, 1);
   f.integer("run_cycles", r.run_cycles, 0);
   f.integer("average", r.average, 0);
+  f.flag("bisect", r.bisect);
+  f.number("bisect_below", r.bisect_below, 0);
+  if (r.bisect_below > 0) r.bisect = true;
+  if (r.bisect && r.collective != Collective::all_reduce)
+    f.fail("bisect", "is taken with all_reduce only (its groups' all_reduce busbw is what it compares)");
   if (r.average > 3)
     f.fail("average", fmt::format("must be 0 (rank 0), 1 (mean), 2 (min) or 3 (max), got {}", r.average));
   if (r.engine == Engine::nccl) {
@@ -234,6 +247,8 @@ json PerfRequest::to_json() const {
   put("agg_iters", agg_iters, d.agg_iters);
   put("run_cycles", run_cycles, d.run_cycles);
   put("average", average, d.average);
+  put("bisect", bisect, d.bisect);
+  put("bisect_below", bisect_below, d.bisect_below);
   return j;
 }
 
@@ -407,6 +422,11 @@ std::vector<std::string> PerfRequest::to_argv() const {
   if (algorithm) argv.insert(argv.end(), {"--algo", std::string(name_of(*algorithm))});
   if (protocol) argv.insert(argv.end(), {"--proto", std::string(name_of(*protocol))});
   if (channels > 0) argv.insert(argv.end(), {"--channels", std::to_string(channels)});
+  if (bisect_below > 0) {
+    argv.insert(argv.end(), {"--bisect-below", fmt::format("{}", bisect_below)});
+  } else if (bisect) {
+    argv.push_back("--bisect");
+  }
   return argv;
 }
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -31,7 +32,7 @@ constexpr int kMostRanksPerHost = 16;
 const std::set<std::string> kExpectations = {
     "outcome",           "ranks",       "stage",     "keywords",  "error_keywords", "any_error_keywords",
     "every_rank_errors", "not_entered", "transport", "slow_link", "stall",          "preflight",
-    "linkcheck",         "together",    "notes",     "exits",     "certify"};
+    "linkcheck",         "together",    "notes",     "exits",     "certify",        "bisect"};
 
 [[noreturn]] void refuse(const std::string& file, const std::string& what) {
   throw Error(ErrorCategory::config, fmt::format("scenario {}: {}", file, what));
@@ -292,6 +293,18 @@ void ScenarioRun::add(const events::EventMessage& m, std::optional<double> after
               static_cast<double>(r.gathered_in.count()) / 1000.0,
               after_stop_s ? fmt::format(" ({:.1f} s after the rank was stopped)", *after_stop_s) : std::string(),
               r.diagnosis));
+        } else if constexpr (std::is_same_v<E, events::Bisect>) {
+          if (e.verdict.empty()) {
+            std::string line = fmt::format("bisect round {}:", e.round);
+            for (const auto& g : e.groups)
+              line +=
+                  fmt::format(" nodes {} {:.2f} GB/s{};", fmt::join(g.nodes, ","), g.busbw, g.slow ? " (slow)" : "");
+            line.pop_back();
+            report.push_back(line);
+          } else {
+            report.push_back(fmt::format("bisect ({} rounds): {}", e.round, e.text));
+          }
+          bisect.push_back(e);
         } else if constexpr (std::is_same_v<E, events::RankFailed>) {
           report.push_back(e.summary);
           exits[m.rank] = e.summary;
@@ -413,6 +426,41 @@ void check_slow_link(const json& expect, const ScenarioRun& run, const std::vect
 
 }  // namespace
 
+namespace {
+
+// "bisect": the run bisected its nodes (perf.bisect) and named `node`, or
+// the `link` [a, b], or `verdict` ("none", "between"), within
+// log2(hosts) + 2 rounds.
+void check_bisect(const json& want, int hosts, const ScenarioRun& run, ScenarioCheck& v) {
+  const events::Bisect* end = nullptr;
+  int rounds = 0;
+  for (const auto& b : run.bisect) {
+    if (!b.verdict.empty()) end = &b;
+    rounds += b.verdict.empty();
+  }
+  if (!end) {
+    v.reasons.push_back("expected a bisection's verdict; none came");
+    return;
+  }
+  const int most = static_cast<int>(std::floor(std::log2(std::max(hosts, 1)))) + 2;
+  if (rounds > most) v.reasons.push_back(fmt::format("the bisection took {} rounds, over {}", rounds, most));
+  if (want.contains("node") && (end->verdict != "node" || end->node != want["node"].get<int>()))
+    v.reasons.push_back(fmt::format("the bisection named {} (node {}), expected node {}: {}", end->verdict, end->node,
+                                    want["node"].get<int>(), end->text));
+  if (want.contains("link")) {
+    const auto link = want["link"].get<std::vector<int>>();
+    if (end->verdict != "link" || link.size() != 2 || std::min(link[0], link[1]) != std::min(end->from, end->to) ||
+        std::max(link[0], link[1]) != std::max(end->from, end->to))
+      v.reasons.push_back(fmt::format("the bisection named {}, expected the link {}-{}: {}", end->verdict, link.at(0),
+                                      link.at(1), end->text));
+  }
+  if (want.contains("verdict") && end->verdict != want["verdict"].get<std::string>())
+    v.reasons.push_back(fmt::format("the bisection's verdict is {}, expected {}: {}", end->verdict,
+                                    want["verdict"].get<std::string>(), end->text));
+}
+
+}  // namespace
+
 ScenarioCheck check_run(const Scenario& s, const ScenarioRun& run) {
   ScenarioCheck v;
   const json& expect = s.expect;
@@ -451,6 +499,7 @@ ScenarioCheck check_run(const Scenario& s, const ScenarioRun& run) {
       }
     }
   }
+  if (expect.contains("bisect")) check_bisect(expect["bisect"], s.hosts, run, v);
   if (outcome == "complete") {
     if (!run.all_ok) fail("expected the run to complete, it failed");
     return v;

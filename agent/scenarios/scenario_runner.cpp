@@ -974,6 +974,7 @@ Verdict run_one(const agent::Scenario& s, const std::string& agent_path, bool ke
         env[k] = value;
     }
     run.env = env.get<std::map<std::string, std::string>>();
+    if (run.perf.bisect) run.env.emplace("GROUP_RANK", std::to_string(h));  // a bisection splits by node
     const json reply = cluster.client(h).call(run.to_json());
     for (const auto& p : reply["ranks"])
       pid_of[p["rank"].get<int>()] = p["pid"].get<int>();

@@ -2,6 +2,7 @@
 // driven by torchrun's environment, or --np N local ranks started here.
 #include <arpa/inet.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -25,6 +26,7 @@
 #include "perf_options.h"
 #include "ringmaster/agent/telemetry.h"
 #include "ringmaster/comm.h"
+#include "ringmaster/tools/bisect.h"
 #include "ringmaster/tools/perf.h"
 #include "ringmaster/version.h"
 
@@ -118,6 +120,86 @@ agent::events::Sample sample_of(const Communicator& comm, const RankDevices& min
   return sample;
 }
 
+// The largest size's busbw of a sweep (out of place): what --bisect-below
+// is held against.
+struct LargestRow {
+  std::size_t bytes = 0;
+  double busbw = 0;
+  void see(const PerfRow& row) {
+    if (row.bytes < bytes) return;
+    bytes = row.bytes;
+    busbw = row.out_of_place.busbw;
+  }
+};
+
+agent::events::Bisect bisect_event(const BisectRound& round) {
+  agent::events::Bisect e;
+  e.round = round.round;
+  for (const auto& g : round.groups)
+    e.groups.push_back({g.nodes, g.busbw, g.slow, g.error});
+  return e;
+}
+
+// --bisect, --bisect-below: after the sweep, every rank together, the
+// job's nodes (GROUP_RANK) bisected inside this job when it fell short;
+// each round as it ends and then the verdict go to `report` (on every
+// rank alike).
+void bisect_if_asked(Communicator& comm, const Config& config, const PerfSpec& spec, const PerfOptions& opts,
+                     const LargestRow& largest, const std::function<void(const agent::events::Bisect&)>& report) {
+  if (!opts.bisect && opts.bisect_below <= 0) return;
+  if (opts.bisect_below > 0 && largest.busbw >= opts.bisect_below) return;
+  BisectSpec b;
+  b.bytes = spec.max_bytes;
+  b.iters = spec.iters;
+  b.warmup = spec.warmup;
+  b.whole_busbw = largest.busbw;
+  const BisectReport r =
+      bisect_nodes(comm, config, config.group_rank, b, [&](const BisectRound& round) { report(bisect_event(round)); });
+  agent::events::Bisect end;
+  end.round = static_cast<int>(r.rounds.size());
+  end.verdict = name_of(r.verdict.kind);
+  end.node = r.verdict.node;
+  end.from = r.verdict.from;
+  end.to = r.verdict.to;
+  end.side_a = r.verdict.side_a;
+  end.side_b = r.verdict.side_b;
+  end.text = r.verdict.text;
+  report(end);
+}
+
+// The bisection in nccl-tests' comment lines.
+void print_bisect(const agent::events::Bisect& b);
+
+// --bisect in the table's run: rank 0 prints it; false when it failed.
+bool bisect_and_print(Communicator& comm, const Config& config, const PerfSpec& spec, const PerfOptions& opts,
+                      const std::vector<PerfRow>& rows) {
+  LargestRow largest;
+  for (const auto& r : rows)
+    largest.see(r);
+  try {
+    bisect_if_asked(comm, config, spec, opts, largest, [&](const agent::events::Bisect& b) {
+      if (config.rank == 0) print_bisect(b);
+    });
+  } catch (const Error& e) {
+    std::fprintf(stderr, "rank %d: bisect: %s\n", config.rank, e.what());
+    return false;
+  }
+  return true;
+}
+
+void print_bisect(const agent::events::Bisect& b) {
+  if (!b.verdict.empty()) {
+    std::printf("# bisect (%d round%s): %s\n", b.round, b.round == 1 ? "" : "s", b.text.c_str());
+  } else {
+    std::string line = fmt::format("# bisect round {}:", b.round);
+    for (const auto& g : b.groups)
+      line += fmt::format(" nodes {} {:.2f} GB/s{};", fmt::join(g.nodes, ","), g.busbw, g.slow ? " (slow)" : "");
+    line.back() = '\n';
+    std::fputs(line.c_str(), stdout);
+  }
+  std::fflush(stdout);
+}
+
 // --json: one JSON object per line on stdout, from every rank, for the
 // agent to relay: stage events as they happen (or the failure), channel
 // samples every 100 ms, the protocol and channels picked per size, result
@@ -184,13 +266,18 @@ int run_rank_events(const Config& config, const PerfSpec& spec, const CommOption
   int code = 0;
   long wrong = 0;
   std::size_t rows = 0;
+  LargestRow largest;
   try {
     for_each_sweep(opts, spec, [&](const PerfSpec& one) {
       run_perf(*comm, one, [&](const PerfRow& row) {
         emit(row_json(one, row));
         wrong += row.out_of_place.wrong + row.in_place.wrong;
         ++rows;
+        largest.see(row);
       });
+    });
+    bisect_if_asked(*comm, config, spec, opts, largest, [&](const agent::events::Bisect& b) {
+      if (config.rank == 0) emit(agent::events::to_json(b));
     });
   } catch (const Error& e) {
     emit(agent::events::to_json(
@@ -350,8 +437,9 @@ int run_rank(const Config& config, const PerfSpec& spec, const CommOptions& base
   long wrong = 0;
   for (const auto& r : rows)
     wrong += r.out_of_place.wrong + r.in_place.wrong;
+  if (leader) std::fputs(perf_footer(rows).c_str(), stdout);
+  if (!bisect_and_print(*comm, config, spec, opts, rows)) return exit_code::collective_failed;
   if (leader) {
-    std::fputs(perf_footer(rows).c_str(), stdout);
     if (!opts.json_file.empty()) {
       std::ofstream(opts.json_file) << json_rows.dump(2) << "\n";
     }
@@ -547,6 +635,11 @@ void add_perf_options(CLI::App* perf, PerfOptions& o) {
   perf->add_option("--algo", o.algo, "Algorithm: Ring or Tree (default: the tuner picks; NCCL_ALGO)");
   perf->add_option("--proto", o.proto, "Protocol: LL, LL128 or Simple (default: the tuner picks; NCCL_PROTO)");
   perf->add_option("--channels", o.channels, "Use exactly this many channels");
+  perf->add_flag("--bisect", o.bisect,
+                 "all_reduce: after the sweep, bisect the job's nodes (GROUP_RANK) over halves and pairs inside this "
+                 "job and name the node or link that holds it back");
+  perf->add_option("--bisect-below", o.bisect_below,
+                   "Bisect only when the largest size's busbw falls under this (GB/s); implies --bisect");
 }
 
 PerfSpec make_perf_spec(const PerfOptions& o) {
@@ -558,6 +651,9 @@ PerfSpec make_perf_spec(const PerfOptions& o) {
   if (o.parallel_init != 0 && o.parallel_init != 1)
     throw Error(ErrorCategory::config, "-p " + std::to_string(o.parallel_init) + ": 0 or 1");
   if (o.agg_iters < 1) throw Error(ErrorCategory::config, "-m " + std::to_string(o.agg_iters) + ": at least 1");
+  if ((o.bisect || o.bisect_below > 0) && spec.collective != Collective::all_reduce)
+    throw Error(ErrorCategory::config, "--bisect: all_reduce only (its groups' all_reduce busbw is what it compares)");
+  if (o.bisect_below < 0) throw Error(ErrorCategory::config, "--bisect-below: a busbw in GB/s above 0");
   if (o.run_cycles < 0) throw Error(ErrorCategory::config, "-N " + std::to_string(o.run_cycles) + ": 0 or more");
   if (o.average < 0 || o.average > 3)
     throw Error(ErrorCategory::config, "-a " + std::to_string(o.average) + ": 0 (rank 0), 1 (avg), 2 (min) or 3 (max)");
@@ -638,6 +734,8 @@ agent::PerfRequest perf_request(const PerfOptions& o) {
   r.agg_iters = o.agg_iters;
   r.run_cycles = o.run_cycles;
   r.average = o.average;
+  r.bisect = o.bisect || o.bisect_below > 0;
+  r.bisect_below = o.bisect_below;
   return r;
 }
 

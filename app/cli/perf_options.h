@@ -33,6 +33,8 @@ struct PerfOptions {
   int channels = 0;
   int np = 0;
   std::string bind = "auto";  // --np ranks: core, none, or auto (core when each rank gets one)
+  bool bisect = false;        // --bisect
+  double bisect_below = 0;    // --bisect-below GBS
   bool quiet_stages = false;
   bool events = false;
 };

@@ -89,6 +89,29 @@ TEST(PerfRequest, BadFieldsAreNamed) {
   EXPECT_EQ(refusal({{"collective", "hypercube"}}).rfind("run.perf.collective 'hypercube' is none of", 0), 0u);
 }
 
+// A bisection after the sweep: always, or below a busbw; all_reduce only;
+// on the ranks' command line as perf's own flags.
+TEST(PerfRequest, Bisection) {
+  const PerfRequest below = PerfRequest::parse({{"collective", "all_reduce"}, {"bisect_below", 120.5}});
+  EXPECT_TRUE(below.bisect);
+  EXPECT_EQ(PerfRequest::parse(below.to_json()), below);
+  auto argv = below.to_argv();
+  const auto at = std::find(argv.begin(), argv.end(), "--bisect-below");
+  ASSERT_NE(at, argv.end());
+  EXPECT_EQ(*(at + 1), "120.5");
+  const PerfRequest always = PerfRequest::parse({{"collective", "all_reduce"}, {"bisect", true}});
+  argv = always.to_argv();
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "--bisect"), argv.end());
+  EXPECT_EQ(std::find(argv.begin(), argv.end(), "--bisect"), argv.end() - 1);
+  EXPECT_EQ(refusal({{"collective", "all_gather"}, {"bisect", true}}),
+            "run.perf.bisect is taken with all_reduce only (its groups' all_reduce busbw is what it compares)");
+  EXPECT_EQ(refusal({{"collective", "all_reduce"}, {"bisect_below", -1}}),
+            "run.perf.bisect_below must be a number from 0, got -1");
+  EXPECT_EQ(refusal({{"collective", "all_reduce"}, {"engine", "nccl"}, {"bisect", true}})
+                .rfind("run.perf.bisect is not taken with engine nccl", 0),
+            0u);
+}
+
 // The ranks' command lines: ringmaster-cli perf with every flag (its own
 // defaults where the request keeps them), NCCL's runner with the sweep
 // and NCCL's variables for what the request forces.

@@ -209,6 +209,27 @@ struct RankDone {
   int exit_code = 0;
 };
 
+// "bisect": a round of the bisection inside the job when its sweep fell
+// short (perf --bisect, ringmaster/tools/bisect.h), from rank 0: the
+// groups of nodes (GROUP_RANK) it measured, one after another, with their
+// all_reduce busbw; after the last round one more with `verdict` set
+// ("node", "link", "between" or "none") and no groups.
+struct Bisect {
+  static constexpr std::string_view kType = "bisect";
+  struct Group {
+    std::vector<int> nodes;
+    double busbw = 0;
+    bool slow = false;
+    std::string error;
+  };
+  int round = 0;
+  std::vector<Group> groups;
+  std::string verdict;  // empty for a round
+  int node = -1, from = -1, to = -1;
+  std::vector<int> side_a, side_b;
+  std::string text;
+};
+
 // "output": a line of the rank's stdout that is not an event (`cut`: a
 // piece of a line over 1 MiB).
 struct RankOutput {
@@ -328,8 +349,8 @@ struct Unknown {
 
 using Event =
     std::variant<StageEnded, StageProgress, StageFailed, Sample, Rings, Trees, Connections, Links, Decision, TunerTable,
-                 Result, CollectiveError, Stall, RankDone, RankOutput, RankExit, RankFailed, RunDone, FaultApplied,
-                 FaultReverted, NicSample, JobRank, JobWavefront, JobNcclLog, JobRas, Unknown>;
+                 Result, CollectiveError, Stall, RankDone, Bisect, RankOutput, RankExit, RankFailed, RunDone,
+                 FaultApplied, FaultReverted, NicSample, JobRank, JobWavefront, JobNcclLog, JobRas, Unknown>;
 
 // The `type` of an event.
 std::string_view type_of(const Event& e);

@@ -41,6 +41,11 @@ struct PerfRequest {
   int channels = 0;  // 0: the tuner's
   int agg_iters = 1, run_cycles = 1;
   int average = 1;  // how a row's time is taken over the ranks: 0 rank 0's, 1 mean, 2 min, 3 max
+  // After the sweep, bisect the job's nodes (GROUP_RANK) over halves and
+  // pairs (ringmaster/tools/bisect.h): always, or with bisect_below > 0
+  // only when the largest size's busbw fell under it (GB/s).
+  bool bisect = false;
+  double bisect_below = 0;
 
   bool operator==(const PerfRequest&) const = default;
 

@@ -80,6 +80,7 @@ struct ScenarioRun {
     std::optional<double> after_stop_s;  // since a rank was stopped (SIGSTOP), when one was
   };
   std::vector<Stall> stalls;
+  std::vector<events::Bisect> bisect;  // perf.bisect's rounds, then its verdict
   int agents_done = 0;
   bool all_ok = true;
   std::vector<std::string> report;  // lines worth showing, as they happened
