@@ -368,6 +368,12 @@ class Certifier {
       }
       detail.push_back(
           {{"collective", sweep.collective}, {"rows", rows}, {"peak_busbw", peak}, {"error", sweep.error}});
+      if (!sweep.bisect.empty()) {
+        detail.back()["bisect"] = sweep.bisect;
+        const json& end = sweep.bisect.back();
+        s.findings.push_back(fmt::format("{} fell under its envelope and was bisected inside its job: {}",
+                                         sweep.collective, end.value("text", std::string("no verdict"))));
+      }
       report_.sweeps.push_back(std::move(sweep));
     }
     s.detail = std::move(detail);
@@ -435,6 +441,39 @@ class Certifier {
   }
 
   CertifySweep run_sweep(Collective c, int& slow_links);
+
+  // The busbw under which an all_reduce sweep is bisected inside its job:
+  // the envelope's least (or the gate, when higher); 0 for none.
+  double bisect_below(Collective c) const {
+    if (!o_.bisect || c != Collective::all_reduce || o_.instance.empty() || in_.size() < 3) return 0;
+    const auto e = tune::expected_envelope(o_.instance, static_cast<int>(in_.size()), c,
+                                           parse_request_size(o_.max_bytes), o_.tolerance);
+    return e ? std::max(e->least_busbw_gbs(), o_.gate_gbs) : 0;
+  }
+
+  // A bisection's event: kept with the sweep; its verdict isolates the
+  // node or link it names when the last round's slow group ran under a
+  // third of its best (a wide margin, which noise on a shared machine does
+  // not make), else watches it.
+  void read_bisect(const events::Bisect& e, CertifySweep& sweep) {
+    double slowest = 0, best = 0;
+    if (!e.verdict.empty() && !sweep.bisect.empty()) {
+      slowest = -1;
+      for (const auto& g : sweep.bisect.back().value("groups", json::array())) {
+        const double busbw = g.value("busbw", 0.0);
+        best = std::max(best, busbw);
+        if (g.value("slow", false)) slowest = slowest < 0 ? busbw : std::min(slowest, busbw);
+      }
+    }
+    sweep.bisect.push_back(events::to_json(e));
+    if (e.verdict != "node" && e.verdict != "link") return;
+    const Verdict v = best > 0 && slowest >= 0 && slowest < best / 3 ? Verdict::isolate : Verdict::monitor;
+    const std::string why = fmt::format("{} fell short; its bisection inside the job ({} rounds) named {}",
+                                        sweep.collective, e.round, e.text);
+    if (e.verdict == "node" && e.node >= 0) judge_node(e.node, v, "sweeps", why);
+    if (e.verdict == "link" && e.from >= 0 && e.to >= 0) judge_link(e.from, e.to, v, "sweeps", why);
+  }
+
   void read_sweep_event(const events::EventMessage& m, CertifySweep& sweep,
                         std::vector<std::pair<int, events::Links>>& links, std::size_t& done);
 
@@ -468,6 +507,8 @@ CertifySweep Certifier::run_sweep(Collective c, int& slow_links) {
   run.perf.warmup = o_.warmup;
   run.env = o_.env;
   run.coll_timeout_s = o_.coll_timeout_s;
+  run.perf.bisect_below = bisect_below(c);
+  run.perf.bisect = run.perf.bisect_below > 0;
   if (o_.before_run) o_.before_run();
   std::size_t started = 0;
   try {
@@ -475,6 +516,7 @@ CertifySweep Certifier::run_sweep(Collective c, int& slow_links) {
       run.ranks.clear();
       for (int l = 0; l < np; ++l)
         run.ranks.push_back(static_cast<int>(i) * np + l);
+      run.env["GROUP_RANK"] = std::to_string(in_[i]);  // a bisection names nodes as the certification does
       const json reply = agents_[static_cast<std::size_t>(in_[i])].client->call(run.to_json());
       if (i == 0) run.master_port = reply.at("master_port").get<int>();
       ++started;
@@ -529,6 +571,8 @@ void Certifier::read_sweep_event(const events::EventMessage& m, CertifySweep& sw
             sweep.rows.push_back(
                 {e.bytes, e.out_of_place.time_us, e.out_of_place.algbw, e.out_of_place.busbw, e.out_of_place.wrong});
           }
+        } else if constexpr (std::is_same_v<E, events::Bisect>) {
+          if (m.rank == 0) read_bisect(e, sweep);
         } else if constexpr (std::is_same_v<E, events::Links>) {
           links.emplace_back(m.rank, e);
         } else if constexpr (std::is_same_v<E, events::StageFailed>) {

@@ -419,6 +419,19 @@ RankDone read(const Fields& f, RankDone e) {
   return e;
 }
 
+}  // namespace
+
+std::string describe(const Bisect& b) {
+  if (!b.verdict.empty()) return fmt::format("bisect ({} round{}): {}", b.round, b.round == 1 ? "" : "s", b.text);
+  std::string line = fmt::format("bisect round {}:", b.round);
+  for (const auto& g : b.groups)
+    line += fmt::format(" nodes {} {:.2f} GB/s{};", fmt::join(g.nodes, ","), g.busbw, g.slow ? " (slow)" : "");
+  line.pop_back();
+  return line;
+}
+
+namespace {
+
 json body(const Bisect& e) {
   json groups = json::array();
   for (const auto& g : e.groups) {

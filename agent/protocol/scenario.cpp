@@ -294,16 +294,7 @@ void ScenarioRun::add(const events::EventMessage& m, std::optional<double> after
               after_stop_s ? fmt::format(" ({:.1f} s after the rank was stopped)", *after_stop_s) : std::string(),
               r.diagnosis));
         } else if constexpr (std::is_same_v<E, events::Bisect>) {
-          if (e.verdict.empty()) {
-            std::string line = fmt::format("bisect round {}:", e.round);
-            for (const auto& g : e.groups)
-              line +=
-                  fmt::format(" nodes {} {:.2f} GB/s{};", fmt::join(g.nodes, ","), g.busbw, g.slow ? " (slow)" : "");
-            line.pop_back();
-            report.push_back(line);
-          } else {
-            report.push_back(fmt::format("bisect ({} rounds): {}", e.round, e.text));
-          }
+          report.push_back(events::describe(e));
           bisect.push_back(e);
         } else if constexpr (std::is_same_v<E, events::RankFailed>) {
           report.push_back(e.summary);

@@ -276,6 +276,9 @@ Runner add_certify_command(CLI::App& app) {
   cmd->add_option("--instance", o->certify.instance,
                   "The nodes' instance type (p5.48xlarge, p4d, ...; `simulate --list`): each sweep is compared with "
                   "what such a cluster should reach");
+  cmd->add_flag("!--no-bisect", o->certify.bisect,
+                "Do not bisect an all_reduce sweep that falls under the envelope (by default the job's own ranks "
+                "re-form communicators over halves of the nodes and name the slow node or link)");
   cmd->add_option("--tolerance", o->certify.tolerance, "How far under the envelope's prediction a sweep may fall")
       ->capture_default_str();
   cmd->add_option("--gate", o->certify.gate_gbs,

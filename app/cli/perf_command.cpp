@@ -188,15 +188,7 @@ bool bisect_and_print(Communicator& comm, const Config& config, const PerfSpec& 
 }
 
 void print_bisect(const agent::events::Bisect& b) {
-  if (!b.verdict.empty()) {
-    std::printf("# bisect (%d round%s): %s\n", b.round, b.round == 1 ? "" : "s", b.text.c_str());
-  } else {
-    std::string line = fmt::format("# bisect round {}:", b.round);
-    for (const auto& g : b.groups)
-      line += fmt::format(" nodes {} {:.2f} GB/s{};", fmt::join(g.nodes, ","), g.busbw, g.slow ? " (slow)" : "");
-    line.back() = '\n';
-    std::fputs(line.c_str(), stdout);
-  }
+  std::printf("# %s\n", agent::events::describe(b).c_str());
   std::fflush(stdout);
 }
 

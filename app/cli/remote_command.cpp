@@ -135,6 +135,7 @@ bool start_on_every_agent(const RemoteOptions& o, const std::string& engine,
     run.ranks.clear();
     for (int l = 0; l < o.np_per_agent; ++l)
       run.ranks.push_back(static_cast<int>(i) * o.np_per_agent + l);
+    if (run.perf.bisect) run.env["GROUP_RANK"] = std::to_string(i);  // --bisect splits the job by agent
     try {
       const json reply = clients[i]->call(run.to_json());
       if (i == 0) run.master_port = reply.at("master_port").get<int>();
@@ -174,6 +175,7 @@ Sweep run_sweep(const RemoteOptions& o, const std::string& engine, Agents& agent
 
   std::ofstream events = o.events_file.empty() ? std::ofstream() : std::ofstream(o.events_file);
   std::vector<agent::events::StageEnded> stages;
+  std::vector<std::string> bisect;  // the bisection's lines, printed under the table
   std::vector<PerfRow>& rows = sweep.rows;
   std::vector<std::pair<int, agent::events::Links>> links;
   bool header_printed = false;
@@ -247,6 +249,8 @@ Sweep run_sweep(const RemoteOptions& o, const std::string& engine, Agents& agent
             if (sweep.failure.empty()) sweep.failure = e.summary;
           } else if constexpr (std::is_same_v<E, ev::Links>) {
             links.emplace_back(rank, e);
+          } else if constexpr (std::is_same_v<E, ev::Bisect>) {
+            if (rank == 0) bisect.push_back("# " + ev::describe(e) + "\n");  // after the table
           } else if constexpr (std::is_same_v<E, ev::RunDone>) {
             ++agents_done;
             ok = ok && e.ok;
@@ -255,6 +259,8 @@ Sweep run_sweep(const RemoteOptions& o, const std::string& engine, Agents& agent
         message->event);
   }
   if (!rows.empty()) std::fputs(perf_footer(rows).c_str(), stdout);
+  for (const auto& line : bisect)
+    std::fputs(line.c_str(), stdout);
   // Every rank measured the links into it; one far below the others is
   // named (the run still completed).
   for (const auto& l : agent::find_slow_links(links))

@@ -329,6 +329,53 @@ TEST(AgentCertify, StepsRunInOrderAndAnOddNodeIsIsolated) {
 // envelope: loopback sockets fall far short of two p5, said with the
 // prediction and the published run it comes from; a gate above what two
 // p5 have ever reached is refused before anything runs.
+// An all_reduce sweep over four nodes under its envelope (loopback is no
+// p5) is bisected inside its own job: rounds of groups of the nodes, each
+// measured, a verdict in the sweeps step, and whatever it names judged
+// with that reason.
+TEST(AgentCertify, AShortSweepIsBisectedInsideItsJob) {
+  const std::string token_file = write_token("agent-token-bisect", "bisect-token-0123456789");
+  std::vector<std::unique_ptr<Agent>> agents;
+  std::string list;
+  for (int i = 0; i < 4; ++i) {
+    agents.push_back(std::make_unique<Agent>(std::vector<std::string>{"--token-file", token_file}));
+    list += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(agents.back()->port);
+  }
+  auto cli = testing_support::spawn({RINGMASTER_CLI, "certify", "--agents", list, "--token-file", token_file, "--env",
+                                     "NCCL_SHM_DISABLE=1", "--max-bytes", "1M", "--link-bytes", "1M", "--collectives",
+                                     "all_reduce", "--instance", "p5", "--history", "off", "--json"},
+                                    {}, false);
+  cli.finish();
+  ASSERT_EQ(cli.exit_code(), 1) << cli.output;
+  const json report = json::parse(cli.output.substr(cli.output.find('{')));
+  const json& sweeps = report["steps"][3];
+  ASSERT_EQ(sweeps["name"], "sweeps");
+  const json& detail = sweeps["detail"][0];
+  ASSERT_TRUE(detail.contains("bisect")) << sweeps.dump();
+  const json& bisect = detail["bisect"];
+  ASSERT_GE(bisect.size(), 2u) << bisect.dump();       // a round at least, then the verdict
+  ASSERT_LE(bisect.size(), 1u + 4u) << bisect.dump();  // log2(4) + 2 rounds
+  for (std::size_t i = 0; i + 1 < bisect.size(); ++i) {
+    EXPECT_EQ(bisect[i]["round"], static_cast<int>(i) + 1);
+    for (const auto& g : bisect[i]["groups"]) {
+      EXPECT_EQ(g["nodes"].size(), 2u) << g.dump();
+      EXPECT_GT(g["busbw"].get<double>(), 0) << g.dump();  // every group formed its communicator and ran
+    }
+  }
+  EXPECT_EQ(bisect[0]["groups"][0]["nodes"], json({0, 1}));
+  EXPECT_EQ(bisect[0]["groups"][1]["nodes"], json({2, 3}));
+  const json& end = bisect.back();
+  ASSERT_TRUE(end.contains("verdict")) << end.dump();
+  EXPECT_NE(sweeps["findings"].dump().find("bisected inside its job: " + end["text"].get<std::string>()),
+            std::string::npos)
+      << sweeps.dump();
+  if (end["verdict"] == "node") {  // loopback's noise can name one, watched unless far slower
+    const json& node = report["nodes"][end["node"].get<int>()];
+    EXPECT_NE(node["verdict"], "PASS");
+    EXPECT_NE(node["reasons"].dump().find("its bisection inside the job"), std::string::npos) << node.dump();
+  }
+}
+
 TEST(AgentCertify, SweepsAreHeldToTheInstancesEnvelope) {
   const std::string token_file = write_token("agent-token-envelope", "envelope-token-0123456789");
   Agent a({"--token-file", token_file}), b({"--token-file", token_file});
@@ -341,6 +388,7 @@ TEST(AgentCertify, SweepsAreHeldToTheInstancesEnvelope) {
                                      "--max-bytes",   "1M",
                                      "--link-bytes",  "1M",
                                      "--collectives", "all_reduce,all_to_all",
+                                     "--history",     "off",
                                      "--json"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto cli = testing_support::spawn(argv, {}, with_stderr);

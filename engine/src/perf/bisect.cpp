@@ -171,11 +171,18 @@ bool after_triangle(const BisectRound& r, BisectVerdict& v) {
 // The suspects, each with a cleared node: the one slow with it; when none
 // is, the link between two suspects, or for three the pairs among them
 // next.
-bool after_with_cleared(Suspects& s, const std::vector<BisectRound>& done, const BisectRound& r, BisectVerdict& v) {
+bool after_with_cleared(Suspects& s, const std::vector<BisectRound>& done, const BisectRound& r, double ratio,
+                        BisectVerdict& v) {
   const auto& n = s.suspects;
+  // The suspects' pairs against each other (the cleared pair is only a
+  // yardstick to read): on a machine whose ranks share cores, a pair may
+  // run well under the cleared one without any fault.
+  double best = 0;
+  for (std::size_t i = 0; i < n.size(); ++i)
+    best = std::max(best, r.groups[i].busbw);
   std::vector<std::size_t> slow;
   for (std::size_t i = 0; i < n.size(); ++i)
-    if (r.groups[i].slow) slow.push_back(i);
+    if (r.groups[i].busbw <= 0 || r.groups[i].busbw < ratio * best) slow.push_back(i);
   auto partner = [&](std::size_t i) {
     return r.groups[i].nodes[0] == n[i] ? r.groups[i].nodes[1] : r.groups[i].nodes[0];
   };
@@ -240,7 +247,7 @@ std::vector<std::vector<int>> next_bisect_groups(const std::vector<int>& nodes, 
         ended = after_triangle(r, verdict);
         break;
       case RoundKind::with_cleared:
-        ended = after_with_cleared(s, before, r, verdict);
+        ended = after_with_cleared(s, before, r, spec.slow_ratio, verdict);
         break;
       case RoundKind::done:
         ended = true;

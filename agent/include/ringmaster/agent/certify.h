@@ -90,6 +90,10 @@ struct CertifySweep {
   };
   std::vector<Row> rows;
   std::string error;  // why it did not complete; empty when it did
+  // The all_reduce job's bisection when it fell under its envelope: the
+  // `bisect` events (docs/protocol.md), rounds then the verdict, nodes
+  // numbered as the certification numbers them.
+  nlohmann::json bisect = nlohmann::json::array();
 };
 
 // The steps in their order: (name, title).
@@ -130,6 +134,10 @@ struct CertifyOptions {
                                          Collective::all_to_all};
   std::string min_bytes = "1M", max_bytes = "16M";
   int iters = 5, warmup = 1;
+  // An all_reduce sweep over three nodes or more that falls under the
+  // instance's envelope (or the gate) is bisected inside its own job
+  // (ringmaster/tools/bisect.h): the node or link it names is isolated.
+  bool bisect = true;
   // The envelope: the nodes' instance type (a profile of
   // tools/simulate.h; empty: the step is skipped), how far under the
   // prediction a sweep may fall, and the user's own all_reduce gate in

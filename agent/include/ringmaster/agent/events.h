@@ -230,6 +230,10 @@ struct Bisect {
   std::string text;
 };
 
+// One line for a person: "bisect round 2: nodes 4,5 0.01 GB/s (slow);
+// nodes 6,7 2.92 GB/s", or "bisect (3 rounds): node 5: ...".
+std::string describe(const Bisect& b);
+
 // "output": a line of the rank's stdout that is not an event (`cut`: a
 // piece of a line over 1 MiB).
 struct RankOutput {
