@@ -806,6 +806,9 @@ void ConsoleTest::scenariosReadAsText() {
               "rank 2 as lossy."));
   QCOMPARE(expectation_text(nlohmann::json::parse(R"({"outcome": "refused", "keywords": ["NCCL_PROTO"]})")),
            QString("The run is refused before launch: no rank starts.\nThe refusal says \u201cNCCL_PROTO\u201d."));
+  QCOMPARE(expectation_text(nlohmann::json::parse(R"({"outcome": "complete", "bisect": {"node": 5}})")),
+           QString("The run completes.\nAfter its sweep the job bisects its nodes inside itself and names node 5, "
+                   "within log2(nodes) + 2 rounds."));
 }
 
 void ConsoleTest::replayCommand() {

@@ -93,6 +93,19 @@ QString certify_text(const nlohmann::json& value) {
   return line + ".";
 }
 
+// "bisect": what the bisection inside the job must name.
+QString bisect_text(const nlohmann::json& value) {
+  QString what = "nothing in particular";
+  if (value.contains("node")) what = QString("node %1").arg(value["node"].get<int>());
+  if (value.contains("link"))
+    what = QString("the link between nodes %1 and %2")
+               .arg(value["link"].at(0).get<int>())
+               .arg(value["link"].at(1).get<int>());
+  if (value.contains("verdict") && value["verdict"] == "between") what = "a link between the two halves";
+  return "After its sweep the job bisects its nodes inside itself and names " + what +
+         ", within log2(nodes) + 2 rounds.";
+}
+
 }  // namespace
 
 QString expectation_text(const nlohmann::json& expect) {
@@ -149,6 +162,8 @@ QString expectation_text(const nlohmann::json& expect) {
       lines << "Read together, the failures say " + quoted_list(value.value("keywords", nlohmann::json::array())) + ".";
     } else if (key == "certify" && value.is_object()) {
       lines << certify_text(value);
+    } else if (key == "bisect" && value.is_object()) {
+      lines << bisect_text(value);
     } else if ((key == "preflight" || key == "linkcheck") && value.is_object()) {
       const QString who = key == "preflight" ? "Preflight" : "The link check";
       if (value.contains("keywords")) lines << who + " says " + quoted_list(value["keywords"]) + ".";
