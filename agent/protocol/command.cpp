@@ -9,12 +9,25 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 extern char** environ;
 
 namespace ringmaster::agent {
 
-std::pair<int, std::string> run_command(const std::vector<std::string>& argv, const std::string& input) {
+std::pair<int, std::string> run_command(const std::vector<std::string>& argv, const std::string& input,
+                                        const std::map<std::string, std::string>& env) {
+  std::vector<std::string> env_text;
+  for (char** e = environ; *e; ++e) {
+    const std::string_view entry(*e);
+    if (!env.contains(std::string(entry.substr(0, entry.find('='))))) env_text.emplace_back(entry);
+  }
+  for (const auto& [name, value] : env)
+    env_text.push_back(name + "=" + value);
+  std::vector<char*> envp;
+  for (auto& e : env_text)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
   int out[2], in[2];
   if (::pipe2(out, O_CLOEXEC) != 0) return {127, std::strerror(errno)};
   if (::pipe2(in, O_CLOEXEC) != 0) {
@@ -36,7 +49,7 @@ std::pair<int, std::string> run_command(const std::vector<std::string>& argv, co
     args.push_back(s.data());
   args.push_back(nullptr);
   pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   ::close(in[0]);
   ::close(out[1]);

@@ -7,18 +7,18 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string_view>
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agent_set.h"
 #include "commands.h"
 #include "ringmaster/agent/certify.h"
 #include "ringmaster/agent/client.h"
+#include "ringmaster/agent/command.h"
 #include "ringmaster/agent/requests.h"
 #include "ringmaster/status.h"
 #include "ringmaster/tools/envelope.h"
@@ -146,57 +146,23 @@ class CertifyHistory {
     return {};
   }
 
-  // The program with `args`, `input` on its stdin; its exit code (-1 when
-  // it could not run), stdout and stderr together in `output`.
+  // The program with `args`, `input` on its stdin, the location in its
+  // environment; its exit code, stdout and stderr together in `output`.
   int run(const std::vector<std::string>& args, const std::string& input, std::string& output) const {
-    std::vector<std::string> env_text;
-    for (char** e = environ; *e; ++e)
-      if (std::string_view(*e).rfind("RINGMASTER_HISTORY=", 0) != 0) env_text.emplace_back(*e);
-    if (!location_.empty()) env_text.push_back("RINGMASTER_HISTORY=" + location_);
-    std::vector<char*> envp, argv{const_cast<char*>(program_.c_str())};
-    for (auto& e : env_text)
-      envp.push_back(e.data());
-    envp.push_back(nullptr);
-    for (const auto& a : args)
-      argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    int in[2], out[2];
-    if (::pipe2(in, O_CLOEXEC) != 0) return -1;
-    if (::pipe2(out, O_CLOEXEC) != 0) {
-      ::close(in[0]);
-      ::close(in[1]);
-      return -1;
-    }
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::dup2(in[0], 0);
-      ::dup2(out[1], 1);
-      ::dup2(out[1], 2);
-      ::execve(argv[0], argv.data(), envp.data());
-      ::_exit(127);
-    }
-    ::close(in[0]);
-    ::close(out[1]);
+    std::vector<std::string> argv{program_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::map<std::string, std::string> env;
+    if (!location_.empty()) env["RINGMASTER_HISTORY"] = location_;
     // A program that stopped before reading (no history to open) must not
     // take this one down with SIGPIPE.
     struct sigaction ignore {
     }, before{};
     ignore.sa_handler = SIG_IGN;
     ::sigaction(SIGPIPE, &ignore, &before);
-    for (std::size_t at = 0; pid > 0 && at < input.size();) {  // it reads all of stdin before it writes
-      const ssize_t n = ::write(in[1], input.data() + at, input.size() - at);
-      if (n <= 0) break;
-      at += static_cast<std::size_t>(n);
-    }
-    ::close(in[1]);
+    auto [code, said] = agent::run_command(argv, input, env);
     ::sigaction(SIGPIPE, &before, nullptr);
-    char buffer[4096];
-    for (ssize_t n; (n = ::read(out[0], buffer, sizeof buffer)) > 0;)
-      output.append(buffer, static_cast<std::size_t>(n));
-    ::close(out[0]);
-    int status = 0;
-    if (pid < 0 || ::waitpid(pid, &status, 0) != pid) return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    output = std::move(said);
+    return code;
   }
 
   std::string location_, program_;
