@@ -596,7 +596,8 @@ TEST(Collectives, CountersAndRecordsReportTraffic) {
 
 // A channel's busy time is its steps' time, waiting included (read from
 // the time-stamp counter where it is invariant): a rank whose peer comes
-// 50 ms late has been busy at least that long, and not longer than it took.
+// 50 ms late has been busy at least that long, and not longer than it took
+// (to the counter rate's accuracy, 0.01%: 5 us of 50 ms).
 TEST(Collectives, BusyTimeCountsTheStepsTime) {
   constexpr auto kLate = std::chrono::milliseconds(50);
   run_ranks(2, [&](Communicator& comm) {
@@ -612,7 +613,7 @@ TEST(Collectives, BusyTimeCountsTheStepsTime) {
     if (comm.rank() == 0) {
       const auto busy = std::chrono::nanoseconds(comm.counters(0).busy_ns - before);
       EXPECT_GE(busy, kLate * 8 / 10) << busy.count() << " ns busy";
-      EXPECT_LE(busy, took) << busy.count() << " ns busy in " << took.count() << " ns";
+      EXPECT_LE(busy, took + took / 10000) << busy.count() << " ns busy in " << took.count() << " ns";
     }
   });
 }
