@@ -46,10 +46,20 @@ constexpr StepName kSteps[] = {{"nodes", "Nodes alike"},
                                {"sweeps", "Collective sweeps"},
                                {"envelope", "Against the expected envelope"}};
 
+// The envelope of the cluster the options declare, by instance type or
+// by a node's topology file; none when neither is declared.
+std::optional<tune::Envelope> declared_envelope(const CertifyOptions& o, const topo::Topology* node, int nodes,
+                                                Collective c, std::size_t bytes) {
+  if (node != nullptr) return tune::expected_envelope(*node, o.instance, nodes, c, bytes, o.tolerance);
+  if (o.instance.empty()) return std::nullopt;
+  return tune::expected_envelope(o.instance, nodes, c, bytes, o.tolerance);
+}
+
 class Certifier {
  public:
   Certifier(const std::vector<PreflightAgent>& agents, const NextMessage& next, const CertifyOptions& o)
       : agents_(agents), next_(next), o_(o) {
+    if (!o.topology_file.empty()) node_ = topo::Topology::load_file(o.topology_file);
     for (std::size_t i = 0; i < agents.size(); ++i) {
       report_.nodes.push_back({agents[i].address, {}, Verdict::pass, {}});
       in_.push_back(static_cast<int>(i));
@@ -387,24 +397,26 @@ class Certifier {
   // instance type; under it (or under the user's gate) the cluster falls
   // short as a whole.
   bool envelope(CertifyStep& s) {
-    if (o_.instance.empty()) {
+    if (o_.instance.empty() && !node_) {
       s.state = State::skipped;
-      s.summary = "no instance type declared (--instance): nothing to compare the sweeps with";
+      s.summary = "no instance type declared (--instance or --topology): nothing to compare the sweeps with";
       return true;
     }
     json detail = json::array();
     int compared = 0, short_of = 0;
+    std::string declared = o_.instance;
     for (const auto& sweep : report_.sweeps) {
       if (sweep.rows.empty() || !sweep.error.empty()) continue;
       const auto& row = sweep.rows.back();
       const auto c = perf_collective_named(sweep.collective);
       const auto e =
-          tune::expected_envelope(o_.instance, static_cast<int>(sweep.nodes.size()), *c, row.bytes, o_.tolerance);
+          declared_envelope(o_, node_ ? &*node_ : nullptr, static_cast<int>(sweep.nodes.size()), *c, row.bytes);
       if (!e) {
         s.findings.push_back(fmt::format("{}: no envelope (the model does not cover it)", sweep.collective));
         continue;
       }
       ++compared;
+      declared = e->declared_by.empty() ? e->instance : e->instance + " (declared by " + e->declared_by + ")";
       json published = json::array();
       for (const auto& r : e->published)
         published.push_back({{"nodes", r.nodes},
@@ -435,7 +447,7 @@ class Certifier {
     s.detail = std::move(detail);
     s.state = short_of > 0 ? State::found : State::passed;
     s.summary = fmt::format("{} sweep(s) compared with {} x {}: {} short (tolerance {:.0f}%)", compared,
-                            report_.sweeps.empty() ? 0 : report_.sweeps.front().nodes.size(), o_.instance, short_of,
+                            report_.sweeps.empty() ? 0 : report_.sweeps.front().nodes.size(), declared, short_of,
                             o_.tolerance * 100);
     return true;
   }
@@ -445,9 +457,9 @@ class Certifier {
   // The busbw under which an all_reduce sweep is bisected inside its job:
   // the envelope's least (or the gate, when higher); 0 for none.
   double bisect_below(Collective c) const {
-    if (!o_.bisect || c != Collective::all_reduce || o_.instance.empty() || in_.size() < 3) return 0;
-    const auto e = tune::expected_envelope(o_.instance, static_cast<int>(in_.size()), c,
-                                           parse_request_size(o_.max_bytes), o_.tolerance);
+    if (!o_.bisect || c != Collective::all_reduce || in_.size() < 3) return 0;
+    const auto e = declared_envelope(o_, node_ ? &*node_ : nullptr, static_cast<int>(in_.size()), c,
+                                     parse_request_size(o_.max_bytes));
     return e ? std::max(e->least_busbw_gbs(), o_.gate_gbs) : 0;
   }
 
@@ -480,6 +492,7 @@ class Certifier {
   const std::vector<PreflightAgent>& agents_;
   const NextMessage& next_;
   const CertifyOptions& o_;
+  std::optional<topo::Topology> node_;  // the declared node's topology file, when given
   CertifyReport report_;
   std::vector<int> in_;  // the nodes not isolated yet
   std::string stopped_because_;
@@ -638,9 +651,11 @@ Verdict CertifyReport::overall() const {
 }
 
 std::string certify_gate_refusal(const CertifyOptions& options, int nodes) {
-  if (options.gate_gbs <= 0 || options.instance.empty()) return {};
-  const auto e = tune::expected_envelope(options.instance, nodes, Collective::all_reduce,
-                                         parse_request_size(options.max_bytes), options.tolerance);
+  if (options.gate_gbs <= 0) return {};
+  std::optional<topo::Topology> node;
+  if (!options.topology_file.empty()) node = topo::Topology::load_file(options.topology_file);
+  const auto e = declared_envelope(options, node ? &*node : nullptr, nodes, Collective::all_reduce,
+                                   parse_request_size(options.max_bytes));
   return e ? tune::gate_refusal(*e, options.gate_gbs) : std::string();
 }
 

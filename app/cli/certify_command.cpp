@@ -174,13 +174,25 @@ int run_certify_command(CertifyCommandOptions& o) {
   if (o.certify.gate_gbs < 0) throw Error(ErrorCategory::config, "--gate must be a busbw in GB/s above 0");
   const std::vector<Endpoint> endpoints = endpoints_of(o.agents, "certify");
   const std::size_t nodes = endpoints.size();
-  if (!o.certify.instance.empty()) {
+  std::string declared = o.certify.instance;  // what the history records the cluster as
+  if (!o.certify.topology_file.empty()) {
+    // A file that declares no GPU, or not the instance named with it, is
+    // refused before anything runs.
+    const auto node = topo::Topology::load_file(o.certify.topology_file);
+    const auto e = tune::expected_envelope(node, o.certify.instance, static_cast<int>(nodes), Collective::all_reduce,
+                                           1 << 20, o.certify.tolerance);
+    if (e) {
+      std::fprintf(stderr, "# envelope: declared by %s\n", e->declared_by.c_str());
+      declared = e->instance;
+    }
+  } else if (!o.certify.instance.empty()) {
     (void)tune::expected_envelope(o.certify.instance, 1, Collective::all_reduce, 1, o.certify.tolerance);
-    const std::string refused = agent::certify_gate_refusal(o.certify, static_cast<int>(nodes));
-    if (!refused.empty()) throw Error(ErrorCategory::config, "--gate: " + refused);
   } else if (o.certify.gate_gbs > 0) {
-    throw Error(ErrorCategory::config, "--gate needs --instance: a gate is checked against the instance's envelope");
+    throw Error(ErrorCategory::config,
+                "--gate needs --instance or --topology: a gate is checked against the declared cluster's envelope");
   }
+  if (const std::string refused = agent::certify_gate_refusal(o.certify, static_cast<int>(nodes)); !refused.empty())
+    throw Error(ErrorCategory::config, "--gate: " + refused);
   CertifyHistory history(o.history);
   SubscribedAgents agents = subscribe_agents(o.agents, "certify", 2);
   // Progress on stderr, a line as each step begins and ends.
@@ -209,7 +221,7 @@ int run_certify_command(CertifyCommandOptions& o) {
     html << agent::render_certify_html(document);
     if (!html.flush()) throw Error(ErrorCategory::config, "--report " + o.html_file + ": cannot write it");
   }
-  const bool kept = history.keep(document, o.certify.instance, endpoints);
+  const bool kept = history.keep(document, declared, endpoints);
   return report.exit_code() == 0 && kept ? exit_code::ok : exit_code::failed;
 }
 
@@ -242,6 +254,10 @@ Runner add_certify_command(CLI::App& app) {
   cmd->add_option("--instance", o->certify.instance,
                   "The nodes' instance type (p5.48xlarge, p4d, ...; `simulate --list`): each sweep is compared with "
                   "what such a cluster should reach");
+  cmd->add_option("--topology", o->certify.topology_file,
+                  "A node's topology file (NCCL's or hwloc's XML) declaring the cluster instead: recognised as an "
+                  "instance type by its GPUs and NICs (AWS's files are), else its own links predicted; with "
+                  "--instance, checked to have that type's GPUs and NICs");
   cmd->add_flag("!--no-bisect", o->certify.bisect,
                 "Do not bisect an all_reduce sweep that falls under the envelope (by default the job's own ranks "
                 "re-form communicators over halves of the nodes and name the slow node or link)");

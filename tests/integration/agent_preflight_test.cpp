@@ -425,6 +425,28 @@ TEST(AgentCertify, SweepsAreHeldToTheInstancesEnvelope) {
       << says;
   EXPECT_NE(says.find("the best published run 479.3 GB/s at 8 GiB on 2 nodes"), std::string::npos) << says;
   EXPECT_EQ(says.find("# nodes:"), std::string::npos) << "nothing ran: " << says;
+  // A node's topology file declares the cluster as well: AWS's p5 file is
+  // a p5, held to the same envelope, and the step says what declared it.
+  const std::string p5_file = std::string(RINGMASTER_TOPOLOGY_DIR) + "/p5.48xl-topo.xml";
+  const auto [by_file, by_file_output] = certify({"--topology", p5_file}, true);
+  EXPECT_EQ(by_file, 1) << by_file_output;
+  EXPECT_NE(by_file_output.find("# envelope: declared by " + p5_file + ": 8 GPUs (sm_90), 32 NICs, a p5.48xlarge"),
+            std::string::npos)
+      << by_file_output;
+  const std::size_t json_at = by_file_output.find("\n{") + 1;
+  const json file_report = json::parse(by_file_output.substr(json_at, by_file_output.find('\n', json_at) - json_at));
+  const json& file_step = file_report["steps"][4];
+  EXPECT_EQ(file_step["state"], "found") << file_step.dump();
+  EXPECT_NE(file_step["summary"].get<std::string>().find("p5.48xlarge (declared by " + p5_file), std::string::npos)
+      << file_step.dump();
+  EXPECT_DOUBLE_EQ(file_step["detail"][0]["predicted_busbw"].get<double>(),
+                   all_reduce["predicted_busbw"].get<double>());
+  // A file that is not the type named beside it is refused before anything runs.
+  const auto [mismatch, mismatch_says] =
+      certify({"--topology", std::string(RINGMASTER_TOPOLOGY_DIR) + "/p4d-24xl-topo.xml", "--instance", "p5"}, true);
+  EXPECT_EQ(mismatch, 2) << mismatch_says;
+  EXPECT_NE(mismatch_says.find("4 NICs; a p5.48xlarge has 8 GPUs and 32 NICs"), std::string::npos) << mismatch_says;
+  EXPECT_EQ(mismatch_says.find("# nodes:"), std::string::npos) << "nothing ran: " << mismatch_says;
   // Without a type, no envelope: the step says why it did not run.
   const auto [plain, plain_output] = certify({});
   const json plain_report = json::parse(plain_output.substr(plain_output.find('{')));

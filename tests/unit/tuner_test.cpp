@@ -322,6 +322,72 @@ TEST(Simulator, EnvelopeCitesThePublishedRunsAndRefusesAnImpossibleGate) {
   EXPECT_THROW((void)tune::expected_envelope("p5", 2, Collective::all_reduce, 1024, 1.5), Error);
 }
 
+// A cluster declared by a node's topology file: AWS's files are recognised
+// as their instance types by GPU model (or compute capability) and NIC
+// count, and take that type's prediction and published runs; a file of
+// another machine has its own links predicted, with nothing published; a
+// file that disagrees with the type named beside it, or declares no GPU,
+// is refused naming what it declares.
+TEST(Simulator, TopologyFilesDeclareTheEnvelope) {
+  const std::string dir = RINGMASTER_TOPOLOGY_DIR;
+  constexpr std::size_t kGiB = std::size_t{1} << 30;
+  const auto p4d = topo::Topology::load_file(dir + "/p4d-24xl-topo.xml");
+  const auto p5 = topo::Topology::load_file(dir + "/p5.48xl-topo.xml");
+  const auto dgx2 = topo::Topology::load_file(dir + "/hwloc-nvidiaDGX2.xml");
+  const auto g5 = topo::Topology::load_file(dir + "/g5.48xl-topo.xml");
+
+  const auto p4d_types = tune::profiles_declared_by(p4d);
+  ASSERT_EQ(p4d_types.size(), 1u);  // 10de:20b0 is the 40 GB A100: p4d, not p4de
+  EXPECT_EQ(p4d_types.front()->name, "p4d.24xlarge");
+  const auto p5_types = tune::profiles_declared_by(p5);  // sm_90 and 32 NICs, no device id
+  ASSERT_EQ(p5_types.size(), 2u);
+  EXPECT_EQ(p5_types[0]->name, "p5.48xlarge");
+  EXPECT_EQ(p5_types[1]->name, "p5e.48xlarge");
+  EXPECT_TRUE(tune::profiles_declared_by(dgx2).empty());
+  EXPECT_TRUE(tune::profiles_declared_by(g5).empty());
+
+  // Recognised: the same envelope as the instance named, and says why.
+  const auto by_file = tune::expected_envelope(p5, "", 2, Collective::all_reduce, kGiB);
+  const auto by_name = tune::expected_envelope("p5.48xlarge", 2, Collective::all_reduce, kGiB);
+  ASSERT_TRUE(by_file && by_name);
+  EXPECT_EQ(by_file->instance, "p5.48xlarge");
+  EXPECT_DOUBLE_EQ(by_file->predicted_busbw_gbs, by_name->predicted_busbw_gbs);
+  EXPECT_EQ(by_file->published.size(), by_name->published.size());
+  EXPECT_NE(by_file->declared_by.find("8 GPUs (sm_90), 32 NICs, a p5.48xlarge or p5e.48xlarge"), std::string::npos)
+      << by_file->declared_by;
+  EXPECT_NE(by_file->describe().find("(declared by "), std::string::npos);
+  EXPECT_TRUE(by_name->declared_by.empty());
+  const auto p4d_file = tune::expected_envelope(p4d, "", 4, Collective::all_reduce, kGiB);
+  ASSERT_TRUE(p4d_file);
+  EXPECT_EQ(p4d_file->instance, "p4d.24xlarge");
+  EXPECT_NE(p4d_file->declared_by.find("A100 SXM4 40GB"), std::string::npos) << p4d_file->declared_by;
+
+  // Named beside the file: AWS ships the p4d file for p4de as well.
+  const auto p4de = tune::expected_envelope(p4d, "p4de", 2, Collective::all_reduce, kGiB);
+  ASSERT_TRUE(p4de);
+  EXPECT_EQ(p4de->instance, "p4de.24xlarge");
+  try {
+    (void)tune::expected_envelope(p4d, "p5", 2, Collective::all_reduce, kGiB);
+    ADD_FAILURE() << "a p4d file accepted as a p5";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("declares 8 GPUs (A100 SXM4 40GB), 4 NICs; a p5.48xlarge has 8 GPUs and 32 "
+                                         "NICs"),
+              std::string::npos)
+        << e.what();
+  }
+
+  // Another machine's file: its own links predicted, nothing published.
+  const auto own = tune::expected_envelope(dgx2, "", 2, Collective::all_reduce, kGiB);
+  ASSERT_TRUE(own);
+  EXPECT_EQ(own->instance, dgx2.source());
+  EXPECT_GT(own->predicted_busbw_gbs, 0);
+  EXPECT_TRUE(own->published.empty());
+  EXPECT_NE(own->describe().find("no published run of it to compare"), std::string::npos);
+  EXPECT_NE(own->declared_by.find("16 GPUs (V100 SXM3 32GB)"), std::string::npos) << own->declared_by;
+  EXPECT_FALSE(tune::expected_envelope(dgx2, "", 2, Collective::all_to_all, kGiB));
+  EXPECT_THROW((void)tune::expected_envelope(g5, "", 2, Collective::all_reduce, kGiB), Error);
+}
+
 // On two nodes each node is the root of one tree and a leaf of the other,
 // so a tree sends the buffer once through a node's NICs where a ring sends
 // it twice: bus bandwidth above the NICs' (as NCCL reports); from three

@@ -383,15 +383,20 @@ namespace {
 // A GPU's entry in the model table: NVIDIA's ids sit on the GPU node
 // (hwloc) or on the <pci> function above it (NCCL's files).
 const GpuModel* model_entry(const Topology& t, int gpu) {
-  for (int at = gpu, step = 0; at >= 0 && step < 2; at = t.node(at).parent, ++step) {
-    const Node& n = t.node(at);
-    if (parse_hex(n.attribute("vendor")) == kVendorNvidia && n.attribute("device"))
-      return gpu_model_of(parse_hex(n.attribute("device")));
-  }
-  return nullptr;
+  const std::uint32_t device = t.gpu_device(gpu);
+  return device != 0 ? gpu_model_of(device) : nullptr;
 }
 
 }  // namespace
+
+std::uint32_t Topology::gpu_device(int gpu) const {
+  for (int at = gpu, step = 0; at >= 0 && step < 2; at = node(at).parent, ++step) {
+    const Node& n = node(at);
+    if (parse_hex(n.attribute("vendor")) == kVendorNvidia && n.attribute("device"))
+      return parse_hex(n.attribute("device"));
+  }
+  return 0;
+}
 
 std::string Topology::gpu_model(int gpu) const {
   const GpuModel* m = model_entry(*this, gpu);

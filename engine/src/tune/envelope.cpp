@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <string>
 
 #include "ringmaster/status.h"
 
@@ -71,6 +72,31 @@ std::string run_text(const PublishedRun& r) {
                      size_text(r.bytes), r.nodes, r.nodes == 1 ? "" : "s", r.source);
 }
 
+// The simulator's prediction for a shape; none for a collective the model
+// does not cover.
+std::optional<Envelope> predicted_envelope(const Shape& shape, std::string instance, int nodes, Collective c,
+                                           std::size_t bytes, double tolerance) {
+  if (!(tolerance >= 0 && tolerance < 1)) {
+    throw Error(ErrorCategory::config, fmt::format("tolerance {}: expected at least 0 and under 1", tolerance));
+  }
+  if (c != Collective::all_reduce && c != Collective::all_gather && c != Collective::reduce_scatter &&
+      c != Collective::broadcast && c != Collective::reduce) {
+    return std::nullopt;
+  }
+  const Tuner tuner(shape);
+  const auto rows = simulate(tuner, c, DataType::fp32, bytes, bytes, 2);
+  if (rows.empty()) return std::nullopt;
+  Envelope e;
+  e.instance = std::move(instance);
+  e.nodes = nodes;
+  e.collective = c;
+  e.bytes = rows.front().bytes;
+  e.predicted_busbw_gbs = rows.front().busbw_gbs;
+  e.predicted_time_us = rows.front().time_us;
+  e.tolerance = tolerance;
+  return e;
+}
+
 }  // namespace
 
 std::span<const PublishedRun> published_runs() {
@@ -85,35 +111,81 @@ bool within_envelope_bounds(const PublishedRun& run, double predicted) {
 
 std::optional<Envelope> expected_envelope(std::string_view instance, int nodes, Collective c, std::size_t bytes,
                                           double tolerance) {
-  if (!(tolerance >= 0 && tolerance < 1)) {
-    throw Error(ErrorCategory::config, fmt::format("tolerance {}: expected at least 0 and under 1", tolerance));
-  }
   const InstanceProfile& profile = instance_profile(instance);
-  if (c != Collective::all_reduce && c != Collective::all_gather && c != Collective::reduce_scatter &&
-      c != Collective::broadcast && c != Collective::reduce) {
-    return std::nullopt;
-  }
-  const Tuner tuner(instance_shape(profile, nodes));
-  const auto rows = simulate(tuner, c, DataType::fp32, bytes, bytes, 2);
-  if (rows.empty()) return std::nullopt;
-  Envelope e;
-  e.instance = std::string(profile.name);
-  e.nodes = nodes;
-  e.collective = c;
-  e.bytes = rows.front().bytes;
-  e.predicted_busbw_gbs = rows.front().busbw_gbs;
-  e.predicted_time_us = rows.front().time_us;
-  e.tolerance = tolerance;
+  auto e = predicted_envelope(instance_shape(profile, nodes), std::string(profile.name), nodes, c, bytes, tolerance);
+  if (!e) return e;
   for (const auto& r : kRuns) {
-    if (r.instance == profile.name && r.collective == c) e.published.push_back(r);
+    if (r.instance == profile.name && r.collective == c) e->published.push_back(r);
   }
   const auto distance = [&](const PublishedRun& r) {
     const double size = std::abs(std::log2(static_cast<double>(std::max<std::size_t>(r.bytes, 1))) -
-                                 std::log2(static_cast<double>(std::max<std::size_t>(e.bytes, 1))));
+                                 std::log2(static_cast<double>(std::max<std::size_t>(e->bytes, 1))));
     return std::make_pair(std::abs(r.nodes - nodes), size);
   };
-  std::stable_sort(e.published.begin(), e.published.end(),
+  std::stable_sort(e->published.begin(), e->published.end(),
                    [&](const PublishedRun& a, const PublishedRun& b) { return distance(a) < distance(b); });
+  return e;
+}
+
+std::vector<const InstanceProfile*> profiles_declared_by(const topo::Topology& node) {
+  const auto gpus = node.gpus();
+  const auto nics = node.nics();
+  std::vector<const InstanceProfile*> out;
+  if (gpus.empty()) return out;
+  const std::uint32_t device = node.gpu_device(gpus.front());
+  const std::string* sm_text = node.node(gpus.front()).attribute("sm");
+  const int sm = sm_text != nullptr ? std::atoi(sm_text->c_str()) : 0;
+  for (const auto& p : instance_profiles()) {
+    if (p.gpus != static_cast<int>(gpus.size()) || p.nics != static_cast<int>(nics.size())) continue;
+    if (device != 0 && device != p.gpu_device) continue;
+    if (sm != 0 && sm != p.sm) continue;
+    out.push_back(&p);
+  }
+  return out;
+}
+
+std::string declared_node_text(const topo::Topology& node) {
+  const auto gpus = node.gpus();
+  std::string model;
+  if (!gpus.empty()) {
+    model = node.gpu_model(gpus.front());
+    if (const std::string* sm = node.node(gpus.front()).attribute("sm"); model.empty() && sm != nullptr)
+      model = "sm_" + *sm;
+  }
+  return fmt::format("{} GPU{}{}, {} NIC{}", gpus.size(), gpus.size() == 1 ? "" : "s",
+                     model.empty() ? "" : " (" + model + ")", node.nics().size(), node.nics().size() == 1 ? "" : "s");
+}
+
+std::optional<Envelope> expected_envelope(const topo::Topology& node, std::string_view instance, int nodes,
+                                          Collective c, std::size_t bytes, double tolerance) {
+  const std::string declares = declared_node_text(node);
+  if (node.gpus().empty()) {
+    throw Error(ErrorCategory::config,
+                fmt::format("{} declares no GPU ({}): nothing to predict a collective from", node.source(), declares));
+  }
+  if (!instance.empty()) {
+    const InstanceProfile& p = instance_profile(instance);
+    if (p.gpus != static_cast<int>(node.gpus().size()) || p.nics != static_cast<int>(node.nics().size())) {
+      throw Error(ErrorCategory::config, fmt::format("{} declares {}; a {} has {} GPUs and {} NICs", node.source(),
+                                                     declares, p.name, p.gpus, p.nics));
+    }
+    auto e = expected_envelope(p.name, nodes, c, bytes, tolerance);
+    if (e) e->declared_by = fmt::format("{}: {}, a {} as declared", node.source(), declares, p.name);
+    return e;
+  }
+  const auto profiles = profiles_declared_by(node);
+  if (!profiles.empty()) {
+    std::string names;
+    for (const auto* p : profiles)
+      names += (names.empty() ? "" : " or ") + std::string(p->name);
+    auto e = expected_envelope(profiles.front()->name, nodes, c, bytes, tolerance);
+    if (e) e->declared_by = fmt::format("{}: {}, a {}", node.source(), declares, names);
+    return e;
+  }
+  auto e = predicted_envelope(declared_shape(node, nodes), node.source(), nodes, c, bytes, tolerance);
+  if (e)
+    e->declared_by =
+        fmt::format("{}: {}, no instance type's profile (its own links predicted)", node.source(), declares);
   return e;
 }
 
@@ -121,8 +193,9 @@ std::string Envelope::describe() const {
   std::string out =
       fmt::format("{} x {}, {} at {}: {:.1f} GB/s predicted, at least {:.1f} within {:.0f}%", instance, nodes,
                   name_of(collective), size_text(bytes), predicted_busbw_gbs, least_busbw_gbs(), tolerance * 100);
-  if (published.empty()) return out + "; no published run of it to compare";
-  return out + "; published " + run_text(published.front());
+  out += published.empty() ? "; no published run of it to compare" : "; published " + run_text(published.front());
+  if (!declared_by.empty()) out += " (declared by " + declared_by + ")";
+  return out;
 }
 
 std::string gate_refusal(const Envelope& e, double gate_gbs) {

@@ -14,14 +14,16 @@ namespace {
 
 // docs/tuner.md, "Instance profiles", gives the page each line comes from.
 constexpr InstanceProfile kProfiles[] = {
-    {"p4d.24xlarge", "A100 SXM4 40GB", 8, 300, 0, 4, 100, "p4d-24xl-topo.xml", false, kEfaShare, kEfaV1HopScale},
-    {"p4de.24xlarge", "A100 SXM4 80GB", 8, 300, 0, 4, 100, "p4d-24xl-topo.xml", false, kEfaShareP5, kEfaV1HopScale},
-    {"p5.48xlarge", "H100 SXM 80GB", 8, 450, 0, 32, 100, "p5.48xl-topo.xml", true, kEfaShareP5},
-    {"p5e.48xlarge", "H200 141GB", 8, 450, 0, 32, 100, "p5.48xl-topo.xml", true, kEfaShareP5},
-    {"p5en.48xlarge", "H200 141GB", 8, 450, 0, 16, 200, "", true, kEfaShareP5},
-    {"p6-b200.48xlarge", "B200 180GB", 8, 900, 0, 8, 400, "", true, kEfaShareP5},
-    {"g5.48xlarge", "A10G 24GB", 8, 0, 31.5, 1, 100, "g5.48xl-topo.xml"},
-    {"g6e.48xlarge", "L40S 48GB", 8, 0, 31.5, 4, 100, ""},
+    {"p4d.24xlarge", "A100 SXM4 40GB", 0x20b0, 80, 8, 300, 0, 4, 100, "p4d-24xl-topo.xml", false, kEfaShare,
+     kEfaV1HopScale},
+    {"p4de.24xlarge", "A100 SXM4 80GB", 0x20b2, 80, 8, 300, 0, 4, 100, "p4d-24xl-topo.xml", false, kEfaShareP5,
+     kEfaV1HopScale},
+    {"p5.48xlarge", "H100 SXM 80GB", 0x2330, 90, 8, 450, 0, 32, 100, "p5.48xl-topo.xml", true, kEfaShareP5},
+    {"p5e.48xlarge", "H200 141GB", 0x2335, 90, 8, 450, 0, 32, 100, "p5.48xl-topo.xml", true, kEfaShareP5},
+    {"p5en.48xlarge", "H200 141GB", 0x2335, 90, 8, 450, 0, 16, 200, "", true, kEfaShareP5},
+    {"p6-b200.48xlarge", "B200 180GB", 0x2901, 100, 8, 900, 0, 8, 400, "", true, kEfaShareP5},
+    {"g5.48xlarge", "A10G 24GB", 0x2237, 86, 8, 0, 31.5, 1, 100, "g5.48xl-topo.xml"},
+    {"g6e.48xlarge", "L40S 48GB", 0x26b9, 89, 8, 0, 31.5, 4, 100, ""},
 };
 
 }  // namespace

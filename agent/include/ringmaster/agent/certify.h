@@ -144,6 +144,11 @@ struct CertifyOptions {
   // GB/s at max_bytes (0: none; one above what the envelope allows is
   // refused before anything runs).
   std::string instance;
+  // Or (or as well) a node's topology file, NCCL's or hwloc's: recognised
+  // as an instance type by its GPUs and NICs, else its own links
+  // predicted (tune::expected_envelope of a topology); with --instance
+  // too, checked to have that type's GPUs and NICs.
+  std::string topology_file;
   double tolerance = 0.25;
   double gate_gbs = 0;
   double sweep_timeout_s = 300;  // one collective's sweep

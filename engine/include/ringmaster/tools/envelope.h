@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ringmaster/tools/simulate.h"
+#include "ringmaster/tools/topology.h"
 
 namespace ringmaster::tune {
 
@@ -53,6 +54,11 @@ struct Envelope {
   // The runs of this instance type and collective, nearest in node count
   // first, then in size.
   std::vector<PublishedRun> published;
+  // Where the cluster was declared by a node's topology file: the file,
+  // what it declares and what it was recognised as ("p5.48xl-topo.xml: 8
+  // GPUs (sm_90), 32 NICs, a p5.48xlarge or p5e.48xlarge"); empty for an
+  // instance type named.
+  std::string declared_by;
   // "p5.48xlarge x 8, all_reduce at 1 GiB: 276.1 GB/s predicted, at least
   // 207.1 within 25%; published 274.5 GB/s at 1 GiB on 8 nodes
   // (crazyguitar/...)"
@@ -64,6 +70,26 @@ struct Envelope {
 // nodes < 1 or a tolerance outside [0, 1).
 std::optional<Envelope> expected_envelope(std::string_view instance, int nodes, Collective c, std::size_t bytes,
                                           double tolerance = 0.25);
+
+// The instance profiles a node's topology file may describe: as many GPUs
+// and NICs as the file declares, and the GPUs' model (PCI device id) and
+// compute capability (sm) where the file gives them. Several when files
+// alike serve several types (AWS's p5 file serves p5 and p5e).
+std::vector<const InstanceProfile*> profiles_declared_by(const topo::Topology& node);
+
+// What the file declares, in words: "8 GPUs (A100 SXM4 40GB), 4 NICs".
+std::string declared_node_text(const topo::Topology& node);
+
+// The envelope of `nodes` nodes that a topology file declares. With
+// `instance` empty, the file recognised as an instance type (the first of
+// profiles_declared_by: that type's prediction and published runs) or,
+// recognised as none, the simulator's prediction of its declared shape
+// (tune::declared_shape), with no published run. With `instance` named,
+// that type's envelope, the file checked to have its GPU and NIC counts.
+// Throws Error(config) for a file that declares no GPU or disagrees with
+// the instance named.
+std::optional<Envelope> expected_envelope(const topo::Topology& node, std::string_view instance, int nodes,
+                                          Collective c, std::size_t bytes, double tolerance = 0.25);
 
 // A gate (a busbw a user requires) above what the envelope allows (the
 // prediction or the best published run at these nodes and that size,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -37,6 +38,8 @@ inline constexpr double kSwitchShare = 0.611;
 struct InstanceProfile {
   std::string_view name;         // "p5.48xlarge"
   std::string_view gpu;          // "H100 SXM 80GB"
+  std::uint32_t gpu_device = 0;  // its PCI device id (NVIDIA's), as a topology file names it
+  int sm = 0;                    // its compute capability (90 for 9.0), as NCCL's files name it
   int gpus = 8;                  // a node's GPUs
   double nvlink_gbs = 0;         // NVLink per GPU, one direction, GB/s (0: none)
   double pci_gbs = 0;            // GPU to GPU over PCIe without NVLink, one direction, GB/s

@@ -171,6 +171,8 @@ class Topology {
   // A GPU's model ("H200 SXM 141GB") from the PCI device id, on the GPU
   // node or the <pci> function above it; empty when not known.
   std::string gpu_model(int gpu) const;
+  // That PCI device id (0x2330 for an H100 SXM5), 0 when not declared.
+  std::uint32_t gpu_device(int gpu) const;
 
   // The warning (and, when asked, the links) for GPUs of an NVSwitch board
   // whose source declares no NVLink between them. Loaders call it last.
