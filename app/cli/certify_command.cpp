@@ -174,20 +174,11 @@ int run_certify_command(CertifyCommandOptions& o) {
   if (o.certify.gate_gbs < 0) throw Error(ErrorCategory::config, "--gate must be a busbw in GB/s above 0");
   const std::vector<Endpoint> endpoints = endpoints_of(o.agents, "certify");
   const std::size_t nodes = endpoints.size();
-  std::string declared = o.certify.instance;  // what the history records the cluster as
-  if (!o.certify.topology_file.empty()) {
-    // A file that declares no GPU, or not the instance named with it, is
-    // refused before anything runs.
-    const auto node = topo::Topology::load_file(o.certify.topology_file);
-    const auto e = tune::expected_envelope(node, o.certify.instance, static_cast<int>(nodes), Collective::all_reduce,
-                                           1 << 20, o.certify.tolerance);
-    if (e) {
-      std::fprintf(stderr, "# envelope: declared by %s\n", e->declared_by.c_str());
-      declared = e->instance;
-    }
-  } else if (!o.certify.instance.empty()) {
-    (void)tune::expected_envelope(o.certify.instance, 1, Collective::all_reduce, 1, o.certify.tolerance);
-  } else if (o.certify.gate_gbs > 0) {
+  // Refused before anything runs: an unknown type, a topology file that
+  // declares no GPU or not the type named with it, a gate without either.
+  const auto declared = agent::certify_declared_cluster(o.certify, static_cast<int>(nodes));
+  if (!declared.declared_by.empty()) std::fprintf(stderr, "# envelope: declared by %s\n", declared.declared_by.c_str());
+  if (declared.name.empty() && o.certify.gate_gbs > 0) {
     throw Error(ErrorCategory::config,
                 "--gate needs --instance or --topology: a gate is checked against the declared cluster's envelope");
   }
@@ -221,7 +212,7 @@ int run_certify_command(CertifyCommandOptions& o) {
     html << agent::render_certify_html(document);
     if (!html.flush()) throw Error(ErrorCategory::config, "--report " + o.html_file + ": cannot write it");
   }
-  const bool kept = history.keep(document, declared, endpoints);
+  const bool kept = history.keep(document, declared.name, endpoints);
   return report.exit_code() == 0 && kept ? exit_code::ok : exit_code::failed;
 }
 

@@ -670,7 +670,15 @@ void ConsoleRunsTest::bringUpCertifiesTheLocalAgents() {
   QCOMPARE(console.certify.rowCount(), 5);
   QCOMPARE(console.certify.state(0), QString("waiting"));
   panel->set_environment("NCCL_SHM_DISABLE=1");
+  // A node's topology file declares the cluster: one that declares no GPU
+  // (AWS's g5 file lists PCI addresses only) is refused before anything
+  // runs; AWS's p5 file is a p5.
+  panel->set_topology_file(RINGMASTER_TOPOLOGY_DIR "/g5.48xl-topo.xml");
+  QVERIFY(!panel->start());
+  QVERIFY2(panel->verdict()->text().contains("g5.48xl-topo.xml declares no GPU"), qPrintable(panel->verdict()->text()));
+  QCOMPARE(console.certify.state(0), QString("waiting"));
   panel->set_instance("p5.48xlarge");
+  panel->set_topology_file(RINGMASTER_TOPOLOGY_DIR "/p5.48xl-topo.xml");
   panel->findChild<QLineEdit*>()->setText("1M");  // the largest size: keep the sweeps short
   QSignalSpy done(&console, &Console::certify_finished);
   QSignalSpy failed(&console, &Console::certify_failed);
@@ -696,6 +704,8 @@ void ConsoleRunsTest::bringUpCertifiesTheLocalAgents() {
   panel->steps()->selectRow(4);
   QTRY_VERIFY(panel->findings()->count() >= 1);
   QVERIFY2(panel->findings()->item(0)->text().contains("under the envelope: p5.48xlarge x 2"),
+           qPrintable(panel->findings()->item(0)->text()));
+  QVERIFY2(panel->findings()->item(0)->text().contains("(declared by " RINGMASTER_TOPOLOGY_DIR "/p5.48xl-topo.xml"),
            qPrintable(panel->findings()->item(0)->text()));
   if (qEnvironmentVariableIsSet("RINGMASTER_TEST_SAVE"))
     window.grab().save(qEnvironmentVariable("RINGMASTER_TEST_SAVE") + "-bring-up.png");

@@ -228,6 +228,13 @@ bool Console::start_certify(agent::CertifyOptions options, QString* error) {
     if (error) *error = preflight_running_ ? "a preflight is under way" : "a link check is under way";
     return false;
   }
+  agent::DeclaredCluster declared;  // checked before anything runs
+  try {
+    declared = agent::certify_declared_cluster(options, static_cast<int>(clients.size()));
+  } catch (const std::exception& e) {
+    if (error) *error = QString::fromStdString(e.what());
+    return false;
+  }
   if (certify_running_.exchange(true)) {
     if (error) *error = "a certification is under way";
     return false;
@@ -265,7 +272,8 @@ bool Console::start_certify(agent::CertifyOptions options, QString* error) {
     QMetaObject::invokeMethod(
         this, [this, step, ended] { certify.set_step(step, ended); }, Qt::QueuedConnection);
   };
-  certify_thread_ = std::thread([this, clients = std::move(clients), inbox, options = std::move(options), endpoints] {
+  certify_thread_ = std::thread([this, clients = std::move(clients), inbox, options = std::move(options), endpoints,
+                                 instance = QString::fromStdString(declared.name)] {
     std::vector<agent::PreflightAgent> agents;
     for (const auto& [client, host] : clients)
       agents.push_back({client.get(), host});
@@ -273,12 +281,12 @@ bool Console::start_certify(agent::CertifyOptions options, QString* error) {
       agent::CertifyReport report = agent::certify(agents, next_from(inbox, closing_), options);
       QMetaObject::invokeMethod(
           this,
-          [this, report = std::move(report), instance = options.instance, endpoints]() mutable {
+          [this, report = std::move(report), instance, endpoints]() mutable {
             checks_inbox_.reset();
             if (report.preflight) preflight.set(*report.preflight);
             if (report.linkcheck) links.set_linkcheck(*report.linkcheck, agent::diagnose_links(*report.linkcheck));
             const nlohmann::json document = agent::to_json(report);
-            keep_certification(report, document, QString::fromStdString(instance), endpoints);
+            keep_certification(report, document, instance, endpoints);
             certify.finish(document);
             certify_running_ = false;
             emit certify_finished();

@@ -4,6 +4,7 @@
 #include <QComboBox>
 #include <QFile>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -25,6 +26,9 @@ namespace ringmaster::ui {
 namespace {
 
 using nlohmann::json;
+
+// The instance list's last entry: asks for a node's topology file.
+const QString kAskForFile = "Topology file...";
 
 QColor verdict_color(const QString& verdict) {
   if (verdict == "ISOLATE") return QColor(255, 235, 233);
@@ -55,6 +59,7 @@ BringupPanel::BringupPanel(Console& console, QWidget* parent) : QWidget(parent),
   instance_->addItem("(not declared)");
   for (const auto& p : tune::instance_profiles())
     instance_->addItem(QString::fromUtf8(p.name.data(), static_cast<int>(p.name.size())));
+  instance_->addItem(kAskForFile);
   max_bytes_ = new QLineEdit("16M");
   max_bytes_->setAccessibleName("The sweeps' largest size");
   env_ = new QLineEdit;
@@ -64,7 +69,7 @@ BringupPanel::BringupPanel(Console& console, QWidget* parent) : QWidget(parent),
   export_->setObjectName("certifyExport");
   export_->setEnabled(false);
   row->addWidget(run_);
-  row->addWidget(new QLabel("Instance type"));
+  row->addWidget(new QLabel("Instance type or topology"));
   row->addWidget(instance_);
   row->addWidget(new QLabel("Largest size"));
   row->addWidget(max_bytes_);
@@ -107,6 +112,16 @@ BringupPanel::BringupPanel(Console& console, QWidget* parent) : QWidget(parent),
   layout->addWidget(split, 1);
 
   connect(run_, &QPushButton::clicked, this, [this] { start(); });
+  connect(instance_, &QComboBox::activated, this, [this](int index) {
+    if (instance_->itemText(index) != kAskForFile) return;
+    const QString path = QFileDialog::getOpenFileName(this, "A node's topology file", QString(),
+                                                      "Topology XML, NCCL's or hwloc's (*.xml);;Any file (*)");
+    if (path.isEmpty()) {
+      instance_->setCurrentIndex(0);
+      return;
+    }
+    set_topology_file(path);
+  });
   connect(export_, &QPushButton::clicked, this, [this] {
     const QString path = QFileDialog::getSaveFileName(this, "Export the certification", "certification.html",
                                                       "HTML page (*.html);;JSON (*.json)");
@@ -138,7 +153,17 @@ void BringupPanel::set_environment(const QString& assignments) {
 
 void BringupPanel::set_instance(const QString& instance) {
   const int i = instance_->findText(instance);
-  instance_->setCurrentIndex(i < 0 ? 0 : i);
+  instance_->setCurrentIndex(i < 0 || instance == kAskForFile ? 0 : i);
+}
+
+void BringupPanel::set_topology_file(const QString& path) {
+  int at = instance_->findData(path);
+  if (at < 0) {
+    at = instance_->count() - 1;  // before "Topology file..."
+    instance_->insertItem(at, QFileInfo(path).fileName() + " (topology)", path);
+    instance_->setItemData(at, path, Qt::ToolTipRole);
+  }
+  instance_->setCurrentIndex(at);
 }
 
 bool BringupPanel::start() {
@@ -151,7 +176,10 @@ bool BringupPanel::start() {
     verdict_->setText(QString("Cannot certify: the largest size: ") + e.what());
     return false;
   }
-  if (instance_->currentIndex() > 0) options.instance = instance_->currentText().toStdString();
+  if (const QString file = instance_->currentData().toString(); !file.isEmpty())
+    options.topology_file = file.toStdString();
+  else if (instance_->currentIndex() > 0 && instance_->currentText() != kAskForFile)
+    options.instance = instance_->currentText().toStdString();
   QString bad;
   if (!read_assignments(env_->text(), options.env, &bad)) {
     verdict_->setText("Cannot certify: the environment takes NAME=VALUE, got " + bad);

@@ -1,6 +1,6 @@
 // The Bring-up tab: certify (docs/certify.md) over the connected agents as
-// a checklist. A Certify button with the nodes' instance type (for the
-// expected envelope), the sweeps' largest size and the ranks' environment;
+// a checklist. A Certify button with the nodes' instance type or a node's
+// topology file (for the expected envelope), the sweeps' largest size and the ranks' environment;
 // each step's progress and result as it runs; every node's verdict and
 // the links found wanting with why; the selected step's findings; the
 // report exported as HTML or JSON. Opening the preflight or link check
@@ -33,6 +33,9 @@ class BringupPanel : public QWidget {
   // instance type ("" for none) for the next certification.
   void set_environment(const QString& assignments);
   void set_instance(const QString& instance);
+  // Declares the cluster by a node's topology file instead (the last
+  // entry of the instance list, "Topology file..." asks for one).
+  void set_topology_file(const QString& path);
   // Writes the last report: HTML for a .html or .htm name, else JSON.
   bool export_report(const QString& path, QString* error = nullptr) const;
   // Shows a certification kept in the history (its JSON report), `about`

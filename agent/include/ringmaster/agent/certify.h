@@ -172,10 +172,22 @@ struct CertifyOptions {
   const std::atomic<bool>* stop = nullptr;
 };
 
-// Why `options.gate_gbs` cannot be met by `nodes` instances of
-// `options.instance` (tune::gate_refusal), or empty. Throws Error(config)
-// for an unknown instance type.
+// Why `options.gate_gbs` cannot be met by `nodes` nodes of the declared
+// cluster (tune::gate_refusal), or empty. Throws Error(config) for an
+// unknown instance type or a topology file refused.
 std::string certify_gate_refusal(const CertifyOptions& options, int nodes);
+
+// What the options declare the cluster to be, checked before anything
+// runs. Throws Error(config) for an unknown type or a topology file that
+// cannot be read, declares no GPU or disagrees with the type named.
+struct DeclaredCluster {
+  std::string name;  // the instance type, or the file when recognised as none; empty: nothing declared
+  // With a topology file: what it declares and was recognised as
+  // ("p5.48xl-topo.xml: 8 GPUs (sm_90), 32 NICs, a p5.48xlarge or
+  // p5e.48xlarge").
+  std::string declared_by;
+};
+DeclaredCluster certify_declared_cluster(const CertifyOptions& options, int nodes);
 
 // Runs the steps over the agents (subscribed, their events through
 // `next`; agent 0 hosts the sweeps' store).
