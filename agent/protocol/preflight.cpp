@@ -39,6 +39,41 @@ std::string wait_reply(std::future<json>& f, std::chrono::milliseconds limit, co
   return {};
 }
 
+// The replies to a request sent to every node at once. Each node is given
+// `limit` after the latest reply from any of them, not from when its turn
+// to be read comes: nodes that share CPUs (agents on one host, a loaded
+// node) answer one after another, and a node early in the list is not
+// given up while the others are still answering. Requests not sent
+// (invalid futures) get neither a reply nor an error.
+std::vector<std::string> wait_replies(std::vector<std::future<json>>& pending, std::chrono::milliseconds limit,
+                                      const char* what, std::vector<json>& replies) {
+  const std::size_t n = pending.size();
+  replies.assign(n, json());
+  std::vector<std::string> errors(n);
+  std::vector<bool> read(n, false);
+  auto last_reply = Clock::now();
+  for (;;) {
+    int first_waiting = -1;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (read[i] || !pending[i].valid()) continue;
+      if (pending[i].wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
+        if (first_waiting < 0) first_waiting = static_cast<int>(i);
+        continue;
+      }
+      read[i] = true;
+      last_reply = Clock::now();
+      errors[i] = wait_reply(pending[i], std::chrono::milliseconds(0), what, replies[i]);
+    }
+    if (first_waiting < 0 || Clock::now() - last_reply > limit) break;
+    pending[static_cast<std::size_t>(first_waiting)].wait_for(std::chrono::milliseconds(20));
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!read[i] && pending[i].valid())
+      errors[i] = fmt::format("no answer to {} in {} s after the last other node's", what, limit.count() / 1000);
+  }
+  return errors;
+}
+
 // The port a node's interface probes go to: MASTER_PORT when it listens
 // there, else its first port listened on.
 std::optional<std::uint16_t> interface_probe_port(const PreflightNode& node) {
@@ -257,10 +292,12 @@ PreflightReport run_preflight(const std::vector<PreflightAgent>& agents, const P
     pending[i] = agents[i].client->request(listen);
   }
   std::optional<double> first_offset_ms;
+  std::vector<json> replies;
+  const auto listen_errors = wait_replies(pending, std::chrono::seconds(15), "preflight_listen", replies);
   for (std::size_t i = 0; i < n; ++i) {
     PreflightNode& node = r.nodes[i];
-    json reply;
-    node.error = wait_reply(pending[i], std::chrono::seconds(15), "preflight_listen", reply);
+    const json& reply = replies[i];
+    node.error = listen_errors[i];
     if (!node.error.empty()) continue;
     node.facts = node_facts_from_json(reply.value("facts", json::object()));
     node.name = node.facts.hostname;
@@ -300,12 +337,16 @@ PreflightReport run_preflight(const std::vector<PreflightAgent>& agents, const P
     pending[i] =
         agents[i].client->request({{"type", "preflight_probe"}, {"targets", targets}, {"window_ms", o.window.count()}});
   }
+  std::size_t most_targets = 0;
+  for (const auto& plan : plans)
+    most_targets = std::max(most_targets, plan.targets.size());
+  const auto batches = static_cast<long long>(most_targets / 512 + 1);
+  const auto probe_errors =
+      wait_replies(pending, std::chrono::milliseconds(o.window.count() * batches + 15000), "preflight_probe", replies);
   for (std::size_t i = 0; i < n; ++i) {
     if (!r.nodes[i].error.empty()) continue;
-    const auto batches = static_cast<long long>(plans[i].targets.size() / 512 + 1);
-    json reply;
-    const std::string error =
-        wait_reply(pending[i], std::chrono::milliseconds(o.window.count() * batches + 15000), "preflight_probe", reply);
+    const std::string& error = probe_errors[i];
+    const json& reply = replies[i];
     const json results = error.empty() ? reply.value("results", json::array()) : json::array();
     for (auto& [probe, target] : plans[i].probes) {
       if (target < results.size()) {
