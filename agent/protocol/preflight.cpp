@@ -39,41 +39,6 @@ std::string wait_reply(std::future<json>& f, std::chrono::milliseconds limit, co
   return {};
 }
 
-// The replies to a request sent to every node at once. Each node is given
-// `limit` after the latest reply from any of them, not from when its turn
-// to be read comes: nodes that share CPUs (agents on one host, a loaded
-// node) answer one after another, and a node early in the list is not
-// given up while the others are still answering. Requests not sent
-// (invalid futures) get neither a reply nor an error.
-std::vector<std::string> wait_replies(std::vector<std::future<json>>& pending, std::chrono::milliseconds limit,
-                                      const char* what, std::vector<json>& replies) {
-  const std::size_t n = pending.size();
-  replies.assign(n, json());
-  std::vector<std::string> errors(n);
-  std::vector<bool> read(n, false);
-  auto last_reply = Clock::now();
-  for (;;) {
-    int first_waiting = -1;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (read[i] || !pending[i].valid()) continue;
-      if (pending[i].wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
-        if (first_waiting < 0) first_waiting = static_cast<int>(i);
-        continue;
-      }
-      read[i] = true;
-      last_reply = Clock::now();
-      errors[i] = wait_reply(pending[i], std::chrono::milliseconds(0), what, replies[i]);
-    }
-    if (first_waiting < 0 || Clock::now() - last_reply > limit) break;
-    pending[static_cast<std::size_t>(first_waiting)].wait_for(std::chrono::milliseconds(20));
-  }
-  for (std::size_t i = 0; i < n; ++i) {
-    if (!read[i] && pending[i].valid())
-      errors[i] = fmt::format("no answer to {} in {} s after the last other node's", what, limit.count() / 1000);
-  }
-  return errors;
-}
-
 // The port a node's interface probes go to: MASTER_PORT when it listens
 // there, else its first port listened on.
 std::optional<std::uint16_t> interface_probe_port(const PreflightNode& node) {
@@ -272,6 +237,36 @@ json to_json(const PreflightReport& r, const std::vector<PreflightFinding>& find
           {"findings", out_findings}};
 }
 
+std::vector<std::string> wait_for_replies(std::vector<std::future<json>>& pending, std::chrono::milliseconds limit,
+                                          const char* what, std::vector<json>& replies) {
+  const std::size_t n = pending.size();
+  replies.assign(n, json());
+  std::vector<std::string> errors(n);
+  std::vector<bool> read(n, false);
+  auto last_reply = Clock::now();
+  for (;;) {
+    int first_waiting = -1;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (read[i] || !pending[i].valid()) continue;
+      if (pending[i].wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
+        if (first_waiting < 0) first_waiting = static_cast<int>(i);
+        continue;
+      }
+      read[i] = true;
+      last_reply = Clock::now();
+      errors[i] = wait_reply(pending[i], std::chrono::milliseconds(0), what, replies[i]);
+    }
+    if (first_waiting < 0 || Clock::now() - last_reply > limit) break;
+    pending[static_cast<std::size_t>(first_waiting)].wait_for(std::chrono::milliseconds(20));
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!read[i] && pending[i].valid())
+      errors[i] = fmt::format("no answer to {} within {:g} s of the last reply from any node", what,
+                              static_cast<double>(limit.count()) / 1000);
+  }
+  return errors;
+}
+
 PreflightReport run_preflight(const std::vector<PreflightAgent>& agents, const PreflightOptions& o) {
   const auto started = Clock::now();
   PreflightReport r;
@@ -293,7 +288,7 @@ PreflightReport run_preflight(const std::vector<PreflightAgent>& agents, const P
   }
   std::optional<double> first_offset_ms;
   std::vector<json> replies;
-  const auto listen_errors = wait_replies(pending, std::chrono::seconds(15), "preflight_listen", replies);
+  const auto listen_errors = wait_for_replies(pending, std::chrono::seconds(15), "preflight_listen", replies);
   for (std::size_t i = 0; i < n; ++i) {
     PreflightNode& node = r.nodes[i];
     const json& reply = replies[i];
@@ -341,8 +336,8 @@ PreflightReport run_preflight(const std::vector<PreflightAgent>& agents, const P
   for (const auto& plan : plans)
     most_targets = std::max(most_targets, plan.targets.size());
   const auto batches = static_cast<long long>(most_targets / 512 + 1);
-  const auto probe_errors =
-      wait_replies(pending, std::chrono::milliseconds(o.window.count() * batches + 15000), "preflight_probe", replies);
+  const auto probe_errors = wait_for_replies(pending, std::chrono::milliseconds(o.window.count() * batches + 15000),
+                                             "preflight_probe", replies);
   for (std::size_t i = 0; i < n; ++i) {
     if (!r.nodes[i].error.empty()) continue;
     const std::string& error = probe_errors[i];

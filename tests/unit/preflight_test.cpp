@@ -12,9 +12,12 @@
 #include <optional>
 
 #include <algorithm>
+#include <future>
 #include <regex>
+#include <thread>
 #include <tuple>
 
+#include "ringmaster/agent/preflight.h"
 #include "ringmaster/tools/preflight.h"
 
 namespace ringmaster {
@@ -426,3 +429,49 @@ TEST(PreflightDiagnosis, TheTextHasAMatrixPerClassAndLettersBeyondEightNodes) {
 
 }  // namespace
 }  // namespace ringmaster
+
+// Nodes that answer one after another (agents sharing a host's CPUs) are
+// each given the limit after the latest reply from any node: the first in
+// the list, answering after its own limit but within the limit of another
+// node's reply, counts; one that never answers is given up the limit after
+// the last reply, named; a node not asked has neither.
+TEST(PreflightReplies, EachNodeIsGivenTheLimitAfterTheLatestReply) {
+  using namespace std::chrono_literals;
+  using nlohmann::json;
+  constexpr auto kLimit = 300ms;
+  std::vector<std::promise<json>> promises(4);
+  std::vector<std::future<json>> pending;
+  for (int i = 0; i < 3; ++i)
+    pending.push_back(promises[static_cast<std::size_t>(i)].get_future());
+  pending.emplace_back();  // node 3 not asked
+  std::chrono::steady_clock::time_point last_answer;
+  std::thread answers([&] {
+    std::this_thread::sleep_for(200ms);
+    promises[1].set_value({{"type", "preflight_listen"}, {"node", 1}});
+    std::this_thread::sleep_for(250ms);  // 450 ms: past node 0's own limit, within node 1's
+    last_answer = std::chrono::steady_clock::now();
+    promises[0].set_value({{"type", "preflight_listen"}, {"node", 0}});
+  });
+  std::vector<json> replies;
+  const auto started = std::chrono::steady_clock::now();
+  const auto errors = ringmaster::agent::wait_for_replies(pending, kLimit, "preflight_listen", replies);
+  const auto finished = std::chrono::steady_clock::now();
+  answers.join();
+  ASSERT_EQ(errors.size(), 4u);
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(replies[0]["node"], 0);
+  EXPECT_EQ(errors[1], "");
+  EXPECT_EQ(replies[1]["node"], 1);
+  EXPECT_EQ(errors[2], "no answer to preflight_listen within 0.3 s of the last reply from any node");
+  EXPECT_EQ(errors[3], "");
+  EXPECT_TRUE(replies[3].is_null());
+  EXPECT_GE(finished - last_answer, kLimit);  // given up only the limit after node 0's reply
+  EXPECT_LT(finished - started, 5s);
+  // An agent's refusal is that node's error.
+  std::promise<json> refused;
+  std::vector<std::future<json>> one;
+  one.push_back(refused.get_future());
+  refused.set_value({{"type", "error"}, {"message", "another preflight request is under way on this agent"}});
+  EXPECT_EQ(ringmaster::agent::wait_for_replies(one, kLimit, "preflight_listen", replies)[0],
+            "preflight_listen: another preflight request is under way on this agent");
+}

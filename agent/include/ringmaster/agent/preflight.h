@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,18 @@ struct PreflightAgent {
   AgentClient* client = nullptr;
   std::string address;
 };
+
+// The replies to a request sent to every node at once (a future each; an
+// invalid one for a node not asked: no reply, no error). Each node is
+// given `limit` after the latest reply from any of them, not from when its
+// turn to be read comes: nodes that share CPUs (agents on one host, a
+// loaded node) answer one after another, and a node early in the list is
+// not given up while the others still answer. Returns each node's error
+// ("no answer to preflight_listen within 15 s of the last reply from any
+// node", or the agent's refusal), empty for a reply, which is in `replies`.
+std::vector<std::string> wait_for_replies(std::vector<std::future<nlohmann::json>>& pending,
+                                          std::chrono::milliseconds limit, const char* what,
+                                          std::vector<nlohmann::json>& replies);
 
 // Asks every agent to listen on its sample ports and report its facts,
 // then every agent to probe every other one's ports (and each of its
