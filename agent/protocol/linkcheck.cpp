@@ -50,6 +50,10 @@ struct PairRun {
   int done = 0;  // run_done events seen (one per agent)
   std::string error;
   double best_algbw = 0;  // rank 0's best sendrecv row: the pair's end-to-end rate
+  // Its ranks never met: the store could not be hosted or reached (a
+  // port another run took in between, several agents sharing one host).
+  // The link was not tried; the pair is run once more.
+  bool store_failed = false;
 };
 
 // The ranks' environment for each pair: the user's, and no tuner
@@ -91,6 +95,96 @@ PairRun start_pair(const std::vector<PreflightAgent>& agents, const LinkcheckOpt
     run.done = 2;
   }
   return run;
+}
+
+// One round: every directed pair's run started at once, their events read
+// until each ends (or o.per_pair passes), and what rank 1 measured; each
+// link with whether its ranks never met (a pair to run once more).
+std::vector<std::pair<LinkMeasure, bool>> measure_round(const std::vector<PreflightAgent>& agents,
+                                                        const NextMessage& next, const LinkcheckOptions& o,
+                                                        const std::string& tag,
+                                                        const std::vector<std::pair<int, int>>& directed,
+                                                        const std::function<double(int, int)>& nominal_gbs) {
+  std::vector<std::pair<LinkMeasure, bool>> out;
+  std::vector<PairRun> runs;
+  for (const auto& [a, b] : directed)
+    runs.push_back(start_pair(agents, o, tag, a, b));
+  // The receiving rank's links event.
+  std::map<std::pair<std::string, int>, events::Links> measured;
+  const auto deadline = Clock::now() + o.per_pair;
+  auto all_done = [&] { return std::all_of(runs.begin(), runs.end(), [](const PairRun& p) { return p.done >= 2; }); };
+  while (!all_done()) {
+    const auto m = next(deadline);
+    if (!m) break;
+    std::optional<events::EventMessage> message;
+    try {
+      message = events::parse_event_message(*m);
+    } catch (const Error&) {
+      continue;  // not this check's: a pair whose event is unreadable reports nothing measured
+    }
+    if (!message) continue;
+    const auto it =
+        std::find_if(runs.begin(), runs.end(), [&](const PairRun& p) { return p.run_id == message->run_id; });
+    if (it == runs.end()) continue;
+    const int rank = message->rank;
+    std::visit(
+        [&](const auto& e) {
+          using E = std::decay_t<decltype(e)>;
+          if constexpr (std::is_same_v<E, events::Links>) {
+            measured[{message->run_id, rank}] = e;
+          } else if constexpr (std::is_same_v<E, events::RunDone>) {
+            ++it->done;
+          } else if constexpr (std::is_same_v<E, events::Result>) {
+            if (rank == 0) it->best_algbw = std::max(it->best_algbw, e.out_of_place.algbw);
+          } else if constexpr (std::is_same_v<E, events::StageFailed>) {
+            if (it->error.empty()) {
+              it->error =
+                  fmt::format("{} failed at {}: {}", rank == 0 ? "rank 0" : "rank 1", name_of(e.stage), e.summary);
+              it->store_failed = e.stage == Stage::store_connect || e.stage == Stage::store_barrier;
+            }
+          } else if constexpr (std::is_same_v<E, events::CollectiveError>) {
+            if (it->error.empty()) it->error = e.message;
+          }
+        },
+        message->event);
+  }
+  for (auto& run : runs) {
+    if (run.done < 2 && run.error.empty()) {
+      run.error = fmt::format("no end within {} s", o.per_pair.count());
+      for (const auto& p : {run.a, run.b}) {
+        try {
+          agents[static_cast<std::size_t>(p)].client->call({{"type", "cancel"}, {"run_id", run.run_id}});
+        } catch (const std::exception&) {
+        }
+      }
+    }
+    // Rank 1, on b, measured what came from a.
+    LinkMeasure l;
+    l.from = run.a;
+    l.to = run.b;
+    l.nominal_gbs = nominal_gbs(run.a, run.b);
+    const auto it = measured.find({run.run_id, 1});
+    if (it != measured.end()) {
+      for (const auto& x : it->second.links) {
+        l.gbs = std::max(l.gbs, x.gbs.value_or(0.0));
+        l.ahead = l.ahead || x.ahead > 0 || x.bytes > 0;
+        if (!x.transport.empty()) l.transport = x.transport;
+      }
+    }
+    l.ahead = l.ahead && l.gbs <= 0;
+    // Rank 0, on a, counted what its TCP sent and resent toward b.
+    if (const auto sender = measured.find({run.run_id, 0}); sender != measured.end()) {
+      for (const auto& t : sender->second.sent) {
+        if (t.to != 1) continue;
+        l.segments = t.segments;
+        l.resent = t.resent;
+      }
+    }
+    if (l.ahead) l.floor_gbs = run.best_algbw;
+    if (l.gbs <= 0 && !l.ahead) l.error = run.error.empty() ? "nothing measured" : run.error;
+    out.emplace_back(std::move(l), run.store_failed && l.gbs <= 0);
+  }
+  return out;
 }
 
 }  // namespace
@@ -157,85 +251,25 @@ LinkcheckReport run_linkcheck(const std::vector<PreflightAgent>& agents, const N
   // direction by the slow one).
   for (std::size_t r = 0; r < 2 * rounds.size(); ++r) {
     if (o.before_round) o.before_round(static_cast<int>(r));
-    std::vector<PairRun> runs;
-    for (const auto& [x, y] : rounds[r / 2]) {
-      const int a = r % 2 == 0 ? x : y, b = r % 2 == 0 ? y : x;
-      runs.push_back(start_pair(agents, o, tag, a, b));
+    std::vector<std::pair<int, int>> directed;
+    for (const auto& [x, y] : rounds[r / 2])
+      directed.emplace_back(r % 2 == 0 ? x : y, r % 2 == 0 ? y : x);
+    auto measures = measure_round(agents, next, o, tag, directed, nominal_gbs);
+    // Pairs whose ranks never met are run once more, on their own.
+    std::vector<std::pair<int, int>> again;
+    for (const auto& [l, store_failed] : measures) {
+      if (store_failed) again.emplace_back(l.from, l.to);
     }
-    // The receiving rank's links event.
-    std::map<std::pair<std::string, int>, events::Links> measured;
-    const auto deadline = Clock::now() + o.per_pair;
-    auto all_done = [&] { return std::all_of(runs.begin(), runs.end(), [](const PairRun& p) { return p.done >= 2; }); };
-    while (!all_done()) {
-      const auto m = next(deadline);
-      if (!m) break;
-      std::optional<events::EventMessage> message;
-      try {
-        message = events::parse_event_message(*m);
-      } catch (const Error&) {
-        continue;  // not this check's: a pair whose event is unreadable reports nothing measured
-      }
-      if (!message) continue;
-      const auto it =
-          std::find_if(runs.begin(), runs.end(), [&](const PairRun& p) { return p.run_id == message->run_id; });
-      if (it == runs.end()) continue;
-      const int rank = message->rank;
-      std::visit(
-          [&](const auto& e) {
-            using E = std::decay_t<decltype(e)>;
-            if constexpr (std::is_same_v<E, events::Links>) {
-              measured[{message->run_id, rank}] = e;
-            } else if constexpr (std::is_same_v<E, events::RunDone>) {
-              ++it->done;
-            } else if constexpr (std::is_same_v<E, events::Result>) {
-              if (rank == 0) it->best_algbw = std::max(it->best_algbw, e.out_of_place.algbw);
-            } else if constexpr (std::is_same_v<E, events::StageFailed>) {
-              if (it->error.empty()) {
-                it->error =
-                    fmt::format("{} failed at {}: {}", rank == 0 ? "rank 0" : "rank 1", name_of(e.stage), e.summary);
-              }
-            } else if constexpr (std::is_same_v<E, events::CollectiveError>) {
-              if (it->error.empty()) it->error = e.message;
-            }
-          },
-          message->event);
-    }
-    for (auto& run : runs) {
-      if (run.done < 2 && run.error.empty()) {
-        run.error = fmt::format("no end within {} s", o.per_pair.count());
-        for (const auto& p : {run.a, run.b}) {
-          try {
-            agents[static_cast<std::size_t>(p)].client->call({{"type", "cancel"}, {"run_id", run.run_id}});
-          } catch (const std::exception&) {
-          }
+    if (!again.empty()) {
+      if (o.before_round) o.before_round(static_cast<int>(r));  // a scenario's faults, as for the round
+      for (auto& [l, retried] : measure_round(agents, next, o, tag + "-again", again, nominal_gbs)) {
+        for (auto& m : measures) {
+          if (m.first.from == l.from && m.first.to == l.to) m.first = std::move(l);
         }
       }
-      // Rank 1, on b, measured what came from a.
-      LinkMeasure l;
-      l.from = run.a;
-      l.to = run.b;
-      l.nominal_gbs = nominal_gbs(run.a, run.b);
-      const auto it = measured.find({run.run_id, 1});
-      if (it != measured.end()) {
-        for (const auto& x : it->second.links) {
-          l.gbs = std::max(l.gbs, x.gbs.value_or(0.0));
-          l.ahead = l.ahead || x.ahead > 0 || x.bytes > 0;
-          if (!x.transport.empty()) l.transport = x.transport;
-        }
-      }
-      l.ahead = l.ahead && l.gbs <= 0;
-      // Rank 0, on a, counted what its TCP sent and resent toward b.
-      if (const auto sender = measured.find({run.run_id, 0}); sender != measured.end()) {
-        for (const auto& t : sender->second.sent) {
-          if (t.to != 1) continue;
-          l.segments = t.segments;
-          l.resent = t.resent;
-        }
-      }
-      if (l.ahead) l.floor_gbs = run.best_algbw;
-      if (l.gbs <= 0 && !l.ahead) l.error = run.error.empty() ? "nothing measured" : run.error;
-      report.links.push_back(std::move(l));
     }
+    for (auto& m : measures)
+      report.links.push_back(std::move(m.first));
   }
   std::sort(report.links.begin(), report.links.end(),
             [](const LinkMeasure& x, const LinkMeasure& y) { return std::tie(x.from, x.to) < std::tie(y.from, y.to); });
