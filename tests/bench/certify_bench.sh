@@ -27,6 +27,17 @@ verdicts = {}
 for node in r["nodes"]:
     verdicts[node["verdict"]] = verdicts.get(node["verdict"], 0) + 1
 print(f"certify run {sys.argv[2]}: {int(sys.argv[3]) / 1000:.1f} s wall (exit {sys.argv[4]}): {steps}; nodes {verdicts}")
+for s in r["steps"]:
+    for f in s.get("findings", [])[:6]:
+        print("  %s: %s" % (s["name"], f))
+links = {}
+for link in r.get("links", []):
+    links[link["verdict"]] = links.get(link["verdict"], 0) + 1
+print("  links found wanting: %s" % (links or "none"))
+for node in r["nodes"]:
+    if node["verdict"] != "PASS":
+        why = node["reasons"][0]["text"] if node["reasons"] else ""
+        print("  node %s: %s: %s" % (node["address"], node["verdict"], why))
 ' "$work/report.json" "$run" "$(((end - start) / 1000000))" "$rc"
   start=$(date +%s%N)
   "$build/app/ringmaster-cli" linkcheck --agents "$agents" --token-file "$work/token" --env NCCL_SHM_DISABLE=1 \
