@@ -65,9 +65,10 @@ void close_at_once(int fd) {
 // Why a port would not listen: "in use" by a listener (which still
 // answers probes of the path), or the source port of a connection, where
 // nothing answers and a probe would read as a refusing firewall.
+constexpr std::string_view kInUse = "in use";
 std::string in_use_note(std::uint16_t port) {
   const auto holder = net::outbound_holder(net::sockets_on_port(port));
-  if (!holder) return "in use";
+  if (!holder) return std::string(kInUse);
   return fmt::format("in use by an outbound connection ({} to {})", holder->state, holder->remote);
 }
 
@@ -293,8 +294,12 @@ struct PortListeners::Impl {
       close_at_once(fd);
   }
 
-  // Listens on `port` on every address (dual-stack where IPv6 is on).
-  PortListeners::Port listen(std::uint16_t port) {
+  // Listens on `port` on every address (dual-stack where IPv6 is on). A
+  // port in use is explained (who holds it, from /proc/net/tcp) only when
+  // asked: a walk past taken ports explains the last one alone, as one
+  // reading of the table costs milliseconds where many agents share a
+  // host, and each try read it twice (64 agents' preflight took 76 s).
+  PortListeners::Port listen(std::uint16_t port, bool explain = true) {
     Port out{port, false, {}};
     int err = 0;
     net::Socket s;
@@ -319,7 +324,7 @@ struct PortListeners::Impl {
       if (err == EADDRINUSE) break;  // the IPv4 wildcard would meet the same listener
     }
     if (!s.valid()) {
-      out.note = err == EADDRINUSE ? in_use_note(port) : net::errno_text(err);
+      out.note = err != EADDRINUSE ? net::errno_text(err) : explain ? in_use_note(port) : std::string(kInUse);
       return out;
     }
     out.listening = true;
@@ -350,9 +355,10 @@ std::vector<PortListeners::Port> PortListeners::listen_in(std::uint16_t lo, std:
     const long long part_lo = lo + span * k / count, part_hi = lo + span * (k + 1) / count - 1;
     Port last;
     for (long long p = (part_lo + part_hi) / 2, tries = 0; p <= part_hi && tries < 64; ++p, ++tries) {
-      last = impl_->listen(static_cast<std::uint16_t>(p));
+      last = impl_->listen(static_cast<std::uint16_t>(p), false);
       if (last.listening) break;
     }
+    if (!last.listening && last.note == kInUse) last.note = in_use_note(last.port);
     out.push_back(last);
   }
   return out;
