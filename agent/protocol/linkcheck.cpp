@@ -277,6 +277,18 @@ LinkcheckReport run_linkcheck(const std::vector<PreflightAgent>& agents, const N
   return report;
 }
 
+std::string measured_well(const LinkcheckReport& r, int from, int to) {
+  std::vector<double> rates;
+  for (const auto& l : r.links) {
+    if (l.gbs > 0) rates.push_back(l.gbs);
+  }
+  const LinkMeasure* l = r.link(from, to);
+  if (rates.empty() || l == nullptr) return {};
+  const double typical = median(rates);
+  if (l->gbs < typical / 2) return {};
+  return fmt::format("the link check measured it alone at {:.2f} GB/s (median {:.2f} GB/s)", l->gbs, typical);
+}
+
 std::vector<std::string> diagnose_links(const LinkcheckReport& r) {
   std::vector<std::string> out;
   for (auto& p : find_link_problems(r))

@@ -183,7 +183,14 @@ TEST(LinkCheck, ASlowNodeIsNamedAndOneSlowLinkIsNamed) {
       << findings[0];
   EXPECT_NE(findings[1].find("the link node 3 -> node 2 (10.0.0.4 -> 10.0.0.3) is slow: 10.0 MB/s"), std::string::npos)
       << findings[1];
+  // What certify reads of a link a collective's run named slow: well
+  // measured here (at least half the median), or not.
+  EXPECT_EQ(agent::measured_well(r, 0, 1), "the link check measured it alone at 1.20 GB/s (median 1.20 GB/s)");
+  EXPECT_EQ(agent::measured_well(r, 3, 2), "");  // 10 MB/s
+  EXPECT_EQ(agent::measured_well(r, 1, 0), "");
+  EXPECT_EQ(agent::measured_well(r, 0, 0), "");  // no such link
   set(0, 3, 0);
+  EXPECT_EQ(agent::measured_well(r, 0, 3), "");  // not measured
   r.links[2].error = "rank 1 failed at STORE_CONNECT: timeout";
   findings = agent::diagnose_links(r);
   EXPECT_NE(findings[0].find("node 0 <-> node 3"), std::string::npos) << findings[0];
