@@ -579,8 +579,8 @@ CertifySweep Certifier::run_sweep(Collective c, int& slow_links) {
     ++slow_links;
     const std::string text = fmt::format("{}: node {} -> node {} {}: {}", sweep.collective, from, to,
                                          l.lossy() ? "lossy" : "slow", l.describe());
-    // Slow only under the collective's load, at half the median or better
-    // when the link check measured it: watched, not isolated. Ranks that
+    // Slow only under the collective's load, not slow when the link check
+    // measured it: watched, not isolated. Ranks that
     // crowd shared CPUs (64 agents on one host) slow one link of many in
     // one run and another in the next.
     const std::string alone = l.lossy() ? std::string() : measured_well_in_link_check(from, to);

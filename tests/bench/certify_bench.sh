@@ -34,6 +34,9 @@ links = {}
 for link in r.get("links", []):
     links[link["verdict"]] = links.get(link["verdict"], 0) + 1
 print("  links found wanting: %s" % (links or "none"))
+for link in r.get("links", []):
+    if link["verdict"] == "ISOLATE":
+        print("  link %d -> %d: ISOLATE: %s" % (link["from"], link["to"], "; ".join(x["text"] for x in link["reasons"])))
 for node in r["nodes"]:
     if node["verdict"] != "PASS":
         why = node["reasons"][0]["text"] if node["reasons"] else ""

@@ -183,11 +183,14 @@ TEST(LinkCheck, ASlowNodeIsNamedAndOneSlowLinkIsNamed) {
       << findings[0];
   EXPECT_NE(findings[1].find("the link node 3 -> node 2 (10.0.0.4 -> 10.0.0.3) is slow: 10.0 MB/s"), std::string::npos)
       << findings[1];
-  // What certify reads of a link a collective's run named slow: well
-  // measured here (at least half the median), or not.
+  // What certify reads of a link a collective's run named slow: not slow
+  // here (at least a fifth of the median), or slow.
   EXPECT_EQ(agent::measured_well(r, 0, 1), "the link check measured it alone at 1.20 GB/s (median 1.20 GB/s)");
   EXPECT_EQ(agent::measured_well(r, 3, 2), "");  // 10 MB/s
   EXPECT_EQ(agent::measured_well(r, 1, 0), "");
+  set(0, 2, 0.3);  // a quarter of the median: crowded, not slow
+  EXPECT_EQ(agent::measured_well(r, 0, 2), "the link check measured it alone at 0.30 GB/s (median 1.20 GB/s)");
+  set(0, 2, 1.2);
   EXPECT_EQ(agent::measured_well(r, 0, 0), "");  // no such link
   set(0, 3, 0);
   EXPECT_EQ(agent::measured_well(r, 0, 3), "");  // not measured

@@ -101,9 +101,9 @@ std::vector<LinkProblem> find_link_problems(const LinkcheckReport& report);
 std::vector<std::string> diagnose_links(const LinkcheckReport& report);
 
 // How the check measured the link from node `from` to node `to` when it
-// carried at least half the median link's rate ("the link check measured
-// it alone at 4.12 GB/s (median 5.10 GB/s)"); empty when it was not
-// measured or measured under that. A link a collective's run summary
+// was not slow by the check's rule (at least a fifth of the median link's
+// rate: "the link check measured it alone at 4.12 GB/s (median 5.10
+// GB/s)"); empty when it was not measured or measured slow. A link a collective's run summary
 // names slow that reads well here was slow only under that run's load.
 std::string measured_well(const LinkcheckReport& report, int from, int to);
 
