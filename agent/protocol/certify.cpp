@@ -676,13 +676,10 @@ std::string certify_gate_refusal(const CertifyOptions& options, int nodes) {
 }
 
 DeclaredCluster certify_declared_cluster(const CertifyOptions& options, int nodes) {
-  if (options.topology_file.empty()) {
-    if (options.instance.empty()) return {};
-    (void)declared_envelope(options, nullptr, nodes, Collective::all_reduce, std::size_t{1} << 20);  // the tolerance
-    return {std::string(tune::instance_profile(options.instance).name), {}};
-  }
-  const auto node = topo::Topology::load_file(options.topology_file);
-  const auto e = declared_envelope(options, &node, nodes, Collective::all_reduce, std::size_t{1} << 20);
+  std::optional<topo::Topology> node;
+  if (!options.topology_file.empty()) node = topo::Topology::load_file(options.topology_file);
+  const auto e =
+      declared_envelope(options, node ? &*node : nullptr, nodes, Collective::all_reduce, std::size_t{1} << 20);
   return e ? DeclaredCluster{e->instance, e->declared_by} : DeclaredCluster{};
 }
 
