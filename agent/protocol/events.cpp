@@ -67,7 +67,8 @@ json body(const StageFailed& e) {
           {"world_size", e.world_size},
           {"missing", e.missing},
           {"summary", e.summary},
-          {"hint", e.hint}};
+          {"hint", e.hint},
+          {"conntrack", e.conntrack}};
 }
 StageFailed read(const Fields& f, StageFailed e) {
   e.stage = f.stage();
@@ -84,6 +85,7 @@ StageFailed read(const Fields& f, StageFailed e) {
   e.missing = f.integers<int>("missing");
   e.summary = f.text("summary", true);
   e.hint = f.text("hint");
+  e.conntrack = f.text("conntrack");
   return e;
 }
 
@@ -799,6 +801,7 @@ StageFailed stage_failed(const StageFailure& f) {
   s.missing = f.missing;
   s.summary = f.summary;
   s.hint = f.hint;
+  s.conntrack = f.conntrack;
   return s;
 }
 
@@ -817,6 +820,7 @@ StageFailure stage_failure(const StageFailed& s) {
   f.missing = s.missing;
   f.summary = s.summary;
   f.hint = s.hint;
+  f.conntrack = s.conntrack;
   return f;
 }
 

@@ -141,6 +141,9 @@ void check_setup(const Scenario& s, const std::string& file) {
             refuse(file,
                    fmt::format("{}.agent_env: '{}' is not an upper-case variable name with a string value", where, k));
         }
+      } else if (key == "conntrack_full") {
+        ++actions;
+        if (value != true) refuse(file, where + ".conntrack_full is not true");
       } else if (key == "outbound_from_port") {
         ++actions;
         if (!value.is_number_integer() || value.get<int>() < 1 || value.get<int>() > 65535)
@@ -150,8 +153,9 @@ void check_setup(const Scenario& s, const std::string& file) {
       }
     }
     if (actions != 1)
-      refuse(file,
-             where + " must hold exactly one of mtu, sysctl, outbound_from_port, stray_traffic, address, agent_env");
+      refuse(file, where +
+                       " must hold exactly one of mtu, sysctl, outbound_from_port, stray_traffic, address, agent_env, "
+                       "conntrack_full");
   }
 }
 

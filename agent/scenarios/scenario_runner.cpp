@@ -43,6 +43,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "conntrack_fill.h"
 #include "ringmaster/agent/certify.h"
 #include "ringmaster/agent/client.h"
 #include "ringmaster/agent/command.h"
@@ -832,6 +833,15 @@ void prepare_hosts(Cluster& cluster, const agent::Scenario& s, Verdict& v) {
         must({"ip", "-n", cluster.ns(h), "addr", "add", a, "dev", "eth0", "nodad"});
         v.report.push_back(fmt::format("host {}: eth0 also has {}", h, a));
       }
+      if (step.contains("conntrack_full")) {
+        // A stateful firewall, as a node has one: every packet of the
+        // namespace is tracked from here on (the table fills once the
+        // agents run).
+        must({"ip", "netns", "exec", cluster.ns(h), "nft",
+              "add table inet ringmaster-stateful; add chain inet ringmaster-stateful input { type filter hook input "
+              "priority 0; policy accept; ct state established,related accept; }"});
+        v.report.push_back(fmt::format("host {}: a stateful firewall (ct state established,related accept)", h));
+      }
       const json agent_env = step.value("agent_env", json::object());
       for (const auto& [name, value] : agent_env.items()) {
         cluster.set_agent_env(h, name, value.get<std::string>());
@@ -859,6 +869,17 @@ void hold_ports(Cluster& cluster, const agent::Scenario& s, Verdict& v) {
       cluster.start_stray_traffic(on, *agent::parse_port_list(ports));
       v.report.push_back(fmt::format("198.18.0.254: stray connections to ports {} of host(s) {} until the run ends",
                                      ports, fmt::join(on, ", ")));
+    }
+    if (step.contains("conntrack_full")) {
+      for (const int h : step.value("hosts", std::vector<int>{0})) {
+        const auto started = std::chrono::steady_clock::now();
+        const ConntrackFill fill = fill_conntrack_table("/var/run/netns/" + cluster.ns(h));
+        v.report.push_back(fmt::format(
+            "host {}: connection-tracking table filled with {} established connections in {:.1f} s ({} of {} "
+            "entries)",
+            h, fill.inserted, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+            fill.count, fill.max));
+      }
     }
     if (!step.contains("outbound_from_port")) continue;
     for (const int h : step.value("hosts", std::vector<int>{0})) {

@@ -11,6 +11,7 @@
 #include "base/cpus.h"
 #include "comm/settings.h"
 #include "net/connect_filter.h"
+#include "net/conntrack.h"
 #include "net/interfaces.h"
 #include "net/port_use.h"
 #include "ringmaster/config.h"
@@ -416,6 +417,44 @@ TEST(StageFailure, FailuresReadTogetherNameWhatNoneSaysAlone) {
   ASSERT_EQ(together.size(), 1u);
   EXPECT_NE(together[0].find("NCCL_SOCKET_FAMILY=AF_INET"), std::string::npos) << together[0];
   EXPECT_TRUE(read_together({}).empty());
+}
+
+// A host whose connection-tracking table is full drops new connections to
+// it and from it: its own rank says so, and the ranks that got no answer
+// from that host are read against it.
+TEST(StageFailure, AFullConntrackTableIsReadAgainstTheRanksItLeftUnanswered) {
+  const std::string timed_out = "Connection timed out (ETIMEDOUT)";
+  auto full = failed_at(Stage::store_connect, 0, "198.18.0.1:29500", "198.18.0.1:29500", timed_out);
+  full.conntrack = "262144 of 262144 entries, 9 new connection(s) dropped";
+  const auto together = read_together({full, failed_at(Stage::store_connect, 1, "", "198.18.0.1:29500", timed_out),
+                                       failed_at(Stage::transport_connect, 2, "", "198.18.0.3:40001", timed_out)});
+  ASSERT_EQ(together.size(), 1u);
+  EXPECT_NE(together[0].find("rank 0's host (198.18.0.1) drops new connections: its connection-tracking table is "
+                             "full (262144 of 262144 entries, 9 new connection(s) dropped), so rank 1 got no answer "
+                             "there"),
+            std::string::npos)
+      << together[0];
+  EXPECT_NE(together[0].find("nf_conntrack_max"), std::string::npos);
+  // Without one: nothing said of tables.
+  EXPECT_TRUE(read_together({failed_at(Stage::store_connect, 1, "", "198.18.0.1:29500", timed_out)}).empty());
+}
+
+// /proc/net/stat/nf_conntrack: one row a CPU, in hex; "drop" summed.
+TEST(Conntrack, DropsAreSummedOverCpus) {
+  const std::string stat =
+      "entries  clashres found new invalid ignore delete chainlength insert insert_failed drop early_drop icmp_error\n"
+      "00040000  00000000 00000000 00000000 00000003 00000000 00000000 00000000 00000000 00000000 0000000a 00000000 "
+      "00000000\n"
+      "00040000  00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000007 00000000 "
+      "00000000\n";
+  EXPECT_EQ(net::parse_conntrack_drops(stat), 17u);
+  EXPECT_EQ(net::parse_conntrack_drops("entries found\n00000001 00000002\n"), 0u);
+  EXPECT_EQ(net::parse_conntrack_drops(""), 0u);
+  const net::ConntrackTable t{.count = 262144, .max = 262144, .drops = 3};
+  EXPECT_TRUE(t.full());
+  EXPECT_FALSE((net::ConntrackTable{.count = 1000, .max = 262144}).full());
+  EXPECT_EQ(t.describe(), "262144 of 262144 entries, 3 new connection(s) dropped");
+  EXPECT_NE(net::conntrack_hint(t).find("sysctl -w net.netfilter.nf_conntrack_max=1048576"), std::string::npos);
 }
 
 // The kernel's socket table as /proc/net/tcp writes it: a listener on

@@ -56,6 +56,7 @@ std::vector<json> one_of_each() {
   failure.missing = {2};
   failure.summary = "3/4 ranks joined";
   failure.hint = "rank 2 never connected";
+  failure.conntrack = "262144 of 262144 entries, 12 new connection(s) dropped";
   out.push_back(agent::to_json(failure));
   PerfSpec spec;
   spec.collective = Collective::all_reduce;

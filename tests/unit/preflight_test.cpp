@@ -367,6 +367,29 @@ TEST(PreflightDiagnosis, NodeFactsThatBreakAJob) {
   EXPECT_EQ(findings.front().severity, PreflightFinding::Severity::problem);
 }
 
+// A node whose connection-tracking table is full drops every new
+// connection to it and from it: the probes it left unanswered are put on
+// the table, not read as a firewall rule, and the rest is read as usual.
+TEST(PreflightDiagnosis, AFullConntrackTableExplainsTheProbesItDropped) {
+  ReportBuilder b(4);
+  b.set("", 1, -1, -1, Reach::dropped).set("", -1, 1, -1, Reach::dropped);
+  for (auto& p : b.r.probes) {
+    if (p.port_class.empty() && (p.from == 1 || p.to == 1)) p.result.reach = Reach::dropped;
+  }
+  b.set("ephemeral", 3, 2, 50000, Reach::rejected);  // a rule of its own between two other nodes
+  b.r.nodes[1].facts.conntrack_count = b.r.nodes[1].facts.conntrack_max = 262'144;
+  const auto p = problems(b.r);
+  EXPECT_TRUE(any_says(p, {"node 1 (node1): the connection-tracking table holds 262144 of 262144 entries (100%)",
+                           "36 of this preflight's probes to or from the node got no answer for that reason"}))
+      << all_text(p);
+  EXPECT_FALSE(any_says(p, {"node 1"}) && any_says(p, {"firewall, or a security group"})) << all_text(p);
+  EXPECT_FALSE(any_says(p, {"no interface reaches every node"})) << all_text(p);
+  EXPECT_TRUE(any_says(p, {"node 3 -> node 2 rejected"})) << all_text(p);
+  // The same drops without a full table are a node nobody reaches.
+  b.r.nodes[1].facts.conntrack_count = 1000;
+  EXPECT_TRUE(any_says(problems(b.r), {"on node 1 (node1)", "from every other node"})) << all_text(problems(b.r));
+}
+
 // Nodes whose NCCL (or driver, or plugin) differ are named with their
 // versions; a component missing everywhere, for whatever reason, is not a
 // difference. So are the NCCL_* settings their ranks would inherit: one

@@ -88,7 +88,9 @@ TEST(Scenarios, ABadFileIsRefusedByName) {
             "scenario 07-bad.json: faults[0] is not {\"fault\": {...}, \"hosts\": [...]}");
   EXPECT_EQ(refused(R"({"name": "x", "setup": [{"mtu": 9000, "sysctl": {}}]})"),
             "scenario 07-bad.json: setup[0] must hold exactly one of mtu, sysctl, outbound_from_port, stray_traffic, "
-            "address, agent_env");
+            "address, agent_env, conntrack_full");
+  EXPECT_EQ(refused(R"({"name": "x", "setup": [{"conntrack_full": 1}]})"),
+            "scenario 07-bad.json: setup[0].conntrack_full is not true");
   EXPECT_EQ(refused(R"({"name": "x", "setup": [{"agent_env": {"nccl_proto": "Simple"}}]})"),
             "scenario 07-bad.json: setup[0].agent_env: 'nccl_proto' is not an upper-case variable name with a string "
             "value");

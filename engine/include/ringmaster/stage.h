@@ -71,6 +71,10 @@ struct StageFailure {
   std::vector<int> missing;  // ranks that did not
   std::string summary;       // one line: what failed
   std::string hint;          // likely cause and next step
+  // This host's connection-tracking table when it was full, or dropped
+  // connections while the stages ran ("262144 of 262144 entries, 37 new
+  // connection(s) dropped"); empty otherwise.
+  std::string conntrack;
 
   // "3/4 joined; missing: 2"
   std::string joined_text() const;

@@ -21,6 +21,7 @@
 #include "bootstrap/bootstrap_impl.h"
 #include "bootstrap/exchange.h"
 #include "bootstrap/hints.h"
+#include "net/conntrack.h"
 #include "net/interfaces.h"
 #include "ringmaster/status.h"
 #include "store/client.h"
@@ -68,7 +69,7 @@ int family_of(const std::string& name) {
 // into a reported event plus a StageError.
 class StageRunner {
  public:
-  explicit StageRunner(Bootstrap::Impl& state) : state_(state) {}
+  explicit StageRunner(Bootstrap::Impl& state) : state_(state), conntrack_before_(net::conntrack_table()) {}
 
   template <class Body>
   void run(Stage stage, Body&& body) {
@@ -82,12 +83,18 @@ class StageRunner {
     try {
       detail = body();
     } catch (const StageError& e) {
-      fail(e.failure());
-      throw;
+      auto f = e.failure();
+      if (!note_conntrack(f)) {
+        fail(f);
+        throw;
+      }
+      fail(f);
+      throw StageError(f);
     } catch (const Error& e) {
       // An unexpected failure inside a stage still names its stage.
       auto f = failure(e.status().message());
       f.category = e.category();
+      note_conntrack(f);
       fail(f);
       throw StageError(f);
     }
@@ -113,6 +120,20 @@ class StageRunner {
   }
 
  private:
+  // A stage that waited for the network in vain, on a host whose
+  // connection-tracking table is full or dropped connections meanwhile:
+  // the table is the first suspect, before any firewall. True when it
+  // added that to `f`.
+  bool note_conntrack(StageFailure& f) const {
+    if (f.category != ErrorCategory::timeout && f.category != ErrorCategory::network) return false;
+    const auto table = net::conntrack_pressure(conntrack_before_);
+    if (!table) return false;
+    f.conntrack = table->describe();
+    const std::string note = net::conntrack_hint(*table);
+    f.hint = f.hint.empty() ? note : note + " " + f.hint;
+    return true;
+  }
+
   void fail(const StageFailure& f) {
     finish(false, f.summary + (f.hint.empty() ? "" : " | hint: " + f.hint));
     RM_WARN(init, "{}", f.to_string());
@@ -136,6 +157,7 @@ class StageRunner {
   }
 
   Bootstrap::Impl& state_;
+  std::optional<net::ConntrackTable> conntrack_before_;  // when the stages began
   Stage current_ = Stage::resolve_master;
   Clock::time_point begin_;
   Clock::time_point counted_from_;  // the previous stage's end
@@ -183,6 +205,76 @@ bool is_local_address(const net::SocketAddress& address) {
 std::string host_port(const std::string& host, std::uint16_t port) {
   const std::string shown = host.empty() ? "*" : host.find(':') != std::string::npos ? "[" + host + "]" : host;
   return shown + ":" + std::to_string(port);
+}
+
+// STORE_BARRIER: this rank claims its number under the store's world
+// size and waits until every rank has; on a timeout, the missing ranks
+// read from the store. `store_listen`: where this rank serves the store,
+// when it does.
+std::string store_barrier(StageRunner& stages, Bootstrap::Impl& s, const std::string& store_listen) {
+  const Config& c = s.config;
+  const bool on_etcd = !c.etcd_host.empty();
+  const std::string& master = s.master;
+  const std::string me = fmt::format("{}:{}", hostname(), getpid());
+  try {
+    const std::string ws = std::to_string(c.world_size);
+    const std::string agreed = s.store->compare_set(key(c, "world_size"), "", ws);
+    if (agreed != ws) {
+      auto f =
+          stages.failure(fmt::format("WORLD_SIZE mismatch: this rank has {}, the store already has {}", ws, agreed));
+      f.category = ErrorCategory::config;
+      f.remote_address = master;
+      f.hint = hint_world_size_mismatch();
+      throw StageError(f);
+    }
+    const std::string owner = s.store->compare_set(key(c, "rank/" + std::to_string(c.rank)), "", me);
+    if (owner != me) {
+      auto f = stages.failure(fmt::format("rank {} is used twice: by {} and by {} (this process)", c.rank, owner, me));
+      f.category = ErrorCategory::config;
+      f.remote_address = master;
+      f.hint = hint_duplicate_rank(c.rank);
+      throw StageError(f);
+    }
+    // The rank that makes the count whole says so under one key, which
+    // every rank waits on: O(1) store operations a rank. (Waiting on
+    // every rank's key was N keys checked at each of N waits, and each
+    // SET woke every waiter to check its N keys again.)
+    if (s.store->add(key(c, "joined"), 1) == c.world_size) s.store->set(key(c, "all_joined"), "1");
+    auto left = c.store_timeout - stages.elapsed();
+    // The rank hosting the store waits a little longer than the others, so
+    // that when the barrier times out they can still ask the store who is
+    // missing before this process (and the store with it) goes away.
+    if (s.store_server) left += std::min(c.store_timeout / 10, milliseconds(5000));
+    if (!s.store->wait({key(c, "all_joined")}, std::max(left, milliseconds(1)))) {
+      auto f = stages.failure("not every rank reached the store barrier");
+      f.category = ErrorCategory::timeout;
+      f.remote_address = master;
+      f.local_address = store_listen;  // the store this rank served: the others' view is read against it
+      f.timeout = c.store_timeout;
+      f.joined = 0;
+      for (int r = 0; r < c.world_size; ++r) {
+        if (s.store->check({key(c, "rank/" + std::to_string(r))})) {
+          ++f.joined;
+        } else {
+          f.missing.push_back(r);
+        }
+      }
+      f.summary += " (" + f.joined_text() + ")";
+      f.hint = hint_barrier_timeout(f.missing, store_listen, s.store_server ? s.store_server->num_connections() : 0);
+      throw StageError(f);
+    }
+  } catch (const StageError&) {
+    throw;
+  } catch (const Error& e) {
+    auto f = stages.failure(on_etcd ? "the connection to etcd failed during the barrier"
+                                    : "the store connection failed during the barrier");
+    f.category = e.category();
+    f.remote_address = master;
+    f.errno_text = e.status().message();
+    f.hint = (on_etcd ? hint_etcd_lost() : hint_store_lost());
+    throw StageError(f);
+  }
+  return fmt::format("{}/{} joined", c.world_size, c.world_size);
 }
 
 }  // namespace
@@ -360,6 +452,7 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
       auto f = stages.failure(fmt::format("cannot connect to the store at {} ({})", master, report.summary()));
       f.category = err == ETIMEDOUT ? ErrorCategory::timeout : ErrorCategory::network;
       f.remote_address = report.last_address.to_string();
+      f.local_address = store_listen;  // where this rank serves the store, when it does
       f.errno_text = net::errno_text(err);
       f.timeout = c.store_timeout;
       f.hint = on_etcd ? hint_etcd_connect(err, store_host, store_port) : hint_store_connect(err, c.master_port);
@@ -395,69 +488,7 @@ std::unique_ptr<Bootstrap> Bootstrap::run(const Config& config, const StageCallb
     return s.store->handshake_detail();
   });
 
-  stages.run(Stage::store_barrier, [&] {
-    const std::string me = fmt::format("{}:{}", hostname(), getpid());
-    try {
-      const std::string ws = std::to_string(c.world_size);
-      const std::string agreed = s.store->compare_set(key(c, "world_size"), "", ws);
-      if (agreed != ws) {
-        auto f =
-            stages.failure(fmt::format("WORLD_SIZE mismatch: this rank has {}, the store already has {}", ws, agreed));
-        f.category = ErrorCategory::config;
-        f.remote_address = master;
-        f.hint = hint_world_size_mismatch();
-        throw StageError(f);
-      }
-      const std::string owner = s.store->compare_set(key(c, "rank/" + std::to_string(c.rank)), "", me);
-      if (owner != me) {
-        auto f =
-            stages.failure(fmt::format("rank {} is used twice: by {} and by {} (this process)", c.rank, owner, me));
-        f.category = ErrorCategory::config;
-        f.remote_address = master;
-        f.hint = hint_duplicate_rank(c.rank);
-        throw StageError(f);
-      }
-      // The rank that makes the count whole says so under one key, which
-      // every rank waits on: O(1) store operations a rank. (Waiting on
-      // every rank's key was N keys checked at each of N waits, and each
-      // SET woke every waiter to check its N keys again.)
-      if (s.store->add(key(c, "joined"), 1) == c.world_size) s.store->set(key(c, "all_joined"), "1");
-      auto left = c.store_timeout - stages.elapsed();
-      // The rank hosting the store waits a little longer than the others, so
-      // that when the barrier times out they can still ask the store who is
-      // missing before this process (and the store with it) goes away.
-      if (s.store_server) left += std::min(c.store_timeout / 10, milliseconds(5000));
-      if (!s.store->wait({key(c, "all_joined")}, std::max(left, milliseconds(1)))) {
-        auto f = stages.failure("not every rank reached the store barrier");
-        f.category = ErrorCategory::timeout;
-        f.remote_address = master;
-        f.local_address = store_listen;  // the store this rank served: the others' view is read against it
-        f.timeout = c.store_timeout;
-        f.joined = 0;
-        for (int r = 0; r < c.world_size; ++r) {
-          if (s.store->check({key(c, "rank/" + std::to_string(r))})) {
-            ++f.joined;
-          } else {
-            f.missing.push_back(r);
-          }
-        }
-        f.summary += " (" + f.joined_text() + ")";
-        f.hint = hint_barrier_timeout(f.missing, store_listen, s.store_server ? s.store_server->num_connections() : 0);
-        throw StageError(f);
-      }
-    } catch (const StageError&) {
-      throw;
-    } catch (const Error& e) {
-      auto f = stages.failure(on_etcd ? "the connection to etcd failed during the barrier"
-                                      : "the store connection failed during the barrier");
-      f.category = e.category();
-      f.remote_address = master;
-      f.errno_text = e.status().message();
-      f.hint = store_lost_hint();
-      throw StageError(f);
-    }
-    return fmt::format("{}/{} joined", c.world_size, c.world_size);
-  });
+  stages.run(Stage::store_barrier, [&] { return store_barrier(stages, s, store_listen); });
 
   stages.run(Stage::bootstrap_listen, [&] {
     net::InterfaceChoice choice;

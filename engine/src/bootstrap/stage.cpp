@@ -71,10 +71,33 @@ std::string families_note(const std::vector<std::string>& hosts) {
          "family, or set NCCL_SOCKET_FAMILY=AF_INET (or AF_INET6) on every rank.";
 }
 
+// Ranks whose hosts' connection-tracking tables were full, read against
+// the ranks that got no answer from those hosts: one sentence a full host.
+std::vector<std::string> full_conntrack_tables(const std::vector<StageFailure>& failures) {
+  std::vector<std::string> out;
+  for (const auto& full : failures) {
+    if (full.conntrack.empty()) continue;
+    const std::string host = full.local_address.empty() ? std::string() : host_of(full.local_address);
+    std::vector<int> unanswered;  // other ranks whose connects to that host timed out
+    for (const auto& f : failures) {
+      if (f.rank != full.rank && !host.empty() && !f.remote_address.empty() && host_of(f.remote_address) == host &&
+          f.errno_text.find("ETIMEDOUT") != std::string::npos)
+        unanswered.push_back(f.rank);
+    }
+    out.push_back(fmt::format(
+        "rank {}'s host{} drops new connections: its connection-tracking table is full ({}){}. Raise "
+        "net.netfilter.nf_conntrack_max there, or find what holds the entries (conntrack -S); no firewall rule "
+        "is needed to explain it.",
+        full.rank, host.empty() || host == "*" ? "" : " (" + host + ")", full.conntrack,
+        unanswered.empty() ? "" : fmt::format(", so {} got no answer there", ranks_text(unanswered))));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> read_together(const std::vector<StageFailure>& failures) {
-  std::vector<std::string> out;
+  std::vector<std::string> out = full_conntrack_tables(failures);
   // The rank that served the store: it timed out at the barrier and says
   // where it listened.
   const auto server = std::find_if(failures.begin(), failures.end(), [](const StageFailure& f) {

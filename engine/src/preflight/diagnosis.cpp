@@ -41,6 +41,10 @@ std::string what_it_means(Reach r) {
 struct Reader {
   const PreflightReport& report;
   std::vector<PreflightFinding> out;
+  // Nodes whose connection-tracking table is full -> the dropped probes
+  // to or from them, taken out of `report` before it was read: the table
+  // explains them, not a rule.
+  std::map<int, int> dropped_by_table = {};
 
   int n() const { return static_cast<int>(report.nodes.size()); }
   bool present(int i) const { return report.nodes[static_cast<std::size_t>(i)].error.empty(); }
@@ -475,14 +479,20 @@ struct Reader {
       }
       if (f.conntrack_max > 0 && f.conntrack_count >= 0 && f.conntrack_count * 10 >= f.conntrack_max * 7) {
         const bool full = f.conntrack_count * 10 >= f.conntrack_max * 9;
+        const auto blamed = dropped_by_table.find(i);
         add(full ? Severity::problem : Severity::warning,
             fmt::format("node {} ({}): the connection-tracking table holds {} of {} entries ({:.0f}%): when it fills "
                         "the kernel drops new connections ('nf_conntrack: table full, dropping packet' in dmesg) and "
-                        "ranks fail at STORE_CONNECT or TRANSPORT_CONNECT as if a firewall dropped them. Raise "
+                        "ranks fail at STORE_CONNECT or TRANSPORT_CONNECT as if a firewall dropped them{}. Raise "
                         "net.netfilter.nf_conntrack_max (sysctl -w net.netfilter.nf_conntrack_max={}), or find "
                         "what holds the entries (conntrack -S, conntrack -L)",
                         i, name(i), f.conntrack_count, f.conntrack_max,
                         100.0 * static_cast<double>(f.conntrack_count) / static_cast<double>(f.conntrack_max),
+                        blamed == dropped_by_table.end()
+                            ? std::string()
+                            : fmt::format("; {} of this preflight's probes to or from the node got no answer for "
+                                          "that reason, not a firewall rule",
+                                          blamed->second),
                         f.conntrack_max * 4));
       }
       if (!f.efa_devices.empty() && f.memlock_soft >= 0) {
@@ -572,8 +582,39 @@ struct Reader {
 
 }  // namespace
 
-std::vector<PreflightFinding> diagnose_preflight(const PreflightReport& report) {
-  Reader reader{report, {}};
+namespace {
+
+// A node whose connection-tracking table is full drops every new
+// connection to it and from it: the report without the dropped probes
+// that touch such a node (the rest is read as usual), and how many each
+// such node accounts for.
+std::pair<PreflightReport, std::map<int, int>> without_full_tables(const PreflightReport& report) {
+  std::set<int> full;
+  for (std::size_t i = 0; i < report.nodes.size(); ++i) {
+    const NodeFacts& f = report.nodes[i].facts;
+    if (report.nodes[i].error.empty() && f.conntrack_max > 0 && f.conntrack_count * 100 >= f.conntrack_max * 99)
+      full.insert(static_cast<int>(i));
+  }
+  PreflightReport kept = report;
+  std::map<int, int> dropped;
+  if (full.empty()) return {std::move(kept), dropped};
+  kept.probes.clear();
+  for (const auto& p : report.probes) {
+    const bool touches = full.count(p.from) != 0 || full.count(p.to) != 0;
+    if (!touches || p.result.reach != Reach::dropped) {
+      kept.probes.push_back(p);
+      continue;
+    }
+    ++dropped[full.count(p.to) != 0 ? p.to : p.from];
+  }
+  return {std::move(kept), dropped};
+}
+
+}  // namespace
+
+std::vector<PreflightFinding> diagnose_preflight(const PreflightReport& whole) {
+  const auto [report, dropped_by_table] = without_full_tables(whole);
+  Reader reader{report, {}, dropped_by_table};
   reader.read_absent_nodes();
   reader.read_port_classes();
   reader.read_master_addr();

@@ -68,6 +68,7 @@ struct StageFailed {
   int joined = -1, world_size = 0;
   std::vector<int> missing;
   std::string summary, hint;
+  std::string conntrack;  // the rank's host's full connection-tracking table; "" when it had room
 };
 
 // "sample": a rank's cumulative counters, every 100 ms from READY.

@@ -1,0 +1,23 @@
+// Fills a network namespace's connection-tracking table to its limit, as
+// a node's table fills in the field (kube-proxy, a busy service, a scan):
+// with established, assured TCP entries, which the kernel never evicts to
+// make room, so every new connection through that namespace is dropped.
+#pragma once
+
+#include <string>
+
+namespace ringmaster::agent {
+
+struct ConntrackFill {
+  long long inserted = 0;
+  long long count = 0, max = 0;  // the table afterwards
+};
+
+// Inserts entries through ctnetlink from a thread inside the namespace
+// whose handle is `netns_path` (/var/run/netns/NAME) until the table holds
+// nf_conntrack_max entries; the entries live until the namespace goes.
+// Throws Error(config) naming what failed; refuses a limit above 4 Mi
+// entries (it would take gigabytes of kernel memory).
+ConntrackFill fill_conntrack_table(const std::string& netns_path);
+
+}  // namespace ringmaster::agent
