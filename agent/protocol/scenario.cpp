@@ -235,6 +235,13 @@ std::vector<int> Scenario::placement() const {
   return out;
 }
 
+bool Scenario::runs_alone() const {
+  for (const char* timed : {"slow_link", "linkcheck", "certify", "bisect", "stall"}) {
+    if (expect.contains(timed)) return true;
+  }
+  return !action.empty();
+}
+
 int Scenario::world_size() const {
   return run.value("world_size", static_cast<int>(placement().size()));
 }

@@ -1,12 +1,10 @@
 #include "conntrack_fill.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nfnetlink_conntrack.h>
 #include <linux/netlink.h>
 #include <netinet/in.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,7 +12,6 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -141,8 +138,9 @@ int drain_errors(int fd, int& first) {
   }
 }
 
-// Inside the namespace: insert until the table is full.
-ConntrackFill fill_here() {
+}  // namespace
+
+ConntrackFill fill_conntrack_table() {
   ConntrackFill r;
   r.max = read_number("/proc/sys/net/netfilter/nf_conntrack_max");
   const long long before = read_number("/proc/sys/net/netfilter/nf_conntrack_count");
@@ -185,31 +183,6 @@ ConntrackFill fill_here() {
                             "refused ({})",
                             r.count, r.max, want, errors, first != 0 ? std::strerror(first) : "no error given"));
   return r;
-}
-
-}  // namespace
-
-ConntrackFill fill_conntrack_table(const std::string& netns_path) {
-  ConntrackFill result;
-  std::string error;
-  // setns() moves only the calling thread: a thread of its own enters the
-  // namespace and leaves this one where it was.
-  std::thread([&] {
-    const int netns = ::open(netns_path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (netns < 0 || ::setns(netns, CLONE_NEWNET) != 0) {
-      error = fmt::format("cannot enter {}: {}", netns_path, std::strerror(errno));
-      if (netns >= 0) ::close(netns);
-      return;
-    }
-    ::close(netns);
-    try {
-      result = fill_here();
-    } catch (const Error& e) {
-      error = e.status().message();
-    }
-  }).join();
-  if (!error.empty()) throw Error(ErrorCategory::config, "filling the connection-tracking table: " + error);
-  return result;
 }
 
 }  // namespace ringmaster::agent

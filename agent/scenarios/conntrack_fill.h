@@ -4,8 +4,6 @@
 // make room, so every new connection through that namespace is dropped.
 #pragma once
 
-#include <string>
-
 namespace ringmaster::agent {
 
 struct ConntrackFill {
@@ -13,11 +11,11 @@ struct ConntrackFill {
   long long count = 0, max = 0;  // the table afterwards
 };
 
-// Inserts entries through ctnetlink from a thread inside the namespace
-// whose handle is `netns_path` (/var/run/netns/NAME) until the table holds
-// nf_conntrack_max entries; the entries live until the namespace goes.
-// Throws Error(config) naming what failed; refuses a limit above 4 Mi
-// entries (it would take gigabytes of kernel memory).
-ConntrackFill fill_conntrack_table(const std::string& netns_path);
+// Inserts entries through ctnetlink into the table of the calling
+// thread's network namespace until it holds nf_conntrack_max entries; the
+// entries live until the namespace goes. Throws Error(config) naming what
+// failed; refuses a limit above 4 Mi entries (it would take gigabytes of
+// kernel memory).
+ConntrackFill fill_conntrack_table();
 
 }  // namespace ringmaster::agent

@@ -73,18 +73,56 @@ void must(const std::vector<std::string>& argv) {
   }
 }
 
-// What the scenarios' agents did wrong at exit, said after the catalog.
+// What the scenarios' agents did wrong at exit, said after the catalog;
+// scenarios run side by side add to it under the lock.
+std::mutex exit_problems_lock;
 std::vector<std::string>& agent_exit_problems() {
   static std::vector<std::string> problems;
   return problems;
 }
+void add_exit_problem(std::string problem) {
+  std::lock_guard lock(exit_problems_lock);
+  agent_exit_problems().push_back(std::move(problem));
+}
 
-// The hosts of one scenario: namespaces, veths, a bridge, agents.
+// Runs `body` on a thread of its own inside the network namespace
+// `name` (setns() moves only the calling thread; this one stays where it
+// is): sockets it makes belong to that namespace for good. Throws
+// Error(config) when the namespace cannot be entered.
+template <class Body>
+void in_namespace(const std::string& name, Body&& body) {
+  std::string error;
+  std::thread([&] {
+    const int netns = ::open(("/var/run/netns/" + name).c_str(), O_RDONLY | O_CLOEXEC);
+    if (netns < 0 || ::setns(netns, CLONE_NEWNET) != 0) {
+      error = fmt::format("cannot enter the namespace {}: {}", name, std::strerror(errno));
+      if (netns >= 0) ::close(netns);
+      return;
+    }
+    ::close(netns);
+    try {
+      body();
+    } catch (const Error& e) {
+      error = e.status().message();
+    }
+  }).join();
+  if (!error.empty()) throw Error(ErrorCategory::config, error);
+}
+
+// Clusters of this process so far: each names its namespaces and veths
+// after the process and its number, so that several run side by side.
+std::atomic<int> clusters_made{0};
+
+// The hosts of one scenario: namespaces, veths, a bridge, agents. The
+// bridge (198.18.0.254) lives in a namespace of its own, the cluster's
+// switch, where this process also talks to the agents from: nothing of a
+// cluster is in the machine's own namespace, so clusters with the same
+// addresses run side by side.
 class Cluster {
  public:
   Cluster(int hosts, bool keep) : keep_(keep) {
-    id_ = std::to_string(::getpid());
-    bridge_ = "rmbr" + id_;
+    id_ = std::to_string(::getpid()) + "c" + std::to_string(clusters_made++);
+    switch_ = "rm" + id_ + "s";
     // The agents' token and state, in a directory only we can read.
     std::string dir_template = (fs::temp_directory_path() / "ringmaster-repro-XXXXXX").string();
     if (::mkdtemp(dir_template.data()) == nullptr) {
@@ -99,9 +137,12 @@ class Cluster {
       if (fd >= 0) ::close(fd);
       if (!written) throw Error(ErrorCategory::internal, "cannot write the agents' token in " + private_dir_);
     }
-    must({"ip", "link", "add", bridge_, "type", "bridge"});
-    must({"ip", "addr", "add", "198.18.0.254/24", "dev", bridge_});
-    must({"ip", "link", "set", bridge_, "up"});
+    must({"ip", "netns", "add", switch_});
+    switch_made_ = true;
+    must({"ip", "-n", switch_, "link", "set", "lo", "up"});
+    must({"ip", "-n", switch_, "link", "add", "br0", "type", "bridge"});
+    must({"ip", "-n", switch_, "addr", "add", "198.18.0.254/24", "dev", "br0"});
+    must({"ip", "-n", switch_, "link", "set", "br0", "up"});
     for (int i = 0; i < hosts; ++i) {
       const std::string ns = "rm" + id_ + "h" + std::to_string(i);
       const std::string outside = "rm" + id_ + "v" + std::to_string(i);
@@ -109,13 +150,14 @@ class Cluster {
       must({"ip", "netns", "add", ns});
       namespaces_.push_back(ns);
       must({"ip", "link", "add", outside, "type", "veth", "peer", "name", inside});
+      must({"ip", "link", "set", outside, "netns", switch_});
       must({"ip", "link", "set", inside, "netns", ns});
       must({"ip", "-n", ns, "link", "set", inside, "name", "eth0"});
       must({"ip", "-n", ns, "addr", "add", address(i) + "/24", "dev", "eth0"});
       must({"ip", "-n", ns, "link", "set", "eth0", "up"});
       must({"ip", "-n", ns, "link", "set", "lo", "up"});
-      must({"ip", "link", "set", outside, "master", bridge_});
-      must({"ip", "link", "set", outside, "up"});
+      must({"ip", "-n", switch_, "link", "set", outside, "master", "br0"});
+      must({"ip", "-n", switch_, "link", "set", outside, "up"});
     }
   }
 
@@ -140,11 +182,11 @@ class Cluster {
       if (done == 0) {
         ::kill(agents_[i], SIGKILL);
         ::waitpid(agents_[i], &status, 0);
-        agent_exit_problems().push_back(who + " did not exit within 10 s of SIGTERM; killed");
+        add_exit_problem(who + " did not exit within 10 s of SIGTERM; killed");
       } else if (WIFSIGNALED(status)) {
-        agent_exit_problems().push_back(fmt::format("{} was killed by signal {} at exit", who, WTERMSIG(status)));
+        add_exit_problem(fmt::format("{} was killed by signal {} at exit", who, WTERMSIG(status)));
       } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-        agent_exit_problems().push_back(fmt::format("{} exited with status {} on SIGTERM", who, WEXITSTATUS(status)));
+        add_exit_problem(fmt::format("{} exited with status {} on SIGTERM", who, WEXITSTATUS(status)));
       }
     }
     // The agents' cgroups, once empty: the leaves their agents moved into
@@ -160,7 +202,7 @@ class Cluster {
     // The outside end first: deleting it removes the pair at once, while a
     // namespace's own devices go only when the kernel gets round to it.
     for (std::size_t i = 0; i < namespaces_.size(); ++i) {
-      agent::run_command({"ip", "link", "del", "rm" + id_ + "v" + std::to_string(i)});
+      agent::run_command({"ip", "-n", switch_, "link", "del", "rm" + id_ + "v" + std::to_string(i)});
     }
     for (const auto& ns : namespaces_) {
       agent::run_command({"ip", "netns", "del", ns});
@@ -169,7 +211,7 @@ class Cluster {
       std::error_code ec;
       fs::remove_all(dir, ec);
     }
-    agent::run_command({"ip", "link", "del", bridge_});
+    if (switch_made_) agent::run_command({"ip", "netns", "del", switch_});
     std::error_code ec;
     fs::remove_all(private_dir_, ec);
   }
@@ -261,17 +303,7 @@ class Cluster {
   void hold_outbound_port(int host, std::uint16_t port) {
     const int to = (host + 1) % static_cast<int>(namespaces_.size());
     int fd = -1;
-    std::string error;
-    // setns() moves only the calling thread: a thread of its own makes the
-    // socket in the host's namespace and leaves this one where it was.
-    std::thread([&] {
-      const int netns = ::open(("/var/run/netns/" + ns(host)).c_str(), O_RDONLY | O_CLOEXEC);
-      if (netns < 0 || ::setns(netns, CLONE_NEWNET) != 0) {
-        error = std::string("cannot enter the namespace: ") + std::strerror(errno);
-        if (netns >= 0) ::close(netns);
-        return;
-      }
-      ::close(netns);
+    in_namespace(ns(host), [&] {
       fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
       sockaddr_in local{};
       local.sin_family = AF_INET;
@@ -282,14 +314,13 @@ class Cluster {
       ::inet_pton(AF_INET, address(to).c_str(), &remote.sin_addr);
       if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0 ||
           ::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof(remote)) != 0) {
-        error = std::strerror(errno);
+        const std::string why = std::strerror(errno);
+        if (fd >= 0) ::close(fd);
+        throw Error(ErrorCategory::config,
+                    fmt::format("an outbound connection from port {} on host {}: {}", port, host, why));
       }
-    }).join();
-    if (fd >= 0) held_.push_back(fd);
-    if (!error.empty()) {
-      throw Error(ErrorCategory::config,
-                  fmt::format("an outbound connection from port {} on host {}: {}", port, host, error));
-    }
+    });
+    held_.push_back(fd);
   }
 
   // Unrelated traffic at `ports` of the `targets` hosts until the cluster
@@ -299,6 +330,11 @@ class Cluster {
   // bytes, or held open and silent (at most 16 held at a time).
   void start_stray_traffic(std::vector<int> targets, std::vector<std::uint16_t> ports) {
     stray_.emplace_back([this, targets = std::move(targets), ports = std::move(ports)](std::stop_token stop) {
+      // From the switch, where 198.18.0.254 is.
+      const int netns = ::open(("/var/run/netns/" + switch_).c_str(), O_RDONLY | O_CLOEXEC);
+      const bool entered = netns >= 0 && ::setns(netns, CLONE_NEWNET) == 0;
+      if (netns >= 0) ::close(netns);
+      if (!entered) return;
       std::deque<int> silent;
       std::mt19937 random{std::random_device{}()};
       const std::string http = "GET / HTTP/1.1\r\nHost: scanner\r\n\r\n";
@@ -429,7 +465,8 @@ class Cluster {
       // A scenario may cut a host's link for seconds (link-flap), and the
       // agent's connection shares it: the run goes on, so does the watch.
       options.silence_limit = std::chrono::seconds(20);
-      auto client = agent::AgentClient::connect(options, on_message);
+      std::unique_ptr<agent::AgentClient> client;
+      in_namespace(switch_, [&] { client = agent::AgentClient::connect(options, on_message); });
       client->call({{"type", "subscribe"}});
       clients_.push_back(std::move(client));
     }
@@ -439,7 +476,8 @@ class Cluster {
 
  private:
   bool keep_;
-  std::string id_, bridge_, token_file_, private_dir_;
+  std::string id_, switch_, token_file_, private_dir_;
+  bool switch_made_ = false;
   std::vector<std::string> namespaces_;
   std::vector<std::string> etc_dirs_;  // /etc/netns/<namespace>
   std::map<int, std::map<std::string, std::string>> agent_env_;
@@ -459,29 +497,32 @@ struct Inbox {
 
 using Verdict = ScenarioVerdict;
 
+// The process a namespace or device of the runner's is named after
+// ("rm<pid>c<cluster>h<host>", "rm<pid>c<cluster>s", and "rm<pid>h<host>"
+// of earlier versions), or 0 when the name is not of that form.
+int owner_of(const std::string& name) {
+  if (name.rfind("rm", 0) != 0) return 0;
+  std::size_t end = 2;
+  while (end < name.size() && name[end] >= '0' && name[end] <= '9')
+    ++end;
+  if (end == 2 || end == name.size() || (name[end] != 'c' && name[end] != 'h')) return 0;
+  return std::atoi(name.substr(2, end - 2).c_str());
+}
+
 // Removes what runs killed before their cleanup left behind: namespaces
-// rm<pid>h<i> and bridges rmbr<pid> of processes that no longer exist.
+// (hosts and switches) and resolver files named after processes that no
+// longer exist, and the bridges rmbr<pid> of earlier versions.
 void remove_leftovers_of_dead() {
-  auto dead = [](const std::string& digits) {
-    const int pid = std::atoi(digits.c_str());
-    return pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH;
-  };
+  auto dead = [](int pid) { return pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH; };
   const auto [code, namespaces] = agent::run_command({"ip", "netns", "list"});
   std::istringstream ns_lines(namespaces);
   for (std::string line; std::getline(ns_lines, line);) {
     const std::string name = line.substr(0, line.find(' '));
-    const auto h = name.find('h');
-    if (name.rfind("rm", 0) == 0 && h != std::string::npos && dead(name.substr(2, h - 2))) {
-      agent::run_command({"ip", "netns", "del", name});
-    }
+    if (dead(owner_of(name))) agent::run_command({"ip", "netns", "del", name});
   }
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator("/etc/netns", ec)) {
-    const std::string name = entry.path().filename().string();
-    const auto h = name.find('h');
-    if (name.rfind("rm", 0) == 0 && h != std::string::npos && dead(name.substr(2, h - 2))) {
-      fs::remove_all(entry.path(), ec);
-    }
+    if (dead(owner_of(entry.path().filename().string()))) fs::remove_all(entry.path(), ec);
   }
   const auto [code2, links] = agent::run_command({"ip", "-o", "link", "show", "type", "bridge"});
   std::istringstream link_lines(links);
@@ -489,30 +530,30 @@ void remove_leftovers_of_dead() {
     const auto at = line.find("rmbr");
     if (at == std::string::npos) continue;
     const std::string name = line.substr(at, line.find(':', at) - at);
-    if (dead(name.substr(4))) agent::run_command({"ip", "link", "del", name});
+    if (dead(std::atoi(name.substr(4).c_str()))) agent::run_command({"ip", "link", "del", name});
   }
 }
 
-// What of ours is still there: namespaces and bridges of this process.
+// What of ours is still there: namespaces, veths, resolver files and
+// cgroups of this process's clusters.
 std::vector<std::string> our_leftovers() {
   std::vector<std::string> out;
-  const std::string mine = "rm" + std::to_string(::getpid());
+  const int me = ::getpid();
+  const std::string mine = "rm" + std::to_string(me);
   const auto [c1, namespaces] = agent::run_command({"ip", "netns", "list"});
   std::istringstream ns_lines(namespaces);
   for (std::string line; std::getline(ns_lines, line);) {
-    if (line.rfind(mine + "h", 0) == 0) out.push_back("namespace " + line.substr(0, line.find(' ')));
+    const std::string name = line.substr(0, line.find(' '));
+    if (owner_of(name) == me) out.push_back("namespace " + name);
   }
   const auto [c2, links] = agent::run_command({"ip", "-o", "link", "show"});
-  if (links.find("rmbr" + std::to_string(::getpid())) != std::string::npos)
-    out.push_back("bridge rmbr" + std::to_string(::getpid()));
-  if (links.find(mine + "v") != std::string::npos) out.push_back("a veth " + mine + "v*");
+  if (links.find(mine + "c") != std::string::npos) out.push_back("a veth " + mine + "c*");
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator("/etc/netns", ec)) {
-    if (entry.path().filename().string().rfind(mine + "h", 0) == 0)
-      out.push_back("resolver files " + entry.path().string());
+    if (owner_of(entry.path().filename().string()) == me) out.push_back("resolver files " + entry.path().string());
   }
   for (const auto& entry : fs::directory_iterator("/sys/fs/cgroup", ec)) {
-    if (entry.path().filename().string().rfind("ringmaster-repro-" + std::to_string(::getpid()) + "-", 0) == 0)
+    if (entry.path().filename().string().rfind("ringmaster-repro-" + std::to_string(me) + "c", 0) == 0)
       out.push_back("cgroup " + entry.path().string());
   }
   // The memory cgroups the agents made for memory_limit faults, below
@@ -873,7 +914,8 @@ void hold_ports(Cluster& cluster, const agent::Scenario& s, Verdict& v) {
     if (step.contains("conntrack_full")) {
       for (const int h : step.value("hosts", std::vector<int>{0})) {
         const auto started = std::chrono::steady_clock::now();
-        const ConntrackFill fill = fill_conntrack_table("/var/run/netns/" + cluster.ns(h));
+        ConntrackFill fill;
+        in_namespace(cluster.ns(h), [&] { fill = fill_conntrack_table(); });
         v.report.push_back(fmt::format(
             "host {}: connection-tracking table filled with {} established connections in {:.1f} s ({} of {} "
             "entries)",
@@ -1084,6 +1126,7 @@ std::vector<std::string> scenario_leftovers() {
 }
 
 std::vector<std::string> take_agent_exit_problems() {
+  std::lock_guard lock(exit_problems_lock);
   std::vector<std::string> out;
   out.swap(agent_exit_problems());
   return out;

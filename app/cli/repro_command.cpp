@@ -12,7 +12,14 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
+#include <sstream>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "commands.h"
 #include "exit_codes.h"
@@ -38,18 +45,33 @@ struct ReproOptions {
   std::string name;
   bool all = false;
   bool keep = false;
+  int jobs = 3;
   std::string events_file;
 };
 
 // Set by SIGINT/SIGTERM: the scenario in progress stops waiting and cleans up.
 std::atomic<bool> interrupted{false};
 
-// Runs one scenario and prints what it showed and its verdict.
-agent::ScenarioVerdict run_and_say(const agent::Scenario& s, const agent::ScenarioRunOptions& options) {
-  std::printf("== %s: %s\n   %s\n", s.name.c_str(), s.title.c_str(), s.story.c_str());
-  std::fflush(stdout);
+// One scenario's verdict, and what it printed: its story, what
+// Ringmaster reported, PASS or FAIL with the reasons.
+struct Said {
+  agent::ScenarioVerdict verdict;
+  std::string text;
+};
+
+// Runs one scenario; `live`: its story is printed before it starts (a
+// scenario run with none beside it), else with the rest when it ends.
+Said run_one(const agent::Scenario& s, const agent::ScenarioRunOptions& options, bool live) {
+  Said said;
+  const std::string story = "== " + s.name + ": " + s.title + "\n   " + s.story + "\n";
+  if (live) {
+    std::printf("%s", story.c_str());
+    std::fflush(stdout);
+  } else {
+    said.text = story;
+  }
   const auto start = std::chrono::steady_clock::now();
-  agent::ScenarioVerdict v;
+  agent::ScenarioVerdict& v = said.verdict;
   try {
     v = agent::run_scenario(s, options);
   } catch (const Error& e) {
@@ -57,17 +79,58 @@ agent::ScenarioVerdict run_and_say(const agent::Scenario& s, const agent::Scenar
     v.reasons.push_back(e.what());
   }
   for (const auto& line : v.report)
-    std::printf("   | %s\n", line.c_str());
+    said.text += "   | " + line + "\n";
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!v.skipped.empty()) {
-    std::printf("   SKIPPED (%.1f s): %s\n", seconds, v.skipped.c_str());
+    said.text += fmt::format("   SKIPPED ({:.1f} s): {}\n", seconds, v.skipped);
   } else {
-    std::printf("   %s (%.1f s)\n", v.passed ? "PASS: Ringmaster reported what the scenario expects" : "FAIL", seconds);
+    said.text += fmt::format("   {} ({:.1f} s)\n",
+                             v.passed ? "PASS: Ringmaster reported what the scenario expects" : "FAIL", seconds);
     for (const auto& r : v.reasons)
-      std::printf("   - %s\n", r.c_str());
+      said.text += "   - " + r + "\n";
   }
-  std::fflush(stdout);
-  return v;
+  return said;
+}
+
+// Runs the scenarios and prints each verdict as it ends: those that time
+// nothing `jobs` at a time (each cluster is namespaces of its own), then
+// those that run alone (Scenario::runs_alone), one after another. Returns
+// (failed, skipped).
+std::pair<int, int> run_all(const std::vector<const agent::Scenario*>& chosen, agent::ScenarioRunOptions options,
+                            std::ostream* events, int jobs) {
+  std::mutex lock;
+  int failed = 0, skipped = 0;
+  const auto say = [&](const Said& said, const std::ostringstream& its_events) {
+    std::lock_guard hold(lock);
+    std::printf("%s", said.text.c_str());
+    std::fflush(stdout);
+    if (events != nullptr) *events << its_events.str();
+    skipped += said.verdict.skipped.empty() ? 0 : 1;
+    failed += said.verdict.skipped.empty() && !said.verdict.passed ? 1 : 0;
+  };
+  const auto run = [&](const agent::Scenario& s, bool live) {
+    std::ostringstream its_events;
+    agent::ScenarioRunOptions mine = options;
+    mine.events = events != nullptr ? &its_events : nullptr;
+    say(run_one(s, mine, live), its_events);
+  };
+  std::vector<const agent::Scenario*> side_by_side, alone;
+  for (const auto* s : chosen)
+    (jobs > 1 && chosen.size() > 1 && !s->runs_alone() ? side_by_side : alone).push_back(s);
+  std::atomic<std::size_t> next{0};
+  std::vector<std::jthread> workers;
+  for (int w = 0; w < jobs && w < static_cast<int>(side_by_side.size()); ++w) {
+    workers.emplace_back([&] {
+      for (std::size_t i; !interrupted && (i = next++) < side_by_side.size();)
+        run(*side_by_side[i], false);
+    });
+  }
+  workers.clear();  // joined
+  for (const auto* s : alone) {
+    if (interrupted) break;
+    run(*s, true);
+  }
+  return {failed, skipped};
 }
 
 }  // namespace
@@ -84,6 +147,10 @@ Runner add_repro_command(CLI::App& app) {
   run->add_option("name", o->name, "Scenario name (see repro list)");
   run->add_flag("--all", o->all, "Every scenario in the catalog");
   run->add_flag("--keep", o->keep, "Leave the namespaces and bridge in place for inspection");
+  run->add_option("-j,--jobs", o->jobs,
+                  "Scenarios that time nothing run this many at a time, each cluster in namespaces of its own; "
+                  "those that measure rates or wait for a moment run alone (default 3; 1: one after another)")
+      ->check(CLI::Range(1, 16));
   run->add_option("--json-file", o->events_file, "Write every event of the runs as JSON lines (console replay)");
   run->add_option("--events-file", o->events_file)->group("");  // the old spelling of --json-file
   return [=]() -> int {
@@ -115,18 +182,14 @@ Runner add_repro_command(CLI::App& app) {
     agent::ScenarioRunOptions options;
     options.agent_path = (fs::read_symlink("/proc/self/exe").parent_path() / "ringmaster-agent").string();
     options.keep = o->keep;
-    options.events = events.get();
     options.stop = &interrupted;
-    int failed = 0, ran = 0, skipped = 0;
+    std::vector<const agent::Scenario*> chosen;
     for (const auto& s : catalog) {
-      if (!o->all && s.name != o->name) continue;
-      if (interrupted) break;
-      ++ran;
-      const auto v = run_and_say(s, options);
-      skipped += v.skipped.empty() ? 0 : 1;
-      failed += v.skipped.empty() && !v.passed ? 1 : 0;
+      if (o->all || s.name == o->name) chosen.push_back(&s);
     }
-    if (ran == 0) throw Error(ErrorCategory::config, "no scenario named " + o->name + " in " + o->dir);
+    if (chosen.empty()) throw Error(ErrorCategory::config, "no scenario named " + o->name + " in " + o->dir);
+    const int ran = static_cast<int>(chosen.size());
+    auto [failed, skipped] = run_all(chosen, options, events.get(), o->jobs);
     if (!o->keep) {
       const auto left = agent::scenario_leftovers();
       for (const auto& l : left)

@@ -43,7 +43,7 @@ struct Scenario {
   // How the hosts differ from a plain host before the run, step by step
   // ({"hosts": [..], "mtu": N | "sysctl": {..} | "outbound_from_port": P |
   // "stray_traffic": {"ports": "29500,40000-40015"} | "agent_env":
-  // {"NCCL_PROTO": "Simple"}}).
+  // {"NCCL_PROTO": "Simple"} | "conntrack_full": true}).
   nlohmann::json setup = nlohmann::json::array();
 
   // Each rank's host: run.placement, else ranks_per_host on each host in
@@ -51,6 +51,11 @@ struct Scenario {
   std::vector<int> placement() const;
   // run.world_size, else one rank per placed slot.
   int world_size() const;
+  // What it checks depends on rates or on when things happen (a slow or
+  // lossy link, a link check, certify, a bisection, a stall report, an
+  // action once data moves): two busy cores shared with another
+  // scenario would skew it, so it runs with no other beside it.
+  bool runs_alone() const;
 };
 
 // "29500,40000-40015": the ports a setup step names, in order; nullopt

@@ -1,11 +1,14 @@
 // Runs a repro scenario for real (docs/scenarios.md): a small cluster on
 // this machine, one network namespace per host joined by veth pairs to a
-// bridge (198.18.0.0/24), a real ringmaster-agent in each; the scenario's
-// faults through the agents, its run launched, and what Ringmaster reports
-// checked against the scenario's expectations. Needs root, `ip` and `nft`.
+// bridge (198.18.0.0/24) in a namespace of its own, a real
+// ringmaster-agent in each; the scenario's faults through the agents, its
+// run launched, and what Ringmaster reports checked against the
+// scenario's expectations. Needs root, `ip` and `nft`.
 //
 // `ringmaster-cli repro run` and the console's Scenarios tab both run
-// scenarios through this library, one at a time per process.
+// scenarios through this library. Nothing of a cluster is in the
+// machine's own namespace, so run_scenario may run on several threads at
+// once (`repro run --all` runs those that time nothing side by side).
 #pragma once
 
 #include <atomic>
