@@ -1,6 +1,8 @@
 // Configuration from torchrun's environment, interface matching, and the
 // structured stage failure text.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -9,6 +11,7 @@
 #include <thread>
 
 #include "base/cpus.h"
+#include "base/descriptors.h"
 #include "comm/settings.h"
 #include "net/connect_filter.h"
 #include "net/conntrack.h"
@@ -437,6 +440,48 @@ TEST(StageFailure, AFullConntrackTableIsReadAgainstTheRanksItLeftUnanswered) {
   EXPECT_NE(together[0].find("nf_conntrack_max"), std::string::npos);
   // Without one: nothing said of tables.
   EXPECT_TRUE(read_together({failed_at(Stage::store_connect, 1, "", "198.18.0.1:29500", timed_out)}).empty());
+}
+
+// Room for locked memory, under real limits in a child process: a soft
+// limit below the need is raised to the need and its margin where the hard
+// limit allows; under a hard limit below the need there is none.
+TEST(Limits, RoomForLockedMemoryIsMadeUpToTheHardLimit) {
+  const auto in_child = [](rlim_t soft, rlim_t hard, std::uint64_t needed) {
+    int out[2];
+    if (::pipe(out) != 0) return std::string("pipe failed");
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(out[0]);
+      const rlimit limit{soft, hard};
+      std::string said = "setrlimit failed";
+      if (::setrlimit(RLIMIT_MEMLOCK, &limit) == 0) {
+        const auto room = base::make_room_for_locked_bytes(needed);
+        rlimit now{};
+        ::getrlimit(RLIMIT_MEMLOCK, &now);
+        said = fmt::format("enough={} raised={} soft={} hard={} kernel={}", room.enough, room.raised, room.soft,
+                           room.hard, static_cast<std::uint64_t>(now.rlim_cur));
+      }
+      [[maybe_unused]] const auto n = ::write(out[1], said.data(), said.size());
+      ::_exit(0);
+    }
+    ::close(out[1]);
+    std::string text(256, '\0');
+    const auto n = ::read(out[0], text.data(), text.size());
+    ::close(out[0]);
+    ::waitpid(pid, nullptr, 0);
+    text.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+    return text;
+  };
+  // Within this process's hard limit (raising it needs CAP_SYS_RESOURCE).
+  rlimit ours{};
+  ASSERT_EQ(::getrlimit(RLIMIT_MEMLOCK, &ours), 0);
+  const std::uint64_t hard = ours.rlim_max == RLIM_INFINITY ? 1ULL << 30 : ours.rlim_max;
+  ASSERT_GE(hard, 1U << 20) << "RLIMIT_MEMLOCK's hard limit is below 1 MiB here";
+  const std::uint64_t need = hard / 2;
+  EXPECT_EQ(in_child(64 << 10, 64 << 10, need), "enough=false raised=false soft=65536 hard=65536 kernel=65536");
+  EXPECT_EQ(in_child(64 << 10, hard, need),
+            fmt::format("enough=true raised=true soft={0} hard={1} kernel={0}", std::min(hard, need + need / 4), hard));
+  EXPECT_EQ(in_child(hard, hard, need), fmt::format("enough=true raised=false soft={0} hard={0} kernel={0}", hard));
 }
 
 // /proc/net/stat/nf_conntrack: one row a CPU, in hex; "drop" summed.

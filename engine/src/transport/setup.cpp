@@ -36,7 +36,7 @@ std::vector<Connected> connect(Bootstrap& bootstrap, const std::vector<ChannelLi
   const std::string prev_text =
       prevs.size() == 1 ? fmt::format("rank {}", prev) : fmt::format("ranks {}", fmt::join(prevs, ", "));
   Setup s(bootstrap, options, net::Clock::now() + config.bootstrap_timeout);
-  s.choose_fabric();
+  s.choose_fabric(rings);
   std::vector<Connected> made;
   // The PeerInfo (address, host name) of the ranks this rank's rings
   // reach, in one read from the store.

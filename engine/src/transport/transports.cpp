@@ -10,9 +10,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 
+#include "base/descriptors.h"
 #include "base/log.h"
 #include "transport/ofi/ofi.h"
 #include "transport/shm/shm.h"
@@ -74,12 +76,13 @@ net::Socket Setup::open_socket(int peer_rank, const Hello& hello, int& err) cons
   return s;
 }
 
-void Setup::choose_fabric() {
+void Setup::choose_fabric(const std::vector<RingNeighbours>& rings) {
   const bool other_hosts = bootstrap.host_count() > 1;
   static const ofi::Availability kNotLoaded{};
   fabric = options.net == "ofi" || (options.net.empty() && other_hosts) ? &ofi::availability(peer(rank).ifname)
                                                                         : &kNotLoaded;
   ofi_wanted = options.net == "ofi" || (options.net.empty() && fabric->usable && fabric->rdma);
+  if (fabric->usable) room_for_registered_memory(rings);
   if (options.net != "ofi" || fabric->usable) return;
   auto f = bootstrap.failure(Stage::transport_connect, "NCCL_NET=OFI but libfabric is unusable: " + fabric->why);
   f.category = ErrorCategory::config;
@@ -95,6 +98,40 @@ void Setup::choose_fabric() {
                      "Providers here: {}. Set FI_PROVIDER to one of them, or unset NCCL_NET to run over "
                      "sockets.",
                      fmt::join(fabric->providers, ", "));
+  throw StageError(f);
+}
+
+void Setup::room_for_registered_memory(const std::vector<RingNeighbours>& rings) const {
+  if (!ofi_wanted || fabric == nullptr || !fabric->rdma) return;
+  std::uint64_t connections = 0;
+  for (const auto& r : rings) {
+    for (const int peer : {r.next, r.prev})
+      connections += peer != rank && !same_host(peer) ? 1 : 0;
+  }
+  const std::uint64_t each = ofi::registered_bytes_per_connection();
+  const std::uint64_t needed = connections * each;
+  const auto room = base::make_room_for_locked_bytes(needed);
+  const auto mib = [](std::uint64_t bytes) {
+    return bytes == std::numeric_limits<std::uint64_t>::max() ? std::string("unlimited")
+           : bytes >= (1U << 20)                              ? fmt::format("{} MiB", bytes >> 20)
+                                                              : fmt::format("{} KiB", bytes >> 10);
+  };
+  if (room.raised) {
+    RM_INFO(init, "RLIMIT_MEMLOCK raised to {} (hard limit {}) for this rank's registered buffers", mib(room.soft),
+            mib(room.hard));
+  }
+  if (room.enough) return;
+  auto f = bootstrap.failure(
+      Stage::transport_connect,
+      fmt::format("rank {} registers at least {} with libfabric's {} provider, which pins it in RAM, and may lock {} "
+                  "(RLIMIT_MEMLOCK, hard limit {}): {} connection(s) to ranks on other hosts, {} of bounce buffers "
+                  "each, before what the provider registers of its own",
+                  rank, mib(needed), fabric->provider, mib(room.soft), mib(room.hard), connections, mib(each)));
+  f.category = ErrorCategory::config;
+  f.hint =
+      "Raise the locked-memory limit for the ranks to unlimited (ulimit -l unlimited; LimitMEMLOCK=infinity in a "
+      "systemd unit; --ulimit memlock=-1 for a container; memlock in /etc/security/limits.conf): EFA and verbs pin "
+      "every buffer they move data from. Or run over sockets (NCCL_NET=Socket), at a fraction of the fabric's speed.";
   throw StageError(f);
 }
 

@@ -52,8 +52,12 @@ struct Setup {
   // Decides whether libfabric may carry connections (loading it only when
   // it may): asked for, or by default when some peer is on another host
   // and the provider is RDMA. Throws StageError when it was asked for and
-  // is unusable.
-  void choose_fabric();
+  // is unusable, or when an RDMA provider (which pins what it registers)
+  // has no room under RLIMIT_MEMLOCK for the buffers of this rank's
+  // connections to other hosts in `rings` (the soft limit raised first as
+  // far as the hard one allows), naming the need and the limit.
+  void choose_fabric(const std::vector<RingNeighbours>& rings = {});
+  void room_for_registered_memory(const std::vector<RingNeighbours>& rings) const;
   // libfabric or nothing to `peer`: NCCL_NET=OFI (or an RDMA provider
   // chosen by default) and the peer on another host. Such a connection
   // never falls back to sockets: a run at sockets' speed on a cluster

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -175,6 +176,10 @@ std::map<std::string, std::weak_ptr<Fabric>> fabrics;
 
 }  // namespace
 
+std::size_t registered_bytes_per_connection() noexcept {
+  return 2 * kSlots * kSlotBytes;
+}
+
 const Availability& availability(const std::string& interface) {
   static std::map<std::string, Availability> known;
   std::lock_guard lock(known_mutex);
@@ -326,7 +331,14 @@ class OfiConnection final : public Connection {
       const int rc =
           fi_mr_reg(e_->shared->domain, buffer_.data(), buffer_.size(), FI_SEND | FI_RECV, 0, 0, 0, &mr_, nullptr);
       if (rc != 0) {
-        why = "fi_mr_reg: " + text(rc);
+        why = fmt::format("fi_mr_reg of {} KiB: {}", buffer_.size() >> 10, text(rc));
+        rlimit locked{};
+        if (::getrlimit(RLIMIT_MEMLOCK, &locked) == 0 && locked.rlim_cur != RLIM_INFINITY) {
+          why += fmt::format(
+              " (RLIMIT_MEMLOCK is {} KiB here, and an RDMA provider pins what it registers: raise it "
+              "to unlimited, ulimit -l unlimited or LimitMEMLOCK=infinity)",
+              locked.rlim_cur >> 10);
+        }
         return false;
       }
       desc_ = fi_mr_desc(mr_);
@@ -549,6 +561,10 @@ std::string library_version() {
 
 std::string library_version() {
   return "not built in";
+}
+
+std::size_t registered_bytes_per_connection() noexcept {
+  return 0;
 }
 
 const Availability& availability(const std::string&) {

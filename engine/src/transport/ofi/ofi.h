@@ -37,6 +37,9 @@ struct Availability {
 };
 // For endpoints on `interface` (the tcp provider's domain name; empty: any).
 const Availability& availability(const std::string& interface);
+// What each connection registers with the provider: its bounce buffers,
+// which an RDMA provider pins in RAM (counted against RLIMIT_MEMLOCK).
+std::size_t registered_bytes_per_connection() noexcept;
 // The version of the libfabric this process loads ("1.17"), or why none is
 // loaded ("not loaded: ...").
 std::string library_version();
