@@ -292,7 +292,7 @@ class Certifier {
         if (user) user(round);
       };
     }
-    const LinkcheckReport& r = report_.linkcheck.emplace(run_linkcheck(agents_in(), next_, l));
+    LinkcheckReport& r = report_.linkcheck.emplace(run_linkcheck(agents_in(), next_, l));
     const auto problems = find_link_problems(r);
     std::vector<std::string> texts;
     for (const auto& p : problems)
@@ -332,10 +332,14 @@ class Certifier {
   // the only one running: a round's pairs share the nodes' CPUs and
   // switches, and a link that was only crowded is not isolated. Empty
   // when it is slow alone too; else what it moved alone.
-  std::string confirm_slow_link(const LinkcheckReport& round, const LinkProblem& p, const std::vector<int>& nodes,
+  // What it moved alone is kept in the round's measure of it (the sweeps
+  // read it: agent::measured_well).
+  std::string confirm_slow_link(LinkcheckReport& round, const LinkProblem& p, const std::vector<int>& nodes,
                                 const LinkcheckOptions& options) {
-    const LinkMeasure* in_round = round.link(p.from, p.to);
-    if (in_round == nullptr) return {};
+    const auto found = std::find_if(round.links.begin(), round.links.end(),
+                                    [&](const LinkMeasure& l) { return l.from == p.from && l.to == p.to; });
+    if (found == round.links.end()) return {};
+    LinkMeasure* in_round = &*found;
     std::vector<double> same;
     for (const auto& l : round.links) {
       if (l.gbs > 0 && l.transport == in_round->transport) same.push_back(l.gbs);
@@ -348,8 +352,10 @@ class Certifier {
                        agents_[static_cast<std::size_t>(nodes[static_cast<std::size_t>(p.to)])]},
                       next_, options);
     const LinkMeasure* again = alone.link(0, 1);
-    if (again == nullptr || (again->gbs <= 0 && !again->ahead) || (again->gbs > 0 && again->gbs < median / 5))
-      return {};
+    if (again == nullptr) return {};
+    in_round->alone_gbs = again->gbs;
+    in_round->alone_ahead = again->ahead && again->gbs <= 0;
+    if ((again->gbs <= 0 && !again->ahead) || (again->gbs > 0 && again->gbs < median / 5)) return {};
     return fmt::format(
         "node {} -> node {} measured again alone: {}, against the round's median of {:.0f} MB/s: it "
         "was crowded in its round, not slow",

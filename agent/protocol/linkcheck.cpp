@@ -285,6 +285,11 @@ std::string measured_well(const LinkcheckReport& r, int from, int to) {
   const LinkMeasure* l = r.link(from, to);
   if (rates.empty() || l == nullptr) return {};
   const double typical = median(rates);
+  if (l->alone_ahead || l->alone_gbs >= typical / 5) {
+    return l->alone_ahead ? "the link check measured it again alone: ahead of its reader"
+                          : fmt::format("the link check measured it again alone at {:.2f} GB/s (median {:.2f} GB/s)",
+                                        l->alone_gbs, typical);
+  }
   if (l->gbs < typical / 5) return {};  // slow by the check's own rule
   return fmt::format("the link check measured it alone at {:.2f} GB/s (median {:.2f} GB/s)", l->gbs, typical);
 }
@@ -504,6 +509,8 @@ json to_json(const LinkcheckReport& r, const std::vector<std::string>& findings)
     if (l.nominal_gbs > 0) one["nominal_gbs"] = l.nominal_gbs;
     if (l.ahead) one["ahead"] = true;
     if (l.floor_gbs > 0) one["floor_gbs"] = l.floor_gbs;
+    if (l.alone_gbs > 0) one["alone_gbs"] = l.alone_gbs;
+    if (l.alone_ahead) one["alone_ahead"] = true;
     if (l.segments > 0) {
       one["segments"] = l.segments;
       one["resent"] = l.resent;

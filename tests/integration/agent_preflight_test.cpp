@@ -188,7 +188,14 @@ TEST(LinkCheck, ASlowNodeIsNamedAndOneSlowLinkIsNamed) {
   EXPECT_EQ(agent::measured_well(r, 0, 1), "the link check measured it alone at 1.20 GB/s (median 1.20 GB/s)");
   EXPECT_EQ(agent::measured_well(r, 3, 2), "");  // 10 MB/s
   EXPECT_EQ(agent::measured_well(r, 1, 0), "");
-  set(0, 2, 0.3);  // a quarter of the median: crowded, not slow
+  // Slow in its round, measured again alone (certify): what it moved then.
+  for (auto& l : r.links) {
+    if (l.from == 3 && l.to == 2) l.alone_gbs = 0.9;
+    if (l.from == 1 && l.to == 0) l.alone_gbs = 0.006;
+  }
+  EXPECT_EQ(agent::measured_well(r, 3, 2), "the link check measured it again alone at 0.90 GB/s (median 1.20 GB/s)");
+  EXPECT_EQ(agent::measured_well(r, 1, 0), "");  // slow alone too
+  set(0, 2, 0.3);                                // a quarter of the median: crowded, not slow
   EXPECT_EQ(agent::measured_well(r, 0, 2), "the link check measured it alone at 0.30 GB/s (median 1.20 GB/s)");
   set(0, 2, 1.2);
   EXPECT_EQ(agent::measured_well(r, 0, 0), "");  // no such link

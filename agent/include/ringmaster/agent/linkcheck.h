@@ -52,6 +52,10 @@ struct LinkMeasure {
   // What the sender's TCP counted on the link (0 of 0 when not told): a
   // link losing packets resends a share of them.
   std::uint64_t segments = 0, resent = 0;
+  // Measured again on its own after its round found it slow (certify
+  // does): its rate then, or ahead of its reader; 0 and false when not.
+  double alone_gbs = 0;
+  bool alone_ahead = false;
 };
 
 // The network device that holds a node's address, from its agent's
