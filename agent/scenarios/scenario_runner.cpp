@@ -984,43 +984,28 @@ void check_before_run(Cluster& cluster, const agent::Scenario& s, const std::sha
   check_certify(cluster, s.hosts, s.run, s.expect["certify"], inbox, reapply, v);
 }
 
-Verdict run_one(const agent::Scenario& s, const std::string& agent_path, bool keep, std::ostream* events,
-                const std::atomic<bool>* stop) {
-  Verdict v;
-  const int hosts = s.hosts;
+// Launches the run on every host with ranks (each host's env_on over the
+// run's env); fills `pid_of` (rank -> pid) and returns how many hosts run
+// ranks. The run's header goes to `events` first.
+int launch_run(Cluster& cluster, const agent::Scenario& s, agent::RunRequest& run, std::ostream* events,
+               std::map<int, int>& pid_of) {
   const json& run_spec = s.run;
-  const json& expect = s.expect;
-  Cluster cluster(hosts, keep);
-  prepare_hosts(cluster, s, v);
-  auto inbox = std::make_shared<Inbox>();
-  cluster.start_agents(agent_path, [inbox](const json& m) {
-    std::lock_guard lock(inbox->mutex);
-    inbox->messages.push_back(m);
-    inbox->cv.notify_all();
-  });
-  hold_ports(cluster, s, v);
-  if (!apply_faults(cluster, s, hosts, v, true)) return v;
-  check_before_run(cluster, s, inbox, v);
   const std::vector<int> placement = s.placement();
-  const int world = s.world_size();
-  const std::string run_id = "repro-" + s.name;
-  agent::RunRequest run = scenario_run(run_spec, run_id, world);
-  if (gate_refuses(cluster, s, run, v)) return v;
+  const std::string& run_id = run.run_id;
   if (events) {
     std::set<int> with_ranks;
     for (int h : placement) {
       if (h >= 0) with_ranks.insert(h);
     }
     *events << json{{"run_begin", run_id},
-                    {"world_size", world},
+                    {"world_size", s.world_size()},
                     {"agents", with_ranks.size()},
                     {"placement", placement}}
                    .dump()
             << "\n";
   }
-  std::map<int, int> pid_of;
   int running_hosts = 0;
-  for (int h = 0; h < hosts; ++h) {
+  for (int h = 0; h < s.hosts; ++h) {
     run.ranks.clear();
     for (std::size_t r = 0; r < placement.size(); ++r) {
       if (placement[r] == h) run.ranks.push_back(static_cast<int>(r));
@@ -1043,7 +1028,55 @@ Verdict run_one(const agent::Scenario& s, const std::string& agent_path, bool ke
       pid_of[p["rank"].get<int>()] = p["pid"].get<int>();
     ++running_hosts;
   }
+  return running_hosts;
+}
+
+// Says each step as it starts (ScenarioRunOptions::on_step), and that the
+// hosts are being taken down when the scenario's scope ends.
+struct StepTeller {
+  const std::function<void(const std::string&)>& on_step;
+  void operator()(const std::string& step) const {
+    if (on_step) on_step(step);
+  }
+};
+struct SaysTakingDown {
+  StepTeller say;
+  ~SaysTakingDown() { say("taking the hosts down"); }
+};
+
+Verdict run_one(const agent::Scenario& s, const ScenarioRunOptions& o) {
+  Verdict v;
+  const int hosts = s.hosts;
+  const json& run_spec = s.run;
+  const json& expect = s.expect;
+  std::ostream* events = o.events;
+  const std::atomic<bool>* stop = o.stop;
+  const StepTeller say{o.on_step};
+  say("building the hosts");
+  Cluster cluster(hosts, o.keep);
+  const SaysTakingDown taking_down{say};  // destroyed before the cluster
+  prepare_hosts(cluster, s, v);
+  auto inbox = std::make_shared<Inbox>();
+  say("starting the agents");
+  cluster.start_agents(o.agent_path, [inbox](const json& m) {
+    std::lock_guard lock(inbox->mutex);
+    inbox->messages.push_back(m);
+    inbox->cv.notify_all();
+  });
+  say("applying the faults");
+  hold_ports(cluster, s, v);
+  if (!apply_faults(cluster, s, hosts, v, true)) return v;
+  say("checking before the run (preflight, certify)");
+  check_before_run(cluster, s, inbox, v);
+  agent::RunRequest run = scenario_run(run_spec, "repro-" + s.name, s.world_size());
+  const std::string& run_id = run.run_id;
+  say("the node gate");
+  if (gate_refuses(cluster, s, run, v)) return v;
+  std::map<int, int> pid_of;
+  say("launching the run");
+  const int running_hosts = launch_run(cluster, s, run, events, pid_of);
   // Collect until every host with ranks is done.
+  say("collecting the run's events");
   ScenarioAction act(s.action, cluster, pid_of, v);
   namespace ev = agent::events;
   agent::ScenarioRun said;
@@ -1052,12 +1085,12 @@ Verdict run_one(const agent::Scenario& s, const std::string& agent_path, bool ke
     std::unique_lock lock(inbox->mutex);
     const auto slice = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
     act.tick();
+    if (stop != nullptr && stop->load()) {
+      v.passed = false;
+      v.reasons.push_back("interrupted");
+      break;
+    }
     if (!inbox->cv.wait_until(lock, slice, [&] { return !inbox->messages.empty(); })) {
-      if (stop != nullptr && stop->load()) {
-        v.passed = false;
-        v.reasons.push_back("interrupted");
-        break;
-      }
       if (std::chrono::steady_clock::now() < deadline) continue;
       v.passed = false;
       v.reasons.push_back("the run did not end within the scenario's timeout: a hang");
@@ -1096,6 +1129,7 @@ Verdict run_one(const agent::Scenario& s, const std::string& agent_path, bool ke
         cluster.client(h).call({{"type", "fault_clear"}});
       apply_faults(cluster, s, hosts, v, false);
     };
+    say("the link check");
     check_linkcheck(cluster, hosts, run_spec, expect["linkcheck"], inbox, reapply, v);
   }
   const agent::ScenarioCheck check = agent::check_run(s, said);
@@ -1133,7 +1167,7 @@ std::vector<std::string> take_agent_exit_problems() {
 }
 
 ScenarioVerdict run_scenario(const Scenario& scenario, const ScenarioRunOptions& options) {
-  return run_one(scenario, options.agent_path, options.keep, options.events, options.stop);
+  return run_one(scenario, options);
 }
 
 }  // namespace ringmaster::agent

@@ -92,13 +92,79 @@ Said run_one(const agent::Scenario& s, const agent::ScenarioRunOptions& options,
   return said;
 }
 
+// A scenario in progress, for the watchdog: where it is and since when.
+struct InProgress {
+  std::string name;
+  std::chrono::steady_clock::time_point started;
+  int limit_s = 0;  // the run's timeout_s and 120 s for the steps around it
+  std::string step;
+  bool overdue = false;
+  std::string overdue_at;         // the step it was in then
+  std::atomic<bool> stop{false};  // set on interruption or past the limit
+};
+
+// Every second: a scenario past its limit is named with the step it is
+// in, and stopped where the runner can stop it (the run's wait); every
+// scenario is stopped on Ctrl-C.
+class Watchdog {
+ public:
+  explicit Watchdog(std::mutex& print_lock) : print_lock_(print_lock) {}
+  InProgress& begin(const agent::Scenario& s) {
+    std::lock_guard hold(lock_);
+    auto& p = *running_.emplace_back(std::make_unique<InProgress>());
+    p.name = s.name;
+    p.started = std::chrono::steady_clock::now();
+    p.limit_s = s.timeout_s + 120;
+    return p;
+  }
+  void step(InProgress& p, const std::string& step) {
+    std::lock_guard hold(lock_);
+    p.step = step;
+  }
+  // Removes it; what the watchdog said of it, for its verdict.
+  std::string end(InProgress& p) {
+    std::lock_guard hold(lock_);
+    std::string said = p.overdue ? fmt::format("stopped: past its limit of {} s, at: {}", p.limit_s, p.overdue_at) : "";
+    std::erase_if(running_, [&](const auto& q) { return q.get() == &p; });
+    return said;
+  }
+
+ private:
+  void watch(std::stop_token stop) {
+    while (!stop.stop_requested()) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      std::lock_guard hold(lock_);
+      for (auto& p : running_) {
+        if (interrupted) p->stop = true;
+        const auto ran = std::chrono::steady_clock::now() - p->started;
+        if (p->overdue || ran < std::chrono::seconds(p->limit_s)) continue;
+        p->overdue = true;
+        p->overdue_at = p->step;
+        p->stop = true;
+        std::lock_guard print(print_lock_);
+        std::printf("STALLED: %s has run %lld s, past its limit of %d s, at: %s\n", p->name.c_str(),
+                    static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(ran).count()), p->limit_s,
+                    p->step.c_str());
+        std::fflush(stdout);
+      }
+    }
+  }
+  std::mutex& print_lock_;
+  std::mutex lock_;
+  std::vector<std::unique_ptr<InProgress>> running_;
+  std::jthread thread_{[this](std::stop_token stop) { watch(stop); }};  // last: starts once the rest is made
+};
+
 // Runs the scenarios and prints each verdict as it ends: those that time
 // nothing `jobs` at a time (each cluster is namespaces of its own), then
-// those that run alone (Scenario::runs_alone), one after another. Returns
-// (failed, skipped).
+// those that run alone (Scenario::runs_alone), one after another. Each
+// runs under its own limit (its run's timeout_s and 120 s for the steps
+// around it): past it, the scenario and its step are named (the
+// watchdog). Returns (failed, skipped).
 std::pair<int, int> run_all(const std::vector<const agent::Scenario*>& chosen, agent::ScenarioRunOptions options,
                             std::ostream* events, int jobs) {
   std::mutex lock;
+  Watchdog watchdog(lock);
   int failed = 0, skipped = 0;
   const auto say = [&](const Said& said, const std::ostringstream& its_events) {
     std::lock_guard hold(lock);
@@ -110,9 +176,17 @@ std::pair<int, int> run_all(const std::vector<const agent::Scenario*>& chosen, a
   };
   const auto run = [&](const agent::Scenario& s, bool live) {
     std::ostringstream its_events;
+    InProgress& progress = watchdog.begin(s);
     agent::ScenarioRunOptions mine = options;
     mine.events = events != nullptr ? &its_events : nullptr;
-    say(run_one(s, mine, live), its_events);
+    mine.stop = &progress.stop;
+    mine.on_step = [&](const std::string& step) { watchdog.step(progress, step); };
+    Said said = run_one(s, mine, live);
+    if (const std::string stalled = watchdog.end(progress); !stalled.empty()) {
+      said.verdict.passed = false;
+      said.text += "   - " + stalled + "\n";
+    }
+    say(said, its_events);
   };
   std::vector<const agent::Scenario*> side_by_side, alone;
   for (const auto* s : chosen)

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -37,6 +38,12 @@ struct ScenarioRunOptions {
   // Set by another thread (or a signal handler): the scenario stops
   // waiting, fails as "interrupted" and cleans up. Null for never.
   const std::atomic<bool>* stop = nullptr;
+  // Each step as it starts ("building the hosts", "starting the agents",
+  // "applying the faults", "checking before the run (preflight,
+  // certify)", "the node gate", "launching the run", "collecting the
+  // run's events", "the link check", "taking the hosts down"), on the
+  // scenario's thread; empty for none.
+  std::function<void(const std::string&)> on_step;
 };
 
 // Why scenarios cannot run on this machine (not root, `ip` or `nft`
