@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "ringmaster/status.h"
 
@@ -19,6 +20,241 @@ using Clock = std::chrono::steady_clock;
 using perf_values::fill;
 using perf_values::matches;
 using perf_values::reference_reduction;
+
+// One size of a sweep, as nccl-tests counts it: the size is the total of
+// the larger buffer; counts per rank for the block collectives are that
+// divided by the ranks, in whole elements.
+struct SizeShape {
+  std::size_t count = 0, total = 0, in_count = 0, out_count = 0;
+  bool gathers = false, scatters = false, exchanges = false;
+};
+
+SizeShape shape_of(const PerfSpec& spec, int n, std::size_t requested) {
+  SizeShape z;
+  const std::size_t es = size_of(spec.type);
+  // Output of n blocks (all_gather, gather) or input of n blocks
+  // (reduce_scatter, scatter); gather and scatter only at the root.
+  z.gathers = spec.collective == Collective::all_gather || spec.collective == Collective::gather;
+  z.scatters = spec.collective == Collective::reduce_scatter || spec.collective == Collective::scatter;
+  z.exchanges = spec.collective == Collective::all_to_all;
+  z.count = requested / es;
+  const bool blocks = z.gathers || z.scatters || z.exchanges;
+  if (blocks) z.count /= static_cast<std::size_t>(n);
+  z.total = z.count * es * (blocks ? static_cast<std::size_t>(n) : 1);
+  z.in_count = (z.scatters || z.exchanges) ? z.count * static_cast<std::size_t>(n) : z.count;
+  z.out_count = (z.gathers || z.exchanges) ? z.count * static_cast<std::size_t>(n) : z.count;
+  return z;
+}
+
+// What rank `r` must hold after the collective, from every rank's input:
+// the bytes of a moved input, or for a reduction the values and the
+// largest term of each (reference_reduction).
+struct Expected {
+  std::vector<std::byte> bytes;
+  std::vector<double> values, largest;
+};
+
+Expected expected_after(const PerfSpec& spec, int n, int r, const SizeShape& z) {
+  Expected e;
+  const std::size_t es = size_of(spec.type);
+  const std::size_t count = z.count, total = z.total;
+  const int from = (r - 1 + n) % n;
+  std::vector<std::byte> other;
+  switch (spec.collective) {
+    case Collective::all_reduce:
+    case Collective::reduce:
+    case Collective::reduce_scatter: {
+      e.values = reference_reduction(spec.type, spec.op, n, z.in_count, total, e.largest);
+      if (z.scatters) {
+        e.values.erase(e.values.begin(), e.values.begin() + static_cast<std::ptrdiff_t>(r * count));
+        e.values.resize(count);
+        e.largest.erase(e.largest.begin(), e.largest.begin() + static_cast<std::ptrdiff_t>(r * count));
+        e.largest.resize(count);
+      }
+      break;
+    }
+    case Collective::all_gather:
+    case Collective::gather:
+      for (int q = 0; q < n; ++q) {
+        fill(other, count, spec.type, spec.op, q, total);
+        e.bytes.insert(e.bytes.end(), other.begin(), other.end());
+      }
+      break;
+    case Collective::scatter: {
+      // Block r of the root's input.
+      fill(other, z.in_count, spec.type, spec.op, spec.root, total);
+      const auto* begin = other.data() + static_cast<std::size_t>(r) * count * es;
+      e.bytes.assign(begin, begin + count * es);
+      break;
+    }
+    case Collective::broadcast:
+      fill(e.bytes, count, spec.type, spec.op, spec.root, total);
+      break;
+    case Collective::all_to_all:
+      // Block q comes from rank q: its input's block for us.
+      for (int q = 0; q < n; ++q) {
+        fill(other, z.in_count, spec.type, spec.op, q, total);
+        const auto* begin = other.data() + static_cast<std::size_t>(r) * count * es;
+        e.bytes.insert(e.bytes.end(), begin, begin + count * es);
+      }
+      break;
+    case Collective::send_recv:
+      if (n > 1) fill(e.bytes, count, spec.type, spec.op, from, total);
+      break;
+    case Collective::barrier:
+      break;
+  }
+  return e;
+}
+
+// One call of the spec's collective over `count` elements; sendrecv is a
+// ring of point-to-point transfers (to the next rank, from the previous).
+Request launch_call(Communicator& comm, const PerfSpec& spec, std::size_t count, const std::byte* send,
+                    std::byte* recv) {
+  const int n = comm.size(), r = comm.rank();
+  switch (spec.collective) {
+    case Collective::all_reduce:
+      return comm.all_reduce(send, recv, count, spec.type, spec.op);
+    case Collective::all_gather:
+      return comm.all_gather(send, recv, count, spec.type);
+    case Collective::reduce_scatter:
+      return comm.reduce_scatter(send, recv, count, spec.type, spec.op);
+    case Collective::broadcast:
+      return comm.broadcast(send, recv, count, spec.type, spec.root);
+    case Collective::reduce:
+      return comm.reduce(send, recv, count, spec.type, spec.op, spec.root);
+    case Collective::barrier:
+      return comm.barrier();
+    case Collective::all_to_all:
+      return comm.all_to_all(send, recv, count, spec.type);
+    case Collective::gather:
+      return comm.gather(send, recv, count, spec.type, spec.root);
+    case Collective::scatter:
+      return comm.scatter(send, recv, count, spec.type, spec.root);
+    case Collective::send_recv:
+      if (n == 1) {
+        copy_bytes(recv, send, count * size_of(spec.type));
+        return {};
+      }
+      return comm.sendrecv(send, (r + 1) % n, recv, (r - 1 + n) % n, count, spec.type);
+  }
+  return {};
+}
+
+// The warm-up calls of each candidate in turn (`turn` the first), each
+// followed by a reset of the buffers; with `first` (the sweep's first
+// size and placement) also the time-based warm-up (-W ms), for which every
+// rank must run as many calls: they agree every 64 calls on whether all
+// have warmed up long enough.
+void warm_up(Communicator& comm, const PerfSpec& spec, std::size_t nc, std::size_t turn,
+             const std::function<void(std::size_t)>& use, const std::function<void()>& call_and_reset, bool first) {
+  for (std::size_t k = 0; k < nc; ++k) {
+    use((k + turn) % nc);
+    const auto warm_start = Clock::now();
+    for (int i = 0; i < spec.warmup; ++i)
+      call_and_reset();
+    if (!first || k != 0 || spec.warmup_ms <= 0) continue;
+    for (;;) {
+      std::int32_t warm = Clock::now() - warm_start >= std::chrono::milliseconds(spec.warmup_ms) ? 1 : 0;
+      comm.unfiltered([&] { comm.all_reduce(&warm, &warm, 1, DataType::int32, RedOp::min).wait(); });
+      if (warm == 1) break;
+      for (int i = 0; i < 64; ++i)
+        call_and_reset();
+    }
+  }
+}
+
+// The time of one call (µs) of each of `nc` candidates at one size and
+// placement: without candidates (`use` empty) the mean over iters x
+// agg_iters calls; with, candidates take turns, each turn a lead-in call
+// and a timed one, the first turning with the iteration and `turn`, and a
+// candidate's time is the median of its timed calls. Then -a's reading
+// over every rank, as nccl-tests reports it (over MPI there: whatever
+// NCCL_ALGO allows, here).
+std::vector<double> time_calls(Communicator& comm, const PerfSpec& spec, std::size_t nc, std::size_t turn,
+                               const std::function<void(std::size_t)>& use, const std::function<Request()>& launch) {
+  std::vector<double> times(nc);
+  if (!use) {
+    std::vector<Request> pending;
+    const auto start = Clock::now();
+    const int agg = std::max(spec.agg_iters, 1);
+    for (int i = 0; i < spec.iters; ++i) {
+      for (int a = 0; a < agg; ++a) {
+        auto req = launch();
+        if (spec.blocking) {
+          req.wait();
+        } else {
+          pending.push_back(req);
+        }
+      }
+    }
+    for (auto& req : pending)
+      req.wait();
+    times[0] = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / std::max(spec.iters * agg, 1);
+  } else {
+    std::vector<std::vector<double>> calls(nc);
+    for (int i = 0; i < spec.iters; ++i) {
+      for (std::size_t k = 0; k < nc; ++k) {
+        const std::size_t c = (k + static_cast<std::size_t>(i) + turn) % nc;
+        use(c);
+        // The lead-in call leaves the ranks as this candidate leaves
+        // them (a tree's root leaves before its leaves): the timed one
+        // then costs what a loop of it costs.
+        launch().wait();
+        const auto start = Clock::now();
+        launch().wait();
+        calls[c].push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+      }
+    }
+    for (std::size_t c = 0; c < nc; ++c) {
+      auto& v = calls[c];
+      if (v.empty()) continue;
+      std::sort(v.begin(), v.end());
+      times[c] = v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    }
+  }
+  if (spec.average == 0) {
+    comm.unfiltered([&] { comm.broadcast(times.data(), times.data(), times.size(), DataType::fp64, 0).wait(); });
+  } else if (spec.average >= 1 && spec.average <= 3) {
+    const RedOp how = spec.average == 1 ? RedOp::sum : spec.average == 2 ? RedOp::min : RedOp::max;
+    comm.unfiltered([&] { comm.all_reduce(times.data(), times.data(), times.size(), DataType::fp64, how).wait(); });
+    if (spec.average == 1) {
+      for (auto& t : times)
+        t /= comm.size();
+    }
+  }
+  return times;
+}
+
+// --candidates all: every algorithm and protocol the tuner could pick
+// here (what the transports run and NCCL_ALGO / NCCL_PROTO leave), and
+// auto; otherwise the spec's candidates.
+std::vector<PerfCandidate> candidates_of(Communicator& comm, const PerfSpec& spec) {
+  std::vector<PerfCandidate> candidates = spec.candidates;
+  if (candidates.size() != 1 || candidates[0].name != "all") return candidates;
+  candidates.clear();
+  comm.select(std::nullopt, std::nullopt);
+  for (const auto& c : comm.decide(spec.collective, spec.min_bytes).candidates) {
+    const std::string name = fmt::format("{}/{}", name_of(c.algorithm), name_of(c.protocol));
+    const bool seen = std::any_of(candidates.begin(), candidates.end(), [&](auto& k) { return k.name == name; });
+    if (c.excluded.empty() && !seen) candidates.push_back({name, c.algorithm, c.protocol});
+  }
+  candidates.push_back({"auto", std::nullopt, std::nullopt});
+  return candidates;
+}
+
+// The sizes of the sweep, min_bytes to max_bytes by step_factor or step_bytes.
+std::vector<std::size_t> sizes_of(const PerfSpec& spec) {
+  std::vector<std::size_t> sizes;
+  for (std::size_t bytes = spec.min_bytes; bytes <= spec.max_bytes;) {
+    sizes.push_back(bytes);
+    std::size_t next =
+        spec.step_factor > 1 ? static_cast<std::size_t>(std::ceil(bytes * spec.step_factor)) : bytes + spec.step_bytes;
+    if (next <= bytes) next = bytes + 1;
+    bytes = next;
+  }
+  return sizes;
+}
 
 }  // namespace
 
@@ -88,138 +324,26 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
                               const std::function<void(const PerfRow&)>& on_row) {
   const int n = comm.size(), r = comm.rank();
   const std::size_t es = size_of(spec.type);
-  // Output of n blocks (all_gather, gather) or input of n blocks
-  // (reduce_scatter, scatter); gather and scatter only at the root.
   const bool rooted = spec.collective == Collective::gather || spec.collective == Collective::scatter;
-  const bool gathers = spec.collective == Collective::all_gather || spec.collective == Collective::gather;
-  const bool scatters = spec.collective == Collective::reduce_scatter || spec.collective == Collective::scatter;
   const bool exchanges = spec.collective == Collective::all_to_all;
   const bool p2p = spec.collective == Collective::send_recv;
   std::vector<PerfRow> rows;
-  // --candidates all: every algorithm and protocol the tuner could pick
-  // here (what the transports run and NCCL_ALGO / NCCL_PROTO leave).
-  std::vector<PerfCandidate> candidates = spec.candidates;
-  if (candidates.size() == 1 && candidates[0].name == "all") {
-    candidates.clear();
-    comm.select(std::nullopt, std::nullopt);
-    for (const auto& c : comm.decide(spec.collective, spec.min_bytes).candidates) {
-      const std::string name = fmt::format("{}/{}", name_of(c.algorithm), name_of(c.protocol));
-      const bool seen = std::any_of(candidates.begin(), candidates.end(), [&](auto& k) { return k.name == name; });
-      if (c.excluded.empty() && !seen) candidates.push_back({name, c.algorithm, c.protocol});
-    }
-    candidates.push_back({"auto", std::nullopt, std::nullopt});
-  }
+  std::vector<PerfCandidate> candidates = candidates_of(comm, spec);
   const bool compares = !candidates.empty();
   if (!compares) candidates.push_back({});
-  std::vector<std::size_t> sizes;
-  for (std::size_t bytes = spec.min_bytes; bytes <= spec.max_bytes;) {
-    sizes.push_back(bytes);
-    std::size_t next =
-        spec.step_factor > 1 ? static_cast<std::size_t>(std::ceil(bytes * spec.step_factor)) : bytes + spec.step_bytes;
-    if (next <= bytes) next = bytes + 1;
-    bytes = next;
-  }
   std::size_t sizes_done = 0;
-  for (const std::size_t requested : sizes) {
-    // nccl-tests' size is the total of the larger buffer; counts per rank
-    // for all_gather / reduce_scatter are that divided by n, in whole elements.
-    std::size_t count = requested / es;
-    const bool blocks = gathers || scatters || exchanges;
-    if (blocks) count /= static_cast<std::size_t>(n);
-    const std::size_t total = count * es * (blocks ? static_cast<std::size_t>(n) : 1);
-    const std::size_t in_count = (scatters || exchanges) ? count * static_cast<std::size_t>(n) : count;
-    const std::size_t out_count = (gathers || exchanges) ? count * static_cast<std::size_t>(n) : count;
-    const int to = (r + 1) % n, from = (r - 1 + n) % n;  // sendrecv: a ring of point-to-point transfers
-
+  for (const std::size_t requested : sizes_of(spec)) {
+    const SizeShape z = shape_of(spec, n, requested);
+    const std::size_t count = z.count, total = z.total;
+    const bool gathers = z.gathers, scatters = z.scatters;
     std::vector<std::byte> input;
-    fill(input, in_count, spec.type, spec.op, r, total);
-    // What this rank must hold afterwards: the bytes of a moved input, or
-    // for a reduction the values (reference_reduction).
-    std::vector<std::byte> expected;
-    std::vector<double> expected_values, expected_largest;
-    if (spec.check) {
-      // What this rank must hold afterwards, from every rank's input.
-      std::vector<std::byte> other;
-      switch (spec.collective) {
-        case Collective::all_reduce:
-        case Collective::reduce:
-        case Collective::reduce_scatter: {
-          expected_values = reference_reduction(spec.type, spec.op, n, in_count, total, expected_largest);
-          if (scatters) {
-            expected_values.erase(expected_values.begin(),
-                                  expected_values.begin() + static_cast<std::ptrdiff_t>(r * count));
-            expected_values.resize(count);
-            expected_largest.erase(expected_largest.begin(),
-                                   expected_largest.begin() + static_cast<std::ptrdiff_t>(r * count));
-            expected_largest.resize(count);
-          }
-          break;
-        }
-        case Collective::all_gather:
-        case Collective::gather:
-          for (int q = 0; q < n; ++q) {
-            fill(other, count, spec.type, spec.op, q, total);
-            expected.insert(expected.end(), other.begin(), other.end());
-          }
-          break;
-        case Collective::scatter: {
-          // Block r of the root's input.
-          fill(other, in_count, spec.type, spec.op, spec.root, total);
-          const auto* begin = other.data() + static_cast<std::size_t>(r) * count * es;
-          expected.assign(begin, begin + count * es);
-          break;
-        }
-        case Collective::broadcast:
-          fill(expected, count, spec.type, spec.op, spec.root, total);
-          break;
-        case Collective::all_to_all:
-          // Block q comes from rank q: its input's block for us.
-          for (int q = 0; q < n; ++q) {
-            fill(other, in_count, spec.type, spec.op, q, total);
-            const auto* begin = other.data() + static_cast<std::size_t>(r) * count * es;
-            expected.insert(expected.end(), begin, begin + count * es);
-          }
-          break;
-        case Collective::send_recv:
-          if (n > 1) fill(expected, count, spec.type, spec.op, from, total);
-          break;
-        case Collective::barrier:
-          break;
-      }
-    }
+    fill(input, z.in_count, spec.type, spec.op, r, total);
+    const Expected expected = spec.check ? expected_after(spec, n, r, z) : Expected{};
     const bool checks_here =
         spec.check &&
         !((spec.collective == Collective::reduce || spec.collective == Collective::gather) && r != spec.root);
 
-    auto launch = [&](const std::byte* send, std::byte* recv) -> Request {
-      switch (spec.collective) {
-        case Collective::all_reduce:
-          return comm.all_reduce(send, recv, count, spec.type, spec.op);
-        case Collective::all_gather:
-          return comm.all_gather(send, recv, count, spec.type);
-        case Collective::reduce_scatter:
-          return comm.reduce_scatter(send, recv, count, spec.type, spec.op);
-        case Collective::broadcast:
-          return comm.broadcast(send, recv, count, spec.type, spec.root);
-        case Collective::reduce:
-          return comm.reduce(send, recv, count, spec.type, spec.op, spec.root);
-        case Collective::barrier:
-          return comm.barrier();
-        case Collective::all_to_all:
-          return comm.all_to_all(send, recv, count, spec.type);
-        case Collective::gather:
-          return comm.gather(send, recv, count, spec.type, spec.root);
-        case Collective::scatter:
-          return comm.scatter(send, recv, count, spec.type, spec.root);
-        case Collective::send_recv:
-          if (n == 1) {
-            copy_bytes(recv, send, count * es);
-            return {};
-          }
-          return comm.sendrecv(send, to, recv, from, count, spec.type);
-      }
-      return {};
-    };
+    auto launch = [&](const std::byte* send, std::byte* recv) { return launch_call(comm, spec, count, send, recv); };
 
     // With --candidates the candidates take turns: each iteration runs
     // every candidate once, the first turning with the iteration and the
@@ -248,7 +372,7 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
     // they have no in-place form (as in NCCL); their in-place columns say N/A.
     const int passes = (exchanges || p2p) ? 1 : 2;
     for (int in_place = 0; in_place < passes; ++in_place) {
-      std::vector<std::byte> send_store, recv_store(std::max(in_count, out_count) * es);
+      std::vector<std::byte> send_store, recv_store(std::max(z.in_count, z.out_count) * es);
       std::byte* send = nullptr;
       std::byte* recv = recv_store.data();
       auto reset = [&] {
@@ -266,80 +390,17 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
         }
       };
       reset();
-      for (std::size_t k = 0; k < nc; ++k) {
-        use((k + sizes_done) % nc);
-        const auto warm_start = Clock::now();
-        for (int i = 0; i < spec.warmup; ++i) {
-          launch(send, recv).wait();
-          reset();
-        }
-        if (sizes_done == 0 && k == 0 && in_place == 0 && spec.warmup_ms > 0) {
-          // Time-based, but every rank must run as many calls: they agree
-          // every 64 calls on whether all have warmed up long enough.
-          for (;;) {
-            std::int32_t warm = Clock::now() - warm_start >= std::chrono::milliseconds(spec.warmup_ms) ? 1 : 0;
-            comm.unfiltered([&] { comm.all_reduce(&warm, &warm, 1, DataType::int32, RedOp::min).wait(); });
-            if (warm == 1) break;
-            for (int i = 0; i < 64; ++i) {
-              launch(send, recv).wait();
-              reset();
-            }
-          }
-        }
-      }
-      std::vector<double> times(nc);
-      if (!compares) {
-        std::vector<Request> pending;
-        const auto start = Clock::now();
-        const int agg = std::max(spec.agg_iters, 1);
-        for (int i = 0; i < spec.iters; ++i) {
-          for (int a = 0; a < agg; ++a) {
-            auto req = launch(send, recv);
-            if (spec.blocking) {
-              req.wait();
-            } else {
-              pending.push_back(req);
-            }
-          }
-        }
-        for (auto& req : pending)
-          req.wait();
-        times[0] =
-            std::chrono::duration<double, std::micro>(Clock::now() - start).count() / std::max(spec.iters * agg, 1);
-      } else {
-        std::vector<std::vector<double>> calls(nc);
-        for (int i = 0; i < spec.iters; ++i) {
-          for (std::size_t k = 0; k < nc; ++k) {
-            const std::size_t c = (k + static_cast<std::size_t>(i) + sizes_done) % nc;
-            use(c);
-            // The lead-in call leaves the ranks as this candidate leaves
-            // them (a tree's root leaves before its leaves): the timed one
-            // then costs what a loop of it costs.
+      warm_up(
+          comm, spec, nc, sizes_done, use,
+          [&] {
             launch(send, recv).wait();
-            const auto start = Clock::now();
-            launch(send, recv).wait();
-            calls[c].push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
-          }
-        }
-        for (std::size_t c = 0; c < nc; ++c) {
-          auto& v = calls[c];
-          if (v.empty()) continue;
-          std::sort(v.begin(), v.end());
-          times[c] = v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-        }
-      }
-      // -a: one time for the row over every rank, as nccl-tests reports it
-      // (over MPI there: whatever NCCL_ALGO allows, here).
-      if (spec.average == 0) {
-        comm.unfiltered([&] { comm.broadcast(times.data(), times.data(), times.size(), DataType::fp64, 0).wait(); });
-      } else if (spec.average >= 1 && spec.average <= 3) {
-        const RedOp how = spec.average == 1 ? RedOp::sum : spec.average == 2 ? RedOp::min : RedOp::max;
-        comm.unfiltered([&] { comm.all_reduce(times.data(), times.data(), times.size(), DataType::fp64, how).wait(); });
-        if (spec.average == 1) {
-          for (auto& t : times)
-            t /= n;
-        }
-      }
+            reset();
+          },
+          sizes_done == 0 && in_place == 0);
+      std::function<void(std::size_t)> turn_to;  // none: one configuration, timed as a loop
+      if (compares) turn_to = use;
+      const std::vector<double> times =
+          time_calls(comm, spec, nc, sizes_done, turn_to, [&] { return launch(send, recv); });
       for (std::size_t c = 0; c < nc; ++c) {
         PerfResult result;
         result.time_us = times[c];
@@ -354,11 +415,11 @@ std::vector<PerfRow> run_perf(Communicator& comm, const PerfSpec& spec,
           launch(send, recv).wait();
         }
         if (checks_here) {
-          for (std::size_t i = 0; i < expected.size() / es; ++i) {
-            if (std::memcmp(recv + i * es, expected.data() + i * es, es) != 0) ++result.wrong;
+          for (std::size_t i = 0; i < expected.bytes.size() / es; ++i) {
+            if (std::memcmp(recv + i * es, expected.bytes.data() + i * es, es) != 0) ++result.wrong;
           }
-          for (std::size_t i = 0; i < expected_values.size(); ++i) {
-            if (!matches(recv + i * es, expected_values[i], spec.type, spec.op, n, expected_largest[i])) ++result.wrong;
+          for (std::size_t i = 0; i < expected.values.size(); ++i) {
+            if (!matches(recv + i * es, expected.values[i], spec.type, spec.op, n, expected.largest[i])) ++result.wrong;
           }
         }
         (in_place != 0 ? size_rows[c].in_place : size_rows[c].out_of_place) = result;
