@@ -128,12 +128,20 @@ int drain_errors(int fd, int& first) {
   for (;;) {
     const ssize_t got = ::recv(fd, buffer, sizeof(buffer), MSG_DONTWAIT);
     if (got <= 0) return errors;
-    int left = static_cast<int>(got);
-    for (auto* h = reinterpret_cast<nlmsghdr*>(buffer); NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
-      if (h->nlmsg_type != NLMSG_ERROR) continue;
-      const auto* e = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
-      if (e->error == 0) continue;
-      if (errors++ == 0) first = -e->error;
+    // Each message in turn (not NLMSG_OK/NEXT, whose int length compares
+    // with an unsigned field).
+    const auto len = static_cast<std::size_t>(got);
+    constexpr std::size_t kHeader = NLMSG_ALIGN(sizeof(nlmsghdr));
+    for (std::size_t at = 0; at + sizeof(nlmsghdr) <= len;) {
+      nlmsghdr h{};
+      std::memcpy(&h, buffer + at, sizeof(h));
+      if (h.nlmsg_len < sizeof(nlmsghdr) || at + h.nlmsg_len > len) break;
+      if (h.nlmsg_type == NLMSG_ERROR && h.nlmsg_len >= kHeader + sizeof(nlmsgerr)) {
+        nlmsgerr e{};
+        std::memcpy(&e, buffer + at + kHeader, sizeof(e));
+        if (e.error != 0 && errors++ == 0) first = -e.error;
+      }
+      at += NLMSG_ALIGN(h.nlmsg_len);
     }
   }
 }
