@@ -84,10 +84,7 @@ class StageRunner {
       detail = body();
     } catch (const StageError& e) {
       auto f = e.failure();
-      if (!note_conntrack(f)) {
-        fail(f);
-        throw;
-      }
+      note_conntrack(f);
       fail(f);
       throw StageError(f);
     } catch (const Error& e) {
@@ -122,16 +119,14 @@ class StageRunner {
  private:
   // A stage that waited for the network in vain, on a host whose
   // connection-tracking table is full or dropped connections meanwhile:
-  // the table is the first suspect, before any firewall. True when it
-  // added that to `f`.
-  bool note_conntrack(StageFailure& f) const {
-    if (f.category != ErrorCategory::timeout && f.category != ErrorCategory::network) return false;
+  // the table is the first suspect, before any firewall.
+  void note_conntrack(StageFailure& f) const {
+    if (f.category != ErrorCategory::timeout && f.category != ErrorCategory::network) return;
     const auto table = net::conntrack_pressure(conntrack_before_);
-    if (!table) return false;
+    if (!table) return;
     f.conntrack = table->describe();
     const std::string note = net::conntrack_hint(*table);
     f.hint = f.hint.empty() ? note : note + " " + f.hint;
-    return true;
   }
 
   void fail(const StageFailure& f) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "net/conntrack.h"
 #include "net/socket.h"
 #include "preflight/words.h"
 #include "ringmaster/tools/node_compare.h"
@@ -592,7 +593,7 @@ std::pair<PreflightReport, std::map<int, int>> without_full_tables(const Preflig
   std::set<int> full;
   for (std::size_t i = 0; i < report.nodes.size(); ++i) {
     const NodeFacts& f = report.nodes[i].facts;
-    if (report.nodes[i].error.empty() && f.conntrack_max > 0 && f.conntrack_count * 100 >= f.conntrack_max * 99)
+    if (report.nodes[i].error.empty() && net::ConntrackTable{.count = f.conntrack_count, .max = f.conntrack_max}.full())
       full.insert(static_cast<int>(i));
   }
   PreflightReport kept = report;

@@ -21,6 +21,7 @@
 #include <initializer_list>
 #include <sstream>
 
+#include "net/conntrack.h"
 #include "net/interfaces.h"
 #include "net/socket.h"
 #include "ringmaster/tools/preflight.h"
@@ -233,13 +234,9 @@ NodeFacts gather_node_facts(const NodeFactsQuery& query) {
     f.nofile_soft = limit_value(limit.rlim_cur);
     f.nofile_hard = limit_value(limit.rlim_max);
   }
-  for (const auto& [file, into] : {std::pair{"/proc/sys/net/netfilter/nf_conntrack_count", &f.conntrack_count},
-                                   std::pair{"/proc/sys/net/netfilter/nf_conntrack_max", &f.conntrack_max}}) {
-    if (FILE* in = std::fopen(file, "r")) {
-      long long v = -1;
-      if (std::fscanf(in, "%lld", &v) == 1) *into = v;
-      std::fclose(in);
-    }
+  if (const auto table = net::conntrack_table()) {
+    f.conntrack_count = table->count;
+    f.conntrack_max = table->max;
   }
   f.efa_devices = efa_devices();
   f.stack = read_software_stack();
