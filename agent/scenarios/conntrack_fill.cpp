@@ -152,13 +152,17 @@ ConntrackFill fill_conntrack_table() {
   ConntrackFill r;
   r.max = read_number("/proc/sys/net/netfilter/nf_conntrack_max");
   const long long before = read_number("/proc/sys/net/netfilter/nf_conntrack_count");
-  if (r.max <= 0 || before < 0)
-    throw Error(ErrorCategory::config, "connection tracking is not loaded in the namespace (no nf_conntrack_max)");
-  if (r.max > kMostEntries)
-    throw Error(ErrorCategory::config,
-                fmt::format("net.netfilter.nf_conntrack_max is {} here: filling it would take gigabytes of kernel "
-                            "memory (at most {} entries)",
-                            r.max, kMostEntries));
+  if (r.max <= 0 || before < 0) {
+    r.cannot = "connection tracking is not loaded in the namespace (no nf_conntrack_max)";
+    return r;
+  }
+  if (r.max > kMostEntries) {
+    r.cannot = fmt::format(
+        "net.netfilter.nf_conntrack_max is {} here: filling it would take gigabytes of kernel "
+        "memory (at most {} entries)",
+        r.max, kMostEntries);
+    return r;
+  }
   const int fd = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
   if (fd < 0) throw Error(ErrorCategory::config, std::string("ctnetlink socket: ") + std::strerror(errno));
   const int rcvbuf = 1 << 22;

@@ -898,7 +898,8 @@ void prepare_hosts(Cluster& cluster, const agent::Scenario& s, Verdict& v) {
 }
 
 // Once the agents run: the setup steps that need a peer to talk to.
-void hold_ports(Cluster& cluster, const agent::Scenario& s, Verdict& v) {
+// False (v.skipped set) when a step cannot be staged on this machine.
+bool hold_ports(Cluster& cluster, const agent::Scenario& s, Verdict& v) {
   for (const auto& step : s.setup) {
     if (step.contains("stray_traffic")) {
       std::vector<int> on = step.value("hosts", std::vector<int>{});
@@ -916,6 +917,10 @@ void hold_ports(Cluster& cluster, const agent::Scenario& s, Verdict& v) {
         const auto started = std::chrono::steady_clock::now();
         ConntrackFill fill;
         in_namespace(cluster.ns(h), [&] { fill = fill_conntrack_table(); });
+        if (!fill.cannot.empty()) {
+          v.skipped = "cannot fill a connection-tracking table here: " + fill.cannot;
+          return false;
+        }
         v.report.push_back(fmt::format(
             "host {}: connection-tracking table filled with {} established connections in {:.1f} s ({} of {} "
             "entries)",
@@ -930,6 +935,7 @@ void hold_ports(Cluster& cluster, const agent::Scenario& s, Verdict& v) {
       v.report.push_back(fmt::format("host {}: an outbound connection holds local port {}", h, port));
     }
   }
+  return true;
 }
 
 // Before the run: the node gate over the inventories of the hosts with
@@ -1064,8 +1070,7 @@ Verdict run_one(const agent::Scenario& s, const ScenarioRunOptions& o) {
     inbox->cv.notify_all();
   });
   say("applying the faults");
-  hold_ports(cluster, s, v);
-  if (!apply_faults(cluster, s, hosts, v, true)) return v;
+  if (!hold_ports(cluster, s, v) || !apply_faults(cluster, s, hosts, v, true)) return v;
   say("checking before the run (preflight, certify)");
   check_before_run(cluster, s, inbox, v);
   agent::RunRequest run = scenario_run(run_spec, "repro-" + s.name, s.world_size());
